@@ -1,0 +1,30 @@
+# weaveplace: `make run` runs the quickstart, `make test` runs the test suite.
+# Both create .venv (Python 3.11) and install the project into it when missing or outdated.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
+export RAY_TMPDIR ?= /tmp/ray-weaveplace
+
+.PHONY: venv run test bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/weaveplace quickstart
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/weaveplace bench f1
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .hypothesis build *.egg-info

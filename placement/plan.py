@@ -1,0 +1,148 @@
+"""Plans: trees assigned to nodes, serialised as JSON schema ``weaveplace.plan/1`` (DESIGN.md s. 4).
+
+Every cost in a plan is recomputable from its queries and stream rates alone: ``verify_plan``
+re-prices each tree from scratch (with the brute-force-checked edge engine) and compares.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from math import isclose
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from placement.queries import Query, query_from_mapping, validate_unique
+from placement.trees import CostModel, Tree
+
+SCHEMA = "weaveplace.plan/1"
+
+
+@dataclass
+class Node:
+    id: str
+    trees: list[Tree] = field(default_factory=list)
+    capacity: float | None = None
+
+    @property
+    def cost(self) -> float:
+        return float(sum(t.cost for t in self.trees))
+
+
+@dataclass
+class Plan:
+    optimizer: str
+    ie: str
+    nodes: list[Node]
+    rates: dict[str, float]
+
+    @property
+    def trees(self) -> list[Tree]:
+        return [t for n in self.nodes for t in n.trees]
+
+    @property
+    def queries(self) -> list[Query]:
+        return [q for t in self.trees for q in t.queries]
+
+    @property
+    def total_cost(self) -> float:
+        return float(sum(n.cost for n in self.nodes))
+
+    @property
+    def max_cost(self) -> float:
+        return max((n.cost for n in self.nodes), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        tree_ids = iter(range(10**12))
+        return {
+            "schema": SCHEMA,
+            "optimizer": self.optimizer,
+            "ie": self.ie,
+            "queries": [q.to_dict() for q in self.queries],
+            "streams": {s: {"rate": r} for s, r in sorted(self.rates.items())},
+            "nodes": [
+                {
+                    "id": n.id,
+                    "capacity": n.capacity,
+                    "cost": n.cost,
+                    "trees": [
+                        {
+                            "id": f"t{next(tree_ids)}",
+                            "stream": t.stream,
+                            "aggregate": t.aggregate,
+                            "queries": [q.id for q in t.queries],
+                            "composite_slide": t.composite_slide,
+                            "edges": t.edges,
+                            "edge_rate": float(t.edge_rate),
+                            "omega": t.omega,
+                            "cost": t.cost,
+                        }
+                        for t in n.trees
+                    ],
+                }
+                for n in self.nodes
+            ],
+            "total_cost": self.total_cost,
+            "max_cost": self.max_cost,
+        }
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1))
+        return path
+
+
+def single_node_plan(optimizer: str, trees: Iterable[Tree], model: CostModel,
+                     rates: Mapping[str, float]) -> Plan:
+    return Plan(optimizer, model.technique, [Node("node-0", list(trees))], dict(rates))
+
+
+class PlanError(ValueError):
+    """A plan file that is malformed or whose numbers do not match its queries."""
+
+
+def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Plan:
+    """Rebuild a plan from JSON, re-pricing every tree from its queries (nothing is trusted)."""
+    if isinstance(data, (str, Path)):
+        data = json.loads(Path(data).read_text())
+    if data.get("schema") != SCHEMA:
+        raise PlanError(f"schema: expected {SCHEMA!r}, got {data.get('schema')!r}")
+    queries = validate_unique(query_from_mapping(q, i) for i, q in enumerate(data["queries"]))
+    by_id = {q.id: q for q in queries}
+    rates = {s: float(v["rate"]) for s, v in data["streams"].items()}
+    model = CostModel(data["ie"], rates, engine)
+    nodes = []
+    for n in data["nodes"]:
+        trees = []
+        for t in n["trees"]:
+            missing = [qid for qid in t["queries"] if qid not in by_id]
+            if missing:
+                raise PlanError(f"tree {t.get('id')!r} names unknown queries {missing}")
+            trees.append(model.tree([by_id[qid] for qid in t["queries"]]))
+        nodes.append(Node(n["id"], trees, n.get("capacity")))
+    return Plan(data["optimizer"], data["ie"], nodes, rates)
+
+
+def verify_plan(data: Mapping[str, Any], rel_tol: float = 1e-9) -> list[str]:
+    """Differences between a plan's stated numbers and numbers recomputed from its queries."""
+    rebuilt = load_plan(data)
+    problems = []
+    for n_raw, n in zip(data["nodes"], rebuilt.nodes):
+        for t_raw, t in zip(n_raw["trees"], n.trees):
+            for name, value in (("edges", t.edges), ("composite_slide", t.composite_slide)):
+                if t_raw[name] != value:
+                    problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
+            for name, value in (("edge_rate", float(t.edge_rate)), ("omega", t.omega),
+                                ("cost", t.cost)):
+                if not isclose(t_raw[name], value, rel_tol=rel_tol):
+                    problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
+        if not isclose(n_raw["cost"], n.cost, rel_tol=rel_tol):
+            problems.append(f"{n_raw['id']}: cost {n_raw['cost']} != {n.cost}")
+    for name, value in (("total_cost", rebuilt.total_cost), ("max_cost", rebuilt.max_cost)):
+        if not isclose(data[name], value, rel_tol=rel_tol):
+            problems.append(f"{name} {data[name]} != {value}")
+    queries_in_trees = [q for n in data["nodes"] for t in n["trees"] for q in t["queries"]]
+    if sorted(queries_in_trees) != sorted(q["id"] for q in data["queries"]):
+        problems.append("every query must be in exactly one tree")
+    return problems

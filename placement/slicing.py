@@ -1,0 +1,132 @@
+"""Slicing a query into edges, as residue classes (DESIGN.md section 2).
+
+Query ``(r, s)`` needs an edge at every ``t`` with ``t mod s == 0`` (window starts) and
+``t mod s == r mod s`` (window ends), i.e. the residue classes ``(s, 0)`` and ``(s, r mod s)``.
+An execution tree's edges are the union of its queries' classes; its composite slide is the
+``lcm`` of the slides, and its edge rate ``E`` is the density of that union (edges per time unit).
+Everything here is exact integer arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from math import gcd, lcm
+from typing import Iterable
+
+from placement.queries import Query
+
+ResidueClass = tuple[int, int]  # (modulus, residue) with 0 <= residue < modulus
+
+
+def query_classes(query: Query) -> frozenset[ResidueClass]:
+    """The one or two residue classes a query needs (Pairs slicing)."""
+    s = query.slide
+    return frozenset({(s, 0), (s, query.range % s)})
+
+
+def tree_classes(queries: Iterable[Query]) -> frozenset[ResidueClass]:
+    """Union of the classes of a tree's queries."""
+    out: set[ResidueClass] = set()
+    for q in queries:
+        out |= query_classes(q)
+    return frozenset(out)
+
+
+def composite_slide(slides: Iterable[int]) -> int:
+    """``lcm`` of the slides: the period after which a tree's edge pattern repeats."""
+    return lcm(*slides)
+
+
+def compatible(a: ResidueClass, b: ResidueClass) -> bool:
+    """Whether two classes share any position: the GCD overlap check of dissertation ch. 5."""
+    return (a[1] - b[1]) % gcd(a[0], b[0]) == 0
+
+
+def crt_merge(a: ResidueClass, b: ResidueClass) -> ResidueClass | None:
+    """Intersection of two residue classes (Chinese remainder theorem), or None if disjoint."""
+    (m1, r1), (m2, r2) = a, b
+    g = gcd(m1, m2)
+    if (r2 - r1) % g:
+        return None
+    m = m1 // g * m2
+    if g == m1:
+        return (m2, r2)
+    if g == m2:
+        return (m1, r1)
+    # Solve r1 + m1*k == r2 (mod m2): k == (r2 - r1)/g * inv(m1/g) (mod m2/g).
+    m2g = m2 // g
+    k = ((r2 - r1) // g * pow(m1 // g, -1, m2g)) % m2g
+    return (m, (r1 + m1 * k) % m)
+
+
+@lru_cache(maxsize=200_000)
+def prime_factors(n: int) -> tuple[tuple[int, int], ...]:
+    """``((p, e), ...)`` with ``n == prod p**e``; trial division, cached (moduli are small)."""
+    out = []
+    d = 2
+    while d * d <= n:
+        if n % d == 0:
+            e = 0
+            while n % d == 0:
+                n //= d
+                e += 1
+            out.append((d, e))
+        d += 1 if d == 2 else 2
+    if n > 1:
+        out.append((n, 1))
+    return tuple(out)
+
+
+@lru_cache(maxsize=200_000)
+def divisors(n: int) -> tuple[int, ...]:
+    """All divisors of ``n`` in increasing order."""
+    divs = [1]
+    for p, e in prime_factors(n):
+        divs = [d * p**k for d in divs for k in range(e + 1)]
+    return tuple(sorted(divs))
+
+
+def brute_force_edges(classes: Iterable[ResidueClass], period: int | None = None) -> int:
+    """Count edges in one period by checking every position: the oracle for the engines."""
+    cls = list(classes)
+    if not cls:
+        return 0
+    period = period or lcm(*(m for m, _ in cls))
+    return sum(1 for t in range(period) if any(t % m == r for m, r in cls))
+
+
+@dataclass(frozen=True)
+class Weaveability:
+    """How two trees' edges overlap in their joint composite slide."""
+
+    composite_slide: int
+    edges_x: int
+    edges_y: int
+    common: int
+
+    @property
+    def distinct(self) -> int:
+        return self.edges_x + self.edges_y - self.common
+
+    @property
+    def value(self) -> Fraction:
+        """Common edges over distinct edges (1 = perfect weave, 0 = nothing shared)."""
+        return Fraction(self.common, self.distinct) if self.distinct else Fraction(1)
+
+
+def weaveability(
+    x: Iterable[Query], y: Iterable[Query], engine=None
+) -> Weaveability:
+    """Weaveability of two trees, counted exactly with the given edge engine (default: fast)."""
+    from placement.edges import get_engine
+
+    eng = engine or get_engine("fast")
+    xs, ys = list(x), list(y)
+    cs = composite_slide([q.slide for q in xs + ys])
+    cx, cy = tree_classes(xs), tree_classes(ys)
+    ex = eng.density(cx) * cs
+    ey = eng.density(cy) * cs
+    exy = eng.density(cx | cy) * cs
+    return Weaveability(cs, int(ex), int(ey), int(ex + ey - exy))

@@ -1,0 +1,114 @@
+"""Execution trees and the cost model that prices them.
+
+A tree groups queries of one stream and one aggregate that share a slicing. Its cost is
+``lambda + E * Omega`` (``placement.cost``); ``E`` comes from an exact edge engine. The model
+caches nothing itself: the engine caches per class set, so re-pricing a merge reuses its parts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import lcm
+from typing import Iterable, Mapping
+
+from placement.cost import omega, resolve_technique, tree_cost
+from placement.edges import EdgeEngine, get_engine
+from placement.queries import Query
+from placement.slicing import ResidueClass, query_classes
+
+_uids = itertools.count()
+
+
+@dataclass(eq=False)
+class Tree:
+    """One execution tree. ``uid`` orders trees deterministically (creation order)."""
+
+    stream: str
+    aggregate: str
+    queries: list[Query]
+    classes: frozenset[ResidueClass]
+    windows: frozenset[tuple[int, int]]
+    composite_slide: int
+    edge_rate: Fraction
+    omega: float
+    cost: float
+    technique: str
+    uid: int = field(default_factory=lambda: next(_uids))
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Trees can only be woven with trees of the same key (stream, aggregate)."""
+        return (self.stream, self.aggregate)
+
+    @property
+    def edges(self) -> int:
+        """Edges in one composite slide (an exact integer)."""
+        return int(self.edge_rate * self.composite_slide)
+
+
+class CostModel:
+    """Prices trees for one IE technique, stream rates and edge engine."""
+
+    def __init__(
+        self,
+        technique: str = "panes",
+        rates: Mapping[str, float] | float = 1.0,
+        engine: EdgeEngine | str = "fast",
+    ):
+        resolve_technique(technique)  # validates the name
+        self.technique = technique
+        self.rates = rates
+        self.engine = get_engine(engine) if isinstance(engine, str) else engine
+
+    def rate(self, stream: str) -> float:
+        if isinstance(self.rates, Mapping):
+            if stream not in self.rates:
+                raise KeyError(f"no input rate given for stream {stream!r}")
+            return float(self.rates[stream])
+        return float(self.rates)
+
+    def _price(self, stream, aggregate, queries, classes, windows, cs, e) -> Tree:
+        tech = resolve_technique(self.technique, [aggregate])
+        om = omega(tech, windows, e)
+        return Tree(stream, aggregate, queries, classes, windows, cs, e, om,
+                    tree_cost(self.rate(stream), e, om), tech)
+
+    def tree(self, queries: Iterable[Query]) -> Tree:
+        qs = list(queries)
+        if not qs:
+            raise ValueError("a tree needs at least one query")
+        stream, aggregate = qs[0].stream, qs[0].aggregate
+        for q in qs:
+            if (q.stream, q.aggregate) != (stream, aggregate):
+                raise ValueError(
+                    f"query {q.id!r} ({q.stream}/{q.aggregate}) cannot share a tree with "
+                    f"{stream}/{aggregate}: trees hold one stream and one aggregate")
+        classes: set[ResidueClass] = set()
+        for q in qs:
+            classes |= query_classes(q)
+        cls = frozenset(classes)
+        e = self.engine.density(cls)
+        windows = frozenset((q.range, q.slide) for q in qs)
+        cs = lcm(*(q.slide for q in qs))
+        return self._price(stream, aggregate, qs, cls, windows, cs, e)
+
+    def merge(self, x: Tree, y: Tree) -> Tree:
+        if x.key != y.key:
+            raise ValueError(f"cannot weave trees of {x.key} and {y.key}")
+        e = self.engine.merged_density(x.classes, y.classes)
+        return self._price(x.stream, x.aggregate, x.queries + y.queries, x.classes | y.classes,
+                           x.windows | y.windows, lcm(x.composite_slide, y.composite_slide), e)
+
+    def benefit(self, x: Tree, y: Tree) -> float:
+        """Cost saved by weaving x and y (negative: weaving costs more)."""
+        return x.cost + y.cost - self.merge(x, y).cost
+
+    def omega_lower_bound_is_max(self) -> bool:
+        """Whether Omega of a merge is at least the larger Omega of its parts (monotone)."""
+        return self.technique != "flatfat"
+
+    def omega_is_additive(self) -> bool:
+        """Whether Omega of a merge is the sum of its parts' Omegas for disjoint windows."""
+        return self.technique in ("panes", "flatfit")

@@ -1,0 +1,344 @@
+"""Single-node sharing optimizers: WeaveShare, Insert-then-Weave, No Share, Shared, and
+Incremental WeaveShare (WeaveShare paper, sections 5-8).
+
+WeaveShare starts from one tree per query (or per group of identical slicing, see
+``initial_trees``) and repeatedly weaves the pair of trees with the largest cost reduction until no
+merge reduces the cost. The paper's *cost lookup table* is a max-heap of pair benefits: only the
+row of the newly merged tree is computed per iteration. Rows are pruned with a certified upper
+bound on the benefit (never a heuristic), so the plan is exactly the naive algorithm's plan, with
+ties broken by tree creation order; it does not depend on the edge engine.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from placement.queries import Query
+from placement.slicing import query_classes
+from placement.trees import CostModel, Tree
+
+Progress = Callable[[int], None] | None
+EPS = 1e-12  # benefits within rounding noise of zero are not merges
+
+
+def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool = True) -> list[Tree]:
+    """One tree per query, or with ``preprocess`` one per group of identical slicing.
+
+    Queries with the same stream, aggregate and residue classes weave perfectly (no new edges,
+    one tuple pass saved), so grouping them first is always a cost win (dissertation 6.5 note,
+    applied to equal edge sets rather than equal slides, which is what makes it exact).
+    """
+    qs = list(queries)
+    if not preprocess:
+        return [model.tree([q]) for q in qs]
+    groups: dict[tuple, list[Query]] = defaultdict(list)
+    for q in qs:
+        groups[(q.stream, q.aggregate, query_classes(q))].append(q)
+    return [model.tree(g) for g in groups.values()]
+
+
+class _Table:
+    """The cost lookup table: alive trees in slots, pair benefits in a lazy max-heap.
+
+    Rows are pruned with certified upper bounds on the benefit. Generic bound (every technique but
+    FlatFAT): ``E_xy >= max(E_x, E_y)`` and ``Omega_xy >= max(Omega_x, Omega_y)``. When Omega is
+    additive over disjoint windows (Panes, FlatFIT), the benefit is exactly
+    ``lambda + Omega_x (C - E_y) + Omega_y (C - E_x)`` with ``C`` the common-edge density, and
+    ``C`` is bounded by pairs of classes (``1/lcm`` per compatible pair). Trees whose edges are the
+    classes of one modulus ``s`` (all trees after identical-slicing grouping) sit in buckets
+    ``(key, s, #classes)``, so a row first bounds whole buckets with their smallest Omega and only
+    opens the buckets that could hold a positive benefit: this keeps 10^5..10^6 trees tractable.
+    """
+
+    def __init__(self, model: CostModel, trees: Sequence[Tree], additive: bool):
+        self.model = model
+        self.additive = additive
+        cap = max(16, 2 * len(trees))
+        self.trees: list[Tree | None] = []
+        self.e = np.zeros(cap)
+        self.om = np.zeros(cap)
+        self.cost = np.zeros(cap)
+        self.key = np.zeros(cap, dtype=np.int64)
+        self.alive = np.zeros(cap, dtype=np.bool_)
+        self._keys: dict[tuple, int] = {}
+        self.heap: list[tuple] = []
+        self.evaluations = 0
+        # Buckets of single-modulus trees, and the other ("misc") trees.
+        self._bucket_of: dict[tuple[int, int, int], int] = {}
+        self.b_key: list[int] = []
+        self.b_mod: list[int] = []
+        self.b_k: list[int] = []
+        self.b_om: list[float] = []
+        self.b_members: list[list[int]] = []
+        self.misc: list[int] = []
+        self._small_sets: set[frozenset] = set()
+        self._small_distinct = True  # no two filed trees of <= 2 classes have equal classes
+        self._pending = list(trees)
+
+    def _add(self, t: Tree) -> int:
+        slot = len(self.trees)
+        if slot >= len(self.e):
+            for name in ("e", "om", "cost", "key", "alive"):
+                arr = getattr(self, name)
+                setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
+        self.trees.append(t)
+        self.e[slot] = float(t.edge_rate)
+        self.om[slot] = t.omega
+        self.cost[slot] = t.cost
+        self.key[slot] = self._keys.setdefault(t.key, len(self._keys))
+        self.alive[slot] = True
+        return slot
+
+    def _file(self, slot: int) -> None:
+        """Put a slot in its bucket (single-modulus trees) or in the misc list."""
+        t = self.trees[slot]
+        mods = {m for m, _ in t.classes}
+        if self.additive and len(mods) == 1:
+            bk = (int(self.key[slot]), mods.pop(), len(t.classes))
+            b = self._bucket_of.get(bk)
+            if b is None:
+                b = self._bucket_of[bk] = len(self.b_key)
+                self.b_key.append(bk[0])
+                self.b_mod.append(bk[1])
+                self.b_k.append(bk[2])
+                self.b_om.append(t.omega)
+                self.b_members.append([])
+            self.b_om[b] = min(self.b_om[b], t.omega)
+            if bk[2] <= 2:
+                if t.classes in self._small_sets:
+                    self._small_distinct = False
+                self._small_sets.add(t.classes)
+            self.b_members[b].append(slot)
+        else:
+            self.misc.append(slot)
+
+    def _candidates(self, slot: int) -> np.ndarray:
+        """Alive slots that could weave with ``slot`` at a positive benefit (certified)."""
+        t = self.trees[slot]
+        lam = self.model.rate(t.stream)
+        ez, oz, kz = float(t.edge_rate), t.omega, int(self.key[slot])
+        if not self.additive:
+            n = len(self.trees)
+            idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == kz))
+            idx = idx[idx != slot]
+            om_lb = (np.maximum(self.om[idx], oz)
+                     if self.model.omega_lower_bound_is_max() else 0.0)
+            bound = self.cost[idx] + t.cost - lam - np.maximum(self.e[idx], ez) * om_lb
+            return idx[bound > EPS]
+        out = []
+        if self.b_key:
+            bmod = np.asarray(self.b_mod, dtype=np.int64)
+            bk = np.asarray(self.b_k, dtype=np.float64)
+            be = bk / bmod
+            # Upper bound on common density: sum over class pairs of 1/lcm (compatibility ignored).
+            cub = np.zeros(len(bmod))
+            zmods = [m for m, _ in t.classes]
+            for m in zmods:
+                cub += bk * np.gcd(bmod, m) / (bmod.astype(np.float64) * m)
+            if self._small_distinct and len(set(zmods)) == 1 and len(zmods) <= 2:
+                # Distinct class sets within {(s, 0), (s, g)} share at most (s, 0).
+                same = (bmod == zmods[0]) & (bk <= 2)
+                cub[same] = np.minimum(cub[same], 1.0 / zmods[0])
+            c = np.minimum(np.minimum(cub, be), ez)
+            bound = lam + oz * (c - be) + np.asarray(self.b_om) * (c - ez)
+            open_ = np.flatnonzero((bound > EPS) & (np.asarray(self.b_key) == kz))
+            for b in open_.tolist():
+                members = [s for s in self.b_members[b] if self.alive[s] and s != slot]
+                self.b_members[b] = [s for s in self.b_members[b] if self.alive[s]]
+                if members:
+                    out.append(np.asarray(members, dtype=np.int64))
+        misc = [s for s in self.misc if self.alive[s] and s != slot]
+        self.misc = [s for s in self.misc if self.alive[s]]
+        if misc:
+            out.append(np.asarray(misc, dtype=np.int64))
+        if not out:
+            return np.zeros(0, dtype=np.int64)
+        idx = np.concatenate(out)
+        idx = idx[self.key[idx] == kz]
+        c = np.minimum(self.e[idx], ez)
+        bound = lam + oz * (c - self.e[idx]) + self.om[idx] * (c - ez)
+        return idx[bound > EPS]
+
+    def row(self, slot: int) -> None:
+        """Push every positive benefit of ``slot`` with the filed slots, then file it."""
+        t = self.trees[slot]
+        for other in self._candidates(slot).tolist():
+            self.evaluations += 1
+            b = self.model.benefit(self.trees[other], t)
+            if b > EPS:
+                lo, hi = (other, slot) if other < slot else (slot, other)
+                heapq.heappush(self.heap, (-b, self.trees[lo].uid, self.trees[hi].uid, lo, hi))
+        self._file(slot)
+
+    def fill(self, progress: Progress = None) -> None:
+        for t in self._pending:
+            self.row(self._add(t))
+            if progress:
+                progress(1)
+        self._pending = []
+
+    def pop_best(self) -> tuple[int, int] | None:
+        while self.heap:
+            _, _, _, a, b = heapq.heappop(self.heap)
+            if self.alive[a] and self.alive[b]:
+                return a, b
+        return None
+
+    def merge(self, a: int, b: int) -> int:
+        merged = self.model.merge(self.trees[a], self.trees[b])
+        self.alive[a] = self.alive[b] = False
+        self.trees[a] = self.trees[b] = None  # free memory of dead trees
+        return self._add(merged)
+
+    def result(self) -> list[Tree]:
+        return [t for t, ok in zip(self.trees, self.alive) if ok and t is not None]
+
+
+def _windows_disjoint(trees: Sequence[Tree]) -> bool:
+    seen: set = set()
+    total = 0
+    for t in trees:
+        seen.update((t.key, w) for w in t.windows)
+        total += len(t.windows)
+    return len(seen) == total
+
+
+def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None) -> list[Tree]:
+    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop)."""
+    additive = model.omega_is_additive() and _windows_disjoint(trees)
+    table = _Table(model, trees, additive)
+    table.fill(progress)
+    while True:
+        pair = table.pop_best()
+        if pair is None:
+            break
+        table.row(table.merge(*pair))
+    weave.last_evaluations = table.evaluations  # type: ignore[attr-defined]
+    return table.result()
+
+
+def weaveshare(queries: Iterable[Query], model: CostModel, preprocess: bool = True,
+               progress: Progress = None) -> list[Tree]:
+    """WeaveShare: weave from no sharing (optionally after identical-slicing grouping)."""
+    return weave(initial_trees(queries, model, preprocess), model, progress)
+
+
+def no_share(queries: Iterable[Query], model: CostModel) -> list[Tree]:
+    """Every query alone: the baseline."""
+    return [model.tree([q]) for q in queries]
+
+
+def shared(queries: Iterable[Query], model: CostModel) -> list[Tree]:
+    """Everything that can share (same stream and aggregate) in one tree."""
+    groups: dict[tuple, list[Query]] = defaultdict(list)
+    for q in queries:
+        groups[(q.stream, q.aggregate)].append(q)
+    return [model.tree(g) for g in groups.values()]
+
+
+def insert_then_weave(queries: Iterable[Query], model: CostModel, preprocess: bool = True,
+                      progress: Progress = None) -> list[Tree]:
+    """Insert queries one at a time (input order) into the tree they weave best with (a new tree
+    when no insertion reduces cost), then run the weaving phase (WeaveShare paper, section 6)."""
+    trees: list[Tree] = []
+    for unit in initial_trees(queries, model, preprocess):
+        best, best_b = None, EPS
+        for i, t in enumerate(trees):
+            if t.key != unit.key:
+                continue
+            b = model.benefit(t, unit)
+            if b > best_b:
+                best, best_b = i, b
+        if best is None:
+            trees.append(unit)
+        else:
+            trees[best] = model.merge(trees[best], unit)
+        if progress:
+            progress(1)
+    return weave(trees, model)
+
+
+def plan_cost(trees: Iterable[Tree]) -> float:
+    return float(sum(t.cost for t in trees))
+
+
+@dataclass
+class IncrementalWeaveShare:
+    """Online WeaveShare: weave new queries into the current plan; rebuild from scratch when the
+    plan's cost drifts more than ``tolerance`` above the cost extrapolated from the offline
+    plan-cost curve (cost per query at the last rebuilds: the *performance slope*)."""
+
+    model: CostModel
+    tolerance: float = 0.2
+    preprocess: bool = True
+    trees: list[Tree] = field(default_factory=list)
+    rebuilds: int = 0
+    _curve: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def queries(self) -> list[Query]:
+        return [q for t in self.trees for q in t.queries]
+
+    @property
+    def cost(self) -> float:
+        return plan_cost(self.trees)
+
+    def extrapolated_cost(self, n: int) -> float | None:
+        if not self._curve:
+            return None
+        if len(self._curve) == 1:
+            n0, c0 = self._curve[0]
+            return c0 * n / n0
+        (n0, c0), (n1, c1) = self._curve[-2], self._curve[-1]
+        slope = (c1 - c0) / (n1 - n0) if n1 != n0 else c1 / n1
+        return c1 + slope * (n - n1)
+
+    def rebuild(self) -> None:
+        qs = self.queries
+        self.trees = weaveshare(qs, self.model, self.preprocess)
+        self.rebuilds += 1
+        if qs:
+            if self._curve and self._curve[-1][0] == len(qs):
+                self._curve[-1] = (len(qs), self.cost)
+            else:
+                self._curve.append((len(qs), self.cost))
+
+    def _check_drift(self) -> None:
+        n = len(self.queries)
+        expected = self.extrapolated_cost(n)
+        if expected is None or expected <= 0 or self.cost > (1 + self.tolerance) * expected:
+            self.rebuild()
+
+    def add(self, queries: Iterable[Query]) -> None:
+        """Weave each new query's tree into the plan with WeaveShare's merge loop."""
+        new = list(queries)
+        ids = {q.id for q in self.queries}
+        for q in new:
+            if q.id in ids:
+                raise ValueError(f"duplicate query id {q.id!r}")
+            ids.add(q.id)
+        self.trees = weave(self.trees + initial_trees(new, self.model, self.preprocess), self.model)
+        self._check_drift()
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove queries; re-price their trees and re-weave them with the rest."""
+        gone = set(ids)
+        known = {q.id for q in self.queries}
+        missing = gone - known
+        if missing:
+            raise KeyError(f"unknown query id(s): {sorted(missing)}")
+        kept: list[Tree] = []
+        for t in self.trees:
+            if any(q.id in gone for q in t.queries):
+                rest = [q for q in t.queries if q.id not in gone]
+                if rest:
+                    kept.append(self.model.tree(rest))
+            else:
+                kept.append(t)
+        self.trees = weave(kept, self.model)
+        self._check_drift()

@@ -1,0 +1,210 @@
+"""The ``weaveplace`` command line (typer + rich).
+
+User mistakes end with one clear message and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Place and run shared sliding-window aggregate queries.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures go to BENCHMARKS.md).")
+app.add_typer(bench_app, name="bench")
+console = Console()
+
+SINGLE_NODE = ("weaveshare", "insert_then_weave", "no_share", "shared")
+
+
+class UserError(Exception):
+    """A mistake in the command's input: reported without a traceback, exit code 2."""
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True)
+
+
+def _run_single_node(name: str, queries, model, progress_cb=None):
+    from placement import weaveshare as ws
+
+    if name == "weaveshare":
+        return ws.weaveshare(queries, model, progress=progress_cb)
+    if name == "insert_then_weave":
+        return ws.insert_then_weave(queries, model, progress=progress_cb)
+    if name == "no_share":
+        return ws.no_share(queries, model)
+    if name == "shared":
+        return ws.shared(queries, model)
+    raise UserError(f"unknown optimizer {name!r}; allowed: {', '.join(SINGLE_NODE)}")
+
+
+@app.command()
+def plan(
+    qnum: int = typer.Option(100, help="Number of queries (Qnum)."),
+    smax: int = typer.Option(100, help="Largest slide (Smax)."),
+    rate: float = typer.Option(1.0, help="Input rate lambda (tuples per time unit)."),
+    zskew: float = typer.Option(0.5, help="Zipf skew; larger favours larger slides."),
+    omax: float = typer.Option(10.0, help="Largest overlap factor (range = factor x slide)."),
+    gen: str = typer.Option("nrm", help="Slide set: nrm, div (primes) or factors (of Smax)."),
+    seed: int = typer.Option(0, help="Random seed."),
+    optimizer: str = typer.Option("weaveshare", help=f"One of {', '.join(SINGLE_NODE)}."),
+    ie: str = typer.Option("panes", help="IE technique for the cost model."),
+    engine: str = typer.Option("fast", help="Edge engine: fast, f1 or bitset."),
+    out: Path = typer.Option(Path("out/plan.json"), help="Where to write the plan JSON."),
+):
+    """Generate a workload and build a single-node sharing plan."""
+    from placement.plan import single_node_plan
+    from placement.trees import CostModel
+    from sim.workload import WorkloadSpec, generate
+
+    try:
+        spec = WorkloadSpec(qnum, smax, rate, zskew, omax, gen, seed)
+        queries = generate(spec)
+        model = CostModel(ie, rate, engine)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    start = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task(optimizer, total=len(queries))
+        trees = _run_single_node(optimizer, queries, model, lambda k: bar.advance(task, k))
+    seconds = time.perf_counter() - start
+    p = single_node_plan(optimizer, trees, model, {spec.stream: rate})
+    path = p.write(out)
+    console.print(f"{optimizer}: {len(trees)} trees for {len(queries)} queries, "
+                  f"TotalCost {p.total_cost:.6g}, {seconds:.2f} s -> {path}")
+
+
+@app.command("verify-plan")
+def verify_plan_cmd(path: Path):
+    """Recompute every cost of a plan JSON from its queries and report differences."""
+    from placement.plan import PlanError, verify_plan
+
+    if not path.exists():
+        raise UserError(f"plan file not found: {path}")
+    try:
+        problems = verify_plan(json.loads(path.read_text()))
+    except (json.JSONDecodeError, KeyError, PlanError, ValueError) as exc:
+        raise UserError(f"{path}: not a valid weaveplace plan: {exc}") from exc
+    if problems:
+        for p in problems:
+            console.print(f"[red]{p}")
+        raise typer.Exit(1)
+    console.print(f"[green]{path}: every cost recomputes from its queries")
+
+
+@bench_app.command("f1")
+def bench_f1(
+    experiments: str = typer.Option("1,2,3,4,5", help="Comma-separated experiment numbers."),
+    engines: str = typer.Option("fast,f1,bitset", help="Comma-separated edge engines."),
+    cap: float = typer.Option(60.0, help="Time cap (s) per plan for BitSet and F1."),
+    fast_cap: float = typer.Option(1800.0, help="Time cap (s) per plan for fast."),
+    mem_gb: float = typer.Option(8.0, help="Memory cap (GiB) per plan run."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+    quick: bool = typer.Option(False, help="Only the first two points of each experiment."),
+):
+    """Reproduce the dissertation's F1 experiments (Table 5) with every edge engine."""
+    from sim import bench_f1 as b
+
+    try:
+        exps = [int(x) for x in experiments.split(",") if x.strip()]
+        bad = [e for e in exps if e not in b.EXPERIMENTS]
+        engs = [e.strip() for e in engines.split(",") if e.strip()]
+        bad_eng = [e for e in engs if e not in b.ENGINES]
+    except ValueError as exc:
+        raise UserError(f"--experiments: {exc}") from exc
+    if bad:
+        raise UserError(f"--experiments: unknown {bad}; allowed: 1..5")
+    if bad_eng:
+        raise UserError(f"--engines: unknown {bad_eng}; allowed: {', '.join(b.ENGINES)}")
+    values = {e: b.EXPERIMENTS[e][1][:2] for e in exps} if quick else None
+    total = sum(len((values or {}).get(e, b.EXPERIMENTS[e][1])) for e in exps) * len(engs)
+    results = []
+    with _progress() as bar:
+        task = bar.add_task("bench f1", total=total)
+
+        def done(r):
+            results.append(r)
+            bar.console.print(f"exp {r.experiment} {r.param}={r.value:g} {r.engine}: {r.status}"
+                              + (f" {r.seconds:.3f}s {r.peak_mb:.0f}MB" if r.seconds else ""))
+            bar.advance(task)
+
+        b.run(exps, engs, cap, fast_cap, mem_gb, on_result=done, values=values)
+    path = b.save(results, out)
+    table = Table("exp", "param", "value", "engine", "status", "seconds", "peak MB", "trees")
+    for r in results:
+        table.add_row(str(r.experiment), r.param, f"{r.value:g}", r.engine, r.status,
+                      f"{r.seconds:.3f}" if r.seconds is not None else "-",
+                      f"{r.peak_mb:.0f}" if r.peak_mb is not None else "-",
+                      str(r.trees) if r.trees is not None else "-")
+    console.print(table)
+    mismatches = b.check_identical(results)
+    console.print("identical plans wherever engines finish: "
+                  + ("[green]yes" if not mismatches else f"[red]NO: {mismatches}"))
+    for exp, s in b.speedups(results).items():
+        if s.get("f1_largest") is None:
+            console.print(f"exp {exp}: F1 finished no point")
+        else:
+            sp = s.get("speedup")
+            console.print(f"exp {exp}: largest F1 point {s['f1_largest']:g}, fast speed-up "
+                          + (f"{sp:.0f}x" if sp else "n/a"))
+    console.print(f"results: {path}")
+    if mismatches:
+        raise typer.Exit(1)
+
+
+@app.command()
+def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output directory.")):
+    """A small end-to-end tour: a workload, every single-node optimizer, plans and a table."""
+    from placement.plan import single_node_plan
+    from placement.trees import CostModel
+    from sim.workload import WorkloadSpec, generate
+
+    spec = WorkloadSpec(qnum=300, smax=120, rate=5.0, zskew=1.0, omax=10, gen="nrm", seed=7)
+    queries = generate(spec)
+    table = Table("optimizer", "IE", "trees", "TotalCost", "seconds")
+    for ie in ("panes", "slickdeque"):
+        model = CostModel(ie, spec.rate, "fast")
+        for name in SINGLE_NODE:
+            start = time.perf_counter()
+            trees = _run_single_node(name, queries, model)
+            seconds = time.perf_counter() - start
+            p = single_node_plan(name, trees, model, {spec.stream: spec.rate})
+            p.write(out / f"plan_{ie}_{name}.json")
+            table.add_row(name, ie, str(len(trees)), f"{p.total_cost:.6g}", f"{seconds:.3f}")
+    console.print(table)
+    console.print(f"plans written to {out}/")
+
+
+def main() -> None:
+    """Entry point: run the app and turn user errors into one line and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        console.print("[red]aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own message
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()
