@@ -1,0 +1,546 @@
+"""Tests for sim.debs: layout, generator realism and determinism, tolerant TSV reader.
+
+All data is generated into tmp_path; nothing is committed. Kept small: the whole file runs in a
+few seconds on a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from sim import debs
+from sim.debs import (
+    BOOL_COLUMNS,
+    DEBS_SCHEMA,
+    ENERGY_COLUMNS,
+    INT_COLUMNS,
+    N_FIELDS,
+    TSV_COLUMNS,
+    generate_debs,
+    parse_ts,
+    read_debs,
+    read_debs_tsv,
+)
+
+TS_RE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00")
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------
+
+
+def read_rejects(path: Path) -> list[tuple[int, str, bytes]]:
+    """Rejects file -> [(line, reason, raw)]; raw may contain tabs: split on the first two."""
+    lines = path.read_bytes().split(b"\n")
+    assert lines[0] == b"line\treason\traw"
+    assert lines[-1] == b""
+    out = []
+    for ln in lines[1:-1]:
+        no, reason, raw = ln.split(b"\t", 2)
+        out.append((int(no), reason.decode(), raw))
+    return out
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> tuple[list[bytes], pa.Table]:
+    """~150 clean lines (without CRLF) and the matching Parquet table (same seed, same events)."""
+    d = tmp_path_factory.mktemp("debs_base")
+    generate_debs(d / "base.tsv", duration_s=1.5, seed=11, fmt="tsv")
+    generate_debs(d / "base.parquet", duration_s=1.5, seed=11)
+    raw = (d / "base.tsv").read_bytes()
+    assert raw.endswith(b"\r\n")
+    return raw[:-2].split(b"\r\n"), pq.read_table(d / "base.parquet")
+
+
+@pytest.fixture(scope="module")
+def hour(tmp_path_factory) -> pa.Table:
+    """One hour at 100 Hz (~360 K events) for the realism checks."""
+    p = tmp_path_factory.mktemp("debs_hour") / "hour.parquet"
+    generate_debs(p, duration_s=3600, seed=5)
+    return pq.read_table(p)
+
+
+def ref_ts_ok(s: str) -> bool:
+    """Independent reference for the accepted timestamp grammar (regex + datetime)."""
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{1,9})?(Z|[+-]\d\d:\d\d)", s, re.ASCII)
+    if not m:
+        return False
+    try:
+        datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return False
+    z = m.group(3)
+    return z == "Z" or (int(z[1:3]) <= 23 and int(z[4:6]) <= 59)
+
+
+def ref_int_ok(s: str) -> bool:
+    return bool(re.fullmatch(r"-?[0-9]{1,19}", s, re.ASCII)) and -(2**63) <= int(s) < 2**63
+
+
+# ------------------------------------------------------------------------------------------
+# layout
+# ------------------------------------------------------------------------------------------
+
+
+def test_layout_matches_design():
+    assert TSV_COLUMNS[:12] == ("ts", "index", "mf01", "mf02", "mf03", "pc13", "pc14", "pc15",
+                                "pc25", "pc26", "pc27", "res")
+    assert TSV_COLUMNS[12:18] == ("bm05", "bm06", "bm07", "bm08", "bm09", "bm10")
+    assert TSV_COLUMNS[18] == "b11" and TSV_COLUMNS[-1] == "b48"
+    assert N_FIELDS == len(TSV_COLUMNS) == len(set(TSV_COLUMNS)) == 56
+    # "3 energy readings and 51 mostly boolean values per event" (index and ts not counted)
+    others = [c for c in TSV_COLUMNS if c not in ("ts", "index", *ENERGY_COLUMNS)]
+    assert len(ENERGY_COLUMNS) == 3 and len(others) == 51
+    assert sum(c in BOOL_COLUMNS for c in others) == 44
+    assert DEBS_SCHEMA.names == ["ts_ms", *TSV_COLUMNS[1:]]
+    for f in DEBS_SCHEMA:
+        assert f.type == (pa.bool_() if f.name in BOOL_COLUMNS else pa.int64())
+        assert not f.nullable
+
+
+# ------------------------------------------------------------------------------------------
+# generator
+# ------------------------------------------------------------------------------------------
+
+
+def test_tsv_format_is_original(tmp_path):
+    p = tmp_path / "x.tsv"
+    n = generate_debs(p, duration_s=2.0, seed=1, fmt="tsv")
+    raw = p.read_bytes()
+    assert raw.endswith(b"\r\n") and raw.count(b"\n") == raw.count(b"\r\n") == n
+    lines = raw[:-2].split(b"\r\n")
+    assert len(lines) == n
+    assert not lines[0].startswith(b"ts")  # no header
+    for i, ln in enumerate(lines):
+        f = ln.split(b"\t")
+        assert len(f) == N_FIELDS
+        assert TS_RE.fullmatch(f[0])
+        assert int(f[1]) == i
+        assert all(re.fullmatch(rb"[0-9]+", x) for x in f[2:12])
+        assert all(x in (b"0", b"1") for x in f[12:])
+    assert lines[0].startswith(b"2012-02-22T16:46:28.")
+
+
+def test_roundtrip_tsv_equals_parquet(tmp_path):
+    pq_path, tsv_path = tmp_path / "g.parquet", tmp_path / "g.tsv"
+    n1 = generate_debs(pq_path, duration_s=30, seed=7, rate_hz=100)
+    n2 = generate_debs(tsv_path, duration_s=30, seed=7, rate_hz=100, fmt="tsv")
+    assert n1 == n2 > 2500
+    want = pq.read_table(pq_path)
+    # tiny blocks and batches exercise the carry-over between blocks and batch slicing
+    for kw in ({}, {"block_bytes": 4096, "batch_rows": 777}):  # (64-byte blocks: below)
+        r = read_debs_tsv(tsv_path, rejects_path=tmp_path / "rej.tsv", **kw)
+        got = r.read_all()
+        assert got.schema.equals(DEBS_SCHEMA)
+        assert got.equals(want)
+        assert r.stats.rows_read == n1 and r.stats.rows_rejected == 0 and r.stats.lines == n1
+        assert read_rejects(tmp_path / "rej.tsv") == []
+    # batches are exactly batch_rows long (except the last), also across block boundaries
+    for kw in ({"batch_rows": 1000}, {"batch_rows": 1000, "block_bytes": 50_000}):
+        sizes = [b.num_rows for b in read_debs_tsv(tsv_path, **kw)]
+        assert sizes[:-1] == [1000] * (len(sizes) - 1) and 0 < sizes[-1] <= 1000
+        assert sum(sizes) == n1
+
+
+def test_generator_deterministic(tmp_path):
+    for fmt in ("parquet", "tsv"):
+        a, b, c = (tmp_path / f"{k}.{fmt}" for k in "abc")
+        generate_debs(a, duration_s=20, seed=3, fmt=fmt)
+        generate_debs(b, duration_s=20, seed=3, fmt=fmt)
+        generate_debs(c, duration_s=20, seed=4, fmt=fmt)
+        assert a.read_bytes() == b.read_bytes()
+        assert a.read_bytes() != c.read_bytes()
+
+
+def test_generator_chunking_is_invisible(tmp_path):
+    """Chunk boundaries (memory bound) must not show: index and time continue seamlessly."""
+    p = tmp_path / "x.parquet"
+    generate_debs(p, duration_s=60, seed=2, chunk_rows=1000)
+    t = pq.read_table(p)
+    assert pq.ParquetFile(p).num_row_groups > 5
+    idx = t["index"].to_numpy()
+    assert (idx == np.arange(len(idx))).all()
+    assert (np.diff(t["ts_ms"].to_numpy()) >= 0).all()
+
+
+def test_generator_arguments(tmp_path):
+    with pytest.raises(ValueError):
+        generate_debs(tmp_path / "x", duration_s=1, fmt="csv")
+    with pytest.raises(ValueError):
+        generate_debs(tmp_path / "x", duration_s=0)
+    # start and rate are honoured
+    p = tmp_path / "s.parquet"
+    n = generate_debs(p, duration_s=10, rate_hz=20, start="2013-01-01T00:00:00+01:00")
+    ts = pq.read_table(p)["ts_ms"].to_numpy()
+    t0 = int(datetime(2012, 12, 31, 23, tzinfo=timezone.utc).timestamp() * 1000)
+    assert t0 <= ts[0] < t0 + 100 and ts[-1] < t0 + 10_000
+    assert 170 < n < 230
+
+
+def test_timestamps_jitter_around_rate(hour):
+    ts = hour["ts_ms"].to_numpy()
+    n = len(ts)
+    assert abs(n - 360_000) < 0.02 * 360_000
+    gaps = np.diff(ts)
+    assert (gaps >= 0).all()
+    assert 9 <= np.median(gaps) <= 11
+    q25, q75 = np.percentile(gaps, [25, 75])
+    assert 2 <= q75 - q25 <= 6  # jitter, not a metronome
+    assert len(np.unique(gaps)) > 10
+    assert gaps.max() >= 100 and gaps.max() < 5000  # rare dropouts, bounded
+    assert (hour["index"].to_numpy() == np.arange(n)).all()
+
+
+def test_power_readings_realistic(hour):
+    ts = hour["ts_ms"].to_numpy()
+    sec = (ts - ts[0]) // 1000
+    counts = np.bincount(sec)
+    means = []
+    for c in ENERGY_COLUMNS:
+        v = hour[c].to_numpy()
+        assert v.min() >= 0 and v.max() <= 16000
+        means.append(np.bincount(sec, weights=v) / np.maximum(counts, 1))
+    means = np.array(means)[:, counts > 50]
+    m1 = means[0]
+    # plausible levels: spends time both below 3 kW-ish and above it (regimes)
+    assert m1.min() < 3000 < m1.max()
+    # slowly drifting: second-to-second change of the 1 s mean is small except at rare
+    # regime changes, which do happen
+    step = np.abs(np.diff(m1))
+    assert np.median(step) < 40
+    jumps = int((step > 1500).sum())
+    assert 1 <= jumps <= 60
+    # drift within a regime: over a jump-free stretch of >= 2 min the 1 s mean wanders by far
+    # more than its own noise (sd ~2.5) would explain, yet stays near the regime level
+    runs = np.split(m1, np.flatnonzero(step > 1500) + 1)
+    spans = [np.ptp(r[5:-5]) for r in runs if len(r) >= 130]
+    assert spans and max(spans) > 60 and max(spans) < 3000
+    # per-event noise around the 1 s mean (sd 25 in the model)
+    v = hour["mf01"].to_numpy()
+    resid = v - np.repeat(np.bincount(sec, weights=v) / np.maximum(counts, 1), counts)
+    assert 15 < np.median(np.abs(resid)) / 0.6745 < 40
+    # the three phases move together
+    assert np.corrcoef(means[0], means[1])[0, 1] > 0.9
+
+
+def test_states_flip_rarely(hour):
+    n = hour.num_rows
+    flips = {c: int((np.diff(hour[c].to_numpy().astype(np.int8)) != 0).sum()) for c in BOOL_COLUMNS}
+    assert all(f / n < 2e-3 for f in flips.values())  # per event: rare
+    assert sum(f > 0 for f in flips.values()) >= 10  # but some do flip in an hour
+    assert sum(f == 0 for f in flips.values()) >= 1  # and some are static
+    for c in INT_COLUMNS[4:]:  # pc*, res: small integers, piecewise constant
+        v = hour[c].to_numpy()
+        assert v.min() >= 0 and v.max() < 16
+        assert (np.diff(v) != 0).sum() < 200
+
+
+# ------------------------------------------------------------------------------------------
+# timestamps and integers
+# ------------------------------------------------------------------------------------------
+
+
+@given(st.integers(0, 4_000_000_000 * 10**7))  # 1970 .. 2096 in 100 ns ticks
+def test_format_parse_ts_roundtrip(ticks):
+    s = debs.format_ts(np.array([ticks])).to_pylist()[0]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00", s)
+    want = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ticks // 10)
+    assert s[:26] == want.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    ms, ok = parse_ts([s])
+    assert ok[0] and ms[0] == ticks // 10_000
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+       st.integers(-23 * 60 - 59, 23 * 60 + 59), st.integers(0, 9), st.booleans())
+def test_parse_ts_offsets_and_precision(dt, off_min, ndig, use_z):
+    """Any offset is converted to UTC; 0..9 fraction digits; ms truncated (floor)."""
+    if use_z:
+        off_min = 0
+    frac = f"{dt.microsecond:06d}{'987'}"[:ndig]
+    sign = "-" if off_min < 0 else "+"
+    zone = "Z" if use_z else f"{sign}{abs(off_min) // 60:02d}:{abs(off_min) % 60:02d}"
+    s = dt.strftime("%Y-%m-%dT%H:%M:%S").rjust(19, "0") + (f".{frac}" if ndig else "") + zone
+    ms, ok = parse_ts([s])
+    assert ok[0], s
+    utc = dt.replace(microsecond=0) - timedelta(minutes=off_min)
+    epoch = datetime(1970, 1, 1)
+    want = (utc - epoch) // timedelta(seconds=1) * 1000 + int((frac + "000")[:3])
+    assert ms[0] == want
+
+
+@pytest.mark.parametrize("s,ok", [
+    ("2012-02-22T16:46:28.9670320+00:00", True),
+    ("2012-02-22T16:46:28.9670320+01:30", True),
+    ("2012-02-22T16:46:28.9670320-05:00", True),
+    ("2012-02-22T16:46:28Z", True),
+    ("2012-02-22T16:46:28.967Z", True),
+    ("2012-02-29T00:00:00+00:00", True),   # leap year
+    ("2011-02-29T00:00:00+00:00", False),  # not a leap year
+    ("1900-02-29T00:00:00+00:00", False),
+    ("2000-02-29T00:00:00+00:00", True),
+    ("2012-04-31T00:00:00+00:00", False),
+    ("2012-13-01T00:00:00+00:00", False),
+    ("2012-00-01T00:00:00+00:00", False),
+    ("2012-02-22T24:00:00+00:00", False),
+    ("2012-02-22T23:60:00+00:00", False),
+    ("2012-02-22T23:59:60+00:00", False),  # leap second: rejected
+    ("2012-02-22T16:46:28.9670320", False),  # no offset: ambiguous
+    ("2012-02-22 16:46:28.9670320+00:00", False),
+    ("2012-02-22T16:46:28.+00:00", False),
+    ("2012-02-22T16:46:28.1234567890+00:00", False),  # 10 digits
+    ("2012-02-22T16:46:28.9670320+0000", False),
+    ("2012-02-22T16:46:28.9670320+24:00", False),
+    ("2012-02-22T16:46:28.9670320z", False),
+    ("2012-02-22", False),
+    ("", False),
+    ("2012-02-22T16:46:28.96703a0+00:00", False),
+    ("2012-02-22T16:46:28.9670320+00:00 ", False),
+])
+def test_parse_ts_cases(s, ok):
+    assert ref_ts_ok(s) == ok
+    ms, k = parse_ts([s])
+    assert bool(k[0]) == ok
+    if ok and s.endswith("+00:00") and "." in s:
+        dt = datetime.fromisoformat(s[:23] + "+00:00")
+        assert ms[0] == int(dt.timestamp() * 1000)
+
+
+def _parse_ints(tokens: list[bytes]):
+    data = b"0" * 40 + b"\t".join(tokens) + b"\n"
+    lens = np.array([len(t) for t in tokens], dtype=np.int64)
+    start = 40 + np.concatenate([[0], np.cumsum(lens + 1)[:-1]]).astype(np.int64)
+    return debs._parse_int(np.frombuffer(data, np.uint8), start, start + lens)
+
+
+def test_parse_int_is_strict():
+    cases = {b"5": 5, b"05": 5, b"-0": 0, b"-17": -17, b"9223372036854775807": 2**63 - 1,
+             b"-9223372036854775808": -(2**63), b"0000000000000000001": 1,
+             b" 5": None, b"5 ": None, b"+5": None, b"0x10": None, b"1e3": None, b"5.0": None,
+             b"": None, b"-": None, b"--5": None, b"9223372036854775808": None,
+             b"-9223372036854775809": None, b"99999999999999999999": None,
+             b"\xd9\xa1": None}  # Arabic-Indic digit one
+    v, ok = _parse_ints(list(cases))
+    for (tok, want), got, k in zip(cases.items(), v.tolist(), ok.tolist()):
+        assert k == (want is not None), tok
+        if want is not None:
+            assert got == want, tok
+
+
+@given(st.lists(st.one_of(
+    st.integers(-(2**63), 2**63 - 1).map(lambda i: str(i).encode()),
+    st.text(st.characters(codec="ascii", exclude_characters="\t\r\n"), max_size=22)
+    .map(str.encode))))
+def test_parse_int_matches_reference(tokens):
+    v, ok = _parse_ints(tokens)
+    for t, got, k in zip(tokens, v.tolist(), ok.tolist()):
+        assert k == ref_int_ok(t.decode())
+        if k:
+            assert got == int(t)
+
+
+def test_int_formatting_handles_negative_and_wide():
+    v = np.array([0, 7, -7, 10, -10, 123456789, 2**63 - 1, -(2**63)], dtype=np.int64)
+    mat, keep = debs._int_matrix(v)
+    got = [bytes(r[k]) for r, k in zip(mat, keep)]
+    assert got == [str(x).encode() for x in v.tolist()]
+
+
+# ------------------------------------------------------------------------------------------
+# reader: malformed input
+# ------------------------------------------------------------------------------------------
+
+_TEXT = st.characters(exclude_characters="\t\r\n", codec="utf-8")
+
+
+def _reframe_ts(line: bytes, off_min: int, ndig: int, use_z: bool) -> bytes:
+    """Same instant, same ms, written with another offset / precision: must read the same."""
+    if use_z:
+        off_min = 0
+    ts, rest = line.split(b"\t", 1)
+    s = ts.decode()
+    frac7 = s[20:27]
+    frac = (frac7 + "00")[:ndig]
+    local = datetime.strptime(s[:19], "%Y-%m-%dT%H:%M:%S") + timedelta(minutes=off_min)
+    sign = "-" if off_min < 0 else "+"
+    zone = "Z" if use_z else f"{sign}{abs(off_min) // 60:02d}:{abs(off_min) % 60:02d}"
+    return (local.strftime("%Y-%m-%dT%H:%M:%S") + "." + frac + zone).encode() + b"\t" + rest
+
+
+@st.composite
+def corrupt(draw, line: bytes) -> tuple[bytes, bool]:
+    """(new line content, still good?) for one clean line."""
+    fields = line.split(b"\t")
+    kind = draw(st.sampled_from(["truncate", "ts", "int", "bool", "tab", "utf8", "reframe",
+                                 "semantic_ts"]))
+    event(f"modify: {kind}")  # see: pytest --hypothesis-show-statistics
+    if kind == "truncate":
+        return line[:draw(st.integers(0, len(line) - 1))], False
+    if kind == "tab":
+        p = draw(st.integers(0, len(line)))
+        return line[:p] + b"\t" + line[p:], False
+    if kind == "utf8":
+        bad = draw(st.binary(min_size=1, max_size=4).filter(lambda b: b"\n" not in b and b"\r" not in b))
+        bad = bytes([0x80 | bad[0]]) + bad[1:]  # at least one non-ASCII byte, maybe invalid UTF-8
+        p = draw(st.integers(0, len(line)))
+        return line[:p] + bad + line[p:], False
+    if kind == "ts":
+        s = draw(st.text(_TEXT, max_size=40).filter(lambda s: not ref_ts_ok(s)))
+        fields[0] = s.encode()
+    elif kind == "semantic_ts":
+        s = fields[0].decode()
+        fields[0] = draw(st.sampled_from([
+            s[:5] + "13" + s[7:], s[:8] + "32" + s[10:], s[:11] + "24" + s[13:],
+            s[:17] + "60" + s[19:], s[:-6], s[:10] + " " + s[11:], s[:19] + s[27:-6] + "+0000",
+            s.replace("+00:00", "+25:00"), s[:20] + "x" + s[21:]])).encode()
+        assert not ref_ts_ok(fields[0].decode())
+    elif kind == "int":
+        j = draw(st.integers(1, len(INT_COLUMNS)))
+        near = [" 5", "5 ", "+5", "0x10", "5.0", "1e3", "", "-", "--1", "9223372036854775808",
+                "12345678901234567890", "\u0661", "NaN"]
+        fields[j] = draw(st.one_of(st.sampled_from(near), st.text(_TEXT, max_size=22))
+                         .filter(lambda s: not ref_int_ok(s))).encode()
+    elif kind == "bool":
+        j = draw(st.integers(1 + len(INT_COLUMNS), N_FIELDS - 1))
+        near = ["00", "01", "10", "11", "1 ", " 0", "0.0", "", "2", "true", "-0", "1x"]
+        fields[j] = draw(st.one_of(st.sampled_from(near), st.text(_TEXT, max_size=3))
+                         .filter(lambda s: s not in ("0", "1"))).encode()
+    else:  # reframe: other offset / precision, same instant -> still good
+        return _reframe_ts(line, draw(st.integers(-14 * 60, 14 * 60)), draw(st.integers(3, 9)),
+                           draw(st.booleans())), True
+    return b"\t".join(fields), False
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_malformed_rows_are_rejected_with_line_numbers(base, tmp_path, data):
+    lines, table = base
+    # entries: (content, eol, good, base row index or None)
+    entries = [(ln, b"\r\n", True, i) for i, ln in enumerate(lines)]
+    for _ in range(data.draw(st.integers(0, 15), "n_injections")):
+        pos = data.draw(st.integers(0, len(entries)), "pos")
+        kind = data.draw(st.sampled_from(["insert", "modify", "modify", "lf"]), "kind")
+        if kind == "insert":  # a new junk line: blank, whitespace or random bytes
+            junk = data.draw(st.one_of(
+                st.just(b""), st.sampled_from([b" ", b"\t", b"\t\t", b"ts"]),
+                st.binary(max_size=60).filter(lambda b: b"\n" not in b and b"\r" not in b)))
+            eol = data.draw(st.sampled_from([b"\r\n", b"\n"]))
+            entries.insert(pos, (junk, eol, False, None))
+            event("insert junk line")
+            continue
+        # modify a pristine line near pos (never a line already modified: a second change
+        # could undo the first)
+        cand = [k for k in range(len(entries)) if entries[k][2] and entries[k][0] == lines[entries[k][3]]]
+        if not cand:
+            continue
+        k = min(cand, key=lambda c: abs(c - pos))
+        content, eol, _, bi = entries[k]
+        if kind == "lf":
+            entries[k] = (content, b"\n", True, bi)
+        else:
+            new, good = data.draw(corrupt(content), "corrupt")
+            entries[k] = (new, eol, good, bi)
+    no_final_eol = data.draw(st.booleans(), "no_final_eol") and entries[-1][0] != b""
+    text = b"".join(c + e for c, e, _, _ in entries)
+    if no_final_eol:
+        text = text[: -len(entries[-1][1])]
+    p = tmp_path / "in.tsv"
+    p.write_bytes(text)
+    rej = tmp_path / "rej.tsv"
+    block = data.draw(st.sampled_from([64, 1000, 1 << 20]), "block_bytes")
+    r = read_debs_tsv(p, rejects_path=rej, block_bytes=block, batch_rows=97)
+    batches = list(r)
+    assert all(b.num_rows == 97 for b in batches[:-1])
+    got = pa.Table.from_batches(batches, schema=DEBS_SCHEMA)
+
+    want_bad = [(i + 1, c) for i, (c, _, good, _) in enumerate(entries) if not good]
+    good_rows = [bi for _, _, good, bi in entries if good]
+    rejects = read_rejects(rej)
+    assert [(ln, raw) for ln, _, raw in rejects] == want_bad
+    assert r.stats.rows_rejected == len(want_bad) == sum(r.stats.rejects_by_reason.values())
+    assert r.stats.rows_read == len(good_rows)
+    assert r.stats.lines == len(entries)
+    assert got.equals(table.take(good_rows))
+
+
+def test_reject_reasons_and_edge_cases(base, tmp_path):
+    lines, table = base
+    good = lines[:3]
+    bad_bool = lines[3].rsplit(b"\t", 1)[0] + b"\t2"
+    bad_int = lines[3].split(b"\t")
+    bad_int[2] = b" 5"
+    content = [
+        b"ts\t" + b"\t".join(c.encode() for c in TSV_COLUMNS[1:]),  # 1 header: skipped
+        good[0],                                 # 2
+        b"",                                     # 3 empty
+        good[1][:-1] + b"\r" + good[1][-1:],     # 4 stray CR
+        good[2] + b"\t",                         # 5 57 fields
+        b"x" * 300,                              # 6 too long (max_line_bytes=200)
+        bad_bool,                                # 7
+        b"\t".join(bad_int),                     # 8
+        b"\xff" + good[0],                       # 9 non-ASCII
+        lines[4],                                # 10 good
+    ]
+    p = tmp_path / "e.tsv"
+    p.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(content))  # BOM, no final newline
+    rej = tmp_path / "rej.tsv"
+    r = read_debs_tsv(p, rejects_path=rej, max_line_bytes=200)
+    got = r.read_all()
+    assert got.equals(table.take([0, 4]))
+    rows = read_rejects(rej)
+    assert [(ln, reason.split(":")[0]) for ln, reason, _ in rows] == [
+        (3, "empty line"), (4, "carriage return inside line"), (5, "field_count"),
+        (6, "line longer than max_line_bytes (raw truncated)"), (7, "boolean"), (8, "integer"),
+        (9, "non-ASCII byte in line")]
+    assert rows[2][1] == "field_count: expected 56 fields, got 57"
+    assert rows[4][1] == "boolean: bad value in column b48"
+    assert rows[5][1] == "integer: bad value in column mf01"
+    assert rows[3][2] == b"x" * 200
+    assert r.stats.header_lines == 1 and r.stats.lines == 10
+    assert r.stats.rejects_by_reason == {"empty": 1, "stray_cr": 1, "field_count": 1,
+                                         "too_long": 1, "boolean": 1, "integer": 1,
+                                         "non_ascii": 1}
+
+    # a line longer than a block and than max_line_bytes, with no newline at all
+    p.write_bytes(b"y" * 5000)
+    r = read_debs_tsv(p, rejects_path=rej, block_bytes=256, max_line_bytes=1000)
+    assert r.read_all().num_rows == 0
+    assert [(ln, raw) for ln, _, raw in read_rejects(rej)] == [(1, b"y" * 1000)]
+
+    # empty file, and a file of blank lines (rejected and counted, not silently skipped)
+    p.write_bytes(b"")
+    r = read_debs_tsv(p)
+    assert r.read_all().num_rows == 0 and r.stats.lines == 0
+    p.write_bytes(b"\r\n\n\r\n")
+    r = read_debs_tsv(p)
+    assert r.read_all().num_rows == 0 and r.stats.rejects_by_reason == {"empty": 3}
+
+
+def test_read_debs_dispatch(tmp_path):
+    pq_path, tsv_path = tmp_path / "d.parquet", tmp_path / "d.txt"
+    generate_debs(pq_path, duration_s=5, seed=9)
+    generate_debs(tsv_path, duration_s=5, seed=9, fmt="tsv")
+    a = read_debs(pq_path)
+    ta = a.read_all()
+    tb = read_debs(tsv_path).read_all()
+    assert ta.equals(tb) and ta.schema.equals(DEBS_SCHEMA)
+    assert a.stats.rows_read == ta.num_rows and a.stats.rows_rejected == 0
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"ts_ms": [1], "x": [2]}), other)
+    with pytest.raises(ValueError, match="not a DEBS Parquet"):
+        read_debs(other)
+
+
+def test_module_does_not_import_cluster_frameworks():
+    src = Path(debs.__file__).read_text()
+    assert not re.search(r"^\s*(import|from)\s+(ray|pyspark)\b", src, re.M)
