@@ -65,6 +65,18 @@ def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fractio
     raise ValueError(f"omega needs a resolved technique, got {technique!r}")
 
 
+def merged_omega(technique: str, x_windows: frozenset, x_omega: float, y_windows: frozenset,
+                 y_omega: float, edge_rate: Fraction) -> float:
+    """Omega of the union of two window sets, reusing the parts' Omegas where it is additive."""
+    if technique in ("panes", "flatfit") and x_windows.isdisjoint(y_windows):
+        return x_omega + y_omega
+    if technique == "slickdeque_noninv":
+        n_windows = len(x_windows) + len(y_windows) - len(x_windows & y_windows)
+        np_max = max(1.0, float(max(max(x_windows)[0], max(y_windows)[0]) * Fraction(edge_rate)))
+        return 2.0 - 2.0 / np_max + n_windows + _inv_factorial_sum(math.floor(np_max))
+    return omega(technique, x_windows | y_windows, edge_rate)
+
+
 def tree_cost(rate: float, edge_rate: Fraction | float, omega_value: float) -> float:
     """``lambda + E * Omega``."""
     return float(rate) + float(edge_rate) * omega_value

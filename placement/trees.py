@@ -13,7 +13,7 @@ from fractions import Fraction
 from math import lcm
 from typing import Iterable, Mapping
 
-from placement.cost import omega, resolve_technique, tree_cost
+from placement.cost import merged_omega, omega, resolve_technique, tree_cost
 from placement.edges import EdgeEngine, get_engine
 from placement.queries import Query
 from placement.slicing import ResidueClass, query_classes
@@ -94,16 +94,23 @@ class CostModel:
         cs = lcm(*(q.slide for q in qs))
         return self._price(stream, aggregate, qs, cls, windows, cs, e)
 
-    def merge(self, x: Tree, y: Tree) -> Tree:
+    def merged_price(self, x: Tree, y: Tree) -> tuple[Fraction, float, float]:
+        """``(E, Omega, cost)`` of weaving x and y, without building the merged tree."""
         if x.key != y.key:
             raise ValueError(f"cannot weave trees of {x.key} and {y.key}")
         e = self.engine.merged_density(x.classes, y.classes)
-        return self._price(x.stream, x.aggregate, x.queries + y.queries, x.classes | y.classes,
-                           x.windows | y.windows, lcm(x.composite_slide, y.composite_slide), e)
+        om = merged_omega(x.technique, x.windows, x.omega, y.windows, y.omega, e)
+        return e, om, tree_cost(self.rate(x.stream), e, om)
+
+    def merge(self, x: Tree, y: Tree) -> Tree:
+        e, om, cost = self.merged_price(x, y)
+        return Tree(x.stream, x.aggregate, x.queries + y.queries, x.classes | y.classes,
+                    x.windows | y.windows, lcm(x.composite_slide, y.composite_slide), e, om,
+                    cost, x.technique)
 
     def benefit(self, x: Tree, y: Tree) -> float:
         """Cost saved by weaving x and y (negative: weaving costs more)."""
-        return x.cost + y.cost - self.merge(x, y).cost
+        return x.cost + y.cost - self.merged_price(x, y)[2]
 
     def omega_lower_bound_is_max(self) -> bool:
         """Whether Omega of a merge is at least the larger Omega of its parts (monotone)."""

@@ -24,6 +24,7 @@ from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
 EPS = 1e-12  # benefits within rounding noise of zero are not merges
+PAD = 4  # trees with at most this many classes keep them in arrays for vectorised bounds
 
 
 def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool = True) -> list[Tree]:
@@ -65,6 +66,8 @@ class _Table:
         self.cost = np.zeros(cap)
         self.key = np.zeros(cap, dtype=np.int64)
         self.alive = np.zeros(cap, dtype=np.bool_)
+        self.cm = np.zeros((cap, PAD), dtype=np.int64)  # classes of small trees, 0 = none
+        self.cr = np.zeros((cap, PAD), dtype=np.int64)
         self._keys: dict[tuple, int] = {}
         self.heap: list[tuple] = []
         self.evaluations = 0
@@ -83,7 +86,7 @@ class _Table:
     def _add(self, t: Tree) -> int:
         slot = len(self.trees)
         if slot >= len(self.e):
-            for name in ("e", "om", "cost", "key", "alive"):
+            for name in ("e", "om", "cost", "key", "alive", "cm", "cr"):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
         self.trees.append(t)
@@ -92,7 +95,29 @@ class _Table:
         self.cost[slot] = t.cost
         self.key[slot] = self._keys.setdefault(t.key, len(self._keys))
         self.alive[slot] = True
+        if len(t.classes) <= PAD:
+            for i, (m, r) in enumerate(sorted(t.classes)):
+                self.cm[slot, i], self.cr[slot, i] = m, r
+        else:
+            self.cm[slot, 0] = -1  # too many classes: no pairwise bound
         return slot
+
+    def _common_bound(self, idx: np.ndarray, t: Tree) -> np.ndarray:
+        """Upper bound on the common-edge density of ``t`` with each tree in ``idx``: the sum of
+        ``1/lcm`` over compatible class pairs (inf where a tree has too many classes)."""
+        out = np.zeros(len(idx))
+        if len(t.classes) > 64:
+            out[:] = np.inf
+            return out
+        cm, cr = self.cm[idx], self.cr[idx]
+        valid = cm > 0
+        safe = np.where(valid, cm, 1)
+        for m, r in t.classes:
+            g = np.gcd(safe, m)
+            ok = valid & ((cr - r) % g == 0)
+            out += np.where(ok, g / (safe.astype(np.float64) * m), 0.0).sum(axis=1)
+        out[cm[:, 0] < 0] = np.inf
+        return out
 
     def _file(self, slot: int) -> None:
         """Put a slot in its bucket (single-modulus trees) or in the misc list."""
@@ -110,15 +135,14 @@ class _Table:
                 self.b_members.append([])
             self.b_om[b] = min(self.b_om[b], t.omega)
             if bk[2] <= 2:
-                if t.classes in self._small_sets:
-                    self._small_distinct = False
                 self._small_sets.add(t.classes)
             self.b_members[b].append(slot)
         else:
             self.misc.append(slot)
 
-    def _candidates(self, slot: int) -> np.ndarray:
-        """Alive slots that could weave with ``slot`` at a positive benefit (certified)."""
+    def _candidates(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """Alive slots that could weave with ``slot`` at a positive benefit, with certified upper
+        bounds on those benefits."""
         t = self.trees[slot]
         lam = self.model.rate(t.stream)
         ez, oz, kz = float(t.edge_rate), t.omega, int(self.key[slot])
@@ -128,8 +152,11 @@ class _Table:
             idx = idx[idx != slot]
             om_lb = (np.maximum(self.om[idx], oz)
                      if self.model.omega_lower_bound_is_max() else 0.0)
-            bound = self.cost[idx] + t.cost - lam - np.maximum(self.e[idx], ez) * om_lb
-            return idx[bound > EPS]
+            c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
+            e_lb = np.maximum(np.maximum(self.e[idx], ez), self.e[idx] + ez - c)
+            bound = self.cost[idx] + t.cost - lam - e_lb * om_lb
+            keep = bound > EPS
+            return idx[keep], bound[keep]
         out = []
         if self.b_key:
             bmod = np.asarray(self.b_mod, dtype=np.int64)
@@ -157,22 +184,31 @@ class _Table:
         if misc:
             out.append(np.asarray(misc, dtype=np.int64))
         if not out:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
         idx = np.concatenate(out)
         idx = idx[self.key[idx] == kz]
-        c = np.minimum(self.e[idx], ez)
+        c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
         bound = lam + oz * (c - self.e[idx]) + self.om[idx] * (c - ez)
-        return idx[bound > EPS]
+        keep = bound > EPS
+        return idx[keep], bound[keep]
 
     def row(self, slot: int) -> None:
-        """Push every positive benefit of ``slot`` with the filed slots, then file it."""
+        """Push upper bounds of the possibly-positive benefits of ``slot``, then file it.
+
+        Exact benefits are computed lazily when a bound reaches the top of the heap (lazy
+        greedy): an exact entry on top beats every bound below it, so the merge order is the
+        eager algorithm's. Bounds are inflated by a relative 1e-9 against float rounding.
+        """
         t = self.trees[slot]
-        for other in self._candidates(slot).tolist():
-            self.evaluations += 1
-            b = self.model.benefit(self.trees[other], t)
-            if b > EPS:
-                lo, hi = (other, slot) if other < slot else (slot, other)
-                heapq.heappush(self.heap, (-b, self.trees[lo].uid, self.trees[hi].uid, lo, hi))
+        uid = t.uid
+        if t.classes in self._small_sets:  # before bounding: duplicates void the 1/s bound
+            self._small_distinct = False
+        idx, bound = self._candidates(slot)
+        bound = bound + 1e-9 * (np.abs(bound) + self.cost[idx] + t.cost)
+        for other, b in zip(idx.tolist(), bound.tolist()):
+            ou = self.trees[other].uid
+            lo, hi = (other, slot) if ou < uid else (slot, other)
+            heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi, False))
         self._file(slot)
 
     def fill(self, progress: Progress = None) -> None:
@@ -184,9 +220,15 @@ class _Table:
 
     def pop_best(self) -> tuple[int, int] | None:
         while self.heap:
-            _, _, _, a, b = heapq.heappop(self.heap)
-            if self.alive[a] and self.alive[b]:
+            _, u1, u2, a, b, exact = heapq.heappop(self.heap)
+            if not (self.alive[a] and self.alive[b]):
+                continue
+            if exact:
                 return a, b
+            self.evaluations += 1
+            benefit = self.model.benefit(self.trees[a], self.trees[b])
+            if benefit > EPS:
+                heapq.heappush(self.heap, (-benefit, u1, u2, a, b, True))
         return None
 
     def merge(self, a: int, b: int) -> int:

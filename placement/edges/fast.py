@@ -112,6 +112,22 @@ class _TooManyTerms(Exception):
     pass
 
 
+class _Decomposition:
+    """A class set split into independent components, each with its uncovered density.
+
+    Kept per tree so that weaving two trees recomputes only the components that share primes.
+    """
+
+    __slots__ = ("comps", "prime_root", "root_primes", "unc", "full")
+
+    def __init__(self):
+        self.comps: dict[int, frozenset] = {}
+        self.prime_root: dict[int, int] = {}
+        self.root_primes: dict[int, frozenset] = {}
+        self.unc: dict[int, Fraction] = {}
+        self.full = False
+
+
 class FastEngine(EdgeEngine):
     name = "fast"
 
@@ -131,6 +147,7 @@ class FastEngine(EdgeEngine):
         self.time_budget_s = time_budget_s
         self.memo_size = memo_size
         self._memo: dict[frozenset, Fraction] = {}
+        self._decomp: dict[frozenset, _Decomposition] = {}
         self._canon: dict[frozenset, frozenset] = {}
         self.stats: Counter = Counter()
         self._steps = 0
@@ -144,7 +161,64 @@ class FastEngine(EdgeEngine):
         return 1 - self._top_uncovered(self._canonical(frozenset(classes)))
 
     def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
-        return 1 - self._top_uncovered(self._canonical(self._canonical(x) | self._canonical(y)))
+        """Density of ``x | y`` recomputing only the components of x and y that share a prime."""
+        dx, dy = self._decomposition(x), self._decomposition(y)
+        if dx.full or dy.full:
+            return Fraction(1)
+        touched_x: set[int] = set()
+        touched_y: set[int] = set()
+        frontier = dx.prime_root.keys() & dy.prime_root.keys()
+        while frontier:
+            new: set[int] = set()
+            for p in frontier:
+                rx = dx.prime_root.get(p)
+                if rx is not None and rx not in touched_x:
+                    touched_x.add(rx)
+                    new |= dx.root_primes[rx]
+                ry = dy.prime_root.get(p)
+                if ry is not None and ry not in touched_y:
+                    touched_y.add(ry)
+                    new |= dy.root_primes[ry]
+            frontier = {p for p in new if (p in dx.prime_root and dx.prime_root[p] not in touched_x)
+                        or (p in dy.prime_root and dy.prime_root[p] not in touched_y)}
+        num, den = 1, 1
+        for d, touched in ((dx, touched_x), (dy, touched_y)):
+            for root, u in d.unc.items():
+                if root not in touched:
+                    num *= u.numerator
+                    den *= u.denominator
+        if touched_x:
+            joined = frozenset().union(*(dx.comps[r] for r in touched_x),
+                                       *(dy.comps[r] for r in touched_y))
+            u = self._top_uncovered(self._canonical(joined))
+            num *= u.numerator
+            den *= u.denominator
+        return 1 - Fraction(num, den)
+
+    def _decomposition(self, classes: frozenset) -> _Decomposition:
+        d = self._decomp.get(classes)
+        if d is not None:
+            return d
+        d = _Decomposition()
+        canon = self._canonical(frozenset(classes))
+        if canon == FULL:
+            d.full = True
+        elif canon:
+            self._steps = 0
+            self._deadline = Deadline(self.time_budget_s)
+            self._top = canon
+            for comp in components(canon):
+                primes = frozenset(p for m, _ in comp for p, _ in prime_factors(m))
+                root = min(primes)
+                d.comps[root] = comp
+                d.root_primes[root] = primes
+                for p in primes:
+                    d.prime_root[p] = root
+                d.unc[root] = self._uncovered(comp)
+        if len(self._decomp) > self.memo_size // 4:
+            self._decomp.clear()
+        self._decomp[classes] = d
+        return d
 
     # ---- internals ----------------------------------------------------------------------
     def _canonical(self, classes: frozenset) -> frozenset:
