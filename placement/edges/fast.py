@@ -135,7 +135,7 @@ class FastEngine(EdgeEngine):
         self,
         sieve_limit: int = 1 << 21,
         sieve_work: int = 1 << 24,
-        ie_max_terms: int = 20_000,
+        ie_max_terms: int = 300,
         max_steps: int = 2_000_000,
         time_budget_s: float | None = None,
         memo_size: int = 1_000_000,

@@ -1,0 +1,183 @@
+"""Micro-benchmarks of the final-aggregation kernels (the dissertation's set-up).
+
+Tuple-based windows with slide 1: every tuple is a slice, so a window of n tuples
+spans n partials.  ``single`` asks one window of n per slide; ``max-multi`` asks
+every n' in 1..n per slide (the dissertation's upper bound).  Each cell:
+
+1. warm-up: insert n slices without asking anything (untimed), so the structure is
+   in steady state;
+2. throughput: timed batches of slices until ``cell_seconds`` or ``max_slices``
+   (at least one full window for amortised techniques when the budget allows);
+   the exact operations per slide are counted in a separate untimed pass;
+3. latency: ``latency_samples`` consecutive slides timed one by one with one
+   kernel call each (includes ~1 us of call overhead; periodic spikes of period
+   ~n are missed when n >> samples, which is why ``ops_max`` is reported too);
+4. memory: bytes of the technique's state arrays, and tracemalloc's peak over the
+   cell (numpy allocations are traced).
+
+``numpy`` is the naive vectorised baseline: a cumulative-sum difference for Sum,
+``sliding_window_view(...).max`` for Max (O(n) per slide).
+"""
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import numpy as np
+
+from .aggregates import OP_MAX, OP_SUM, Primitive
+from .base import TECHNIQUES
+
+DEFAULT_TECHNIQUES = ("numpy", "panes", "panes_inv", "flatfat", "bint", "flatfit",
+                      "slickdeque", "twostacks", "daba")
+
+
+def _cls_for(technique: str, op: int):
+    if technique == "slickdeque":
+        return TECHNIQUES["slickdeque_inv" if op == OP_SUM else "slickdeque_noninv"]
+    cls = TECHNIQUES[technique]
+    if cls.requires_inverse and op != OP_SUM:
+        return None
+    if cls.requires_selective and op == OP_SUM:
+        return None
+    return cls
+
+
+def _numpy_cell(op, x, n, budget):
+    """Vectorised baseline over len(x) - n + 1 windows; returns (slices, seconds)."""
+    m = x.shape[0] - n + 1
+    t0 = time.perf_counter()
+    if op == OP_SUM:
+        c = np.concatenate([[0.0], np.cumsum(x)])
+        out = c[n:] - c[:-n]
+    else:
+        # chunk so one call stays within the budget for large n
+        step = max(1, int(2e7 // n))
+        out = []
+        done = 0
+        while done < m and time.perf_counter() - t0 < budget:
+            w = np.lib.stride_tricks.sliding_window_view(x[done:done + step + n - 1], n)
+            out.append(w.max(axis=1))
+            done += w.shape[0]
+        m = done
+    el = time.perf_counter() - t0
+    del out
+    return m, el
+
+
+def run_executor_bench(techniques=DEFAULT_TECHNIQUES, aggregates=("sum", "max"),
+                       windows=None, modes=("single", "max-multi"), dtype="f8",
+                       cell_seconds: float = 0.5, max_slices: int = 1 << 23,
+                       latency_samples: int = 2000, max_multi_window: int = 1 << 12,
+                       seed: int = 0, progress=None) -> list[dict]:
+    """Benchmark rows, one per (technique, aggregate, mode, window).
+
+    Row keys: technique, aggregate, mode, window, queries, slices, seconds,
+    throughput (slices/s), lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us,
+    ops_mean, ops_max (aggregate operations per slide), state_bytes, peak_bytes.
+    ``windows`` defaults to powers of two 1..2^22; max-multi stops at
+    ``max_multi_window`` (n answers per slide: the output alone is n values).
+    """
+    if windows is None:
+        windows = [1 << k for k in range(23)]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for agg in aggregates:
+        op = {"sum": OP_SUM, "max": OP_MAX}[agg]
+        prim = Primitive(op, "v", dtype)
+        for mode in modes:
+            for n in windows:
+                if mode == "max-multi" and n > max_multi_window:
+                    continue
+                for tech in techniques:
+                    row = _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices,
+                                latency_samples)
+                    if row is not None:
+                        rows.append(row)
+                        if progress:
+                            progress(row)
+    return rows
+
+
+def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_samples):
+    dt = prim.np_dtype
+    if tech == "numpy":
+        if mode != "single":
+            return None
+        total = min(max_slices, max(4 * n, 1 << 20)) + n - 1
+        x = rng.standard_normal(total) if dt == np.float64 else rng.integers(-1000, 1000, total)
+        tracemalloc.start()
+        m, el = _numpy_cell(op, x.astype(dt), n, cell_seconds)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return dict(technique="numpy", aggregate=agg, mode=mode, window=n, queries=1,
+                    slices=m, seconds=el, throughput=m / el if el else float("inf"),
+                    lat_p50_us=None, lat_p99_us=None, lat_p999_us=None, lat_max_us=None,
+                    ops_mean=None, ops_max=None, state_bytes=None, peak_bytes=peak)
+    cls = _cls_for(tech, op)
+    if cls is None or (mode == "max-multi" and not cls.multi_query):
+        return None
+    q = 1 if mode == "single" else n
+    ns_slide = np.array([n], np.int64) if mode == "single" else np.arange(n, 0, -1, dtype=np.int64)
+    tracemalloc.start()
+    a = cls(prim, n, known_ns=ns_slide.tolist())
+
+    def feed(k, ask=True):
+        x = rng.standard_normal(k) if dt == np.float64 else rng.integers(-1000, 1000, k)
+        x = x.astype(dt)
+        if ask:
+            ptr = np.arange(k + 1, dtype=np.int64) * q
+            due = np.tile(ns_slide, k)
+        else:
+            ptr = np.zeros(k + 1, dtype=np.int64)
+            due = np.zeros(0, dtype=np.int64)
+        return x, np.zeros(k, dt), ptr, due
+
+    # 1. warm-up (untimed): fill the window
+    left = n
+    while left:
+        k = min(left, 1 << 20)
+        a.run(*feed(k, ask=False))
+        left -= k
+    # 2. throughput: batches double while a batch stays well under the budget; keep
+    # going (up to 4x the budget) until one full window has slid, so periodic costs
+    # (FlatFIT's wReset, TwoStacks' flip) are amortised as in the dissertation
+    cap = max(1, min(1 << 18, (1 << 22) // q))
+    batch, done, el = 1, 0, 0.0
+    while done < max_slices and (el < cell_seconds or (done <= n and el < 4 * cell_seconds)):
+        k = min(batch, max_slices - done)
+        args = feed(k)
+        t0 = time.perf_counter()
+        a.run(*args)
+        dt_ = time.perf_counter() - t0
+        el += dt_
+        done += k
+        if dt_ < cell_seconds / 16:
+            batch = min(2 * batch, cap)
+    # exact operations per slide, untimed, on a fresh copy of the state
+    st = a.state_dict()
+    k = min(done, max(1, min(2 * n + 2, 1 << 18)), max(1, (1 << 22) // q))
+    _, _, ops = a.run(*feed(k), count_ops=True)
+    a.load_state_dict(st)
+    # 3. latency: one slice per call, straight into the compiled kernel (the
+    # wrapper's argument checks would otherwise dominate small windows)
+    xs, _, _, _ = feed(latency_samples, ask=False)
+    lo1 = np.zeros(1, dt)
+    ptr1 = np.array([0, q], dtype=np.int64)
+    out_hi = np.empty(q, dt)
+    out_lo = np.zeros(q, dt)
+    no_ops = np.zeros(0, np.int64)
+    lat = np.empty(latency_samples)
+    for i in range(latency_samples):
+        x1 = xs[i:i + 1]
+        t0 = time.perf_counter()
+        a._kernel(x1, lo1, ptr1, ns_slide, out_hi, out_lo, no_ops)
+        lat[i] = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    p = np.percentile(lat, [50, 99, 99.9]) * 1e6
+    return dict(technique=tech, aggregate=agg, mode=mode, window=n, queries=q, slices=done,
+                seconds=el, throughput=done / el if el else float("inf"),
+                lat_p50_us=float(p[0]), lat_p99_us=float(p[1]), lat_p999_us=float(p[2]),
+                lat_max_us=float(lat.max() * 1e6), ops_mean=float(ops.mean()),
+                ops_max=int(ops.max()), state_bytes=a.memory_bytes(), peak_bytes=peak)

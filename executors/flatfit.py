@@ -1,0 +1,91 @@
+"""FlatFIT, dissertation Algorithm 1: a weighted jump table over a circular array.
+
+``Partials[i]`` holds the aggregate of the slots ``i .. Pointers[i]-1`` (ring
+order); answering a window walks the pointers from its start slot to ``currInd``,
+then folds the visited slots back, rewriting each visited slot with the aggregate
+up to ``currInd`` and pointing it at ``currInd``, so later queries jump further.
+Amortised 3 operations per slice for one query (a ``wReset`` of wsize-1 operations
+every wsize+1 slices), 3n for the max-multi-query case.
+
+Deviation from the printed pseudocode: when the pointer walk visits a single slot
+(the window is already one jump), the printed code would pop the stack twice; we
+return that slot's partial with no operation.  Combines are written
+``older (+) newer`` so the order is right for non-commutative operations too.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .aggregates import combine2
+from .base import FinalAggregator, register
+
+
+@njit(cache=True)
+def _flatfit_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
+                    part_hi, part_lo, pointers, stack, meta):
+    W = part_hi.shape[0]
+    curr = meta[0]
+    prev = meta[1]
+    count = ops.shape[0] > 0
+    for j in range(new_hi.shape[0]):
+        c = 0
+        part_hi[prev] = new_hi[j]          # line 22
+        part_lo[prev] = new_lo[j]
+        pointers[prev] = curr              # line 23
+        for q in range(due_ptr[j], due_ptr[j + 1]):
+            start = curr - due_n[q]        # lines 26-29
+            if start < 0:
+                start += W
+            sp = 0
+            while True:                    # lines 30-34
+                stack[sp] = start
+                sp += 1
+                start = pointers[start]
+                if start == curr:
+                    break
+            sp -= 1
+            top = stack[sp]
+            ah = part_hi[top]              # line 35
+            al = part_lo[top]
+            while sp > 1:                  # lines 36-41
+                sp -= 1
+                tmp = stack[sp]
+                ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
+                c += 1
+                part_hi[tmp] = ah
+                part_lo[tmp] = al
+                pointers[tmp] = curr
+            if sp == 1:                    # lines 42-43
+                tmp = stack[0]
+                ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
+                c += 1
+            out_hi[q] = ah
+            out_lo[q] = al
+        prev = curr                        # lines 46-50
+        curr += 1
+        if curr == W:
+            curr = 0
+        if count:
+            ops[j] = c
+    meta[0] = curr
+    meta[1] = prev
+
+
+@register
+class FlatFIT(FinalAggregator):
+    name = "flatfit"
+
+    def reset(self):
+        W = self.wsize
+        hi, lo = self._ident_ring(W)
+        pointers = np.arange(1, W + 1, dtype=np.int64)
+        pointers[W - 1] = 0
+        self.state = {"part_hi": hi, "part_lo": lo, "pointers": pointers,
+                      "stack": np.zeros(W + 1, dtype=np.int64),
+                      "meta": np.array([0, W - 1], dtype=np.int64)}
+
+    def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
+        s = self.state
+        _flatfit_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
+                        s["part_hi"], s["part_lo"], s["pointers"], s["stack"], s["meta"])

@@ -1,0 +1,59 @@
+"""Panes (naive final aggregation): recompute every answer from the stored partials.
+
+The baseline of the dissertation (section 2.3.2): a circular array of ``wsize``
+partials initialised with the identity; a window of n partials costs n-1 combines.
+Multi-query: any n <= wsize.  Kept deliberately simple: it is also the reference
+the other techniques are checked against.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .aggregates import combine2
+from .base import FinalAggregator, register
+
+
+@njit(cache=True)
+def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
+                  ring_hi, ring_lo, meta):
+    W = ring_hi.shape[0]
+    cur = meta[0]
+    count = ops.shape[0] > 0
+    for j in range(new_hi.shape[0]):
+        ring_hi[cur] = new_hi[j]
+        ring_lo[cur] = new_lo[j]
+        c = 0
+        for q in range(due_ptr[j], due_ptr[j + 1]):
+            n = due_n[q]
+            ah = ring_hi[cur]
+            al = ring_lo[cur]
+            idx = cur
+            for _ in range(n - 1):
+                idx -= 1
+                if idx < 0:
+                    idx += W
+                ah, al = combine2(op, ring_hi[idx], ring_lo[idx], ah, al)
+            c += n - 1
+            out_hi[q] = ah
+            out_lo[q] = al
+        if count:
+            ops[j] = c
+        cur += 1
+        if cur == W:
+            cur = 0
+    meta[0] = cur
+
+
+@register
+class Panes(FinalAggregator):
+    name = "panes"
+
+    def reset(self):
+        hi, lo = self._ident_ring(self.wsize)
+        self.state = {"ring_hi": hi, "ring_lo": lo, "meta": np.zeros(1, dtype=np.int64)}
+
+    def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
+        s = self.state
+        _panes_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
+                      s["ring_hi"], s["ring_lo"], s["meta"])

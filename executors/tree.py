@@ -1,0 +1,376 @@
+"""ExecutionTree: run a group of queries over one stream sharing one slicing.
+
+Pipeline per batch: ``StreamSlicer.ingest`` (lateness, pending buffer) ->
+``StreamSlicer.close`` (slices whose first window is due, with their partials
+and due windows) -> one final aggregator per *primitive* (queries needing the
+same primitive share it: count and avg share ``sum 1``) -> ``lower`` per aggregate
+-> answers ``query_id, window_start, window_end, value``.
+
+Technique per primitive (``technique=``):
+
+* ``slickdeque`` (default): SlickDeque Inv for sums, SlickDeque Non-Inv for min/max
+  (the dissertation's split by invertibility);
+* ``slickdeque_inv`` / ``panes_inv``: invertible aggregates only;
+* ``slickdeque_noninv``: selective aggregates only (min, max, range);
+* ``panes``, ``flatfat``, ``bint``, ``flatfit``: any aggregate, any queries;
+* ``panes_inv``, ``twostacks``, ``daba``: one distinct (range, slide) per tree
+  (they answer a single window length).
+
+The ``value`` column is int64 when every query of the tree has an integer answer
+(sum/count/min/max/range over integer input), float64 otherwise; a tree mixing
+integer sums beyond 2^53 with float aggregates should be split.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import bint, daba, flatfat, flatfit, panes, panes_inv, slickdeque_inv  # noqa: F401
+from . import slickdeque_noninv, twostacks  # noqa: F401
+from .aggregates import OP_SUM, Primitive, require_invertible, require_selective
+from .base import TECHNIQUES, FinalAggregator
+from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
+
+try:  # pyarrow is a project dependency; keep a numpy fallback for minimal installs
+    import pyarrow as pa
+except ImportError:  # pragma: no cover
+    pa = None
+
+TECHNIQUE_ALIASES = {
+    "naive": "panes", "soe": "panes_inv", "subtract_on_evict": "panes_inv",
+    "b-int": "bint", "b_int": "bint", "slickdeque-inv": "slickdeque_inv",
+    "slickdeque-noninv": "slickdeque_noninv", "slickdeque_non_inv": "slickdeque_noninv",
+    "two_stacks": "twostacks",
+}
+ALL_TECHNIQUES = ("slickdeque",) + tuple(sorted(TECHNIQUES))
+SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}
+
+
+@dataclass
+class LateTuples:
+    """Tuples that arrived after a window containing them was emitted."""
+
+    count: int
+    ts: np.ndarray
+    values: np.ndarray
+
+    def __len__(self):
+        return self.count
+
+
+class Answers:
+    """Columnar answers (used when pyarrow is unavailable or ``as_arrow=False``)."""
+
+    def __init__(self, query_id, window_start, window_end, value):
+        self.query_id = query_id
+        self.window_start = window_start
+        self.window_end = window_end
+        self.value = value
+
+    @property
+    def num_rows(self):
+        return len(self.window_end)
+
+    def to_pydict(self):
+        return {"query_id": list(self.query_id), "window_start": self.window_start.tolist(),
+                "window_end": self.window_end.tolist(), "value": self.value.tolist()}
+
+
+def normalize_technique(t: str) -> str:
+    key = str(t).strip().lower()
+    key = TECHNIQUE_ALIASES.get(key, key)
+    if key not in ALL_TECHNIQUES:
+        raise ValueError(f"unknown technique {t!r}; known: {list(ALL_TECHNIQUES)}")
+    return key
+
+
+class ExecutionTree:
+    """One execution tree: queries over the same stream sharing one slicing.
+
+    ``process(ts, values)`` consumes a batch and returns the answers it made due;
+    ``flush()`` ends the input and returns every pending answer; ``late`` holds the
+    late tuples; ``snapshot()`` / ``ExecutionTree.restore()`` checkpoint the state.
+    """
+
+    def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
+                 count_ops: bool = False, dtype=None, as_arrow: bool = True):
+        self.queries: list[QuerySpec] = [normalize_query(q) for q in queries]
+        ids = [q.id for q in self.queries]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate query ids in one tree: {ids}")
+        self.technique = normalize_technique(technique)
+        self.count_ops = bool(count_ops)
+        self.as_arrow = bool(as_arrow) and pa is not None
+        self._check_technique()
+        is_int = None
+        if dtype is not None:
+            dt = np.dtype(dtype)
+            is_int = bool(np.issubdtype(dt, np.integer))
+        self.slicer = StreamSlicer(self.queries, [], allowed_lateness, is_int)
+        self.allowed_lateness = self.slicer.lateness
+        self.kind = self.slicer.kind
+        self._ids = np.array(ids, dtype=object)
+        self._ids_arrow = None
+        self._agg_list = list({q.aggregate.name: q.aggregate for q in self.queries}.values())
+        self._agg_idx = np.array([self._agg_list.index(q.aggregate) for q in self.queries],
+                                 dtype=np.int64)
+        self._r = np.array([q.range for q in self.queries], dtype=np.int64)
+        self.aggs: dict[Primitive, FinalAggregator] = {}
+        self._built = False
+        self._ops_total: dict[str, int] = {}
+        self._ops_slices: list[np.ndarray] = []
+        if is_int is not None:
+            self._build(is_int)
+
+    # -- setup ----------------------------------------------------------------
+    def _check_technique(self):
+        t = self.technique
+        for q in self.queries:
+            if t in ("slickdeque_inv", "panes_inv"):
+                require_invertible(q.aggregate, t)
+            if t == "slickdeque_noninv":
+                require_selective(q.aggregate, t)
+        if t in SINGLE_LENGTH:
+            rs = {(q.range, q.slide) for q in self.queries}
+            if len(rs) > 1:
+                raise ValueError(
+                    f"{t} answers one window length per tree; this tree has "
+                    f"{len(rs)} distinct (range, slide): {sorted(rs)}")
+
+    def _technique_for(self, prim: Primitive) -> type[FinalAggregator]:
+        if self.technique == "slickdeque":
+            return TECHNIQUES["slickdeque_inv" if prim.op == OP_SUM else "slickdeque_noninv"]
+        return TECHNIQUES[self.technique]
+
+    def _build(self, is_int: bool):
+        self.is_int = is_int
+        prims: list[Primitive] = []
+        uses: dict[Primitive, np.ndarray] = {}
+        for i, q in enumerate(self.queries):
+            for p in q.aggregate.primitives(is_int):
+                if p not in uses:
+                    prims.append(p)
+                    uses[p] = np.zeros(len(self.queries), dtype=bool)
+                uses[p][i] = True
+        self.prims = prims
+        self.uses = uses
+        sl = self.slicer
+        sl.primitives = prims
+        sl.is_int = is_int
+        for p in prims:
+            qs = [self.queries[i] for i in np.nonzero(uses[p])[0]]
+            rs = {(q.range, q.slide) for q in qs}
+            ns = sorted({n for k in rs for n in sl.ns[k]})
+            if sl.exact_ns:
+                wsize = max(ns)
+            else:
+                wsize = sl.wsize
+            cls = self._technique_for(p)
+            self.aggs[p] = cls(p, wsize, known_ns=ns)
+            self._ops_total[str(p)] = 0
+        self.out_int = all(q.aggregate.output_is_int(is_int) for q in self.queries)
+        self._built = True
+
+    # -- streaming ------------------------------------------------------------
+    def process(self, ts, values):
+        """Consume one batch (numpy arrays); return the answers it made due.
+
+        For ``kind='count'`` trees ``ts`` may be None (positions are implicit).
+        """
+        self.slicer.ingest(ts, values)
+        if not self._built:
+            if self.slicer.is_int is None:
+                return self._empty()
+            self._build(self.slicer.is_int)
+        return self._emit(self.slicer.close())
+
+    def flush(self):
+        """End of input: emit every pending window (the watermark jumps past them)."""
+        sl = self.slicer
+        if not self._built or sl.max_ts == np.iinfo(np.int64).min:
+            return self._empty()
+        W = sl.flush_watermark()
+        sl.max_ts = max(sl.max_ts, W + sl.lateness)
+        return self._emit(sl.close(W))
+
+    @property
+    def late(self) -> LateTuples:
+        lb = self.slicer.late
+        vdt = np.int64 if self.slicer.is_int else np.float64
+        ts = np.concatenate(lb.ts) if lb.ts else np.zeros(0, np.int64)
+        v = np.concatenate(lb.values) if lb.values else np.zeros(0, vdt)
+        return LateTuples(lb.count, ts, v)
+
+    @property
+    def watermark(self) -> int:
+        return self.slicer.watermark
+
+    @property
+    def wsize(self) -> int:
+        return self.slicer.wsize
+
+    def stats(self) -> dict:
+        sl = self.slicer
+        return {"slices": sl.n_slices, "resets": sl.n_resets, "late": sl.late.count,
+                "outside_windows": sl.outside, "pending": int(sl.pend_ts.shape[0]),
+                "wsize": sl.wsize, "exact_wsize": sl.exact_ns,
+                "memory_bytes": sum(a.memory_bytes() for a in self.aggs.values())}
+
+    def op_counts(self) -> dict:
+        """Exact combine/inverse counts of final aggregation (needs count_ops=True).
+
+        ``omega`` = operations per slice (= per edge), the cost model's Omega.
+        """
+        if not self.count_ops:
+            raise ValueError("create the tree with count_ops=True to count operations")
+        per_slice = (np.concatenate(self._ops_slices) if self._ops_slices
+                     else np.zeros(0, np.int64))
+        total = int(sum(self._ops_total.values()))
+        n = self.slicer.n_slices
+        return {"slices": n, "total": total, "per_primitive": dict(self._ops_total),
+                "per_slice": per_slice, "omega": total / n if n else 0.0}
+
+    # -- internals ------------------------------------------------------------
+    def _empty(self):
+        vdt = np.int64 if (self._built and self.out_int) else np.float64
+        return self._table(np.zeros(0, dtype=np.int64), np.zeros(0, np.int64),
+                           np.zeros(0, np.int64), np.zeros(0, vdt))
+
+    def _table(self, qidx, start, end, value):
+        """Build the answers; ``qidx`` indexes the tree's queries."""
+        if self.as_arrow:
+            if self._ids_arrow is None:
+                self._ids_arrow = pa.array([q.id for q in self.queries], type=pa.string())
+            return pa.table({
+                "query_id": self._ids_arrow.take(pa.array(qidx, type=pa.int64())),
+                "window_start": pa.array(start, type=pa.int64()),
+                "window_end": pa.array(end, type=pa.int64()),
+                "value": pa.array(value, type=pa.int64() if value.dtype == np.int64
+                                  else pa.float64()),
+            })
+        return Answers(self._ids[qidx], start, end, value)
+
+    def _emit(self, chunks: list[SliceChunk]):
+        parts = [self._answer_chunk(c) for c in chunks]
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return self._empty()
+        cols = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+        return self._table(*cols)
+
+    def _answer_chunk(self, ch: SliceChunk):
+        if ch.reset_before:
+            for a in self.aggs.values():
+                a.reset()
+        k = ch.ends.shape[0]
+        D = ch.due_n.shape[0]
+        ans = {}
+        ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
+        for p, agg in self.aggs.items():
+            sel = np.nonzero(self.uses[p][ch.due_query])[0] if D else np.zeros(0, np.int64)
+            ds, dn = ch.due_slice[sel], ch.due_n[sel]
+            # one answer per (slice, n): queries with the same length share it
+            if sel.shape[0]:
+                first = np.ones(sel.shape[0], dtype=bool)
+                first[1:] = (ds[1:] != ds[:-1]) | (dn[1:] != dn[:-1])
+                inv = np.cumsum(first) - 1
+                us, un = ds[first], dn[first]
+            else:
+                inv = us = un = np.zeros(0, np.int64)
+            ptr = np.zeros(k + 1, dtype=np.int64)
+            np.cumsum(np.bincount(us, minlength=k), out=ptr[1:])
+            hi, lo = ch.partials[p]
+            oh, ol, ops = agg.run(hi, lo, ptr, un, count_ops=self.count_ops)
+            if self.count_ops:
+                t = int(ops.sum())
+                self._ops_total[str(p)] += t
+                ops_sum += ops
+            fh = np.zeros(D, dtype=oh.dtype)
+            fl = np.zeros(D, dtype=ol.dtype)
+            fh[sel] = oh[inv]
+            fl[sel] = ol[inv]
+            ans[p] = (fh, fl)
+        if self.count_ops:
+            self._ops_slices.append(ops_sum)
+        if D == 0:
+            return None
+        keep = ch.due_nonempty
+        if not keep.any():
+            return None
+        idx = np.nonzero(keep)[0]
+        dq = ch.due_query[idx]
+        values = np.empty(idx.shape[0], dtype=np.int64 if self.out_int else np.float64)
+        agg_of = self._agg_idx[dq]
+        for a, agg in enumerate(self._agg_list):
+            rows = np.nonzero(agg_of == a)[0] if len(self._agg_list) > 1 else \
+                np.arange(dq.shape[0])
+            if rows.shape[0] == 0:
+                continue
+            cols = [(ans[p][0][idx[rows]], ans[p][1][idx[rows]])
+                    for p in agg.primitives(self.is_int)]
+            values[rows] = agg.lower_columns(self.is_int, cols)
+        end = ch.ends[ch.due_slice[idx]]
+        start = end - self._r[dq]
+        if len(self.queries) > 1:
+            o = np.lexsort((dq, end))
+            dq, start, end, values = dq[o], start[o], end[o], values[o]
+        return dq, start, end, values
+
+    # -- snapshot -------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """Serialise the whole state (numpy .npz; no pickle) to bytes."""
+        meta = {
+            "version": 1,
+            "queries": [q.as_dict() for q in self.queries],
+            "technique": self.technique,
+            "allowed_lateness": self.allowed_lateness,
+            "count_ops": self.count_ops,
+            "as_arrow": self.as_arrow,
+            "built": self._built,
+            "is_int": self.slicer.is_int,
+            "prims": [str(p) for p in self.prims] if self._built else [],
+            "ops_total": self._ops_total,
+        }
+        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+        for k, v in self.slicer.state_dict().items():
+            arrays[f"slicer/{k}"] = v
+        if self._built:
+            for i, p in enumerate(self.prims):
+                for k, v in self.aggs[p].state_dict().items():
+                    arrays[f"agg{i}/{k}"] = v
+        if self.count_ops and self._ops_slices:
+            arrays["ops_slices"] = np.concatenate(self._ops_slices)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    @classmethod
+    def restore(cls, data: bytes) -> "ExecutionTree":
+        """Rebuild a tree from ``snapshot()`` bytes; replaying the rest of the input
+        then gives exactly the answers of an uninterrupted run."""
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays["meta"].tobytes().decode())
+        if meta.get("version") != 1:
+            raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
+        is_int = meta["is_int"]
+        tree = cls(meta["queries"], technique=meta["technique"],
+                   allowed_lateness=meta["allowed_lateness"], count_ops=meta["count_ops"],
+                   dtype=None if is_int is None else (np.int64 if is_int else np.float64),
+                   as_arrow=meta["as_arrow"])
+        tree.slicer.load_state_dict(
+            {k[len("slicer/"):]: v for k, v in arrays.items() if k.startswith("slicer/")})
+        if tree._built:
+            if [str(p) for p in tree.prims] != meta["prims"]:
+                raise ValueError("snapshot primitives do not match the queries")
+            for i, p in enumerate(tree.prims):
+                pre = f"agg{i}/"
+                tree.aggs[p].load_state_dict(
+                    {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
+            tree._ops_total.update(meta["ops_total"])
+        if "ops_slices" in arrays:
+            tree._ops_slices = [arrays["ops_slices"]]
+        return tree

@@ -1,0 +1,96 @@
+"""Edges, slices and window lengths (DESIGN.md section 2 test vectors)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from executors.slicing import (
+    composite_slide, edge_classes, edges_between, first_cover_end, floor_edge, next_edge,
+    normalize_query, pairs_partials, window_lengths)
+
+
+def edges_in_period(classes, L):
+    return set(edges_between(classes, 0, L).tolist())
+
+
+def test_design_vector_slides_2_to_6():
+    rs = [(s, s) for s in (2, 3, 4, 5, 6)]
+    cl = edge_classes(rs)
+    L = composite_slide(s for _, s in rs)
+    assert L == 60
+    assert len(edges_in_period(cl, L)) == 44
+
+
+def test_design_vector_fragments():
+    # slides 3, 4, 6, 9 with r mod 4 == 3 and r mod 6 == 2
+    rs = [(3, 3), (7, 4), (8, 6), (9, 9)]
+    cl = edge_classes(rs)
+    assert composite_slide(s for _, s in rs) == 36
+    assert len(edges_in_period(cl, 36)) == 27
+
+
+def test_design_vector_weavability():
+    a = edges_in_period(edge_classes([(12, 9)]), 18)
+    b = edges_in_period(edge_classes([(10, 6)]), 18)
+    assert len(a | b) == 8 and len(a & b) == 2
+    x = edges_in_period(edge_classes([(7, 5)]), 15)
+    y = edges_in_period(edge_classes([(3, 3)]), 15)
+    assert (len(x), len(y), len(x & y), len(x | y)) == (6, 5, 2, 9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(r=st.integers(1, 40), s=st.integers(1, 12))
+def test_lone_query_partials_match_pairs_formula(r, s):
+    """Dissertation Table 1 (Pairs): r/s partials, or 2*floor(r/s)+1 when r % s != 0."""
+    wsize, ns, exact = window_lengths([(r, s)], edge_classes([(r, s)]))
+    assert exact and ns[(r, s)] == [pairs_partials(r, s)] and wsize == pairs_partials(r, s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(qs=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=4),
+       t=st.integers(-100, 100))
+def test_edges_helpers_agree_with_definition(qs, t):
+    cl = edge_classes(qs)
+    brute = [e for e in range(t - 300, t + 300)
+             if any(e % s == 0 or e % s == r % s for r, s in qs)]
+    assert edges_between(cl, t - 300, t + 300).tolist() == brute
+    assert floor_edge(cl, t) == max(e for e in brute if e <= t)
+    assert next_edge(cl, t) == min(e for e in brute if e > t)
+    # earliest end of a window containing t
+    ends = [k * s + r for r, s in qs for k in range((t - r) // s - 1, t // s + 2)
+            if k * s <= t < k * s + r]
+    got = int(first_cover_end(qs, np.array([t]))[0])
+    assert got == (min(ends) if ends else np.iinfo(np.int64).max)
+
+
+@settings(max_examples=40, deadline=None)
+@given(qs=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=4))
+def test_window_lengths_cover_every_window(qs):
+    qs = sorted(set(qs))
+    cl = edge_classes(qs)
+    wsize, ns, exact = window_lengths(qs, cl)
+    assert exact
+    edges = edges_between(cl, -200, 400)
+    for r, s in qs:
+        seen = set()
+        for k in range(0, 30):
+            a, b = k * s, k * s + r
+            seen.add(int(((edges >= a) & (edges < b)).sum()))
+        assert seen <= set(ns[(r, s)]) and max(ns[(r, s)]) <= wsize
+
+
+def test_normalize_query_accepts_dicts_and_objects():
+    class Q:
+        id, aggregate, range, slide, kind = "q", "MAX", 5, 3, "count"
+    q = normalize_query(Q())
+    assert (q.id, q.aggregate.name, q.range, q.slide, q.kind) == ("q", "max", 5, 3, "count")
+    q = normalize_query({"id": 1, "aggregate": "avg", "range": 2, "slide": 7})
+    assert q.kind == "time" and q.id == "1"
+    with pytest.raises(ValueError, match="slide must be an integer >= 1"):
+        normalize_query({"id": "x", "aggregate": "sum", "range": 2, "slide": 0})
+    with pytest.raises(ValueError, match="unknown aggregate"):
+        normalize_query({"id": "x", "aggregate": "median", "range": 2, "slide": 1})
+    with pytest.raises(ValueError, match="kind"):
+        normalize_query({"id": "x", "aggregate": "sum", "range": 2, "slide": 1, "kind": "rows"})

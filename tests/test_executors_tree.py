@@ -1,0 +1,236 @@
+"""ExecutionTree end to end against the brute-force oracle."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from executors import ALL_TECHNIQUES, ExecutionTree, brute_force
+from executors.slicing import edge_classes, window_lengths
+
+AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
+
+
+def rows(table):
+    d = table.to_pydict()
+    return list(zip(d["query_id"], d["window_start"], d["window_end"], d["value"]))
+
+
+def run(tree, ts, v, cuts, snap_at=None):
+    """Feed [cuts[i], cuts[i+1]) batches; optionally snapshot+restore before batch snap_at."""
+    out = []
+    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        if snap_at == i:
+            tree = ExecutionTree.restore(tree.snapshot())
+        out += rows(tree.process(None if ts is None else ts[a:b], v[a:b]))
+    out += rows(tree.flush())
+    return tree, out
+
+
+def assert_same(got, want, scale):
+    assert [g[:3] for g in got] == [w[:3] for w in want]
+    for g, w in zip(got, want):
+        if isinstance(w[3], int) and isinstance(g[3], int):
+            assert g[3] == w[3], (g, w)
+        else:
+            # 1e-9 relative; stddev of a (near-)constant window can only be exact to
+            # ~1e-16 of the data's magnitude (sqrt of a tiny variance), hence the abs term
+            assert g[3] == pytest.approx(w[3], rel=1e-9, abs=1e-12 * scale), (g, w)
+
+
+def expected_refusal(tech, qs):
+    aggs = {q["aggregate"] for q in qs}
+    rs = {(q["range"], q["slide"]) for q in qs}
+    if tech in ("panes_inv", "slickdeque_inv") and aggs & {"min", "max", "range"}:
+        return True
+    if tech == "slickdeque_noninv" and aggs - {"min", "max", "range"}:
+        return True
+    return tech in ("panes_inv", "twostacks", "daba") and len(rs) > 1
+
+
+@st.composite
+def workloads(draw):
+    kind = draw(st.sampled_from(["time", "time", "count"]))
+    nq = draw(st.integers(1, 3))
+    qs = [dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)),
+               range=draw(st.integers(1, 16)), slide=draw(st.integers(1, 7)), kind=kind)
+          for i in range(nq)]
+    n = draw(st.integers(0, 50))
+    gaps = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 30]), min_size=n, max_size=n))
+    lateness = draw(st.integers(0, 6))
+    jitter = draw(st.lists(st.integers(-lateness - 3, 0), min_size=n, max_size=n))
+    ts = (np.cumsum(np.array(gaps, dtype=np.int64)) + np.array(jitter, dtype=np.int64)
+          - 20).astype(np.int64)
+    if draw(st.booleans()):
+        v = np.array(draw(st.lists(st.integers(-2**40, 2**40), min_size=n, max_size=n)),
+                     dtype=np.int64)
+    else:
+        v = np.array(draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n,
+                                   max_size=n)), dtype=np.float64)
+    cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=4))) | {0, n})
+    snap_at = draw(st.none() | st.integers(0, max(0, len(cuts) - 2)))
+    return qs, ts, v, lateness, cuts, snap_at
+
+
+@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(w=workloads())
+def test_every_technique_matches_oracle(w):
+    """technique x aggregate x kind, r<s, r==s, r%s!=0, gaps, duplicate and out-of-order
+    timestamps, late tuples, random batch splits and a snapshot/restore mid-stream."""
+    qs, ts, v, lateness, cuts, snap_at = w
+    want, late_pos = brute_force(qs, ts, v, lateness)
+    scale = float(np.abs(v).max()) if v.shape[0] else 1.0
+    kind = qs[0]["kind"]
+    for tech in ALL_TECHNIQUES:
+        if expected_refusal(tech, qs):
+            with pytest.raises(ValueError):
+                ExecutionTree(qs, technique=tech, allowed_lateness=lateness)
+            continue
+        tree = ExecutionTree(qs, technique=tech, allowed_lateness=lateness)
+        tree, got = run(tree, None if kind == "count" else ts, v, cuts, snap_at)
+        assert_same(got, want, scale)
+        late = tree.late
+        assert late.count == len(late_pos), tech
+        assert sorted(late.ts.tolist()) == sorted(ts[late_pos].tolist())
+        assert sorted(late.values.tolist()) == sorted(v[late_pos].tolist())
+
+
+def test_lateness_example():
+    """Windows [0,10),[10,20) (sum); allowed lateness 3."""
+    q = [dict(id="s", aggregate="sum", range=10, slide=10)]
+    tree = ExecutionTree(q, allowed_lateness=3)
+    out = rows(tree.process(np.array([1, 5, 12, 9, 13]), np.array([1, 2, 4, 8, 16])))
+    # watermark 10 after ts=13: [0,10) is due and holds 1+2+8 (ts=9 is within lateness)
+    assert out == [("s", 0, 10, 11)]
+    out = rows(tree.process(np.array([8, 25]), np.array([100, 1000])))
+    # ts=8 arrives after [0,10) was emitted: late, not lost; ts=25 closes [10,20)
+    assert out == [("s", 10, 20, 20)]
+    assert tree.late.count == 1 and tree.late.ts.tolist() == [8]
+    assert tree.late.values.tolist() == [100]
+    assert rows(tree.flush()) == [("s", 20, 30, 1000)]
+
+
+def test_hopping_gaps_and_empty_windows():
+    """r < s: tuples in the gaps belong to no window (not late, not answered)."""
+    q = [dict(id="h", aggregate="count", range=2, slide=5)]
+    tree = ExecutionTree(q)
+    out = rows(tree.process(np.array([0, 1, 2, 3, 4, 5, 21]), np.arange(7)))
+    assert out == [("h", 0, 2, 2), ("h", 5, 7, 1)]
+    out += rows(tree.flush())
+    assert out == [("h", 0, 2, 2), ("h", 5, 7, 1), ("h", 20, 22, 1)]
+    assert tree.stats()["outside_windows"] == 3 and tree.late.count == 0
+
+
+def test_windows_before_first_tuple_and_negative_time():
+    q = [dict(id="m", aggregate="max", range=7, slide=3)]
+    out = rows(ExecutionTree(q).process(np.array([-4, 4]), np.array([5, 9])))
+    # windows with end <= watermark 4: [-9,-2) and [-6,1) hold ts=-4
+    assert out == [("m", -9, -2, 5), ("m", -6, 1, 5)]
+
+
+def test_count_windows_and_split_invariance():
+    q = [dict(id="c", aggregate="avg", range=4, slide=2, kind="count"),
+         dict(id="d", aggregate="max", range=3, slide=3, kind="count")]
+    v = np.arange(10, dtype=np.int64) * 10
+    one = ExecutionTree(q)
+    a = rows(one.process(None, v)) + rows(one.flush())
+    two = ExecutionTree(q)
+    b = rows(two.process(None, v[:3])) + rows(two.process(None, v[3:])) + rows(two.flush())
+    assert a == b
+    assert ("c", 0, 4, 15.0) in a and ("d", 3, 6, 50) in a and ("c", 8, 12, 85.0) in a
+
+
+def test_output_schema_and_types():
+    q = [dict(id="a", aggregate="sum", range=2, slide=1)]
+    t = ExecutionTree(q).process(np.array([0, 1, 2]), np.array([1, 2, 3]))
+    assert t.schema.field("value").type == pa.int64()
+    assert t.schema.field("query_id").type == pa.string()
+    assert t.column("value").to_pylist() == [1, 3]  # windows [-1,1), [0,2)
+    q2 = q + [dict(id="b", aggregate="avg", range=2, slide=1)]
+    t = ExecutionTree(q2).process(np.array([0, 1, 2]), np.array([1, 2, 3]))
+    assert t.schema.field("value").type == pa.float64()
+
+
+def test_refusals():
+    with pytest.raises(ValueError, match="'avg'"):
+        ExecutionTree([dict(id="a", aggregate="avg", range=4, slide=2)],
+                      technique="slickdeque_noninv")
+    with pytest.raises(ValueError, match="'max'"):
+        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)],
+                      technique="slickdeque_inv")
+    with pytest.raises(ValueError, match="one window length"):
+        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2),
+                       dict(id="b", aggregate="max", range=6, slide=2)], technique="daba")
+    with pytest.raises(ValueError, match="mix time and count"):
+        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2),
+                       dict(id="b", aggregate="max", range=6, slide=2, kind="count")])
+    with pytest.raises(ValueError, match="duplicate query ids"):
+        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)] * 2)
+    with pytest.raises(ValueError, match="unknown technique"):
+        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)], technique="fiba")
+    t = ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)])
+    t.process(np.array([1]), np.array([1]))
+    with pytest.raises(ValueError, match="int64 values"):
+        t.process(np.array([2]), np.array([1.5]))
+
+
+def test_sparse_stream_skips_empty_stretches():
+    """A jump of 10^12 time units with slide 1 must not enumerate the edges in between."""
+    q = [dict(id="s", aggregate="sum", range=3, slide=1)]
+    ts = np.array([0, 1, 10**12, 10**12 + 1, 2 * 10**12], dtype=np.int64)
+    t0 = time.perf_counter()
+    tree = ExecutionTree(q)
+    out = rows(tree.process(ts, np.arange(1, 6))) + rows(tree.flush())
+    assert time.perf_counter() - t0 < 5
+    want, _ = brute_force(q, ts, np.arange(1, 6))
+    assert out == want and tree.stats()["resets"] >= 2
+
+
+@pytest.mark.parametrize("queries", [
+    [(8, 2)], [(8, 2), (6, 2), (4, 2)], [(10, 3)], [(12, 9), (10, 6)], [(7, 5), (3, 3)]])
+def test_slickdeque_inv_omega_is_two_per_distinct_length(queries):
+    """Measured ops per slice equal 2 x #distinct window lengths (in partials)."""
+    qs = [dict(id=f"q{i}", aggregate="sum", range=r, slide=s) for i, (r, s) in enumerate(queries)]
+    tree = ExecutionTree(qs, technique="slickdeque_inv", count_ops=True)
+    ts = np.arange(0, 3000)
+    tree.process(ts, np.ones(3000, dtype=np.int64))
+    _, ns, _ = window_lengths(sorted(set(queries)), edge_classes(queries))
+    distinct = len({n for v in ns.values() for n in v})
+    oc = tree.op_counts()
+    assert oc["omega"] == 2 * distinct
+    assert set(oc["per_slice"].tolist()) == {2 * distinct}
+
+
+def test_panes_ops_equal_sum_of_window_lengths():
+    qs = [dict(id="a", aggregate="max", range=8, slide=2), dict(id="b", aggregate="max",
+                                                                 range=6, slide=4)]
+    tree = ExecutionTree(qs, technique="panes", count_ops=True)
+    tree.process(np.arange(0, 400), np.arange(400))
+    oc = tree.op_counts()
+    # one composite slide (4): a answers twice (4 partials each: 3 ops), b once (3 ops: 2)
+    per_period = 2 * 3 + 2
+    assert oc["total"] == pytest.approx(per_period * oc["slices"] / 2, abs=per_period)
+
+
+def test_long_composite_slide_uses_bounds_and_lazy_lengths():
+    """Coprime slides: the composite slide (~1e12) is too long to enumerate; window
+    lengths fall back to a bound and SlickDeque Inv registers lengths lazily."""
+    qs = [dict(id="a", aggregate="sum", range=2500, slide=997),
+          dict(id="b", aggregate="max", range=1500, slide=991),
+          dict(id="c", aggregate="avg", range=983 * 3, slide=983),
+          dict(id="d", aggregate="stddev", range=5000, slide=977)]
+    rng = np.random.default_rng(0)
+    ts = np.sort(rng.integers(0, 40000, 300))
+    v = rng.integers(-100, 100, 300)
+    want, _ = brute_force(qs, ts, v)
+    for tech in ("slickdeque", "flatfit", "bint"):
+        tree = ExecutionTree(qs, technique=tech)
+        tree, got = run(tree, ts, v, list(range(0, 300, 37)) + [300])
+        assert not tree.stats()["exact_wsize"]
+        assert_same(got, want, 100.0)
