@@ -162,6 +162,43 @@ def bench_f1(
         raise typer.Exit(1)
 
 
+@bench_app.command("executors")
+def bench_executors(
+    aggregates: str = typer.Option("sum,max", help="Comma-separated: sum, max."),
+    max_log2_window: int = typer.Option(22, help="Windows 1, 2, 4, ... 2^this (tuple-based)."),
+    modes: str = typer.Option("single,max-multi", help="single and/or max-multi."),
+    cell_seconds: float = typer.Option(0.5, help="Time budget per (technique, window) cell."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Final-aggregation throughput, latency and memory (dissertation Figures 23-29)."""
+    from executors.bench import DEFAULT_TECHNIQUES, run_executor_bench
+
+    aggs = [a.strip() for a in aggregates.split(",") if a.strip()]
+    bad = [a for a in aggs if a not in ("sum", "max")]
+    if bad:
+        raise UserError(f"--aggregates: unknown {bad}; allowed: sum, max")
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if any(m not in ("single", "max-multi") for m in mode_list):
+        raise UserError(f"--modes: {mode_list}; allowed: single, max-multi")
+    if not 0 <= max_log2_window <= 26:
+        raise UserError(f"--max-log2-window: {max_log2_window}; allowed: 0..26")
+    windows = [1 << k for k in range(max_log2_window + 1)]
+    with _progress() as bar:
+        task = bar.add_task("bench executors", total=None)
+
+        def seen(row):
+            bar.advance(task)
+            bar.console.print(f"{row['aggregate']} {row['mode']} w={row['window']} "
+                              f"{row['technique']}: {row['throughput'] / 1e6:.2f} M slides/s")
+
+        rows = run_executor_bench(DEFAULT_TECHNIQUES, aggs, windows, tuple(mode_list),
+                                  cell_seconds=cell_seconds, progress=seen)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_executors.json"
+    path.write_text(json.dumps(rows, indent=1, default=float))
+    console.print(f"results: {path}")
+
+
 @app.command()
 def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output directory.")):
     """A small end-to-end tour: a workload, every single-node optimizer, plans and a table."""
