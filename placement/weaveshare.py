@@ -321,6 +321,7 @@ class IncrementalWeaveShare:
     trees: list[Tree] = field(default_factory=list)
     rebuilds: int = 0
     _curve: list[tuple[int, float]] = field(default_factory=list)
+    _order: list[str] = field(default_factory=list)
 
     @property
     def queries(self) -> list[Query]:
@@ -341,7 +342,9 @@ class IncrementalWeaveShare:
         return c1 + slope * (n - n1)
 
     def rebuild(self) -> None:
-        qs = self.queries
+        """Offline WeaveShare over all current queries, in submission order."""
+        rank = {qid: i for i, qid in enumerate(self._order)}
+        qs = sorted(self.queries, key=lambda q: rank[q.id])
         self.trees = weaveshare(qs, self.model, self.preprocess)
         self.rebuilds += 1
         if qs:
@@ -351,9 +354,13 @@ class IncrementalWeaveShare:
                 self._curve.append((len(qs), self.cost))
 
     def _check_drift(self) -> None:
+        """Rebuild when the plan deviates from the extrapolated cost by more than the tolerance
+        (either way: an extrapolation that overshoots says nothing about the plan's quality);
+        tolerance 0 rebuilds on every change, as in the paper."""
         n = len(self.queries)
         expected = self.extrapolated_cost(n)
-        if expected is None or expected <= 0 or self.cost > (1 + self.tolerance) * expected:
+        if (self.tolerance <= 0 or expected is None or expected <= 0
+                or abs(self.cost / expected - 1) > self.tolerance):
             self.rebuild()
 
     def add(self, queries: Iterable[Query]) -> None:
@@ -364,6 +371,7 @@ class IncrementalWeaveShare:
             if q.id in ids:
                 raise ValueError(f"duplicate query id {q.id!r}")
             ids.add(q.id)
+        self._order.extend(q.id for q in new)
         self.trees = weave(self.trees + initial_trees(new, self.model, self.preprocess), self.model)
         self._check_drift()
 
@@ -374,6 +382,7 @@ class IncrementalWeaveShare:
         missing = gone - known
         if missing:
             raise KeyError(f"unknown query id(s): {sorted(missing)}")
+        self._order = [qid for qid in self._order if qid not in gone]
         kept: list[Tree] = []
         for t in self.trees:
             if any(q.id in gone for q in t.queries):

@@ -64,6 +64,19 @@ class WorkloadSpec:
     aggregate: str = "sum"
 
     def __post_init__(self):
+        for name in ("qnum", "smax", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in ("rate", "zskew", "omax"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                    or not np.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if self.gen not in GENERATORS:
+            raise ValueError(f"unknown generator {self.gen!r}; allowed: {', '.join(GENERATORS)}")
+        if self.smax < 1:
+            raise ValueError(f"smax must be >= 1, got {self.smax}")
         if self.qnum < 1:
             raise ValueError(f"qnum must be >= 1, got {self.qnum}")
         if self.omax < 1:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from fractions import Fraction
-from math import lcm, prod
+from math import gcd, lcm, prod
 
 import numpy as np
 
@@ -135,7 +135,9 @@ class FastEngine(EdgeEngine):
         self,
         sieve_limit: int = 1 << 21,
         sieve_work: int = 1 << 24,
-        ie_max_terms: int = 300,
+        ie_max_terms: int = 1024,
+        ie_max_classes: int = 10,
+        residual_max_classes: int = 3,
         max_steps: int = 2_000_000,
         time_budget_s: float | None = None,
         memo_size: int = 1_000_000,
@@ -143,6 +145,8 @@ class FastEngine(EdgeEngine):
         self.sieve_limit = sieve_limit
         self.sieve_work = sieve_work
         self.ie_max_terms = ie_max_terms
+        self.ie_max_classes = ie_max_classes
+        self.residual_max_classes = residual_max_classes
         self.max_steps = max_steps
         self.time_budget_s = time_budget_s
         self.memo_size = memo_size
@@ -188,12 +192,56 @@ class FastEngine(EdgeEngine):
                     num *= u.numerator
                     den *= u.denominator
         if touched_x:
-            joined = frozenset().union(*(dx.comps[r] for r in touched_x),
-                                       *(dy.comps[r] for r in touched_y))
-            u = self._top_uncovered(self._canonical(joined))
+            big_x = frozenset().union(*(dx.comps[r] for r in touched_x))
+            big_y = frozenset().union(*(dy.comps[r] for r in touched_y))
+            if len(big_y) > len(big_x):
+                big_x, big_y, dx, touched_x = big_y, big_x, dy, touched_y
+            if len(big_y) <= self.residual_max_classes < len(big_x):
+                u_big = Fraction(1)
+                for r in touched_x:
+                    u_big *= dx.unc[r]
+                u = self._with_few(big_x, u_big, sorted(big_y))
+            else:
+                u = self._top_uncovered(self._canonical(big_x | big_y))
             num *= u.numerator
             den *= u.denominator
         return 1 - Fraction(num, den)
+
+    def _with_few(self, big: frozenset, u_big: Fraction, few: list) -> Fraction:
+        """``U(big | few)`` from the known ``U(big)``: subtract, by inclusion-exclusion over the
+        few classes, the part of each intersection class ``(M, R)`` that ``big`` leaves
+        uncovered, i.e. ``U(big restricted to t = R mod M) / M``. The restricted problem lives on
+        ``t'`` with ``t = R + M t'``, where class ``(m, r)`` becomes ``(m/g, (r-R)/g * (M/g)^-1)``
+        (``g = gcd(m, M)``), or disappears when ``g`` does not divide ``r - R``."""
+        self._steps = 0
+        self._deadline = Deadline(self.time_budget_s)
+        self._top = big
+        total = u_big
+        terms: list[tuple[ResidueClass, int]] = []
+        for c in few:
+            new = [(c, 1)]
+            for t, sign in terms:
+                x = crt_merge(t, c)
+                if x is not None:
+                    new.append((x, -sign))
+            terms.extend(new)
+        for (mod, res), sign in terms:
+            residual = []
+            full = False
+            for m, r in big:
+                g = gcd(m, mod)
+                if (r - res) % g:
+                    continue
+                mm = m // g
+                if mm == 1:
+                    full = True
+                    break
+                residual.append((mm, (r - res) // g * pow(mod // g, -1, mm) % mm))
+            if full:
+                continue
+            self._tick()
+            total -= sign * self._uncovered(self._canonical(frozenset(residual))) / mod
+        return total
 
     def _decomposition(self, classes: frozenset) -> _Decomposition:
         d = self._decomp.get(classes)
@@ -281,7 +329,7 @@ class FastEngine(EdgeEngine):
             for m, r in cset:
                 bits[r::m] = True
             return Fraction(period - int(np.count_nonzero(bits)), period)
-        if len(cset) <= 40:
+        if len(cset) <= self.ie_max_classes:
             try:
                 out = self._inclusion_exclusion(cset, period)
                 self.stats["ie"] += 1

@@ -1,0 +1,236 @@
+"""Edge engines (fast, f1, bitset) against the brute-force oracle and against each other.
+
+Query sets are drawn with slides 1..40 and ranges 1..120, so most queries have two fragments
+(r mod s != 0). The composite slide is kept <= LCM_CAP so that the pure-Python oracle stays cheap;
+large composite slides are covered with an independent closed form (distinct prime slides).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from math import lcm, prod
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from placement.edges import EdgeCountLimit, get_engine
+from placement.edges.fast import FULL, canonical, components
+from placement.queries import Query
+from placement.slicing import brute_force_edges, query_classes, tree_classes
+
+LCM_CAP = 30_000
+
+# Every engine configuration that must be exact. "fast-condition" switches off the sieve and
+# nearly all inclusion-exclusion so the prime-conditioning path does the work.
+CONFIGS = {
+    "fast": dict(name="fast"),
+    "fast-condition": dict(name="fast", sieve_limit=0, ie_max_terms=3),
+    "fast-no-ie": dict(name="fast", sieve_limit=0, ie_max_terms=0),
+    "f1": dict(name="f1"),
+    "bitset": dict(name="bitset"),
+}
+
+
+def make(config: str):
+    opts = dict(CONFIGS[config])
+    return get_engine(opts.pop("name"), **opts)
+
+
+@st.composite
+def query_sets(draw, min_size=1, max_size=8, cap=LCM_CAP, prefix="q"):
+    """1..8 queries (slides 1..40, ranges 1..120) whose composite slide stays <= cap."""
+    n = draw(st.integers(min_size, max_size))
+    qs, period = [], 1
+    for i in range(n):
+        allowed = [d for d in range(1, 41) if lcm(period, d) <= cap]
+        s = draw(st.sampled_from(allowed))
+        period = lcm(period, s)
+        qs.append(Query(f"{prefix}{i}", draw(st.integers(1, 120)), s))
+    return qs
+
+
+# ---- exact counts ------------------------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(query_sets())
+def test_every_engine_count_matches_brute_force(qs):
+    cls = tree_classes(qs)
+    period = lcm(*(q.slide for q in qs))
+    expected = brute_force_edges(cls)
+    for config in CONFIGS:
+        count = make(config).count(cls)
+        assert (count.edges, count.composite_slide) == (expected, period), config
+        assert count.rate == Fraction(expected, period)
+
+
+def test_conditioning_path_is_exercised_and_exact():
+    # Moduli 4, 6, 9, 10 share primes 2 and 3: one component, conditioning on a prime needed.
+    qs = [Query("a", 7, 4), Query("b", 5, 6), Query("c", 4, 9), Query("d", 11, 10)]
+    cls = tree_classes(qs)
+    eng = make("fast-condition")
+    count = eng.count(cls)
+    assert (count.edges, count.composite_slide) == (144, 180)
+    assert brute_force_edges(cls) == 144
+    assert eng.stats["condition"] >= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(query_sets(min_size=2))
+def test_conditioning_engine_really_conditions(qs):
+    """With sieve and inclusion-exclusion disabled, any component of >= 2 classes conditions."""
+    cls = tree_classes(qs)
+    canon = canonical(cls)
+    assume(canon != FULL and any(len(c) >= 2 for c in components(canon)))
+    eng = make("fast-no-ie")
+    assert eng.count(cls).edges == brute_force_edges(cls)
+    assert eng.stats["condition"] >= 1
+    assert eng.stats["sieve"] == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(query_sets())
+def test_canonical_form_preserves_the_edge_set(qs):
+    cls = tree_classes(qs)
+    canon = canonical(cls)
+    period = lcm(*(q.slide for q in qs))
+    if canon == FULL:
+        assert brute_force_edges(cls) == period
+    else:
+        assert brute_force_edges(canon, period) == brute_force_edges(cls)
+        assert len(canon) <= len(cls)
+
+
+PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(PRIMES), min_size=1, max_size=12, unique=True),
+       st.data())
+def test_large_composite_slides_distinct_primes(primes, data):
+    """Pairwise coprime slides are independent (CRT): uncovered density = prod(1 - k_p / p).
+
+    Composite slides reach ~10^17 here: far beyond a bitmap, exact for fast (and for f1, which
+    is 2^n in the number of classes, while n <= 14)."""
+    qs = [Query(f"p{p}", data.draw(st.integers(1, 3 * p)), p) for p in primes]
+    expected = 1 - prod((Fraction(p - len(query_classes(q)), p) for p, q in zip(primes, qs)),
+                        start=Fraction(1))
+    period = prod(primes)
+    cls = tree_classes(qs)
+    configs = ("fast", "fast-condition", "f1") if len(cls) <= 14 else ("fast", "fast-condition")
+    for config in configs:
+        count = make(config).count(cls)
+        assert count.composite_slide == period
+        assert count.rate == expected, config
+    if period > 1 << 20:
+        with pytest.raises(EdgeCountLimit) as info:
+            get_engine("bitset", max_bytes=1 << 20).density(cls)
+        assert info.value.lower <= expected <= info.value.upper
+
+
+# ---- merged density ----------------------------------------------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_merged_density_equals_density_of_union(data):
+    x = data.draw(query_sets(max_size=4, prefix="x"))
+    cap_y = LCM_CAP // lcm(*(q.slide for q in x))
+    y = data.draw(query_sets(max_size=4, cap=max(cap_y, 1), prefix="y"))
+    cx, cy = tree_classes(x), tree_classes(y)
+    period = lcm(*(q.slide for q in x + y))
+    truth = Fraction(brute_force_edges(cx | cy), period)
+    for config in CONFIGS:
+        cold = make(config)
+        assert cold.merged_density(cx, cy) == truth, config
+        warm = make(config)  # parts already priced and cached, as in WeaveShare
+        warm.density(cx)
+        warm.density(cy)
+        assert warm.merged_density(cx, cy) == truth, config
+        assert warm.merged_density(cy, cx) == truth, config
+        assert warm.density(cx | cy) == truth, config
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_merged_density_big_tree_with_one_query(data):
+    """WeaveShare's common case: a multi-query tree (many classes) weaves with one query
+    (<= 2 classes); the fast engine may then update the big tree's known density instead of
+    recounting the union."""
+    x = data.draw(query_sets(min_size=3, max_size=8, cap=LCM_CAP // 40, prefix="x"))
+    y = data.draw(query_sets(min_size=1, max_size=1, prefix="y"))
+    cx, cy = tree_classes(x), tree_classes(y)
+    truth = Fraction(brute_force_edges(cx | cy), lcm(*(q.slide for q in x + y)))
+    for config in ("fast", "fast-condition", "fast-no-ie"):
+        eng = make(config)
+        eng.density(cx)
+        eng.density(cy)
+        assert eng.merged_density(cx, cy) == truth, config
+        assert eng.merged_density(cy, cx) == truth, config
+        assert make(config).merged_density(cx, cy) == truth, config
+
+
+def test_empty_class_sets():
+    for config in CONFIGS:
+        eng = make(config)
+        assert eng.density(frozenset()) == 0
+        assert eng.count(frozenset()).edges == 0
+    assert make("fast").density(frozenset({(1, 0)})) == 1
+
+
+# ---- honest limits -----------------------------------------------------------------------------
+
+def exact_density(qs):
+    cls = tree_classes(qs)
+    return Fraction(brute_force_edges(cls), lcm(*(q.slide for q in qs)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(query_sets(min_size=2))
+def test_fast_budget_exhausted_raises_with_certified_bounds(qs):
+    cls = tree_classes(qs)
+    canon = canonical(cls)
+    assume(canon != FULL and len(canon) >= 2)  # a set that needs real work
+    eng = get_engine("fast", sieve_limit=0, ie_max_terms=1, max_steps=1)
+    with pytest.raises(EdgeCountLimit) as info:
+        eng.density(cls)
+    truth = exact_density(qs)
+    assert info.value.lower <= truth <= info.value.upper
+    assert "budget" in str(info.value)
+    # The failure is not cached as an answer: a generous engine still counts exactly.
+    assert get_engine("fast").density(cls) == truth
+
+
+@settings(max_examples=60, deadline=None)
+@given(query_sets())
+def test_bitset_memory_cap_raises_with_certified_bounds(qs):
+    period = lcm(*(q.slide for q in qs))
+    assume(period > 10)
+    cls = tree_classes(qs)
+    eng = get_engine("bitset", max_bytes=10)
+    with pytest.raises(EdgeCountLimit) as info:
+        eng.density(cls)
+    truth = exact_density(qs)
+    assert info.value.lower <= truth <= info.value.upper
+    assert str(period) in str(info.value)
+
+
+def test_bitset_merge_over_cap_raises():
+    eng = get_engine("bitset", max_bytes=40)
+    x, y = tree_classes([Query("a", 7, 5)]), tree_classes([Query("b", 10, 9)])
+    assert eng.density(x) == Fraction(2, 5) and eng.density(y) == Fraction(2, 9)
+    with pytest.raises(EdgeCountLimit) as info:
+        eng.merged_density(x, y)  # composite slide 45 > 40
+    truth = Fraction(brute_force_edges(x | y), 45)
+    assert info.value.lower <= truth <= info.value.upper
+
+
+def test_f1_time_budget_raises_with_bounds():
+    qs = [Query("a", 7, 4), Query("b", 5, 6), Query("c", 4, 9), Query("d", 11, 10)]
+    eng = get_engine("f1", time_budget_s=-1.0, check_every=1)  # deadline already passed
+    with pytest.raises(EdgeCountLimit) as info:
+        eng.density(tree_classes(qs))
+    assert info.value.lower <= exact_density(qs) <= info.value.upper
+
+
+def test_unknown_engine_name():
+    with pytest.raises(ValueError, match="unknown edge engine 'slow'"):
+        get_engine("slow")
