@@ -1,0 +1,438 @@
+"""Distributed placement optimizers: the thirteen of dissertation Table 7 (chapter 6) and WG_LS.
+
+A plan maps every query to one node and, within the node, to one execution tree. A node costs the
+sum of its trees (``lambda + E * Omega`` each), TotalCost is the sum over nodes and MaxCost the
+largest node (equations 6.1, 6.2). Splitting queries over more trees costs one extra ``lambda`` per
+tree, which is what makes "Group" (several trees per node) and "Weave" (one shared tree) differ.
+
+Entry point: ``optimize(name, queries, model, nodes, seed=0, preprocess=False) -> Plan``;
+``OPTIMIZERS`` maps each name (Table 7's thirteen, ``TABLE7``, and our ``WG_LS``) to an
+``OptimizerSpec`` (category and strategy). ``nodes`` is a node count or a list of capacities
+(operations per time unit, paper 003's feasibility: a node is feasible when its cost does not
+exceed its capacity). Heuristics never refuse a plan for capacity (the dissertation's do not);
+``infeasible_nodes(plan)`` reports overloaded nodes.
+
+Decisions where the text is loose (each kept testable):
+
+- **Units.** Every algorithm starts from "an execution tree per query". ``preprocess`` applies the
+  note at the end of 6.5: ``False`` one tree per query; ``True`` / ``"classes"`` groups queries with
+  the same stream, aggregate *and residue classes* (``initial_trees(preprocess=True)``: a perfect
+  weave, always a cost win); ``"slides"`` is the literal note (same stream, aggregate and slide),
+  which is not always a win when ``r mod s`` differ (a third edge class per slide). Every
+  Table 7 optimizer places these units whole (WG_LS may move single queries out of them).
+- **Keys.** Trees only hold one (stream, aggregate). "Weave Only" means one tree *per key* per node;
+  a query whose key has no tree on the chosen node starts that tree.
+- **findMinNode** is the node of smallest cost; with capacities, smallest utilization
+  ``cost / capacity``; ties go to the larger capacity, then the lower index. This makes Algorithm
+  4's "N most expensive trees to N nodes" the first steps of the same loop (node costs start at 0).
+- **Sorting** (To Lowest): by cost, most expensive first; ties keep input order (stable sort).
+- **Random / Round Robin (6.4).** RAND draws the node with ``random.Random(seed)``; RR takes node
+  ``i mod N`` for the i-th unit in input order. WG_RAND / WG_RR first choose *whether* to weave
+  (RAND: fair coin; RR: alternate per node, the first choice weaves) and then *which*
+  same-key tree of the node (RAND: uniform; RR: cycling per node in creation order). A unit with
+  no same-key tree on its node is always a separate tree.
+- **To Nodes (Algorithm 5, followed literally).** The WeaveShare loop runs to its fixpoint (no
+  early stop when the tree count first reaches N). Then W_TN forces further merges of the best
+  (least harmful) same-key pair until at most N trees remain; WG_TN assigns the trees with G_TL.
+  At most N trees: one per node, most expensive to the first node. If keys outnumber nodes, W_TN
+  cannot reach N trees and places the rest with G_TL (documented exception to "one tree per node").
+  ``stop_at_nodes=True`` gives the prose's alternative reading (stop weaving as soon as <= N trees).
+- **Inserted (Algorithm 6 and its prose).** The first N units are chosen at random (seeded;
+  ``init="first"`` takes the first N, as Algorithm 6 writes) and placed one per node; the rest are
+  inserted in input order. W_I weaves the unit into the node whose *new node cost* is smallest
+  (load balance first, as the Discussion says). WG_I finds, per node, the same-key tree whose weave
+  gives the smallest new node cost; the weave option is the node with the smallest such new cost;
+  the group option is a separate tree on the node with the smallest old cost; it takes the option
+  with the smaller TotalCost increase, weaving on ties (Algorithm 6's ``else``).
+- **To Lowest WG_TL**: weave into the cheapest same-key tree of MinNode unless grouping is strictly
+  cheaper (Algorithm 4's ``if Cost1 < Cost2``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from placement.plan import Node, Plan
+from placement.queries import Query, validate_unique
+from placement.trees import CostModel, Tree
+from placement.weaveshare import EPS, initial_trees, weave
+
+NodesArg = int | Sequence[float | None]
+
+
+# ---- shared helpers ---------------------------------------------------------------------------
+
+def make_units(queries: Iterable[Query], model: CostModel, preprocess: bool | str = False
+               ) -> list[Tree]:
+    """The starting trees ("an execution tree per query", optionally preprocessed; see module)."""
+    qs = list(queries)
+    if preprocess in (False, None, "none"):
+        return [model.tree([q]) for q in qs]
+    if preprocess in (True, "classes"):
+        return initial_trees(qs, model, preprocess=True)
+    if preprocess == "slides":
+        groups: dict[tuple, list[Query]] = defaultdict(list)
+        for q in qs:
+            groups[(q.stream, q.aggregate, q.slide)].append(q)
+        return [model.tree(g) for g in groups.values()]
+    raise ValueError(f"preprocess: expected False, True, 'classes' or 'slides', got {preprocess!r}")
+
+
+def node_capacities(nodes: NodesArg) -> list[float | None]:
+    """``nodes`` as a list of capacities (``None``: unbounded / equal nodes)."""
+    if isinstance(nodes, bool):
+        raise ValueError("nodes: expected a node count or a list of capacities")
+    if isinstance(nodes, int):
+        if nodes < 1:
+            raise ValueError(f"nodes: need at least one node, got {nodes}")
+        return [None] * nodes
+    caps = list(nodes)
+    if not caps:
+        raise ValueError("nodes: need at least one node")
+    if any(c is None for c in caps) and not all(c is None for c in caps):
+        raise ValueError("nodes: give a capacity for every node or for none")
+    for c in caps:
+        if c is not None and not (float(c) > 0):
+            raise ValueError(f"nodes: capacities must be > 0, got {c!r}")
+    return [None if c is None else float(c) for c in caps]
+
+
+class _State:
+    """Trees per node during construction."""
+
+    def __init__(self, caps: list[float | None]):
+        self.caps = caps
+        self.trees: list[list[Tree]] = [[] for _ in caps]
+        self.load = [0.0] * len(caps)
+
+    @property
+    def n(self) -> int:
+        return len(self.caps)
+
+    def _cap(self, j: int) -> float:
+        c = self.caps[j]
+        return 1.0 if c is None else c
+
+    def util_key(self, j: int, load: float | None = None) -> tuple:
+        load = self.load[j] if load is None else load
+        return (load / self._cap(j), -self._cap(j), j)
+
+    def min_node(self) -> int:
+        """findMinNode: smallest cost (utilization with capacities); ties larger capacity, index."""
+        return min(range(self.n), key=self.util_key)
+
+    def add(self, j: int, t: Tree) -> None:
+        self.trees[j].append(t)
+        self.load[j] += t.cost
+
+    def replace(self, j: int, old: Tree, new: Tree) -> None:
+        ts = self.trees[j]
+        ts[ts.index(old)] = new
+        self.load[j] += new.cost - old.cost
+
+    def same_key(self, j: int, key) -> list[Tree]:
+        return [t for t in self.trees[j] if t.key == key]
+
+
+def _rates(queries: Sequence[Query], model: CostModel) -> dict[str, float]:
+    return {s: model.rate(s) for s in sorted({q.stream for q in queries})}
+
+
+def build_plan(name: str, model: CostModel, node_trees: Sequence[Sequence[Tree]],
+               caps: Sequence[float | None], queries: Sequence[Query]) -> Plan:
+    nodes = [Node(f"node-{j}", list(ts), caps[j]) for j, ts in enumerate(node_trees)]
+    return Plan(name, model.technique, nodes, _rates(queries, model))
+
+
+def infeasible_nodes(plan: Plan, rel_tol: float = 1e-12) -> list[str]:
+    """Nodes whose cost exceeds their capacity (paper 003: such a plan cannot keep up)."""
+    return [n.id for n in plan.nodes
+            if n.capacity is not None and n.cost > n.capacity * (1 + rel_tol)]
+
+
+def _lpt(trees: Sequence[Tree], st: _State) -> None:
+    """Group To Lowest on given trees: most expensive first, each to findMinNode (stable ties)."""
+    for t in sorted(trees, key=lambda t: -t.cost):
+        st.add(st.min_node(), t)
+
+
+# ---- non-cost-based (6.4) ---------------------------------------------------------------------
+
+def _non_cost(units: list[Tree], model: CostModel, st: _State, category: str,
+              pick_node: Callable[[int], int], pick_weave: Callable[[int], bool],
+              pick_tree: Callable[[int, int], int]) -> None:
+    for i, u in enumerate(units):
+        j = pick_node(i)
+        same = st.same_key(j, u.key)
+        if category == "G" or not same:
+            st.add(j, u)
+        elif category == "W":
+            st.replace(j, same[0], model.merge(same[0], u))
+        elif pick_weave(j):  # WG: weave into one of the node's same-key trees
+            t = same[pick_tree(j, len(same))]
+            st.replace(j, t, model.merge(t, u))
+        else:
+            st.add(j, u)
+
+
+def random_placement(units, model, st, category, seed):
+    """RAND: node uniformly at random; WG: a fair coin for weave vs separate, then a uniformly
+    random same-key tree of the node."""
+    rng = random.Random(seed)
+    _non_cost(units, model, st, category, lambda i: rng.randrange(st.n),
+              lambda j: rng.random() < 0.5, lambda j, k: rng.randrange(k))
+
+
+def round_robin_placement(units, model, st, category, seed):
+    """RR: node ``i mod N``; WG: per node, decisions alternate weave / separate (a node's first
+    unit is necessarily separate, its first choice weaves), and successive weaves on a node cycle through its same-key trees."""
+    decision = [0] * st.n
+    pointer = [0] * st.n
+
+    def weave_now(j: int) -> bool:
+        decision[j] += 1
+        return decision[j] % 2 == 1
+
+    def tree(j: int, k: int) -> int:
+        pointer[j] += 1
+        return (pointer[j] - 1) % k
+
+    _non_cost(units, model, st, category, lambda i: i % st.n, weave_now, tree)
+
+
+# ---- To Lowest (Algorithm 4) ------------------------------------------------------------------
+
+def to_lowest(units, model, st, category, seed):
+    for u in sorted(units, key=lambda t: -t.cost):
+        j = st.min_node()
+        same = st.same_key(j, u.key)
+        if category == "G" or not same:
+            st.add(j, u)
+        elif category == "W":
+            st.replace(j, same[0], model.merge(same[0], u))
+        else:
+            min_tree = min(same, key=lambda t: t.cost)  # first cheapest on ties
+            cost1 = st.load[j] + u.cost
+            cost2 = st.load[j] + model.merged_price(min_tree, u)[2] - min_tree.cost
+            if cost1 < cost2:
+                st.add(j, u)
+            else:
+                st.replace(j, min_tree, model.merge(min_tree, u))
+
+
+# ---- To Nodes (Algorithm 5) -------------------------------------------------------------------
+
+def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[Tree]:
+    """Keep merging the same-key pair with the largest benefit (possibly negative) until at most
+    ``target`` trees remain or no same-key pair is left. Ties: lower creation uids first."""
+    alive = {t.uid: t for t in trees}
+    heap: list[tuple[float, int, int]] = []
+
+    def push_row(t: Tree) -> None:
+        for o in alive.values():
+            if o.uid != t.uid and o.key == t.key:
+                lo, hi = sorted((o.uid, t.uid))
+                heapq.heappush(heap, (-model.benefit(o, t), lo, hi))
+
+    ordered = sorted(trees, key=lambda t: t.uid)
+    for i, t in enumerate(ordered):
+        for o in ordered[:i]:
+            if o.key == t.key:
+                heapq.heappush(heap, (-model.benefit(o, t), o.uid, t.uid))
+    while len(alive) > target and heap:
+        _, a, b = heapq.heappop(heap)
+        if a not in alive or b not in alive:
+            continue
+        m = model.merge(alive.pop(a), alive.pop(b))
+        push_row(m)
+        alive[m.uid] = m
+    return sorted(alive.values(), key=lambda t: t.uid)
+
+
+def _weave_until(trees: list[Tree], model: CostModel, target: int) -> list[Tree]:
+    """WeaveShare merges (largest positive benefit first) stopping once <= target trees remain."""
+    alive = {t.uid: t for t in trees}
+    heap = []
+    ordered = sorted(trees, key=lambda t: t.uid)
+    for i, t in enumerate(ordered):
+        for o in ordered[:i]:
+            if o.key == t.key:
+                b = model.benefit(o, t)
+                if b > EPS:
+                    heapq.heappush(heap, (-b, o.uid, t.uid))
+    while len(alive) > target and heap:
+        _, a, b = heapq.heappop(heap)
+        if a not in alive or b not in alive:
+            continue
+        m = model.merge(alive.pop(a), alive.pop(b))
+        for o in alive.values():
+            if o.key == m.key:
+                bb = model.benefit(o, m)
+                if bb > EPS:
+                    heapq.heappush(heap, (-bb, o.uid, m.uid))
+        alive[m.uid] = m
+    return sorted(alive.values(), key=lambda t: t.uid)
+
+
+def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
+    if stop_at_nodes:
+        trees = _weave_until(list(units), model, st.n)
+    else:
+        trees = weave(units, model)
+    if len(trees) > st.n and category == "W":
+        trees = forced_merge(trees, model, st.n)
+    _lpt(trees, st)  # <= N trees: one per node; otherwise G_TL (WG_TN, or keys > N for W_TN)
+
+
+# ---- Inserted (Algorithm 6) -------------------------------------------------------------------
+
+def _seed_units(units: list[Tree], st: _State, seed: int, init: str) -> list[Tree]:
+    """Place one unit per node (random choice, or the first N); return the rest in input order."""
+    n = min(st.n, len(units))
+    if init == "random":
+        chosen = sorted(random.Random(seed).sample(range(len(units)), n))
+    elif init == "first":
+        chosen = list(range(n))
+    else:
+        raise ValueError(f"init: expected 'random' or 'first', got {init!r}")
+    for j, i in enumerate(chosen):
+        st.add(j, units[i])
+    taken = set(chosen)
+    return [u for i, u in enumerate(units) if i not in taken]
+
+
+def inserted(units, model, st, category, seed, init: str = "random"):
+    for u in _seed_units(list(units), st, seed, init):
+        best = None  # (util key of new node cost, node, tree or None, new node cost)
+        for j in range(st.n):
+            same = st.same_key(j, u.key)
+            if category == "W":
+                if same:
+                    t = same[0]
+                    new = st.load[j] - t.cost + model.merged_price(t, u)[2]
+                else:
+                    t, new = None, st.load[j] + u.cost
+            else:
+                if not same:
+                    continue
+                t, new = None, None
+                for cand in same:  # most compatible tree: smallest new node cost, first on ties
+                    c = st.load[j] - cand.cost + model.merged_price(cand, u)[2]
+                    if new is None or c < new:
+                        t, new = cand, c
+            key = st.util_key(j, new)
+            if best is None or key < best[0]:
+                best = (key, j, t, new)
+        if category == "W":
+            _, j, t, _ = best
+            if t is None:
+                st.add(j, u)
+            else:
+                st.replace(j, t, model.merge(t, u))
+            continue
+        g = st.min_node()
+        if best is None or u.cost < best[3] - st.load[best[1]]:
+            st.add(g, u)  # grouping increases TotalCost by the unit's own cost
+        else:
+            _, j, t, _ = best
+            st.replace(j, t, model.merge(t, u))
+
+
+# ---- registry ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    name: str
+    category: str  # "G", "W" or "WG"
+    strategy: Callable
+    doc: str
+
+
+OPTIMIZERS: dict[str, OptimizerSpec] = {}
+for _cat in ("G", "W", "WG"):
+    OPTIMIZERS[f"{_cat}_RAND"] = OptimizerSpec(f"{_cat}_RAND", _cat, random_placement,
+                                               "random node per query (6.4)")
+    OPTIMIZERS[f"{_cat}_RR"] = OptimizerSpec(f"{_cat}_RR", _cat, round_robin_placement,
+                                             "round-robin node per query (6.4)")
+    OPTIMIZERS[f"{_cat}_TL"] = OptimizerSpec(f"{_cat}_TL", _cat, to_lowest,
+                                             "To Lowest, Algorithm 4")
+for _cat in ("W", "WG"):
+    OPTIMIZERS[f"{_cat}_TN"] = OptimizerSpec(f"{_cat}_TN", _cat, to_nodes, "To Nodes, Algorithm 5")
+    OPTIMIZERS[f"{_cat}_I"] = OptimizerSpec(f"{_cat}_I", _cat, inserted, "Inserted, Algorithm 6")
+TABLE7 = tuple(OPTIMIZERS)  # the thirteen of Table 7
+# Ours (placement.dist_local_search); ``strategy`` None: ``optimize`` dispatches it by name.
+OPTIMIZERS["WG_LS"] = OptimizerSpec("WG_LS", "WG", None,
+                                    "local search from WG_TN and WG_I (dist_local_search)")
+ALL_OPTIMIZERS = tuple(OPTIMIZERS)
+
+
+def optimize(name: str, queries: Iterable[Query], model: CostModel, nodes: NodesArg,
+             seed: int = 0, preprocess: bool | str = False, **options: Any) -> Plan:
+    """Run one optimizer by name (a key of ``OPTIMIZERS``: Table 7's thirteen and WG_LS).
+
+    ``options`` go to the strategy: ``stop_at_nodes`` (W_TN/WG_TN), ``init`` (W_I/WG_I),
+    ``max_iters`` (WG_LS).
+    """
+    qs = validate_unique(queries)
+    caps = node_capacities(nodes)
+    if name == "WG_LS":
+        from placement.dist_local_search import wg_ls
+
+        return wg_ls(qs, model, caps, seed=seed, preprocess=preprocess, **options)
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(ALL_OPTIMIZERS)}")
+    spec = OPTIMIZERS[name]
+    st = _State(caps)
+    spec.strategy(make_units(qs, model, preprocess), model, st, spec.category, seed, **options)
+    return build_plan(name, model, st.trees, caps, qs)
+
+
+
+# ---- experiment grid --------------------------------------------------------------------------
+
+def run_grid(specs: Iterable[Any], node_counts: Iterable[int], technique: str = "panes",
+             optimizers: Sequence[str] = ALL_OPTIMIZERS, seed: int = 0,
+             preprocess: bool | str = False, exact_max_queries: int = 0,
+             engine: str = "fast") -> list[dict[str, Any]]:
+    """Run optimizers on every WorkloadSpec x node count; one row per (config, optimizer).
+
+    Rows: ``config`` (the spec's fields plus ``nodes``, ``technique``), ``optimizer``,
+    ``total_cost``, ``max_cost``, ``node_costs``, ``runtime_s``, and, when the workload has at most
+    ``exact_max_queries`` queries, ``exact_total`` / ``exact_max`` and the relative gaps
+    ``gap_total`` / ``gap_max`` to the exact optima (``None`` otherwise).
+    """
+    from dataclasses import asdict
+
+    from sim.workload import generate
+
+    rows = []
+    for spec in specs:
+        queries = generate(spec)
+        model = CostModel(technique, {spec.stream: spec.rate}, engine)
+        for n in node_counts:
+            config = {**asdict(spec), "nodes": n, "technique": technique,
+                      "preprocess": preprocess}
+            ex = None
+            if len(queries) <= exact_max_queries:
+                from placement.exact import solve_exact
+
+                ex = solve_exact(queries, model, n)
+            for name in optimizers:
+                t0 = time.perf_counter()
+                plan = optimize(name, queries, model, n, seed=seed, preprocess=preprocess)
+                dt = time.perf_counter() - t0
+                row = {"config": config, "optimizer": name, "total_cost": plan.total_cost,
+                       "max_cost": plan.max_cost, "node_costs": [nd.cost for nd in plan.nodes],
+                       "runtime_s": dt, "exact_total": None, "exact_max": None,
+                       "gap_total": None, "gap_max": None}
+                if ex is not None:
+                    row.update(exact_total=ex.min_total.total_cost, exact_max=ex.min_max.max_cost,
+                               gap_total=plan.total_cost / ex.min_total.total_cost - 1,
+                               gap_max=plan.max_cost / ex.min_max.max_cost - 1)
+                rows.append(row)
+    return rows

@@ -1,0 +1,238 @@
+"""Distributed optimizers of dissertation Table 7 and WG_LS: hand-checked plans and invariants."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.distributed import (
+    ALL_OPTIMIZERS, OPTIMIZERS, TABLE7, infeasible_nodes, make_units, optimize, run_grid)
+from placement.dist_local_search import _Search
+from placement.plan import verify_plan
+from placement.queries import Query
+from placement.trees import CostModel
+from placement.weaveshare import plan_cost, weaveshare
+from sim.workload import WorkloadSpec, generate
+
+# ---- hand-checkable instance (Panes, lambda = 1) ------------------------------------------------
+# a (r4, s2): E 1/2, Omega 2 -> cost 2        b (r8, s4): E 1/4, Omega 2 -> 1.5
+# c (r3, s3): E 1/3, Omega 1 -> 4/3           d (r6, s3): E 1/3, Omega 2 -> 5/3
+# Pairs: ab: E 1/2, Omega 4 -> 3 (benefit 0.5); cd: E 1/3, Omega 3 -> 2 (benefit 1);
+#        ac: E 2/3, Omega 3 -> 3; bc: E 1/2, Omega 3 -> 2.5; bd: E 1/2, Omega 4 -> 3;
+#        ad: E 2/3, Omega 4 -> 11/3.  Triples: bcd: E 1/2, Omega 5 -> 3.5; abcd: E 2/3, Omega 7 -> 17/3.
+# WeaveShare: cd (benefit 1), then ab (0.5); {ab}+{cd} would cost 17/3 > 5: stops at {ab},{cd}.
+A, B, C, D = Query("a", 4, 2), Query("b", 8, 4), Query("c", 3, 3), Query("d", 6, 3)
+HAND = [A, B, C, D]
+
+
+def model1():
+    return CostModel("panes", 1.0)
+
+
+def layout(plan):
+    """Per node: sorted list of sorted query-id groups (one per tree)."""
+    return [sorted("".join(sorted(q.id for q in t.queries)) for t in n.trees) for n in plan.nodes]
+
+
+def loads(plan):
+    return [round(n.cost, 9) for n in plan.nodes]
+
+
+HAND_EXPECTED = {
+    # name: (layout on 2 nodes, node costs)
+    # G_RAND / W_RAND / WG_RAND are checked for validity and determinism only.
+    "G_RR": ([["a", "c"], ["b", "d"]], [2 + 4 / 3, 1.5 + 5 / 3]),
+    "W_RR": ([["ac"], ["bd"]], [3, 3]),
+    # WG_RR: a, b open their nodes; c's first choice on node 0 weaves (into a), d's into b.
+    "WG_RR": ([["ac"], ["bd"]], [3, 3]),
+    # G_TL: order a 2, d 5/3, b 1.5, c 4/3: a->n0, d->n1, b->n1 (1.67 < 2), c->n0 (2 < 3.17).
+    "G_TL": ([["a", "c"], ["b", "d"]], [2 + 4 / 3, 1.5 + 5 / 3]),
+    # W_TL: a->n0, d->n1, b woven on n1 ({bd} = 3), c woven on n0 ({ac} = 3).
+    "W_TL": ([["ac"], ["bd"]], [3, 3]),
+    # WG_TL: b on n1: group 1.67+1.5 = 3.17 vs weave {bd} 3 -> weave; c on n0: 3.33 vs 3 -> weave.
+    "WG_TL": ([["ac"], ["bd"]], [3, 3]),
+    # To Nodes: WeaveShare ends with {ab}=3, {cd}=2: two trees on two nodes.
+    "W_TN": ([["cd"], ["ab"]], [3, 2]),
+    "WG_TN": ([["cd"], ["ab"]], [3, 2]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_EXPECTED))
+def test_hand_instance_two_nodes(name):
+    plan = optimize(name, HAND, model1(), 2)
+    want_layout, want_loads = HAND_EXPECTED[name]
+    assert sorted(layout(plan)) == sorted(want_layout)
+    assert sorted(loads(plan)) == pytest.approx(sorted(want_loads))
+    assert verify_plan(plan.to_dict()) == []
+
+
+@pytest.mark.parametrize("name", ["W_I", "WG_I"])
+def test_hand_inserted_first_init(name):
+    # a -> n0, b -> n1 (init "first"). c: weave on n0 -> 3, on n1 ({bc}) -> 2.5: n1 (WG_I: weave
+    # increase 1.0 < group 4/3). d: n0 {ad} 11/3 vs n1 {bcd} 3.5: n1 (WG_I: increase 1.0 < 5/3).
+    plan = optimize(name, HAND, model1(), 2, init="first")
+    assert layout(plan) == [["a"], ["bcd"]]
+    assert loads(plan) == pytest.approx([2, 3.5])
+
+
+def test_to_nodes_one_node_and_three_nodes():
+    m = model1()
+    w1 = optimize("W_TN", HAND, m, 1)  # forced merge of {ab},{cd}: 17/3
+    assert layout(w1) == [["abcd"]] and w1.total_cost == pytest.approx(17 / 3)
+    wg1 = optimize("WG_TN", HAND, m, 1)  # G_TL of the two trees on one node
+    assert layout(wg1) == [["ab", "cd"]] and wg1.total_cost == pytest.approx(5)
+    wg3 = optimize("WG_TN", HAND, m, 3)
+    assert loads(wg3) == pytest.approx([3, 2, 0])
+
+
+def test_to_nodes_stop_at_nodes_reading():
+    # Prose reading: stop weaving once <= N trees. With N = 3 it stops after merging {cd}.
+    plan = optimize("WG_TN", HAND, model1(), 3, stop_at_nodes=True)
+    assert sorted(sum(layout(plan), [])) == ["a", "b", "cd"]
+
+
+def test_wg_ls_hand_instance_is_optimal():
+    # Optimum (see test_distributed_exact): {ab} | {cd}, total 5, max 3 (a node with a and b
+    # costs >= 3; putting a alone leaves {b,c,d} >= 3.5).
+    plan = optimize("WG_LS", HAND, model1(), 2)
+    assert plan.total_cost == pytest.approx(5) and plan.max_cost == pytest.approx(3)
+
+
+# ---- invariants on generated workloads ------------------------------------------------------------
+
+def mixed_workload(n, seed):
+    """Two streams and two aggregates: keys that cannot share a tree."""
+    qs = []
+    for i, q in enumerate(generate(WorkloadSpec(qnum=n, smax=12, rate=5, omax=4, seed=seed))):
+        stream = "s0" if i % 3 else "s1"
+        agg = "max" if i % 4 == 1 else "sum"
+        qs.append(Query(q.id, q.range, q.slide, agg, stream))
+    return qs
+
+
+def assert_valid(plan, queries, n_nodes):
+    assert len(plan.nodes) == n_nodes
+    ids = [q.id for q in plan.queries]
+    assert sorted(ids) == sorted(q.id for q in queries) and len(set(ids)) == len(ids)
+    assert verify_plan(plan.to_dict()) == []
+    assert math.isclose(plan.total_cost, sum(n.cost for n in plan.nodes))
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+@pytest.mark.parametrize("preprocess", [False, True, "slides"])
+def test_every_optimizer_valid_and_deterministic(name, preprocess):
+    rates = {"s0": 3.0, "s1": 0.5}
+    model = CostModel("slickdeque", rates)
+    qs = mixed_workload(40, seed=3)
+    for n_nodes in (1, 3, 5):
+        p1 = optimize(name, qs, model, n_nodes, seed=7, preprocess=preprocess)
+        assert_valid(p1, qs, n_nodes)
+        p2 = optimize(name, qs, CostModel("slickdeque", rates), n_nodes, seed=7,
+                      preprocess=preprocess)
+        assert layout(p1) == layout(p2) and p1.to_dict()["nodes"] == p2.to_dict()["nodes"]
+
+
+def test_category_structure():
+    model = CostModel("panes", 2.0)
+    qs = generate(WorkloadSpec(qnum=30, smax=20, rate=2, omax=5, seed=4))
+    for name in TABLE7:
+        plan = optimize(name, qs, model, 4)
+        per_node = [len(n.trees) for n in plan.nodes]
+        if OPTIMIZERS[name].category == "G":
+            assert all(len(t.queries) == 1 for t in plan.trees)  # no sharing at all
+        if OPTIMIZERS[name].category == "W":
+            assert max(per_node) <= 1  # one key: one tree per node
+    ws = weaveshare(qs, model, preprocess=False)
+    assert optimize("WG_TN", qs, model, 4).total_cost == pytest.approx(plan_cost(ws))
+    assert len(optimize("W_TN", qs, model, 4).trees) <= 4
+
+
+def test_random_seed_changes_random_optimizers_only():
+    model = CostModel("panes", 1.0)
+    qs = generate(WorkloadSpec(qnum=25, smax=15, rate=1, omax=3, seed=2))
+    differs = {name: layout(optimize(name, qs, model, 3, seed=0))
+               != layout(optimize(name, qs, model, 3, seed=1)) for name in TABLE7}
+    assert differs["G_RAND"] and differs["WG_I"]
+    for name in ("G_RR", "W_RR", "WG_RR", "G_TL", "W_TL", "WG_TL", "W_TN", "WG_TN"):
+        assert not differs[name], name
+
+
+def test_capacities_balance_utilization():
+    model = CostModel("panes", 1.0)
+    qs = generate(WorkloadSpec(qnum=30, smax=10, rate=1, seed=5))
+    plan = optimize("G_TL", qs, model, [30.0, 10.0])
+    util = [n.cost / n.capacity for n in plan.nodes]
+    assert plan.nodes[0].cost > plan.nodes[1].cost  # the bigger node carries more
+    assert max(util) - min(util) < 0.2
+    assert [n.capacity for n in plan.nodes] == [30.0, 10.0]
+    tight = optimize("G_TL", qs, model, [1.0, 1.0])
+    assert infeasible_nodes(tight) == ["node-0", "node-1"]
+    with pytest.raises(ValueError, match="capacity for every node"):
+        optimize("G_TL", qs, model, [1.0, None])
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        optimize("W_XX", HAND, model1(), 2)
+    with pytest.raises(ValueError, match="at least one node"):
+        optimize("G_TL", HAND, model1(), 0)
+    with pytest.raises(ValueError, match="preprocess"):
+        make_units(HAND, model1(), "bogus")
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 30), nodes=st.integers(1, 6),
+       lam=st.sampled_from([0.5, 10.0, 100.0]))
+def test_wg_ls_never_worse_than_its_starts(seed, n, nodes, lam):
+    """WG_LS's objective (worst ratio to the references, then MaxCost, then TotalCost) is at most
+    that of each of its starting plans."""
+    model = CostModel("panes", lam)
+    qs = generate(WorkloadSpec(qnum=n, smax=20, rate=lam, omax=5, zskew=1, seed=seed))
+    tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
+    ls = optimize("WG_LS", qs, model, nodes, seed=seed)
+    assert_valid(ls, qs, nodes)
+    s = _Search(model, [None] * nodes, min(tn.total_cost, wi.total_cost),
+                min(tn.max_cost, wi.max_cost))
+    k = s.key([x.cost for x in ls.nodes])
+    for start in (tn, wi, optimize("WG_TL", qs, model, nodes, seed=seed),
+                  optimize("WG_TN", qs, model, nodes, seed=seed, stop_at_nodes=True)):
+        assert not s.better(s.key([x.cost for x in start.nodes]), k)
+
+
+def test_run_grid_rows():
+    specs = [WorkloadSpec(qnum=8, smax=10, rate=10, omax=3, seed=1)]
+    rows = run_grid(specs, [2, 3], optimizers=("G_TL", "WG_TN", "WG_I"), exact_max_queries=8)
+    assert len(rows) == 6
+    for r in rows:
+        assert r["config"]["nodes"] in (2, 3) and r["runtime_s"] >= 0
+        assert len(r["node_costs"]) == r["config"]["nodes"]
+        assert r["gap_total"] >= -1e-9 and r["gap_max"] >= -1e-9
+
+
+def test_weave_only_with_more_keys_than_nodes():
+    """W_* keep one tree per key per node; W_TN cannot weave keys together, so with more keys than
+    nodes it ends with one tree per key, placed by G_TL."""
+    model = CostModel("panes", {"s0": 1.0, "s1": 1.0})
+    qs = [Query(f"q{i}", 2 * (i % 3 + 1), i % 3 + 1, ("sum", "max", "min")[i % 3], "s0")
+          for i in range(9)]
+    plan = optimize("W_TN", qs, model, 2)
+    assert len(plan.trees) == 3
+    assert sorted(len(n.trees) for n in plan.nodes) == [1, 2]
+    for name in ("W_RAND", "W_RR", "W_TL", "W_I"):
+        for n in optimize(name, qs, model, 2).nodes:
+            keys = [t.key for t in n.trees]
+            assert len(keys) == len(set(keys)), name
+
+
+def test_preprocess_variants_group_units():
+    model = CostModel("panes", 1.0)
+    qs = [Query("a", 4, 2), Query("b", 6, 2), Query("c", 5, 2), Query("d", 3, 3)]
+    # classes: a, b: {(2,0)}; c: {(2,0),(2,1)}; d: {(3,0)}
+    assert sorted(len(u.queries) for u in make_units(qs, model, True)) == [1, 1, 2]
+    assert sorted(len(u.queries) for u in make_units(qs, model, "slides")) == [1, 3]
+    assert len(make_units(qs, model, False)) == 4
+    ws = weaveshare(qs, model, preprocess=True)
+    assert optimize("WG_TN", qs, model, 1, preprocess=True).total_cost == \
+        pytest.approx(plan_cost(ws))
