@@ -56,9 +56,11 @@ class _Table:
     opens the buckets that could hold a positive benefit: this keeps 10^5..10^6 trees tractable.
     """
 
-    def __init__(self, model: CostModel, trees: Sequence[Tree], additive: bool):
+    def __init__(self, model: CostModel, trees: Sequence[Tree], additive: bool,
+                 eager: bool = False):
         self.model = model
         self.additive = additive
+        self.eager = eager
         cap = max(16, 2 * len(trees))
         self.trees: list[Tree | None] = []
         self.e = np.zeros(cap)
@@ -201,6 +203,17 @@ class _Table:
         """
         t = self.trees[slot]
         uid = t.uid
+        if self.eager:  # the paper's table: exact benefit of every pair, no bounds
+            n = len(self.trees)
+            idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == self.key[slot]))
+            for other in idx[idx != slot].tolist():
+                self.evaluations += 1
+                b = self.model.benefit(self.trees[other], t)
+                if b > EPS:
+                    ou = self.trees[other].uid
+                    lo, hi = (other, slot) if ou < uid else (slot, other)
+                    heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi, True))
+            return
         if t.classes in self._small_sets:  # before bounding: duplicates void the 1/s bound
             self._small_distinct = False
         idx, bound = self._candidates(slot)
@@ -250,10 +263,21 @@ def _windows_disjoint(trees: Sequence[Tree]) -> bool:
     return len(seen) == total
 
 
-def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None) -> list[Tree]:
-    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop)."""
+STRATEGIES = ("lazy", "paper")
+
+
+def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
+          strategy: str = "lazy") -> list[Tree]:
+    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop).
+
+    ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
+    ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
+    merged tree's row each iteration). Both give the same plan.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     additive = model.omega_is_additive() and _windows_disjoint(trees)
-    table = _Table(model, trees, additive)
+    table = _Table(model, trees, additive, eager=strategy == "paper")
     table.fill(progress)
     while True:
         pair = table.pop_best()
@@ -265,9 +289,9 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None) ->
 
 
 def weaveshare(queries: Iterable[Query], model: CostModel, preprocess: bool = True,
-               progress: Progress = None) -> list[Tree]:
+               progress: Progress = None, strategy: str = "lazy") -> list[Tree]:
     """WeaveShare: weave from no sharing (optionally after identical-slicing grouping)."""
-    return weave(initial_trees(queries, model, preprocess), model, progress)
+    return weave(initial_trees(queries, model, preprocess), model, progress, strategy)
 
 
 def no_share(queries: Iterable[Query], model: CostModel) -> list[Tree]:

@@ -33,6 +33,9 @@ EXPERIMENTS: dict[int, tuple[str, list, dict]] = {
         dict(qnum=1000, smax=600, rate=1.0, zskew=3, gen="div")),
 }
 ENGINES = ("fast", "f1", "bitset")
+# A configuration is "<engine>" (our lazy WeaveShare) or "<engine>/paper" (the paper's eager cost
+# lookup table): "f1/paper" and "bitset/paper" are the dissertation's own set-ups.
+CONFIGS = ("fast", "f1", "bitset", "f1/paper", "bitset/paper")
 
 
 @dataclass
@@ -61,11 +64,12 @@ def _child(args: dict) -> dict:
         resource.setrlimit(resource.RLIMIT_AS, (args["mem_bytes"], args["mem_bytes"]))
     spec = WorkloadSpec(**args["spec"])
     queries = generate(spec)
-    options = {"max_bytes": args["mem_bytes"] // 2} if args["engine"] == "bitset" else {}
-    model = CostModel("panes", spec.rate, get_engine(args["engine"], **options))
+    engine, _, strategy = args["engine"].partition("/")
+    options = {"max_bytes": args["mem_bytes"] // 2} if engine == "bitset" else {}
+    model = CostModel("panes", spec.rate, get_engine(engine, **options))
     start = time.perf_counter()
     try:
-        trees = weaveshare(queries, model)
+        trees = weaveshare(queries, model, strategy=strategy or "lazy")
     except (EdgeCountLimit, MemoryError) as exc:
         return {"status": f"DNF ({type(exc).__name__})"}
     seconds = time.perf_counter() - start
@@ -106,7 +110,7 @@ def run_point(experiment: int, value, engine: str, cap_s: float, mem_bytes: int,
     return res
 
 
-def run(experiments=(1, 2, 3, 4, 5), engines=ENGINES, baseline_cap_s: float = 60.0,
+def run(experiments=(1, 2, 3, 4, 5), engines=("fast", "f1", "f1/paper", "bitset/paper"), baseline_cap_s: float = 60.0,
         fast_cap_s: float = 1800.0, mem_gb: float = 8.0, seed: int = 0, on_result=None,
         values: dict[int, list] | None = None) -> list[Result]:
     """All points of the chosen experiments; BitSet and F1 are capped, ``fast`` gets a big cap."""
@@ -132,11 +136,15 @@ def check_identical(results: list[Result]) -> list[str]:
 
 
 def speedups(results: list[Result]) -> dict[int, dict]:
-    """Per experiment: the largest point where F1 finished and fast's speed-up over it there."""
+    """Per experiment: the largest point where ``baseline`` finished, fast's speed-up there."""
+    return speedups_over(results, "f1")
+
+
+def speedups_over(results: list[Result], baseline: str) -> dict[int, dict]:
     out = {}
     for exp in sorted({r.experiment for r in results}):
         rs = [r for r in results if r.experiment == exp]
-        f1_ok = [r for r in rs if r.engine == "f1" and r.status == "ok"]
+        f1_ok = [r for r in rs if r.engine == baseline and r.status == "ok"]
         fast = {r.value: r for r in rs if r.engine == "fast" and r.status == "ok"}
         if not f1_ok:
             out[exp] = {"f1_largest": None}
