@@ -75,10 +75,11 @@ class _Table:
         self.evaluations = 0
         # Buckets of single-modulus trees, and the other ("misc") trees.
         self._bucket_of: dict[tuple[int, int, int], int] = {}
-        self.b_key: list[int] = []
-        self.b_mod: list[int] = []
-        self.b_k: list[int] = []
-        self.b_om: list[float] = []
+        self.nb = 0  # buckets in use; arrays grow by doubling
+        self.b_key = np.zeros(64, dtype=np.int64)
+        self.b_mod = np.zeros(64, dtype=np.int64)
+        self.b_k = np.zeros(64, dtype=np.float64)
+        self.b_om = np.zeros(64, dtype=np.float64)
         self.b_members: list[list[int]] = []
         self.misc: list[int] = []
         self._small_sets: set[frozenset] = set()
@@ -129,11 +130,14 @@ class _Table:
             bk = (int(self.key[slot]), mods.pop(), len(t.classes))
             b = self._bucket_of.get(bk)
             if b is None:
-                b = self._bucket_of[bk] = len(self.b_key)
-                self.b_key.append(bk[0])
-                self.b_mod.append(bk[1])
-                self.b_k.append(bk[2])
-                self.b_om.append(t.omega)
+                b = self._bucket_of[bk] = self.nb
+                self.nb += 1
+                if self.nb > len(self.b_key):
+                    for name in ("b_key", "b_mod", "b_k", "b_om"):
+                        arr = getattr(self, name)
+                        setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
+                self.b_key[b], self.b_mod[b], self.b_k[b] = bk
+                self.b_om[b] = t.omega
                 self.b_members.append([])
             self.b_om[b] = min(self.b_om[b], t.omega)
             if bk[2] <= 2:
@@ -160,9 +164,9 @@ class _Table:
             keep = bound > EPS
             return idx[keep], bound[keep]
         out = []
-        if self.b_key:
-            bmod = np.asarray(self.b_mod, dtype=np.int64)
-            bk = np.asarray(self.b_k, dtype=np.float64)
+        if self.nb:
+            nb = self.nb
+            bmod, bk = self.b_mod[:nb], self.b_k[:nb]
             be = bk / bmod
             # Upper bound on common density: sum over class pairs of 1/lcm (compatibility ignored).
             cub = np.zeros(len(bmod))
@@ -174,8 +178,8 @@ class _Table:
                 same = (bmod == zmods[0]) & (bk <= 2)
                 cub[same] = np.minimum(cub[same], 1.0 / zmods[0])
             c = np.minimum(np.minimum(cub, be), ez)
-            bound = lam + oz * (c - be) + np.asarray(self.b_om) * (c - ez)
-            open_ = np.flatnonzero((bound > EPS) & (np.asarray(self.b_key) == kz))
+            bound = lam + oz * (c - be) + self.b_om[:nb] * (c - ez)
+            open_ = np.flatnonzero((bound > EPS) & (self.b_key[:nb] == kz))
             for b in open_.tolist():
                 members = [s for s in self.b_members[b] if self.alive[s] and s != slot]
                 self.b_members[b] = [s for s in self.b_members[b] if self.alive[s]]
