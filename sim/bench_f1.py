@@ -180,3 +180,38 @@ def save(results: list[Result], out_dir: Path) -> Path:
 
 if __name__ == "__main__":  # child process entry
     print(json.dumps(_child(json.loads(sys.argv[1]))))
+
+
+def engine_micro(sizes=(4, 8, 12, 16, 20, 24, 32, 64, 256, 1024), smaxes=(100, 1000),
+                 budget_s: float = 20.0, seed: int = 0, on_row=None) -> list[dict]:
+    """Engine-only comparison: the edge rate of one tree of ``n`` generated queries (nrm, omax 10)
+    with each engine, cold caches, each engine under a ``budget_s`` time budget (bitset also under
+    a 2 GiB bitmap cap). Densities of engines that finish must agree exactly."""
+    from placement.edges import EdgeCountLimit, get_engine
+    from placement.slicing import tree_classes
+    from sim.workload import WorkloadSpec, generate
+
+    rows = []
+    for smax in smaxes:
+        for n in sizes:
+            qs = generate(WorkloadSpec(n, smax, 1.0, 0.5, 10, "nrm", seed))
+            classes = tree_classes(qs)
+            row = {"smax": smax, "queries": n, "classes": len(classes)}
+            values = set()
+            for name in ENGINES:
+                options = {"time_budget_s": budget_s}
+                if name == "bitset":
+                    options["max_bytes"] = 2 << 30
+                eng = get_engine(name, **options)
+                start = time.perf_counter()
+                try:
+                    d = eng.density(classes)
+                    row[name] = time.perf_counter() - start
+                    values.add(d)
+                except (EdgeCountLimit, MemoryError):
+                    row[name] = None
+            row["agree"] = len(values) <= 1
+            rows.append(row)
+            if on_row:
+                on_row(row)
+    return rows

@@ -166,6 +166,27 @@ def bench_f1(
         raise typer.Exit(1)
 
 
+@bench_app.command("engines")
+def bench_engines(budget: float = typer.Option(20.0, help="Time budget (s) per engine call."),
+                  out: Path = typer.Option(Path("out/bench"), help="Output directory.")):
+    """Engine-only: the edge rate of one large tree with each engine (cold caches)."""
+    from sim import bench_f1 as b
+
+    table = Table("Smax", "queries", "classes", "fast (s)", "f1 (s)", "bitset (s)", "agree")
+    fmt = lambda v: "DNF" if v is None else f"{v:.4f}"  # noqa: E731
+    rows = b.engine_micro(budget_s=budget, on_row=lambda r: console.print(
+        f"Smax {r['smax']} n={r['queries']}: fast {fmt(r['fast'])} f1 {fmt(r['f1'])} "
+        f"bitset {fmt(r['bitset'])}"))
+    for r in rows:
+        table.add_row(str(r["smax"]), str(r["queries"]), str(r["classes"]), fmt(r["fast"]),
+                      fmt(r["f1"]), fmt(r["bitset"]), "yes" if r["agree"] else "NO")
+    console.print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_engines.json").write_text(json.dumps(rows, indent=1))
+    if not all(r["agree"] for r in rows):
+        raise typer.Exit(1)
+
+
 @bench_app.command("executors")
 def bench_executors(
     aggregates: str = typer.Option("sum,max", help="Comma-separated: sum, max."),
