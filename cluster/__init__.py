@@ -1,1 +1,8 @@
-"""cluster package."""
+"""Cluster layer: Ray node actors hosting execution trees, fed by Spark (DESIGN.md s. 5-6)."""
+
+from cluster.deploy import Deployment
+from cluster.live import run_live
+from cluster.ray_runtime import RayRuntime
+from cluster.spark_feed import feed_raw, spark_session
+
+__all__ = ["Deployment", "RayRuntime", "feed_raw", "run_live", "spark_session"]

@@ -1,0 +1,298 @@
+"""One plan node = one Ray actor hosting that node's execution trees.
+
+Why thin: the executor (``executors.ExecutionTree``) does all the window work; the actor only
+routes columns to trees, keeps answers until the driver collects them, and reports metrics.
+The logic lives in the plain class ``NodeCore`` (testable without Ray); ``NodeActor`` is the same
+class wrapped by ``ray.remote``.
+
+Routing: a query's *stream* is a column name of the input (e.g. ``"mf01"``); every batch carries
+``ts_ms`` (int64 event time) plus one or more stream columns.  ``ingest(stream, batch)`` feeds
+every tree on ``stream`` with ``(ts_ms, batch[stream])``; ``stream=None`` feeds every hosted
+stream whose column is in the batch (one call per batch instead of one per stream: calls cost
+~1.6 ms each, DESIGN.md s. 8).  Trees are ordered by id within a stream, so a replay is
+deterministic.
+
+Output: answers accumulate in the actor (returning them per call would ship small tables on the
+hot path).  ``drain()`` hands them over; ``checkpoint()`` hands them over *together with* a
+snapshot taken at the same point, which is what makes recovery exactly-once: the driver commits
+the answers up to the snapshot, and a replacement actor restored from it regenerates exactly
+the answers after it.  Late tuples live in the trees' state (so they are part of snapshots).
+
+Snapshots are ``numpy.savez`` bytes (JSON metadata + each tree's own snapshot), no pickle.
+"""
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from executors import ExecutionTree
+from executors.tree import normalize_technique
+
+ANSWER_SCHEMA_INT = pa.schema([("query_id", pa.string()), ("window_start", pa.int64()),
+                               ("window_end", pa.int64()), ("value", pa.int64())])
+ANSWER_SCHEMA_FLOAT = ANSWER_SCHEMA_INT.set(3, pa.field("value", pa.float64()))
+
+
+def _as_table(batch) -> pa.Table | pa.RecordBatch:
+    if isinstance(batch, (pa.Table, pa.RecordBatch)):
+        return batch
+    if isinstance(batch, dict):
+        return pa.table(batch)
+    raise TypeError(f"ingest expects a pyarrow RecordBatch/Table or a dict of columns, "
+                    f"got {type(batch).__name__}")
+
+
+def _column(batch, name: str) -> np.ndarray:
+    col = batch.column(name)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if col.null_count:
+        raise ValueError(f"column {name!r} contains nulls; streams must be non-null")
+    return col.to_numpy(zero_copy_only=False)
+
+
+def pick_technique(technique: str, aggregates: Iterable[str]) -> str:
+    """The executor technique for one tree.
+
+    A plan's ``ie`` is one name for all trees; ``slickdeque_inv``/``panes_inv`` only run
+    invertible aggregates and ``slickdeque_noninv`` only selective ones.  Where the plan's
+    technique cannot run a tree's aggregate we fall back to ``slickdeque`` (which picks Inv or
+    Non-Inv per primitive) rather than refusing a valid plan; the choice is in ``metrics()``.
+    """
+    t = normalize_technique(technique)
+    aggs = set(aggregates)
+    if t in ("slickdeque_inv", "panes_inv") and not aggs <= {"sum", "count", "avg", "stddev"}:
+        return "slickdeque"
+    if t == "slickdeque_noninv" and not aggs <= {"min", "max", "range"}:
+        return "slickdeque"
+    return t
+
+
+class NodeCore:
+    """The state of one plan node: its trees, grouped by stream, plus counters.
+
+    ``trees``: ``[{"id": "t0", "stream": "mf01", "queries": [query dicts]}, ...]`` where each
+    query dict has ``id, aggregate, range, slide, kind``.
+    """
+
+    def __init__(self, node_id: str, trees: list[dict[str, Any]], technique: str = "slickdeque",
+                 allowed_lateness: int = 0):
+        self.node_id = str(node_id)
+        self.spec = {"node_id": self.node_id, "trees": trees, "technique": technique,
+                     "allowed_lateness": int(allowed_lateness)}
+        self.trees: dict[str, ExecutionTree] = {}
+        self.tree_stream: dict[str, str] = {}
+        self.tree_technique: dict[str, str] = {}
+        self.by_stream: dict[str, list[str]] = {}
+        for t in trees:
+            tid, stream = str(t["id"]), str(t["stream"])
+            if tid in self.trees:
+                raise ValueError(f"node {self.node_id}: duplicate tree id {tid!r}")
+            tech = pick_technique(technique, [q["aggregate"] for q in t["queries"]])
+            self.trees[tid] = ExecutionTree(t["queries"], technique=tech,
+                                            allowed_lateness=allowed_lateness)
+            self.tree_stream[tid] = stream
+            self.tree_technique[tid] = tech
+            self.by_stream.setdefault(stream, []).append(tid)
+        for ids in self.by_stream.values():
+            ids.sort()
+        self._pending: list[pa.Table] = []
+        self.last_seq = -1
+        self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
+                         "busy_s": 0.0}
+        self.stream_tuples: dict[str, int] = {s: 0 for s in self.by_stream}
+
+    # -- streaming --------------------------------------------------------------------------
+    @property
+    def streams(self) -> list[str]:
+        return sorted(self.by_stream)
+
+    def ingest(self, stream: str | None, batch, seq: int | None = None) -> int:
+        """Feed one batch to the trees on ``stream`` (``None``: every hosted stream present).
+
+        ``seq`` (optional, increasing) records the last batch applied; it is stored in
+        snapshots so the driver knows which batches to replay after a restore.  Returns the
+        number of answers this call produced (the answers themselves stay here until drained).
+        """
+        t0 = time.perf_counter()
+        batch = _as_table(batch)
+        names = set(batch.schema.names)
+        if stream is None:
+            streams = [s for s in self.streams if s in names]
+        else:
+            if stream not in names:
+                raise KeyError(f"node {self.node_id}: batch has no column {stream!r} "
+                               f"(columns: {sorted(names)})")
+            streams = [stream] if stream in self.by_stream else []
+        produced = 0
+        if streams and batch.num_rows:
+            if "ts_ms" not in names:
+                raise KeyError(f"node {self.node_id}: batch has no 'ts_ms' column")
+            ts = _column(batch, "ts_ms").astype(np.int64, copy=False)
+            for s in streams:
+                v = _column(batch, s)
+                for tid in self.by_stream[s]:
+                    out = self.trees[tid].process(ts, v)
+                    if out.num_rows:
+                        self._pending.append(out)
+                        produced += out.num_rows
+                    self.counters["tree_tuples"] += batch.num_rows
+                self.stream_tuples[s] += batch.num_rows
+        self.counters["batches"] += 1
+        self.counters["tuples"] += batch.num_rows
+        self.counters["answers"] += produced
+        if seq is not None:
+            self.last_seq = int(seq)
+        self.counters["busy_s"] += time.perf_counter() - t0
+        return produced
+
+    def flush(self) -> int:
+        """End of input on every tree: emit all pending windows (kept until drained)."""
+        t0 = time.perf_counter()
+        produced = 0
+        for tid in sorted(self.trees):
+            out = self.trees[tid].flush()
+            if out.num_rows:
+                self._pending.append(out)
+                produced += out.num_rows
+        self.counters["answers"] += produced
+        self.counters["busy_s"] += time.perf_counter() - t0
+        return produced
+
+    def drain(self) -> pa.Table:
+        """Hand over (and forget) the answers produced since the last drain/checkpoint.
+
+        int64 and float64 value columns are unified to float64 only when both occur; the
+        driver does the same across nodes.
+        """
+        parts, self._pending = self._pending, []
+        return concat_answers(parts)
+
+    def late(self) -> pa.Table:
+        """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value."""
+        rows = []
+        for tid in sorted(self.trees):
+            lt = self.trees[tid].late
+            if lt.count:
+                n = lt.ts.shape[0]
+                rows.append(pa.table({
+                    "node_id": pa.array([self.node_id] * n, pa.string()),
+                    "tree_id": pa.array([tid] * n, pa.string()),
+                    "stream": pa.array([self.tree_stream[tid]] * n, pa.string()),
+                    "ts_ms": pa.array(lt.ts, pa.int64()),
+                    "value": pa.array(lt.values.astype(np.float64), pa.float64())}))
+        return pa.concat_tables(rows) if rows else empty_late()
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters for this node.  Queue depth is known only to the driver (in-flight calls);
+        ``Deployment.metrics()`` adds it."""
+        late = sum(t.late.count for t in self.trees.values())
+        return {"node_id": self.node_id, **self.counters, "late_tuples": int(late),
+                "pending_answers": int(sum(p.num_rows for p in self._pending)),
+                "last_seq": self.last_seq, "stream_tuples": dict(self.stream_tuples),
+                "trees": {tid: {"stream": self.tree_stream[tid],
+                                "technique": self.tree_technique[tid],
+                                "queries": len(t.queries), **_plain(t.stats())}
+                          for tid, t in sorted(self.trees.items())}}
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """All trees' state + counters + ``last_seq``.  Undrained answers are *not* included:
+        use ``checkpoint()`` to take answers and snapshot at the same point."""
+        meta = {"version": 1, "spec": self.spec, "last_seq": self.last_seq,
+                "counters": self.counters, "stream_tuples": self.stream_tuples,
+                "trees": sorted(self.trees)}
+        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        for tid in sorted(self.trees):
+            arrays[f"tree/{tid}"] = np.frombuffer(self.trees[tid].snapshot(), np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    def checkpoint(self) -> tuple[bytes, pa.Table, int]:
+        """``(snapshot, answers since the previous drain, last_seq)`` taken atomically (an actor
+        runs one call at a time)."""
+        return self.snapshot(), self.drain(), self.last_seq
+
+    def restore(self, data: bytes) -> int:
+        """Replace this node's state by a snapshot (of a node with the same spec); returns the
+        snapshot's ``last_seq`` so the caller can replay the batches after it."""
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays["meta"].tobytes().decode())
+        if meta.get("version") != 1:
+            raise ValueError(f"unsupported node snapshot version {meta.get('version')!r}")
+        if sorted(meta["trees"]) != sorted(self.trees):
+            raise ValueError(f"snapshot of node {meta['spec']['node_id']!r} has trees "
+                             f"{meta['trees']}, this node has {sorted(self.trees)}")
+        for tid in self.trees:
+            self.trees[tid] = ExecutionTree.restore(arrays[f"tree/{tid}"].tobytes())
+        self.last_seq = int(meta["last_seq"])
+        self.counters = dict(meta["counters"])
+        self.stream_tuples = dict(meta["stream_tuples"])
+        self._pending = []
+        return self.last_seq
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> "NodeCore":
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(z["meta"].tobytes().decode())
+        s = meta["spec"]
+        node = cls(s["node_id"], s["trees"], s["technique"], s["allowed_lateness"])
+        node.restore(data)
+        return node
+
+    def ping(self) -> str:
+        return self.node_id
+
+
+def _plain(d: dict) -> dict:
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()}
+
+
+def empty_answers(int_values: bool = True) -> pa.Table:
+    return (ANSWER_SCHEMA_INT if int_values else ANSWER_SCHEMA_FLOAT).empty_table()
+
+
+def empty_late() -> pa.Table:
+    return pa.schema([("node_id", pa.string()), ("tree_id", pa.string()),
+                      ("stream", pa.string()), ("ts_ms", pa.int64()),
+                      ("value", pa.float64())]).empty_table()
+
+
+def concat_answers(parts: list[pa.Table]) -> pa.Table:
+    """Concatenate answer tables; value is int64 if every part is int64, else float64
+    (int64 answers beyond 2^53 then lose precision: keep such trees in int-only runs)."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return empty_answers(True)
+    all_int = all(pa.types.is_integer(p.schema.field("value").type) for p in parts)
+    schema = ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
+    return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
+
+
+def _make_actor():
+    import ray
+
+    # num_cpus=0: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
+    # with more nodes than cores (they then share the cores, as a simulation should).
+    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(NodeCore)
+
+
+class _LazyActor:
+    """``NodeActor.remote(...)``/``.options(...)`` without importing Ray at module import."""
+
+    _cls = None
+
+    def __getattr__(self, name):
+        if _LazyActor._cls is None:
+            _LazyActor._cls = _make_actor()
+        return getattr(_LazyActor._cls, name)
+
+
+NodeActor = _LazyActor()

@@ -1,0 +1,284 @@
+"""Cluster layer end to end: plan -> Ray actors -> Spark feed, checked against Spark SQL itself.
+
+The oracle is a real peer: Spark SQL's ``groupBy(window(t, "<r> milliseconds", "<s>
+milliseconds"))`` on the same Parquet file computes every time-window answer independently of
+our slicing and final aggregation; count windows (which Spark has no notion of) are checked
+against a numpy brute force over stream positions.  The fault test kills actors mid-stream and
+requires the recovered run to equal the fault-free run exactly.
+
+One Ray and one Spark for the whole session (tests/conftest.py).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+
+from placement.plan import Node, Plan  # noqa: E402
+from placement.queries import Query  # noqa: E402
+from placement.trees import CostModel  # noqa: E402
+from placement.weaveshare import weaveshare  # noqa: E402
+from sim.debs import generate_debs  # noqa: E402
+
+STREAMS = ("mf01", "mf02", "mf03")
+AGGS = ("sum", "count", "avg", "min", "max")
+SLIDES = (100, 200, 250, 400, 500, 750, 1000, 2000, 3000)
+DURATION_S, RATE_HZ = 90, 100
+
+
+def make_queries(n_time: int = 54, seed: int = 3) -> list[Query]:
+    """Mixed ranges/slides in ms: multiples (tumbling and sliding) and r mod s != 0, r >= s
+    (Spark refuses slide > range), plus a few count windows."""
+    rng = np.random.default_rng(seed)
+    qs = []
+    for i in range(n_time):
+        s = int(rng.choice(SLIDES))
+        k = int(rng.integers(1, 6))
+        r = s * k + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
+        qs.append(Query(f"q{i:03d}", r, s, AGGS[i % len(AGGS)], STREAMS[i % 3], "time"))
+    for j, (r, s, agg) in enumerate([(50, 20, "sum"), (100, 100, "max"), (64, 24, "avg")]):
+        qs.append(Query(f"c{j}", r, s, agg, STREAMS[j], "count"))
+    return qs
+
+
+def make_plan(queries, n_nodes: int = 2) -> dict:
+    """WeaveShare trees dealt round-robin (by descending cost) over ``n_nodes`` nodes."""
+    rates = {s: RATE_HZ / 1000.0 for s in STREAMS}  # tuples per ms
+    model = CostModel("slickdeque", rates)
+    trees = sorted(weaveshare(queries, model), key=lambda t: -t.cost)
+    nodes = [Node(f"node-{i}") for i in range(n_nodes)]
+    for i, t in enumerate(trees):
+        nodes[i % n_nodes].trees.append(t)
+    return Plan("WG_TN", "slickdeque", nodes, rates).to_dict()
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cluster")
+    path = d / "debs.parquet"
+    n = generate_debs(path, duration_s=DURATION_S, rate_hz=RATE_HZ, seed=11)
+    queries = make_queries()
+    plan = make_plan(queries)
+    (d / "plan.json").write_text(json.dumps(plan))
+    return {"dir": d, "path": path, "rows": n, "queries": queries, "plan": plan}
+
+
+def spark_oracle(spark, path, queries) -> pa.Table:
+    """Every time query answered by Spark SQL's window(), as one job, values as double.
+
+    Each query contributes ``(query_id, window(t, r ms, s ms), value)`` rows (Spark assigns
+    the windows); one ``groupBy(query_id, w)`` then computes the aggregates and each query
+    keeps its own (one shuffle in all, instead of one per query).
+    """
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(str(path)).select("ts_ms", *STREAMS) \
+        .withColumn("t", F.timestamp_millis("ts_ms"))
+    parts = []
+    for q in queries:
+        if q.kind != "time":
+            continue
+        w = F.window("t", f"{q.range} milliseconds", f"{q.slide} milliseconds")
+        parts.append(df.select(F.lit(q.id).alias("query_id"), F.lit(q.aggregate).alias("agg"),
+                               w.alias("w"), F.col(q.stream).alias("v")))
+    u = parts[0]
+    for p in parts[1:]:
+        u = u.unionByName(p)
+    agg = F.col("agg")
+    out = (u.groupBy("query_id", "agg", "w")
+           .agg(F.sum("v").alias("sum"), F.count("v").alias("count"), F.avg("v").alias("avg"),
+                F.min("v").alias("min"), F.max("v").alias("max"))
+           .select("query_id", F.unix_millis("w.start").alias("window_start"),
+                   F.unix_millis("w.end").alias("window_end"),
+                   F.when(agg == "sum", F.col("sum")).when(agg == "count", F.col("count"))
+                   .when(agg == "avg", F.col("avg")).when(agg == "min", F.col("min"))
+                   .otherwise(F.col("max")).cast("double").alias("value")))
+    return out.toArrow().sort_by([("query_id", "ascending"), ("window_start", "ascending")])
+
+
+def count_oracle(values: np.ndarray, q: Query) -> list[tuple]:
+    """Count windows over positions: window k covers positions [k*s, k*s + r)."""
+    n = len(values)
+    out = []
+    k = -((q.range - 1) // q.slide)  # windows starting before position 0 hold tuples too
+    while k * q.slide < n:
+        a, b = max(k * q.slide, 0), min(k * q.slide + q.range, n)
+        v = values[a:b]
+        val = {"sum": v.sum(), "max": v.max(), "min": v.min(), "count": len(v),
+               "avg": v.sum() / len(v)}[q.aggregate]
+        out.append((q.id, k * q.slide, k * q.slide + q.range, float(val)))
+        k += 1
+    return out
+
+
+def assert_answers_equal(ours: pa.Table, ref: pa.Table, avg_ids: set[str]):
+    assert ours.num_rows == ref.num_rows, (ours.num_rows, ref.num_rows)
+    for c in ("query_id", "window_start", "window_end"):
+        a, b = ours.column(c).to_pylist(), ref.column(c).to_pylist()
+        if a != b:
+            i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+            raise AssertionError(f"{c} differs at row {i}: ours {ours.slice(i, 1).to_pylist()}"
+                                 f" ref {ref.slice(i, 1).to_pylist()}")
+    qid = np.array(ours.column("query_id").to_pylist(), dtype=object)
+    va = ours.column("value").to_numpy().astype(np.float64)
+    vb = ref.column("value").to_numpy().astype(np.float64)
+    is_avg = np.isin(qid, list(avg_ids))
+    np.testing.assert_array_equal(va[~is_avg], vb[~is_avg])
+    np.testing.assert_allclose(va[is_avg], vb[is_avg], rtol=1e-9, atol=0)
+
+
+@pytest.fixture(scope="module")
+def live_result(workload, ray_session, spark):
+    """One deployment fed by Spark (driver path, raw mode); shared by the checks below."""
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import feed_raw
+
+    with Deployment(workload["plan"], max_in_flight=3) as dep:
+        assert len(dep.nodes) == 2 and all(n.spec["trees"] for n in dep.nodes.values())
+        fs = feed_raw(dep, spark, str(workload["path"]), batch_rows=1000)
+        res = dep.finish()
+    assert fs.rows == workload["rows"] and fs.sorted_chunks == 0  # file already in order
+    return res
+
+
+def test_ray_runtime_borrows_a_running_ray(ray_session):
+    """A RayRuntime inside a process that already runs Ray neither restarts nor stops it."""
+    import ray
+
+    from cluster.ray_runtime import RayRuntime
+
+    assert ray_session.owned
+    with RayRuntime() as rt:
+        assert not rt.owned and ray.is_initialized()
+    assert ray.is_initialized()
+
+
+def test_time_windows_equal_spark_sql(workload, live_result, spark):
+    qs = [q for q in workload["queries"] if q.kind == "time"]
+    assert any(q.range % q.slide for q in qs) and any(q.range == q.slide for q in qs)
+    ref = spark_oracle(spark, workload["path"], qs)
+    ours = live_result.answers.filter(pa.compute.is_in(
+        live_result.answers.column("query_id"), value_set=pa.array([q.id for q in qs])))
+    assert ref.num_rows > 10_000
+    assert set(ours.column("query_id").to_pylist()) == {q.id for q in qs}
+    assert_answers_equal(ours, ref, {q.id for q in qs if q.aggregate == "avg"})
+
+
+def test_count_windows_equal_numpy(workload, live_result):
+    t = pq.read_table(workload["path"], columns=["ts_ms", "index", *STREAMS]) \
+        .sort_by([("ts_ms", "ascending"), ("index", "ascending")])
+    qs = [q for q in workload["queries"] if q.kind == "count"]
+    rows = sorted(r for q in qs for r in count_oracle(t.column(q.stream).to_numpy(), q))
+    ref = pa.table({k: list(v) for k, v in zip(
+        ["query_id", "window_start", "window_end", "value"], zip(*rows))})
+    ours = live_result.answers.filter(pa.compute.is_in(
+        live_result.answers.column("query_id"), value_set=pa.array([q.id for q in qs])))
+    assert_answers_equal(ours, ref, {q.id for q in qs if q.aggregate == "avg"})
+
+
+def test_metrics_and_late(workload, live_result):
+    m = live_result.metrics
+    assert m["rows_fed"] == workload["rows"]
+    assert sum(n["answers"] for n in m["nodes"].values()) == live_result.answers.num_rows
+    for n in m["nodes"].values():
+        assert n["tuples"] == workload["rows"] and n["late_tuples"] == 0
+        assert n["busy_s"] > 0 and n["queue_depth"] == 0 and 1 <= n["max_queue_depth"] <= 3
+    assert live_result.late.num_rows == 0  # DEBS timestamps are non-decreasing
+
+
+def test_fault_recovery_equals_fault_free(workload, live_result, ray_session, spark):
+    """Kill node-0 before any checkpoint (restored from the initial state, full replay) and
+    node-1 after a checkpoint (restored from the snapshot, replay of the later batches)."""
+    import ray
+
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import ordered_arrow_batches, read_debs_df
+
+    df = read_debs_df(spark, str(workload["path"]), list(STREAMS))
+    batches = [b.select(["ts_ms", *STREAMS]) for b in ordered_arrow_batches(df, batch_rows=700)]
+    assert len(batches) > 10
+
+    with Deployment(workload["plan"], max_in_flight=2) as dep:
+        for b in batches:
+            dep.feed(None, b)
+        clean = dep.finish()
+
+    with Deployment(workload["plan"], max_in_flight=2) as dep:
+        for i, b in enumerate(batches):
+            if i == 3:
+                ray.kill(dep.actor("node-0"), no_restart=True)
+            if i == 6:
+                dep.checkpoint()
+            if i == 9:
+                ray.kill(dep.actor("node-1"), no_restart=True)
+            dep.feed(None, b)
+        faulty = dep.finish()
+    assert faulty.metrics["nodes"]["node-0"]["recoveries"] == 1
+    assert faulty.metrics["nodes"]["node-1"]["recoveries"] == 1
+    assert faulty.answers.equals(clean.answers)
+    assert faulty.late.equals(clean.late)
+    # the answers do not depend on the batch size either (700 here, 1000 in live_result)
+    assert clean.answers.equals(live_result.answers)
+
+
+def test_run_live_writes_outputs(workload, live_result, ray_session, spark, tmp_path):
+    from cluster.live import run_live
+
+    res = run_live(str(workload["dir"] / "plan.json"), workload["path"], tmp_path / "out",
+                   spark=spark, batch_rows=1024, checkpoint_every=2)
+    assert res.metrics["checkpoints"] >= 2
+    assert res.metrics["startup"]["ray_owned"] is False  # borrowed the session's Ray
+    ans = pq.read_table(tmp_path / "out" / "answers.parquet")
+    assert ans.schema.names == ["query_id", "window_start", "window_end", "value"]
+    assert ans.schema.field("window_start").type == pa.int64()
+    assert ans.equals(live_result.answers)
+    assert pq.read_table(tmp_path / "out" / "late.parquet").num_rows == 0
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert m["feed"]["rows"] == workload["rows"] and set(m["nodes"]) == {"node-0", "node-1"}
+
+
+def test_unordered_file_auto_sorts_and_file_mode_counts_late(workload, live_result, ray_session,
+                                                             spark, tmp_path):
+    """A file whose rows are out of time order: ``order="auto"`` detects it per chunk and sorts
+    (same answers as the ordered file); ``order="file"`` feeds the disorder, and the late tuples
+    and answers equal an ExecutionTree fed the same file order directly."""
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import feed_raw
+    from executors import ExecutionTree
+
+    t = pq.read_table(workload["path"])
+    n = t.num_rows
+    rng = np.random.default_rng(5)
+    perm = np.arange(n)
+    for a in rng.choice(n - 40, 60, replace=False):  # local swaps: a few ms out of order
+        perm[a], perm[a + 30] = perm[a + 30], perm[a]
+    bad = tmp_path / "unordered.parquet"
+    pq.write_table(t.take(perm), bad, row_group_size=2000)
+
+    with Deployment(workload["plan"]) as dep:
+        fs = feed_raw(dep, spark, str(bad), batch_rows=1500, chunk_rows=3000, order="auto")
+        auto = dep.finish()
+    assert fs.chunks >= 3 and 0 < fs.sorted_chunks <= fs.chunks
+    assert auto.answers.equals(live_result.answers)
+
+    q = next(q for q in workload["queries"] if q.kind == "time" and q.aggregate == "max")
+    plan = {"schema": "weaveplace.plan/1", "ie": "slickdeque", "streams": {},
+            "queries": [q.to_dict()],
+            "nodes": [{"id": "n0", "trees": [{"id": "t0", "stream": q.stream,
+                                              "queries": [q.id]}]}]}
+    with Deployment(plan, allowed_lateness=100) as dep:
+        feed_raw(dep, spark, str(bad), batch_rows=1500, order="file")
+        filed = dep.finish()
+    shuffled = t.take(perm)
+    tree = ExecutionTree([q.to_dict()], allowed_lateness=100)
+    parts = [tree.process(shuffled.column("ts_ms").to_numpy(),
+                          shuffled.column(q.stream).to_numpy()), tree.flush()]
+    ref = pa.concat_tables(parts).sort_by([("query_id", "ascending"),
+                                           ("window_start", "ascending")])
+    assert tree.late.count > 0 and filed.late.num_rows == tree.late.count
+    assert filed.late.column("ts_ms").to_pylist() == tree.late.ts.tolist()
+    assert filed.answers.equals(ref)

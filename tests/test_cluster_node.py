@@ -1,0 +1,116 @@
+"""NodeCore (the logic inside a NodeActor) and plan checks, without starting Ray."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cluster.deploy import DeploymentError, node_specs
+from cluster.node_actor import NodeCore, concat_answers, pick_technique
+from executors import ExecutionTree
+
+Q1 = [{"id": "a", "aggregate": "sum", "range": 1000, "slide": 300, "kind": "time"},
+      {"id": "b", "aggregate": "sum", "range": 500, "slide": 500, "kind": "time"}]
+Q2 = [{"id": "c", "aggregate": "max", "range": 700, "slide": 200, "kind": "time"}]
+TREES = [{"id": "t0", "stream": "mf01", "queries": Q1}, {"id": "t1", "stream": "mf02",
+                                                          "queries": Q2}]
+
+
+def data(n=4000, seed=0, jitter=0):
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.integers(0, 20_000, n)).astype(np.int64)
+    if jitter:  # some out-of-order tuples, to produce late ones
+        ts = ts + rng.integers(-jitter, 1, n) * (rng.random(n) < 0.05)
+    return pa.record_batch({"ts_ms": ts, "mf01": rng.integers(0, 100, n),
+                            "mf02": rng.integers(0, 100, n), "other": np.zeros(n)})
+
+
+def run_direct(batch, step, lateness=0):
+    out = []
+    trees = {"t0": (ExecutionTree(Q1, allowed_lateness=lateness), "mf01"),
+             "t1": (ExecutionTree(Q2, allowed_lateness=lateness), "mf02")}
+    for i in range(0, batch.num_rows, step):
+        b = batch.slice(i, step)
+        for t, s in trees.values():
+            out.append(t.process(b.column("ts_ms").to_numpy(), b.column(s).to_numpy()))
+    for t, _ in trees.values():
+        out.append(t.flush())
+    late = sum(t.late.count for t, _ in trees.values())
+    return concat_answers(out).sort_by([("query_id", "ascending"),
+                                        ("window_start", "ascending")]), late
+
+
+@pytest.mark.parametrize("lateness", [0, 150])
+def test_node_equals_trees_and_snapshot_resumes(lateness):
+    batch = data(jitter=400)
+    ref, ref_late = run_direct(batch, 1000, lateness)
+    assert ref_late > 0
+    node = NodeCore("n0", TREES, allowed_lateness=lateness)
+    parts = []
+    for i in range(0, batch.num_rows, 700):  # other batch size: same answers
+        node.ingest(None, batch.slice(i, 700), seq=i // 700)
+        if i // 700 == 2:
+            blob, ans, seq = node.checkpoint()
+            parts.append(ans)
+            assert seq == 2
+    node.flush()
+    got = concat_answers(parts + [node.drain()]).sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")])
+    assert got.equals(ref)
+    assert node.metrics()["late_tuples"] == ref_late == node.late().num_rows
+    # restore the checkpoint on a fresh node and replay the rest
+    node2 = NodeCore("n0", TREES, allowed_lateness=lateness)
+    assert node2.restore(blob) == 2
+    for i in range(3 * 700, batch.num_rows, 700):
+        node2.ingest(None, batch.slice(i, 700))
+    node2.flush()
+    got2 = concat_answers([parts[0], node2.drain()]).sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")])
+    assert got2.equals(ref)
+    assert node2.late().equals(node.late())
+
+
+def test_ingest_single_stream_and_errors():
+    node = NodeCore("n0", TREES)
+    b = data(100)
+    node.ingest("mf02", b)
+    assert node.metrics()["stream_tuples"] == {"mf01": 0, "mf02": 100}
+    node.ingest("other", b)  # a column no tree reads: ignored
+    with pytest.raises(KeyError, match="mf09"):
+        node.ingest("mf09", b)
+    with pytest.raises(KeyError, match="ts_ms"):
+        node.ingest(None, pa.record_batch({"mf01": np.arange(3)}))
+
+
+def test_pick_technique_falls_back_for_mixed_invertibility():
+    assert pick_technique("slickdeque_inv", ["max"]) == "slickdeque"
+    assert pick_technique("slickdeque_inv", ["sum"]) == "slickdeque_inv"
+    assert pick_technique("slickdeque_noninv", ["avg"]) == "slickdeque"
+    assert pick_technique("flatfit", ["avg"]) == "flatfit"
+
+
+def plan(nodes, queries):
+    return {"schema": "weaveplace.plan/1", "ie": "slickdeque", "queries": queries,
+            "nodes": nodes, "streams": {}}
+
+
+def test_node_specs_checks_and_kind_split():
+    qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
+          {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5,
+           "kind": "count"}]
+    specs = node_specs(plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01",
+                                                     "queries": ["x", "y"]}]}], qs))
+    assert [t["id"] for t in specs[0]["trees"]] == ["t~count", "t"]
+    with pytest.raises(DeploymentError, match="not placed"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]}], qs))
+    with pytest.raises(DeploymentError, match="each query runs once"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y"]},
+                                               {"id": "u", "queries": ["x"]}]}], qs))
+    with pytest.raises(DeploymentError, match="unknown query"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y", "z"]}]}],
+                        qs))
+    with pytest.raises(DeploymentError, match="stream"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "stream": "mf02",
+                                                 "queries": ["x", "y"]}]}], qs))
+    with pytest.raises(DeploymentError, match="schema"):
+        node_specs({"schema": "nope"})
