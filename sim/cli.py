@@ -247,10 +247,95 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
     console.print(f"plans written to {out}/")
 
 
+def _config_error_exit(exc: Exception):
+    """Print a ConfigError as one unwrapped line on stderr and exit with code 2.
+
+    Why ``SystemExit`` and not ``typer.Exit(2)``: ``main`` runs the app with
+    ``standalone_mode=False``, where click returns a ``typer.Exit`` code instead of exiting, so
+    the code would be lost; ``SystemExit`` also gives exit code 2 under typer's CliRunner.
+    """
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+    raise SystemExit(2)
+
+
+def _load_config_or_exit(config: Path):
+    from sim.config import ConfigError, load_config
+
+    try:
+        return load_config(config)
+    except ConfigError as exc:
+        _config_error_exit(exc)
+
+
+@app.command()
+def validate(config: Path = typer.Argument(..., help="Run configuration (YAML).")):
+    """Check a run configuration: prints OK and a summary, or the first problem (exit 2)."""
+    from rich.markup import escape
+
+    cfg = _load_config_or_exit(config)
+    console.print(f"[green]OK[/green] {escape(str(config))}: {escape(cfg.summary())}",
+                  soft_wrap=True)
+
+
+@app.command()
+def simulate(
+    config: Path = typer.Argument(..., help="Run configuration (YAML)."),
+    out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
+):
+    """Price every configuration x optimizer of a config; write plans, results and summaries."""
+    from rich.markup import escape
+
+    from sim.config import ConfigError
+    from sim.simulate import check_simulatable, simulate as run_simulation
+
+    cfg = _load_config_or_exit(config)
+    try:
+        check_simulatable(cfg)
+    except ConfigError as exc:
+        _config_error_exit(exc)
+    with _progress() as bar:
+        task = bar.add_task("simulate", total=None)
+
+        def step(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label)
+
+        try:
+            summary = run_simulation(cfg, progress=step, output_dir=out)
+        except ConfigError as exc:
+            bar.stop()
+            _config_error_exit(exc)
+
+    def pct(v):
+        return "-" if v is None else f"{v:.1f}"
+
+    with_exact = any(r["exact_gap_total_mean_pct"] is not None for r in summary.per_optimizer)
+    table = Table(title=f"{summary.configurations} configuration(s), {summary.runs} plans "
+                        "(quality: 0 % = best plan of a configuration, 100 % = worst)")
+    table.add_column("optimizer", no_wrap=True)
+    heads = ["best Total %", "best Max %", "quality Total %", "quality Max %"]
+    heads += ["exact gap Total %", "exact gap Max %"] if with_exact else []
+    for h in heads + ["mean s"]:
+        table.add_column(h, justify="right")
+    for r in summary.per_optimizer:
+        cells = [pct(r["best_total_pct"]), pct(r["best_max_pct"]),
+                 pct(r["quality_total_mean_pct"]), pct(r["quality_max_mean_pct"])]
+        if with_exact:
+            cells += [pct(r["exact_gap_total_mean_pct"]), pct(r["exact_gap_max_mean_pct"])]
+        table.add_row(r["optimizer"], *cells, f"{r['runtime_mean_s']:.3f}")
+    console.print(table)
+    console.print(f"results: {escape(str(summary.files['results_csv']))} "
+                  f"(+ .parquet, plans/, table9_best.csv, fig40_quality.csv, "
+                  f"table10_runtime.csv) in {summary.seconds:.1f} s", soft_wrap=True)
+
+
 def main() -> None:
     """Entry point: run the app and turn user errors into one line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except UserError as exc:
         console.print(f"[red]error:[/red] {exc}")
         sys.exit(2)

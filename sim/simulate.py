@@ -1,0 +1,271 @@
+"""Plan-level simulation of a config: every configuration x optimizer, priced by the cost model.
+
+Why plan level: the dissertation's chapter 6 compares optimizers by plan cost (aggregate operations
+per time unit), not by running the plans, so this is what reproduces Table 9, Figure 40, Table 10
+and Figure 41 on any machine. Live execution of a plan is ``cluster.live``'s job.
+
+Outputs under ``output_dir`` (``run.output_dir`` or the override):
+
+- ``plans/c<config>_<optimizer>.json``: every plan (schema ``weaveplace.plan/1``; anyone can
+  re-price it with ``weaveplace verify-plan``), plus ``..._EXACT_min_total`` / ``_EXACT_min_max``
+  where the exact optimum was computed;
+- ``results.csv`` / ``results.parquet``: one row per (configuration, optimizer) with the
+  configuration's parameters, ``total_cost``, ``max_cost``, ``node_costs`` (JSON list, node order
+  of the plan), ``runtime_s`` (optimizer only, not plan writing), the exact optima and relative gaps
+  ``gap_total`` / ``gap_max`` (``plan / exact - 1``) where computed, and each plan's quality
+  ``quality_total_pct`` / ``quality_max_pct`` (Figure 40: 0 % = the best plan of this
+  configuration, 100 % = the worst; 0 when all plans tie);
+- ``best_per_config.csv``: per configuration, the best optimizer(s) in TotalCost and MaxCost;
+- ``table9_best.csv``: per optimizer and metric, how often it is best and, when not, how far from
+  the best on average (Table 9's breakdown, for every optimizer);
+- ``fig40_quality.csv``: per optimizer and metric, mean and standard deviation (population) of the
+  normalised plan quality (Figure 40);
+- ``table10_runtime.csv``: per optimizer, mean / std / min / max plan-generation time (Table 10);
+- ``config.json``: the validated configuration, for provenance.
+
+CSV floats are written with full precision; read them back exactly with
+``pd.read_csv(..., float_precision="round_trip")`` (or use the Parquet file).
+Ties: plans within a relative 1e-9 of the best count as best (costs are sums of floats).
+Single-node optimizers (``weaveshare`` ...) ignore the cluster: all their trees go to the first node
+and the other nodes stay idle, so their MaxCost equals their TotalCost; they keep their own
+preprocessing default (identical-slicing grouping), ``placement.preprocess`` applies to the
+distributed optimizers. The exact solver is run once per (workload, cluster) before the optimizers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from placement.distributed import OPTIMIZERS, build_plan, optimize
+from placement.plan import Plan
+from placement.queries import Query
+from placement.trees import CostModel
+from sim.config import SINGLE_NODE_OPTIMIZERS, Config, ConfigError
+from sim.workload import WorkloadSpec, generate
+
+Progress = Callable[[int, int, str], None]
+REL_TIE = 1e-9
+METRICS = (("total", "total_cost"), ("max", "max_cost"))
+
+
+@dataclass
+class SimulationSummary:
+    """What ``simulate`` returns: where things are and the per-optimizer summary rows."""
+
+    output_dir: Path
+    configurations: int
+    runs: int
+    seconds: float
+    files: dict[str, Path] = field(default_factory=dict)
+    per_optimizer: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _single_node(name: str, queries: list[Query], model: CostModel):
+    from placement import weaveshare as ws
+
+    return {"weaveshare": ws.weaveshare, "insert_then_weave": ws.insert_then_weave,
+            "no_share": ws.no_share, "shared": ws.shared}[name](queries, model)
+
+
+def _workload(config: Config, w: dict[str, Any] | None) -> tuple[list[Query], dict[str, float],
+                                                                 dict[str, Any]]:
+    """Queries, stream rates and the parameter columns of one workload point."""
+    if w is not None:
+        g = config.workload.generator
+        spec = WorkloadSpec(w["qnum"], w["smax"], float(w["rate"]), float(w["zskew"]),
+                            float(w["omax"]), w["gen"], w["seed"], g.stream, g.aggregate)
+        params = {**{k: w[k] for k in ("qnum", "smax", "rate", "zskew", "omax", "gen")},
+                  "workload_seed": w["seed"]}
+        return generate(spec), {spec.stream: float(spec.rate)}, params
+    queries = [Query(q.id, q.range, q.slide, q.aggregate, q.stream, q.kind)
+               for q in config.workload.queries]
+    rates = {s: v.rate for s, v in (config.streams or {}).items()
+             if s in {q.stream for q in queries}}
+    params = {"qnum": len(queries), "smax": max(q.slide for q in queries), "rate": None,
+              "zskew": None, "omax": None, "gen": "explicit", "workload_seed": None}
+    return queries, rates, params
+
+
+def _name_nodes(plan: Plan, ids: list[str]) -> Plan:
+    for node, node_id in zip(plan.nodes, ids):
+        node.id = node_id
+    return plan
+
+
+def _run_one(name: str, queries, model, caps, config: Config) -> Plan:
+    if name in SINGLE_NODE_OPTIMIZERS:
+        trees = _single_node(name, queries, model)
+        return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
+    return optimize(name, queries, model, caps, seed=config.run.seed,
+                    preprocess=config.placement.preprocess_arg)
+
+
+def _category(name: str) -> str:
+    return OPTIMIZERS[name].category if name in OPTIMIZERS else "single-node"
+
+
+def check_simulatable(config: Config) -> None:
+    """``simulate`` prices plans; a ``live`` config asks for execution, which is not done here."""
+    if config.run.mode != "simulate":
+        raise ConfigError("run.mode: 'live' executes plans on a cluster; `simulate` only prices "
+                          "plans (set run.mode: simulate)")
+
+
+def simulate(config: Config, progress: Progress | None = None,
+             output_dir: str | Path | None = None) -> SimulationSummary:
+    """Run every configuration x optimizer of ``config``, write plans and tables (module doc)."""
+    check_simulatable(config)
+    start = time.perf_counter()
+    out = Path(output_dir if output_dir is not None else config.run.output_dir)
+    plans_dir = out / "plans"
+    plans_dir.mkdir(parents=True, exist_ok=True)
+    pl = config.placement
+    names = pl.optimizer_list
+    points = config.points()
+    total = len(points) * len(names)
+    done = 0
+    rows: list[dict[str, Any]] = []
+    cache: dict[int, tuple] = {}
+    for i, point in enumerate(points):
+        key = id(point["workload"])
+        if key not in cache:  # node layouts of one workload share its queries and cost model
+            queries, rates, params = _workload(config, point["workload"])
+            cache.clear()
+            cache[key] = (queries, rates, params, CostModel(pl.ie, rates, pl.engine))
+        queries, rates, params, model = cache[key]
+        ids, caps = point["node_ids"], point["capacities"]
+        base = {"config_id": i, **params, "nodes": len(ids),
+                "capacities": None if all(c is None for c in caps) else json.dumps(caps),
+                "ie": pl.ie, "engine": pl.engine, "preprocess": str(pl.preprocess_arg)}
+        exact = _exact(queries, model, caps, ids, pl.exact_max_queries, plans_dir, i)
+        for name in names:
+            if progress:
+                progress(done, total, f"c{i} {name}")
+            t0 = time.perf_counter()
+            plan = _run_one(name, queries, model, caps, config)
+            runtime = time.perf_counter() - t0
+            d = _name_nodes(plan, ids).to_dict()
+            rel = Path("plans") / f"c{i:04d}_{name}.json"
+            (out / rel).write_text(json.dumps(d, indent=1))
+            row = {**base, "optimizer": name, "category": _category(name),
+                   "n_queries": len(queries),
+                   "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
+                   "total_cost": d["total_cost"], "max_cost": d["max_cost"],
+                   "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
+                   "runtime_s": runtime, **exact, "gap_total": None, "gap_max": None,
+                   "plan": str(rel)}
+            if exact["exact_total"] is not None:
+                row["gap_total"] = d["total_cost"] / exact["exact_total"] - 1
+                row["gap_max"] = d["max_cost"] / exact["exact_max"] - 1
+            rows.append(row)
+            done += 1
+            if progress:
+                progress(done, total, f"c{i} {name}")
+    results = _with_quality(pd.DataFrame(rows))
+    files = _write_tables(results, out, config)
+    per_opt = _per_optimizer(results)
+    return SimulationSummary(out, len(points), len(rows), time.perf_counter() - start, files,
+                             per_opt)
+
+
+def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int) -> dict[str, Any]:
+    """Exact optima (placement.exact) when the workload is small enough; plans are written."""
+    res = {"exact_total": None, "exact_max": None, "exact_method": None}
+    if len(queries) > limit:
+        return res
+    from placement.exact import InfeasibleError, solve_exact
+
+    try:
+        ex = solve_exact(queries, model, caps)
+    except InfeasibleError:
+        res["exact_method"] = "infeasible"
+        return res
+    for tag, plan in (("min_total", ex.min_total), ("min_max", ex.min_max)):
+        plan.optimizer = f"EXACT_{tag}"
+        _name_nodes(plan, ids).write(plans_dir / f"c{i:04d}_EXACT_{tag}.json")
+    res.update(exact_total=ex.min_total.total_cost, exact_max=ex.min_max.max_cost,
+               exact_method=ex.method + ("" if ex.optimal else " (not proven optimal)"))
+    return res
+
+
+def _with_quality(df: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: best/worst per metric, normalised quality and distance to the best."""
+    if df.empty:
+        return df
+    for short, col in METRICS:
+        g = df.groupby("config_id")[col]
+        best, worst = g.transform("min"), g.transform("max")
+        span = worst - best
+        tie = best.abs() * REL_TIE
+        df[f"best_{short}"] = df[col] <= best + tie
+        q = ((df[col] - best) / span.where(span > tie)).fillna(0.0) * 100
+        df[f"quality_{short}_pct"] = q.clip(0, 100)
+        df[f"to_best_{short}_pct"] = (df[col] / best - 1) * 100
+    return df
+
+
+def _per_optimizer(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Table 9 / Figure 40 / Table 10 numbers per optimizer, in config order."""
+    out = []
+    for name, g in df.groupby("optimizer", sort=False):
+        row: dict[str, Any] = {"optimizer": name, "category": g["category"].iloc[0],
+                               "configs": len(g)}
+        for short, _ in METRICS:
+            best = g[f"best_{short}"]
+            row[f"best_{short}_pct"] = float(100.0 * best.mean())
+            losers = g.loc[~best, f"to_best_{short}_pct"]
+            row[f"not_best_{short}_mean_gap_pct"] = float(losers.mean()) if len(losers) else None
+            row[f"quality_{short}_mean_pct"] = float(g[f"quality_{short}_pct"].mean())
+            row[f"quality_{short}_std_pct"] = float(g[f"quality_{short}_pct"].std(ddof=0))
+            gaps = g[f"gap_{short}"].dropna()
+            row[f"exact_gap_{short}_mean_pct"] = float(gaps.astype(float).mean() * 100) \
+                if len(gaps) else None
+        rt = g["runtime_s"]
+        row.update(runtime_mean_s=float(rt.mean()), runtime_std_s=float(rt.std(ddof=0)),
+                   runtime_min_s=float(rt.min()), runtime_max_s=float(rt.max()))
+        out.append(row)
+    return out
+
+
+def _write_tables(df: pd.DataFrame, out: Path, config: Config) -> dict[str, Path]:
+    files = {"results_csv": out / "results.csv", "results_parquet": out / "results.parquet"}
+    df.to_csv(files["results_csv"], index=False)
+    df.to_parquet(files["results_parquet"], index=False)
+    params = ["config_id", "qnum", "smax", "rate", "zskew", "omax", "gen", "workload_seed",
+              "nodes", "capacities"]
+    best_rows = []
+    for cid, g in df.groupby("config_id", sort=True):
+        r = {k: g[k].iloc[0] for k in params}
+        for short, col in METRICS:
+            r[f"best_{short}_optimizers"] = "|".join(g.loc[g[f"best_{short}"], "optimizer"])
+            r[f"best_{short}"] = g[col].min()
+            r[f"worst_{short}"] = g[col].max()
+        best_rows.append(r)
+    files["best_per_config"] = out / "best_per_config.csv"
+    pd.DataFrame(best_rows).to_csv(files["best_per_config"], index=False)
+
+    per = _per_optimizer(df)
+    t9 = [{"optimizer": p["optimizer"], "metric": metric, "configs": p["configs"],
+           "best_pct": p[f"best_{s}_pct"], "not_best_pct": 100 - p[f"best_{s}_pct"],
+           "not_best_mean_gap_pct": p[f"not_best_{s}_mean_gap_pct"]}
+          for s, metric in (("max", "MaxCost"), ("total", "TotalCost")) for p in per]
+    f40 = [{"optimizer": p["optimizer"], "metric": metric,
+            "quality_mean_pct": p[f"quality_{s}_mean_pct"],
+            "quality_std_pct": p[f"quality_{s}_std_pct"],
+            "exact_gap_mean_pct": p[f"exact_gap_{s}_mean_pct"]}
+           for s, metric in (("max", "MaxCost"), ("total", "TotalCost")) for p in per]
+    t10 = [{"optimizer": p["optimizer"], "runs": p["configs"], "mean_s": p["runtime_mean_s"],
+            "std_s": p["runtime_std_s"], "min_s": p["runtime_min_s"],
+            "max_s": p["runtime_max_s"]} for p in per]
+    for key, rows in (("table9_best", t9), ("fig40_quality", f40), ("table10_runtime", t10)):
+        files[key] = out / f"{key}.csv"
+        pd.DataFrame(rows).to_csv(files[key], index=False)
+    files["config"] = out / "config.json"
+    files["config"].write_text(json.dumps(config.model_dump(mode="json", warnings=False), indent=1))
+    return files

@@ -1,0 +1,377 @@
+"""Run configuration: valid files load, and every broken file ends in one clear ConfigError.
+
+Why a fuzz test: the promise is "a mistake in a config is one line naming the key", never a
+pydantic dump or a stray TypeError. Hypothesis mutates valid configs (unknown keys, deleted
+required keys, wrong types and out-of-range values) and feeds random YAML text.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from sim.cli import app
+from sim.config import (SECTIONS, Config, ConfigError, config_from_mapping, load_config,
+                        load_config_text)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GEN = {
+    "name": "fuzz",
+    "workload": {"generator": {"qnum": [20, 30], "smax": 25, "rate": 10.0, "zskew": 1,
+                               "omax": 10, "gen": ["nrm", "div"], "seed": 0}},
+    "cluster": {"nodes": [2, 4], "ray": {"address": None}},
+    "placement": {"optimizers": ["WG_TN", "WG_I", "WG_LS", "weaveshare"], "ie": "panes",
+                  "engine": "fast", "preprocess": False, "exact": 8},
+    "data": {"duration_s": 10.0, "rate_hz": 100.0, "seed": 1},
+    "run": {"mode": "simulate", "allowed_lateness": 0, "output_dir": "out/x", "seed": 0},
+}
+EXPLICIT = {
+    "workload": {"queries": [
+        {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
+        {"id": "b", "stream": "mf01", "aggregate": "max", "range": 6, "slide": 3, "kind": "time"},
+        {"id": "c", "stream": "mf02", "aggregate": "avg", "range": 4, "slide": 4},
+    ]},
+    "streams": {"mf01": {"rate": 0.1}, "mf02": {"rate": 2}},
+    "cluster": {"nodes": [{"id": "n0", "capacity": 50.0}, {"id": "n1", "capacity": 80}]},
+    "placement": {"optimizers": "WG_I", "ie": "slickdeque", "preprocess": "classes",
+                  "exact": True},
+    "run": {"output_dir": "out/y"},
+}
+PATH_RE = re.compile(r"^([A-Za-z_][\w-]*|\[.+?\])((\[\d+\])|(\[.+?\])|(\.[A-Za-z_][\w-]*))*: ")
+
+
+# ---- valid configs ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["quickstart.yaml", "table8_grid.yaml", "fig41.yaml"])
+def test_shipped_configs_load(name):
+    cfg = load_config(ROOT / "configs" / name)
+    assert cfg.points()
+    assert cfg.summary()
+
+
+def test_table8_is_the_256_point_grid():
+    cfg = load_config(ROOT / "configs" / "table8_grid.yaml")
+    points = cfg.points()
+    assert len(points) == 256
+    assert len(cfg.placement.optimizer_list) == 14
+    combos = {(p["workload"]["qnum"], len(p["node_ids"]), p["workload"]["rate"],
+               p["workload"]["smax"], p["workload"]["zskew"], p["workload"]["omax"],
+               p["workload"]["gen"]) for p in points}
+    assert len(combos) == 256
+    assert {c[1] for c in combos} == {4, 8, 16, 32}
+
+
+def test_generator_grid_and_defaults():
+    cfg = config_from_mapping(GEN)
+    assert len(cfg.points()) == 2 * 2 * 2  # qnum x gen x nodes
+    minimal = config_from_mapping({"workload": {"generator": {"qnum": 5, "smax": 3}}})
+    assert minimal.placement.optimizer_list == ["WG_TN", "WG_I"]
+    assert minimal.placement.exact_max_queries == 0
+    assert minimal.cluster.layouts() == [(["node-0"], [None])]
+    assert minimal.run.mode == "simulate" and minimal.run.output_dir == "out/run"
+
+
+def test_explicit_queries_capacities_and_exact_true():
+    cfg = config_from_mapping(EXPLICIT)
+    assert cfg.cluster.layouts() == [(["n0", "n1"], [50.0, 80.0])]
+    assert cfg.placement.exact_max_queries == 12
+    assert cfg.placement.optimizer_list == ["WG_I"]
+
+
+def test_data_path_relative_to_config(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "feed.tsv").write_text("x\n")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(
+        {**GEN, "data": {"path": "sub/feed.tsv"}}))
+    cfg = load_config(tmp_path / "c.yaml")
+    assert Path(cfg.data.path) == (tmp_path / "sub" / "feed.tsv").resolve()
+
+
+# ---- specific errors: the message names the key path ------------------------------------------
+
+def _with(base, path, value=..., delete=False):
+    d = copy.deepcopy(base)
+    *head, last = path
+    cur = d
+    for k in head:
+        cur = cur[k]
+    if delete:
+        del cur[last]
+    else:
+        cur[last] = value
+    return d
+
+
+BAD = [
+    (("placement", "optimizers", 2), "WG_XX", "placement.optimizers[2]: unknown optimizer"),
+    (("placement", "optimizers"), ["WG_TN", "WG_TN"], "placement.optimizers[1]"),
+    (("placement", "ie"), "pains", "placement.ie: expected 'panes'"),
+    (("placement", "engine"), "turbo", "placement.engine"),
+    (("placement", "exact"), 17, "placement.exact"),
+    (("workload", "generator", "qnum"), 0, "workload.generator.qnum"),
+    (("workload", "generator", "qnum"), "100", "workload.generator.qnum"),
+    (("workload", "generator", "qnum"), [10, -1], "workload.generator.qnum[1]"),
+    (("workload", "generator", "gen"), ["nrm", "zipf"], "workload.generator.gen[1]"),
+    (("workload", "generator", "rate"), 0, "workload.generator.rate"),
+    (("workload", "generator", "omax"), 0.5, "workload.generator.omax"),
+    (("workload", "generator", "aggregate"), "median", "workload.generator.aggregate"),
+    (("workload", "generator", "qnumm"), 3, "workload.generator.qnumm: unknown key"),
+    (("cluster", "nodes"), 0, "cluster.nodes"),
+    (("cluster", "nodes"), [{"capacity": 3}, {}], "cluster.nodes[1].capacity"),
+    (("cluster", "nodes"), "four", "cluster.nodes"),
+    (("cluster", "ray", "port"), 1, "cluster.ray.port: unknown key"),
+    (("data",), {"path": "missing.tsv"}, "data.path: file not found"),
+    (("data", "path"), "missing.tsv", "data.duration_s: a synthetic-feed parameter next to"),
+    (("run", "mode"), "dry", "run.mode"),
+    (("run", "allowed_lateness"), -1, "run.allowed_lateness"),
+    (("extra",), 1, "extra: unknown key"),
+]
+
+
+@pytest.mark.parametrize("path,value,expected", BAD)
+def test_bad_values_name_the_key(path, value, expected):
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(_with(GEN, path, value))
+    assert str(err.value).startswith(expected), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("path,value,expected", [
+    (("workload", "queries", 1, "range"), 0, "workload.queries[1].range"),
+    (("workload", "queries", 1, "id"), "a", "workload.queries[1].id: duplicate"),
+    (("workload", "queries", 0, "aggregate"), "med", "workload.queries[0].aggregate"),
+    (("streams",), {"mf01": {"rate": 1}}, "streams: no rate for stream 'mf02'"),
+    (("streams", "mf01", "rate"), -1, "streams.mf01.rate"),
+])
+def test_bad_explicit_queries(path, value, expected):
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(_with(EXPLICIT, path, value))
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_yaml_syntax_and_top_level_errors(tmp_path):
+    with pytest.raises(ConfigError, match="invalid YAML at line 1"):
+        load_config_text("workload: [")
+    with pytest.raises(ConfigError, match="empty"):
+        load_config_text("")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="keys must be strings"):
+        load_config_text("1: 2\n")
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="invalid YAML"):  # no Python objects from YAML
+        load_config_text("workload: !!python/object/apply:os.system ['true']\n")
+
+
+# ---- fuzz -------------------------------------------------------------------------------------
+
+REQUIRED = [("workload",), ("workload", "generator", "qnum"), ("workload", "generator", "smax"),
+            ("workload", "generator")]
+REQUIRED_EXPLICIT = [("workload", "queries"), ("workload", "queries", 0, "id"),
+                     ("workload", "queries", 2, "range"), ("workload", "queries", 1, "slide"),
+                     ("streams",), ("streams", "mf02")]
+NOT_POS_INT = st.one_of(st.integers(max_value=0), st.floats(allow_nan=True), st.text(max_size=5),
+                        st.booleans(), st.none(), st.lists(st.text(max_size=2), max_size=2))
+NOT_NUMBER = st.one_of(st.text(max_size=5), st.booleans(), st.none(),
+                       st.just(float("nan")), st.just(float("inf")))
+NOT_NAME = st.text(max_size=8).filter(lambda s: s not in {
+    "nrm", "div", "factors", "panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv",
+    "slickdeque_noninv", "fast", "f1", "bitset", "simulate", "live", "sum", "count", "min",
+    "max", "avg", "stddev", "range", "product", "time"})
+LEAF_BAD = {
+    ("workload", "generator", "qnum"): NOT_POS_INT,
+    ("workload", "generator", "smax"): NOT_POS_INT,
+    ("workload", "generator", "rate"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
+    ("workload", "generator", "zskew"): st.one_of(NOT_NUMBER, st.floats(max_value=-1e-9)),
+    ("workload", "generator", "omax"): st.one_of(NOT_NUMBER, st.floats(max_value=0.999)),
+    ("workload", "generator", "gen"): st.one_of(NOT_NAME, st.lists(NOT_NAME, max_size=3)),
+    ("workload", "generator", "seed"): st.one_of(st.integers(max_value=-1), st.text(max_size=3)),
+    ("cluster", "nodes"): st.one_of(st.integers(max_value=0), st.text(max_size=4),
+                                    st.booleans(), st.just([]), st.just([1, "x"]),
+                                    st.just([{"capacity": -1}]), st.just([{"cap": 1}])),
+    ("cluster", "ray", "address"): st.one_of(st.integers(), st.lists(st.integers(), min_size=1)),
+    ("placement", "optimizers"): st.one_of(NOT_NAME.filter(lambda s: s not in (
+        "weaveshare", "no_share", "shared", "insert_then_weave")), st.just([]),
+        st.just(["WG_TN", "nope"]), st.integers()),
+    ("placement", "ie"): NOT_NAME,
+    ("placement", "engine"): NOT_NAME,
+    ("placement", "preprocess"): st.one_of(NOT_NAME.filter(
+        lambda s: s not in ("none", "classes", "slides")), st.integers()),
+    ("placement", "exact"): st.one_of(st.integers(min_value=17), st.integers(max_value=-1),
+                                      st.text(max_size=3), st.floats()),
+    ("data", "duration_s"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
+    ("data", "rate_hz"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
+    ("data", "seed"): st.one_of(st.integers(max_value=-1), st.floats(), st.text(max_size=3)),
+    ("run", "mode"): NOT_NAME,
+    ("run", "allowed_lateness"): st.one_of(st.integers(max_value=-1), st.text(max_size=3),
+                                           st.floats()),
+    ("run", "output_dir"): st.one_of(st.just(""), st.integers(), st.lists(st.text(), max_size=2)),
+    ("run", "seed"): st.one_of(st.integers(max_value=-1), st.text(max_size=3)),
+    ("name",): st.one_of(st.just(""), st.integers(), st.booleans()),
+}
+EXPLICIT_LEAF_BAD = {
+    ("workload", "queries", 0, "range"): NOT_POS_INT,
+    ("workload", "queries", 1, "slide"): NOT_POS_INT,
+    ("workload", "queries", 2, "aggregate"): NOT_NAME,
+    ("workload", "queries", 0, "kind"): NOT_NAME,
+    ("workload", "queries", 1, "id"): st.one_of(st.just(""), st.just("a"), st.booleans(),
+                                               st.none()),
+    ("streams", "mf01", "rate"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
+    ("cluster", "nodes", 1, "capacity"): st.one_of(st.floats(max_value=0), st.text(max_size=3)),
+}
+
+
+def _dict_paths(node, path=()):
+    """Every mapping in the config (where an unknown key can be planted)."""
+    if isinstance(node, dict):
+        yield path
+        for k, v in node.items():
+            yield from _dict_paths(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _dict_paths(v, path + (i,))
+
+
+def _get(d, path):
+    for k in path:
+        d = d[k]
+    return d
+
+
+@st.composite
+def broken_config(draw):
+    """A valid config with 1-3 invalidating mutations; returns (mapping, mutated sections)."""
+    base_name = draw(st.sampled_from(["gen", "explicit"]))
+    d = copy.deepcopy(GEN if base_name == "gen" else EXPLICIT)
+    leaves = {**LEAF_BAD, **(EXPLICIT_LEAF_BAD if base_name == "explicit" else {})}
+    if base_name == "explicit":
+        leaves = {p: s for p, s in leaves.items() if p[:2] != ("workload", "generator")
+                  and p != ("cluster", "nodes")}
+    required = REQUIRED if base_name == "gen" else REQUIRED_EXPLICIT
+    sections = set()
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["unknown_key", "delete", "leaf", "dict_at_leaf"]))
+        if kind == "unknown_key":
+            path = draw(st.sampled_from(sorted(_dict_paths(d), key=str)))
+            key = "zz_" + draw(st.text("abcxyz_", min_size=1, max_size=6))
+            _get(d, path)[key] = draw(st.one_of(st.integers(), st.text(max_size=3), st.none()))
+            sections.add(path[0] if path else key)
+        elif kind == "delete":
+            path = draw(st.sampled_from(required))
+            try:
+                parent = _get(d, path[:-1])
+                del parent[path[-1]]
+            except (KeyError, IndexError, TypeError):
+                continue
+            sections.add(path[0])
+        else:
+            path = draw(st.sampled_from(sorted(leaves, key=str)))
+            try:
+                parent = _get(d, path[:-1])
+            except (KeyError, IndexError, TypeError):
+                continue
+            if not isinstance(parent, (dict, list)):
+                continue
+            if isinstance(parent, list) and path[-1] >= len(parent):
+                continue
+            value = {"zz": 1} if kind == "dict_at_leaf" else draw(leaves[path])
+            parent[path[-1]] = value
+            sections.add(path[0])
+    if not sections:  # every mutation was skipped (its parent was deleted): plant a sure one
+        d["zz_top"] = 1
+        sections.add("zz_top")
+    return d, sections
+
+
+def _assert_clear(msg: str) -> str:
+    assert "\n" not in msg, msg
+    assert "validation error" not in msg and "pydantic" not in msg, msg
+    if "invalid YAML" in msg:
+        return "yaml"
+    m = PATH_RE.match(msg)
+    assert m, f"message does not start with a key path: {msg!r}"
+    return m.group(1)
+
+
+@settings(max_examples=1200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(broken_config())
+def test_fuzz_mutated_configs_raise_config_error(case):
+    d, sections = case
+    text = yaml.safe_dump(d, allow_unicode=True)
+    try:
+        load_config_text(text)
+    except ConfigError as exc:
+        head = _assert_clear(str(exc))
+        # deleting or breaking a query stream may surface as the cross-check on `streams`
+        assert head in sections | {"config", "streams", "workload"}, (str(exc), sections)
+    else:
+        pytest.fail(f"accepted a broken config: {d}")
+
+
+YAMLISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.one_of(st.sampled_from(
+                                SECTIONS + ("generator", "qnum", "queries", "nodes")),
+                                st.text(max_size=4)), inner, max_size=3)),
+    max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.one_of(st.text(max_size=80),
+                 st.lists(st.sampled_from(["workload:", " generator:", "  qnum: 1", "- x",
+                                           "{", "}", "[", ":", "&a", "*a", "!!int x", "? x",
+                                           "\t", "'", "%YAML 1.1", "---", "..."]),
+                          max_size=8).map("\n".join)))
+def test_fuzz_random_yaml_text(text):
+    with pytest.raises(ConfigError) as err:
+        load_config_text(text)
+    _assert_clear(str(err.value))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(st.sampled_from(SECTIONS + ("zz",)), YAMLISH, max_size=5))
+def test_fuzz_random_structures(raw):
+    try:
+        config_from_mapping(raw)
+    except ConfigError as exc:
+        _assert_clear(str(exc))
+
+
+def test_yaml_aliases_do_not_explode():
+    text = "a: &a [1, 1, 1]\nb: &b [*a, *a, *a]\nc: &c [*b, *b, *b]\nworkload: *c\n"
+    with pytest.raises(ConfigError) as err:
+        load_config_text(text)
+    _assert_clear(str(err.value))
+
+
+# ---- CLI --------------------------------------------------------------------------------------
+
+def test_cli_validate_exit_codes(tmp_path):
+    runner = CliRunner()
+    good = runner.invoke(app, ["validate", str(ROOT / "configs" / "quickstart.yaml")])
+    assert good.exit_code == 0, good.output
+    assert "OK" in good.output
+    bad_file = tmp_path / "bad.yaml"
+    bad_file.write_text(yaml.safe_dump(_with(GEN, ("placement", "optimizers", 2), "WG_XX")))
+    bad = runner.invoke(app, ["validate", str(bad_file)])
+    assert bad.exit_code == 2
+    assert "placement.optimizers[2]: unknown optimizer 'WG_XX'" in bad.output
+    missing = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 2
+    assert "config file not found" in missing.output
+    assert "Traceback" not in bad.output + missing.output
+
+
+def test_config_model_is_importable_for_code():
+    """Code can build a Config without YAML (same validation)."""
+    assert isinstance(Config.model_validate(GEN), Config)
