@@ -224,27 +224,25 @@ def bench_executors(
     console.print(f"results: {path}")
 
 
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
 @app.command()
 def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output directory.")):
-    """A small end-to-end tour: a workload, every single-node optimizer, plans and a table."""
-    from placement.plan import single_node_plan
-    from placement.trees import CostModel
-    from sim.workload import WorkloadSpec, generate
+    """The tour `make run` gives: a small simulation across optimizers, a short live run on an
+    embedded Ray with local Spark over generated DEBS-style data, and the report."""
+    from rich.markup import escape
 
-    spec = WorkloadSpec(qnum=300, smax=120, rate=5.0, zskew=1.0, omax=10, gen="nrm", seed=7)
-    queries = generate(spec)
-    table = Table("optimizer", "IE", "trees", "TotalCost", "seconds")
-    for ie in ("panes", "slickdeque"):
-        model = CostModel(ie, spec.rate, "fast")
-        for name in SINGLE_NODE:
-            start = time.perf_counter()
-            trees = _run_single_node(name, queries, model)
-            seconds = time.perf_counter() - start
-            p = single_node_plan(name, trees, model, {spec.stream: spec.rate})
-            p.write(out / f"plan_{ie}_{name}.json")
-            table.add_row(name, ie, str(len(trees)), f"{p.total_cost:.6g}", f"{seconds:.3f}")
-    console.print(table)
-    console.print(f"plans written to {out}/")
+    for name in ("quickstart.yaml", "live_quickstart.yaml"):
+        if not (CONFIG_DIR / name).is_file():
+            raise UserError(f"missing {CONFIG_DIR / name}: run from a checkout of weaveplace")
+    start = time.perf_counter()
+    console.rule("1/2 simulation: configs/quickstart.yaml")
+    simulate(CONFIG_DIR / "quickstart.yaml", out / "simulation")
+    console.rule("2/2 live run: configs/live_quickstart.yaml")
+    run(CONFIG_DIR / "live_quickstart.yaml", out / "live")
+    console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s: "
+                  f"{escape(str(out))}/", soft_wrap=True)
 
 
 def _config_error_exit(exc: Exception):
@@ -277,6 +275,50 @@ def validate(config: Path = typer.Argument(..., help="Run configuration (YAML)."
     cfg = _load_config_or_exit(config)
     console.print(f"[green]OK[/green] {escape(str(config))}: {escape(cfg.summary())}",
                   soft_wrap=True)
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., help="Run configuration (YAML) with run.mode: live."),
+    out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
+):
+    """Live run: plan, deploy on Ray, feed DEBS-style data through Spark, write answers."""
+    import shutil
+
+    from rich.markup import escape
+
+    from sim.config import ConfigError
+    from sim.live import live_run
+
+    cfg = _load_config_or_exit(config)
+    if cfg.run.mode != "live":
+        _config_error_exit(ConfigError(
+            f"run.mode: {cfg.run.mode!r}; `weaveplace run` needs run.mode: live "
+            "(use `weaveplace simulate` to price plans)"))
+    if shutil.which("java") is None:
+        raise UserError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
+                        "(e.g. apt-get install openjdk-17-jre-headless)")
+    with _progress() as bar:
+        task = bar.add_task("run", total=None)
+        try:
+            summary = live_run(cfg, out, progress=lambda stage: bar.update(task, description=stage))
+        except ConfigError as exc:
+            bar.stop()
+            _config_error_exit(exc)
+        except ConnectionError as exc:
+            raise UserError(f"cluster.ray.address {cfg.cluster.ray.address!r}: cannot connect "
+                            f"to Ray ({exc})") from exc
+    table = Table("node", "tuples", "answers", "late", "busy s", title="per node")
+    for node_id, m in sorted((summary.metrics.get("nodes") or {}).items()):
+        table.add_row(node_id, str(m.get("tuples", "-")), str(m.get("answers", "-")),
+                      str(m.get("late_tuples", "-")), f"{m.get('busy_s', 0.0):.2f}")
+    console.print(table)
+    console.print(f"{summary.optimizer}: {summary.queries} queries on {summary.nodes} nodes, "
+                  f"{summary.tuples} tuples -> {summary.answers} answers, {summary.late} late, "
+                  f"{summary.seconds:.1f} s; estimated TotalCost {summary.estimated_total_cost:.4g}"
+                  f", MaxCost {summary.estimated_max_cost:.4g}")
+    console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet, "
+                  "late.parquet, metrics.json)", soft_wrap=True)
 
 
 @app.command()

@@ -73,7 +73,7 @@ def _single_node(name: str, queries: list[Query], model: CostModel):
             "no_share": ws.no_share, "shared": ws.shared}[name](queries, model)
 
 
-def _workload(config: Config, w: dict[str, Any] | None) -> tuple[list[Query], dict[str, float],
+def workload_point(config: Config, w: dict[str, Any] | None) -> tuple[list[Query], dict[str, float],
                                                                  dict[str, Any]]:
     """Queries, stream rates and the parameter columns of one workload point."""
     if w is not None:
@@ -98,7 +98,7 @@ def _name_nodes(plan: Plan, ids: list[str]) -> Plan:
     return plan
 
 
-def _run_one(name: str, queries, model, caps, config: Config) -> Plan:
+def plan_for(name: str, queries, model, caps, config: Config) -> Plan:
     if name in SINGLE_NODE_OPTIMIZERS:
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
@@ -135,7 +135,7 @@ def simulate(config: Config, progress: Progress | None = None,
     for i, point in enumerate(points):
         key = id(point["workload"])
         if key not in cache:  # node layouts of one workload share its queries and cost model
-            queries, rates, params = _workload(config, point["workload"])
+            queries, rates, params = workload_point(config, point["workload"])
             cache.clear()
             cache[key] = (queries, rates, params, CostModel(pl.ie, rates, pl.engine))
         queries, rates, params, model = cache[key]
@@ -148,7 +148,7 @@ def simulate(config: Config, progress: Progress | None = None,
             if progress:
                 progress(done, total, f"c{i} {name}")
             t0 = time.perf_counter()
-            plan = _run_one(name, queries, model, caps, config)
+            plan = plan_for(name, queries, model, caps, config)
             runtime = time.perf_counter() - t0
             d = _name_nodes(plan, ids).to_dict()
             rel = Path("plans") / f"c{i:04d}_{name}.json"
