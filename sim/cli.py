@@ -224,6 +224,29 @@ def bench_executors(
     console.print(f"results: {path}")
 
 
+@app.command("report")
+def report(run_dir: Path = typer.Argument(..., help="A simulate or run output directory."),
+           out: Optional[Path] = typer.Option(None, help="Report directory (default RUN_DIR/report).")):
+    """Self-contained HTML report (plots embedded) and PNGs for a simulation or live run."""
+    from rich.markup import escape
+
+    path = _build_report(run_dir, out)
+    console.print(f"report: {escape(str(path))}", soft_wrap=True)
+
+
+def _build_report(run_dir: Path, out: Optional[Path] = None) -> Path:
+    from sim.report import ReportError, build_report, print_summary
+
+    if not run_dir.is_dir():
+        raise UserError(f"run directory not found: {run_dir}")
+    try:
+        path = build_report(run_dir, out)
+        print_summary(run_dir, console)
+    except ReportError as exc:
+        raise UserError(str(exc)) from exc
+    return path
+
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
@@ -241,8 +264,11 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
     simulate(CONFIG_DIR / "quickstart.yaml", out / "simulation")
     console.rule("2/2 live run: configs/live_quickstart.yaml")
     run(CONFIG_DIR / "live_quickstart.yaml", out / "live")
-    console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s: "
-                  f"{escape(str(out))}/", soft_wrap=True)
+    sim_report = _build_report(out / "simulation")
+    live_report = _build_report(out / "live")
+    console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
+    console.print(f"reports: {escape(str(sim_report))}\n         {escape(str(live_report))}",
+                  soft_wrap=True)
 
 
 def _config_error_exit(exc: Exception):
