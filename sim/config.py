@@ -191,9 +191,14 @@ class RaySpec(Strict):
     address: str | None = None  # None: start an embedded local Ray (live runs only)
 
 
+class SparkSpec(Strict):
+    master: Annotated[str, Field(min_length=1)] = "local[*]"  # e.g. spark://host:7077
+
+
 class Cluster(Strict):
     nodes: NodesField = 1
     ray: RaySpec = RaySpec()
+    spark: SparkSpec = SparkSpec()
 
     @model_validator(mode="after")
     def _capacities(self) -> "Cluster":

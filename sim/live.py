@@ -74,6 +74,7 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
     say("deploying on Ray and feeding through Spark")
     result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
+                      spark_master=config.cluster.spark.master,
                       allowed_lateness=config.run.allowed_lateness)
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
