@@ -261,11 +261,9 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
             raise UserError(f"missing {CONFIG_DIR / name}: run from a checkout of weaveplace")
     start = time.perf_counter()
     console.rule("1/2 simulation: configs/quickstart.yaml")
-    simulate(CONFIG_DIR / "quickstart.yaml", out / "simulation")
+    sim_report = simulate(CONFIG_DIR / "quickstart.yaml", out / "simulation")
     console.rule("2/2 live run: configs/live_quickstart.yaml")
-    run(CONFIG_DIR / "live_quickstart.yaml", out / "live")
-    sim_report = _build_report(out / "simulation")
-    live_report = _build_report(out / "live")
+    live_report = run(CONFIG_DIR / "live_quickstart.yaml", out / "live")
     console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
     console.print(f"reports: {escape(str(sim_report))}\n         {escape(str(live_report))}",
                   soft_wrap=True)
@@ -345,6 +343,9 @@ def run(
                   f", MaxCost {summary.estimated_max_cost:.4g}")
     console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet, "
                   "late.parquet, metrics.json)", soft_wrap=True)
+    path = _build_report(summary.out_dir)
+    console.print(f"report: {escape(str(path))}", soft_wrap=True)
+    return path
 
 
 @app.command()
@@ -396,6 +397,9 @@ def simulate(
     console.print(f"results: {escape(str(summary.files['results_csv']))} "
                   f"(+ .parquet, plans/, table9_best.csv, fig40_quality.csv, "
                   f"table10_runtime.csv) in {summary.seconds:.1f} s", soft_wrap=True)
+    path = _build_report(summary.files["results_csv"].parent)
+    console.print(f"report: {escape(str(path))}", soft_wrap=True)
+    return path
 
 
 def main() -> None:
