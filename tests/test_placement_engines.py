@@ -24,8 +24,8 @@ LCM_CAP = 30_000
 # nearly all inclusion-exclusion so the prime-conditioning path does the work.
 CONFIGS = {
     "fast": dict(name="fast"),
-    "fast-condition": dict(name="fast", sieve_limit=0, ie_max_terms=3),
-    "fast-no-ie": dict(name="fast", sieve_limit=0, ie_max_terms=0),
+    "fast-condition": dict(name="fast", sieve_limit=0, ie_max_terms=3, small_classes=0),
+    "fast-no-ie": dict(name="fast", sieve_limit=0, ie_max_terms=0, small_classes=0),
     "f1": dict(name="f1"),
     "bitset": dict(name="bitset"),
 }
@@ -189,7 +189,7 @@ def test_fast_budget_exhausted_raises_with_certified_bounds(qs):
     cls = tree_classes(qs)
     canon = canonical(cls)
     assume(canon != FULL and len(canon) >= 2)  # a set that needs real work
-    eng = get_engine("fast", sieve_limit=0, ie_max_terms=1, max_steps=1)
+    eng = get_engine("fast", sieve_limit=0, ie_max_terms=1, max_steps=1, small_classes=0)
     with pytest.raises(EdgeCountLimit) as info:
         eng.density(cls)
     truth = exact_density(qs)

@@ -29,6 +29,7 @@ from math import gcd, lcm, prod
 import numpy as np
 
 from placement.edges.base import Deadline, EdgeCountLimit, EdgeEngine, trivial_bounds
+from placement.edges.f1 import remove_covered
 from placement.slicing import ResidueClass, crt_merge, divisors, prime_factors
 
 FULL = frozenset({(1, 0)})
@@ -138,6 +139,7 @@ class FastEngine(EdgeEngine):
         ie_max_terms: int = 1024,
         ie_max_classes: int = 10,
         residual_max_classes: int = 3,
+        small_classes: int = 6,
         max_steps: int = 2_000_000,
         time_budget_s: float | None = None,
         memo_size: int = 1_000_000,
@@ -147,6 +149,7 @@ class FastEngine(EdgeEngine):
         self.ie_max_terms = ie_max_terms
         self.ie_max_classes = ie_max_classes
         self.residual_max_classes = residual_max_classes
+        self.small_classes = small_classes
         self.max_steps = max_steps
         self.time_budget_s = time_budget_s
         self.memo_size = memo_size
@@ -162,10 +165,32 @@ class FastEngine(EdgeEngine):
     def density(self, classes: frozenset[ResidueClass]) -> Fraction:
         if not classes:
             return Fraction(0)
+        if len(classes) <= self.small_classes:
+            return self._small(classes)
         return 1 - self._top_uncovered(self._canonical(frozenset(classes)))
+
+    def _small(self, classes) -> Fraction:
+        """A handful of classes: inclusion-exclusion over compatible groups (depth-first, CRT
+        merges) after dropping covered classes is cheaper than any set-up, so do just that."""
+        cls = remove_covered(classes)
+        period = lcm(*(m for m, _ in cls))
+        total = 0
+        stack = [(0, 1, 0, 1)]
+        n = len(cls)
+        while stack:
+            start, gm, gr, sign = stack.pop()
+            for i in range(start, n):
+                merged = crt_merge((gm, gr), cls[i])
+                if merged is None:
+                    continue
+                total += sign * (period // merged[0])
+                stack.append((i + 1, merged[0], merged[1], -sign))
+        return Fraction(total, period)
 
     def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
         """Density of ``x | y`` recomputing only the components of x and y that share a prime."""
+        if len(x) + len(y) <= self.small_classes:
+            return self._small(x | y)
         dx, dy = self._decomposition(x), self._decomposition(y)
         if dx.full or dy.full:
             return Fraction(1)
