@@ -35,12 +35,33 @@ class LiveSummary:
     metrics: dict[str, Any]
 
 
+def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
+    """Fail fast (ConfigError) when a configured Ray head cannot be reached over TCP; without
+    this, ``ray.init`` retries for minutes before giving up. ``auto``/``local`` are left to Ray."""
+    import socket
+
+    if address in (None, "auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"cluster.ray.address: {address!r} is not host:port "
+                          "(e.g. 'head:6379' or 'ray://head:10001'), 'auto' or null")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
+                          "is the head node running? null starts an embedded local Ray") from exc
+
+
 def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -> LiveSummary:
     """Run ``config`` live; ``progress(stage)`` is called with a short text per stage."""
     from cluster.live import run_live
     from sim.debs import VALUE_COLUMNS, generate_debs
 
     say = progress or (lambda stage: None)
+    check_ray_address(config.cluster.ray.address)
     start = time.perf_counter()
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)

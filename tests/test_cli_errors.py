@@ -1,0 +1,66 @@
+"""User mistakes on the command line end in one clear line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LIVE = (REPO / "configs" / "live_quickstart.yaml").read_text()
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=120)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the socket is: nothing listens there
+
+
+def test_unreachable_ray_address(tmp_path):
+    cfg = tmp_path / "live.yaml"
+    cfg.write_text(LIVE.replace("cluster:\n", f"cluster:\n  ray: {{address: "
+                                               f"'127.0.0.1:{_closed_port()}'}}\n"))
+    res = _cli("run", str(cfg), "--out", str(tmp_path / "out"))
+    assert res.returncode == 2
+    assert "cluster.ray.address" in res.stderr + res.stdout
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_java_missing(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))  # no java on this PATH
+    res = _cli("run", str(REPO / "configs" / "live_quickstart.yaml"), "--out",
+               str(tmp_path / "out"), env=env)
+    assert res.returncode == 2
+    assert "Java" in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "no/such/config.yaml"], "no/such/config.yaml"),
+    (["verify-plan", "no/such/plan.json"], "plan file not found"),
+    (["report", "no/such/run"], "run directory not found"),
+    (["plan", "--qnum", "0"], "qnum"),
+    (["plan", "--gen", "weird"], "generator"),
+    (["bench", "f1", "--experiments", "9"], "experiments"),
+])
+def test_bad_arguments(args, needle):
+    res = _cli(*args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert needle in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_live_config_refused_by_simulate(tmp_path):
+    res = _cli("simulate", str(REPO / "configs" / "live_quickstart.yaml"))
+    assert res.returncode == 2
+    assert "run.mode" in res.stdout + res.stderr
