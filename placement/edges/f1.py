@@ -10,10 +10,10 @@ dissertation's pre-processing (duplicates and multiples removed): a baseline.
 from __future__ import annotations
 
 from fractions import Fraction
-from math import gcd, lcm
+from math import lcm
 
 from placement.edges.base import Deadline, EdgeCountLimit, EdgeEngine, trivial_bounds
-from placement.slicing import ResidueClass
+from placement.slicing import ResidueClass, crt_merge
 
 
 def remove_covered(classes: frozenset[ResidueClass]) -> list[ResidueClass]:
@@ -37,35 +37,36 @@ class F1Engine(EdgeEngine):
         if not classes:
             return Fraction(0)
         cls = remove_covered(classes)
-        period = lcm(*(m for m, _ in cls))
         deadline = Deadline(self.time_budget_s)
-        total = 0
-        steps = 0
-        n = len(cls)
-        # Stack of (next index, group modulus, group residue, sign).
-        stack = [(0, 1, 0, 1)]
-        while stack:
-            start, gm, gr, sign = stack.pop()
-            for i in range(start, n):
-                m, r = cls[i]
-                g = gcd(gm, m)
-                if (r - gr) % g:  # overlap check fails: the group has no common edge
-                    continue
-                nm = gm // g * m
-                # CRT: the unique residue mod nm congruent to gr (mod gm) and r (mod m).
-                if g == gm:
-                    nr = r
-                elif g == m:
-                    nr = gr
-                else:
-                    k = ((r - gr) // g * pow(gm // g, -1, m // g)) % (m // g)
-                    nr = (gr + gm * k) % nm
-                total += sign * (period // nm)
-                stack.append((i + 1, nm, nr, -sign))
-                steps += 1
-                if steps % self.check_every == 0 and deadline.expired():
-                    lo, hi = trivial_bounds(cls)
-                    raise EdgeCountLimit(
-                        f"f1: time budget of {self.time_budget_s}s exceeded "
-                        f"({n} classes, {steps} groups)", lo, hi)
-        return Fraction(total, period)
+
+        def check(steps: int) -> None:
+            if steps % self.check_every == 0 and deadline.expired():
+                lo, hi = trivial_bounds(cls)
+                raise EdgeCountLimit(
+                    f"f1: time budget of {self.time_budget_s}s exceeded "
+                    f"({len(cls)} classes, {steps} groups)", lo, hi)
+
+        return group_inclusion_exclusion(cls, check)
+
+
+def group_inclusion_exclusion(cls: list[ResidueClass], check=None) -> Fraction:
+    """Union density by signed sums over compatible groups, extended depth-first: a group is
+    extended only while the GCD overlap check passes (CRT merge of the group's classes).
+    ``check(steps)`` is called after every group (for budgets)."""
+    period = lcm(*(m for m, _ in cls))
+    total = 0
+    steps = 0
+    n = len(cls)
+    stack = [(0, 1, 0, 1)]  # (next index, group modulus, group residue, sign)
+    while stack:
+        start, gm, gr, sign = stack.pop()
+        for i in range(start, n):
+            merged = crt_merge((gm, gr), cls[i])
+            if merged is None:  # overlap check fails: the group has no common edge
+                continue
+            total += sign * (period // merged[0])
+            stack.append((i + 1, merged[0], merged[1], -sign))
+            steps += 1
+            if check is not None:
+                check(steps)
+    return Fraction(total, period)

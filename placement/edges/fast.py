@@ -29,7 +29,7 @@ from math import gcd, lcm, prod
 import numpy as np
 
 from placement.edges.base import Deadline, EdgeCountLimit, EdgeEngine, trivial_bounds
-from placement.edges.f1 import remove_covered
+from placement.edges.f1 import group_inclusion_exclusion, remove_covered
 from placement.slicing import ResidueClass, crt_merge, divisors, prime_factors
 
 FULL = frozenset({(1, 0)})
@@ -170,22 +170,9 @@ class FastEngine(EdgeEngine):
         return 1 - self._top_uncovered(self._canonical(frozenset(classes)))
 
     def _small(self, classes) -> Fraction:
-        """A handful of classes: inclusion-exclusion over compatible groups (depth-first, CRT
-        merges) after dropping covered classes is cheaper than any set-up, so do just that."""
-        cls = remove_covered(classes)
-        period = lcm(*(m for m, _ in cls))
-        total = 0
-        stack = [(0, 1, 0, 1)]
-        n = len(cls)
-        while stack:
-            start, gm, gr, sign = stack.pop()
-            for i in range(start, n):
-                merged = crt_merge((gm, gr), cls[i])
-                if merged is None:
-                    continue
-                total += sign * (period // merged[0])
-                stack.append((i + 1, merged[0], merged[1], -sign))
-        return Fraction(total, period)
+        """A handful of classes: inclusion-exclusion over compatible groups after dropping
+        covered classes is cheaper than any set-up, so do just that."""
+        return group_inclusion_exclusion(remove_covered(classes))
 
     def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
         """Density of ``x | y`` recomputing only the components of x and y that share a prime."""
