@@ -124,19 +124,29 @@ class Deployment:
     """A plan running on Ray: ``feed`` batches, ``checkpoint``, ``finish``.
 
     ``technique`` overrides the plan's ``ie``; ``allowed_lateness`` is in the streams' time unit.
+    ``mode``: ``"raw"`` (actors take tuple batches, ``feed_raw``) or ``"sliced"`` (actors take
+    per-stream batches of pre-aggregated slices cut at ``edge_classes(stream)``, the union of
+    the edges of every tree on the stream: ``spark_feed.feed_sliced``; time windows only).
+    ``count_ops``: trees count their final-aggregation operations (``metrics()`` per tree:
+    ``final_ops``, ``omega``), to set measured cost beside the plan's estimate.
     Use as a context manager (or call ``shutdown``) so actors are killed on errors too.
     """
 
     def __init__(self, plan: Mapping[str, Any], *, technique: str | None = None,
                  allowed_lateness: int = 0, max_in_flight: int = 4,
                  checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
-                 auto_recover: bool = True, actor_options: Mapping[str, Any] | None = None):
+                 auto_recover: bool = True, actor_options: Mapping[str, Any] | None = None,
+                 mode: str = "raw", count_ops: bool = False):
         import ray
 
         if not ray.is_initialized():
             raise DeploymentError("Ray is not running: use cluster.ray_runtime.RayRuntime")
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
+        if mode not in ("raw", "sliced"):
+            raise ValueError(f"mode must be 'raw' or 'sliced', got {mode!r}")
+        self.mode = mode
+        self.count_ops = bool(count_ops)
         self.plan = plan
         self.technique = technique or plan.get("ie") or "slickdeque"
         self.allowed_lateness = int(allowed_lateness)
@@ -146,7 +156,14 @@ class Deployment:
         self.auto_recover = auto_recover
         self.actor_options = dict(actor_options or {})
         self.nodes: dict[str, _Node] = {}
-        for spec in node_specs(plan):
+        specs = node_specs(plan)
+        if mode == "sliced":
+            cq = [q["id"] for sp in specs for t in sp["trees"] for q in t["queries"]
+                  if q["kind"] != "time"]
+            if cq:
+                raise DeploymentError(f"sliced mode runs time windows only; count-window "
+                                      f"queries: {cq[:10]}")
+        for spec in specs:
             self.nodes[spec["node_id"]] = _Node(spec, self._new_actor(spec))
         self.stream_nodes: dict[str, list[str]] = {}
         for nid, n in self.nodes.items():
@@ -171,11 +188,21 @@ class Deployment:
     def _new_actor(self, spec):
         opts = self.actor_options
         cls = NodeActor.options(**opts) if opts else NodeActor
-        return cls.remote(spec["node_id"], spec["trees"], self.technique, self.allowed_lateness)
+        return cls.remote(spec["node_id"], spec["trees"], self.technique, self.allowed_lateness,
+                          "slices" if self.mode == "sliced" else "tuples", self.count_ops)
 
     @property
     def streams(self) -> list[str]:
         return sorted(self.stream_nodes)
+
+    def edge_classes(self, stream: str) -> list[tuple[int, int]]:
+        """Residue classes ``(s, c)`` of the union of the edges of every tree (on every node)
+        on ``stream``: the slice boundaries of sliced mode (DESIGN.md s. 2)."""
+        from executors.slicing import edge_classes
+
+        rs = {(int(q["range"]), int(q["slide"])) for n in self.nodes.values()
+              for t in n.spec["trees"] if t["stream"] == stream for q in t["queries"]}
+        return edge_classes(sorted(rs))
 
     def actor(self, node_id: str):
         """The live actor of a node (e.g. to ``ray.kill`` it in a fault test)."""

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from .deploy import Deployment, RunResult
 from .ray_runtime import RayRuntime
-from .spark_feed import feed_raw, spark_session
+from .spark_feed import feed_raw, feed_sliced, spark_session
 
 
 def write_result(result: RunResult, out_dir: str | Path, *, csv: bool = False,
@@ -61,8 +61,10 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
     replay log (batches pinned in the object store) exceeds ``max_log_bytes``; a lost actor is
     then recovered exactly (answers as in a fault-free run).
     """
-    if mode != "raw":
-        raise NotImplementedError(f"feed mode {mode!r}: only 'raw' is implemented")
+    if mode not in ("raw", "sliced"):
+        raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
+    if mode == "sliced" and max_rows is not None:
+        raise ValueError("max_rows is supported in raw mode only")
     if isinstance(plan, (str, Path)):
         plan = json.loads(Path(plan).read_text())
     own_spark = spark is None
@@ -77,9 +79,13 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
             with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
                             max_in_flight=max_in_flight,
                             checkpoint_every=checkpoint_every,
-                            max_log_bytes=max_log_bytes) as dep:
-                fs = feed_raw(dep, spark, str(data_path), batch_rows=batch_rows,
-                              chunk_rows=chunk_rows, order=order, max_rows=max_rows)
+                            max_log_bytes=max_log_bytes, mode=mode) as dep:
+                if mode == "sliced":
+                    fs = feed_sliced(dep, spark, str(data_path), batch_rows=batch_rows,
+                                     chunk_rows=chunk_rows, order=order)
+                else:
+                    fs = feed_raw(dep, spark, str(data_path), batch_rows=batch_rows,
+                                  chunk_rows=chunk_rows, order=order, max_rows=max_rows)
                 t2 = time.perf_counter()
                 result = dep.finish()
                 t_finish = time.perf_counter() - t2
@@ -90,6 +96,7 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
                       "seconds": fs.seconds, "spark_seconds": fs.spark_seconds,
                       "rows_per_s": fs.rows_per_s, "batch_rows": batch_rows,
                       "chunks": fs.chunks, "sorted_chunks": fs.sorted_chunks,
+                      "slices": fs.slices,
                       "order": order},
              "startup": {"ray_s": t_ray, "ray_owned": rt.owned, "spark_s": t_spark},
              "finish_s": t_finish, "data_path": str(data_path)}

@@ -29,9 +29,13 @@ from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from executors import ExecutionTree
+from executors.slice_input import SlicedExecutionTree
 from executors.tree import normalize_technique
+
+INPUT_MODES = ("tuples", "slices")
 
 ANSWER_SCHEMA_INT = pa.schema([("query_id", pa.string()), ("window_start", pa.int64()),
                                ("window_end", pa.int64()), ("value", pa.int64())])
@@ -78,13 +82,24 @@ class NodeCore:
 
     ``trees``: ``[{"id": "t0", "stream": "mf01", "queries": [query dicts]}, ...]`` where each
     query dict has ``id, aggregate, range, slide, kind``.
+
+    ``input_mode``: ``"tuples"`` (raw mode: batches of ``ts_ms`` + stream columns) or
+    ``"slices"`` (sliced mode: per-stream batches of pre-aggregated slices, the columns of
+    ``executors.slice_input.SLICE_COLUMNS``, fed to ``SlicedExecutionTree`` s; time windows
+    only).  ``ingest`` tells the two apart by the ``slice_start`` column and refuses the wrong one.
     """
 
     def __init__(self, node_id: str, trees: list[dict[str, Any]], technique: str = "slickdeque",
-                 allowed_lateness: int = 0):
+                 allowed_lateness: int = 0, input_mode: str = "tuples",
+                 count_ops: bool = False):
+        if input_mode not in INPUT_MODES:
+            raise ValueError(f"input_mode must be one of {INPUT_MODES}, got {input_mode!r}")
         self.node_id = str(node_id)
+        self.input_mode = input_mode
+        tree_cls = SlicedExecutionTree if input_mode == "slices" else ExecutionTree
         self.spec = {"node_id": self.node_id, "trees": trees, "technique": technique,
-                     "allowed_lateness": int(allowed_lateness)}
+                     "allowed_lateness": int(allowed_lateness), "input_mode": input_mode,
+                     "count_ops": bool(count_ops)}
         self.trees: dict[str, ExecutionTree] = {}
         self.tree_stream: dict[str, str] = {}
         self.tree_technique: dict[str, str] = {}
@@ -94,8 +109,8 @@ class NodeCore:
             if tid in self.trees:
                 raise ValueError(f"node {self.node_id}: duplicate tree id {tid!r}")
             tech = pick_technique(technique, [q["aggregate"] for q in t["queries"]])
-            self.trees[tid] = ExecutionTree(t["queries"], technique=tech,
-                                            allowed_lateness=allowed_lateness)
+            self.trees[tid] = tree_cls(t["queries"], technique=tech,
+                                       allowed_lateness=allowed_lateness, count_ops=count_ops)
             self.tree_stream[tid] = stream
             self.tree_technique[tid] = tech
             self.by_stream.setdefault(stream, []).append(tid)
@@ -104,7 +119,7 @@ class NodeCore:
         self._pending: list[pa.Table] = []
         self.last_seq = -1
         self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
-                         "busy_s": 0.0}
+                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0}
         self.stream_tuples: dict[str, int] = {s: 0 for s in self.by_stream}
 
     # -- streaming --------------------------------------------------------------------------
@@ -122,6 +137,11 @@ class NodeCore:
         t0 = time.perf_counter()
         batch = _as_table(batch)
         names = set(batch.schema.names)
+        if ("slice_start" in names) != (self.input_mode == "slices"):
+            raise ValueError(f"node {self.node_id} (input_mode {self.input_mode!r}) got a "
+                             f"{'slice' if 'slice_start' in names else 'tuple'} batch")
+        if self.input_mode == "slices":
+            return self._ingest_slices(stream, batch, seq, t0)
         if stream is None:
             streams = [s for s in self.streams if s in names]
         else:
@@ -145,6 +165,32 @@ class NodeCore:
                 self.stream_tuples[s] += batch.num_rows
         self.counters["batches"] += 1
         self.counters["tuples"] += batch.num_rows
+        self.counters["answers"] += produced
+        if seq is not None:
+            self.last_seq = int(seq)
+        self.counters["busy_s"] += time.perf_counter() - t0
+        return produced
+
+    def _ingest_slices(self, stream: str | None, batch, seq, t0: float) -> int:
+        """One stream's pre-aggregated slices to every tree on that stream.  ``tuples``
+        counts the tuples the slices stand for; ``slices_in`` the slice rows."""
+        if stream is None:
+            raise ValueError("slice batches belong to one stream: pass stream=")
+        produced = 0
+        n = batch.num_rows
+        if n and stream in self.by_stream:
+            cnt = int(pc.sum(batch.column("count")).as_py() or 0)
+            for tid in self.by_stream[stream]:
+                out = self.trees[tid].process_slices(batch)
+                if out.num_rows:
+                    self._pending.append(out)
+                    produced += out.num_rows
+                self.counters["tree_tuples"] += cnt
+                self.counters["tree_slices"] += n
+            self.stream_tuples[stream] += cnt
+            self.counters["tuples"] += cnt
+            self.counters["slices_in"] += n
+        self.counters["batches"] += 1
         self.counters["answers"] += produced
         if seq is not None:
             self.last_seq = int(seq)
@@ -197,7 +243,8 @@ class NodeCore:
                 "last_seq": self.last_seq, "stream_tuples": dict(self.stream_tuples),
                 "trees": {tid: {"stream": self.tree_stream[tid],
                                 "technique": self.tree_technique[tid],
-                                "queries": len(t.queries), **_plain(t.stats())}
+                                "queries": len(t.queries), **_plain(t.stats()),
+                                **(_ops(t) if t.count_ops else {})}
                           for tid, t in sorted(self.trees.items())}}
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -230,8 +277,9 @@ class NodeCore:
         if sorted(meta["trees"]) != sorted(self.trees):
             raise ValueError(f"snapshot of node {meta['spec']['node_id']!r} has trees "
                              f"{meta['trees']}, this node has {sorted(self.trees)}")
+        tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
         for tid in self.trees:
-            self.trees[tid] = ExecutionTree.restore(arrays[f"tree/{tid}"].tobytes())
+            self.trees[tid] = tree_cls.restore(arrays[f"tree/{tid}"].tobytes())
         self.last_seq = int(meta["last_seq"])
         self.counters = dict(meta["counters"])
         self.stream_tuples = dict(meta["stream_tuples"])
@@ -243,12 +291,51 @@ class NodeCore:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             meta = json.loads(z["meta"].tobytes().decode())
         s = meta["spec"]
-        node = cls(s["node_id"], s["trees"], s["technique"], s["allowed_lateness"])
+        node = cls(s["node_id"], s["trees"], s["technique"], s["allowed_lateness"],
+                   s.get("input_mode", "tuples"), s.get("count_ops", False))
         node.restore(data)
         return node
 
     def ping(self) -> str:
         return self.node_id
+
+    def warmup(self) -> float:
+        """Load the numba kernels this node's trees use (from the on-disk cache, or compile
+        them) by running throwaway copies of the trees on a little synthetic int data, so the
+        first real batch does not pay it.  State and counters are untouched; returns seconds."""
+        t0 = time.perf_counter()
+        tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
+        seen = set()
+        for tid, t in self.trees.items():
+            key = (self.tree_technique[tid], tuple(sorted(str(p) for p in
+                                                          _prims_of(t.queries))))
+            if key in seen:
+                continue
+            seen.add(key)
+            qs = [q.as_dict() for q in t.queries]
+            tmp = tree_cls(qs, technique=self.tree_technique[tid], count_ops=t.count_ops)
+            mr = max(q["range"] for q in qs)
+            ts = np.arange(0, 3 * mr, max(1, mr // 32), dtype=np.int64)
+            v = (ts % 7).astype(np.int64)
+            if self.input_mode == "slices":
+                from executors.slice_input import slice_aggregates
+
+                tmp.process_slices(slice_aggregates(ts, v, tmp.slicer.classes))
+            else:
+                tmp.process(ts, v)
+            tmp.flush()
+        return time.perf_counter() - t0
+
+
+def _prims_of(queries) -> set:
+    return {p for q in queries for p in q.aggregate.primitives(True)}
+
+
+def _ops(tree) -> dict:
+    """Final-aggregation operation counts of a tree built with ``count_ops`` (the cost
+    model's ``E_t * Omega_t`` part, summed over time; DESIGN.md s. 3)."""
+    oc = tree.op_counts()
+    return {"final_ops": int(oc["total"]), "omega": float(oc["omega"])}
 
 
 def _plain(d: dict) -> dict:

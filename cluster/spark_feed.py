@@ -17,10 +17,23 @@ Parquet min/max pruning), prefetched by a background thread while the previous o
 re-sliced into ``batch_rows`` batches (1 MiB batches move at ~100 MB/s, 64 KiB ones crawl:
 batch generously).
 
-The ``sliced`` mode (Spark pre-aggregating slices) is not implemented.
+Mode ``sliced`` (``feed_sliced``): Spark cuts each stream at the union of the edges of every
+tree on it (``Deployment.edge_classes``) and computes per-slice count/sum/min/max/sum of squares
+in ``mapInArrow`` (vectorised numpy in the Python workers: ``executors.slice_input
+.slice_aggregates``); only the slices travel to the driver and the actors, which fold them into
+their trees' own slices (``SlicedExecutionTree``).  Why ``mapInArrow`` and no ``groupBy``: the
+slice id of a tuple is a union of residue classes (hundreds of classes for 1000 queries), which
+numpy enumerates cheaply (one ``arange`` per class over the partition's span + one
+``searchsorted``) but a SQL expression would need one ``pmod`` per class per row; and a
+``groupBy`` would add a shuffle only to merge the few slices cut by partition or chunk
+boundaries, which the trees fold together anyway (their slices are unions of the incoming ones).
+Answers equal raw mode's (module ``executors.slice_input``): sliced mode aggregates the data as
+if sorted by time, i.e. like raw mode with ``order="auto"``/``"sort"``; ``order="file"``
+(replaying disorder, with late tuples) needs raw mode.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -170,6 +183,7 @@ class FeedStats:
     spark_seconds: float = 0.0  # time spent waiting for Spark to hand over batches
     chunks: int = 0            # Spark jobs pulling data (time ranges)
     sorted_chunks: int = 0     # order="auto": chunks found out of order and re-pulled sorted
+    slices: int = 0            # sliced mode: slice rows shipped (all streams)
 
     @property
     def rows_per_s(self) -> float:
@@ -209,4 +223,147 @@ def feed_raw(deployment, spark, path: str, *, streams: Sequence[str] | None = No
             break
     st.seconds = time.perf_counter() - t0
     st.chunks, st.sorted_chunks = cs.get("chunks", 0), cs.get("sorted_chunks", 0)
+    return st
+
+
+# ----------------------------------------------------------------------------- sliced mode
+def _slice_partition(batches, streams, classes, as_float):
+    """``mapInArrow`` body (runs in Spark's Python workers): one partition's tuples -> one
+    row per (stream, non-empty slice).  The whole partition is aggregated at once so only
+    partition boundaries (not Arrow batch boundaries) split a slice."""
+    import numpy as np
+    import pyarrow as pa
+
+    from executors.slice_input import slice_aggregates
+
+    bs = [b for b in batches if b.num_rows]
+    if not bs:
+        return
+    tbl = pa.Table.from_batches(bs)
+    ts = tbl.column("ts_ms").combine_chunks().to_numpy(zero_copy_only=False)
+    vt = pa.float64() if as_float else pa.int64()
+    for i, s in enumerate(streams):
+        col = tbl.column(s).combine_chunks()
+        if col.null_count:
+            raise ValueError(f"stream column {s!r} contains nulls")
+        v = col.to_numpy(zero_copy_only=False)
+        v = v.astype(np.float64 if as_float else np.int64, copy=False)
+        o = slice_aggregates(ts, v, classes[s])
+        k = o["count"].shape[0]
+        arrs = [pa.array(np.full(k, i, np.int32), pa.int32())]
+        arrs += [pa.array(o[c], pa.int64()) for c in ("slice_start", "slice_end", "ts_max",
+                                                      "count")]
+        arrs += [pa.array(o[c], vt) for c in ("sum", "min", "max", "sq")]
+        names = ["sid", "slice_start", "slice_end", "ts_max", "count", "sum", "min", "max", "sq"]
+        if as_float:
+            arrs += [pa.array(o["sum_lo"], pa.float64()), pa.array(o["sq_lo"], pa.float64())]
+            names += ["sum_lo", "sq_lo"]
+        yield pa.RecordBatch.from_arrays(arrs, names=names)
+
+
+def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
+                        chunk_rows: int = 1_000_000, prefetch: bool = True,
+                        stats: dict | None = None) -> Iterator[pa.Table]:
+    """Yield, per time-range chunk (one Spark job each, as ``ordered_arrow_batches``), the
+    chunk's slices of every stream: columns ``sid`` (index into ``streams``) + the
+    ``SLICE_COLUMNS`` (+ ``sum_lo``/``sq_lo`` when a stream is float), sorted by
+    ``(sid, slice_start, ts_max)``.  A slice cut by a chunk or partition boundary appears as
+    several rows (consecutive after the sort); consumers fold them together.  ``stats``
+    receives ``chunks`` and ``rows`` (tuples)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    streams = list(streams)
+    num = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType)
+    as_float = not all(isinstance(df.schema[s].dataType, num) for s in streams)
+    vt = T.DoubleType() if as_float else T.LongType()
+    fields = [T.StructField("sid", T.IntegerType(), False)]
+    fields += [T.StructField(c, T.LongType(), False)
+               for c in ("slice_start", "slice_end", "ts_max", "count")]
+    fields += [T.StructField(c, vt, False) for c in ("sum", "min", "max", "sq")]
+    if as_float:
+        fields += [T.StructField(c, T.DoubleType(), False) for c in ("sum_lo", "sq_lo")]
+    schema = T.StructType(fields)
+    fn = functools.partial(_slice_partition, streams=streams,
+                           classes={s: [tuple(c) for c in classes[s]] for s in streams},
+                           as_float=as_float)
+    df = df.select("ts_ms", *streams)
+    span = df.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi"),
+                  F.count(F.lit(1)).alias("n")).collect()[0]
+    stats = stats if stats is not None else {}
+    stats.setdefault("chunks", 0)
+    stats["rows"] = int(span["n"] or 0)
+    if not span["n"]:
+        return
+    lo, hi, n = int(span["lo"]), int(span["hi"]), int(span["n"])
+    k = max(1, math.ceil(n / chunk_rows))
+    step = max(1, math.ceil((hi - lo + 1) / k))
+    ranges = list(range(lo, hi + 1, step))
+
+    def pull(a) -> pa.Table:
+        d = df if k == 1 else df.where((F.col("ts_ms") >= a) & (F.col("ts_ms") < a + step))
+        t = d.mapInArrow(fn, schema).toArrow()
+        return t.sort_by([("sid", "ascending"), ("slice_start", "ascending"),
+                          ("ts_max", "ascending")]).combine_chunks()
+
+    pool = ThreadPoolExecutor(1) if prefetch and len(ranges) > 1 else None
+    try:
+        nxt = pool.submit(pull, ranges[0]) if pool else None
+        for i, a in enumerate(ranges):
+            tbl = nxt.result() if pool else pull(a)
+            if pool and i + 1 < len(ranges):
+                nxt = pool.submit(pull, ranges[i + 1])
+            stats["chunks"] += 1
+            if tbl.num_rows:
+                yield tbl
+    finally:
+        if pool:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def feed_sliced(deployment, spark, path: str, *, streams: Sequence[str] | None = None,
+                batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000,
+                order: str = "auto") -> FeedStats:
+    """Push the slices of ``path`` to ``deployment`` (built with ``mode="sliced"``).
+
+    Per stream the slice boundaries are ``deployment.edge_classes(stream)``, the union of the
+    edges of every tree on that stream; each stream's slices go only to the nodes hosting it
+    (one ``feed`` call per stream and batch).  ``order``: ``"auto"``/``"sort"`` (the same
+    thing here: slices are ordered by time on the driver after aggregation); ``"file"`` is
+    refused (see the module docstring).  ``FeedStats.rows`` counts tuples, ``slices`` slice rows.
+    """
+    if order == "file":
+        raise ValueError("sliced mode aggregates the data as if sorted by time; replaying a "
+                         "file's disorder (order='file', late tuples) needs mode 'raw'")
+    if order not in ("auto", "sort"):
+        raise ValueError(f"order must be 'auto' or 'sort' in sliced mode, got {order!r}")
+    if getattr(deployment, "mode", "raw") != "sliced":
+        raise ValueError("feed_sliced needs a Deployment(..., mode='sliced')")
+    streams = list(streams or deployment.streams)
+    classes = {s: deployment.edge_classes(s) for s in streams}
+    df = read_debs_df(spark, path, streams)
+    st = FeedStats()
+    t0 = time.perf_counter()
+    cs: dict = {}
+    it = sliced_arrow_tables(df, streams, classes, chunk_rows=chunk_rows, stats=cs)
+    keep = None
+    while True:
+        t1 = time.perf_counter()
+        tbl = next(it, None)
+        st.spark_seconds += time.perf_counter() - t1
+        if tbl is None:
+            break
+        if keep is None:
+            keep = [c for c in tbl.schema.names if c != "sid"]
+        sid = tbl.column("sid").to_numpy()
+        bounds = np.searchsorted(sid, np.arange(len(streams) + 1), side="left")
+        for i, s in enumerate(streams):
+            part = tbl.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])).select(keep)
+            for b in part.to_batches(max_chunksize=batch_rows):
+                deployment.feed(s, b)
+                st.slices += b.num_rows
+                st.batches += 1
+    st.rows = cs.get("rows", 0)
+    st.seconds = time.perf_counter() - t0
+    st.chunks = cs.get("chunks", 0)
     return st

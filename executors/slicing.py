@@ -414,7 +414,7 @@ class StreamSlicer:
         for p in self.primitives:
             hi, lo = p.identity_arrays(k)
             if m:
-                lh, ll = p.lift(vals)
+                lh, ll = self._lift(p, vals)
                 reduce_slices(p.op, sidx, lh, ll, hi, lo)
             partials[p] = (hi, lo)
         if m:
@@ -456,6 +456,12 @@ class StreamSlicer:
         self.n_slices += k
         return SliceChunk(starts, ends, counts, partials, due_slice, due_query, due_n,
                           nonempty)
+
+    def _lift(self, p: Primitive, vals):
+        """Per-item (hi, lo) columns of primitive ``p`` for the pending items ``vals`` being
+        folded into slices.  Items are raw tuples here; ``executors.slice_input`` overrides this
+        to fold pre-aggregated slices instead."""
+        return p.lift(vals)
 
     def flush_watermark(self) -> int:
         """A watermark past the end of every window that can hold a stored tuple."""

@@ -95,6 +95,9 @@ class ExecutionTree:
     late tuples; ``snapshot()`` / ``ExecutionTree.restore()`` checkpoint the state.
     """
 
+    #: the partial-aggregation stage (``executors.slice_input`` substitutes a slice-fed one)
+    slicer_cls = StreamSlicer
+
     def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
                  count_ops: bool = False, dtype=None, as_arrow: bool = True):
         self.queries: list[QuerySpec] = [normalize_query(q) for q in queries]
@@ -109,7 +112,7 @@ class ExecutionTree:
         if dtype is not None:
             dt = np.dtype(dtype)
             is_int = bool(np.issubdtype(dt, np.integer))
-        self.slicer = StreamSlicer(self.queries, [], allowed_lateness, is_int)
+        self.slicer = self.slicer_cls(self.queries, [], allowed_lateness, is_int)
         self.allowed_lateness = self.slicer.lateness
         self.kind = self.slicer.kind
         self._ids = np.array(ids, dtype=object)

@@ -224,6 +224,44 @@ def bench_executors(
     console.print(f"results: {path}")
 
 
+@bench_app.command("e2e")
+def bench_e2e(
+    queries: str = typer.Option("1,10,100,1000", help="Comma-separated query counts."),
+    modes: str = typer.Option("raw,sliced", help="raw and/or sliced."),
+    duration_s: float = typer.Option(2000, help="DEBS-style data: seconds of events."),
+    rate_hz: float = typer.Option(100, help="DEBS-style data: events per second."),
+    nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    spark_sql: bool = typer.Option(True, help="Also time Spark SQL's window() jobs."),
+    check_max_queries: int = typer.Option(100, help="Check all answers up to this many queries."),
+    check_sample: int = typer.Option(30, help="Above that, check this many random queries."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """End to end (Spark -> Ray actors) tuples/s: raw vs sliced feed vs Spark SQL windows."""
+    from cluster.bench_e2e import format_table, run_e2e_bench
+
+    try:
+        qlist = [int(x) for x in queries.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--queries: {queries!r}; expected comma-separated integers") from None
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in ("raw", "sliced") for m in mode_list):
+        raise UserError(f"--modes: {mode_list}; allowed: raw, sliced")
+    if not qlist or min(qlist) < 1:
+        raise UserError(f"--queries: {qlist}; allowed: integers >= 1")
+    rows = run_e2e_bench(qlist, tuple(mode_list), duration_s, rate_hz, nodes=nodes,
+                         spark_sql=spark_sql, check_max_queries=check_max_queries,
+                         check_sample=check_sample, log=lambda s: console.print(s, soft_wrap=True,
+                                                                                markup=False))
+    console.print(format_table(rows), markup=False)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_e2e.json"
+    path.write_text(json.dumps(rows, indent=1, default=float))
+    console.print(f"results: {path}")
+    if any(r.get("equal_to_spark_sql") is False or r.get("raw_equals_sliced") is False
+           for r in rows):
+        raise typer.Exit(1)
+
+
 @app.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A simulate or run output directory."),
            out: Optional[Path] = typer.Option(None, help="Report directory (default RUN_DIR/report).")):

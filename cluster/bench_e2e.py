@@ -1,0 +1,300 @@
+"""End-to-end benchmark: raw vs sliced feed vs Spark SQL's native windows, same queries, same data.
+
+    python -m cluster.bench_e2e --queries 1 10 100 1000 --duration-s 2000 --rate-hz 100
+
+For each query count n: n queries over mf01-mf03 (``bench_live.bench_queries``: the published
+DEBS queries first, then random ones; slides multiples of 100 ms, ranges 1-10 slides, every
+third with ``r mod s != 0``; aggregates sum/count/avg/min/max), woven by WeaveShare and dealt
+round-robin over ``nodes`` nodes, then
+
+* ``raw``: ``Deployment`` + ``feed_raw`` (Spark -> driver -> actors, every tuple);
+* ``sliced``: ``Deployment(mode="sliced")`` + ``feed_sliced`` (Spark ``mapInArrow`` computes the
+  slices at the union of the edges per stream; only slices travel);
+* ``spark_sql``: Spark SQL's ``groupBy(window(t, "<r> milliseconds", "<s> milliseconds"))
+  .agg(...)``, one Spark job per distinct (r, s) (all of that group's queries as aggregates of
+  one job), each forced with ``.write.format("noop")``; wall time of the whole set.
+
+Throughput = tuples (DEBS rows) / wall seconds of the feed + ``finish`` (actors created and
+their numba kernels loaded (``NodeCore.warmup``) before the clock starts; Ray and Spark
+start-up excluded, both warm).  Answers: for
+``n <= check_max_queries`` each mode's answers are compared with Spark SQL's (collected in a
+separate, untimed pass of the same per-(r, s) jobs): identical query ids/windows, values equal
+(avg to 1e-9 relative); above it, a random sample of ``check_sample`` queries is checked.
+Raw and sliced answers are compared with each other (all of them) for every n.
+
+``count_ops=True`` (default) makes the trees count their final-aggregation operations, so each
+row also carries per-node measured cost (aggregate operations per ms: tuples or slices folded
++ final-aggregation operations, over the data's time span) next to the plan's estimate
+``lambda + sum E_t * Omega_t``; counting costs a few percent of actor time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .bench_live import STREAMS, bench_queries, round_robin_plan
+
+
+def e2e_queries(n: int, seed: int = 0):
+    """``n`` queries: the published DEBS queries first, then random sliding ones (all time
+    windows, r >= s so Spark SQL accepts them)."""
+    qs = bench_queries(n, seed=seed)[:n]
+    assert all(q.range >= q.slide for q in qs)
+    return qs
+
+
+# ----------------------------------------------------------------------------- Spark SQL
+def _spark_jobs(spark, path, queries):
+    """One DataFrame per distinct (r, s): ``window`` + one aggregate column per query."""
+    from pyspark.sql import functions as F
+
+    fn = {"sum": F.sum, "count": F.count, "avg": F.avg, "min": F.min, "max": F.max}
+    df = spark.read.parquet(str(path)).select("ts_ms", *STREAMS) \
+        .withColumn("t", F.timestamp_millis("ts_ms"))
+    groups: dict[tuple[int, int], list] = defaultdict(list)
+    for q in queries:
+        groups[(q.range, q.slide)].append(q)
+    jobs = []
+    for (r, s), qs in sorted(groups.items()):
+        w = F.window("t", f"{r} milliseconds", f"{s} milliseconds")
+        aggs = [fn[q.aggregate](q.stream).alias(q.id) for q in qs]
+        jobs.append(((r, s), qs, df.groupBy(w.alias("w")).agg(*aggs)))
+    return jobs
+
+
+def spark_sql_time(spark, path, queries) -> tuple[float, int]:
+    """Wall seconds to run every (r, s) job, forced with the ``noop`` writer."""
+    jobs = _spark_jobs(spark, path, queries)
+    t = time.perf_counter()
+    for _, _, d in jobs:
+        d.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t, len(jobs)
+
+
+def spark_sql_answers(spark, path, queries) -> pa.Table:
+    """The same jobs collected: ``query_id, window_start, window_end, value`` (float64)."""
+    from pyspark.sql import functions as F
+
+    parts = []
+    for _, qs, d in _spark_jobs(spark, path, queries):
+        t = d.select(F.unix_millis("w.start").alias("ws"), F.unix_millis("w.end").alias("we"),
+                     *[F.col(q.id).cast("double") for q in qs]).toArrow()
+        ws, we = t.column("ws"), t.column("we")
+        for q in qs:
+            parts.append(pa.table({"query_id": pa.array([q.id] * t.num_rows, pa.string()),
+                                   "window_start": ws, "window_end": we,
+                                   "value": t.column(q.id)}))
+    out = pa.concat_tables(parts)
+    return out.sort_by([("query_id", "ascending"), ("window_start", "ascending")])
+
+
+def compare_answers(ours: pa.Table, ref: pa.Table, avg_ids: set[str]) -> str | None:
+    """None if identical (avg to 1e-9 relative), else a short description of the difference."""
+    if ours.num_rows != ref.num_rows:
+        return f"rows {ours.num_rows} != {ref.num_rows}"
+    for c in ("query_id", "window_start", "window_end"):
+        if not ours.column(c).equals(ref.column(c)):
+            return f"column {c} differs"
+    qid = np.array(ours.column("query_id").to_pylist(), dtype=object)
+    a = ours.column("value").to_numpy().astype(np.float64)
+    b = ref.column("value").to_numpy().astype(np.float64)
+    is_avg = np.isin(qid, list(avg_ids))
+    bad = int((a[~is_avg] != b[~is_avg]).sum())
+    bad += int((np.abs(a[is_avg] - b[is_avg]) > 1e-9 * np.abs(b[is_avg])).sum())
+    return None if bad == 0 else f"{bad} values differ"
+
+
+# ----------------------------------------------------------------------------- ours
+def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight, count_ops):
+    from .deploy import Deployment
+    from .spark_feed import feed_raw, feed_sliced
+
+    import ray
+
+    with Deployment(plan, mode=mode, max_in_flight=max_in_flight, count_ops=count_ops,
+                    auto_recover=False) as dep:
+        # new actor processes load numba kernels on first use (~0.5-1 s): not the feed's cost
+        ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
+        t = time.perf_counter()
+        feed = feed_sliced if mode == "sliced" else feed_raw
+        fs = feed(dep, spark, str(path), batch_rows=batch_rows, chunk_rows=chunk_rows)
+        res = dep.finish()
+        wall = time.perf_counter() - t
+    return fs, res, wall
+
+
+def _measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
+    """Per node: plan's estimated cost vs measured operations per ms (items folded into the
+    trees' slices + final-aggregation operations), over the data's time span."""
+    out = {}
+    for n in plan["nodes"]:
+        m = metrics["nodes"].get(n["id"])
+        if m is None:
+            continue
+        est = float(n.get("cost") or 0.0)
+        final = sum(tm.get("final_ops", 0) for tm in m["trees"].values())
+        # items folded into the trees' slices: tuples (raw) or incoming slices (sliced), once
+        # per tree on the item's stream
+        folded = m["tree_tuples"] if mode == "raw" else m.get("tree_slices", 0)
+        meas = (folded + final) / span_ms if span_ms else 0.0
+        out[n["id"]] = {"plan_cost": round(est, 4), "measured_cost": round(meas, 4),
+                        "final_ops_per_ms": round(final / span_ms, 4) if span_ms else 0.0,
+                        "busy_s": round(m["busy_s"], 3)}
+    return out
+
+
+def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
+                  modes: Sequence[str] = ("raw", "sliced"), duration_s: float = 2000,
+                  rate_hz: float = 100, *, nodes: int = 2, spark_sql: bool = True,
+                  check_max_queries: int = 100, check_sample: int = 0,
+                  data_dir: str | Path = "/tmp/weaveplace-bench-e2e",
+                  batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000,
+                  max_in_flight: int = 4, count_ops: bool = True, spark_master: str = "local[2]",
+                  seed: int = 0, log=print) -> list[dict]:
+    """Run the benchmark; one row (dict) per (query count, mode) including ``spark_sql``.
+
+    Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
+    already running (then it is borrowed) -- never more than one of each.
+    """
+    from sim.debs import generate_debs
+
+    from .ray_runtime import RayRuntime
+    from .spark_feed import spark_session
+
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / f"debs_{int(duration_s)}s_{int(rate_hz)}hz.parquet"
+    if not path.exists():
+        generate_debs(path, duration_s=duration_s, rate_hz=rate_hz, seed=1)
+    import pyarrow.parquet as pq
+
+    meta = pq.read_table(path, columns=["ts_ms"]).column("ts_ms")
+    n_rows = len(meta)
+    span_ms = float(pc.max(meta).as_py() - pc.min(meta).as_py() + 1)
+    rows: list[dict] = []
+    with RayRuntime(num_cpus=2):
+        spark = spark_session(spark_master, app_name="weaveplace-bench-e2e")
+        try:
+            # warm-up: JVM, Python workers, numba kernels, actors (not measured)
+            warm = round_robin_plan(e2e_queries(3), 1, rate_hz / 1000)
+            for mode in modes:
+                _run_mode(warm, mode, spark, path, batch_rows=batch_rows,
+                          chunk_rows=chunk_rows, max_in_flight=max_in_flight,
+                          count_ops=count_ops)
+            for nq in queries_list:
+                qs = e2e_queries(nq, seed=seed)
+                plan = round_robin_plan(qs, nodes, rate_hz / 1000)
+                avg_ids = {q.id for q in qs if q.aggregate == "avg"}
+                ref = None
+                check_qs = []
+                base = {"queries": nq, "rows": n_rows,
+                        "trees": sum(len(n["trees"]) for n in plan["nodes"]),
+                        "distinct_rs": len({(q.range, q.slide) for q in qs}),
+                        "r_mod_s_ne_0": sum(1 for q in qs if q.range % q.slide)}
+                if spark_sql:
+                    secs, jobs = spark_sql_time(spark, path, qs)
+                    row = {**base, "mode": "spark_sql", "seconds": round(secs, 3),
+                           "tuples_per_s": round(n_rows / secs), "spark_jobs": jobs}
+                    if nq <= check_max_queries:
+                        check_qs = qs
+                    else:  # a random sample of the queries (checking all is one job per r, s)
+                        rng = np.random.default_rng(seed + nq)
+                        pick = sorted(rng.choice(nq, min(check_sample, nq), replace=False))
+                        check_qs = [qs[i] for i in pick]
+                    if check_qs:
+                        ref = spark_sql_answers(spark, path, check_qs)
+                        row["checked_queries"] = len(check_qs)
+                        row["checked_answers"] = ref.num_rows
+                    rows.append(row)
+                    log(json.dumps(row))
+                answers = {}
+                for mode in modes:
+                    fs, res, wall = _run_mode(plan, mode, spark, path, batch_rows=batch_rows,
+                                              chunk_rows=chunk_rows,
+                                              max_in_flight=max_in_flight, count_ops=count_ops)
+                    answers[mode] = res.answers
+                    row = {**base, "mode": mode, "seconds": round(wall, 3),
+                           "tuples_per_s": round(n_rows / wall),
+                           "feed_s": round(fs.seconds, 3),
+                           "spark_wait_s": round(fs.spark_seconds, 3),
+                           "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
+                           "answers": res.answers.num_rows}
+                    if ref is not None:
+                        ours = res.answers
+                        if len(check_qs) < nq:
+                            ours = ours.filter(pc.is_in(ours.column("query_id"), value_set=pa.array(
+                                [q.id for q in check_qs])))
+                        diff = compare_answers(ours, ref, avg_ids)
+                        row["checked_queries"] = len(check_qs)
+                        row["equal_to_spark_sql"] = diff is None
+                        if diff:
+                            row["diff"] = diff
+                    if count_ops:
+                        row["node_cost"] = _measured_cost(plan, res.metrics, span_ms, mode)
+                    rows.append(row)
+                    log(json.dumps(row))
+                if "raw" in answers and "sliced" in answers:
+                    same = answers["raw"].equals(answers["sliced"])
+                    for r in rows:
+                        if r["queries"] == nq and r["mode"] in ("raw", "sliced"):
+                            r["raw_equals_sliced"] = same
+                    log(json.dumps({"queries": nq, "raw_equals_sliced": same}))
+        finally:
+            spark.stop()
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """A plain-text side-by-side table (tuples/s per mode per query count)."""
+    by_n = defaultdict(dict)
+    for r in rows:
+        by_n[r["queries"]][r["mode"]] = r
+    modes = [m for m in ("raw", "sliced", "spark_sql") if any(m in v for v in by_n.values())]
+    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes) + "  checked"
+    lines = [head]
+    for n, v in sorted(by_n.items()):
+        cells = [f"{v[m]['tuples_per_s']:>16,}" if m in v else f"{'-':>16}" for m in modes]
+        chk = ",".join(f"{m}={'ok' if v[m]['equal_to_spark_sql'] else 'DIFF'}"
+                       for m in ("raw", "sliced") if m in v and "equal_to_spark_sql" in v[m])
+        lines.append(f"{n:>8} " + " ".join(cells) + f"  {chk or 'not checked'}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cluster.bench_e2e", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=int, nargs="+", default=[1, 10, 100, 1000])
+    ap.add_argument("--modes", nargs="+", default=["raw", "sliced"], choices=["raw", "sliced"])
+    ap.add_argument("--duration-s", type=float, default=2000)
+    ap.add_argument("--rate-hz", type=float, default=100)
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--no-spark-sql", action="store_true")
+    ap.add_argument("--check-max-queries", type=int, default=100)
+    ap.add_argument("--check-sample", type=int, default=0,
+                    help="above --check-max-queries, check this many random queries")
+    ap.add_argument("--batch-rows", type=int, default=1 << 18)
+    ap.add_argument("--chunk-rows", type=int, default=1_000_000)
+    ap.add_argument("--no-count-ops", action="store_true")
+    ap.add_argument("--out", default=None, help="write the rows as JSON here")
+    a = ap.parse_args(argv)
+    rows = run_e2e_bench(a.queries, a.modes, a.duration_s, a.rate_hz, nodes=a.nodes,
+                         spark_sql=not a.no_spark_sql, check_max_queries=a.check_max_queries,
+                         check_sample=a.check_sample,
+                         batch_rows=a.batch_rows, chunk_rows=a.chunk_rows,
+                         count_ops=not a.no_count_ops)
+    print(format_table(rows))
+    if a.out:
+        Path(a.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
