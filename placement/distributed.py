@@ -293,13 +293,15 @@ def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
 
 def _seed_units(units: list[Tree], st: _State, seed: int, init: str) -> list[Tree]:
     """Place one unit per node (random choice, or the first N); return the rest in input order."""
+    if init == "none":  # nodes already hold trees (re-placement): insert everything
+        return units
     n = min(st.n, len(units))
     if init == "random":
         chosen = sorted(random.Random(seed).sample(range(len(units)), n))
     elif init == "first":
         chosen = list(range(n))
     else:
-        raise ValueError(f"init: expected 'random' or 'first', got {init!r}")
+        raise ValueError(f"init: expected 'random', 'first' or 'none', got {init!r}")
     for j, i in enumerate(chosen):
         st.add(j, units[i])
     taken = set(chosen)

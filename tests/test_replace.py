@@ -1,0 +1,96 @@
+"""Dynamic re-placement: valid plans, few moves, and the cost effects each rule promises."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings, strategies as st
+
+from placement.distributed import optimize
+from placement.plan import verify_plan
+from placement.replace import add_node, add_queries, remove_node, remove_queries
+from placement.trees import CostModel
+from sim.workload import WorkloadSpec, generate
+
+
+def _plan(qnum=40, nodes=3, seed=0, rate=5.0):
+    qs = generate(WorkloadSpec(qnum, 24, rate, 1.0, 6, "nrm", seed))
+    model = CostModel("panes", {"s0": rate})
+    return optimize("WG_I", qs, model, nodes, seed=seed), model, qs
+
+
+def _node_of(plan):
+    return {q.id: n.id for n in plan.nodes for t in n.trees for q in t.queries}
+
+
+def _valid(plan, query_ids):
+    assert verify_plan(plan.to_dict()) == []
+    assert sorted(q.id for q in plan.queries) == sorted(query_ids)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 1000), nodes=st.integers(2, 5))
+def test_remove_node_moves_only_its_trees(seed, nodes):
+    plan, model, qs = _plan(nodes=nodes, seed=seed)
+    victim = plan.nodes[seed % nodes]
+    before = _node_of(plan)
+    r = remove_node(plan, victim.id, model)
+    _valid(r.plan, [q.id for q in qs])
+    assert victim.id not in [n.id for n in r.plan.nodes]
+    assert r.moved == len(victim.trees)
+    after = _node_of(r.plan)
+    for qid, node in before.items():  # queries of surviving nodes stay where they were
+        if node != victim.id:
+            assert after[qid] == node
+    # Weaving a moved tree is only chosen when it costs no more than keeping it separate.
+    assert r.plan.total_cost <= plan.total_cost + 1e-9
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 1000), nodes=st.integers(1, 4))
+def test_add_node_lowers_max_cost_and_keeps_total(seed, nodes):
+    plan, model, qs = _plan(nodes=nodes, seed=seed)
+    r = add_node(plan, "fresh")
+    _valid(r.plan, [q.id for q in qs])
+    assert math.isclose(r.plan.total_cost, plan.total_cost, rel_tol=1e-12)  # trees move whole
+    assert r.plan.max_cost <= plan.max_cost + 1e-12
+    moved_trees = len(r.plan.nodes[-1].trees)
+    assert r.moved == moved_trees
+    if r.moved:
+        assert r.plan.max_cost < plan.max_cost
+
+
+def test_add_node_moves_nothing_when_it_cannot_help():
+    plan, model, qs = _plan(qnum=1, nodes=1)
+    r = add_node(plan, "fresh")
+    assert r.moved == 0 and r.plan.nodes[-1].trees == []
+
+
+def test_add_and_remove_queries_move_no_tree():
+    plan, model, qs = _plan(qnum=30, nodes=3)
+    extra = [q.__class__(f"new{i}", q.range, q.slide, q.aggregate, q.stream)
+             for i, q in enumerate(generate(WorkloadSpec(10, 24, 5.0, 1.0, 6, "nrm", 9)))]
+    before = _node_of(plan)
+    r = add_queries(plan, extra, model)
+    _valid(r.plan, [q.id for q in qs + extra])
+    after = _node_of(r.plan)
+    assert all(after[qid] == node for qid, node in before.items())
+    assert r.moved == 0
+    gone = [q.id for q in qs[:7]]
+    r2 = remove_queries(r.plan, gone, model)
+    _valid(r2.plan, [q.id for q in qs[7:] + extra])
+    assert r2.plan.total_cost <= r.plan.total_cost + 1e-9
+
+
+def test_errors_name_the_problem():
+    import pytest
+
+    plan, model, qs = _plan(nodes=2)
+    with pytest.raises(KeyError, match="unknown node"):
+        remove_node(plan, "nope", model)
+    with pytest.raises(ValueError, match="already exists"):
+        add_node(plan, plan.nodes[0].id)
+    with pytest.raises(KeyError, match="unknown query"):
+        remove_queries(plan, ["nope"], model)
+    with pytest.raises(ValueError, match="already in the plan"):
+        add_queries(plan, qs[:1], model)
