@@ -102,6 +102,37 @@ def verify_plan_cmd(path: Path):
     console.print(f"[green]{path}: every cost recomputes from its queries")
 
 
+@app.command()
+def shed(path: Path = typer.Argument(..., help="A plan JSON whose nodes have capacities.")):
+    """Feasibility of a plan on its node capacities, and source drop fractions when overloaded."""
+    from placement.plan import PlanError, load_plan
+    from placement.shedding import InfeasibleEvenWhenShedding, overloads, shed_load
+
+    if not path.exists():
+        raise UserError(f"plan file not found: {path}")
+    try:
+        plan = load_plan(path)
+    except (json.JSONDecodeError, KeyError, PlanError, ValueError) as exc:
+        raise UserError(f"{path}: not a valid weaveplace plan: {exc}") from exc
+    over = overloads(plan)
+    if not over:
+        console.print("[green]feasible[/]: every node within its capacity (or unbounded)")
+        return
+    for o in over:
+        console.print(f"[red]{o.node}[/]: cost {o.cost:.6g} > capacity {o.capacity:.6g} "
+                      f"(+{o.excess:.6g})")
+    try:
+        res = shed_load(plan)
+    except InfeasibleEvenWhenShedding as exc:
+        console.print(f"[red]infeasible:[/] {exc}")
+        raise typer.Exit(1) from exc
+    table = Table("stream", "keep", "drop")
+    for s, x in sorted(res.keep.items()):
+        table.add_row(s, f"{x:.4%}", f"{1 - x:.4%}")
+    console.print(table)
+    console.print(f"kept {res.kept_value / res.full_value:.2%} of (tuple x query) work")
+
+
 @bench_app.command("f1")
 def bench_f1(
     experiments: str = typer.Option("1,2,3,4,5", help="Comma-separated experiment numbers."),
