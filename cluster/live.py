@@ -96,7 +96,7 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
                       "seconds": fs.seconds, "spark_seconds": fs.spark_seconds,
                       "rows_per_s": fs.rows_per_s, "batch_rows": batch_rows,
                       "chunks": fs.chunks, "sorted_chunks": fs.sorted_chunks,
-                      "slices": fs.slices,
+                      "slices": fs.slices, "timeline": fs.timeline,
                       "order": order},
              "startup": {"ray_s": t_ray, "ray_owned": rt.owned, "spark_s": t_spark},
              "finish_s": t_finish, "data_path": str(data_path)}

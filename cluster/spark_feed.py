@@ -39,7 +39,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -184,6 +184,8 @@ class FeedStats:
     chunks: int = 0            # Spark jobs pulling data (time ranges)
     sorted_chunks: int = 0     # order="auto": chunks found out of order and re-pulled sorted
     slices: int = 0            # sliced mode: slice rows shipped (all streams)
+    # raw mode: per batch, wall-clock seconds since the feed started and the rows/s of the batch
+    timeline: list = field(default_factory=list)
 
     @property
     def rows_per_s(self) -> float:
@@ -219,6 +221,8 @@ def feed_raw(deployment, spark, path: str, *, streams: Sequence[str] | None = No
         deployment.feed(None, b)
         st.rows += b.num_rows
         st.batches += 1
+        now = time.perf_counter()
+        st.timeline.append({"t_s": now - t0, "rows": b.num_rows / max(now - t1, 1e-9)})
         if max_rows is not None and st.rows >= max_rows:
             break
     st.seconds = time.perf_counter() - t0
