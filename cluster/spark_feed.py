@@ -96,6 +96,21 @@ def _nondecreasing(ts: np.ndarray, prev: int | None) -> bool:
     return bool((ts[1:] >= ts[:-1]).all())
 
 
+def _time_chunks(df, chunk_rows: int) -> tuple[int, int, int, list[int]]:
+    """Split the event-time span into ``k`` equal ranges of ~``chunk_rows`` rows each:
+    ``(rows, k, step, range starts)``; ``(0, 0, 0, [])`` for an empty frame."""
+    from pyspark.sql import functions as F
+
+    span = df.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi"),
+                  F.count(F.lit(1)).alias("n")).collect()[0]
+    if not span["n"]:
+        return 0, 0, 0, []
+    lo, hi, n = int(span["lo"]), int(span["hi"]), int(span["n"])
+    k = max(1, math.ceil(n / chunk_rows))
+    step = max(1, math.ceil((hi - lo + 1) / k))
+    return n, k, step, list(range(lo, hi + 1, step))
+
+
 def ordered_arrow_batches(df, *, batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000,
                           order: str = "auto", prefetch: bool = True,
                           stats: dict | None = None) -> Iterator[pa.RecordBatch]:
@@ -128,14 +143,9 @@ def ordered_arrow_batches(df, *, batch_rows: int = 1 << 18, chunk_rows: int = 1_
     if order == "file":
         yield from df.toArrow().combine_chunks().to_batches(max_chunksize=batch_rows)
         return
-    span = df.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi"),
-                  F.count(F.lit(1)).alias("n")).collect()[0]
-    if not span["n"]:
+    n, k, step, ranges = _time_chunks(df, chunk_rows)
+    if not n:
         return
-    lo, hi, n = int(span["lo"]), int(span["hi"]), int(span["n"])
-    k = max(1, math.ceil(n / chunk_rows))
-    step = max(1, math.ceil((hi - lo + 1) / k))
-    ranges = list(range(lo, hi + 1, step))
 
     def part(a):
         return df if k == 1 else df.where((F.col("ts_ms") >= a) & (F.col("ts_ms") < a + step))
@@ -292,17 +302,12 @@ def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
                            classes={s: [tuple(c) for c in classes[s]] for s in streams},
                            as_float=as_float)
     df = df.select("ts_ms", *streams)
-    span = df.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi"),
-                  F.count(F.lit(1)).alias("n")).collect()[0]
+    n, k, step, ranges = _time_chunks(df, chunk_rows)
     stats = stats if stats is not None else {}
     stats.setdefault("chunks", 0)
-    stats["rows"] = int(span["n"] or 0)
-    if not span["n"]:
+    stats["rows"] = n
+    if not n:
         return
-    lo, hi, n = int(span["lo"]), int(span["hi"]), int(span["n"])
-    k = max(1, math.ceil(n / chunk_rows))
-    step = max(1, math.ceil((hi - lo + 1) / k))
-    ranges = list(range(lo, hi + 1, step))
 
     def pull(a) -> pa.Table:
         d = df if k == 1 else df.where((F.col("ts_ms") >= a) & (F.col("ts_ms") < a + step))
