@@ -95,6 +95,20 @@ def combine2(op, ah, al, bh, bl):
 
 
 @njit(cache=True)
+def fold_back(op, ring_hi, ring_lo, cur, n, ah, al):
+    """Combine ``(ah, al)`` (the partial at ``cur``) with the ``n - 1`` partials before it in a
+    ring, newest last: the naive recomputation Panes does per answer (``n - 1`` operations)."""
+    W = len(ring_hi)
+    idx = cur
+    for _ in range(n - 1):
+        idx -= 1
+        if idx < 0:
+            idx += W
+        ah, al = combine2(op, ring_hi[idx], ring_lo[idx], ah, al)
+    return ah, al
+
+
+@njit(cache=True)
 def inverse2(ah, al, bh, bl):
     """a (-) b for sums: the inverse used by subtract-on-evict (only OP_SUM has one)."""
     return dd_add(ah, al, -bh, -bl)

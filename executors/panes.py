@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .aggregates import combine2
+from .aggregates import fold_back
 from .base import FinalAggregator, register
 
 
@@ -26,14 +26,7 @@ def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
         c = 0
         for q in range(due_ptr[j], due_ptr[j + 1]):
             n = due_n[q]
-            ah = ring_hi[cur]
-            al = ring_lo[cur]
-            idx = cur
-            for _ in range(n - 1):
-                idx -= 1
-                if idx < 0:
-                    idx += W
-                ah, al = combine2(op, ring_hi[idx], ring_lo[idx], ah, al)
+            ah, al = fold_back(op, ring_hi, ring_lo, cur, n, ring_hi[cur], ring_lo[cur])
             c += n - 1
             out_hi[q] = ah
             out_lo[q] = al

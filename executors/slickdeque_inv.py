@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .aggregates import combine2, inverse2
+from .aggregates import combine2, fold_back, inverse2
 from .base import FinalAggregator, register
 
 
@@ -52,14 +52,7 @@ def _sdi_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
             k = key_of_n[n]
             if k < 0:
                 # lazy registration of a new range: fold the last n partials once
-                ah = nh
-                al = nl
-                idx = cur
-                for _ in range(n - 1):
-                    idx -= 1
-                    if idx < 0:
-                        idx += W
-                    ah, al = combine2(op, ring_hi[idx], ring_lo[idx], ah, al)
+                ah, al = fold_back(op, ring_hi, ring_lo, cur, n, nh, nl)
                 c += n - 1
                 k = nkeys
                 key_n[k] = n
