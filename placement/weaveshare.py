@@ -271,8 +271,9 @@ STRATEGIES = ("lazy", "paper")
 
 
 def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
-          strategy: str = "lazy") -> list[Tree]:
-    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop).
+          strategy: str = "lazy", stop_at: int = 0) -> list[Tree]:
+    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop),
+    or, with ``stop_at``, as soon as at most ``stop_at`` trees remain.
 
     ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
     ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
@@ -283,11 +284,13 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
     additive = model.omega_is_additive() and _windows_disjoint(trees)
     table = _Table(model, trees, additive, eager=strategy == "paper")
     table.fill(progress)
-    while True:
+    alive = len(trees)
+    while alive > stop_at:
         pair = table.pop_best()
         if pair is None:
             break
         table.row(table.merge(*pair))
+        alive -= 1
     weave.last_evaluations = table.evaluations  # type: ignore[attr-defined]
     return table.result()
 
