@@ -421,6 +421,8 @@ def run(
 def simulate(
     config: Path = typer.Argument(..., help="Run configuration (YAML)."),
     out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
+    workers: Optional[int] = typer.Option(
+        None, min=1, max=64, help="Processes, each taking whole workloads (default: run.workers)."),
 ):
     """Price every configuration x optimizer of a config; write plans, results and summaries."""
     from rich.markup import escape
@@ -440,7 +442,7 @@ def simulate(
             bar.update(task, completed=done, total=total, description=label)
 
         try:
-            summary = run_simulation(cfg, progress=step, output_dir=out)
+            summary = run_simulation(cfg, progress=step, output_dir=out, workers=workers)
         except ConfigError as exc:
             bar.stop()
             _config_error_exit(exc)

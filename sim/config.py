@@ -316,6 +316,8 @@ class Run(Strict):
     allowed_lateness: Annotated[int, Field(ge=0)] = 0
     output_dir: Annotated[str, Field(min_length=1)] = "out/run"
     seed: Annotated[int, Field(ge=0)] = 0
+    # simulate: processes, each taking whole workloads (default 1: in this process)
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
 
 
 class Config(Strict):
