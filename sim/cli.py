@@ -218,6 +218,30 @@ def bench_engines(budget: float = typer.Option(20.0, help="Time budget (s) per e
         raise typer.Exit(1)
 
 
+@bench_app.command("exact-gap")
+def bench_exact_gap(instances: int = typer.Option(200, min=1, help="Small random instances."),
+                    seed: int = typer.Option(0, min=0, help="First workload seed."),
+                    out: Path = typer.Option(Path("out/bench"), help="Output directory.")):
+    """WG_LS vs the exact optimum of its own objective (and of TotalCost / MaxCost alone)."""
+    import pandas as pd
+
+    from sim import bench_exact_gap as b
+
+    with _progress() as bar:
+        task = bar.add_task("exact gap", total=instances)
+        rows = b.run(instances, seed, on_row=lambda r: bar.advance(task))
+    df = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "bench_exact_gap.csv", index=False)
+    table = Table("instances", "WG_LS objective gap % (mean)", "objective optimal %",
+                  "gap TotalCost % (mean)", "gap MaxCost % (mean)", "WG_LS s (mean)")
+    table.add_row(str(len(df)), f"{df.objective_gap_pct.mean():.3f}",
+                  f"{100 * df.objective_optimal.mean():.1f}", f"{df.gap_total_pct.mean():.2f}",
+                  f"{df.gap_max_pct.mean():.2f}", f"{df.wgls_s.mean():.3f}")
+    console.print(table)
+    console.print(f"results: {out / 'bench_exact_gap.csv'}")
+
+
 @bench_app.command("executors")
 def bench_executors(
     aggregates: str = typer.Option("sum,max", help="Comma-separated: sum, max."),
