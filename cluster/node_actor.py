@@ -117,7 +117,7 @@ class NodeCore:
         self._pending: list[pa.Table] = []
         self.last_seq = -1
         self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
-                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0}
+                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0, "replayed_batches": 0}
 
     @property
     def _tree_cls(self):
@@ -190,14 +190,23 @@ class NodeCore:
                         self._pending.append(out)
                         produced += out.num_rows
                     self.counters["tree_tuples"] += batch.num_rows
-                self.stream_tuples[s] += batch.num_rows
-        self.counters["batches"] += 1
-        self.counters["tuples"] += batch.num_rows
+                if only is None:
+                    self.stream_tuples[s] += batch.num_rows
+        self._count_batch(batch.num_rows, only is not None)
         self.counters["answers"] += produced
         if seq is not None:
             self.last_seq = max(self.last_seq, int(seq))
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
+
+    def _count_batch(self, tuples: int, replay: bool) -> None:
+        """``batches``/``tuples`` count the node's own input; a replay to adopted trees counts
+        in ``replayed_batches`` (its work shows in ``tree_tuples``, ``busy_s``)."""
+        if replay:
+            self.counters["replayed_batches"] = self.counters.get("replayed_batches", 0) + 1
+        else:
+            self.counters["batches"] += 1
+            self.counters["tuples"] += tuples
 
     def _targets(self, stream: str, seq: int | None, only: set[str] | None) -> list[str]:
         """The trees on ``stream`` that take batch ``seq`` (marked as applied): in ``only`` if
@@ -228,10 +237,10 @@ class NodeCore:
                     produced += out.num_rows
                 self.counters["tree_tuples"] += cnt
                 self.counters["tree_slices"] += n
-            self.stream_tuples[stream] += cnt
-            self.counters["tuples"] += cnt
-            self.counters["slices_in"] += n
-        self.counters["batches"] += 1
+            if only is None:
+                self.stream_tuples[stream] += cnt
+                self.counters["slices_in"] += n
+        self._count_batch(cnt if tids else 0, only is not None)
         self.counters["answers"] += produced
         if seq is not None:
             self.last_seq = max(self.last_seq, int(seq))

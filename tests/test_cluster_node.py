@@ -142,7 +142,10 @@ def test_adopted_trees_resume_exactly_and_skip_seen_batches():
     assert seqs == {"t0": 2, "t1": 2}
     for seq in (3, 4):
         b.ingest(None, parts[seq], seq, trees=["t0", "t1"])
-    b_own = b.metrics()["trees"]["t2"]["slices"]
+    m = b.metrics()
+    assert m["replayed_batches"] == 2 and m["batches"] == 5  # replays are not B's own input
+    assert m["tuples"] == sum(p.num_rows for p in parts[:5])
+    b_own = m["trees"]["t2"]["slices"]
     b.ingest(None, parts[4], 4)  # the live feed resends batch 4: every tree already has it
     assert b.metrics()["trees"]["t2"]["slices"] == b_own
     for seq, p in enumerate(parts[5:], start=5):
