@@ -389,3 +389,36 @@ def test_lose_node_before_any_checkpoint_and_refusals(workload, live_result, sma
                                              {"kind": "lose", "node": "node-1", "at_batch": 2}])
     with pytest.raises(DeploymentError, match=r"faults\[0\]\.node: unknown node 'x'"):
         Deployment(workload["plan"], faults=[{"kind": "kill", "node": "x", "at_batch": 1}])
+
+
+def test_run_live_fault_drill_writes_final_plan(workload, live_result, ray_session, spark,
+                                                tmp_path):
+    """The user path of a drill: ``run_live(faults=...)`` on 3 nodes (node-2 killed, node-1
+    lost for good): same answers.parquet, the re-placement in metrics.json, plan_final.json
+    verifies, and the summary lines say what happened."""
+    from cluster.live import run_live
+    from placement.plan import verify_plan
+    from sim.live import drill_lines
+
+    plan = make_plan(workload["queries"], n_nodes=3)
+    faults = [{"kind": "kill", "node": "node-2", "at_batch": 2},
+              {"kind": "lose", "node": "node-1", "at_batch": 5},
+              {"kind": "kill", "node": "node-0", "at_batch": 99}]
+    res = run_live(plan, workload["path"], tmp_path / "out", spark=spark, batch_rows=1000,
+                   checkpoint_every=3, faults=faults)
+    out = tmp_path / "out"
+    assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
+    m = json.loads((out / "metrics.json").read_text())
+    (rec,) = m["replacements"]
+    assert rec["node"] == "node-1" and rec["before_batch"] == 5 and rec["snapshot_seq"] == 2
+    assert [f["fired"] for f in m["faults"]] == [True, True, False]
+    assert m["nodes"]["node-2"]["recoveries"] == 1 and set(m["lost_nodes"]) == {"node-1"}
+    final = json.loads((out / "plan_final.json").read_text())
+    assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-0", "node-2"]
+    lines = drill_lines(res.metrics)
+    assert lines[0].startswith(f"node node-1 lost before batch 5 (fault drill at batch 5): "
+                               f"{rec['moved']} tree(s) re-placed (")
+    assert "node node-2 restarted 1 time(s) from its checkpoint" in lines
+    assert 5 < m["batches"] < 99
+    assert lines[-1] == (f"fault drill: kill node-0 at batch 99 did not fire (the run fed "
+                         f"{m['batches']} batch(es); lower run.batch_rows)")
