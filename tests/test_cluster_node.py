@@ -184,3 +184,30 @@ def test_add_trees_refusals():
         NodeCore("S", [], input_mode="slices").add_trees(TREES[:1], blob)
     assert b.add_trees(TREES[:1]) == {"t0": -1}  # fresh: the initial state
     assert b.streams == ["mf01", "mf02"]
+
+
+def test_pin_round_robin_and_fault_drill_checks():
+    from cluster.deploy import check_faults, pin_round_robin
+
+    assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
+        "a": "w0", "b": "w1", "c": "head", "d": "w0", "e": "w1"}
+    with pytest.raises(DeploymentError, match="no alive Ray node"):
+        pin_round_robin(["a"], [])
+    drill = check_faults([{"kind": "lose", "node": "b", "at_batch": 7},
+                          {"kind": "kill", "node": "a", "at_batch": 3}], ["a", "b"])
+    assert [(f["kind"], f["node"], f["at_batch"], f["fired"]) for f in drill] == [
+        ("kill", "a", 3, False), ("lose", "b", 7, False)]  # in firing order
+    for faults, msg in [
+            ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
+            ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
+            ([{"kind": "lose", "node": "a", "at_batch": 1},
+              {"kind": "kill", "node": "a", "at_batch": 1}], "already lost"),
+            ([{"kind": "lose", "node": "a", "at_batch": 1},
+              {"kind": "lose", "node": "b", "at_batch": 2}], "loses every node")]:
+        with pytest.raises(DeploymentError, match=msg):
+            check_faults(faults, ["a", "b"])
+    with pytest.raises(DeploymentError, match="tree ids must be unique in a plan"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
+                         {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]}],
+                        [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4,
+                                                               "slide": 2}]))
