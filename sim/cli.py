@@ -404,8 +404,9 @@ def run(
 
     from rich.markup import escape
 
+    from cluster.deploy import DeploymentError
     from sim.config import ConfigError
-    from sim.live import live_run
+    from sim.live import drill_lines, live_run
 
     cfg = _load_config_or_exit(config)
     if cfg.run.mode != "live":
@@ -425,17 +426,22 @@ def run(
         except ConnectionError as exc:
             raise UserError(f"cluster.ray.address {cfg.cluster.ray.address!r}: cannot connect "
                             f"to Ray ({exc})") from exc
+        except DeploymentError as exc:
+            raise UserError(f"live run: {exc}") from exc
     table = Table("node", "tuples", "answers", "late", "busy s", title="per node")
     for node_id, m in sorted((summary.metrics.get("nodes") or {}).items()):
         table.add_row(node_id, str(m.get("tuples", "-")), str(m.get("answers", "-")),
                       str(m.get("late_tuples", "-")), f"{m.get('busy_s', 0.0):.2f}")
     console.print(table)
+    for line in drill_lines(summary.metrics):
+        console.print(escape(line), soft_wrap=True)
     console.print(f"{summary.optimizer}: {summary.queries} queries on {summary.nodes} nodes, "
                   f"{summary.tuples} tuples -> {summary.answers} answers, {summary.late} late, "
                   f"{summary.seconds:.1f} s; estimated TotalCost {summary.estimated_total_cost:.4g}"
                   f", MaxCost {summary.estimated_max_cost:.4g}")
-    console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet, "
-                  "late.parquet, metrics.json)", soft_wrap=True)
+    final = ", plan_final.json" if summary.metrics.get("replacements") else ""
+    console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
+                  "answers.parquet, late.parquet, metrics.json)", soft_wrap=True)
     path = _build_report(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path

@@ -55,6 +55,35 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
                           "is the head node running? null starts an embedded local Ray") from exc
 
 
+def drill_lines(metrics: dict[str, Any]) -> list[str]:
+    """One line per node lost for good (where its trees went, batches replayed, cost change),
+    per restarted node, and per fault of the drill that did not fire."""
+    lines = []
+    for r in metrics.get("replacements") or []:
+        dest: dict[str, int] = {}
+        for node in (r.get("trees") or {}).values():
+            dest[node] = dest.get(node, 0) + 1
+        ex, pl = r.get("executed", {}), r.get("planned", {})
+        where = ", ".join(f"{n}: {k}" for n, k in sorted(dest.items())) or "none"
+        woven = r.get("woven_in_plan") or []
+        lines.append(
+            f"node {r['node']} lost before batch {r['before_batch']} ({r['reason']}): "
+            f"{r['moved']} tree(s) re-placed ({where}), restored from its snapshot after batch "
+            f"{r['snapshot_seq']} + {r['replayed_batches']} replayed batch(es); TotalCost "
+            f"{ex.get('total_change', 0.0):+.4g}, MaxCost {ex.get('max_change', 0.0):+.4g}"
+            + (f" (placement would weave {len(woven)} of them: TotalCost "
+               f"{pl.get('total_change', 0.0):+.4g}; run as separate trees)" if woven else ""))
+    for nid, m in sorted((metrics.get("nodes") or {}).items()):
+        if m.get("recoveries"):
+            lines.append(f"node {nid} restarted {m['recoveries']} time(s) from its checkpoint")
+    batches = metrics.get("batches")
+    for f in metrics.get("faults") or []:
+        if not f.get("fired"):
+            lines.append(f"fault drill: {f['kind']} {f['node']} at batch {f['at_batch']} did "
+                         f"not fire (the run fed {batches} batch(es); lower run.batch_rows)")
+    return lines
+
+
 def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -> LiveSummary:
     """Run ``config`` live; ``progress(stage)`` is called with a short text per stage."""
     from cluster.live import run_live
@@ -94,9 +123,14 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     plan_dict = plan.to_dict()
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
     say("deploying on Ray and feeding through Spark")
+    faults = [f.model_dump() for f in config.run.faults]
+    if faults:
+        say(f"fault drill: {len(faults)} fault(s)")
     result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
                       spark_master=config.cluster.spark.master,
-                      allowed_lateness=config.run.allowed_lateness)
+                      allowed_lateness=config.run.allowed_lateness,
+                      batch_rows=config.run.batch_rows,
+                      checkpoint_every=config.run.checkpoint_every, faults=faults)
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
