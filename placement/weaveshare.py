@@ -88,7 +88,8 @@ class _Table:
         self.b_k = np.zeros(64, dtype=np.float64)
         self.b_om = np.zeros(64, dtype=np.float64)
         self.b_members: list[list[int]] = []
-        self.misc: list[int] = []
+        self.misc = np.zeros(64, dtype=np.int64)  # slots of the other trees (first n_misc)
+        self.n_misc = 0
         self._small_sets: set[frozenset] = set()
         self._small_distinct = True  # no two filed trees of <= 2 classes have equal classes
         self._pending = list(trees)
@@ -152,7 +153,10 @@ class _Table:
                 self._small_sets.add(t.classes)
             self.b_members[b].append(slot)
         else:
-            self.misc.append(slot)
+            if self.n_misc == len(self.misc):
+                self.misc = np.concatenate([self.misc, np.zeros_like(self.misc)])
+            self.misc[self.n_misc] = slot
+            self.n_misc += 1
 
     def _candidates(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """Alive slots that could weave with ``slot`` at a positive benefit, with certified upper
@@ -193,10 +197,13 @@ class _Table:
                 self.b_members[b] = [s for s in self.b_members[b] if self.alive[s]]
                 if members:
                     out.append(np.asarray(members, dtype=np.int64))
-        misc = [s for s in self.misc if self.alive[s] and s != slot]
-        self.misc = [s for s in self.misc if self.alive[s]]
-        if misc:
-            out.append(np.asarray(misc, dtype=np.int64))
+        misc = self.misc[:self.n_misc]
+        misc = misc[self.alive[misc]]
+        self.n_misc = len(misc)  # compact: dead slots never come back
+        self.misc[:self.n_misc] = misc
+        misc = misc[misc != slot]
+        if misc.size:
+            out.append(misc)
         if not out:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         idx = np.concatenate(out)
