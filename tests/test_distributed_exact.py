@@ -259,3 +259,18 @@ def test_exact_ten_queries_four_nodes_bounds_heuristics():
         p = optimize(name, qs, model, 4)
         assert res.min_total.total_cost <= p.total_cost * (1 + TOL)
         assert res.min_max.max_cost <= p.max_cost * (1 + TOL)
+
+
+def test_bench_exact_gap_rows_are_consistent():
+    """The WG_LS-vs-exact benchmark: the front's best point is never beaten by WG_LS, a plan
+    found 'as good as both references' exists, and the single-metric gaps are >= 0."""
+    from sim.bench_exact_gap import run
+
+    rows = run(4, seed=11)
+    assert len(rows) == 4
+    for r in rows:
+        assert r["objective_gap_pct"] >= -1e-7
+        assert r["gap_total_pct"] >= -1e-7 and r["gap_max_pct"] >= -1e-7
+        assert not r["both_found"] or r["both_exists"]
+        if r["objective_optimal"]:  # the first component (worst ratio) then ties too
+            assert r["objective_gap_pct"] <= 1e-7
