@@ -18,9 +18,13 @@ Contract (DESIGN.md sections 1-2):
   Tuples that fall in no window at all (the gaps of r < s) are not late: they
   cannot change any answer; they are counted in ``outside`` and discarded.
 * A slice is *closed* (handed to final aggregation, immutable from then on) once
-  the watermark reaches the earliest end of a window containing it.  That is the
-  exact moment its first window is due, so closing never makes a tuple late that
-  the window rule would accept.
+  the watermark reaches the earliest end of a window containing it **and every
+  earlier slice is closed** (final aggregation takes slices in stream order).  The
+  first condition is the exact moment its first window is due, so closing never
+  makes a tuple late that the window rule would accept.  The second one only bites
+  with hopping windows (r < s) next to longer windows: with (1, 5) and (100, 100)
+  the slice [1, 5) belongs to [0, 100) alone and may still receive tuples when
+  [5, 6) is due, so [5, 6)'s answer waits (same value, a later ``process`` call).
 
 Long empty stretches (sparse streams, ``r < s`` gaps of hours) are skipped without
 enumerating their edges: once no stored data can reach a window any more, the
@@ -387,6 +391,10 @@ class StreamSlicer:
             starts[1:] = new[:-1]
             cl = first_cover_end(self.rs, starts)
             cl = np.where(cl == INF, new, cl)
+            # slices are sealed in stream order: a slice waits for every earlier one.  cl is not
+            # monotone with hopping windows (r < s) next to longer ones, e.g. (1, 5) and (100, 100):
+            # slice [1, 5) is in [0, 100) only and may still receive tuples after [5, 6) is due.
+            np.maximum.accumulate(cl, out=cl)
             k = int(np.searchsorted(cl, W, side="right"))
             if k == 0:
                 break
