@@ -42,13 +42,15 @@ from functools import reduce
 
 import numpy as np
 
+from placement.slicing import window_lengths as _shared_window_lengths
+
 from .aggregates import Aggregate, Primitive, get_aggregate, reduce_slices
 
 INF = np.iinfo(np.int64).max
 NEG_INF = np.iinfo(np.int64).min
 #: max edges generated per closing step (bounds memory of one step)
 CHUNK_EDGES = 1 << 16
-#: max edges enumerated to compute the exact window lengths of a tree
+#: max work (edges of one composite slide + windows in it) for the exact window lengths
 EXACT_SCAN_LIMIT = 4_000_000
 
 
@@ -167,32 +169,29 @@ def first_cover_end(rs_pairs, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def window_lengths(rs_pairs, classes):
+def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     """Number of slices ("partials") per window, per distinct (r, s).
 
-    Returns ``(wsize, {(r, s): sorted distinct n}, exact)``.  Exact when one
-    composite slide (plus the longest range) holds at most EXACT_SCAN_LIMIT edges:
-    the pattern of edges repeats every composite slide, so one period shows every
-    window length.  Otherwise an upper bound (edges of each class in a span of r)
-    and no distinct lengths: SlickDeque Inv then registers lengths lazily.
+    Returns ``(wsize, {(r, s): sorted distinct n}, exact)``.  The exact set comes from
+    ``placement.slicing.window_lengths`` (shared with the cost model, so the model's Omega
+    and the executor's running aggregates agree); it scans one composite slide in
+    O(edges + windows) and is exact when that work is at most EXACT_SCAN_LIMIT.
+    Otherwise an upper bound (edges of each class in a span of r) and no distinct
+    lengths: SlickDeque Inv then registers lengths lazily.  ``classes`` are the
+    classes that cut the slices (Pairs: starts and ends; Cutty: starts only), used for
+    the bound.  Under Cutty n counts the complete slices before a window's end (the open
+    slice's partial is added apart) and can be 0; ``wsize`` is at least 1.
     """
-    L = composite_slide(s for _, s in rs_pairs)
-    max_r = max(r for r, _ in rs_pairs)
-    span = L + max_r
-    if estimate_edges(classes, 0, span) <= EXACT_SCAN_LIMIT:
-        edges = edges_between(classes, 0, span + 1)
-        ns = {}
-        for r, s in rs_pairs:
-            ends = np.arange(r, r + L, s, dtype=np.int64)
-            n = np.searchsorted(edges, ends) - np.searchsorted(edges, ends - r)
-            ns[(r, s)] = sorted(set(n.tolist()))
-        wsize = max(max(v) for v in ns.values())
+    ns = _shared_window_lengths(rs_pairs, slicing, EXACT_SCAN_LIMIT)
+    if ns is not None:
+        ns = {k: list(v) for k, v in ns.items()}
+        wsize = max(1, max(max(v) for v in ns.values()))
         return wsize, ns, True
     bounds = {}
     for r, s in rs_pairs:
         b = min(r, sum(-(-r // s2) for s2, _ in classes))
         bounds[(r, s)] = b
-    return max(bounds.values()), {k: [] for k in bounds}, False
+    return max(1, max(bounds.values())), {k: [] for k in bounds}, False
 
 
 def pairs_partials(r: int, s: int) -> int:
