@@ -220,6 +220,11 @@ class SliceChunk:
     due_n: np.ndarray
     due_nonempty: np.ndarray
     reset_before: bool = False
+    #: Cutty only (``executors.cutty``): window ends, whether the open partial is combined in,
+    #: and that partial per primitive, aligned with the due arrays
+    due_end: np.ndarray | None = None
+    due_frag: np.ndarray | None = None
+    frag: dict | None = None
 
 
 @dataclass
@@ -260,6 +265,7 @@ class StreamSlicer:
         self.wsize, self.ns, self.exact_ns = window_lengths(self.rs, self.classes)
         self.rate = edge_rate_bound(self.classes)
         self.skip_threshold = max(4 * self.wsize + 64, CHUNK_EDGES)
+        self.gap = self.wsize + 2  # slice numbers skipped at a jump: no window spans the gap
         # mutable state (everything below goes into snapshots)
         self.max_ts = NEG_INF
         self.position = 0              # next position for count windows
@@ -359,7 +365,8 @@ class StreamSlicer:
             if not has_pending:
                 return chunks
             self.cursor = floor_edge(self.classes, min(int(self.pend_ts[0]), W - self.max_r))
-            self.hist = edges_between(self.classes, self.cursor - self.max_r, self.cursor + 1)
+            self._set_hist(edges_between(self.classes, self.cursor - self.max_r,
+                                         self.cursor + 1))
         reset_next = False
         while True:
             cur = self.cursor
@@ -375,8 +382,9 @@ class StreamSlicer:
                 nc = floor_edge(self.classes, B)
                 if nc > cur:
                     self.cursor = nc
-                    self.hist = edges_between(self.classes, nc - self.max_r, nc + 1)
-                    self.g += self.wsize + 2
+                    self._set_hist(edges_between(self.classes, nc - self.max_r, nc + 1))
+                    self.g += self.gap
+                    self._on_skip()
                     self.n_resets += 1
                     reset_next = True
                     continue
@@ -457,12 +465,19 @@ class StreamSlicer:
         # advance
         self.cursor = end_t
         keep_from = int(np.searchsorted(allv, end_t - self.max_r, side="left"))
-        self.hist = allv[keep_from:]
+        self._set_hist(allv[keep_from:])
         self.g += k
         self.last_nonempty = int(last_ne[-1])
         self.n_slices += k
         return SliceChunk(starts, ends, counts, partials, due_slice, due_query, due_n,
                           nonempty)
+
+    def _set_hist(self, hist: np.ndarray) -> None:
+        """Replace the recent-edge history (a subclass may keep data aligned with it)."""
+        self.hist = hist
+
+    def _on_skip(self) -> None:
+        """An empty stretch was skipped (the final aggregators will be reset)."""
 
     def _lift(self, p: Primitive, vals):
         """Per-item (hi, lo) columns of primitive ``p`` for the pending items ``vals`` being
@@ -500,7 +515,7 @@ class StreamSlicer:
         for k in self.SCALARS:
             setattr(self, k, int(st[k][0]))
         self.cursor = int(st["cursor"][0]) if st["cursor"].shape[0] else None
-        self.hist = st["hist"].astype(np.int64)
+        self._set_hist(st["hist"].astype(np.int64))
         ii = int(st["is_int"][0])
         self.is_int = None if ii < 0 else bool(ii)
         self.pend_ts = st["pend_ts"].astype(np.int64)

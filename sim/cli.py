@@ -255,6 +255,38 @@ def bench_executors(
     console.print(f"results: {path}")
 
 
+@bench_app.command("slicing")
+def bench_slicing(
+    techniques: str = typer.Option("slickdeque,panes,flatfat,flatfit",
+                                   help="Comma-separated techniques."),
+    queries: int = typer.Option(20, help="Queries in the tree (sum, r mod s != 0)."),
+    tuples: int = typer.Option(1_000_000, help="Tuples (one per time unit)."),
+    repeats: int = typer.Option(3, help="Timed runs per slicing (best is kept)."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Pairs vs Cutty slicing side by side: tuples/s, slices, operations."""
+    from executors.bench import run_slicing_bench, slicing_workload
+    from executors.tree import ALL_TECHNIQUES
+
+    techs = [t.strip() for t in techniques.split(",") if t.strip()]
+    bad = [t for t in techs if t not in ALL_TECHNIQUES]
+    if bad or not techs:
+        raise UserError(f"--techniques: unknown {bad or techs}; allowed: {', '.join(ALL_TECHNIQUES)}")
+    if queries < 1 or tuples < 10_000 or repeats < 1:
+        raise UserError("--queries >= 1, --tuples >= 10000 and --repeats >= 1 are required")
+    rows = run_slicing_bench(slicing_workload(queries), tuple(techs), n_tuples=tuples,
+                             repeats=repeats)
+    table = Table("technique", "slicing", "M tuples/s", "slices", "ops/slice", "ops/tuple")
+    for r in rows:
+        table.add_row(r["technique"], r["slicing"], f"{r['throughput'] / 1e6:.3f}",
+                      str(r["slices"]), f"{r['ops_per_slice']:.2f}", f"{r['ops_per_tuple']:.2f}")
+    console.print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_slicing.json"
+    path.write_text(json.dumps(rows, indent=1, default=float))
+    console.print(f"results: {path}")
+
+
 @bench_app.command("omega")
 def bench_omega(
     techniques: str = typer.Option(",".join(("panes", "flatfat", "flatfit", "slickdeque_inv",
