@@ -177,3 +177,42 @@ def test_cutty_refusals():
         ExecutionTree([dict(id="a", aggregate="sum", range=4, slide=2)], slicing="panes")
     with pytest.raises(TypeError):
         SlicedExecutionTree([dict(id="a", aggregate="sum", range=4, slide=2)], slicing="cutty")
+
+
+def test_cutty_long_composite_slide_bounds_and_lazy_lengths():
+    """Coprime slides (composite slide ~1e12): Cutty's window lengths fall back to a bound and
+    SlickDeque Inv registers lengths lazily, as under Pairs; answers still the oracle's."""
+    qs = [dict(id="a", aggregate="sum", range=2500, slide=997),
+          dict(id="b", aggregate="max", range=1500, slide=991),
+          dict(id="c", aggregate="avg", range=983 * 3, slide=983),
+          dict(id="d", aggregate="stddev", range=5000, slide=977)]
+    rng = np.random.default_rng(0)
+    ts = np.sort(rng.integers(0, 40000, 300))
+    v = rng.integers(-100, 100, 300)
+    want, _ = brute_force(qs, ts, v)
+    for tech in ("slickdeque", "flatfit", "bint"):
+        tree, got = run(ExecutionTree(qs, technique=tech, slicing="cutty"), ts, v,
+                        list(range(0, 300, 37)) + [300])
+        assert not tree.stats()["exact_wsize"]
+        assert_same(got, want, 100.0)
+
+
+def test_cutty_can_cost_slickdeque_inv_more_on_a_woven_tree():
+    """Fewer slices is not always less work: (10, 3) and (7, 2) woven.  Pairs cuts every
+    position (0/1 mod 3, 0/1 mod 2) and each query keeps one length (10 and 7: 4 ops per
+    slice, 24 per composite slide of 6).  Cutty cuts at 0, 2, 3, 4 mod 6 (4 slices) but the
+    lengths (complete slices) vary: {6, 7} and {4, 5} (8 ops per slice), plus 3 combines with
+    the open partial per period (ends at 1 mod 6 for both queries, 5 mod 6 for (7, 2)): 35 per
+    period.  (The cost model prices Pairs trees; it does not choose the slicing.)"""
+    wins = [(10, 3), (7, 2)]
+    assert window_lengths(wins) == {(7, 2): (7,), (10, 3): (10,)}
+    assert window_lengths(wins, "cutty") == {(7, 2): (4, 5), (10, 3): (6, 7)}
+    qs = [dict(id=f"q{i}", aggregate="sum", range=r, slide=s) for i, (r, s) in enumerate(wins)]
+    ts = np.arange(6000)
+    om = {}
+    for slicing in ("pairs", "cutty"):
+        tree = ExecutionTree(qs, technique="slickdeque_inv", slicing=slicing, count_ops=True)
+        tree.process(ts, ts)
+        om[slicing] = tree.op_counts()["omega"]
+    assert om["pairs"] == 4.0
+    assert om["cutty"] == pytest.approx(35 / 4, abs=0.005)
