@@ -4,10 +4,11 @@ State: a circular array of the last ``wsize`` partials and a map
 ``n -> running aggregate over the last n partials`` (arrays ``key_n`` / ``key_hi`` /
 ``key_lo`` plus a dense lookup ``key_of_n``).  Per new partial every running
 aggregate does ``ans = ans (+) new (-) partials[currPos - n]``: exactly **2
-operations per distinct n per slice** (one combine, one inverse).  This is the
-cost-model choice documented for weaveplace: Omega(SlickDeque Inv) = 2 x #distinct
-window lengths in partials (DESIGN.md section 3 offers "#unique nP_i" or "times 2";
-the measured counts are 2 per unique length, see tests).
+operations per distinct n per slice** (one combine, one inverse).  The cost model
+prices exactly that: Omega(SlickDeque Inv) = 2 x the distinct window lengths of the
+tree (``placement.slicing.window_lengths``, the same set as ``known_ns`` here), not
+the dissertation's ``#unique nP_i`` (see ``placement/cost.py``;
+``tests/test_executors_omega.py`` checks model = measured on random woven trees).
 
 Window lengths known up front (``known_ns``) are registered at reset, like the
 paper's preparation phase.  A length first seen at run time (possible when the
