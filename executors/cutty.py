@@ -65,8 +65,6 @@ def combine_columns(op, ah, al, bh, bl):
 class CuttySlicer(StreamSlicer):
     """``StreamSlicer`` whose chunks hold Cutty slices (cut at window starts only)."""
 
-    slicing = "cutty"
-
     def __init__(self, queries, primitives, allowed_lateness: int = 0, is_int=None):
         super().__init__(queries, primitives, allowed_lateness, is_int)
         self.start_classes = sorted({(s, 0) for _, s in self.rs})

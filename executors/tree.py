@@ -335,9 +335,10 @@ class ExecutionTree:
                 self._ops_total[str(p)] += t
             ans[p] = (fh, fl)
         if self.count_ops:
-            if ops_before:
-                if self._ops_slices and self._ops_slices[-1].shape[0]:
-                    self._ops_slices[-1][-1] += ops_before
+            if ops_before:  # to the last slice inserted (chunks may insert none)
+                last = next((a for a in reversed(self._ops_slices) if a.shape[0]), None)
+                if last is not None:
+                    last[-1] += ops_before
                 else:
                     self._ops_unattached += ops_before
             self._ops_slices.append(ops_sum)
