@@ -17,6 +17,12 @@ Python would dominate otherwise:
 Eviction is implicit: a partial older than ``wsize`` slices can no longer be asked
 for, so every technique forgets it (ring overwrite, deque pop, TwoStacks evict...).
 
+``answer(due_n)``
+    answer windows of the ``n`` most recent partials from the current state, without
+    inserting anything (sorted by ``n`` descending).  Cutty slicing needs it: a window
+    that ends inside the open slice combines the complete slices inserted so far with
+    the open slice's partial, between two inserts.  Same operation counting as ``run``.
+
 ``reset()`` puts the aggregator in the state "every earlier partial is the
 identity"; the tree uses it to fast-forward over long empty stretches of the stream.
 
@@ -99,6 +105,21 @@ class FinalAggregator(ABC):
         if new_hi.shape[0]:
             self._kernel(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops)
         return out_hi, out_lo, (ops if count_ops else None)
+
+    def answer(self, due_n, count_ops: bool = False):
+        """Answers (hi, lo) for windows of ``due_n`` most recent partials, from the current
+        state (nothing inserted); with ``count_ops`` also the number of operations spent."""
+        due_n = np.ascontiguousarray(due_n, dtype=np.int64)
+        self.check_due(due_n)
+        m = due_n.shape[0]
+        out_hi = np.empty(m, dtype=self.prim.np_dtype)
+        out_lo = np.zeros(m, dtype=self.prim.np_dtype)
+        ops = int(self._answer_kernel(due_n, out_hi, out_lo)) if m else 0
+        return out_hi, out_lo, (ops if count_ops else None)
+
+    @abstractmethod
+    def _answer_kernel(self, due_n, out_hi, out_lo) -> int:
+        """Answer from the current state (compiled); returns the operations spent."""
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.state.items()}

@@ -181,3 +181,61 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
                 lat_p50_us=float(p[0]), lat_p99_us=float(p[1]), lat_p999_us=float(p[2]),
                 lat_max_us=float(lat.max() * 1e6), ops_mean=float(ops.mean()),
                 ops_max=int(ops.max()), state_bytes=a.memory_bytes(), peak_bytes=peak)
+
+
+def slicing_workload(nq: int = 20, seed: int = 0) -> list[dict]:
+    """Sum queries with fragments (r mod s != 0): slides 5..39, ranges 3..11 slides + 1..s-1."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(nq):
+        s = int(rng.integers(5, 40))
+        r = int(s * rng.integers(3, 12) + rng.integers(1, s))
+        out.append(dict(id=f"q{i}", aggregate="sum", range=r, slide=s))
+    return out
+
+
+def run_slicing_bench(queries=None, techniques=("slickdeque", "panes", "flatfat", "flatfit"),
+                      n_tuples: int = 1_000_000, batch: int = 200_000, repeats: int = 3,
+                      seed: int = 0, progress=None) -> list[dict]:
+    """Pairs vs Cutty on one tree: tuples/s of ``process`` (best of ``repeats``, the two
+    slicings alternating so machine load hits both alike), slices handed to final
+    aggregation, and operations per slice / per tuple (a separate counted run).
+
+    One int64 tuple per time unit.  Answers of the two slicings are compared (must be equal).
+    """
+    from .tree import ExecutionTree
+
+    qs = queries or slicing_workload(seed=seed)
+    rng = np.random.default_rng(seed)
+    ts = np.arange(n_tuples, dtype=np.int64)
+    v = rng.integers(0, 1000, n_tuples)
+    rows = []
+    for tech in techniques:
+        best = {}
+        for _ in range(repeats):
+            for slicing in ("pairs", "cutty"):
+                tree = ExecutionTree(qs, technique=tech, slicing=slicing)
+                tree.process(ts[:1000], v[:1000])  # compile / warm up
+                t0 = time.perf_counter()
+                for a in range(1000, n_tuples, batch):
+                    tree.process(ts[a:a + batch], v[a:a + batch])
+                el = time.perf_counter() - t0
+                if slicing not in best or el < best[slicing][0]:
+                    best[slicing] = (el, tree.stats()["slices"])
+        answers = {}
+        for slicing in ("pairs", "cutty"):
+            tree = ExecutionTree(qs, technique=tech, slicing=slicing, count_ops=True)
+            tab = tree.process(ts, v)
+            answers[slicing] = tab.column("value").to_pylist()
+            oc = tree.op_counts()
+            el, slices = best[slicing]
+            row = dict(technique=tech, slicing=slicing, queries=len(qs), tuples=n_tuples - 1000,
+                       seconds=el, throughput=(n_tuples - 1000) / el, slices=slices,
+                       ops_per_slice=oc["omega"], ops_per_tuple=oc["total"] / n_tuples,
+                       wsize=tree.wsize)
+            rows.append(row)
+            if progress:
+                progress(row)
+        if answers["pairs"] != answers["cutty"]:
+            raise AssertionError(f"{tech}: Pairs and Cutty answers differ")
+    return rows

@@ -19,6 +19,50 @@ from .base import FinalAggregator, register
 
 
 @njit(cache=True)
+def _last_n(op, lv_hi, lv_lo, off, cap, end, n):
+    """Aggregate of the n slices before absolute slice number ``end`` (exclusive): greedy
+    largest aligned intervals from the right end; returns (h, l, ops)."""
+    K = off.shape[0]
+    c = 0
+    start = end - n
+    if start < 0:
+        start = 0  # before the first slice: identities
+    has = False
+    ah = lv_hi[0]
+    al = lv_lo[0]
+    while end > start:
+        k = K - 1
+        while k > 0 and ((end & ((1 << k) - 1)) != 0 or end - (1 << k) < start):
+            k -= 1
+        m = (end >> k) - 1
+        d = off[k] + m % cap[k]
+        if has:
+            ah, al = combine2(op, lv_hi[d], lv_lo[d], ah, al)
+            c += 1
+        else:
+            ah = lv_hi[d]
+            al = lv_lo[d]
+            has = True
+        end -= 1 << k
+    if not has:
+        # window entirely before the first slice since reset
+        ah = lv_hi[lv_hi.shape[0] - 1]
+        al = lv_lo[lv_lo.shape[0] - 1]
+    return ah, al, c
+
+
+@njit(cache=True)
+def _bint_answer(op, due_n, out_hi, out_lo, lv_hi, lv_lo, off, cap, meta):
+    c = 0
+    for q in range(due_n.shape[0]):
+        ah, al, k = _last_n(op, lv_hi, lv_lo, off, cap, meta[0], due_n[q])
+        c += k
+        out_hi[q] = ah
+        out_lo[q] = al
+    return c
+
+
+@njit(cache=True)
 def _bint_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                  lv_hi, lv_lo, off, cap, meta):
     K = off.shape[0]
@@ -42,31 +86,8 @@ def _bint_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
             lv_hi[d] = h
             lv_lo[d] = l
         for q in range(due_ptr[j], due_ptr[j + 1]):
-            end = g + 1
-            start = end - due_n[q]
-            if start < 0:
-                start = 0  # before the first slice: identities
-            has = False
-            ah = lv_hi[0]
-            al = lv_lo[0]
-            while end > start:
-                k = K - 1
-                while k > 0 and ((end & ((1 << k) - 1)) != 0 or end - (1 << k) < start):
-                    k -= 1
-                m = (end >> k) - 1
-                d = off[k] + m % cap[k]
-                if has:
-                    ah, al = combine2(op, lv_hi[d], lv_lo[d], ah, al)
-                    c += 1
-                else:
-                    ah = lv_hi[d]
-                    al = lv_lo[d]
-                    has = True
-                end -= 1 << k
-            if not has:
-                # window entirely before the first slice since reset
-                ah = lv_hi[lv_hi.shape[0] - 1]
-                al = lv_lo[lv_lo.shape[0] - 1]
+            ah, al, k = _last_n(op, lv_hi, lv_lo, off, cap, g + 1, due_n[q])
+            c += k
             out_hi[q] = ah
             out_lo[q] = al
         g += 1
@@ -94,3 +115,8 @@ class BInt(FinalAggregator):
         s = self.state
         _bint_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                      s["lv_hi"], s["lv_lo"], s["off"], s["cap"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        return _bint_answer(self.op, due_n, out_hi, out_lo, s["lv_hi"], s["lv_lo"], s["off"],
+                            s["cap"], s["meta"])

@@ -126,6 +126,30 @@ def _daba_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
             ops[j] = c
 
 
+@njit(cache=True)
+def _daba_answer(op, out_hi, out_lo, agg_hi, agg_lo, ident_hi, ident_lo, m):
+    """The query alone: front agg (+) back agg (1 combine)."""
+    cap = agg_hi.shape[0]
+    F = m[_F]
+    E = m[_E]
+    if E > F:
+        fh = agg_hi[F % cap]
+        fl = agg_lo[F % cap]
+    else:
+        fh = ident_hi[0]
+        fl = ident_lo[0]
+    if m[_B] == E:
+        bh = ident_hi[0]
+        bl = ident_lo[0]
+    else:
+        bh = agg_hi[(E - 1) % cap]
+        bl = agg_lo[(E - 1) % cap]
+    ah, al = combine2(op, fh, fl, bh, bl)
+    out_hi[:] = ah
+    out_lo[:] = al
+    return 1
+
+
 @register
 class DABA(FinalAggregator):
     name = "daba"
@@ -146,3 +170,8 @@ class DABA(FinalAggregator):
         _daba_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                      s["val_hi"], s["val_lo"], s["agg_hi"], s["agg_lo"],
                      s["ident_hi"], s["ident_lo"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        return _daba_answer(self.op, out_hi, out_lo, s["agg_hi"], s["agg_lo"], s["ident_hi"],
+                            s["ident_lo"], s["meta"])

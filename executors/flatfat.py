@@ -59,6 +59,37 @@ def _range(op, tree_hi, tree_lo, P, lo_leaf, hi_leaf):
 
 
 @njit(cache=True)
+def _last_n(op, tree_hi, tree_lo, P, cur, n):
+    """Aggregate of the n leaves ending at leaf ``cur`` (ring order); returns (h, l, ops)."""
+    if n == P:
+        # the whole ring: the root (all our primitives are commutative,
+        # so the ring's rotation does not matter)
+        return tree_hi[1], tree_lo[1], 0
+    start = cur - n + 1
+    if start >= 0:
+        return _range(op, tree_hi, tree_lo, P, start, cur)
+    h1, l1, k1 = _range(op, tree_hi, tree_lo, P, start + P, P - 1)
+    h2, l2, k2 = _range(op, tree_hi, tree_lo, P, 0, cur)
+    h, l = combine2(op, h1, l1, h2, l2)
+    return h, l, k1 + k2 + 1
+
+
+@njit(cache=True)
+def _flatfat_answer(op, due_n, out_hi, out_lo, tree_hi, tree_lo, meta):
+    P = tree_hi.shape[0] // 2
+    last = meta[0] - 1
+    if last < 0:
+        last += P
+    c = 0
+    for q in range(due_n.shape[0]):
+        h, l, k = _last_n(op, tree_hi, tree_lo, P, last, due_n[q])
+        c += k
+        out_hi[q] = h
+        out_lo[q] = l
+    return c
+
+
+@njit(cache=True)
 def _flatfat_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                     tree_hi, tree_lo, meta):
     P = tree_hi.shape[0] // 2
@@ -78,22 +109,8 @@ def _flatfat_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
             c += 1
             i >>= 1
         for q in range(due_ptr[j], due_ptr[j + 1]):
-            n = due_n[q]
-            if n == P:
-                # the whole ring: the root (all our primitives are commutative,
-                # so the ring's rotation does not matter)
-                out_hi[q] = tree_hi[1]
-                out_lo[q] = tree_lo[1]
-                continue
-            start = cur - n + 1
-            if start >= 0:
-                h, l, k = _range(op, tree_hi, tree_lo, P, start, cur)
-                c += k
-            else:
-                h1, l1, k1 = _range(op, tree_hi, tree_lo, P, start + P, P - 1)
-                h2, l2, k2 = _range(op, tree_hi, tree_lo, P, 0, cur)
-                h, l = combine2(op, h1, l1, h2, l2)
-                c += k1 + k2 + 1
+            h, l, k = _last_n(op, tree_hi, tree_lo, P, cur, due_n[q])
+            c += k
             out_hi[q] = h
             out_lo[q] = l
         cur += 1
@@ -120,3 +137,8 @@ class FlatFAT(FinalAggregator):
         s = self.state
         _flatfat_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                         s["tree_hi"], s["tree_lo"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        return _flatfat_answer(self.op, due_n, out_hi, out_lo, s["tree_hi"], s["tree_lo"],
+                               s["meta"])

@@ -22,6 +22,53 @@ from .base import FinalAggregator, register
 
 
 @njit(cache=True)
+def _query(op, part_hi, part_lo, pointers, stack, curr, n):
+    """Lines 26-43: the window of the n slots before ``curr``; returns (h, l, ops)."""
+    W = part_hi.shape[0]
+    c = 0
+    start = curr - n                   # lines 26-29
+    if start < 0:
+        start += W
+    sp = 0
+    while True:                        # lines 30-34
+        stack[sp] = start
+        sp += 1
+        start = pointers[start]
+        if start == curr:
+            break
+    sp -= 1
+    top = stack[sp]
+    ah = part_hi[top]                  # line 35
+    al = part_lo[top]
+    while sp > 1:                      # lines 36-41
+        sp -= 1
+        tmp = stack[sp]
+        ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
+        c += 1
+        part_hi[tmp] = ah
+        part_lo[tmp] = al
+        pointers[tmp] = curr
+    if sp == 1:                        # lines 42-43
+        tmp = stack[0]
+        ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
+        c += 1
+    return ah, al, c
+
+
+@njit(cache=True)
+def _flatfit_answer(op, due_n, out_hi, out_lo, part_hi, part_lo, pointers, stack, meta):
+    """Between inserts the state is the one the last insert's queries left, whose ``currInd``
+    is now ``prevInd`` (meta[1]): query with it as the end."""
+    c = 0
+    for q in range(due_n.shape[0]):
+        ah, al, k = _query(op, part_hi, part_lo, pointers, stack, meta[1], due_n[q])
+        c += k
+        out_hi[q] = ah
+        out_lo[q] = al
+    return c
+
+
+@njit(cache=True)
 def _flatfit_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                     part_hi, part_lo, pointers, stack, meta):
     W = part_hi.shape[0]
@@ -34,32 +81,8 @@ def _flatfit_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
         part_lo[prev] = new_lo[j]
         pointers[prev] = curr              # line 23
         for q in range(due_ptr[j], due_ptr[j + 1]):
-            start = curr - due_n[q]        # lines 26-29
-            if start < 0:
-                start += W
-            sp = 0
-            while True:                    # lines 30-34
-                stack[sp] = start
-                sp += 1
-                start = pointers[start]
-                if start == curr:
-                    break
-            sp -= 1
-            top = stack[sp]
-            ah = part_hi[top]              # line 35
-            al = part_lo[top]
-            while sp > 1:                  # lines 36-41
-                sp -= 1
-                tmp = stack[sp]
-                ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
-                c += 1
-                part_hi[tmp] = ah
-                part_lo[tmp] = al
-                pointers[tmp] = curr
-            if sp == 1:                    # lines 42-43
-                tmp = stack[0]
-                ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
-                c += 1
+            ah, al, k = _query(op, part_hi, part_lo, pointers, stack, curr, due_n[q])
+            c += k
             out_hi[q] = ah
             out_lo[q] = al
         prev = curr                        # lines 46-50
@@ -89,3 +112,8 @@ class FlatFIT(FinalAggregator):
         s = self.state
         _flatfit_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                         s["part_hi"], s["part_lo"], s["pointers"], s["stack"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        return _flatfit_answer(self.op, due_n, out_hi, out_lo, s["part_hi"], s["part_lo"],
+                               s["pointers"], s["stack"], s["meta"])

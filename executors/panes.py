@@ -38,6 +38,22 @@ def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
     meta[0] = cur
 
 
+@njit(cache=True)
+def _panes_answer(op, due_n, out_hi, out_lo, ring_hi, ring_lo, meta):
+    W = ring_hi.shape[0]
+    last = meta[0] - 1
+    if last < 0:
+        last += W
+    c = 0
+    for q in range(due_n.shape[0]):
+        n = due_n[q]
+        ah, al = fold_back(op, ring_hi, ring_lo, last, n, ring_hi[last], ring_lo[last])
+        c += n - 1
+        out_hi[q] = ah
+        out_lo[q] = al
+    return c
+
+
 @register
 class Panes(FinalAggregator):
     name = "panes"
@@ -50,3 +66,8 @@ class Panes(FinalAggregator):
         s = self.state
         _panes_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                       s["ring_hi"], s["ring_lo"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        return _panes_answer(self.op, due_n, out_hi, out_lo, s["ring_hi"], s["ring_lo"],
+                             s["meta"])

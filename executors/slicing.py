@@ -18,9 +18,13 @@ Contract (DESIGN.md sections 1-2):
   Tuples that fall in no window at all (the gaps of r < s) are not late: they
   cannot change any answer; they are counted in ``outside`` and discarded.
 * A slice is *closed* (handed to final aggregation, immutable from then on) once
-  the watermark reaches the earliest end of a window containing it.  That is the
-  exact moment its first window is due, so closing never makes a tuple late that
-  the window rule would accept.
+  the watermark reaches the earliest end of a window containing it **and every
+  earlier slice is closed** (final aggregation takes slices in stream order).  The
+  first condition is the exact moment its first window is due, so closing never
+  makes a tuple late that the window rule would accept.  The second one only bites
+  with hopping windows (r < s) next to longer windows: with (1, 5) and (100, 100)
+  the slice [1, 5) belongs to [0, 100) alone and may still receive tuples when
+  [5, 6) is due, so [5, 6)'s answer waits (same value, a later ``process`` call).
 
 Long empty stretches (sparse streams, ``r < s`` gaps of hours) are skipped without
 enumerating their edges: once no stored data can reach a window any more, the
@@ -38,13 +42,15 @@ from functools import reduce
 
 import numpy as np
 
+from placement.slicing import window_lengths as _shared_window_lengths
+
 from .aggregates import Aggregate, Primitive, get_aggregate, reduce_slices
 
 INF = np.iinfo(np.int64).max
 NEG_INF = np.iinfo(np.int64).min
 #: max edges generated per closing step (bounds memory of one step)
 CHUNK_EDGES = 1 << 16
-#: max edges enumerated to compute the exact window lengths of a tree
+#: max work (edges of one composite slide + windows in it) for the exact window lengths
 EXACT_SCAN_LIMIT = 4_000_000
 
 
@@ -163,32 +169,29 @@ def first_cover_end(rs_pairs, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def window_lengths(rs_pairs, classes):
+def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     """Number of slices ("partials") per window, per distinct (r, s).
 
-    Returns ``(wsize, {(r, s): sorted distinct n}, exact)``.  Exact when one
-    composite slide (plus the longest range) holds at most EXACT_SCAN_LIMIT edges:
-    the pattern of edges repeats every composite slide, so one period shows every
-    window length.  Otherwise an upper bound (edges of each class in a span of r)
-    and no distinct lengths: SlickDeque Inv then registers lengths lazily.
+    Returns ``(wsize, {(r, s): sorted distinct n}, exact)``.  The exact set comes from
+    ``placement.slicing.window_lengths`` (shared with the cost model, so the model's Omega
+    and the executor's running aggregates agree); it scans one composite slide in
+    O(edges + windows) and is exact when that work is at most EXACT_SCAN_LIMIT.
+    Otherwise an upper bound (edges of each class in a span of r) and no distinct
+    lengths: SlickDeque Inv then registers lengths lazily.  ``classes`` are the
+    classes that cut the slices (Pairs: starts and ends; Cutty: starts only), used for
+    the bound.  Under Cutty n counts the complete slices before a window's end (the open
+    slice's partial is added apart) and can be 0; ``wsize`` is at least 1.
     """
-    L = composite_slide(s for _, s in rs_pairs)
-    max_r = max(r for r, _ in rs_pairs)
-    span = L + max_r
-    if estimate_edges(classes, 0, span) <= EXACT_SCAN_LIMIT:
-        edges = edges_between(classes, 0, span + 1)
-        ns = {}
-        for r, s in rs_pairs:
-            ends = np.arange(r, r + L, s, dtype=np.int64)
-            n = np.searchsorted(edges, ends) - np.searchsorted(edges, ends - r)
-            ns[(r, s)] = sorted(set(n.tolist()))
-        wsize = max(max(v) for v in ns.values())
+    ns = _shared_window_lengths(rs_pairs, slicing, EXACT_SCAN_LIMIT)
+    if ns is not None:
+        ns = {k: list(v) for k, v in ns.items()}
+        wsize = max(1, max(max(v) for v in ns.values()))
         return wsize, ns, True
     bounds = {}
     for r, s in rs_pairs:
         b = min(r, sum(-(-r // s2) for s2, _ in classes))
         bounds[(r, s)] = b
-    return max(bounds.values()), {k: [] for k in bounds}, False
+    return max(1, max(bounds.values())), {k: [] for k in bounds}, False
 
 
 def pairs_partials(r: int, s: int) -> int:
@@ -217,6 +220,11 @@ class SliceChunk:
     due_n: np.ndarray
     due_nonempty: np.ndarray
     reset_before: bool = False
+    #: Cutty only (``executors.cutty``): window ends, whether the open partial is combined in,
+    #: and that partial per primitive, aligned with the due arrays
+    due_end: np.ndarray | None = None
+    due_frag: np.ndarray | None = None
+    frag: dict | None = None
 
 
 @dataclass
@@ -257,6 +265,7 @@ class StreamSlicer:
         self.wsize, self.ns, self.exact_ns = window_lengths(self.rs, self.classes)
         self.rate = edge_rate_bound(self.classes)
         self.skip_threshold = max(4 * self.wsize + 64, CHUNK_EDGES)
+        self.gap = self.wsize + 2  # slice numbers skipped at a jump: no window spans the gap
         # mutable state (everything below goes into snapshots)
         self.max_ts = NEG_INF
         self.position = 0              # next position for count windows
@@ -356,7 +365,8 @@ class StreamSlicer:
             if not has_pending:
                 return chunks
             self.cursor = floor_edge(self.classes, min(int(self.pend_ts[0]), W - self.max_r))
-            self.hist = edges_between(self.classes, self.cursor - self.max_r, self.cursor + 1)
+            self._set_hist(edges_between(self.classes, self.cursor - self.max_r,
+                                         self.cursor + 1))
         reset_next = False
         while True:
             cur = self.cursor
@@ -372,8 +382,9 @@ class StreamSlicer:
                 nc = floor_edge(self.classes, B)
                 if nc > cur:
                     self.cursor = nc
-                    self.hist = edges_between(self.classes, nc - self.max_r, nc + 1)
-                    self.g += self.wsize + 2
+                    self._set_hist(edges_between(self.classes, nc - self.max_r, nc + 1))
+                    self.g += self.gap
+                    self._on_skip()
                     self.n_resets += 1
                     reset_next = True
                     continue
@@ -387,6 +398,10 @@ class StreamSlicer:
             starts[1:] = new[:-1]
             cl = first_cover_end(self.rs, starts)
             cl = np.where(cl == INF, new, cl)
+            # slices are sealed in stream order: a slice waits for every earlier one.  cl is not
+            # monotone with hopping windows (r < s) next to longer ones, e.g. (1, 5) and (100, 100):
+            # slice [1, 5) is in [0, 100) only and may still receive tuples after [5, 6) is due.
+            np.maximum.accumulate(cl, out=cl)
             k = int(np.searchsorted(cl, W, side="right"))
             if k == 0:
                 break
@@ -450,12 +465,19 @@ class StreamSlicer:
         # advance
         self.cursor = end_t
         keep_from = int(np.searchsorted(allv, end_t - self.max_r, side="left"))
-        self.hist = allv[keep_from:]
+        self._set_hist(allv[keep_from:])
         self.g += k
         self.last_nonempty = int(last_ne[-1])
         self.n_slices += k
         return SliceChunk(starts, ends, counts, partials, due_slice, due_query, due_n,
                           nonempty)
+
+    def _set_hist(self, hist: np.ndarray) -> None:
+        """Replace the recent-edge history (a subclass may keep data aligned with it)."""
+        self.hist = hist
+
+    def _on_skip(self) -> None:
+        """An empty stretch was skipped (the final aggregators will be reset)."""
 
     def _lift(self, p: Primitive, vals):
         """Per-item (hi, lo) columns of primitive ``p`` for the pending items ``vals`` being
@@ -493,7 +515,7 @@ class StreamSlicer:
         for k in self.SCALARS:
             setattr(self, k, int(st[k][0]))
         self.cursor = int(st["cursor"][0]) if st["cursor"].shape[0] else None
-        self.hist = st["hist"].astype(np.int64)
+        self._set_hist(st["hist"].astype(np.int64))
         ii = int(st["is_int"][0])
         self.is_int = None if ii < 0 else bool(ii)
         self.pend_ts = st["pend_ts"].astype(np.int64)

@@ -4,10 +4,11 @@ State: a circular array of the last ``wsize`` partials and a map
 ``n -> running aggregate over the last n partials`` (arrays ``key_n`` / ``key_hi`` /
 ``key_lo`` plus a dense lookup ``key_of_n``).  Per new partial every running
 aggregate does ``ans = ans (+) new (-) partials[currPos - n]``: exactly **2
-operations per distinct n per slice** (one combine, one inverse).  This is the
-cost-model choice documented for weaveplace: Omega(SlickDeque Inv) = 2 x #distinct
-window lengths in partials (DESIGN.md section 3 offers "#unique nP_i" or "times 2";
-the measured counts are 2 per unique length, see tests).
+operations per distinct n per slice** (one combine, one inverse).  The cost model
+prices exactly that: Omega(SlickDeque Inv) = 2 x the distinct window lengths of the
+tree (``placement.slicing.window_lengths``, the same set as ``known_ns`` here), not
+the dissertation's ``#unique nP_i`` (see ``placement/cost.py``;
+``tests/test_executors_omega.py`` checks model = measured on random woven trees).
 
 Window lengths known up front (``known_ns``) are registered at reset, like the
 paper's preparation phase.  A length first seen at run time (possible when the
@@ -74,6 +75,33 @@ def _sdi_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
     meta[1] = nkeys
 
 
+@njit(cache=True)
+def _sdi_answer(op, due_n, out_hi, out_lo, ring_hi, ring_lo, key_n, key_hi, key_lo, key_of_n,
+                meta):
+    W = ring_hi.shape[0]
+    last = meta[0] - 1
+    if last < 0:
+        last += W
+    nkeys = meta[1]
+    c = 0
+    for q in range(due_n.shape[0]):
+        n = due_n[q]
+        k = key_of_n[n]
+        if k < 0:  # lazy registration, as in the kernel
+            ah, al = fold_back(op, ring_hi, ring_lo, last, n, ring_hi[last], ring_lo[last])
+            c += n - 1
+            k = nkeys
+            key_n[k] = n
+            key_hi[k] = ah
+            key_lo[k] = al
+            key_of_n[n] = k
+            nkeys += 1
+        out_hi[q] = key_hi[k]
+        out_lo[q] = key_lo[k]
+    meta[1] = nkeys
+    return c
+
+
 @register
 class SlickDequeInv(FinalAggregator):
     name = "slickdeque_inv"
@@ -94,7 +122,8 @@ class SlickDequeInv(FinalAggregator):
         self.state = {"ring_hi": hi, "ring_lo": lo, "key_n": key_n, "key_hi": kh,
                       "key_lo": kl, "key_of_n": key_of_n, "meta": meta}
 
-    def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
+    def _grow_keys(self, due_n):
+        """Room for the lengths in ``due_n`` not registered yet (lazy registration)."""
         s = self.state
         if due_n.shape[0]:
             unknown = due_n[s["key_of_n"][due_n] < 0]
@@ -107,6 +136,16 @@ class SlickDequeInv(FinalAggregator):
                     s["key_n"] = np.concatenate([s["key_n"], np.zeros(grow, np.int64)])
                     s["key_hi"] = np.concatenate([s["key_hi"], ih])
                     s["key_lo"] = np.concatenate([s["key_lo"], il])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        self._grow_keys(due_n)
+        s = self.state
+        return _sdi_answer(self.op, due_n, out_hi, out_lo, s["ring_hi"], s["ring_lo"],
+                           s["key_n"], s["key_hi"], s["key_lo"], s["key_of_n"], s["meta"])
+
+    def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
+        self._grow_keys(due_n)
+        s = self.state
         _sdi_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                     s["ring_hi"], s["ring_lo"], s["key_n"], s["key_hi"], s["key_lo"],
                     s["key_of_n"], s["meta"])

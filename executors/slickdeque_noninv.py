@@ -88,6 +88,39 @@ def _sdn_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
     meta[2] = size
 
 
+@njit(cache=True)
+def _sdn_answer(due_n, out_hi, dq_pos, dq_val, ident, meta):
+    """One pass from the head, as in the kernel; the last inserted slice is t - 1.  An empty
+    deque (nothing inserted since reset) answers the identity; no operation is counted
+    (position comparisons only)."""
+    cap = dq_pos.shape[0]
+    t = meta[0] - 1
+    head = meta[1]
+    size = meta[2]
+    i = 0
+    prev_n = meta[3] + 1
+    for q in range(due_n.shape[0]):
+        n = due_n[q]
+        if n > prev_n:
+            i = 0
+        prev_n = n
+        while i < size:
+            idx = head + i
+            if idx >= cap:
+                idx -= cap
+            if dq_pos[idx] > t - n:
+                break
+            i += 1
+        if i < size:
+            idx = head + i
+            if idx >= cap:
+                idx -= cap
+            out_hi[q] = dq_val[idx]
+        else:
+            out_hi[q] = ident
+    return 0
+
+
 @register
 class SlickDequeNonInv(FinalAggregator):
     name = "slickdeque_noninv"
@@ -106,6 +139,11 @@ class SlickDequeNonInv(FinalAggregator):
         s = self.state
         _sdn_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
                     s["dq_pos"], s["dq_val"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        ident = self.prim.identity_arrays(1)[0][0]
+        return _sdn_answer(due_n, out_hi, s["dq_pos"], s["dq_val"], ident, s["meta"])
 
     def deque(self):
         """(pos, val) nodes head to tail, for inspection and the worked examples."""

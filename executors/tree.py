@@ -16,6 +16,11 @@ Technique per primitive (``technique=``):
 * ``panes_inv``, ``twostacks``, ``daba``: one distinct (range, slide) per tree
   (they answer a single window length).
 
+Slicing (``slicing=``): ``pairs`` (default; DESIGN.md section 2) or ``cutty`` (slices cut at
+window starts only, windows ending inside a slice add the open slice's partial:
+``executors.cutty``).  Every technique works with both: a lone (range, slide) still has one
+length under Cutty (``floor(r/s)`` complete slices).
+
 The ``value`` column is int64 when every query of the tree has an integer answer
 (sum/count/min/max/range over integer input), float64 otherwise; a tree mixing
 integer sums beyond 2^53 with float aggregates should be split.
@@ -32,6 +37,7 @@ from . import bint, daba, flatfat, flatfit, panes, panes_inv, slickdeque_inv  # 
 from . import slickdeque_noninv, twostacks  # noqa: F401
 from .aggregates import OP_SUM, Primitive, require_invertible, require_selective
 from .base import TECHNIQUES, FinalAggregator
+from .cutty import CuttySlicer, combine_columns
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
 
 try:  # pyarrow is a project dependency; keep a numpy fallback for minimal installs
@@ -47,6 +53,7 @@ TECHNIQUE_ALIASES = {
 }
 ALL_TECHNIQUES = ("slickdeque",) + tuple(sorted(TECHNIQUES))
 SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}
+SLICINGS = ("pairs", "cutty")
 
 
 @dataclass
@@ -99,8 +106,16 @@ class ExecutionTree:
     slicer_cls = StreamSlicer
 
     def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
-                 count_ops: bool = False, dtype=None, as_arrow: bool = True):
+                 count_ops: bool = False, dtype=None, as_arrow: bool = True,
+                 slicing: str = "pairs"):
         self.queries: list[QuerySpec] = [normalize_query(q) for q in queries]
+        slicing = str(slicing).strip().lower()
+        if slicing not in SLICINGS:
+            raise ValueError(f"unknown slicing {slicing!r}; known: {list(SLICINGS)}")
+        if slicing == "cutty" and self.slicer_cls is not StreamSlicer:
+            raise ValueError(f"{type(self).__name__} supports Pairs slicing only "
+                             "(its input is already cut at Pairs edges)")
+        self.slicing = slicing
         ids = [q.id for q in self.queries]
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate query ids in one tree: {ids}")
@@ -112,7 +127,8 @@ class ExecutionTree:
         if dtype is not None:
             dt = np.dtype(dtype)
             is_int = bool(np.issubdtype(dt, np.integer))
-        self.slicer = self.slicer_cls(self.queries, [], allowed_lateness, is_int)
+        cls = CuttySlicer if slicing == "cutty" else self.slicer_cls
+        self.slicer = cls(self.queries, [], allowed_lateness, is_int)
         self.allowed_lateness = self.slicer.lateness
         self.kind = self.slicer.kind
         self._ids = np.array(ids, dtype=object)
@@ -125,6 +141,7 @@ class ExecutionTree:
         self._built = False
         self._ops_total: dict[str, int] = {}
         self._ops_slices: list[np.ndarray] = []
+        self._ops_unattached = 0  # Cutty: answers before the first slice was inserted
         if is_int is not None:
             self._build(is_int)
 
@@ -168,7 +185,7 @@ class ExecutionTree:
             rs = {(q.range, q.slide) for q in qs}
             ns = sorted({n for k in rs for n in sl.ns[k]})
             if sl.exact_ns:
-                wsize = max(ns)
+                wsize = max(1, max(ns))  # Cutty: n = 0 (window inside one slice) is possible
             else:
                 wsize = sl.wsize
             cls = self._technique_for(p)
@@ -217,7 +234,8 @@ class ExecutionTree:
 
     def stats(self) -> dict:
         sl = self.slicer
-        return {"slices": sl.n_slices, "resets": sl.n_resets, "late": sl.late.count,
+        extra = {"cuts": sl.n_cuts} if self.slicing == "cutty" else {}
+        return {"slices": sl.n_slices, **extra, "resets": sl.n_resets, "late": sl.late.count,
                 "outside_windows": sl.outside, "pending": int(sl.pend_ts.shape[0]),
                 "wsize": sl.wsize, "exact_wsize": sl.exact_ns,
                 "memory_bytes": sum(a.memory_bytes() for a in self.aggs.values())}
@@ -225,7 +243,11 @@ class ExecutionTree:
     def op_counts(self) -> dict:
         """Exact combine/inverse counts of final aggregation (needs count_ops=True).
 
-        ``omega`` = operations per slice (= per edge), the cost model's Omega.
+        ``omega`` = operations per slice (= per edge), the cost model's Omega.  Under Cutty
+        slicing, per Cutty slice, including the one combine with the open partial per answer
+        of a window ending inside a slice; ``per_slice[j]`` holds slice j's insert and the
+        answers given before the next insert (``total`` also counts answers given before
+        the first slice ever was inserted).
         """
         if not self.count_ops:
             raise ValueError("create the tree with count_ops=True to count operations")
@@ -270,33 +292,55 @@ class ExecutionTree:
                 a.reset()
         k = ch.ends.shape[0]
         D = ch.due_n.shape[0]
+        cutty = ch.frag is not None
         ans = {}
         ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
+        ops_before = 0  # answers from the state left by an earlier chunk (Cutty)
         for p, agg in self.aggs.items():
             sel = np.nonzero(self.uses[p][ch.due_query])[0] if D else np.zeros(0, np.int64)
-            ds, dn = ch.due_slice[sel], ch.due_n[sel]
+            fh = np.zeros(D, dtype=p.np_dtype)
+            fl = np.zeros(D, dtype=p.np_dtype)
+            # windows spanning n >= 1 slices ask the aggregator (Cutty: n may be 0)
+            sa = sel[ch.due_n[sel] > 0] if cutty else sel
+            ds, dn = ch.due_slice[sa], ch.due_n[sa]
             # one answer per (slice, n): queries with the same length share it
-            if sel.shape[0]:
-                first = np.ones(sel.shape[0], dtype=bool)
+            if sa.shape[0]:
+                first = np.ones(sa.shape[0], dtype=bool)
                 first[1:] = (ds[1:] != ds[:-1]) | (dn[1:] != dn[:-1])
                 inv = np.cumsum(first) - 1
                 us, un = ds[first], dn[first]
             else:
                 inv = us = un = np.zeros(0, np.int64)
+            npre = int(np.searchsorted(us, 0))  # Cutty: before this chunk's first insert
             ptr = np.zeros(k + 1, dtype=np.int64)
-            np.cumsum(np.bincount(us, minlength=k), out=ptr[1:])
+            np.cumsum(np.bincount(us[npre:], minlength=k), out=ptr[1:])
             hi, lo = ch.partials[p]
-            oh, ol, ops = agg.run(hi, lo, ptr, un, count_ops=self.count_ops)
+            if npre:
+                ph, pl, pops = agg.answer(un[:npre], count_ops=self.count_ops)
+            oh, ol, ops = agg.run(hi, lo, ptr, un[npre:], count_ops=self.count_ops)
+            if npre:
+                oh, ol = np.concatenate([ph, oh]), np.concatenate([pl, ol])
+            fh[sa] = oh[inv]
+            fl[sa] = ol[inv]
+            if cutty:
+                ops_frag = self._combine_open(p, ch, sel, fh, fl)
             if self.count_ops:
-                t = int(ops.sum())
-                self._ops_total[str(p)] += t
+                t = int(ops.sum()) + (pops if npre else 0)
                 ops_sum += ops
-            fh = np.zeros(D, dtype=oh.dtype)
-            fl = np.zeros(D, dtype=ol.dtype)
-            fh[sel] = oh[inv]
-            fl[sel] = ol[inv]
+                ops_before += pops if npre else 0
+                if cutty:
+                    ops_sum += ops_frag[1:]
+                    ops_before += int(ops_frag[0])
+                    t += int(ops_frag.sum())
+                self._ops_total[str(p)] += t
             ans[p] = (fh, fl)
         if self.count_ops:
+            if ops_before:  # to the last slice inserted (chunks may insert none)
+                last = next((a for a in reversed(self._ops_slices) if a.shape[0]), None)
+                if last is not None:
+                    last[-1] += ops_before
+                else:
+                    self._ops_unattached += ops_before
             self._ops_slices.append(ops_sum)
         if D == 0:
             return None
@@ -315,12 +359,36 @@ class ExecutionTree:
             cols = [(ans[p][0][idx[rows]], ans[p][1][idx[rows]])
                     for p in agg.primitives(self.is_int)]
             values[rows] = agg.lower_columns(self.is_int, cols)
-        end = ch.ends[ch.due_slice[idx]]
+        end = ch.due_end[idx] if cutty else ch.ends[ch.due_slice[idx]]
         start = end - self._r[dq]
-        if len(self.queries) > 1:
+        if len(self.queries) > 1 or cutty:
             o = np.lexsort((dq, end))
             dq, start, end, values = dq[o], start[o], end[o], values[o]
         return dq, start, end, values
+
+    @staticmethod
+    def _combine_open(p, ch, sel, fh, fl) -> np.ndarray:
+        """Cutty: windows ending inside the open slice take its partial: ``(complete slices)
+        (+) open`` (one combine per distinct (end, n)), or the open partial alone when the
+        window lies inside that slice (n = 0, no operation).  Returns the combines per
+        attachment slice, index 0 standing for "before this chunk's first insert"."""
+        k = ch.ends.shape[0]
+        fr = sel[ch.due_frag[sel]]
+        gh, gl = ch.frag[p]
+        alone = fr[ch.due_n[fr] == 0]
+        fh[alone] = gh[alone]
+        fl[alone] = gl[alone]
+        both = fr[ch.due_n[fr] > 0]
+        if both.shape[0] == 0:
+            return np.zeros(k + 1, dtype=np.int64)
+        ah, al = fh[both], fl[both]
+        combine_columns(p.op, ah, al, gh[both], gl[both])
+        fh[both] = ah
+        fl[both] = al
+        e, n = ch.due_end[both], ch.due_n[both]
+        first = np.ones(both.shape[0], dtype=bool)
+        first[1:] = (e[1:] != e[:-1]) | (n[1:] != n[:-1])
+        return np.bincount(ch.due_slice[both][first] + 1, minlength=k + 1).astype(np.int64)
 
     # -- snapshot -------------------------------------------------------------
     def snapshot(self) -> bytes:
@@ -329,6 +397,7 @@ class ExecutionTree:
             "version": 1,
             "queries": [q.as_dict() for q in self.queries],
             "technique": self.technique,
+            "slicing": self.slicing,
             "allowed_lateness": self.allowed_lateness,
             "count_ops": self.count_ops,
             "as_arrow": self.as_arrow,
@@ -336,6 +405,7 @@ class ExecutionTree:
             "is_int": self.slicer.is_int,
             "prims": [str(p) for p in self.prims] if self._built else [],
             "ops_total": self._ops_total,
+            "ops_unattached": self._ops_unattached,
         }
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
         for k, v in self.slicer.state_dict().items():
@@ -360,10 +430,11 @@ class ExecutionTree:
         if meta.get("version") != 1:
             raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
         is_int = meta["is_int"]
+        extra = {"slicing": meta["slicing"]} if meta.get("slicing", "pairs") != "pairs" else {}
         tree = cls(meta["queries"], technique=meta["technique"],
                    allowed_lateness=meta["allowed_lateness"], count_ops=meta["count_ops"],
                    dtype=None if is_int is None else (np.int64 if is_int else np.float64),
-                   as_arrow=meta["as_arrow"])
+                   as_arrow=meta["as_arrow"], **extra)
         tree.slicer.load_state_dict(
             {k[len("slicer/"):]: v for k, v in arrays.items() if k.startswith("slicer/")})
         if tree._built:
@@ -374,6 +445,7 @@ class ExecutionTree:
                 tree.aggs[p].load_state_dict(
                     {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
             tree._ops_total.update(meta["ops_total"])
+            tree._ops_unattached = int(meta.get("ops_unattached", 0))
         if "ops_slices" in arrays:
             tree._ops_slices = [arrays["ops_slices"]]
         return tree

@@ -82,6 +82,20 @@ def _twostacks_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
     meta[1] = bs
 
 
+@njit(cache=True)
+def _twostacks_answer(op, out_hi, out_lo, f_agg_hi, f_agg_lo, b_agg_hi, b_agg_lo,
+                      ident_hi, ident_lo, meta):
+    """The query alone: aggF (+) aggB (1 combine)."""
+    fs = meta[0]
+    bs = meta[1]
+    fh, fl = (f_agg_hi[fs - 1], f_agg_lo[fs - 1]) if fs > 0 else (ident_hi[0], ident_lo[0])
+    bh, bl = (b_agg_hi[bs - 1], b_agg_lo[bs - 1]) if bs > 0 else (ident_hi[0], ident_lo[0])
+    ah, al = combine2(op, fh, fl, bh, bl)
+    out_hi[:] = ah
+    out_lo[:] = al
+    return 1
+
+
 @register
 class TwoStacks(FinalAggregator):
     name = "twostacks"
@@ -102,3 +116,9 @@ class TwoStacks(FinalAggregator):
                           s["f_val_hi"], s["f_val_lo"], s["f_agg_hi"], s["f_agg_lo"],
                           s["b_val_hi"], s["b_val_lo"], s["b_agg_hi"], s["b_agg_lo"],
                           s["ident_hi"], s["ident_lo"], s["meta"])
+
+    def _answer_kernel(self, due_n, out_hi, out_lo):
+        s = self.state
+        return _twostacks_answer(self.op, out_hi, out_lo, s["f_agg_hi"], s["f_agg_lo"],
+                                 s["b_agg_hi"], s["b_agg_lo"], s["ident_hi"], s["ident_lo"],
+                                 s["meta"])

@@ -51,7 +51,6 @@ REL = 1e-9  # improvements smaller than this (relative) do not count: no cycling
 _ITEM_OMEGA = {
     "panes": lambda r, s: ((r, s), r / s),
     "flatfit": lambda r, s: ((r, s), 3.0),
-    "slickdeque_inv": lambda r, s: (r, 2.0),
 }
 
 
@@ -200,7 +199,10 @@ class _Search:
         best_other = np.where(qi == i1, es[i2], es[i1])
         e = np.maximum(best_other, float(t.edge_rate) - es[qi])
         item_of = _ITEM_OMEGA.get(t.technique)
-        if item_of is None:
+        if t.technique == "slickdeque_inv":  # its floor: 2 x distinct ranges (cost.omega_floor)
+            count = Counter(p.range for p in t.queries)
+            om = np.array([2.0 * (len(count) - (count[q.range] == 1)) for q in qs])
+        elif item_of is None:
             om = 0.0
         else:
             count = Counter(item_of(p.range, p.slide)[0] for p in t.queries)
@@ -238,7 +240,7 @@ class _Search:
         E = np.array([float(t.edge_rate) for _, _, t in flat])
         om = np.array([t.omega for _, _, t in flat])
         lam = np.array([self.model.rate(t.stream) for _, _, t in flat])
-        mono = self.model.omega_lower_bound_is_max()
+        omf = np.array([self.model.omega_floor(t) for _, _, t in flat])
         item_of = _ITEM_OMEGA.get(flat[0][2].technique)
         if item_of is not None:  # Omega of a merge = sum - common items (exact, cheap)
             items: dict = {}
@@ -280,8 +282,8 @@ class _Search:
         if ti.size:
             if item_of is not None:
                 om_m = (om[ti] + om[ui] - common[ti, ui]) * (1 - REL)
-            else:
-                om_m = np.maximum(om[ti], om[ui]) if mono else 0.0
+            else:  # any merge's Omega is at least each part's floor
+                om_m = np.maximum(omf[ti], omf[ui])
             mlb = lam[ti] + np.maximum(E[ti], E[ui]) * om_m
             block(2, ti, ui, -1, node[ti], ld[node[ti]] - cost[ti], node[ui],
                   ld[node[ui]] - cost[ui] + mlb)
@@ -310,7 +312,8 @@ class _Search:
                                        [0.0] * us.size for j in it])
                     om_m = (qo + om[us][None, :] - shared) * (1 - REL)
                 else:
-                    om_m = np.maximum(qo, om[us][None, :]) if mono else 0.0
+                    qf = np.array([self.model.omega_floor(x) for x in sq])[:, None]
+                    om_m = np.maximum(qf, omf[us][None, :])
                 mlb = lam[t] + np.maximum(qE, E[us][None, :]) * om_m
                 block(4, t, us[None, :], rep[:, None], h, lh[:, None], node[us][None, :],
                       ld[node[us]][None, :] - cost[us][None, :] + mlb)

@@ -15,9 +15,16 @@ from functools import lru_cache
 from math import gcd, lcm
 from typing import Iterable
 
+import numpy as np
+
 from placement.queries import Query
 
 ResidueClass = tuple[int, int]  # (modulus, residue) with 0 <= residue < modulus
+Window = tuple[int, int]  # (range, slide)
+
+SLICINGS = ("pairs", "cutty")
+#: work budget of one exact window-length scan (edges of one composite slide + windows in it)
+WINDOW_SCAN_LIMIT = 1 << 20
 
 
 def query_classes(query: Query) -> frozenset[ResidueClass]:
@@ -130,3 +137,102 @@ def weaveability(
     ey = eng.density(cy) * cs
     exy = eng.density(cx | cy) * cs
     return Weaveability(cs, int(ex), int(ey), int(ex + ey - exy))
+
+
+def slicing_classes(windows: Iterable[Window], slicing: str = "pairs") -> frozenset[ResidueClass]:
+    """The residue classes that cut a tree's slices: Pairs cuts at window starts and ends
+    (``(s, 0)``, ``(s, r mod s)``), Cutty only at window starts (``(s, 0)``)."""
+    if slicing not in SLICINGS:
+        raise ValueError(f"unknown slicing {slicing!r}; allowed: {', '.join(SLICINGS)}")
+    out: set[ResidueClass] = set()
+    for r, s in windows:
+        out.add((s, 0))
+        if slicing == "pairs":
+            out.add((s, r % s))
+    return frozenset(out)
+
+
+def window_lengths(windows: Iterable[Window], slicing: str = "pairs",
+                   limit: int = WINDOW_SCAN_LIMIT) -> dict[Window, tuple[int, ...]] | None:
+    """Every number of slices a window spans, per distinct ``(r, s)``: exact, or None over budget.
+
+    Why it matters: SlickDeque Inv keeps one running aggregate per distinct length, and in a woven
+    tree a query's length varies from window to window (ranges 16/10/8, slides 4/5/4: 5 lengths,
+    not 3) while different queries can share one. Shared by the cost model (``placement.cost``)
+    and the executors (``executors.slicing``), so both see the same set.
+
+    A window ``[x, x + r)`` (``x`` a multiple of ``s``) spans, under Pairs, the cuts in
+    ``[x, x + r)``; under Cutty, ``ceil``-style, the complete slices before its end: the starts in
+    ``(x, x + r]`` (the rest of the window is the open slice's partial). The cut pattern repeats
+    every composite slide ``L``, so with ``N(y)`` = cuts in ``[0, y)`` = ``(y // L) * K +
+    cuts of one period below y mod L`` each window costs O(1): the scan is
+    O(cuts in L + sum L / s), independent of the ranges. Beyond ``limit`` that work is refused.
+    """
+    got = _lengths(windows, slicing, limit)
+    if got is None:
+        return None
+    wins, idx, n = got
+    width = int(n.max()) + 1
+    keys = np.unique(idx * width + n)  # sorted: by window, then length
+    out: dict[Window, tuple[int, ...]] = {w: () for w in wins}
+    wi, ni = np.divmod(keys, width)
+    bounds = np.searchsorted(wi, np.arange(len(wins) + 1))
+    for j, w in enumerate(wins):
+        out[w] = tuple(ni[bounds[j]:bounds[j + 1]].tolist())
+    return out
+
+
+def _lengths(windows: Iterable[Window], slicing: str, limit: int):
+    """``(sorted distinct windows, window index, slices)`` for every window of one composite
+    slide, all windows at once (one vectorised pass), or None over budget."""
+    wins = sorted({(int(r), int(s)) for r, s in _checked(windows)})
+    classes = sorted(slicing_classes(wins, slicing))
+    period = lcm(*(s for _, s in wins))
+    work = sum(period // m for m, _ in classes) + sum(period // s for _, s in wins)
+    if work > limit:
+        return None
+    per = np.array([period // s for _, s in wins], dtype=np.int64)
+    idx = np.repeat(np.arange(len(wins), dtype=np.int64), per)
+    first = np.zeros(len(wins), dtype=np.int64)
+    np.cumsum(per[:-1], out=first[1:])
+    sl = np.array([s for _, s in wins], dtype=np.int64)
+    x = (np.arange(idx.shape[0], dtype=np.int64) - first[idx]) * sl[idx]
+    if slicing == "cutty":
+        x += 1
+    y = x + np.array([r for r, _ in wins], dtype=np.int64)[idx]
+    if period <= 8 * work + 1024:
+        # prefix counts of a bitmap: cuts in [0, t) = below[t] for 0 <= t <= period
+        mark = np.zeros(period, dtype=np.int64)
+        for m, c in classes:
+            mark[c::m] = 1
+        below = np.zeros(period + 1, dtype=np.int64)
+        np.cumsum(mark, out=below[1:])
+        k = int(below[-1])
+        n = (y // period) * k + below[y % period] - below[x % period] - (x // period) * k
+    else:
+        cuts = np.unique(np.concatenate([np.arange(c, period, m, dtype=np.int64)
+                                         for m, c in classes]))
+        k = cuts.shape[0]
+        n = ((y // period) * k + np.searchsorted(cuts, y % period)
+             - (x // period) * k - np.searchsorted(cuts, x % period))
+    return wins, idx, n
+
+
+def _checked(windows: Iterable[Window]) -> list[Window]:
+    wins = list(windows)
+    if not wins:
+        raise ValueError("window_lengths needs at least one (range, slide)")
+    if all(type(r) is int and type(s) is int and r >= 1 and s >= 1 for r, s in wins):
+        return wins
+    for r, s in wins:
+        if not (isinstance(r, (int, np.integer)) and isinstance(s, (int, np.integer))
+                and not isinstance(r, bool) and not isinstance(s, bool) and r >= 1 and s >= 1):
+            raise ValueError(f"window (range {r!r}, slide {s!r}): both must be integers >= 1")
+    return wins
+
+
+def distinct_window_lengths(windows: Iterable[Window], slicing: str = "pairs",
+                            limit: int = WINDOW_SCAN_LIMIT) -> int | None:
+    """How many distinct window lengths (in slices) a tree has over all its windows, or None."""
+    got = _lengths(windows, slicing, limit)
+    return None if got is None else int(np.unique(got[2]).shape[0])

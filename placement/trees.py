@@ -13,7 +13,7 @@ from fractions import Fraction
 from math import lcm
 from typing import Iterable, Mapping
 
-from placement.cost import merged_omega, omega, resolve_technique, tree_cost
+from placement.cost import merged_omega, omega, omega_floor, resolve_technique, tree_cost
 from placement.edges import EdgeEngine, get_engine
 from placement.queries import Query
 from placement.slicing import ResidueClass, query_classes
@@ -112,9 +112,9 @@ class CostModel:
         """Cost saved by weaving x and y (negative: weaving costs more)."""
         return x.cost + y.cost - self.merged_price(x, y)[2]
 
-    def omega_lower_bound_is_max(self) -> bool:
-        """Whether Omega of a merge is at least the larger Omega of its parts (monotone)."""
-        return self.technique != "flatfat"
+    def omega_floor(self, t: Tree) -> float:
+        """A lower bound of Omega for any merge containing ``t`` (``cost.omega_floor``)."""
+        return omega_floor(t.technique, t.windows, t.omega)
 
     def omega_is_additive(self) -> bool:
         """Whether Omega of a merge is the sum of its parts' Omegas for disjoint windows."""

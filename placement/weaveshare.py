@@ -46,8 +46,10 @@ def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool =
 class _Table:
     """The cost lookup table: alive trees in slots, pair benefits in a lazy max-heap.
 
-    Rows are pruned with certified upper bounds on the benefit. Generic bound (every technique but
-    FlatFAT): ``E_xy >= max(E_x, E_y)`` and ``Omega_xy >= max(Omega_x, Omega_y)``. When Omega is
+    Rows are pruned with certified upper bounds on the benefit. Generic bound:
+    ``E_xy >= max(E_x, E_y)`` and ``Omega_xy >= max(floor_x, floor_y)`` with the model's
+    ``omega_floor`` (Omega itself where it grows with the window set; ``2 * #unique ranges`` for
+    SlickDeque Inv, whose exact Omega can shrink on a merge; 0 for FlatFAT). When Omega is
     additive over disjoint windows (Panes, FlatFIT), the benefit is exactly
     ``lambda + Omega_x (C - E_y) + Omega_y (C - E_x)`` with ``C`` the common-edge density, and
     ``C`` is bounded by pairs of classes (``1/lcm`` per compatible pair). Trees whose edges are the
@@ -65,6 +67,7 @@ class _Table:
         self.trees: list[Tree | None] = []
         self.e = np.zeros(cap)
         self.om = np.zeros(cap)
+        self.omf = np.zeros(cap)  # omega floors
         self.cost = np.zeros(cap)
         self.key = np.zeros(cap, dtype=np.int64)
         self.alive = np.zeros(cap, dtype=np.bool_)
@@ -97,13 +100,14 @@ class _Table:
     def _add(self, t: Tree) -> int:
         slot = len(self.trees)
         if slot >= len(self.e):
-            for name in ("e", "om", "cost", "key", "alive", "cm", "cr", "uid"):
+            for name in ("e", "om", "omf", "cost", "key", "alive", "cm", "cr", "uid"):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
         self.trees.append(t)
         self.uid[slot] = t.uid
         self.e[slot] = float(t.edge_rate)
         self.om[slot] = t.omega
+        self.omf[slot] = self.model.omega_floor(t)
         self.cost[slot] = t.cost
         self.key[slot] = self._keys.setdefault(t.key, len(self._keys))
         self.alive[slot] = True
@@ -168,8 +172,7 @@ class _Table:
             n = len(self.trees)
             idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == kz))
             idx = idx[idx != slot]
-            om_lb = (np.maximum(self.om[idx], oz)
-                     if self.model.omega_lower_bound_is_max() else 0.0)
+            om_lb = np.maximum(self.omf[idx], self.omf[slot])
             c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
             e_lb = np.maximum(np.maximum(self.e[idx], ez), self.e[idx] + ez - c)
             bound = self.cost[idx] + t.cost - lam - e_lb * om_lb

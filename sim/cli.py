@@ -282,6 +282,90 @@ def bench_executors(
     console.print(f"results: {path}")
 
 
+@bench_app.command("slicing")
+def bench_slicing(
+    techniques: str = typer.Option("slickdeque,panes,flatfat,flatfit",
+                                   help="Comma-separated techniques."),
+    queries: int = typer.Option(20, help="Queries in the tree (sum, r mod s != 0)."),
+    tuples: int = typer.Option(1_000_000, help="Tuples (one per time unit)."),
+    repeats: int = typer.Option(3, help="Timed runs per slicing (best is kept)."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Pairs vs Cutty slicing side by side: tuples/s, slices, operations."""
+    from executors.bench import run_slicing_bench, slicing_workload
+    from executors.tree import ALL_TECHNIQUES
+
+    techs = [t.strip() for t in techniques.split(",") if t.strip()]
+    bad = [t for t in techs if t not in ALL_TECHNIQUES]
+    if bad or not techs:
+        raise UserError(f"--techniques: unknown {bad or techs}; allowed: {', '.join(ALL_TECHNIQUES)}")
+    if queries < 1 or tuples < 10_000 or repeats < 1:
+        raise UserError("--queries >= 1, --tuples >= 10000 and --repeats >= 1 are required")
+    rows = run_slicing_bench(slicing_workload(queries), tuple(techs), n_tuples=tuples,
+                             repeats=repeats)
+    table = Table("technique", "slicing", "M tuples/s", "slices", "ops/slice", "ops/tuple")
+    for r in rows:
+        table.add_row(r["technique"], r["slicing"], f"{r['throughput'] / 1e6:.3f}",
+                      str(r["slices"]), f"{r['ops_per_slice']:.2f}", f"{r['ops_per_tuple']:.2f}")
+    console.print(table)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_slicing.json"
+    path.write_text(json.dumps(rows, indent=1, default=float))
+    console.print(f"results: {path}")
+
+
+@bench_app.command("omega")
+def bench_omega(
+    techniques: str = typer.Option(",".join(("panes", "flatfat", "flatfit", "slickdeque_inv",
+                                             "slickdeque_noninv")),
+                                   help="Comma-separated IE techniques."),
+    qnum: int = typer.Option(100, help="Workload: number of queries (Table 13: 100)."),
+    smax: int = typer.Option(1000, help="Workload: max slide (Table 13: 1000)."),
+    omax: float = typer.Option(10_000, help="Workload: max overlap factor (Table 13: 10,000)."),
+    rate: float = typer.Option(1.0, help="Workload: lambda (Table 13: 1)."),
+    zskew: float = typer.Option(0.0, help="Workload: Zipf skew (Table 13: 0)."),
+    gen: str = typer.Option("factors", help="Workload: nrm, div or factors (chapter 7)."),
+    seed: int = typer.Option(0, help="Workload seed."),
+    max_ops: float = typer.Option(2e8, help="Cap of counted Panes operations per tree."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Model Omega vs measured final-aggregation operations per edge on planned trees."""
+    from dataclasses import asdict
+
+    from sim import omega_check as oc
+    from sim.workload import WorkloadSpec
+
+    techs = [t.strip() for t in techniques.split(",") if t.strip()]
+    bad = [t for t in techs if t not in oc.TECHNIQUES]
+    if bad or not techs:
+        raise UserError(f"--techniques: unknown {bad or techs}; allowed: {', '.join(oc.TECHNIQUES)}")
+    try:
+        spec = WorkloadSpec(qnum=qnum, smax=smax, rate=rate, zskew=zskew, omax=omax, gen=gen,
+                            seed=seed)
+    except ValueError as exc:
+        raise UserError(f"workload: {exc}") from None
+    t0 = time.perf_counter()
+    res = oc.run_omega_check(spec, techs, progress=lambda r: isinstance(r, str)
+                             and console.print(r, markup=False), max_ops=max_ops)
+    rows = oc.summarize(res)
+    console.print(oc.format_summary(rows), markup=False)
+    other = None
+    if "slickdeque_inv" in techs:
+        other = oc.slickdeque_inv_on_plan(spec, "panes")
+        console.print(f"SlickDeque Inv on the Panes plan's {other['trees']} trees: model "
+                      f"{other['model']:.6g}, measured {other['measured']:.6g}, old formula "
+                      f"{other['old_formula']:.6g} ({other['old_diff_pct']:+.2f}%, wrong on "
+                      f"{other['trees_old_wrong']} trees)", markup=False)
+    console.print(f"{time.perf_counter() - t0:.1f} s")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_omega.json"
+    path.write_text(json.dumps({"workload": asdict(spec), "summary": rows,
+                                "slickdeque_inv_on_panes_plan": other,
+                                "trees": {t: [asdict(x) for x in v] for t, v in res.items()}},
+                               indent=1, default=float))
+    console.print(f"results: {path}")
+
+
 @bench_app.command("e2e")
 def bench_e2e(
     queries: str = typer.Option("1,10,100,1000", help="Comma-separated query counts."),

@@ -176,3 +176,63 @@ def test_panes_inv_two_ops_and_flatfit_amortised_three():
     # one wReset (W-1 ops) every W+1 slices; 2 ops on W-2 of them, 1 op on the other 2
     period = o[W + 1:2 * (W + 1)]
     assert sorted(period.tolist()) == sorted([W - 1] + [1, 1] + [2] * (W - 2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), op=st.sampled_from([OP_SUM, OP_MIN, OP_MAX]), W=st.integers(1, 13))
+def test_answer_between_inserts_equals_brute_force(data, op, W):
+    """``answer`` (no insert; what Cutty slicing asks between two slices) interleaved with
+    ``run``: every answer is the fold of the last n inserted partials (identity before the
+    first), for every technique, and leaves the state fit for the following inserts."""
+    prim = Primitive(op, "v", "i8")
+    steps_ = data.draw(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=1,
+                                max_size=12))
+    ident = {OP_SUM: 0, OP_MIN: np.iinfo(np.int64).max, OP_MAX: np.iinfo(np.int64).min}[op]
+    f = {OP_SUM: sum, OP_MIN: min, OP_MAX: max}[op]
+    for cls in TECHNIQUES.values():
+        if not compatible(cls, op):
+            continue
+        rng = np.random.default_rng(W)
+        agg, vals = cls(prim, W), []
+        for ins, k in steps_:
+            if ins:
+                x = rng.integers(-50, 50, k)
+                ns = (np.full(k, W) if not cls.multi_query
+                      else rng.integers(1, W + 1, k))
+                oh, _, _ = agg.run(x, 0 * x, np.arange(k + 1), ns)
+                for j in range(k):
+                    vals.append(int(x[j]))
+                    assert oh[j] == f([ident] + vals[-int(ns[j]):]), cls.name
+            else:
+                ns = (np.full(k, W) if not cls.multi_query
+                      else np.sort(rng.integers(1, W + 1, k))[::-1])
+                oh, _, _ = agg.answer(ns)
+                want = [f([ident] + vals[-int(n):]) if vals else ident for n in ns]
+                assert oh.tolist() == want, cls.name
+
+
+def test_answer_operation_counts():
+    """Between inserts: Panes n - 1, SlickDeque Inv 0 for a known length (n - 1 to register a
+    new one), SlickDeque Non-Inv 0 (position comparisons only), TwoStacks / DABA 1."""
+    x = np.arange(1, 9)
+    ptr = np.arange(9)
+    counts = {}
+    for cls in (Panes, SlickDequeInv, TwoStacks, DABA, PanesInv):
+        a = cls(SUM_I, 4, known_ns=[4])
+        a.run(x, 0 * x, ptr, np.full(8, 4))
+        oh, _, c = a.answer(np.array([4]), count_ops=True)
+        assert oh.tolist() == [5 + 6 + 7 + 8], cls.name
+        counts[cls.name] = c
+    assert counts == {"panes": 3, "slickdeque_inv": 0, "twostacks": 1, "daba": 1,
+                      "panes_inv": 0}
+    a = SlickDequeInv(SUM_I, 4, known_ns=[4])
+    a.run(x, 0 * x, ptr, np.full(8, 4))
+    assert a.answer(np.array([3]), count_ops=True)[2] == 2 and a.n_keys == 2
+    a.run(np.array([9]), np.array([0]), np.array([0, 2]), np.array([4, 3]))
+    assert a.answer(np.array([4, 3]))[0].tolist() == [6 + 7 + 8 + 9, 7 + 8 + 9]
+    d = SlickDequeNonInv(MAX_I, 4)
+    d.run(x, 0 * x, ptr, np.full(8, 4))
+    oh, _, c = d.answer(np.array([4, 1]), count_ops=True)
+    assert oh.tolist() == [8, 8] and c == 0
+    with pytest.raises(ValueError, match="single window length"):
+        TwoStacks(SUM_I, 4).answer(np.array([2]))

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from placement.edges import ENGINES, get_engine
 from placement.queries import Query, QueryError, query_from_mapping, validate_unique
 from placement.slicing import (
-    brute_force_edges, compatible, composite_slide, crt_merge, query_classes, tree_classes,
-    weaveability)
+    brute_force_edges, compatible, composite_slide, crt_merge, distinct_window_lengths,
+    query_classes, tree_classes, weaveability, window_lengths)
 
 
 def positions(classes, period):
@@ -221,3 +221,48 @@ def test_crt_merge_matches_brute_force(a, b):
         assert m == period and 0 <= r < m
         assert both == {r}  # exactly one common position per lcm
     assert crt_merge(b, a) == merged
+
+
+# ---- window lengths (SlickDeque Inv's running aggregates, Cutty's slices per window) ----------
+
+def brute_window_lengths(wins, slicing):
+    """Slices per window from the definition: Pairs counts cuts t % s in {0, r % s} in
+    [x, x + r); Cutty counts window starts in (x, x + r] (complete slices before the end)."""
+    period = lcm(*(s for _, s in wins))
+
+    def cut(t):
+        return any(t % s == 0 or (slicing == "pairs" and t % s == r % s) for r, s in wins)
+
+    out = {}
+    for r, s in set(wins):
+        span = range(0, r) if slicing == "pairs" else range(1, r + 1)
+        out[(r, s)] = tuple(sorted({sum(cut(x + d) for d in span)
+                                    for x in range(-2 * s, period + 2 * s, s)}))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 9)), min_size=1, max_size=4),
+       slicing=st.sampled_from(["pairs", "cutty"]))
+def test_window_lengths_match_definition(wins, slicing):
+    assert window_lengths(wins, slicing) == brute_window_lengths(wins, slicing)
+
+
+def test_window_lengths_vectors_budget_and_errors():
+    # a lone query: Pairs 2*floor(r/s)+1 slices when r % s != 0 (dissertation Table 1); Cutty
+    # floor(r/s) complete slices plus the open one: ceil(r/s) partials
+    assert window_lengths([(14, 8)]) == {(14, 8): (3,)}
+    assert window_lengths([(14, 8)], "cutty") == {(14, 8): (1,)}
+    assert window_lengths([(3, 8)], "cutty") == {(3, 8): (0,)}
+    assert window_lengths([(16, 4), (10, 5), (8, 4)]) == {
+        (8, 4): (2, 3, 4), (10, 5): (4,), (16, 4): (6, 7)}
+    assert distinct_window_lengths([(16, 4), (10, 5), (8, 4)]) == 5
+    # a composite slide of 997 * 991 * 983: over budget, refused (not guessed)
+    assert window_lengths([(2500, 997), (1500, 991), (2949, 983)]) is None
+    assert window_lengths([(2500, 997), (1500, 991)], limit=10**7) is not None
+    with pytest.raises(ValueError, match="unknown slicing 'panes'"):
+        window_lengths([(4, 2)], "panes")
+    with pytest.raises(ValueError, match="integers >= 1"):
+        window_lengths([(0, 2)])
+    with pytest.raises(ValueError, match="at least one"):
+        window_lengths([])
