@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .node_actor import NodeActor, concat_answers, empty_late
 
@@ -172,6 +173,7 @@ class Deployment:
                 if nid not in self.stream_nodes[t["stream"]]:
                     self.stream_nodes[t["stream"]].append(nid)
         self._committed: list[pa.Table] = []
+        self._late_seen: dict[str, dict[str, int]] = {}  # take_late: node -> tree -> count
         self._log: list[tuple[int, str | None, Any, tuple[str, ...]]] = []
         self._seq = -1
         self._since_ckpt = 0
@@ -323,6 +325,45 @@ class Deployment:
             n.inflight.append(n.actor.flush.remote())
         ray.get(list(n.inflight))  # a failure during replay is not retried: it raises
         n.inflight.clear()
+
+    # -- incremental results (live streams) ---------------------------------------------------
+    def take_answers(self) -> pa.Table:
+        """Checkpoint, then hand over (and forget) every answer committed so far, sorted by
+        (query_id, window_start): a live stream's answers up to now, each exactly once.
+
+        Why through a checkpoint and not ``drain``: answers handed out are final only if a
+        recovery can never produce them again; a recovered node replays just the batches after
+        its last snapshot, and the snapshot and the answers are taken at the same point.
+        ``finish()`` then returns only the answers produced after the last call."""
+        self.checkpoint()
+        parts, self._committed = self._committed, []
+        table = concat_answers(parts)
+        if table.num_rows:
+            table = table.sort_by([("query_id", "ascending"), ("window_start", "ascending")])
+        return table
+
+    def take_late(self) -> pa.Table:
+        """The late tuples recorded since the previous call (all of them the first time), in
+        the ``RunResult.late`` layout.  Late tuples live in the trees' state (snapshots), so a
+        recovered node reports the same ones and the per-tree offsets stay valid."""
+        import ray
+
+        self._wait_all()
+        out = []
+        for nid, n in self.nodes.items():
+            since = self._late_seen.setdefault(nid, {})
+            try:
+                t = ray.get(n.actor.late.remote(since))
+            except ray.exceptions.RayActorError:
+                if not self.auto_recover:
+                    raise
+                self.recover(nid)
+                t = ray.get(self.nodes[nid].actor.late.remote(since))
+            if t.num_rows:
+                for vc in pc.value_counts(t.column("tree_id")).to_pylist():
+                    since[vc["values"]] = since.get(vc["values"], 0) + vc["counts"]
+                out.append(t)
+        return pa.concat_tables(out) if out else empty_late()
 
     # -- results ----------------------------------------------------------------------------
     def finish(self) -> RunResult:
