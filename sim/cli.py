@@ -375,11 +375,16 @@ def run(
     config: Path = typer.Argument(..., help="Run configuration (YAML) with run.mode: live."),
     out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
 ):
-    """Live run: plan, deploy on Ray, feed DEBS-style data through Spark, write answers."""
+    """Live run: plan, deploy on Ray, feed DEBS-style data through Spark, write answers.
+
+    With ``data.directory`` the run watches a directory (Spark Structured Streaming) and
+    writes answers as files arrive, until its idle timeout / max files / timeout or Ctrl-C
+    (which stops cleanly: the last windows are flushed and written; a second Ctrl-C aborts)."""
     import shutil
 
     from rich.markup import escape
 
+    from cluster.streaming import StreamError
     from sim.config import ConfigError
     from sim.live import live_run
 
@@ -401,6 +406,10 @@ def run(
         except ConnectionError as exc:
             raise UserError(f"cluster.ray.address {cfg.cluster.ray.address!r}: cannot connect "
                             f"to Ray ({exc})") from exc
+        except StreamError as exc:
+            bar.stop()
+            Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(1) from None
     table = Table("node", "tuples", "answers", "late", "busy s", title="per node")
     for node_id, m in sorted((summary.metrics.get("nodes") or {}).items()):
         table.add_row(node_id, str(m.get("tuples", "-")), str(m.get("answers", "-")),
@@ -410,8 +419,19 @@ def run(
                   f"{summary.tuples} tuples -> {summary.answers} answers, {summary.late} late, "
                   f"{summary.seconds:.1f} s; estimated TotalCost {summary.estimated_total_cost:.4g}"
                   f", MaxCost {summary.estimated_max_cost:.4g}")
-    console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet, "
-                  "late.parquet, metrics.json)", soft_wrap=True)
+    stream = summary.metrics.get("stream")
+    if stream:
+        rej = (f"; rejected: {stream['files_rejected']} whole files, {stream['rows_rejected']} "
+               f"bad lines (see rejects/)") if stream["files_rejected"] or \
+            stream["rows_rejected"] else ""
+        console.print(f"stream: {stream['files']} files in {stream['batches']} micro-batches, "
+                      f"stopped by {stream['stop_reason']}{rej}", soft_wrap=True)
+        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet/ "
+                      "and late.parquet/ with one part per micro-batch, metrics.json)",
+                      soft_wrap=True)
+    else:
+        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet, "
+                      "late.parquet, metrics.json)", soft_wrap=True)
     path = _build_report(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path

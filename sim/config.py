@@ -14,11 +14,13 @@ Sections (defaults and meaning in ``configs/README.md``):
   list of ``{id, capacity}``; ``ray.address`` (``null``: embedded local Ray, used by live runs).
 - ``placement``: optimizer name(s) (Table 7's thirteen, ``WG_LS`` and the single-node ones), IE
   technique, edge engine, preprocessing and ``exact`` (compute the exact optimum on small runs).
-- ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}`` or a ``path`` (live runs).
+- ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}``, a ``path`` or a watched
+  ``directory`` of arriving files (live runs).
 - ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed).
 
-Relative paths: ``data.path`` is relative to the config file (inputs travel with the config);
-``run.output_dir`` is relative to the working directory (outputs go where the user runs).
+Relative paths: ``data.path`` and ``data.directory.path`` are relative to the config file (inputs
+travel with the config); ``run.output_dir`` is relative to the working directory (outputs go
+where the user runs).
 """
 
 from __future__ import annotations
@@ -285,23 +287,63 @@ class Placement(Strict):
         return False if self.preprocess == "none" else self.preprocess
 
 
+class DirectorySpec(Strict):
+    """A directory watched by Spark Structured Streaming: DEBS files (text or Parquet) are fed
+    as they arrive, answers written as they come out (``cluster.streaming``).  At least
+    Ctrl-C stops it; ``idle_timeout_s``, ``max_files`` and ``timeout_s`` stop it by themselves."""
+
+    path: Annotated[str, Field(min_length=1)]
+    pattern: Annotated[str, Field(min_length=1)] = "*"
+    files_per_batch: Annotated[int, Field(ge=1, le=100_000)] = 8
+    poll_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    idle_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    max_files: PosInt | None = None
+    timeout_s: Annotated[float, Field(gt=0)] | None = None
+
+    @field_validator("pattern", mode="after")
+    @classmethod
+    def _file_glob(cls, v: str) -> str:
+        if "/" in v:
+            raise ConfigError(f"data.directory.pattern: {v!r} is a path; expected a glob over "
+                              "file names such as '*.tsv' (the directory is data.directory.path)")
+        return v
+
+
 class Data(Strict):
-    """Input tuples for live runs: a file, or a synthetic DEBS-style feed (``sim.debs``)."""
+    """Input tuples for live runs: a file, a directory of arriving files, or a synthetic
+    DEBS-style feed (``sim.debs``)."""
 
     path: Annotated[str, Field(min_length=1)] | None = None
+    directory: DirectorySpec | None = None
     duration_s: Annotated[float, Field(gt=0)] = 60.0
     rate_hz: Annotated[float, Field(gt=0)] = 100.0
     seed: Annotated[int, Field(ge=0)] = 0
 
     @model_validator(mode="after")
     def _resolve(self, info: ValidationInfo) -> "Data":
-        if self.path is None:
+        if self.path is None and self.directory is None:
             return self
+        if self.path is not None and self.directory is not None:
+            raise ConfigError("data.directory: next to data.path; give one input: a file "
+                              "(data.path) or a directory of arriving files (data.directory)")
+        key = "data.path" if self.path is not None else "data.directory"
         synthetic = self.model_fields_set & {"duration_s", "rate_hz", "seed"}
         if synthetic:
             raise ConfigError(f"data.{sorted(synthetic)[0]}: a synthetic-feed parameter next to "
-                              "data.path; give either path or {duration_s, rate_hz, seed}")
+                              f"{key}; give either {key} or {{duration_s, rate_hz, seed}}")
         base = Path((info.context or {}).get("base_dir", "."))
+        if self.directory is not None:
+            p = Path(self.directory.path).expanduser()
+            p = p if p.is_absolute() else base / p
+            if p.is_file():
+                raise ConfigError(f"data.directory.path: {str(p)!r} is a file; a directory is "
+                                  "watched for arriving files (one file: data.path)")
+            if not p.is_dir():
+                raise ConfigError(f"data.directory.path: directory not found: {str(p)!r} "
+                                  "(create it first; relative paths are relative to the "
+                                  "config file)")
+            object.__setattr__(self.directory, "path", str(p.resolve()))
+            return self
         p = Path(self.path).expanduser()
         p = p if p.is_absolute() else base / p
         if not p.is_file():

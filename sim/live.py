@@ -1,7 +1,9 @@
 """``weaveplace run CONFIG``: plan, deploy on Ray, feed through Spark, collect, write, summarise.
 
 Flow (one way): config -> workload -> placement (one optimizer) -> plan JSON -> cluster
-(``cluster.live.run_live``: Ray actors fed by Spark) -> answers, late tuples, metrics -> summary.
+(``cluster.live.run_live``: Ray actors fed by Spark; with ``data.directory``,
+``cluster.streaming.run_stream``: Structured Streaming over arriving files) -> answers, late
+tuples, metrics -> summary.
 Live queries read DEBS columns: a query's ``stream`` is the column name (mf01, mf02, ...), ranges
 and slides are in milliseconds (``kind: time``) or tuples (``kind: count``). A stream's rate in the
 cost model is the data's rate in tuples per millisecond unless ``streams`` gives one.
@@ -55,8 +57,11 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
                           "is the head node running? null starts an embedded local Ray") from exc
 
 
-def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -> LiveSummary:
-    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage."""
+def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
+             spark=None) -> LiveSummary:
+    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
+    ``data.directory``, with the stream's progress line about four times a second).
+    ``spark``: a running session to use (and leave running), e.g. in tests."""
     from cluster.live import run_live
     from sim.debs import VALUE_COLUMNS, generate_debs
 
@@ -64,6 +69,10 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     check_ray_address(config.cluster.ray.address)
     start = time.perf_counter()
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
+    watch = config.data.directory
+    if watch is not None and out.resolve() == Path(watch.path):
+        raise ConfigError(f"run.output_dir: {str(out)!r} is the watched directory "
+                          "(data.directory.path); outputs would be read as input")
     out.mkdir(parents=True, exist_ok=True)
     points = config.points()
     if len(points) != 1:
@@ -81,7 +90,7 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     if config.streams is None:
         rates = {s: config.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
     data_path = config.data.path
-    if data_path is None:
+    if data_path is None and watch is None:
         say(f"generating {config.data.duration_s:g} s of DEBS-style data")
         data_path = out / "data.parquet"
         generate_debs(data_path, duration_s=config.data.duration_s,
@@ -93,12 +102,36 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
         node.id = node_id
     plan_dict = plan.to_dict()
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
+    if watch is not None:
+        return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
+                           start)
     say("deploying on Ray and feeding through Spark")
     result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
-                      spark_master=config.cluster.spark.master,
+                      spark=spark, spark_master=config.cluster.spark.master,
                       allowed_lateness=config.run.allowed_lateness)
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
                        result.answers.num_rows, result.late.num_rows,
                        time.perf_counter() - start, plan.total_cost, plan.max_cost, metrics)
+
+
+def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_queries: int,
+                say, spark, start: float) -> LiveSummary:
+    """``data.directory``: Structured Streaming over the directory until a stop condition
+    (``cluster.streaming.StreamError`` if the stream cannot start or go on)."""
+    from cluster.streaming import StreamOptions, run_stream
+
+    w = config.data.directory
+    opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
+                         idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
+                         timeout_s=w.timeout_s)
+    say(f"starting Ray and Spark to watch {w.path}")
+    res = run_stream(plan_dict, w.path, out, options=opts, ray_address=config.cluster.ray.address,
+                     spark=spark, spark_master=config.cluster.spark.master,
+                     allowed_lateness=config.run.allowed_lateness,
+                     progress=lambda st: say(f"watching: {st.line()}"))
+    st = res.stats
+    return LiveSummary(out, optimizer, n_queries, len(plan.nodes), st.rows, st.answers,
+                       st.late, time.perf_counter() - start, plan.total_cost, plan.max_cost,
+                       res.metrics)
