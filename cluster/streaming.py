@@ -568,6 +568,7 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
             if own_spark and spark is not None:
                 spark.stop()
     metrics = dict(stats.deployment_metrics)
+    metrics["answers"] = stats.answers  # finish() counted only the last (flushed) part
     metrics["stream"] = stats.to_dict()
     metrics["feed"] = {"mode": "stream", "rows": stats.rows, "batches": stats.batches,
                        "seconds": stats.seconds,

@@ -334,7 +334,7 @@ class Data(Strict):
         base = Path((info.context or {}).get("base_dir", "."))
         if self.directory is not None:
             p = Path(self.directory.path).expanduser()
-            p = p if p.is_absolute() else base / p
+            p = (p if p.is_absolute() else base / p).resolve()
             if p.is_file():
                 raise ConfigError(f"data.directory.path: {str(p)!r} is a file; a directory is "
                                   "watched for arriving files (one file: data.path)")
@@ -342,7 +342,7 @@ class Data(Strict):
                 raise ConfigError(f"data.directory.path: directory not found: {str(p)!r} "
                                   "(create it first; relative paths are relative to the "
                                   "config file)")
-            object.__setattr__(self.directory, "path", str(p.resolve()))
+            object.__setattr__(self.directory, "path", str(p))
             return self
         p = Path(self.path).expanduser()
         p = p if p.is_absolute() else base / p

@@ -926,13 +926,16 @@ def _main(argv: list[str] | None = None) -> int:
     g.add_argument("--duration", type=float, required=True, help="seconds of event time")
     g.add_argument("--rate", type=float, default=100.0)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--start", default="2012-02-22T16:46:28Z",
+                   help="first event time (ISO; naive = UTC), e.g. to write consecutive files")
     b = sub.add_parser("bench", help="time generation and reading")
     b.add_argument("--rows", type=int, default=1_000_000)
     b.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     a = ap.parse_args(argv)
     if a.cmd == "generate":
         fmt = "parquet" if Path(a.path).suffix.lower() in (".parquet", ".pq") else "tsv"
-        n = generate_debs(a.path, duration_s=a.duration, rate_hz=a.rate, seed=a.seed, fmt=fmt)
+        n = generate_debs(a.path, duration_s=a.duration, rate_hz=a.rate, seed=a.seed, fmt=fmt,
+                          start=a.start)
         print(f"wrote {n} events to {a.path}")
         return 0
     import tempfile

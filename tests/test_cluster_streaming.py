@@ -313,4 +313,5 @@ def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark,
     answers = pq.read_table(out / "answers.parquet")
     assert_same_answers(answers, reference.answers)  # the flushed tail windows included
     assert summary.answers == answers.num_rows
-    assert json.loads((out / "metrics.json").read_text())["feed"]["mode"] == "stream"
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["feed"]["mode"] == "stream" and m["answers"] == answers.num_rows
