@@ -64,3 +64,16 @@ def test_live_config_refused_by_simulate(tmp_path):
     res = _cli("simulate", str(REPO / "configs" / "live_quickstart.yaml"))
     assert res.returncode == 2
     assert "run.mode" in res.stdout + res.stderr
+
+
+def test_stream_output_into_the_watched_directory(tmp_path):
+    """Outputs written into the watched directory would be read back as input: refused with
+    one line before Ray or Spark start."""
+    (tmp_path / "in").mkdir()
+    cfg = tmp_path / "live.yaml"
+    cfg.write_text(LIVE.replace("data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                                "data:\n  directory: {path: in}\n"))
+    res = _cli("run", str(cfg), "--out", str(tmp_path / "in"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "run.output_dir" in res.stderr and "watched directory" in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout

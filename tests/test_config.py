@@ -95,6 +95,53 @@ def test_data_path_relative_to_config(tmp_path):
     assert Path(cfg.data.path) == (tmp_path / "sub" / "feed.tsv").resolve()
 
 
+def test_data_directory_relative_to_config_and_defaults(tmp_path):
+    (tmp_path / "sub" / "in").mkdir(parents=True)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(
+        {**EXPLICIT, "data": {"directory": {"path": "in", "idle_timeout_s": 5}},
+         "run": {"mode": "live"}}))
+    (tmp_path / "c.yaml").rename(tmp_path / "sub" / "c.yaml")
+    d = load_config(tmp_path / "sub" / "c.yaml").data.directory
+    assert Path(d.path) == (tmp_path / "sub" / "in").resolve()
+    assert (d.pattern, d.files_per_batch, d.poll_s, d.idle_timeout_s, d.max_files,
+            d.timeout_s) == ("*", 8, 1.0, 5.0, None, None)
+
+
+def test_live_stream_example_loads(tmp_path):
+    """configs/live_stream.yaml watches <checkout>/out/incoming: valid once that exists."""
+    text = (ROOT / "configs" / "live_stream.yaml").read_text()
+    (tmp_path / "configs").mkdir()
+    with pytest.raises(ConfigError, match=r"^data\.directory\.path: directory not found"):
+        load_config_text(text, tmp_path / "configs")
+    (tmp_path / "out" / "incoming").mkdir(parents=True)
+    cfg = load_config_text(text, tmp_path / "configs")
+    assert cfg.run.mode == "live" and cfg.data.directory.idle_timeout_s == 30
+
+
+@pytest.mark.parametrize("directory,extra,expected", [
+    ({"path": "nope"}, {}, "data.directory.path: directory not found"),
+    ({"path": "f.tsv"}, {}, "data.directory.path: "),
+    ({"path": "in", "pattern": "in/*.tsv"}, {}, "data.directory.pattern: 'in/*.tsv' is a path"),
+    ({"path": "in", "idle_timeout_s": 0}, {}, "data.directory.idle_timeout_s"),
+    ({"path": "in", "max_files": 1.5}, {}, "data.directory.max_files"),
+    ({"path": "in", "files_per_batch": 0}, {}, "data.directory.files_per_batch"),
+    ({"path": "in", "idle": 3}, {}, "data.directory.idle: unknown key"),
+    ({}, {}, "data.directory.path: required key is missing"),
+    ("in", {}, "data.directory: expected a mapping"),
+    ({"path": "in"}, {"path": "f.tsv"}, "data.directory: next to data.path"),
+    ({"path": "in"}, {"rate_hz": 5.0}, "data.rate_hz: a synthetic-feed parameter next to "
+                                       "data.directory"),
+])
+def test_bad_data_directory(tmp_path, directory, extra, expected):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "f.tsv").write_text("")
+    raw = {**EXPLICIT, "data": {"directory": directory, **extra}}
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(raw, base_dir=tmp_path)
+    assert str(err.value).startswith(expected), str(err.value)
+    assert "\n" not in str(err.value)
+
+
 # ---- specific errors: the message names the key path ------------------------------------------
 
 def _with(base, path, value=..., delete=False):
