@@ -374,6 +374,14 @@ def validate(config: Path = typer.Argument(..., help="Run configuration (YAML)."
 def run(
     config: Path = typer.Argument(..., help="Run configuration (YAML) with run.mode: live."),
     out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
+    until_idle: Optional[float] = typer.Option(
+        None, "--until-idle", metavar="SECONDS",
+        help="data.directory: stop this long after the last file (overrides idle_timeout_s)."),
+    max_files: Optional[int] = typer.Option(
+        None, "--max-files", help="data.directory: stop after this many files."),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", metavar="SECONDS",
+        help="data.directory: stop after this many seconds of streaming."),
 ):
     """Live run: plan, deploy on Ray, feed DEBS-style data through Spark, write answers.
 
@@ -393,6 +401,18 @@ def run(
         _config_error_exit(ConfigError(
             f"run.mode: {cfg.run.mode!r}; `weaveplace run` needs run.mode: live "
             "(use `weaveplace simulate` to price plans)"))
+    limits = {"idle_timeout_s": ("--until-idle", until_idle), "max_files": ("--max-files",
+                                                                           max_files),
+              "timeout_s": ("--timeout", timeout)}
+    for key, (flag, value) in limits.items():
+        if value is None:
+            continue
+        if cfg.data.directory is None:
+            raise UserError(f"{flag}: only for a watched directory (data.directory in the "
+                            f"config); {config} reads a file or generated data")
+        if not value > 0:
+            raise UserError(f"{flag}: {value}; expected a number > 0")
+        cfg.data.directory = cfg.data.directory.model_copy(update={key: value})
     if shutil.which("java") is None:
         raise UserError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
                         "(e.g. apt-get install openjdk-17-jre-headless)")

@@ -77,3 +77,21 @@ def test_stream_output_into_the_watched_directory(tmp_path):
     assert res.returncode == 2, res.stdout + res.stderr
     assert "run.output_dir" in res.stderr and "watched directory" in res.stderr
     assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--until-idle", "5", "only for a watched directory"),   # live_quickstart generates data
+    ("--max-files", "0", "expected a number > 0"),
+])
+def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
+    cfg = tmp_path / "live.yaml"
+    if value == "0":
+        (tmp_path / "in").mkdir()
+        cfg.write_text(LIVE.replace("data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                                    "data:\n  directory: {path: in}\n"))
+    else:
+        cfg.write_text(LIVE)
+    res = _cli("run", str(cfg), flag, value, "--out", str(tmp_path / "out"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert flag in res.stdout + res.stderr and needle in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
