@@ -154,15 +154,16 @@ class StreamStats:
         return None if self.max_ts is None else self.max_ts - self.allowed_lateness
 
     def line(self) -> str:
-        """One progress line: files, batches, rows, answers, late, watermark."""
+        """One short progress line: files, micro-batches, rows, answers, late tuples, the
+        watermark (event time, UTC) and the seconds since the last file."""
         wm = self.watermark
         wm_s = "-" if wm is None else datetime.fromtimestamp(wm / 1000, timezone.utc) \
-            .strftime("%Y-%m-%d %H:%M:%S")
+            .strftime("%H:%M:%S")
         rej = f" ({self.files_rejected} rejected)" if self.files_rejected else ""
-        bad = f", {self.rows_rejected:,} bad lines" if self.rows_rejected else ""
-        return (f"{self.files} files{rej}, {self.batches} batches, {self.rows:,} rows{bad} -> "
-                f"{self.answers:,} answers, {self.late:,} late; watermark {wm_s}; "
-                f"idle {self.idle_s:.0f} s")
+        bad = f" ({self.rows_rejected:,} bad)" if self.rows_rejected else ""
+        return (f"{self.files} files{rej}, {self.batches} batches, {self.rows:,} rows{bad}, "
+                f"{self.answers:,} answers, {self.late:,} late, wm {wm_s}, "
+                f"idle {self.idle_s:.0f}s")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -316,11 +317,11 @@ class DirectoryStream:
         return self.stats
 
     def _warm_up(self) -> None:
-        """Load the actors' numba kernels now, so the first file's answers do not wait for
-        them (``NodeCore.warmup`` leaves the state untouched)."""
-        import ray
-
-        ray.get([n.actor.warmup.remote() for n in self.dep.nodes.values()])
+        """Have the actors load their numba kernels while Spark starts the query, so the first
+        file's answers do not wait for them (``NodeCore.warmup`` leaves the state untouched;
+        an actor runs one call at a time, so its first ``ingest`` simply queues behind it).
+        The results are collected in ``_finish`` (errors surface there)."""
+        self._warmups = [n.actor.warmup.remote() for n in self.dep.nodes.values()]
 
     # -- Spark ----------------------------------------------------------------------------------
     def _start(self, checkpoint_dir: str):
@@ -510,6 +511,9 @@ class DirectoryStream:
     def _finish(self) -> None:
         """Flush every pending window and write the last parts (flushing adds no late tuples,
         so the late tuples are taken before)."""
+        import ray
+
+        ray.get(self._warmups)
         batch = self.stats.batches
         late = self.dep.take_late()
         res = self.dep.finish()
@@ -530,6 +534,35 @@ def stream_directory(deployment: Deployment, spark, directory: str | Path, out_d
     """Watch ``directory`` and feed ``deployment`` until a stop condition; see the module
     docstring.  Writes ``answers.parquet/``, ``late.parquet/`` and ``rejects/`` in ``out_dir``."""
     return DirectoryStream(deployment, spark, directory, out_dir, options, progress).run()
+
+
+class _SigintGuard:
+    """``run_stream``'s Ctrl-C policy outside the stream itself (which has its own, see
+    ``DirectoryStream``): while Ray, Spark and the actors start, Ctrl-C aborts
+    (KeyboardInterrupt); once the stream has stopped only the teardown is left (actors, Spark,
+    Ray: a few seconds), and Ctrl-C is ignored so that it completes.  PySpark's own handler
+    would cancel jobs through Py4J from inside a Py4J call (tracebacks, a half-stopped
+    context), so it is kept out while ``run_stream`` runs; the handler found at the start is
+    restored at the end.  Outside the main thread this does nothing."""
+
+    def __init__(self):
+        self.quiet = False
+        self.previous = None
+        self.active = threading.current_thread() is threading.main_thread()
+
+    def _handler(self, signum, frame):
+        if not self.quiet:
+            raise KeyboardInterrupt
+
+    def install(self) -> None:
+        if self.active:
+            prev = signal.signal(signal.SIGINT, self._handler)
+            if self.previous is None:
+                self.previous = prev
+
+    def restore(self) -> None:
+        if self.active and self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 @dataclass
@@ -554,19 +587,26 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
         plan = json.loads(Path(plan).read_text())
     own_spark = spark is None
     t0 = time.perf_counter()
-    with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
-        t_ray = time.perf_counter() - t0
-        try:
-            t1 = time.perf_counter()
-            if own_spark:
-                spark = spark_session(spark_master)
-            t_spark = time.perf_counter() - t1
-            with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
-                            max_in_flight=max_in_flight) as dep:
-                stats = stream_directory(dep, spark, directory, out_dir, options, progress)
-        finally:
-            if own_spark and spark is not None:
-                spark.stop()
+    guard = _SigintGuard()
+    guard.install()
+    try:
+        with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
+            t_ray = time.perf_counter() - t0
+            try:
+                t1 = time.perf_counter()
+                if own_spark:
+                    spark = spark_session(spark_master)
+                    guard.install()  # a new SparkContext installs PySpark's handler: take it back
+                t_spark = time.perf_counter() - t1
+                with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
+                                max_in_flight=max_in_flight) as dep:
+                    stats = stream_directory(dep, spark, directory, out_dir, options, progress)
+                    guard.quiet = True  # only teardown left: let it complete
+            finally:
+                if own_spark and spark is not None:
+                    spark.stop()
+    finally:
+        guard.restore()
     metrics = dict(stats.deployment_metrics)
     metrics["answers"] = stats.answers  # finish() counted only the last (flushed) part
     metrics["stream"] = stats.to_dict()

@@ -13,8 +13,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.table import Column, Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Place and run shared sliding-window aggregate queries.")
@@ -416,7 +417,13 @@ def run(
     if shutil.which("java") is None:
         raise UserError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
                         "(e.g. apt-get install openjdk-17-jre-headless)")
-    with _progress() as bar:
+    if cfg.data.directory is not None:  # a long one-line status instead of a bar
+        bar = Progress(SpinnerColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.description}", table_column=Column(overflow="fold")),
+                       console=console, transient=True)
+    else:
+        bar = _progress()
+    with bar:
         task = bar.add_task("run", total=None)
         try:
             summary = live_run(cfg, out, progress=lambda stage: bar.update(task, description=stage))
@@ -441,8 +448,8 @@ def run(
                   f", MaxCost {summary.estimated_max_cost:.4g}")
     stream = summary.metrics.get("stream")
     if stream:
-        rej = (f"; rejected: {stream['files_rejected']} whole files, {stream['rows_rejected']} "
-               f"bad lines (see rejects/)") if stream["files_rejected"] or \
+        rej = (f"; files rejected whole: {stream['files_rejected']}, bad lines rejected: "
+               f"{stream['rows_rejected']} (see rejects/)") if stream["files_rejected"] or \
             stream["rows_rejected"] else ""
         console.print(f"stream: {stream['files']} files in {stream['batches']} micro-batches, "
                       f"stopped by {stream['stop_reason']}{rej}", soft_wrap=True)
