@@ -42,14 +42,18 @@ of file bytes (``files_per_batch`` files); files above 1 GiB are rejected whole 
 
 Stop.  ``idle_timeout_s`` (no new file for that long), ``max_files``, ``timeout_s`` (wall
 clock), ``request_stop()`` from another thread, or Ctrl-C (SIGINT, when run in the main thread;
-a second Ctrl-C aborts at once).  A stop waits for the micro-batch in progress (files are fed
-whole or not at all), stops the query, flushes every pending window (``Deployment.finish``) and
-writes the last parts.  The run is not resumable: Spark's checkpoint is a temporary directory,
+a second Ctrl-C aborts the flush at once; under ``run_stream`` Ctrl-C during the final teardown
+of actors, Spark and Ray is ignored so that it completes).  A stop waits for the micro-batch in
+progress (files are fed whole or not at all), stops the query, flushes every pending window
+(``Deployment.finish``) and writes the last parts.  The run is not resumable: Spark's checkpoint is a temporary directory,
 because the actors' state is not in it; a new run reads every file of the directory again.
 
 Put files in place atomically (write them elsewhere on the same file system, or under a name
 starting with ``.`` or ``_``, which Spark ignores, then rename): Spark may otherwise read a file
-that is still being written.  A file is read once; changing it afterwards has no effect.
+that is still being written.  A file is read once; changing it afterwards has no effect.  Only
+files directly in the directory are read: subdirectories are ignored, except that Spark takes
+``name=value`` subdirectories for partitions (avoid such names there).  Empty files are skipped
+by Spark's scan (not even counted).
 """
 from __future__ import annotations
 
@@ -109,6 +113,9 @@ class StreamOptions:
             v = getattr(self, k)
             if v is not None and v <= 0:
                 raise ValueError(f"{k} must be > 0 or None")
+        if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
+            raise ValueError(f"idle_timeout_s ({self.idle_timeout_s}) must exceed poll_s "
+                             f"({self.poll_s}): Spark looks for new files once per poll")
         if not self.pattern or "/" in self.pattern:
             raise ValueError(f"pattern must be a non-empty file-name glob, got {self.pattern!r}")
 
@@ -300,11 +307,16 @@ class DirectoryStream:
         query = None
         try:
             with self._sigint_stops():
-                query = self._start(ckpt)
+                try:
+                    query = self._start(ckpt)
+                except Exception as exc:  # e.g. Spark refusing the directory's layout
+                    raise StreamError(f"Spark cannot watch {self.directory}: "
+                                      f"{_one_line(exc)}") from exc
                 self._t0 = self._last_file = time.monotonic()
                 self._watch(query)
                 with self._lock:  # let a micro-batch in progress finish: files go whole
                     self.request_stop("stopped")
+                self._between_triggers(query)
                 query.stop()
                 if self._error is not None:
                     raise self._error
@@ -339,20 +351,31 @@ class DirectoryStream:
                 .start())
 
     def _watch(self, query) -> None:
+        """Poll until a stop condition.  Idle means: no micro-batch running, Spark between
+        triggers with no new data, for ``idle_timeout_s`` since the last file - and Spark has
+        finished its first trigger (files already there at the start are handed over by it,
+        and its first listing and jobs can take seconds), so the clock starts only then."""
         from pyspark.errors import StreamingQueryException
 
         o = self.options
+        ready = False
         while self._stop_reason is None:
             if not query.isActive:  # Spark ended the query by itself
                 exc = query.exception()
                 raise StreamError(f"Spark stopped the stream over {self.directory}: "
                                   f"{_one_line(exc) if exc else 'no reason given'}")
             now = time.monotonic()
+            status = query.status
+            spark_idle = not status["isTriggerActive"] and not status["isDataAvailable"] \
+                and not status["message"].startswith("Initializing")
+            if not ready and spark_idle:
+                ready = True
+                self._last_file = max(self._last_file, now)
             busy = self._lock.locked()
-            self.stats.idle_s = 0.0 if busy else now - self._last_file
+            self.stats.idle_s = now - self._last_file if ready and not busy else 0.0
             if o.timeout_s is not None and now - self._t0 >= o.timeout_s:
                 self.request_stop("timeout")
-            elif o.idle_timeout_s is not None and not busy and \
+            elif o.idle_timeout_s is not None and spark_idle and not busy and \
                     self.stats.idle_s >= o.idle_timeout_s:
                 self.request_stop("idle")
             else:
@@ -362,6 +385,14 @@ class DirectoryStream:
                     pass  # seen as not isActive on the next turn
             self._report()
         self._report()
+
+    def _between_triggers(self, query, wait_s: float = 5.0) -> None:
+        """Wait (a little) until Spark is between triggers: stopping a query interrupts its
+        thread, and an interrupted Spark job logs errors even though nothing is lost."""
+        t = time.monotonic()
+        while query.isActive and query.status["isTriggerActive"] and \
+                time.monotonic() - t < wait_s:
+            time.sleep(0.02)
 
     def _stop_quietly(self, query) -> None:
         try:

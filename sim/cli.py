@@ -413,6 +413,9 @@ def run(
                             f"config); {config} reads a file or generated data")
         if not value > 0:
             raise UserError(f"{flag}: {value}; expected a number > 0")
+        if key == "idle_timeout_s" and value <= cfg.data.directory.poll_s:
+            raise UserError(f"{flag}: {value}; must exceed data.directory.poll_s "
+                            f"({cfg.data.directory.poll_s:g})")
         cfg.data.directory = cfg.data.directory.model_copy(update={key: value})
     if shutil.which("java") is None:
         raise UserError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "

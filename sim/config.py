@@ -308,6 +308,14 @@ class DirectorySpec(Strict):
                               "file names such as '*.tsv' (the directory is data.directory.path)")
         return v
 
+    @model_validator(mode="after")
+    def _idle_after_poll(self) -> "DirectorySpec":
+        if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
+            raise ConfigError(f"data.directory.idle_timeout_s: {self.idle_timeout_s:g} must "
+                              f"exceed poll_s ({self.poll_s:g}): Spark looks for new files once "
+                              "per poll")
+        return self
+
 
 class Data(Strict):
     """Input tuples for live runs: a file, a directory of arriving files, or a synthetic

@@ -124,6 +124,8 @@ def test_live_stream_example_loads(tmp_path):
     ({"path": "in", "pattern": "in/*.tsv"}, {}, "data.directory.pattern: 'in/*.tsv' is a path"),
     ({"path": "in", "idle_timeout_s": 0}, {}, "data.directory.idle_timeout_s"),
     ({"path": "in", "max_files": 1.5}, {}, "data.directory.max_files"),
+    ({"path": "in", "idle_timeout_s": 1, "poll_s": 2}, {}, "data.directory.idle_timeout_s: 1 "
+                                                          "must exceed poll_s (2)"),
     ({"path": "in", "files_per_batch": 0}, {}, "data.directory.files_per_batch"),
     ({"path": "in", "idle": 3}, {}, "data.directory.idle: unknown key"),
     ({}, {}, "data.directory.path: required key is missing"),
