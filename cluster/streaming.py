@@ -19,12 +19,12 @@ Ordering contract (DESIGN.md s. 1).  The stream is the files in the order Spark 
 - by modification time, ties by path - each file's rows put in ``(ts_ms, index)`` order (as
 ``feed_raw``'s ``order="auto"`` does), files fed one after another.  All DEBS streams share
 ``ts_ms``, so this is event-time order for every stream at once.  Hence the answers and late
-tuples are exactly those of ``feed_raw(order="file")`` on the concatenation of the files in
-that order, however Spark groups files into micro-batches.  Intended use: one file = one time
-range, files arriving in ascending time order (a logger rotating every minute).  A file that
-reaches back in time is not an error: its rows within ``allowed_lateness`` of the newest tuple
-seen are folded in, rows whose windows were already emitted are *late* - counted and written to
-``late.parquet``, never folded in, never dropped.
+tuples are exactly those of ``feed_raw(order="file")`` on the concatenation of the (sorted)
+files in that order, however Spark groups files into micro-batches.  Intended use: one file =
+one time range, files arriving in ascending time order (a logger rotating every minute).  A
+file that reaches back in time is not an error: its rows within ``allowed_lateness`` of the
+newest tuple seen are folded in, rows whose windows were already emitted are *late* - counted
+and written to ``late.parquet``, never folded in, never dropped.
 
 Answers.  After each micro-batch the deployment checkpoints and hands over the answers made
 due so far (``Deployment.take_answers``: exactly once even if an actor is recovered later);
@@ -45,8 +45,9 @@ clock), ``request_stop()`` from another thread, or Ctrl-C (SIGINT, when run in t
 a second Ctrl-C aborts the flush at once; under ``run_stream`` Ctrl-C during the final teardown
 of actors, Spark and Ray is ignored so that it completes).  A stop waits for the micro-batch in
 progress (files are fed whole or not at all), stops the query, flushes every pending window
-(``Deployment.finish``) and writes the last parts.  The run is not resumable: Spark's checkpoint is a temporary directory,
-because the actors' state is not in it; a new run reads every file of the directory again.
+(``Deployment.finish``) and writes the last parts.  The run is not resumable: Spark's
+checkpoint is a temporary directory, because the actors' state is not in it; a new run reads
+every file of the directory again.
 
 Put files in place atomically (write them elsewhere on the same file system, or under a name
 starting with ``.`` or ``_``, which Spark ignores, then rename): Spark may otherwise read a file
