@@ -12,7 +12,10 @@ Outputs in ``out_dir``:
 * ``late.parquet``: late tuples per tree (``node_id, tree_id, stream, ts_ms, value``); a tuple
   late for two trees appears twice;
 * ``metrics.json``: feed throughput and per-node metrics (tuples, answers, late tuples, busy
-  seconds, utilisation, queue depths, driver blocking, recoveries).
+  seconds, utilisation, queue depths, driver blocking, recoveries, Ray node pins), nodes lost for
+  good and their re-placements (moved trees, cost change), the fault drill;
+* ``plan_final.json``: only if a node was lost: the plan as it ran at the end (the lost nodes'
+  trees on their new nodes; verifiable like any plan).
 """
 from __future__ import annotations
 
@@ -52,14 +55,18 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
              allowed_lateness: int = 0, mode: str = "raw", batch_rows: int = 1 << 18,
              chunk_rows: int = 1_000_000, order: str = "auto", max_in_flight: int = 4,
              checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
-             max_rows: int | None = None,
+             max_rows: int | None = None, pin_nodes: bool | None = None,
+             faults: list[Mapping[str, Any]] | None = None,
              csv: bool = False) -> RunResult:
     """Deploy ``plan`` (dict or JSON path) on Ray, feed ``data_path`` (DEBS Parquet) through
     Spark, write answers, late tuples and metrics to ``out_dir``; return the ``RunResult``.
 
     The deployment snapshots its nodes every ``checkpoint_every`` batches and whenever its
     replay log (batches pinned in the object store) exceeds ``max_log_bytes``; a lost actor is
-    then recovered exactly (answers as in a fault-free run).
+    then recovered exactly (answers as in a fault-free run), and a node lost for good has its
+    trees re-placed on the others, exactly too.  ``pin_nodes`` (default: when ``ray_address``
+    is given) pins plan nodes to Ray nodes round robin (``Deployment``); ``faults`` is a fault
+    drill (``cluster.deploy.check_faults``).
     """
     if mode not in ("raw", "sliced"):
         raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
@@ -68,6 +75,8 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
     if isinstance(plan, (str, Path)):
         plan = json.loads(Path(plan).read_text())
     own_spark = spark is None
+    if pin_nodes is None:
+        pin_nodes = ray_address not in (None, "", "local")
     t0 = time.perf_counter()
     with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
         t_ray = time.perf_counter() - t0
@@ -79,7 +88,8 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
             with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
                             max_in_flight=max_in_flight,
                             checkpoint_every=checkpoint_every,
-                            max_log_bytes=max_log_bytes, mode=mode) as dep:
+                            max_log_bytes=max_log_bytes, mode=mode, pin_nodes=pin_nodes,
+                            faults=faults) as dep:
                 if mode == "sliced":
                     fs = feed_sliced(dep, spark, str(data_path), batch_rows=batch_rows,
                                      chunk_rows=chunk_rows, order=order)
@@ -89,6 +99,7 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
                 t2 = time.perf_counter()
                 result = dep.finish()
                 t_finish = time.perf_counter() - t2
+                final_plan = dep.plan
         finally:
             if own_spark and spark is not None:
                 spark.stop()
@@ -102,4 +113,6 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
              "finish_s": t_finish, "data_path": str(data_path)}
     result.metrics.update(extra)
     write_result(result, out_dir, csv=csv)
+    if result.replacements:
+        (Path(out_dir) / "plan_final.json").write_text(json.dumps(final_plan, indent=1))
     return result

@@ -19,6 +19,12 @@ the answers up to the snapshot, and a replacement actor restored from it regener
 the answers after it.  Late tuples live in the trees' state (so they are part of snapshots).
 
 Snapshots are ``numpy.savez`` bytes (JSON metadata + each tree's own snapshot), no pickle.
+
+Moving trees between nodes (a node lost for good, ``Deployment.lose_node``): every tree records
+the last batch ``seq`` it applied (``tree_seq``, part of snapshots), ``add_trees(specs,
+snapshot)`` adopts trees restored from another node's snapshot, and ``ingest(..., trees=)``
+replays batches to those trees only.  A tree skips a batch whose ``seq`` it already applied,
+so a batch that reaches a tree both by replay and by the live feed counts once.
 """
 from __future__ import annotations
 
@@ -96,42 +102,60 @@ class NodeCore:
             raise ValueError(f"input_mode must be one of {INPUT_MODES}, got {input_mode!r}")
         self.node_id = str(node_id)
         self.input_mode = input_mode
-        tree_cls = SlicedExecutionTree if input_mode == "slices" else ExecutionTree
-        self.spec = {"node_id": self.node_id, "trees": trees, "technique": technique,
+        self.spec = {"node_id": self.node_id, "trees": [], "technique": technique,
                      "allowed_lateness": int(allowed_lateness), "input_mode": input_mode,
                      "count_ops": bool(count_ops)}
         self.trees: dict[str, ExecutionTree] = {}
         self.tree_stream: dict[str, str] = {}
         self.tree_technique: dict[str, str] = {}
+        self.tree_seq: dict[str, int] = {}
         self.by_stream: dict[str, list[str]] = {}
+        self.stream_tuples: dict[str, int] = {}
         for t in trees:
-            tid, stream = str(t["id"]), str(t["stream"])
-            if tid in self.trees:
-                raise ValueError(f"node {self.node_id}: duplicate tree id {tid!r}")
-            tech = pick_technique(technique, [q["aggregate"] for q in t["queries"]])
-            self.trees[tid] = tree_cls(t["queries"], technique=tech,
-                                       allowed_lateness=allowed_lateness, count_ops=count_ops)
-            self.tree_stream[tid] = stream
-            self.tree_technique[tid] = tech
-            self.by_stream.setdefault(stream, []).append(tid)
-        for ids in self.by_stream.values():
-            ids.sort()
+            self._host(t)
+            self.spec["trees"].append(t)
         self._pending: list[pa.Table] = []
         self.last_seq = -1
         self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
-                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0}
-        self.stream_tuples: dict[str, int] = {s: 0 for s in self.by_stream}
+                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0, "replayed_batches": 0}
+
+    @property
+    def _tree_cls(self):
+        return SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
+
+    def _host(self, t: dict[str, Any], tree=None, seq: int = -1) -> str:
+        """Add one tree (``tree``: an already restored executor tree; else a fresh one)."""
+        tid, stream = str(t["id"]), str(t["stream"])
+        if tid in self.trees:
+            raise ValueError(f"node {self.node_id}: duplicate tree id {tid!r}")
+        tech = pick_technique(self.spec["technique"], [q["aggregate"] for q in t["queries"]])
+        if tree is None:
+            tree = self._tree_cls(t["queries"], technique=tech,
+                                  allowed_lateness=self.spec["allowed_lateness"],
+                                  count_ops=self.spec["count_ops"])
+        self.trees[tid] = tree
+        self.tree_stream[tid] = stream
+        self.tree_technique[tid] = tree.technique
+        self.tree_seq[tid] = int(seq)
+        ids = self.by_stream.setdefault(stream, [])
+        ids.append(tid)
+        ids.sort()
+        self.stream_tuples.setdefault(stream, 0)
+        return tid
 
     # -- streaming --------------------------------------------------------------------------
     @property
     def streams(self) -> list[str]:
         return sorted(self.by_stream)
 
-    def ingest(self, stream: str | None, batch, seq: int | None = None) -> int:
+    def ingest(self, stream: str | None, batch, seq: int | None = None,
+               trees: Iterable[str] | None = None) -> int:
         """Feed one batch to the trees on ``stream`` (``None``: every hosted stream present).
 
-        ``seq`` (optional, increasing) records the last batch applied; it is stored in
-        snapshots so the driver knows which batches to replay after a restore.  Returns the
+        ``seq`` (optional, increasing) records the last batch applied, per node and per tree;
+        it is stored in snapshots so the driver knows which batches to replay after a restore,
+        and a tree skips a ``seq`` it already applied (replays are then idempotent).
+        ``trees``: only these trees (a replay to trees adopted from a lost node).  Returns the
         number of answers this call produced (the answers themselves stay here until drained).
         """
         t0 = time.perf_counter()
@@ -140,8 +164,9 @@ class NodeCore:
         if ("slice_start" in names) != (self.input_mode == "slices"):
             raise ValueError(f"node {self.node_id} (input_mode {self.input_mode!r}) got a "
                              f"{'slice' if 'slice_start' in names else 'tuple'} batch")
+        only = None if trees is None else set(trees)
         if self.input_mode == "slices":
-            return self._ingest_slices(stream, batch, seq, t0)
+            return self._ingest_slices(stream, batch, seq, t0, only)
         if stream is None:
             streams = [s for s in self.streams if s in names]
         else:
@@ -155,53 +180,79 @@ class NodeCore:
                 raise KeyError(f"node {self.node_id}: batch has no 'ts_ms' column")
             ts = _column(batch, "ts_ms").astype(np.int64, copy=False)
             for s in streams:
+                tids = self._targets(s, seq, only)
+                if not tids:
+                    continue
                 v = _column(batch, s)
-                for tid in self.by_stream[s]:
+                for tid in tids:
                     out = self.trees[tid].process(ts, v)
                     if out.num_rows:
                         self._pending.append(out)
                         produced += out.num_rows
                     self.counters["tree_tuples"] += batch.num_rows
-                self.stream_tuples[s] += batch.num_rows
-        self.counters["batches"] += 1
-        self.counters["tuples"] += batch.num_rows
+                if only is None:
+                    self.stream_tuples[s] += batch.num_rows
+        self._count_batch(batch.num_rows, only is not None)
         self.counters["answers"] += produced
         if seq is not None:
-            self.last_seq = int(seq)
+            self.last_seq = max(self.last_seq, int(seq))
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
 
-    def _ingest_slices(self, stream: str | None, batch, seq, t0: float) -> int:
+    def _count_batch(self, tuples: int, replay: bool) -> None:
+        """``batches``/``tuples`` count the node's own input; a replay to adopted trees counts
+        in ``replayed_batches`` (its work shows in ``tree_tuples``, ``busy_s``)."""
+        if replay:
+            self.counters["replayed_batches"] = self.counters.get("replayed_batches", 0) + 1
+        else:
+            self.counters["batches"] += 1
+            self.counters["tuples"] += tuples
+
+    def _targets(self, stream: str, seq: int | None, only: set[str] | None) -> list[str]:
+        """The trees on ``stream`` that take batch ``seq`` (marked as applied): in ``only`` if
+        given, and not already past ``seq``."""
+        tids = [tid for tid in self.by_stream.get(stream, ())
+                if (only is None or tid in only)
+                and (seq is None or self.tree_seq[tid] < seq)]
+        if seq is not None:
+            for tid in tids:
+                self.tree_seq[tid] = int(seq)
+        return tids
+
+    def _ingest_slices(self, stream: str | None, batch, seq, t0: float,
+                       only: set[str] | None = None) -> int:
         """One stream's pre-aggregated slices to every tree on that stream.  ``tuples``
         counts the tuples the slices stand for; ``slices_in`` the slice rows."""
         if stream is None:
             raise ValueError("slice batches belong to one stream: pass stream=")
         produced = 0
         n = batch.num_rows
-        if n and stream in self.by_stream:
+        tids = self._targets(stream, seq, only) if n else []
+        if tids:
             cnt = int(pc.sum(batch.column("count")).as_py() or 0)
-            for tid in self.by_stream[stream]:
+            for tid in tids:
                 out = self.trees[tid].process_slices(batch)
                 if out.num_rows:
                     self._pending.append(out)
                     produced += out.num_rows
                 self.counters["tree_tuples"] += cnt
                 self.counters["tree_slices"] += n
-            self.stream_tuples[stream] += cnt
-            self.counters["tuples"] += cnt
-            self.counters["slices_in"] += n
-        self.counters["batches"] += 1
+            if only is None:
+                self.stream_tuples[stream] += cnt
+                self.counters["slices_in"] += n
+        self._count_batch(cnt if tids else 0, only is not None)
         self.counters["answers"] += produced
         if seq is not None:
-            self.last_seq = int(seq)
+            self.last_seq = max(self.last_seq, int(seq))
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
 
-    def flush(self) -> int:
-        """End of input on every tree: emit all pending windows (kept until drained)."""
+    def flush(self, trees: Iterable[str] | None = None) -> int:
+        """End of input on every tree (or on ``trees`` only, e.g. trees adopted after this
+        node was flushed): emit all pending windows (kept until drained)."""
         t0 = time.perf_counter()
         produced = 0
-        for tid in sorted(self.trees):
+        for tid in sorted(self.trees if trees is None else set(trees)):
             out = self.trees[tid].flush()
             if out.num_rows:
                 self._pending.append(out)
@@ -255,11 +306,12 @@ class NodeCore:
 
     # -- checkpoints ------------------------------------------------------------------------
     def snapshot(self) -> bytes:
-        """All trees' state + counters + ``last_seq``.  Undrained answers are *not* included:
-        use ``checkpoint()`` to take answers and snapshot at the same point."""
+        """All trees' state + counters + ``last_seq`` + per-tree ``tree_seq``.  Undrained
+        answers are *not* included: use ``checkpoint()`` to take answers and snapshot at the
+        same point."""
         meta = {"version": 1, "spec": self.spec, "last_seq": self.last_seq,
                 "counters": self.counters, "stream_tuples": self.stream_tuples,
-                "trees": sorted(self.trees)}
+                "trees": sorted(self.trees), "tree_seq": self.tree_seq}
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         for tid in sorted(self.trees):
             arrays[f"tree/{tid}"] = np.frombuffer(self.trees[tid].snapshot(), np.uint8)
@@ -275,28 +327,57 @@ class NodeCore:
     def restore(self, data: bytes) -> int:
         """Replace this node's state by a snapshot (of a node with the same spec); returns the
         snapshot's ``last_seq`` so the caller can replay the batches after it."""
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        meta = json.loads(arrays["meta"].tobytes().decode())
-        if meta.get("version") != 1:
-            raise ValueError(f"unsupported node snapshot version {meta.get('version')!r}")
+        arrays, meta = _load_snapshot(data)
         if sorted(meta["trees"]) != sorted(self.trees):
             raise ValueError(f"snapshot of node {meta['spec']['node_id']!r} has trees "
                              f"{meta['trees']}, this node has {sorted(self.trees)}")
-        tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
+        seqs = meta.get("tree_seq") or {}
         for tid in self.trees:
-            self.trees[tid] = tree_cls.restore(arrays[f"tree/{tid}"].tobytes())
+            self.trees[tid] = self._tree_cls.restore(arrays[f"tree/{tid}"].tobytes())
+            self.tree_seq[tid] = int(seqs.get(tid, meta["last_seq"]))
         self.last_seq = int(meta["last_seq"])
         self.counters = dict(meta["counters"])
         self.stream_tuples = dict(meta["stream_tuples"])
         self._pending = []
         return self.last_seq
 
+    def add_trees(self, trees: list[dict[str, Any]], snapshot: bytes | None = None
+                  ) -> dict[str, int]:
+        """Host more trees: fresh (``snapshot=None``: the initial state), or restored from a
+        snapshot of another node that holds them (a lost node's last checkpoint).  Returns each
+        added tree's ``tree_seq``: the batches after it must be replayed to it (``ingest(...,
+        trees=)``).  Nothing is added if any tree is refused."""
+        arrays, meta = _load_snapshot(snapshot) if snapshot is not None else ({}, {})
+        if meta and meta["spec"].get("input_mode", "tuples") != self.input_mode:
+            raise ValueError(f"node {self.node_id} (input_mode {self.input_mode!r}) cannot adopt "
+                             f"trees of a {meta['spec'].get('input_mode')!r} node")
+        seqs = meta.get("tree_seq") or {}
+        staged = []
+        for t in trees:
+            tid = str(t["id"])
+            if tid in self.trees or any(tid == x[0]["id"] for x in staged):
+                raise ValueError(f"node {self.node_id}: already hosts a tree {tid!r}")
+            tree, seq = None, -1
+            if snapshot is not None:
+                key = f"tree/{tid}"
+                if key not in arrays:
+                    raise ValueError(f"snapshot of node {meta['spec']['node_id']!r} has no tree "
+                                     f"{tid!r} (trees: {meta['trees']})")
+                tree = self._tree_cls.restore(arrays[key].tobytes())
+                want = sorted(str(q["id"]) for q in t["queries"])
+                if sorted(q.id for q in tree.queries) != want:
+                    raise ValueError(f"tree {tid!r} in the snapshot answers "
+                                     f"{sorted(q.id for q in tree.queries)}, expected {want}")
+                seq = int(seqs.get(tid, meta["last_seq"]))
+            staged.append(({**t, "id": tid}, tree, seq))
+        for t, tree, seq in staged:
+            self._host(t, tree, seq)
+            self.spec["trees"].append(t)
+        return {t["id"]: seq for t, _, seq in staged}
+
     @classmethod
     def from_snapshot(cls, data: bytes) -> "NodeCore":
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            meta = json.loads(z["meta"].tobytes().decode())
-        s = meta["spec"]
+        s = _load_snapshot(data)[1]["spec"]
         node = cls(s["node_id"], s["trees"], s["technique"], s["allowed_lateness"],
                    s.get("input_mode", "tuples"), s.get("count_ops", False))
         node.restore(data)
@@ -331,6 +412,16 @@ class NodeCore:
                 tmp.process(ts, v)
             tmp.flush()
         return time.perf_counter() - t0
+
+
+def _load_snapshot(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(arrays, meta) of a node snapshot."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["meta"].tobytes().decode())
+    if meta.get("version") != 1:
+        raise ValueError(f"unsupported node snapshot version {meta.get('version')!r}")
+    return arrays, meta
 
 
 def _prims_of(queries) -> set:
@@ -369,12 +460,22 @@ def concat_answers(parts: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
 
 
+class _ActorCore(NodeCore):
+    """NodeCore plus what only makes sense inside a Ray actor."""
+
+    def ray_node_id(self) -> str:
+        """The Ray node this actor runs on (hex id): checks node pinning."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
 def _make_actor():
     import ray
 
     # num_cpus=0: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
     # with more nodes than cores (they then share the cores, as a simulation should).
-    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(NodeCore)
+    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(_ActorCore)
 
 
 class _LazyActor:

@@ -27,13 +27,24 @@ newest tuple seen are folded in, rows whose windows were already emitted are *la
 and written to ``late.parquet``, never folded in, never dropped.
 
 Answers.  After each micro-batch the deployment checkpoints and hands over the answers made
-due so far (``Deployment.take_answers``: exactly once even if an actor is recovered later);
+due so far (``Deployment.take_answers``: exactly once even if an actor is recovered or its
+node lost later);
 they are written as ``answers.parquet/part-<batch>.parquet`` (DESIGN.md s. 1 columns), new late
 tuples as ``late.parquet/part-<batch>.parquet``.  A part appears atomically (written under a
 hidden name, then renamed), so ``pyarrow.parquet.read_table(out / "answers.parquet")`` (or
 pandas, Spark, DuckDB) reads the answers so far at any moment; each part is sorted by
 ``(query_id, window_start)``, the dataset as a whole is not.  ``value`` has one type for the
 whole run: int64 when every query's answer is integer on its DEBS column, else float64.
+
+Faults.  The deployment's recovery works inside a stream unchanged: a dead actor is restarted
+from its checkpoint, a node lost for good (``Deployment.lose_node``, a Ray node gone, or a
+drill) has its trees re-placed on the survivors, and the answers and late tuples written stay
+exactly those of a fault-free run (answers are handed over only through a checkpoint; late
+tuples are counted per tree id, and a moved tree keeps its late tuples in its snapshot).  Only
+``node_id`` of late tuples written after a re-placement names the adopting node.  A drill's
+``at_batch`` and ``checkpoint_every`` count ``Deployment.feed`` batches: at most
+``batch_rows`` rows of one file each, files in the order above, so they do not depend on how
+Spark groups files into micro-batches.
 
 Backpressure.  ``foreachBatch`` is synchronous: Spark starts the next micro-batch only when the
 previous one is fed, and ``Deployment.feed`` blocks while an actor has ``max_in_flight`` calls
@@ -333,7 +344,8 @@ class DirectoryStream:
         """Have the actors load their numba kernels while Spark starts the query, so the first
         file's answers do not wait for them (``NodeCore.warmup`` leaves the state untouched;
         an actor runs one call at a time, so its first ``ingest`` simply queues behind it).
-        The results are collected in ``_finish`` (errors surface there)."""
+        The results are collected in ``_finish`` (errors surface there, except an actor that
+        died meanwhile: a fault the deployment recovers from or re-places)."""
         self._warmups = [n.actor.warmup.remote() for n in self.dep.nodes.values()]
 
     # -- Spark ----------------------------------------------------------------------------------
@@ -545,7 +557,11 @@ class DirectoryStream:
         so the late tuples are taken before)."""
         import ray
 
-        ray.get(self._warmups)
+        for ref in self._warmups:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                pass  # the actor was killed or its node lost since: the deployment rebuilt it
         batch = self.stats.batches
         late = self.dep.take_late()
         res = self.dep.finish()
@@ -609,15 +625,29 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
                ray_address: str | None = None, num_cpus: int = 2, spark=None,
                spark_master: str = "local[*]", technique: str | None = None,
                allowed_lateness: int = 0, max_in_flight: int = 4,
+               checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
+               pin_nodes: bool | None = None, faults: list[Mapping[str, Any]] | None = None,
                progress: Callable[[StreamStats], None] | None = None) -> StreamResult:
     """``run_live`` for a directory: deploy ``plan`` on Ray, stream ``directory`` through
-    Spark until a stop condition, write the answers as they come plus ``metrics.json``.
+    Spark until a stop condition, write the answers as they come plus ``metrics.json`` (and
+    ``plan_final.json`` if a node was lost for good, as ``run_live`` does).
+
+    ``checkpoint_every``, ``max_log_bytes``, ``pin_nodes`` (default: when ``ray_address`` is
+    given) and ``faults`` are ``Deployment``'s.  A drill's ``at_batch`` counts the feed
+    batches (``options.batch_rows`` rows of one file each, files in arrival order), not
+    Spark's micro-batches, so a drill hits the same rows however Spark groups the files;
+    a fault whose batch is never fed does not fire (``metrics["faults"]``).  Answers and
+    late tuples stay exactly those of a fault-free run (``Deployment.take_answers`` /
+    ``take_late``); ``node_id`` of a late tuple is the node hosting its tree when it was
+    handed over.
 
     Owns what it starts (Ray unless one is running or an address is given, Spark unless a
     session is passed in) and stops it on every exit path, Ctrl-C included."""
     if isinstance(plan, (str, Path)):
         plan = json.loads(Path(plan).read_text())
     own_spark = spark is None
+    if pin_nodes is None:
+        pin_nodes = ray_address not in (None, "", "local")
     t0 = time.perf_counter()
     guard = _SigintGuard()
     guard.install()
@@ -631,9 +661,12 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
                     guard.install()  # a new SparkContext installs PySpark's handler: take it back
                 t_spark = time.perf_counter() - t1
                 with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
-                                max_in_flight=max_in_flight) as dep:
+                                max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
+                                max_log_bytes=max_log_bytes, pin_nodes=pin_nodes,
+                                faults=faults) as dep:
                     stats = stream_directory(dep, spark, directory, out_dir, options, progress)
                     guard.quiet = True  # only teardown left: let it complete
+                    final_plan = dep.plan
             finally:
                 if own_spark and spark is not None:
                     spark.stop()
@@ -650,4 +683,9 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
     metrics["data_path"] = str(directory)
     out = Path(out_dir)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=float))
+    final = out / "plan_final.json"
+    if metrics.get("replacements"):
+        final.write_text(json.dumps(final_plan, indent=1))
+    elif final.exists():  # a previous run's, in the same output directory
+        final.unlink()
     return StreamResult(stats, metrics, out)

@@ -53,6 +53,7 @@ from __future__ import annotations
 import heapq
 import random
 import time
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -60,7 +61,7 @@ from typing import Any, Callable, Iterable, Sequence
 from placement.plan import Node, Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
-from placement.weaveshare import EPS, initial_trees, weave
+from placement.weaveshare import initial_trees, weave
 
 NodesArg = int | Sequence[float | None]
 
@@ -254,36 +255,25 @@ def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[T
     return sorted(alive.values(), key=lambda t: t.uid)
 
 
-def _weave_until(trees: list[Tree], model: CostModel, target: int) -> list[Tree]:
-    """WeaveShare merges (largest positive benefit first) stopping once <= target trees remain."""
-    alive = {t.uid: t for t in trees}
-    heap = []
-    ordered = sorted(trees, key=lambda t: t.uid)
-    for i, t in enumerate(ordered):
-        for o in ordered[:i]:
-            if o.key == t.key:
-                b = model.benefit(o, t)
-                if b > EPS:
-                    heapq.heappush(heap, (-b, o.uid, t.uid))
-    while len(alive) > target and heap:
-        _, a, b = heapq.heappop(heap)
-        if a not in alive or b not in alive:
-            continue
-        m = model.merge(alive.pop(a), alive.pop(b))
-        for o in alive.values():
-            if o.key == m.key:
-                bb = model.benefit(o, m)
-                if bb > EPS:
-                    heapq.heappush(heap, (-bb, o.uid, m.uid))
-        alive[m.uid] = m
-    return sorted(alive.values(), key=lambda t: t.uid)
+_WOVEN: "weakref.WeakKeyDictionary[CostModel, dict]" = weakref.WeakKeyDictionary()
+
+
+def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tree]:
+    """``weave(units, model, stop_at=stop_at)``, computed once per (model, units' queries).
+
+    Why: W_TN, WG_TN and WG_LS's starts weave the very same units, for every node count of a
+    workload; WeaveShare is their dominant cost. Trees are never mutated, so sharing is safe.
+    """
+    memo = _WOVEN.setdefault(model, {})
+    key = (stop_at, tuple(tuple(t.queries) for t in units))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = weave(units, model, stop_at=stop_at)
+    return list(hit)
 
 
 def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
-    if stop_at_nodes:
-        trees = _weave_until(list(units), model, st.n)
-    else:
-        trees = weave(units, model)
+    trees = woven(units, model, st.n if stop_at_nodes else 0)
     if len(trees) > st.n and category == "W":
         trees = forced_merge(trees, model, st.n)
     _lpt(trees, st)  # <= N trees: one per node; otherwise G_TL (WG_TN, or keys > N for W_TN)

@@ -71,7 +71,14 @@ class _Table:
         self.cm = np.zeros((cap, PAD), dtype=np.int64)  # classes of small trees, 0 = none
         self.cr = np.zeros((cap, PAD), dtype=np.int64)
         self._keys: dict[tuple, int] = {}
-        self.heap: list[tuple] = []
+        self.heap: list[tuple] = []  # exact benefits: (-benefit, uid lo, uid hi, slot, slot)
+        # Lazy rows: per slot, its candidate partners sorted by (-bound, uid lo, uid hi), and a
+        # heap holding each row's current head. One heap entry per row instead of per pair: the
+        # pairs of dead trees are skipped by advancing a row, not popped one by one.
+        self.rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.pos: dict[int, int] = {}
+        self.heads: list[tuple] = []  # (-bound, uid lo, uid hi, slot)
+        self.uid = np.zeros(cap, dtype=np.int64)
         self.evaluations = 0
         # Buckets of single-modulus trees, and the other ("misc") trees.
         self._bucket_of: dict[tuple[int, int, int], int] = {}
@@ -89,10 +96,11 @@ class _Table:
     def _add(self, t: Tree) -> int:
         slot = len(self.trees)
         if slot >= len(self.e):
-            for name in ("e", "om", "cost", "key", "alive", "cm", "cr"):
+            for name in ("e", "om", "cost", "key", "alive", "cm", "cr", "uid"):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
         self.trees.append(t)
+        self.uid[slot] = t.uid
         self.e[slot] = float(t.edge_rate)
         self.om[slot] = t.omega
         self.cost[slot] = t.cost
@@ -216,17 +224,33 @@ class _Table:
                 if b > EPS:
                     ou = self.trees[other].uid
                     lo, hi = (other, slot) if ou < uid else (slot, other)
-                    heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi, True))
+                    heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi))
             return
         if t.classes in self._small_sets:  # before bounding: duplicates void the 1/s bound
             self._small_distinct = False
         idx, bound = self._candidates(slot)
         bound = bound + 1e-9 * (np.abs(bound) + self.cost[idx] + t.cost)
-        for other, b in zip(idx.tolist(), bound.tolist()):
-            ou = self.trees[other].uid
-            lo, hi = (other, slot) if ou < uid else (slot, other)
-            heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi, False))
+        if idx.size:
+            ou = self.uid[idx]
+            u1, u2 = np.minimum(ou, uid), np.maximum(ou, uid)
+            order = np.lexsort((u2, u1, -bound))
+            self.rows[slot] = (idx[order], -bound[order], u1[order], u2[order])
+            self.pos[slot] = 0
+            self._push_head(slot)
         self._file(slot)
+
+    def _push_head(self, slot: int) -> None:
+        """Push the row's first entry whose partner is alive (drop the row when none is)."""
+        other, negb, u1, u2 = self.rows[slot]
+        p = self.pos[slot]
+        if p < len(other) and not self.alive[other[p]]:
+            live = np.flatnonzero(self.alive[other[p:]])
+            p = p + int(live[0]) if live.size else len(other)
+            self.pos[slot] = p
+        if p >= len(other):
+            del self.rows[slot], self.pos[slot]
+            return
+        heapq.heappush(self.heads, (float(negb[p]), int(u1[p]), int(u2[p]), slot))
 
     def fill(self, progress: Progress = None) -> None:
         for t in self._pending:
@@ -236,17 +260,36 @@ class _Table:
         self._pending = []
 
     def pop_best(self) -> tuple[int, int] | None:
-        while self.heap:
-            _, u1, u2, a, b, exact = heapq.heappop(self.heap)
-            if not (self.alive[a] and self.alive[b]):
-                continue
-            if exact:
-                return a, b
+        """The pair to merge next: the smallest key among exact benefits and row heads (bounds);
+        a bound on top is replaced by its exact benefit (lazy greedy)."""
+        heap, heads, alive = self.heap, self.heads, self.alive
+        while True:
+            while heap and not (alive[heap[0][3]] and alive[heap[0][4]]):
+                heapq.heappop(heap)
+            while heads:
+                slot = heads[0][3]
+                if not alive[slot]:
+                    heapq.heappop(heads)
+                    self.rows.pop(slot, None)
+                    self.pos.pop(slot, None)
+                    continue
+                if alive[self.rows[slot][0][self.pos[slot]]]:
+                    break
+                heapq.heappop(heads)  # partner died: advance the row
+                self._push_head(slot)
+            if not heads:
+                return heapq.heappop(heap)[3:] if heap else None
+            if heap and heap[0][:3] <= heads[0][:3]:
+                return heapq.heappop(heap)[3:]
+            _, u1, u2, slot = heapq.heappop(heads)
+            other = int(self.rows[slot][0][self.pos[slot]])
+            self.pos[slot] += 1
+            self._push_head(slot)
+            a, b = (other, slot) if self.uid[other] < self.uid[slot] else (slot, other)
             self.evaluations += 1
             benefit = self.model.benefit(self.trees[a], self.trees[b])
             if benefit > EPS:
-                heapq.heappush(self.heap, (-benefit, u1, u2, a, b, True))
-        return None
+                heapq.heappush(heap, (-benefit, u1, u2, a, b))
 
     def merge(self, a: int, b: int) -> int:
         merged = self.model.merge(self.trees[a], self.trees[b])
@@ -271,8 +314,9 @@ STRATEGIES = ("lazy", "paper")
 
 
 def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
-          strategy: str = "lazy") -> list[Tree]:
-    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop).
+          strategy: str = "lazy", stop_at: int = 0) -> list[Tree]:
+    """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop),
+    or, with ``stop_at``, as soon as at most ``stop_at`` trees remain.
 
     ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
     ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
@@ -283,11 +327,13 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
     additive = model.omega_is_additive() and _windows_disjoint(trees)
     table = _Table(model, trees, additive, eager=strategy == "paper")
     table.fill(progress)
-    while True:
+    alive = len(trees)
+    while alive > stop_at:
         pair = table.pop_best()
         if pair is None:
             break
         table.row(table.merge(*pair))
+        alive -= 1
     weave.last_evaluations = table.evaluations  # type: ignore[attr-defined]
     return table.result()
 

@@ -219,6 +219,30 @@ def bench_engines(budget: float = typer.Option(20.0, help="Time budget (s) per e
         raise typer.Exit(1)
 
 
+@bench_app.command("exact-gap")
+def bench_exact_gap(instances: int = typer.Option(200, min=1, help="Small random instances."),
+                    seed: int = typer.Option(0, min=0, help="First workload seed."),
+                    out: Path = typer.Option(Path("out/bench"), help="Output directory.")):
+    """WG_LS vs the exact optimum of its own objective (and of TotalCost / MaxCost alone)."""
+    import pandas as pd
+
+    from sim import bench_exact_gap as b
+
+    with _progress() as bar:
+        task = bar.add_task("exact gap", total=instances)
+        rows = b.run(instances, seed, on_row=lambda r: bar.advance(task))
+    df = pd.DataFrame(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "bench_exact_gap.csv", index=False)
+    table = Table("instances", "WG_LS objective gap % (mean)", "objective optimal %",
+                  "gap TotalCost % (mean)", "gap MaxCost % (mean)", "WG_LS s (mean)")
+    table.add_row(str(len(df)), f"{df.objective_gap_pct.mean():.3f}",
+                  f"{100 * df.objective_optimal.mean():.1f}", f"{df.gap_total_pct.mean():.2f}",
+                  f"{df.gap_max_pct.mean():.2f}", f"{df.wgls_s.mean():.3f}")
+    console.print(table)
+    console.print(f"results: {out / 'bench_exact_gap.csv'}")
+
+
 @bench_app.command("executors")
 def bench_executors(
     aggregates: str = typer.Option("sum,max", help="Comma-separated: sum, max."),
@@ -393,9 +417,10 @@ def run(
 
     from rich.markup import escape
 
+    from cluster.deploy import DeploymentError
     from cluster.streaming import StreamError
     from sim.config import ConfigError
-    from sim.live import live_run
+    from sim.live import drill_lines, live_run
 
     cfg = _load_config_or_exit(config)
     if cfg.run.mode != "live":
@@ -436,7 +461,9 @@ def run(
         except ConnectionError as exc:
             raise UserError(f"cluster.ray.address {cfg.cluster.ray.address!r}: cannot connect "
                             f"to Ray ({exc})") from exc
-        except StreamError as exc:
+        except DeploymentError as exc:  # a plan or drill that cannot run, a failed recovery
+            raise UserError(f"live run: {exc}") from exc
+        except StreamError as exc:  # the watched directory cannot be streamed (Spark)
             bar.stop()
             Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(1) from None
@@ -445,23 +472,27 @@ def run(
         table.add_row(node_id, str(m.get("tuples", "-")), str(m.get("answers", "-")),
                       str(m.get("late_tuples", "-")), f"{m.get('busy_s', 0.0):.2f}")
     console.print(table)
+    for line in drill_lines(summary.metrics):
+        console.print(escape(line), soft_wrap=True)
     console.print(f"{summary.optimizer}: {summary.queries} queries on {summary.nodes} nodes, "
                   f"{summary.tuples} tuples -> {summary.answers} answers, {summary.late} late, "
                   f"{summary.seconds:.1f} s; estimated TotalCost {summary.estimated_total_cost:.4g}"
                   f", MaxCost {summary.estimated_max_cost:.4g}")
+    final = ", plan_final.json" if summary.metrics.get("replacements") else ""
     stream = summary.metrics.get("stream")
     if stream:
         rej = (f"; files rejected whole: {stream['files_rejected']}, bad lines rejected: "
                f"{stream['rows_rejected']} (see rejects/)") if stream["files_rejected"] or \
             stream["rows_rejected"] else ""
-        console.print(f"stream: {stream['files']} files in {stream['batches']} micro-batches, "
-                      f"stopped by {stream['stop_reason']}{rej}", soft_wrap=True)
-        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet/ "
-                      "and late.parquet/ with one part per micro-batch, metrics.json)",
-                      soft_wrap=True)
+        console.print(f"stream: {stream['files']} files in {stream['batches']} micro-batches "
+                      f"({summary.metrics.get('batches', 0)} feed batches), stopped by "
+                      f"{stream['stop_reason']}{rej}", soft_wrap=True)
+        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
+                      "answers.parquet/ and late.parquet/ with one part per micro-batch, "
+                      "metrics.json)", soft_wrap=True)
     else:
-        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json, answers.parquet, "
-                      "late.parquet, metrics.json)", soft_wrap=True)
+        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
+                      "answers.parquet, late.parquet, metrics.json)", soft_wrap=True)
     path = _build_report(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path
@@ -471,6 +502,8 @@ def run(
 def simulate(
     config: Path = typer.Argument(..., help="Run configuration (YAML)."),
     out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
+    workers: Optional[int] = typer.Option(
+        None, min=1, max=64, help="Processes, each taking whole workloads (default: run.workers)."),
 ):
     """Price every configuration x optimizer of a config; write plans, results and summaries."""
     from rich.markup import escape
@@ -490,7 +523,7 @@ def simulate(
             bar.update(task, completed=done, total=total, description=label)
 
         try:
-            summary = run_simulation(cfg, progress=step, output_dir=out)
+            summary = run_simulation(cfg, progress=step, output_dir=out, workers=workers)
         except ConfigError as exc:
             bar.stop()
             _config_error_exit(exc)

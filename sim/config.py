@@ -16,7 +16,10 @@ Sections (defaults and meaning in ``configs/README.md``):
   technique, edge engine, preprocessing and ``exact`` (compute the exact optimum on small runs).
 - ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}``, a ``path`` or a watched
   ``directory`` of arriving files (live runs).
-- ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed).
+- ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed);
+  live runs also ``batch_rows``, ``checkpoint_every`` and ``faults`` (a fault drill: kill a
+  node's actor, or lose a node for good, before a given feed batch; with ``data.directory``
+  the batches are the ``batch_rows`` chunks of the files, in arrival order).
 
 Relative paths: ``data.path`` and ``data.directory.path`` are relative to the config file (inputs
 travel with the config); ``run.output_dir`` is relative to the working directory (outputs go
@@ -361,11 +364,48 @@ class Data(Strict):
         return self
 
 
+class FaultSpec(Strict):
+    """One fault of a drill: before batch ``at_batch`` (0-based) is fed, ``kill`` the node's
+    actor (it is restarted from its checkpoint) or ``lose`` the node for good (its trees are
+    re-placed on the other nodes).  Answers stay exactly those of a fault-free run.
+    Batches are the feed's ``run.batch_rows``-row batches, 0-based; with ``data.directory``
+    each file is cut into such batches, files in arrival order, so ``at_batch`` does not
+    depend on how Spark groups files into micro-batches."""
+
+    kind: Literal["kill", "lose"]
+    node: Annotated[str, BeforeValidator(_id_to_str), Field(min_length=1)]
+    at_batch: Annotated[int, Field(ge=0)]
+
+
 class Run(Strict):
     mode: Literal["simulate", "live"] = "simulate"
     allowed_lateness: Annotated[int, Field(ge=0)] = 0
     output_dir: Annotated[str, Field(min_length=1)] = "out/run"
     seed: Annotated[int, Field(ge=0)] = 0
+    # simulate: processes, each taking whole workloads (default 1: in this process)
+    workers: Annotated[int, Field(ge=1, le=64)] = 1
+    batch_rows: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 18  # live feed batch size
+    checkpoint_every: Annotated[int, Field(ge=1)] | None = None   # batches; null: by log size
+    faults: list[FaultSpec] = []
+
+    def check_faults(self, node_ids: list[str]) -> None:
+        """A drill names known nodes, touches no node after losing it and leaves one node
+        (the same rules as ``cluster.deploy.check_faults``, without importing the cluster)."""
+        order = sorted(range(len(self.faults)), key=lambda i: (self.faults[i].at_batch, i))
+        lost: dict[str, int] = {}
+        for i in order:
+            f = self.faults[i]
+            if f.node not in node_ids:
+                raise ConfigError(f"run.faults[{i}].node: unknown node {f.node!r}; nodes: "
+                                  f"{', '.join(node_ids)}")
+            if f.node in lost:
+                raise ConfigError(f"run.faults[{i}]: node {f.node!r} is already lost (by "
+                                  f"run.faults[{lost[f.node]}]); nothing to {f.kind}")
+            if f.kind == "lose":
+                lost[f.node] = i
+                if len(lost) == len(node_ids):
+                    raise ConfigError(f"run.faults[{i}]: losing node {f.node!r} loses every "
+                                      "node; at least one must survive to run the queries")
 
 
 class Config(Strict):
@@ -390,7 +430,13 @@ class Config(Strict):
             if n > MAX_GRID_POINTS:
                 raise ConfigError(f"workload.generator: the grid has {n} points (x node counts); "
                                   f"allowed: at most {MAX_GRID_POINTS}")
-        else:
+        if self.run.faults:
+            if self.run.mode != "live":
+                raise ConfigError("run.faults: a fault drill needs a live run (run.mode: live)")
+            layouts = self.cluster.layouts()
+            if len(layouts) == 1:  # (a live run refuses several layouts with its own message)
+                self.run.check_faults(layouts[0][0])
+        if wl.generator is None:
             rates = self.streams or {}
             for i, q in enumerate(wl.queries or []):
                 if q.stream not in rates:
@@ -428,7 +474,8 @@ class Config(Strict):
         return (f"{work}; nodes: {nodes}; {n} configuration(s) x {len(opts)} optimizer(s) "
                 f"[{', '.join(opts)}]; ie={self.placement.ie}; "
                 f"exact: {'qnum <= ' + str(self.placement.exact_max_queries) if self.placement.exact_max_queries else 'off'}; "
-                f"mode={self.run.mode}; output_dir={self.run.output_dir}")
+                f"mode={self.run.mode}; output_dir={self.run.output_dir}"
+                + (f"; fault drill: {len(self.run.faults)} fault(s)" if self.run.faults else ""))
 
 
 # ---- loading and error messages ---------------------------------------------------------------

@@ -57,6 +57,37 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
                           "is the head node running? null starts an embedded local Ray") from exc
 
 
+def drill_lines(metrics: dict[str, Any]) -> list[str]:
+    """One line per node lost for good (where its trees went, batches replayed, cost change),
+    per restarted node, and per fault of the drill that did not fire."""
+    lines = []
+    for r in metrics.get("replacements") or []:
+        dest: dict[str, int] = {}
+        for node in (r.get("trees") or {}).values():
+            dest[node] = dest.get(node, 0) + 1
+        ex, pl = r.get("executed", {}), r.get("planned", {})
+        where = ", ".join(f"{n}: {k}" for n, k in sorted(dest.items())) or "none"
+        woven = r.get("woven_in_plan") or []
+        lines.append(
+            f"node {r['node']} lost before batch {r['before_batch']} ({r['reason']}): "
+            f"{r['moved']} tree(s) re-placed ({where}), restored from its snapshot after batch "
+            f"{r['snapshot_seq']} + {r['replayed_batches']} replayed batch(es); TotalCost "
+            f"{ex.get('total_change', 0.0):+.4g}, MaxCost {ex.get('max_change', 0.0):+.4g}"
+            + (f" (placement would weave {len(woven)} of them: TotalCost "
+               f"{pl.get('total_change', 0.0):+.4g}; run as separate trees)" if woven else ""))
+    for nid, m in sorted((metrics.get("nodes") or {}).items()):
+        if m.get("recoveries"):
+            lines.append(f"node {nid} restarted {m['recoveries']} time(s) from its checkpoint")
+    batches = metrics.get("batches")
+    more = " or give the stream more files" if metrics.get("stream") else ""
+    for f in metrics.get("faults") or []:
+        if not f.get("fired"):
+            lines.append(f"fault drill: {f['kind']} {f['node']} at batch {f['at_batch']} did "
+                         f"not fire (the run fed {batches} batch(es); lower run.batch_rows"
+                         f"{more})")
+    return lines
+
+
 def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
              spark=None) -> LiveSummary:
     """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
@@ -106,9 +137,14 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
         return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
                            start)
     say("deploying on Ray and feeding through Spark")
+    faults = [f.model_dump() for f in config.run.faults]
+    if faults:
+        say(f"fault drill: {len(faults)} fault(s)")
     result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
                       spark=spark, spark_master=config.cluster.spark.master,
-                      allowed_lateness=config.run.allowed_lateness)
+                      allowed_lateness=config.run.allowed_lateness,
+                      batch_rows=config.run.batch_rows,
+                      checkpoint_every=config.run.checkpoint_every, faults=faults)
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
@@ -119,17 +155,25 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
 def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_queries: int,
                 say, spark, start: float) -> LiveSummary:
     """``data.directory``: Structured Streaming over the directory until a stop condition
-    (``cluster.streaming.StreamError`` if the stream cannot start or go on)."""
+    (``cluster.streaming.StreamError`` if the stream cannot start or go on).
+
+    ``run.batch_rows``, ``run.checkpoint_every`` and ``run.faults`` apply as in a file run:
+    each file is fed in ``batch_rows``-row batches (files in arrival order), and those feed
+    batches are what ``checkpoint_every`` and a drill's ``at_batch`` count (on top, every
+    micro-batch ends with a checkpoint: ``Deployment.take_answers``)."""
     from cluster.streaming import StreamOptions, run_stream
 
     w = config.data.directory
     opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
                          idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
-                         timeout_s=w.timeout_s)
-    say(f"starting Ray and Spark to watch {w.path}")
+                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows)
+    faults = [f.model_dump() for f in config.run.faults]
+    say(f"starting Ray and Spark to watch {w.path}"
+        + (f" (fault drill: {len(faults)} fault(s))" if faults else ""))
     res = run_stream(plan_dict, w.path, out, options=opts, ray_address=config.cluster.ray.address,
                      spark=spark, spark_master=config.cluster.spark.master,
                      allowed_lateness=config.run.allowed_lateness,
+                     checkpoint_every=config.run.checkpoint_every, faults=faults,
                      progress=lambda st: say(f"watching: {st.line()}"))
     st = res.stats
     return LiveSummary(out, optimizer, n_queries, len(plan.nodes), st.rows, st.answers,

@@ -316,7 +316,8 @@ def load_live(run_dir: Path, plan: str | Path | None = None) -> LiveRun:
     if plan_path is not None:
         raw = json.loads(plan_path.read_text())
         info = read_plan(plan_path, run_dir)
-        missing = set(info.node_ids) ^ set(metrics.get("nodes", {}) or {})
+        lost = set(metrics.get("lost_nodes") or {})  # re-placed: no metrics of their own
+        missing = (set(info.node_ids) - lost) ^ set(metrics.get("nodes", {}) or {})
         if metrics.get("nodes") and missing:
             warnings.append(f"plan nodes and metrics nodes differ: {sorted(missing)}")
     else:
@@ -822,7 +823,8 @@ NODE_COLS = (("tuples", "tuples", "int"), ("tree_tuples", "tree tuples", "int"),
              ("slices_in", "slices in (sliced feed)", "int"), ("answers", "answers", "int"), ("late_tuples", "late tuples", "int"),
              ("busy_s", "busy s", "s"), ("utilisation", "utilisation", "s"),
              ("batches", "batches", "int"), ("max_queue_depth", "max queue depth", "int"),
-             ("driver_blocked_s", "driver blocked s", "s"), ("recoveries", "recoveries", "int"))
+             ("driver_blocked_s", "driver blocked s", "s"), ("recoveries", "recoveries", "int"),
+             ("adopted_trees", "trees adopted from lost nodes", "int"))
 
 
 def _rejected(m: dict) -> int | None:
@@ -865,7 +867,8 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
     if nodes:
         series = [("estimated cost (plan)", est)] if est is not None else []
         if slice_ops is not None:
-            series.append(("model ops on counted slices", [slice_ops[n] for n in node_ids]))
+            series.append(("model ops on counted slices",
+                           [slice_ops.get(n, 0.0) for n in node_ids]))
         series.append((label.split(" (")[0] if key == "busy_s" else label,
                        [float(_num(nodes.get(n, {}).get(key)) or 0.0) for n in node_ids]))
         p = plot_live_load(node_ids, series, "live_node_load.png")
@@ -904,7 +907,8 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
         if est is not None:
             r += [est[i], 100 * est[i] / e_tot if e_tot else None]
         if so:
-            r += [slice_ops[n], 100 * slice_ops[n] / so_tot if so_tot else None]
+            v = slice_ops.get(n)  # None: a node lost for good has no metrics
+            r += [v, 100 * v / so_tot if so_tot and v is not None else None]
         if nodes:
             r += [nm.get(key), 100 * m_vals[n] / m_tot if m_tot else None]
         r += [nm.get(c[0]) for c in cols] + [int(late_by_node.get(n, 0)), _rejected(nm)]
@@ -912,6 +916,26 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
     body.append("<h2>Per node</h2>" + html_table(hdr, rows, kinds, table_id="live-nodes",
                                                  fields=fields,
                                                  row_attrs=[{"data-node": n} for n in node_ids]))
+    reps = m.get("replacements") or []
+    if reps:
+        body.append("<h2>Nodes lost and re-placed</h2>"
+                    '<p class="note">Each lost node\'s trees were restored on the nodes below from '
+                    "its last snapshot and replayed the batches after it (answers stay "
+                    "exactly-once). Executed: moved trees run as separate trees; planned: "
+                    "<code>placement.replace.remove_node</code>, which may weave them.</p>"
+                    + html_table(
+                        ["node", "before batch", "reason", "trees moved", "to",
+                         "snapshot after batch", "batches replayed", "TotalCost change",
+                         "MaxCost change", "planned TotalCost change", "seconds"],
+                        [[r.get("node"), r.get("before_batch"), r.get("reason"), r.get("moved"),
+                          ", ".join(f"{t}: {n}" for t, n in sorted((r.get("trees") or {}).items())),
+                          r.get("snapshot_seq"), r.get("replayed_batches"),
+                          (r.get("executed") or {}).get("total_change"),
+                          (r.get("executed") or {}).get("max_change"),
+                          (r.get("planned") or {}).get("total_change"), r.get("seconds")]
+                         for r in reps],
+                        ["g", "int", "g", "int", "g", "int", "int", "g", "g", "g", "s"],
+                        table_id="live-replacements"))
     # late tuples
     late_total_metrics = sum(int(_num(nm.get("late_tuples")) or 0) for nm in nodes.values())
     rej = [r for r in (_rejected(nm) for nm in nodes.values()) if r is not None]

@@ -117,61 +117,127 @@ def check_simulatable(config: Config) -> None:
                           "plans (set run.mode: simulate)")
 
 
+def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out: Path,
+                tick: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Every optimizer of ``config`` on configuration ``i`` (plans written under ``out``)."""
+    queries, rates, params, model = work
+    pl = config.placement
+    ids, caps = point["node_ids"], point["capacities"]
+    base = {"config_id": i, **params, "nodes": len(ids),
+            "capacities": None if all(c is None for c in caps) else json.dumps(caps),
+            "ie": pl.ie, "engine": pl.engine, "preprocess": str(pl.preprocess_arg)}
+    exact = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans", i)
+    rows = []
+    for name in pl.optimizer_list:
+        t0 = time.perf_counter()
+        plan = plan_for(name, queries, model, caps, config)
+        runtime = time.perf_counter() - t0
+        d = _name_nodes(plan, ids).to_dict()
+        rel = Path("plans") / f"c{i:04d}_{name}.json"
+        (out / rel).write_text(json.dumps(d, indent=1))
+        row = {**base, "optimizer": name, "category": _category(name),
+               "n_queries": len(queries),
+               "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
+               "total_cost": d["total_cost"], "max_cost": d["max_cost"],
+               "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
+               "runtime_s": runtime, **exact, "gap_total": None, "gap_max": None,
+               "plan": str(rel)}
+        if exact["exact_total"] is not None:
+            row["gap_total"] = d["total_cost"] / exact["exact_total"] - 1
+            row["gap_max"] = d["max_cost"] / exact["exact_max"] - 1
+        rows.append(row)
+        tick(f"c{i} {name}")
+    return rows
+
+
+def _group_rows(config: Config, group: list[int], out: Path, tick) -> list[dict[str, Any]]:
+    """The configurations of one workload (its node layouts): one workload, one cost model."""
+    points = config.points()
+    pl = config.placement
+    queries, rates, params = workload_point(config, points[group[0]]["workload"])
+    work = (queries, rates, params, CostModel(pl.ie, rates, pl.engine))
+    return [r for i in group for r in _point_rows(config, i, points[i], work, out, tick)]
+
+
+def _worker(config: Config, group: list[int], out: Path, queue) -> list[dict[str, Any]]:
+    return _group_rows(config, group, out, lambda label: queue.put(label))
+
+
+def _workload_groups(points: list[dict[str, Any]]) -> list[list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, point in enumerate(points):
+        groups.setdefault(id(point["workload"]), []).append(i)
+    return list(groups.values())
+
+
 def simulate(config: Config, progress: Progress | None = None,
-             output_dir: str | Path | None = None) -> SimulationSummary:
-    """Run every configuration x optimizer of ``config``, write plans and tables (module doc)."""
+             output_dir: str | Path | None = None, workers: int | None = None
+             ) -> SimulationSummary:
+    """Run every configuration x optimizer of ``config``, write plans and tables (module doc).
+
+    ``workers`` (default ``run.workers``) processes each take whole workloads (all node layouts
+    of one generated workload share its queries, cost model and WeaveShare result); with one
+    worker everything runs in this process. Rows and files do not depend on ``workers``.
+    """
     check_simulatable(config)
     start = time.perf_counter()
     out = Path(output_dir if output_dir is not None else config.run.output_dir)
-    plans_dir = out / "plans"
-    plans_dir.mkdir(parents=True, exist_ok=True)
-    pl = config.placement
-    names = pl.optimizer_list
+    (out / "plans").mkdir(parents=True, exist_ok=True)
     points = config.points()
-    total = len(points) * len(names)
+    groups = _workload_groups(points)
+    total = len(points) * len(config.placement.optimizer_list)
+    workers = max(1, min(workers or config.run.workers, len(groups)))
     done = 0
+
+    def tick(label: str) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(done, total, label)
+
+    if progress:
+        progress(0, total, "simulate")
     rows: list[dict[str, Any]] = []
-    cache: dict[int, tuple] = {}
-    for i, point in enumerate(points):
-        key = id(point["workload"])
-        if key not in cache:  # node layouts of one workload share its queries and cost model
-            queries, rates, params = workload_point(config, point["workload"])
-            cache.clear()
-            cache[key] = (queries, rates, params, CostModel(pl.ie, rates, pl.engine))
-        queries, rates, params, model = cache[key]
-        ids, caps = point["node_ids"], point["capacities"]
-        base = {"config_id": i, **params, "nodes": len(ids),
-                "capacities": None if all(c is None for c in caps) else json.dumps(caps),
-                "ie": pl.ie, "engine": pl.engine, "preprocess": str(pl.preprocess_arg)}
-        exact = _exact(queries, model, caps, ids, pl.exact_max_queries, plans_dir, i)
-        for name in names:
-            if progress:
-                progress(done, total, f"c{i} {name}")
-            t0 = time.perf_counter()
-            plan = plan_for(name, queries, model, caps, config)
-            runtime = time.perf_counter() - t0
-            d = _name_nodes(plan, ids).to_dict()
-            rel = Path("plans") / f"c{i:04d}_{name}.json"
-            (out / rel).write_text(json.dumps(d, indent=1))
-            row = {**base, "optimizer": name, "category": _category(name),
-                   "n_queries": len(queries),
-                   "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
-                   "total_cost": d["total_cost"], "max_cost": d["max_cost"],
-                   "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
-                   "runtime_s": runtime, **exact, "gap_total": None, "gap_max": None,
-                   "plan": str(rel)}
-            if exact["exact_total"] is not None:
-                row["gap_total"] = d["total_cost"] / exact["exact_total"] - 1
-                row["gap_max"] = d["max_cost"] / exact["exact_max"] - 1
-            rows.append(row)
-            done += 1
-            if progress:
-                progress(done, total, f"c{i} {name}")
+    if workers == 1:
+        for g in groups:
+            rows += _group_rows(config, g, out, tick)
+    else:
+        rows = _run_pool(config, groups, out, workers, tick)
+    rows.sort(key=lambda r: r["config_id"])  # stable: optimizer order within a configuration
     results = _with_quality(pd.DataFrame(rows))
     files = _write_tables(results, out, config)
     per_opt = _per_optimizer(results)
     return SimulationSummary(out, len(points), len(rows), time.perf_counter() - start, files,
                              per_opt)
+
+
+def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, tick):
+    """Workloads across ``workers`` processes (spawned: no inherited threads or sessions);
+    progress labels come back through a managed queue."""
+    import multiprocessing as mp
+    import queue as queue_mod
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = mp.get_context("spawn")
+    rows: list[dict[str, Any]] = []
+    with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        q = manager.Queue()
+        pending = {pool.submit(_worker, config, g, out, q) for g in groups}
+
+        def drain() -> None:
+            while True:
+                try:
+                    tick(q.get_nowait())
+                except queue_mod.Empty:
+                    return
+
+        while pending:
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            drain()
+            for f in finished:
+                rows += f.result()
+        drain()
+    return rows
 
 
 def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int) -> dict[str, Any]:

@@ -323,3 +323,143 @@ def test_unordered_file_auto_sorts_and_file_mode_counts_late(workload, live_resu
     assert tree.late.count > 0 and filed.late.num_rows == tree.late.count
     assert filed.late.column("ts_ms").to_pylist() == tree.late.ts.tolist()
     assert filed.answers.equals(ref)
+
+
+@pytest.fixture(scope="module")
+def small_batches(workload, spark):
+    """The workload file as 700-row Arrow batches in time order (13 batches)."""
+    from cluster.spark_feed import ordered_arrow_batches, read_debs_df
+
+    df = read_debs_df(spark, str(workload["path"]), list(STREAMS))
+    return [b.select(["ts_ms", *STREAMS]) for b in ordered_arrow_batches(df, batch_rows=700)]
+
+
+def _plan_nodes(plan) -> dict[str, list[str]]:
+    return {n["id"]: sorted(q for t in n["trees"] for q in t["queries"]) for n in plan["nodes"]}
+
+
+def test_lost_node_replaced_exactly_with_kills(workload, live_result, small_batches, ray_session):
+    """Three nodes.  node-1 is lost for good after a checkpoint (its trees restored on the
+    survivors from that snapshot, batches since replayed); then an adopting node is killed
+    before the next checkpoint (restarted from its own snapshot + the adopted trees' one), and
+    after a checkpoint node-2 is killed (its snapshot now holds moved trees).  The answers
+    equal the fault-free run row for row, values bit for bit."""
+    import ray
+
+    from cluster.deploy import Deployment
+    from placement.plan import verify_plan
+
+    plan = make_plan(workload["queries"], n_nodes=3)
+    before = _plan_nodes(plan)
+    batches = small_batches
+    assert len(batches) >= 12
+    with Deployment(plan, max_in_flight=2) as dep:
+        for i, b in enumerate(batches):
+            if i == 3:
+                dep.checkpoint()
+            if i == 5:
+                rec = dep.lose_node("node-1")
+                adopter = sorted(set(rec["trees"].values()))[0]
+            if i == 7:
+                ray.kill(dep.actor(adopter), no_restart=True)
+            if i == 9:
+                dep.checkpoint()
+            if i == 11:
+                ray.kill(dep.actor("node-2"), no_restart=True)
+            dep.feed(None, b)
+        res = dep.finish()
+        after = dep.plan
+    assert res.answers.equals(live_result.answers)
+    assert res.late.num_rows == 0 == live_result.late.num_rows
+
+    # the record: every plan tree of node-1 moved, to survivors; snapshot at batch 2
+    plan_trees_1 = {t["id"] for n in plan["nodes"] if n["id"] == "node-1" for t in n["trees"]}
+    assert rec["node"] == "node-1" and rec["before_batch"] == 5 and rec["snapshot_seq"] == 2
+    assert rec["moved"] == len(plan_trees_1) > 0 and set(rec["trees"]) == plan_trees_1
+    assert set(rec["trees"].values()) <= {"node-0", "node-2"}
+    assert rec["replayed_batches"] == 2 * len(set(rec["trees"].values()))  # batches 3, 4
+    ex, pl = rec["executed"], rec["planned"]
+    assert ex["total_before"] == pytest.approx(plan["total_cost"])
+    assert ex["total_change"] == pytest.approx(0.0, abs=1e-9)  # trees move whole
+    assert ex["max_after"] >= ex["max_before"] - 1e-9
+    assert pl["total_change"] <= 1e-9  # weaving is only planned where it saves cost
+    m = res.metrics
+    assert m["replacements"] == res.replacements == [rec]
+    assert set(m["nodes"]) == {"node-0", "node-2"} and set(m["lost_nodes"]) == {"node-1"}
+    assert m["nodes"][adopter]["recoveries"] == 1 and m["nodes"]["node-2"]["recoveries"] == 1
+    moved_exec = sum(1 for n in m["nodes"].values() for t in n["trees"]
+                     if t.split("~")[0] in plan_trees_1)
+    assert sum(n["adopted_trees"] for n in m["nodes"].values()) == moved_exec > 0
+    # the deployment's plan follows the layout, keeps the surviving trees where they were,
+    # and still verifies
+    assert verify_plan(after) == []
+    now = _plan_nodes(after)
+    assert set(now) == {"node-0", "node-2"}
+    assert sorted(q for qs in now.values() for q in qs) == sorted(q.id for q in workload["queries"])
+    for nid in now:
+        assert set(before[nid]) <= set(now[nid])
+
+
+def test_lose_node_before_any_checkpoint_and_refusals(workload, live_result, small_batches,
+                                                       ray_session):
+    """A fault drill kills node-0 and, before that is noticed, declares it lost (no checkpoint
+    yet: its trees start from the initial state on node-1 and replay everything); losing the
+    last node, an unknown node or a lost one is refused with a clear error."""
+    from cluster.deploy import Deployment, DeploymentError
+
+    faults = [{"kind": "kill", "node": "node-0", "at_batch": 2},
+              {"kind": "lose", "node": "node-0", "at_batch": 4}]
+    with Deployment(workload["plan"], max_in_flight=2, faults=faults) as dep:
+        for b in small_batches:
+            dep.feed(None, b)
+        with pytest.raises(DeploymentError, match="last node"):
+            dep.lose_node("node-1")
+        with pytest.raises(DeploymentError, match="already lost"):
+            dep.lose_node("node-0")
+        with pytest.raises(DeploymentError, match="unknown node 'nope'"):
+            dep.lose_node("nope")
+        res = dep.finish()
+    assert res.answers.equals(live_result.answers)
+    (rec,) = res.replacements
+    assert rec["snapshot_seq"] == -1 and rec["replayed_batches"] == 4  # batches 0-3
+    assert set(rec["trees"].values()) == {"node-1"}
+    assert [f["fired"] for f in res.metrics["faults"]] == [True, True]
+    assert res.metrics["nodes"]["node-1"]["tuples"] > 0
+    with pytest.raises(DeploymentError, match=r"faults\[1\]: losing node 'node-1' loses every"):
+        Deployment(workload["plan"], faults=[{"kind": "lose", "node": "node-0", "at_batch": 1},
+                                             {"kind": "lose", "node": "node-1", "at_batch": 2}])
+    with pytest.raises(DeploymentError, match=r"faults\[0\]\.node: unknown node 'x'"):
+        Deployment(workload["plan"], faults=[{"kind": "kill", "node": "x", "at_batch": 1}])
+
+
+def test_run_live_fault_drill_writes_final_plan(workload, live_result, ray_session, spark,
+                                                tmp_path):
+    """The user path of a drill: ``run_live(faults=...)`` on 3 nodes (node-2 killed, node-1
+    lost for good): same answers.parquet, the re-placement in metrics.json, plan_final.json
+    verifies, and the summary lines say what happened."""
+    from cluster.live import run_live
+    from placement.plan import verify_plan
+    from sim.live import drill_lines
+
+    plan = make_plan(workload["queries"], n_nodes=3)
+    faults = [{"kind": "kill", "node": "node-2", "at_batch": 2},
+              {"kind": "lose", "node": "node-1", "at_batch": 5},
+              {"kind": "kill", "node": "node-0", "at_batch": 99}]
+    res = run_live(plan, workload["path"], tmp_path / "out", spark=spark, batch_rows=1000,
+                   checkpoint_every=3, faults=faults)
+    out = tmp_path / "out"
+    assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
+    m = json.loads((out / "metrics.json").read_text())
+    (rec,) = m["replacements"]
+    assert rec["node"] == "node-1" and rec["before_batch"] == 5 and rec["snapshot_seq"] == 2
+    assert [f["fired"] for f in m["faults"]] == [True, True, False]
+    assert m["nodes"]["node-2"]["recoveries"] == 1 and set(m["lost_nodes"]) == {"node-1"}
+    final = json.loads((out / "plan_final.json").read_text())
+    assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-0", "node-2"]
+    lines = drill_lines(res.metrics)
+    assert lines[0].startswith(f"node node-1 lost before batch 5 (fault drill at batch 5): "
+                               f"{rec['moved']} tree(s) re-placed (")
+    assert "node node-2 restarted 1 time(s) from its checkpoint" in lines
+    assert 5 < m["batches"] < 99
+    assert lines[-1] == (f"fault drill: kill node-0 at batch 99 did not fire (the run fed "
+                         f"{m['batches']} batch(es); lower run.batch_rows)")

@@ -133,3 +133,100 @@ def test_node_specs_checks_and_kind_split():
                                                  "queries": ["x", "y"]}]}], qs))
     with pytest.raises(DeploymentError, match="schema"):
         node_specs({"schema": "nope"})
+
+
+Q3 = [{"id": "d", "aggregate": "min", "range": 900, "slide": 300, "kind": "time"}]
+
+
+def test_adopted_trees_resume_exactly_and_skip_seen_batches():
+    """Node A checkpoints after batch 2, keeps going to batch 4 and is lost; node B adopts A's
+    trees from that snapshot and replays batches 3-4 to them only.  A's committed answers +
+    B's answers equal the trees run directly (no loss, no duplicates); a batch B's trees get
+    twice (replay, then the live feed) counts once."""
+    batch = data(jitter=400)
+    ref, ref_late = run_direct(batch, 700, lateness=150)
+    other = ExecutionTree(Q3, allowed_lateness=150)
+    a = NodeCore("A", TREES, allowed_lateness=150)
+    b = NodeCore("B", [{"id": "t2", "stream": "mf02", "queries": Q3}], allowed_lateness=150)
+    parts = [batch.slice(i, 700) for i in range(0, batch.num_rows, 700)]
+    committed = []
+    for seq, p in enumerate(parts[:5]):
+        a.ingest(None, p, seq)
+        b.ingest(None, p, seq)
+        if seq == 2:
+            blob, ans, _ = a.checkpoint()
+            committed.append(ans)
+    assert a.drain().num_rows > 0  # answers after the checkpoint die with A
+    seqs = b.add_trees([t for t in TREES], blob)
+    assert seqs == {"t0": 2, "t1": 2}
+    for seq in (3, 4):
+        b.ingest(None, parts[seq], seq, trees=["t0", "t1"])
+    m = b.metrics()
+    assert m["replayed_batches"] == 2 and m["batches"] == 5  # replays are not B's own input
+    assert m["tuples"] == sum(p.num_rows for p in parts[:5])
+    b_own = m["trees"]["t2"]["slices"]
+    b.ingest(None, parts[4], 4)  # the live feed resends batch 4: every tree already has it
+    assert b.metrics()["trees"]["t2"]["slices"] == b_own
+    for seq, p in enumerate(parts[5:], start=5):
+        b.ingest(None, p, seq)
+    b.flush()
+    everything = concat_answers(committed + [b.drain()]).sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")])
+    got = everything.filter(pa.compute.is_in(everything.column("query_id"),
+                                             value_set=pa.array(["a", "b", "c"])))
+    assert got.equals(ref)
+    lt = b.late()
+    assert lt.filter(pa.compute.is_in(lt.column("tree_id"), value_set=pa.array(["t0", "t1"]))
+                     ).num_rows == ref_late > 0
+    # B's own tree is untouched by the adoption and the resent batch
+    d_ref = concat_answers([other.process(p.column("ts_ms").to_numpy(),
+                                          p.column("mf02").to_numpy()) for p in parts]
+                           + [other.flush()])
+    d_got = everything.filter(pa.compute.equal(everything.column("query_id"), "d"))
+    assert d_ref.num_rows > 0 and d_got.equals(d_ref)
+    b2 = NodeCore.from_snapshot(b.snapshot())  # a snapshot after adoption holds all trees
+    assert sorted(b2.trees) == ["t0", "t1", "t2"] and b2.tree_seq["t0"] == len(parts) - 1
+
+
+def test_add_trees_refusals():
+    a = NodeCore("A", TREES)
+    blob = a.snapshot()
+    b = NodeCore("B", [{"id": "t1", "stream": "mf02", "queries": Q3}])
+    with pytest.raises(ValueError, match="already hosts a tree 't1'"):
+        b.add_trees(TREES, blob)
+    assert sorted(b.trees) == ["t1"]  # nothing added when one tree is refused
+    with pytest.raises(ValueError, match="has no tree 'x'"):
+        b.add_trees([{"id": "x", "stream": "mf01", "queries": Q1}], blob)
+    with pytest.raises(ValueError, match="answers"):
+        b.add_trees([{"id": "t0", "stream": "mf01", "queries": Q2}], blob)
+    with pytest.raises(ValueError, match="input_mode"):
+        NodeCore("S", [], input_mode="slices").add_trees(TREES[:1], blob)
+    assert b.add_trees(TREES[:1]) == {"t0": -1}  # fresh: the initial state
+    assert b.streams == ["mf01", "mf02"]
+
+
+def test_pin_round_robin_and_fault_drill_checks():
+    from cluster.deploy import check_faults, pin_round_robin
+
+    assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
+        "a": "w0", "b": "w1", "c": "head", "d": "w0", "e": "w1"}
+    with pytest.raises(DeploymentError, match="no alive Ray node"):
+        pin_round_robin(["a"], [])
+    drill = check_faults([{"kind": "lose", "node": "b", "at_batch": 7},
+                          {"kind": "kill", "node": "a", "at_batch": 3}], ["a", "b"])
+    assert [(f["kind"], f["node"], f["at_batch"], f["fired"]) for f in drill] == [
+        ("kill", "a", 3, False), ("lose", "b", 7, False)]  # in firing order
+    for faults, msg in [
+            ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
+            ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
+            ([{"kind": "lose", "node": "a", "at_batch": 1},
+              {"kind": "kill", "node": "a", "at_batch": 1}], "already lost"),
+            ([{"kind": "lose", "node": "a", "at_batch": 1},
+              {"kind": "lose", "node": "b", "at_batch": 2}], "loses every node")]:
+        with pytest.raises(DeploymentError, match=msg):
+            check_faults(faults, ["a", "b"])
+    with pytest.raises(DeploymentError, match="tree ids must be unique in a plan"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
+                         {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]}],
+                        [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4,
+                                                               "slide": 2}]))

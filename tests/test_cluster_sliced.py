@@ -127,6 +127,33 @@ def test_sliced_fault_recovery_and_float_stream(sliced_workload, sliced_result, 
     np.testing.assert_allclose(a[~exact], b[~exact], rtol=1e-12, atol=0)
 
 
+def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_session, spark):
+    """Sliced mode, 3 nodes, 9 slice batches, a checkpoint every 3: node-1 is lost for good
+    after the first checkpoint (its trees adopt slice batches by replay), node-0 one batch
+    later, before the next checkpoint (node-2 then holds everything, including trees node-0
+    had just adopted, restored from node-1's snapshot): answers equal the fault-free run."""
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import feed_sliced
+
+    plan = make_plan(sliced_workload["queries"], n_nodes=3)
+    faults = [{"kind": "lose", "node": "node-1", "at_batch": 4},
+              {"kind": "lose", "node": "node-0", "at_batch": 5}]
+    with Deployment(plan, mode="sliced", max_in_flight=2, checkpoint_every=3,
+                    faults=faults) as dep:
+        feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
+        res = dep.finish()
+    assert res.answers.equals(sliced_result[1].answers)
+    assert res.metrics["batches"] == 9
+    first, second = res.replacements
+    assert (first["node"], second["node"]) == ("node-1", "node-0")
+    assert first["snapshot_seq"] >= 0 and first["replayed_batches"] > 0
+    via0 = {t for t, n in first["trees"].items() if n == "node-0"}
+    assert via0 and via0 < set(second["trees"])
+    assert set(res.metrics["nodes"]) == {"node-2"}
+    assert res.metrics["nodes"]["node-2"]["trees"].keys() == {
+        t["id"] for n in plan["nodes"] for t in n["trees"]}
+
+
 def test_sliced_mode_refusals(sliced_workload, ray_session, spark):
     from cluster.deploy import Deployment, DeploymentError
     from cluster.spark_feed import feed_sliced

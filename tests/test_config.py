@@ -50,7 +50,8 @@ PATH_RE = re.compile(r"^([A-Za-z_][\w-]*|\[.+?\])((\[\d+\])|(\[.+?\])|(\.[A-Za-z
 
 # ---- valid configs ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "table8_grid.yaml", "fig41.yaml"])
+@pytest.mark.parametrize("name", ["quickstart.yaml", "table8_grid.yaml", "fig41.yaml",
+                                  "live_quickstart.yaml", "live_drill.yaml"])
 def test_shipped_configs_load(name):
     cfg = load_config(ROOT / "configs" / name)
     assert cfg.points()
@@ -204,6 +205,44 @@ def test_bad_explicit_queries(path, value, expected):
     with pytest.raises(ConfigError) as err:
         config_from_mapping(_with(EXPLICIT, path, value))
     assert str(err.value).startswith(expected), str(err.value)
+
+
+LIVE = _with(_with(EXPLICIT, ("run", "mode"), "live"), ("cluster", "nodes"), 3)
+DRILL = [{"kind": "kill", "node": "node-0", "at_batch": 2},
+         {"kind": "lose", "node": "node-1", "at_batch": 4}]
+
+
+def test_fault_drill_and_live_feed_knobs():
+    cfg = config_from_mapping(_with(_with(LIVE, ("run", "faults"), DRILL),
+                                    ("run", "batch_rows"), 500))
+    assert [f.model_dump() for f in cfg.run.faults] == DRILL
+    assert cfg.run.batch_rows == 500 and cfg.run.checkpoint_every is None
+    assert "fault drill: 2 fault(s)" in cfg.summary()
+    minimal = config_from_mapping(EXPLICIT)
+    assert minimal.run.faults == [] and minimal.run.batch_rows == 1 << 18
+
+
+@pytest.mark.parametrize("faults,expected", [
+    ([{"kind": "explode", "node": "node-0", "at_batch": 1}], "run.faults[0].kind: expected"),
+    ([{"kind": "kill", "node": "node-0", "at_batch": -1}], "run.faults[0].at_batch"),
+    ([{"kind": "kill", "node": "node-0"}], "run.faults[0].at_batch: required"),
+    ([{"kind": "kill", "node": "n9", "at_batch": 1}],
+     "run.faults[0].node: unknown node 'n9'; nodes: node-0, node-1, node-2"),
+    ([{"kind": "lose", "node": "node-0", "at_batch": 5},
+      {"kind": "kill", "node": "node-0", "at_batch": 7}],
+     "run.faults[1]: node 'node-0' is already lost (by run.faults[0]); nothing to kill"),
+    ([{"kind": "lose", "node": f"node-{i}", "at_batch": i} for i in range(3)],
+     "run.faults[2]: losing node 'node-2' loses every node"),
+    ([{"kind": "lose", "node": "node-0", "at_batch": 1, "when": 3}], "run.faults[0].when: unknown"),
+])
+def test_bad_fault_drills_name_the_key(faults, expected):
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(_with(LIVE, ("run", "faults"), faults))
+    assert str(err.value).startswith(expected), str(err.value)
+    with pytest.raises(ConfigError, match="run.faults: a fault drill needs a live run"):
+        config_from_mapping(_with(EXPLICIT, ("run", "faults"), DRILL[:1]))
+    with pytest.raises(ConfigError, match="run.batch_rows"):
+        config_from_mapping(_with(LIVE, ("run", "batch_rows"), 0))
 
 
 def test_yaml_syntax_and_top_level_errors(tmp_path):
@@ -424,3 +463,29 @@ def test_cli_validate_exit_codes(tmp_path):
 def test_config_model_is_importable_for_code():
     """Code can build a Config without YAML (same validation)."""
     assert isinstance(Config.model_validate(GEN), Config)
+
+
+def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
+    """``weaveplace run``'s path (sim.live.live_run) hands batch_rows, checkpoint_every and the
+    drill to cluster.live.run_live (Ray and Spark replaced by a recorder here)."""
+    import cluster.live
+    from cluster.deploy import RunResult
+    from cluster.node_actor import empty_answers, empty_late
+    from sim.live import live_run
+
+    seen = {}
+
+    def fake_run_live(plan, data_path, out_dir, **kw):
+        seen.update(kw, plan=plan)
+        return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
+
+    monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
+    raw = _with(_with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
+                ("run", "checkpoint_every"), 4)
+    raw["data"] = {"duration_s": 2.0}
+    raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
+    cfg = config_from_mapping(raw)
+    live_run(cfg, tmp_path / "out")
+    assert seen["faults"] == DRILL and seen["batch_rows"] == 300
+    assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
+    assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]

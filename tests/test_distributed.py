@@ -236,3 +236,70 @@ def test_preprocess_variants_group_units():
     ws = weaveshare(qs, model, preprocess=True)
     assert optimize("WG_TN", qs, model, 1, preprocess=True).total_cost == \
         pytest.approx(plan_cost(ws))
+
+
+def _all_moves_exact(s: _Search, nodes, loads):
+    """Every move of WG_LS's neighbourhood (module doc of dist_local_search: whole trees
+    anywhere, single queries out of the most loaded node), priced exactly: the brute-force
+    oracle for ``_Search.best_move``."""
+    out = []
+    N = len(nodes)
+    h = max(range(N), key=lambda j: (loads[j], -j))
+    for a in range(N):
+        for ti, t in enumerate(nodes[a]):
+            for b in range(N):
+                if b == a:
+                    continue
+                out.append(("move", a, ti, b, None))
+                for ui, u in enumerate(nodes[b]):
+                    if u.key == t.key:
+                        out.append(("move", a, ti, b, ui))
+                    if b > a:
+                        out.append(("swap", a, ti, b, ui))
+            if len(t.queries) > 1 and a == h:
+                for q in t.queries:
+                    for b in range(N):
+                        if b != a:
+                            out.append(("query", a, ti, b, None, q))
+                            out += [("query", a, ti, b, ui, q)
+                                    for ui, u in enumerate(nodes[b]) if u.key == t.key]
+    keys = []
+    for mv in out:
+        ns, ls = [list(x) for x in nodes], list(loads)
+        s.apply(ns, ls, mv)
+        keys.append(s.key(ls))
+        s._single.clear()  # apply may hand out the cached single-query tree
+    return keys
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 14), nodes=st.integers(2, 4),
+       tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat",
+                             "slickdeque_noninv"]),
+       init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]))
+def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
+    """The bounded search (price a merge only while its optimistic key can still win) finds a
+    move as good as the best of every move priced exactly, and finds none only when no move
+    improves the plan."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [Query(q.id, q.range, q.slide, agg) for q in
+          generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))]
+    start = optimize(init, qs, model, nodes, seed=seed)
+    tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
+    s = _Search(model, [None] * nodes, min(tn.total_cost, wi.total_cost),
+                min(tn.max_cost, wi.max_cost))
+    ns = [list(x.trees) for x in start.nodes]
+    ls = [sum(t.cost for t in ts) for ts in ns]
+    cur = s.key(ls)
+    oracle = _all_moves_exact(s, ns, ls)
+    move = s.best_move(ns, ls)
+    improving = [k for k in oracle if s.better(k, cur)]
+    if move is None:
+        assert not improving
+        return
+    got_n, got_l = [list(x) for x in ns], list(ls)
+    s.apply(got_n, got_l, move)
+    got = s.key(got_l)
+    assert s.better(got, cur)
+    assert not any(s.better(k, got) for k in improving), (got, min(improving))

@@ -399,3 +399,30 @@ def test_chromium_screenshot_not_blank(sim_run, tmp_path):
     assert img.shape[0] >= 1000 and img.shape[1] >= 1000
     assert float(img.std()) > 0.05          # not a blank page
     assert float((img.mean(axis=2) < 0.9).mean()) > 0.02  # some ink: text and plots rendered
+
+
+def test_live_report_with_a_lost_node(tmp_path):
+    """A node lost for good has no metrics of its own: no 'nodes differ' warning, its plan row
+    stays (estimate only) and the re-placement table shows the record of metrics.json."""
+    run, plan, metrics = _live_run(tmp_path)
+    gone = plan["nodes"][1]["id"]
+    del metrics["nodes"][gone]
+    rec = {"node": gone, "reason": "fault drill at batch 4", "before_batch": 4,
+           "snapshot_seq": 1, "moved": 2, "trees": {"t1": "node-0", "t2": "node-2"},
+           "woven_in_plan": [], "replayed_batches": 3, "seconds": 0.25,
+           "planned": {"total_change": -0.5}, "executed": {"total_change": 0.0,
+                                                           "max_change": 1.5}}
+    metrics["lost_nodes"] = {gone: {"reason": rec["reason"]}}
+    metrics["replacements"] = [rec]
+    metrics["nodes"]["node-0"]["adopted_trees"] = 1
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text = build_report(run).read_text()
+    assert "differ" not in text
+    doc = Tables(text)
+    rows = doc.fields("live-nodes")
+    assert [ra["data-node"] for ra, _ in rows] == [n["id"] for n in plan["nodes"]]
+    (_, cells), = doc.tables["live-replacements"]
+    texts = [c[1] for c in cells]
+    assert texts[0] == gone and texts[3] == "2" and texts[4] == "t1: node-0, t2: node-2"
+    assert texts[6] == "3"
+    assert "trees adopted from lost nodes" in text
