@@ -336,3 +336,70 @@ def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark,
     assert summary.answers == answers.num_rows
     m = json.loads((out / "metrics.json").read_text())
     assert m["feed"]["mode"] == "stream" and m["answers"] == answers.num_rows
+
+
+def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spark, tmp_path):
+    """``run_stream`` with a fault drill, one file per micro-batch, two files reaching back in
+    time (late tuples in two micro-batches): node-1 is lost for good in the middle of file
+    D - after the micro-batch of B handed over node-1's late tuples, with D's first batch fed
+    to it and not taken - and node-0, which took over its trees, is killed in the middle of
+    F.  The answers and late tuples written equal the plan's nodes replaying the same file
+    order, row for row and none twice; the late tuples of node-1's trees name node-1 up to
+    the loss and node-0 after it.  metrics.json records the re-placement, plan_final.json
+    verifies, and the report counts late tuples on the node holding their tree at the end."""
+    from cluster.streaming import StreamOptions, run_stream
+    from placement.plan import verify_plan
+    from sim.live import drill_lines
+    from sim.report import build_report
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    lateness = 5_000
+    files = [("00-a.tsv", span(data, 0, 15)), ("01-c.tsv", span(data, 17, 30)),
+             ("02-b.tsv", span(data, 15, 17)), ("03-d.parquet", span(data, 30, 45)),
+             ("04-f.tsv", span(data, 47, 60)), ("05-e.tsv", span(data, 45, 47))]
+    for name, t in files:
+        drop(inp, name, t)
+    rows = 500
+    first = np.cumsum([0] + [-(-t.num_rows // rows) for _, t in files])  # first batch per file
+    faults = [{"kind": "lose", "node": "node-1", "at_batch": int(first[3]) + 1},
+              {"kind": "kill", "node": "node-0", "at_batch": int(first[4]) + 1}]
+    out.mkdir()
+    (out / "plan.json").write_text(json.dumps(data["plan"]))  # as live_run writes it
+    res = run_stream(data["plan"], inp, out, spark=spark, allowed_lateness=lateness,
+                     faults=faults,
+                     options=StreamOptions(poll_s=0.2, files_per_batch=1, max_files=len(files),
+                                           timeout_s=SAFETY_S, batch_rows=rows))
+    st, m = res.stats, res.metrics
+    assert st.stop_reason == "max_files" and st.batches == len(files)
+    assert [f.name for f in st.files_log] == [n for n, _ in files]
+    assert [f["fired"] for f in m["faults"]] == [True, True]
+    (rec,) = m["replacements"]
+    assert rec["node"] == "node-1" and rec["before_batch"] == first[3] + 1
+    assert rec["snapshot_seq"] == first[3] - 1  # the checkpoint at the end of B's micro-batch
+    assert set(m["nodes"]) == {"node-0"} and m["nodes"]["node-0"]["recoveries"] == 1
+
+    ref_answers, ref_late = replay_reference(data["plan"], [t for _, t in files],
+                                             lateness=lateness)
+    assert_same_answers(pq.read_table(out / "answers.parquet"), ref_answers)
+    late = pq.read_table(out / "late.parquet")
+    key = lambda t: t.select(["tree_id", "stream", "ts_ms", "value"]).sort_by(  # noqa: E731
+        [("tree_id", "ascending"), ("ts_ms", "ascending"), ("value", "ascending")])
+    assert late.num_rows == st.late == ref_late.num_rows > 0
+    assert key(late).equals(key(ref_late))
+    moved = set(rec["trees"])
+    names = {(n, t.split("~")[0] in moved) for n, t in zip(late.column("node_id").to_pylist(),
+                                                         late.column("tree_id").to_pylist())}
+    assert names == {("node-0", False), ("node-1", True), ("node-0", True)}
+
+    final = json.loads((out / "plan_final.json").read_text())
+    assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-0"]
+    assert drill_lines(m)[0].startswith(f"node node-1 lost before batch {first[3] + 1} ")
+    text = build_report(out).read_text()
+    assert "differ" not in text and "Nodes lost and re-placed" in text
+    from test_report import Tables
+
+    rows_by_node = {ra["data-node"]: f for ra, f in Tables(text).fields("live-nodes")}
+    assert int(rows_by_node["node-0"]["late_rows"][0]["data-value"]) == \
+        m["nodes"]["node-0"]["late_tuples"] == late.num_rows
+    assert int(rows_by_node["node-1"]["late_rows"][0]["data-value"]) == 0

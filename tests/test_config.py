@@ -489,3 +489,41 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     assert seen["faults"] == DRILL and seen["batch_rows"] == 300
     assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
     assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]
+
+
+def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
+    """A file run and a watched-directory run get the same drill knobs (batch_rows,
+    checkpoint_every, faults) and the caller's Spark session (Ray and Spark replaced by
+    recorders): in directory mode the drill counts the feed batches of the files."""
+    import cluster.live
+    import cluster.streaming
+    from cluster.deploy import RunResult
+    from cluster.node_actor import empty_answers, empty_late
+    from cluster.streaming import StreamResult, StreamStats
+    from sim.live import live_run
+
+    seen: dict[str, dict] = {}
+
+    def fake_run_live(plan, data_path, out_dir, **kw):
+        seen["file"] = kw
+        return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
+
+    def fake_run_stream(plan, directory, out_dir, **kw):
+        seen["stream"] = kw
+        return StreamResult(StreamStats(), {"feed": {"rows": 0}}, Path(out_dir))
+
+    monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
+    monkeypatch.setattr(cluster.streaming, "run_stream", fake_run_stream)
+    (tmp_path / "in").mkdir()
+    raw = _with(_with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
+                ("run", "checkpoint_every"), 4)
+    raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
+    spark = object()
+    live_run(config_from_mapping({**raw, "data": {"duration_s": 2.0}}), tmp_path / "o1",
+             spark=spark)
+    live_run(load_config_text(yaml.safe_dump({**raw, "data": {"directory": {"path": "in"}}}),
+                              tmp_path), tmp_path / "o2", spark=spark)
+    for kind in ("file", "stream"):
+        kw = seen[kind]
+        assert kw["faults"] == DRILL and kw["checkpoint_every"] == 4 and kw["spark"] is spark
+    assert seen["file"]["batch_rows"] == 300 and seen["stream"]["options"].batch_rows == 300
