@@ -29,6 +29,11 @@ Why this shape:
   (``_Node.sources``), so it can itself be killed and recovered, or lost, in between.
 * **Pinning** (``pin_nodes``): plan node -> Ray node with a hard node affinity (see
   ``Deployment``).
+* **Results while the run goes on** (live streams): ``take_answers`` checkpoints and hands
+  over the committed answers, so nothing handed over is ever regenerated (a restarted node, or
+  a lost node's trees on their new hosts, start from that snapshot); ``take_late`` hands over
+  the late tuples since its last call, counted per tree id (a tree takes its late tuples along
+  when it moves).
 
 The driver-side sorting in ``finish`` is by ``(query_id, window_start)``.
 """
@@ -40,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .node_actor import NodeActor, concat_answers, empty_late
 
@@ -382,6 +388,9 @@ class Deployment:
         self.stream_nodes: dict[str, list[str]] = {}
         self._route()
         self._committed: list[pa.Table] = []
+        # take_late: late tuples already handed over, per tree id (tree ids are unique in a
+        # plan, and a tree keeps its late tuples when it moves to another node)
+        self._late_seen: dict[str, int] = {}
         # replay log: (seq, stream, batch ref, target nodes, streams in the batch)
         self._log: list[tuple[int, str | None, Any, tuple[str, ...], tuple[str, ...]]] = []
         self._seq = -1
@@ -757,6 +766,63 @@ class Deployment:
         costs = [n["cost"] for n in nodes]
         self.plan = {**self.plan, "nodes": nodes, "total_cost": float(sum(costs)),
                      "max_cost": max(costs, default=0.0)}
+
+    # -- incremental results (live streams) ---------------------------------------------------
+    def take_answers(self) -> pa.Table:
+        """Checkpoint, then hand over (and forget) every answer committed so far, sorted by
+        (query_id, window_start): a live stream's answers up to now, each exactly once.
+
+        Why through a checkpoint and not ``drain``: answers handed out are final only if a
+        recovery can never produce them again; a recovered node replays just the batches after
+        its last snapshot, and the snapshot and the answers are taken at the same point.
+        ``finish()`` then returns only the answers produced after the last call."""
+        self.checkpoint()
+        parts, self._committed = self._committed, []
+        table = concat_answers(parts)
+        if table.num_rows:
+            table = table.sort_by([("query_id", "ascending"), ("window_start", "ascending")])
+        return table
+
+    def take_late(self) -> pa.Table:
+        """The late tuples recorded since the previous call (all of them the first time), in
+        the ``RunResult.late`` layout (``node_id``: the node hosting the tree when the tuple
+        is handed over).
+
+        Offsets are kept per tree id, not per node: tree ids are unique plan-wide and a tree's
+        late tuples live in its state (snapshots), in arrival order.  A recovered node, and a
+        tree restored on another node after ``lose_node`` (from the lost node's snapshot plus
+        the replayed batches), hold the same late tuples in the same order, so the offset
+        stays valid wherever the tree now runs: nothing repeated, nothing dropped.  If a node
+        is lost while the nodes are asked, the round is asked again (offsets move only once a
+        round saw every tree on its current host)."""
+        import ray
+
+        while True:
+            self._wait_all()
+            lost = len(self.lost)
+            since = dict(self._late_seen)
+            parts = []
+            for nid in list(self.nodes):
+                if nid not in self.nodes:  # lost meanwhile: this round is repeated
+                    break
+                try:
+                    t = ray.get(self.nodes[nid].actor.late.remote(since))
+                except ray.exceptions.RayActorError:
+                    if not self.auto_recover:
+                        raise
+                    self._on_dead(nid)  # restarted, or lost for good (then repeat the round)
+                    if nid not in self.nodes:
+                        break
+                    t = ray.get(self.nodes[nid].actor.late.remote(since))
+                if t.num_rows:
+                    parts.append(t)
+            if len(self.lost) == lost:
+                break
+        for t in parts:
+            for vc in pc.value_counts(t.column("tree_id")).to_pylist():
+                self._late_seen[vc["values"]] = self._late_seen.get(vc["values"], 0) \
+                    + vc["counts"]
+        return pa.concat_tables(parts) if parts else empty_late()
 
     # -- results ----------------------------------------------------------------------------
     def finish(self) -> RunResult:

@@ -113,6 +113,9 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
              "finish_s": t_finish, "data_path": str(data_path)}
     result.metrics.update(extra)
     write_result(result, out_dir, csv=csv)
+    final = Path(out_dir) / "plan_final.json"
     if result.replacements:
-        (Path(out_dir) / "plan_final.json").write_text(json.dumps(final_plan, indent=1))
+        final.write_text(json.dumps(final_plan, indent=1))
+    elif final.exists():  # a previous run's, in the same output directory: not this run's plan
+        final.unlink()
     return result

@@ -270,19 +270,25 @@ class NodeCore:
         parts, self._pending = self._pending, []
         return concat_answers(parts)
 
-    def late(self) -> pa.Table:
-        """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value."""
+    def late(self, since: dict[str, int] | None = None) -> pa.Table:
+        """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value.
+
+        ``since`` (tree id -> count) skips each tree's first ``count`` late tuples, so a
+        driver writing late tuples as they come fetches only the new ones (a tree's late
+        tuples only ever grow, in arrival order, and are part of its snapshots)."""
         rows = []
         for tid in sorted(self.trees):
             lt = self.trees[tid].late
-            if lt.count:
-                n = lt.ts.shape[0]
+            k = int((since or {}).get(tid, 0))
+            if lt.count > k:
+                ts, vals = lt.ts[k:], lt.values[k:]
+                n = ts.shape[0]
                 rows.append(pa.table({
                     "node_id": pa.array([self.node_id] * n, pa.string()),
                     "tree_id": pa.array([tid] * n, pa.string()),
                     "stream": pa.array([self.tree_stream[tid]] * n, pa.string()),
-                    "ts_ms": pa.array(lt.ts, pa.int64()),
-                    "value": pa.array(lt.values.astype(np.float64), pa.float64())}))
+                    "ts_ms": pa.array(ts, pa.int64()),
+                    "value": pa.array(vals.astype(np.float64), pa.float64())}))
         return pa.concat_tables(rows) if rows else empty_late()
 
     def metrics(self) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.table import Column, Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Place and run shared sliding-window aggregate queries.")
@@ -485,13 +486,26 @@ def validate(config: Path = typer.Argument(..., help="Run configuration (YAML)."
 def run(
     config: Path = typer.Argument(..., help="Run configuration (YAML) with run.mode: live."),
     out: Optional[Path] = typer.Option(None, help="Output directory (default: run.output_dir)."),
+    until_idle: Optional[float] = typer.Option(
+        None, "--until-idle", metavar="SECONDS",
+        help="data.directory: stop this long after the last file (overrides idle_timeout_s)."),
+    max_files: Optional[int] = typer.Option(
+        None, "--max-files", help="data.directory: stop after this many files."),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", metavar="SECONDS",
+        help="data.directory: stop after this many seconds of streaming."),
 ):
-    """Live run: plan, deploy on Ray, feed DEBS-style data through Spark, write answers."""
+    """Live run: plan, deploy on Ray, feed DEBS-style data through Spark, write answers.
+
+    With ``data.directory`` the run watches a directory (Spark Structured Streaming) and
+    writes answers as files arrive, until its idle timeout / max files / timeout or Ctrl-C
+    (which stops cleanly: the last windows are flushed and written; a second Ctrl-C aborts)."""
     import shutil
 
     from rich.markup import escape
 
     from cluster.deploy import DeploymentError
+    from cluster.streaming import StreamError
     from sim.config import ConfigError
     from sim.live import drill_lines, live_run
 
@@ -500,10 +514,31 @@ def run(
         _config_error_exit(ConfigError(
             f"run.mode: {cfg.run.mode!r}; `weaveplace run` needs run.mode: live "
             "(use `weaveplace simulate` to price plans)"))
+    limits = {"idle_timeout_s": ("--until-idle", until_idle), "max_files": ("--max-files",
+                                                                           max_files),
+              "timeout_s": ("--timeout", timeout)}
+    for key, (flag, value) in limits.items():
+        if value is None:
+            continue
+        if cfg.data.directory is None:
+            raise UserError(f"{flag}: only for a watched directory (data.directory in the "
+                            f"config); {config} reads a file or generated data")
+        if not value > 0:
+            raise UserError(f"{flag}: {value}; expected a number > 0")
+        if key == "idle_timeout_s" and value <= cfg.data.directory.poll_s:
+            raise UserError(f"{flag}: {value}; must exceed data.directory.poll_s "
+                            f"({cfg.data.directory.poll_s:g})")
+        cfg.data.directory = cfg.data.directory.model_copy(update={key: value})
     if shutil.which("java") is None:
         raise UserError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
                         "(e.g. apt-get install openjdk-17-jre-headless)")
-    with _progress() as bar:
+    if cfg.data.directory is not None:  # a long one-line status instead of a bar
+        bar = Progress(SpinnerColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.description}", table_column=Column(overflow="fold")),
+                       console=console, transient=True)
+    else:
+        bar = _progress()
+    with bar:
         task = bar.add_task("run", total=None)
         try:
             summary = live_run(cfg, out, progress=lambda stage: bar.update(task, description=stage))
@@ -513,8 +548,12 @@ def run(
         except ConnectionError as exc:
             raise UserError(f"cluster.ray.address {cfg.cluster.ray.address!r}: cannot connect "
                             f"to Ray ({exc})") from exc
-        except DeploymentError as exc:
+        except DeploymentError as exc:  # a plan or drill that cannot run, a failed recovery
             raise UserError(f"live run: {exc}") from exc
+        except StreamError as exc:  # the watched directory cannot be streamed (Spark)
+            bar.stop()
+            Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            raise typer.Exit(1) from None
     table = Table("node", "tuples", "answers", "late", "busy s", title="per node")
     for node_id, m in sorted((summary.metrics.get("nodes") or {}).items()):
         table.add_row(node_id, str(m.get("tuples", "-")), str(m.get("answers", "-")),
@@ -527,8 +566,20 @@ def run(
                   f"{summary.seconds:.1f} s; estimated TotalCost {summary.estimated_total_cost:.4g}"
                   f", MaxCost {summary.estimated_max_cost:.4g}")
     final = ", plan_final.json" if summary.metrics.get("replacements") else ""
-    console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
-                  "answers.parquet, late.parquet, metrics.json)", soft_wrap=True)
+    stream = summary.metrics.get("stream")
+    if stream:
+        rej = (f"; files rejected whole: {stream['files_rejected']}, bad lines rejected: "
+               f"{stream['rows_rejected']} (see rejects/)") if stream["files_rejected"] or \
+            stream["rows_rejected"] else ""
+        console.print(f"stream: {stream['files']} files in {stream['batches']} micro-batches "
+                      f"({summary.metrics.get('batches', 0)} feed batches), stopped by "
+                      f"{stream['stop_reason']}{rej}", soft_wrap=True)
+        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
+                      "answers.parquet/ and late.parquet/ with one part per micro-batch, "
+                      "metrics.json)", soft_wrap=True)
+    else:
+        console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
+                      "answers.parquet, late.parquet, metrics.json)", soft_wrap=True)
     path = _build_report(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path

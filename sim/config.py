@@ -14,13 +14,16 @@ Sections (defaults and meaning in ``configs/README.md``):
   list of ``{id, capacity}``; ``ray.address`` (``null``: embedded local Ray, used by live runs).
 - ``placement``: optimizer name(s) (Table 7's thirteen, ``WG_LS`` and the single-node ones), IE
   technique, edge engine, preprocessing and ``exact`` (compute the exact optimum on small runs).
-- ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}`` or a ``path`` (live runs).
+- ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}``, a ``path`` or a watched
+  ``directory`` of arriving files (live runs).
 - ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed);
   live runs also ``batch_rows``, ``checkpoint_every`` and ``faults`` (a fault drill: kill a
-  node's actor, or lose a node for good, before a given batch).
+  node's actor, or lose a node for good, before a given feed batch; with ``data.directory``
+  the batches are the ``batch_rows`` chunks of the files, in arrival order).
 
-Relative paths: ``data.path`` is relative to the config file (inputs travel with the config);
-``run.output_dir`` is relative to the working directory (outputs go where the user runs).
+Relative paths: ``data.path`` and ``data.directory.path`` are relative to the config file (inputs
+travel with the config); ``run.output_dir`` is relative to the working directory (outputs go
+where the user runs).
 """
 
 from __future__ import annotations
@@ -287,23 +290,71 @@ class Placement(Strict):
         return False if self.preprocess == "none" else self.preprocess
 
 
+class DirectorySpec(Strict):
+    """A directory watched by Spark Structured Streaming: DEBS files (text or Parquet) are fed
+    as they arrive, answers written as they come out (``cluster.streaming``).  At least
+    Ctrl-C stops it; ``idle_timeout_s``, ``max_files`` and ``timeout_s`` stop it by themselves."""
+
+    path: Annotated[str, Field(min_length=1)]
+    pattern: Annotated[str, Field(min_length=1)] = "*"
+    files_per_batch: Annotated[int, Field(ge=1, le=100_000)] = 8
+    poll_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    idle_timeout_s: Annotated[float, Field(gt=0)] | None = None
+    max_files: PosInt | None = None
+    timeout_s: Annotated[float, Field(gt=0)] | None = None
+
+    @field_validator("pattern", mode="after")
+    @classmethod
+    def _file_glob(cls, v: str) -> str:
+        if "/" in v:
+            raise ConfigError(f"data.directory.pattern: {v!r} is a path; expected a glob over "
+                              "file names such as '*.tsv' (the directory is data.directory.path)")
+        return v
+
+    @model_validator(mode="after")
+    def _idle_after_poll(self) -> "DirectorySpec":
+        if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
+            raise ConfigError(f"data.directory.idle_timeout_s: {self.idle_timeout_s:g} must "
+                              f"exceed poll_s ({self.poll_s:g}): Spark looks for new files once "
+                              "per poll")
+        return self
+
+
 class Data(Strict):
-    """Input tuples for live runs: a file, or a synthetic DEBS-style feed (``sim.debs``)."""
+    """Input tuples for live runs: a file, a directory of arriving files, or a synthetic
+    DEBS-style feed (``sim.debs``)."""
 
     path: Annotated[str, Field(min_length=1)] | None = None
+    directory: DirectorySpec | None = None
     duration_s: Annotated[float, Field(gt=0)] = 60.0
     rate_hz: Annotated[float, Field(gt=0)] = 100.0
     seed: Annotated[int, Field(ge=0)] = 0
 
     @model_validator(mode="after")
     def _resolve(self, info: ValidationInfo) -> "Data":
-        if self.path is None:
+        if self.path is None and self.directory is None:
             return self
+        if self.path is not None and self.directory is not None:
+            raise ConfigError("data.directory: next to data.path; give one input: a file "
+                              "(data.path) or a directory of arriving files (data.directory)")
+        key = "data.path" if self.path is not None else "data.directory"
         synthetic = self.model_fields_set & {"duration_s", "rate_hz", "seed"}
         if synthetic:
             raise ConfigError(f"data.{sorted(synthetic)[0]}: a synthetic-feed parameter next to "
-                              "data.path; give either path or {duration_s, rate_hz, seed}")
+                              f"{key}; give either {key} or {{duration_s, rate_hz, seed}}")
         base = Path((info.context or {}).get("base_dir", "."))
+        if self.directory is not None:
+            p = Path(self.directory.path).expanduser()
+            p = (p if p.is_absolute() else base / p).resolve()
+            if p.is_file():
+                raise ConfigError(f"data.directory.path: {str(p)!r} is a file; a directory is "
+                                  "watched for arriving files (one file: data.path)")
+            if not p.is_dir():
+                raise ConfigError(f"data.directory.path: directory not found: {str(p)!r} "
+                                  "(create it first; relative paths are relative to the "
+                                  "config file)")
+            object.__setattr__(self.directory, "path", str(p))
+            return self
         p = Path(self.path).expanduser()
         p = p if p.is_absolute() else base / p
         if not p.is_file():
@@ -316,7 +367,10 @@ class Data(Strict):
 class FaultSpec(Strict):
     """One fault of a drill: before batch ``at_batch`` (0-based) is fed, ``kill`` the node's
     actor (it is restarted from its checkpoint) or ``lose`` the node for good (its trees are
-    re-placed on the other nodes).  Answers stay exactly those of a fault-free run."""
+    re-placed on the other nodes).  Answers stay exactly those of a fault-free run.
+    Batches are the feed's ``run.batch_rows``-row batches, 0-based; with ``data.directory``
+    each file is cut into such batches, files in arrival order, so ``at_batch`` does not
+    depend on how Spark groups files into micro-batches."""
 
     kind: Literal["kill", "lose"]
     node: Annotated[str, BeforeValidator(_id_to_str), Field(min_length=1)]

@@ -43,6 +43,7 @@ import os
 import sys
 import time
 from collections import Counter, deque
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +69,8 @@ __all__ = [
     "generate_debs",
     "read_debs_tsv",
     "read_debs",
+    "read_debs_buffer",
+    "is_parquet_name",
     "format_ts",
     "parse_ts",
 ]
@@ -438,16 +441,20 @@ def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int) -> Iterator
             skipping = True
 
 
-def _read_tsv(path: Path, rejects_path: Path | None, batch_rows: int, block_bytes: int,
-              max_line_bytes: int, stats: ReadStats) -> Iterator[pa.RecordBatch]:
-    rej = open(rejects_path, "wb") if rejects_path is not None else None
+def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch_rows: int,
+              block_bytes: int, max_line_bytes: int,
+              stats: ReadStats) -> Iterator[pa.RecordBatch]:
+    """``path``/``rejects_path`` may also be open binary files (in-memory files of a stream);
+    those are read/written but not closed here."""
+    own_rej = rejects_path is not None and not hasattr(rejects_path, "write")
+    rej = open(rejects_path, "wb") if own_rej else rejects_path
     line_no = 0  # lines consumed so far; the next line is line_no + 1 (1-based)
     pending: deque[pa.RecordBatch] = deque()  # parsed rows not yet handed out
     have = 0
     try:
         if rej:
             rej.write(b"line\treason\traw\n")
-        with open(path, "rb") as f:
+        with (open(path, "rb") if not hasattr(path, "read") else nullcontext(path)) as f:
             blocks = _iter_blocks(f, block_bytes, max_line_bytes)
             while True:
                 t0 = time.perf_counter()  # stats.seconds: our time only, not the consumer's
@@ -476,7 +483,7 @@ def _read_tsv(path: Path, rejects_path: Path | None, batch_rows: int, block_byte
             if have:
                 yield _take(pending, have)
     finally:
-        if rej:
+        if rej and own_rej:
             rej.close()
 
 
@@ -655,19 +662,45 @@ def read_debs(path: str | os.PathLike, *, rejects_path: str | os.PathLike | None
               batch_rows: int = 1 << 17) -> DebsReader:
     """Open DEBS data by suffix: ``.parquet``/``.pq`` -> Parquet (schema checked), else text."""
     p = Path(path)
-    if p.suffix.lower() not in (".parquet", ".pq"):
+    if not is_parquet_name(p.name):
         return read_debs_tsv(p, rejects_path=rejects_path, batch_rows=batch_rows)
-    pf = pq.ParquetFile(p)
+    return _read_parquet(pq.ParquetFile(p), str(p), rejects_path, batch_rows)
+
+
+def is_parquet_name(name: str) -> bool:
+    """The format rule of ``read_debs``: ``.parquet``/``.pq`` is Parquet, anything else text."""
+    return Path(name).suffix.lower() in (".parquet", ".pq")
+
+
+def read_debs_buffer(data, name: str, *, rejects: BinaryIO | None = None,
+                     batch_rows: int = 1 << 17) -> DebsReader:
+    """``read_debs`` over a file held in memory (``bytes`` or a ``pyarrow.Buffer``, e.g. a
+    file's content handed over by Spark's ``binaryFile`` source); ``name``'s suffix picks the
+    format as in ``read_debs``.  ``rejects``: an open binary file that receives the rejects
+    (same format and header as ``rejects_path``).  The same parsers, so the same rows, rejects
+    and line numbers as reading the file from disk."""
+    src = pa.BufferReader(data)
+    if not is_parquet_name(name):
+        stats = ReadStats()
+        return DebsReader(_read_tsv(src, rejects, batch_rows, 4 << 20, 1 << 16, stats), stats)
+    return _read_parquet(pq.ParquetFile(src), name, rejects, batch_rows)
+
+
+def _read_parquet(pf: pq.ParquetFile, label: str, rejects_path, batch_rows: int) -> DebsReader:
+    """A DEBS Parquet file (schema checked against ``DEBS_SCHEMA``, nulls refused)."""
     got = pf.schema_arrow
     want = DEBS_SCHEMA
     if got.names != want.names or [f.type for f in got] != [f.type for f in want]:
-        raise ValueError(f"{p}: not a DEBS Parquet file: columns/types differ from DEBS_SCHEMA "
-                         f"(got {got.names[:5]}...)")
+        raise ValueError(f"{label}: not a DEBS Parquet file: columns/types differ from "
+                         f"DEBS_SCHEMA (got {got.names[:5]}...)")
     stats = ReadStats()
 
     def gen() -> Iterator[pa.RecordBatch]:
         if rejects_path is not None:  # same contract as the text reader: the file exists
-            Path(rejects_path).write_bytes(b"line\treason\traw\n")
+            if hasattr(rejects_path, "write"):
+                rejects_path.write(b"line\treason\traw\n")
+            else:
+                Path(rejects_path).write_bytes(b"line\treason\traw\n")
         batches = pf.iter_batches(batch_size=batch_rows)
         while True:
             t0 = time.perf_counter()
@@ -676,7 +709,7 @@ def read_debs(path: str | os.PathLike, *, rejects_path: str | os.PathLike | None
             if b is None:
                 return
             if any(c.null_count for c in b.columns):
-                raise ValueError(f"{p}: DEBS Parquet must not contain nulls")
+                raise ValueError(f"{label}: DEBS Parquet must not contain nulls")
             stats.rows_read += b.num_rows
             stats.lines += b.num_rows
             yield pa.RecordBatch.from_arrays(b.columns, schema=DEBS_SCHEMA)
@@ -893,13 +926,16 @@ def _main(argv: list[str] | None = None) -> int:
     g.add_argument("--duration", type=float, required=True, help="seconds of event time")
     g.add_argument("--rate", type=float, default=100.0)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--start", default="2012-02-22T16:46:28Z",
+                   help="first event time (ISO; naive = UTC), e.g. to write consecutive files")
     b = sub.add_parser("bench", help="time generation and reading")
     b.add_argument("--rows", type=int, default=1_000_000)
     b.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     a = ap.parse_args(argv)
     if a.cmd == "generate":
         fmt = "parquet" if Path(a.path).suffix.lower() in (".parquet", ".pq") else "tsv"
-        n = generate_debs(a.path, duration_s=a.duration, rate_hz=a.rate, seed=a.seed, fmt=fmt)
+        n = generate_debs(a.path, duration_s=a.duration, rate_hz=a.rate, seed=a.seed, fmt=fmt,
+                          start=a.start)
         print(f"wrote {n} events to {a.path}")
         return 0
     import tempfile

@@ -1,7 +1,9 @@
 """``weaveplace run CONFIG``: plan, deploy on Ray, feed through Spark, collect, write, summarise.
 
 Flow (one way): config -> workload -> placement (one optimizer) -> plan JSON -> cluster
-(``cluster.live.run_live``: Ray actors fed by Spark) -> answers, late tuples, metrics -> summary.
+(``cluster.live.run_live``: Ray actors fed by Spark; with ``data.directory``,
+``cluster.streaming.run_stream``: Structured Streaming over arriving files) -> answers, late
+tuples, metrics -> summary.
 Live queries read DEBS columns: a query's ``stream`` is the column name (mf01, mf02, ...), ranges
 and slides are in milliseconds (``kind: time``) or tuples (``kind: count``). A stream's rate in the
 cost model is the data's rate in tuples per millisecond unless ``streams`` gives one.
@@ -77,15 +79,20 @@ def drill_lines(metrics: dict[str, Any]) -> list[str]:
         if m.get("recoveries"):
             lines.append(f"node {nid} restarted {m['recoveries']} time(s) from its checkpoint")
     batches = metrics.get("batches")
+    more = " or give the stream more files" if metrics.get("stream") else ""
     for f in metrics.get("faults") or []:
         if not f.get("fired"):
             lines.append(f"fault drill: {f['kind']} {f['node']} at batch {f['at_batch']} did "
-                         f"not fire (the run fed {batches} batch(es); lower run.batch_rows)")
+                         f"not fire (the run fed {batches} batch(es); lower run.batch_rows"
+                         f"{more})")
     return lines
 
 
-def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -> LiveSummary:
-    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage."""
+def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
+             spark=None) -> LiveSummary:
+    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
+    ``data.directory``, with the stream's progress line about four times a second).
+    ``spark``: a running session to use (and leave running), e.g. in tests."""
     from cluster.live import run_live
     from sim.debs import VALUE_COLUMNS, generate_debs
 
@@ -93,6 +100,10 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     check_ray_address(config.cluster.ray.address)
     start = time.perf_counter()
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
+    watch = config.data.directory
+    if watch is not None and out.resolve() == Path(watch.path):
+        raise ConfigError(f"run.output_dir: {str(out)!r} is the watched directory "
+                          "(data.directory.path); outputs would be read as input")
     out.mkdir(parents=True, exist_ok=True)
     points = config.points()
     if len(points) != 1:
@@ -110,7 +121,7 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     if config.streams is None:
         rates = {s: config.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
     data_path = config.data.path
-    if data_path is None:
+    if data_path is None and watch is None:
         say(f"generating {config.data.duration_s:g} s of DEBS-style data")
         data_path = out / "data.parquet"
         generate_debs(data_path, duration_s=config.data.duration_s,
@@ -122,12 +133,15 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
         node.id = node_id
     plan_dict = plan.to_dict()
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
+    if watch is not None:
+        return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
+                           start)
     say("deploying on Ray and feeding through Spark")
     faults = [f.model_dump() for f in config.run.faults]
     if faults:
         say(f"fault drill: {len(faults)} fault(s)")
     result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
-                      spark_master=config.cluster.spark.master,
+                      spark=spark, spark_master=config.cluster.spark.master,
                       allowed_lateness=config.run.allowed_lateness,
                       batch_rows=config.run.batch_rows,
                       checkpoint_every=config.run.checkpoint_every, faults=faults)
@@ -136,3 +150,32 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None) -
     return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
                        result.answers.num_rows, result.late.num_rows,
                        time.perf_counter() - start, plan.total_cost, plan.max_cost, metrics)
+
+
+def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_queries: int,
+                say, spark, start: float) -> LiveSummary:
+    """``data.directory``: Structured Streaming over the directory until a stop condition
+    (``cluster.streaming.StreamError`` if the stream cannot start or go on).
+
+    ``run.batch_rows``, ``run.checkpoint_every`` and ``run.faults`` apply as in a file run:
+    each file is fed in ``batch_rows``-row batches (files in arrival order), and those feed
+    batches are what ``checkpoint_every`` and a drill's ``at_batch`` count (on top, every
+    micro-batch ends with a checkpoint: ``Deployment.take_answers``)."""
+    from cluster.streaming import StreamOptions, run_stream
+
+    w = config.data.directory
+    opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
+                         idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
+                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows)
+    faults = [f.model_dump() for f in config.run.faults]
+    say(f"starting Ray and Spark to watch {w.path}"
+        + (f" (fault drill: {len(faults)} fault(s))" if faults else ""))
+    res = run_stream(plan_dict, w.path, out, options=opts, ray_address=config.cluster.ray.address,
+                     spark=spark, spark_master=config.cluster.spark.master,
+                     allowed_lateness=config.run.allowed_lateness,
+                     checkpoint_every=config.run.checkpoint_every, faults=faults,
+                     progress=lambda st: say(f"watching: {st.line()}"))
+    st = res.stats
+    return LiveSummary(out, optimizer, n_queries, len(plan.nodes), st.rows, st.answers,
+                       st.late, time.perf_counter() - start, plan.total_cost, plan.max_cost,
+                       res.metrics)

@@ -20,7 +20,9 @@ Run directories:
   ``weaveplace.plan/1``), ``results.{parquet,csv}``, ``fig40_quality.csv``, ``table9_best.csv``,
   ``table10_runtime.csv``, ``best_per_config.csv``.  A folder with only ``plans/*.json`` works too
   (plans named ``c<N>_<name>.json`` are grouped by configuration ``N``).
-* live (``cluster.live.run_live``): ``metrics.json``, ``answers.parquet``, ``late.parquet`` and,
+* live (``cluster.live.run_live``; or ``cluster.streaming.run_stream``, whose
+  ``answers.parquet``/``late.parquet`` are directories of parts and whose metrics add
+  ``stream``): ``metrics.json``, ``answers.parquet``, ``late.parquet`` and,
   if present, the deployed plan (``plan.json``, any ``*.json`` in the folder with the plan schema,
   or the single plan in ``plans/``).  Per node, the plan's estimated cost is compared, as shares of
   the cluster total, with measured operations when ``metrics.json`` carries them (a node key among
@@ -833,6 +835,18 @@ def _rejected(m: dict) -> int | None:
     return int(sum(vals)) if vals else None
 
 
+def _late_by_host(late: pd.DataFrame | None, nodes: dict[str, dict]) -> dict[str, int]:
+    """late.parquet rows per node that hosts their tree at the end (per-node ``trees`` of
+    metrics.json), else per ``node_id``.  Why: ``node_id`` is the host when a tuple was handed
+    over; in live mode over a directory a re-placed tree's earlier late tuples name the lost
+    node, while metrics count every late tuple of a tree on its final host."""
+    if late is None or not len(late):
+        return {}
+    host = {str(tid): nid for nid, nm in nodes.items() for tid in (nm.get("trees") or {})}
+    where = late["tree_id"].astype(str).map(host).fillna(late["node_id"])
+    return where.value_counts().to_dict()
+
+
 def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
     body: list[str] = [_warnings(run.warnings)]
     plots: list[Plot] = []
@@ -844,6 +858,14 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
                 ("feed rows / s (mean)", feed.get("rows_per_s")),
                 ("feed seconds", feed.get("seconds")), ("finish s", m.get("finish_s")),
                 ("data path", m.get("data_path"))]
+    st = m.get("stream") or {}
+    if st:  # live mode over a directory (cluster.streaming): batches above are feed batches
+        overview += [("watched directory", st.get("directory")), ("files", st.get("files")),
+                     ("files rejected whole", st.get("files_rejected")),
+                     ("bad lines rejected", st.get("rows_rejected")),
+                     ("micro-batches", st.get("batches")), ("stop reason", st.get("stop_reason"))]
+    if m.get("replacements"):
+        overview.append(("nodes lost and re-placed", len(m["replacements"])))
     if run.answers is not None:
         overview.append(("answers.parquet rows", len(run.answers)))
     if run.late is not None:
@@ -881,8 +903,7 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
                        " (slices counted by the executor × the plan tree's Ω): the cost model"
                        " applied to the slices that really occurred."
                        if slice_ops is not None else "") + "</p>")
-    late_by_node = run.late.groupby("node_id").size().to_dict() \
-        if run.late is not None and len(run.late) else {}
+    late_by_node = _late_by_host(run.late, nodes)
     cols = [c for c in NODE_COLS
             if c[0] != key and any(c[0] in nodes.get(n, {}) for n in node_ids)]
     so = slice_ops is not None
@@ -946,7 +967,10 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
         fields=["late_metrics", "late_rows", "rejected"]))
     if run.late is not None and len(run.late):
         g = run.late.groupby(["node_id", "tree_id", "stream"]).size().reset_index(name="late")
-        body.append('<p class="note">A tuple late for two trees appears twice.</p>'
+        body.append('<p class="note">A tuple late for two trees appears twice. node: the node '
+                    "hosting the tree when the tuple was written (in live mode over a directory, "
+                    "a re-placed tree's late tuples written before the loss name the lost node; "
+                    "the per-node table counts them on the tree's final node).</p>"
                     + html_table(["node", "tree", "stream", "late tuples"],
                                  g.itertuples(index=False), ["g", "g", "g", "int"],
                                  table_id="late-per-tree"))

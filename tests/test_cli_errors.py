@@ -64,3 +64,67 @@ def test_live_config_refused_by_simulate(tmp_path):
     res = _cli("simulate", str(REPO / "configs" / "live_quickstart.yaml"))
     assert res.returncode == 2
     assert "run.mode" in res.stdout + res.stderr
+
+
+def test_stream_output_into_the_watched_directory(tmp_path):
+    """Outputs written into the watched directory would be read back as input: refused with
+    one line before Ray or Spark start."""
+    (tmp_path / "in").mkdir()
+    cfg = tmp_path / "live.yaml"
+    cfg.write_text(LIVE.replace("data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                                "data:\n  directory: {path: in}\n"))
+    res = _cli("run", str(cfg), "--out", str(tmp_path / "in"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "run.output_dir" in res.stderr and "watched directory" in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--until-idle", "5", "only for a watched directory"),   # live_quickstart generates data
+    ("--max-files", "0", "expected a number > 0"),
+])
+def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
+    cfg = tmp_path / "live.yaml"
+    if value == "0":
+        (tmp_path / "in").mkdir()
+        cfg.write_text(LIVE.replace("data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                                    "data:\n  directory: {path: in}\n"))
+    else:
+        cfg.write_text(LIVE)
+    res = _cli("run", str(cfg), flag, value, "--out", str(tmp_path / "out"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert flag in res.stdout + res.stderr and needle in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("error, code", [("deployment", 2), ("stream", 1)])
+def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
+    """``weaveplace run``: a DeploymentError (a drill or plan that cannot run, a failed
+    recovery) is a user error, exit 2; a StreamError (Spark cannot watch the directory) exit
+    1; both one line, no traceback (live_run replaced, so no Ray or Spark starts)."""
+    import shutil
+
+    import sim.cli
+    import sim.live
+    from cluster.deploy import DeploymentError
+    from cluster.streaming import StreamError
+
+    if shutil.which("java") is None:
+        pytest.skip("weaveplace run checks for Java first")
+    exc = DeploymentError("faults[0]: node 'node-9' is unknown") if error == "deployment" \
+        else StreamError("Spark cannot watch /x: refused")
+
+    def failing(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(sim.live, "live_run", failing)
+    monkeypatch.setattr(sys, "argv", ["weaveplace", "run", str(REPO / "configs" /
+                                                               "live_quickstart.yaml"),
+                                      "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit) as ex:
+        sim.cli.main()
+    assert ex.value.code == code
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert str(exc) in text and "Traceback" not in text
+    assert len([ln for ln in text.splitlines() if ln.strip()]) == 1

@@ -96,6 +96,55 @@ def test_data_path_relative_to_config(tmp_path):
     assert Path(cfg.data.path) == (tmp_path / "sub" / "feed.tsv").resolve()
 
 
+def test_data_directory_relative_to_config_and_defaults(tmp_path):
+    (tmp_path / "sub" / "in").mkdir(parents=True)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(
+        {**EXPLICIT, "data": {"directory": {"path": "in", "idle_timeout_s": 5}},
+         "run": {"mode": "live"}}))
+    (tmp_path / "c.yaml").rename(tmp_path / "sub" / "c.yaml")
+    d = load_config(tmp_path / "sub" / "c.yaml").data.directory
+    assert Path(d.path) == (tmp_path / "sub" / "in").resolve()
+    assert (d.pattern, d.files_per_batch, d.poll_s, d.idle_timeout_s, d.max_files,
+            d.timeout_s) == ("*", 8, 1.0, 5.0, None, None)
+
+
+def test_live_stream_example_loads(tmp_path):
+    """configs/live_stream.yaml watches <checkout>/out/incoming: valid once that exists."""
+    text = (ROOT / "configs" / "live_stream.yaml").read_text()
+    (tmp_path / "configs").mkdir()
+    with pytest.raises(ConfigError, match=r"^data\.directory\.path: directory not found"):
+        load_config_text(text, tmp_path / "configs")
+    (tmp_path / "out" / "incoming").mkdir(parents=True)
+    cfg = load_config_text(text, tmp_path / "configs")
+    assert cfg.run.mode == "live" and cfg.data.directory.idle_timeout_s == 30
+
+
+@pytest.mark.parametrize("directory,extra,expected", [
+    ({"path": "nope"}, {}, "data.directory.path: directory not found"),
+    ({"path": "f.tsv"}, {}, "data.directory.path: "),
+    ({"path": "in", "pattern": "in/*.tsv"}, {}, "data.directory.pattern: 'in/*.tsv' is a path"),
+    ({"path": "in", "idle_timeout_s": 0}, {}, "data.directory.idle_timeout_s"),
+    ({"path": "in", "max_files": 1.5}, {}, "data.directory.max_files"),
+    ({"path": "in", "idle_timeout_s": 1, "poll_s": 2}, {}, "data.directory.idle_timeout_s: 1 "
+                                                          "must exceed poll_s (2)"),
+    ({"path": "in", "files_per_batch": 0}, {}, "data.directory.files_per_batch"),
+    ({"path": "in", "idle": 3}, {}, "data.directory.idle: unknown key"),
+    ({}, {}, "data.directory.path: required key is missing"),
+    ("in", {}, "data.directory: expected a mapping"),
+    ({"path": "in"}, {"path": "f.tsv"}, "data.directory: next to data.path"),
+    ({"path": "in"}, {"rate_hz": 5.0}, "data.rate_hz: a synthetic-feed parameter next to "
+                                       "data.directory"),
+])
+def test_bad_data_directory(tmp_path, directory, extra, expected):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "f.tsv").write_text("")
+    raw = {**EXPLICIT, "data": {"directory": directory, **extra}}
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(raw, base_dir=tmp_path)
+    assert str(err.value).startswith(expected), str(err.value)
+    assert "\n" not in str(err.value)
+
+
 # ---- specific errors: the message names the key path ------------------------------------------
 
 def _with(base, path, value=..., delete=False):
@@ -440,3 +489,41 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     assert seen["faults"] == DRILL and seen["batch_rows"] == 300
     assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
     assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]
+
+
+def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
+    """A file run and a watched-directory run get the same drill knobs (batch_rows,
+    checkpoint_every, faults) and the caller's Spark session (Ray and Spark replaced by
+    recorders): in directory mode the drill counts the feed batches of the files."""
+    import cluster.live
+    import cluster.streaming
+    from cluster.deploy import RunResult
+    from cluster.node_actor import empty_answers, empty_late
+    from cluster.streaming import StreamResult, StreamStats
+    from sim.live import live_run
+
+    seen: dict[str, dict] = {}
+
+    def fake_run_live(plan, data_path, out_dir, **kw):
+        seen["file"] = kw
+        return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
+
+    def fake_run_stream(plan, directory, out_dir, **kw):
+        seen["stream"] = kw
+        return StreamResult(StreamStats(), {"feed": {"rows": 0}}, Path(out_dir))
+
+    monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
+    monkeypatch.setattr(cluster.streaming, "run_stream", fake_run_stream)
+    (tmp_path / "in").mkdir()
+    raw = _with(_with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
+                ("run", "checkpoint_every"), 4)
+    raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
+    spark = object()
+    live_run(config_from_mapping({**raw, "data": {"duration_s": 2.0}}), tmp_path / "o1",
+             spark=spark)
+    live_run(load_config_text(yaml.safe_dump({**raw, "data": {"directory": {"path": "in"}}}),
+                              tmp_path), tmp_path / "o2", spark=spark)
+    for kind in ("file", "stream"):
+        kw = seen[kind]
+        assert kw["faults"] == DRILL and kw["checkpoint_every"] == 4 and kw["spark"] is spark
+    assert seen["file"]["batch_rows"] == 300 and seen["stream"]["options"].batch_rows == 300

@@ -541,6 +541,31 @@ def test_read_debs_dispatch(tmp_path):
         read_debs(other)
 
 
+def test_read_debs_buffer_equals_reading_the_file(tmp_path):
+    """The in-memory reader (a live stream's files come as bytes) gives the same rows, stats
+    and rejects bytes as reading the file from disk, for both formats."""
+    import io
+
+    tsv, pqf = tmp_path / "d.tsv", tmp_path / "d.parquet"
+    generate_debs(pqf, duration_s=3, seed=4)
+    generate_debs(tsv, duration_s=3, seed=4, fmt="tsv")
+    lines = tsv.read_bytes().split(b"\r\n")
+    lines[7] = b"broken\tline"
+    tsv.write_bytes(b"\r\n".join(lines))
+    for path, n_rejects in ((tsv, 1), (pqf, 0)):
+        rej = tmp_path / f"{path.name}.rej"
+        disk = read_debs(path, rejects_path=rej)
+        want = disk.read_all()
+        buf = io.BytesIO()
+        mem = debs.read_debs_buffer(path.read_bytes(), path.name, rejects=buf)
+        assert mem.read_all().equals(want) and want.num_rows > 100
+        assert (mem.stats.rows_read, mem.stats.rows_rejected) == \
+            (disk.stats.rows_read, disk.stats.rows_rejected)
+        assert buf.getvalue() == rej.read_bytes() and len(read_rejects(rej)) == n_rejects
+    with pytest.raises(ValueError):  # not Parquet at all: the caller decides what to do
+        debs.read_debs_buffer(b"PAR1 junk", "x.parquet").read_all()
+
+
 def test_module_does_not_import_cluster_frameworks():
     src = Path(debs.__file__).read_text()
     assert not re.search(r"^\s*(import|from)\s+(ray|pyspark)\b", src, re.M)

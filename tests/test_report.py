@@ -426,3 +426,65 @@ def test_live_report_with_a_lost_node(tmp_path):
     assert texts[0] == gone and texts[3] == "2" and texts[4] == "t1: node-0, t2: node-2"
     assert texts[6] == "3"
     assert "trees adopted from lost nodes" in text
+
+
+def test_live_report_of_a_stream_with_a_lost_node(tmp_path):
+    """A live run over a directory (``cluster.streaming``): answers and late tuples are
+    directories of parts, metrics.json has ``stream``; a node lost for good mid-stream named
+    its trees' late tuples before the loss, its adopter after.  The report reads the parts,
+    shows the stream's files, micro-batches and stop reason, and counts every late tuple of a
+    tree on the node holding it at the end (as metrics.json does)."""
+    run, plan, metrics = _live_run(tmp_path)
+    gone, keep = plan["nodes"][1]["id"], plan["nodes"][0]["id"]
+    moved = [t["id"] for t in plan["nodes"][1]["trees"]]
+    answers = pq.read_table(run / "answers.parquet")
+    for name in ("answers.parquet", "late.parquet"):
+        (run / name).unlink()
+        (run / name).mkdir()
+    pq.write_table(answers.slice(0, 150), run / "answers.parquet" / "part-00000.parquet")
+    pq.write_table(answers.slice(150), run / "answers.parquet" / "part-00004.parquet")
+    own = [t["id"] for t in plan["nodes"][0]["trees"]][0]
+
+    def late(node, tree, ts):
+        return pa.table({"node_id": [node] * len(ts), "tree_id": [tree] * len(ts),
+                         "stream": ["s0"] * len(ts), "ts_ms": pa.array(ts, pa.int64()),
+                         "value": pa.array([1.0] * len(ts), pa.float64())})
+
+    pq.write_table(pa.concat_tables([late(gone, moved[0], [5, 6, 7]), late(keep, own, [8])]),
+                   run / "late.parquet" / "part-00001.parquet")
+    pq.write_table(late(keep, moved[0], [50, 51]), run / "late.parquet" / "part-00004.parquet")
+    del metrics["nodes"][gone]
+    m0 = metrics["nodes"][keep]
+    m0["trees"].update({tid: {"stream": "s0", "technique": "panes", "queries": 1, "slices": 0,
+                              "late": 0} for tid in moved})
+    m0["late_tuples"], m0["adopted_trees"] = 6, len(moved)
+    metrics["nodes"]["node-2"]["late_tuples"] = 0
+    metrics["lost_nodes"] = {gone: {"reason": "fault drill at batch 7"}}
+    metrics["replacements"] = [{"node": gone, "reason": "fault drill at batch 7",
+                                "before_batch": 7, "snapshot_seq": 5, "moved": len(moved),
+                                "trees": {t: keep for t in moved}, "woven_in_plan": [],
+                                "replayed_batches": 1, "seconds": 0.1,
+                                "planned": {"total_change": 0.0},
+                                "executed": {"total_change": 0.0, "max_change": 1.0}}]
+    metrics["answers"] = answers.num_rows
+    metrics["feed"] = {"mode": "stream", "rows": 3000, "batches": 5, "seconds": 3.0,
+                       "rows_per_s": 1000.0, "timeline": [{"t_s": 1.0, "rows": 900.0},
+                                                          {"t_s": 2.0, "rows": 1100.0}]}
+    metrics["stream"] = {"directory": "/data/in", "files": 6, "files_rejected": 1,
+                         "rows_rejected": 3, "batches": 5, "stop_reason": "idle"}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text = build_report(run).read_text()
+    assert "differ" not in text
+    doc = Tables(text)
+    ov = {ra["data-key"]: cells[1] for ra, cells in doc.tables["live-overview"]}
+    assert ov["micro-batches"][1] == "5" and ov["stop reason"][1] == "idle"
+    assert ov["files rejected whole"][1] == "1" and ov["nodes lost and re-placed"][1] == "1"
+    assert int(ov["answers.parquet rows"][0]["data-value"]) == answers.num_rows
+    assert int(ov["late.parquet rows"][0]["data-value"]) == 6
+    rows = {ra["data-node"]: f for ra, f in doc.fields("live-nodes")}
+    assert [n["id"] for n in plan["nodes"]] == list(rows)
+    late_rows = {n: int(f["late_rows"][0]["data-value"]) for n, f in rows.items()}
+    assert late_rows == {keep: 6, gone: 0, "node-2": 0}
+    assert late_rows[keep] == int(rows[keep]["late_tuples"][0]["data-value"])
+    per_tree = {(c[0][1], c[1][1]) for _, c in doc.tables["late-per-tree"]}
+    assert {(gone, moved[0]), (keep, moved[0]), (keep, own)} == per_tree
