@@ -50,7 +50,7 @@ Decisions where the text is loose (each kept testable):
 
 from __future__ import annotations
 
-import heapq
+import math
 import random
 import time
 import weakref
@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable, Sequence
 from placement.plan import Node, Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
-from placement.weaveshare import initial_trees, weave
+from placement.weaveshare import _Table, _windows_disjoint, initial_trees, weave
 
 NodesArg = int | Sequence[float | None]
 
@@ -230,29 +230,22 @@ def to_lowest(units, model, st, category, seed):
 
 def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[Tree]:
     """Keep merging the same-key pair with the largest benefit (possibly negative) until at most
-    ``target`` trees remain or no same-key pair is left. Ties: lower creation uids first."""
-    alive = {t.uid: t for t in trees}
-    heap: list[tuple[float, int, int]] = []
+    ``target`` trees remain or no same-key pair is left. Ties: lower creation uids first.
 
-    def push_row(t: Tree) -> None:
-        for o in alive.values():
-            if o.uid != t.uid and o.key == t.key:
-                lo, hi = sorted((o.uid, t.uid))
-                heapq.heappush(heap, (-model.benefit(o, t), lo, hi))
-
-    ordered = sorted(trees, key=lambda t: t.uid)
-    for i, t in enumerate(ordered):
-        for o in ordered[:i]:
-            if o.key == t.key:
-                heapq.heappush(heap, (-model.benefit(o, t), o.uid, t.uid))
-    while len(alive) > target and heap:
-        _, a, b = heapq.heappop(heap)
-        if a not in alive or b not in alive:
-            continue
-        m = model.merge(alive.pop(a), alive.pop(b))
-        push_row(m)
-        alive[m.uid] = m
-    return sorted(alive.values(), key=lambda t: t.uid)
+    WeaveShare's lazy table with no benefit floor: exact benefits only for pairs whose upper
+    bound reaches the top, the same merges as pricing every pair."""
+    trees = list(trees)
+    additive = model.omega_is_additive() and _windows_disjoint(trees)
+    table = _Table(model, trees, additive, floor=-math.inf)
+    table.fill()
+    alive = len(trees)
+    while alive > target:
+        pair = table.pop_best()
+        if pair is None:
+            break
+        table.row(table.merge(*pair))
+        alive -= 1
+    return sorted(table.result(), key=lambda t: t.uid)
 
 
 _WOVEN: "weakref.WeakKeyDictionary[CostModel, dict]" = weakref.WeakKeyDictionary()

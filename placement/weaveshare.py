@@ -59,8 +59,9 @@ class _Table:
     """
 
     def __init__(self, model: CostModel, trees: Sequence[Tree], additive: bool,
-                 eager: bool = False):
+                 eager: bool = False, floor: float = EPS):
         self.model = model
+        self.floor = floor  # merges with a benefit <= floor are never candidates
         self.additive = additive
         self.eager = eager
         cap = max(16, 2 * len(trees))
@@ -176,7 +177,7 @@ class _Table:
             c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
             e_lb = np.maximum(np.maximum(self.e[idx], ez), self.e[idx] + ez - c)
             bound = self.cost[idx] + t.cost - lam - e_lb * om_lb
-            keep = bound > EPS
+            keep = bound > self.floor
             return idx[keep], bound[keep]
         out = []
         if self.nb:
@@ -194,7 +195,7 @@ class _Table:
                 cub[same] = np.minimum(cub[same], 1.0 / zmods[0])
             c = np.minimum(np.minimum(cub, be), ez)
             bound = lam + oz * (c - be) + self.b_om[:nb] * (c - ez)
-            open_ = np.flatnonzero((bound > EPS) & (self.b_key[:nb] == kz))
+            open_ = np.flatnonzero((bound > self.floor) & (self.b_key[:nb] == kz))
             for b in open_.tolist():
                 members = [s for s in self.b_members[b] if self.alive[s] and s != slot]
                 self.b_members[b] = [s for s in self.b_members[b] if self.alive[s]]
@@ -213,7 +214,7 @@ class _Table:
         idx = idx[self.key[idx] == kz]
         c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
         bound = lam + oz * (c - self.e[idx]) + self.om[idx] * (c - ez)
-        keep = bound > EPS
+        keep = bound > self.floor
         return idx[keep], bound[keep]
 
     def row(self, slot: int) -> None:
@@ -231,7 +232,7 @@ class _Table:
             for other in idx[idx != slot].tolist():
                 self.evaluations += 1
                 b = self.model.benefit(self.trees[other], t)
-                if b > EPS:
+                if b > self.floor:
                     ou = self.trees[other].uid
                     lo, hi = (other, slot) if ou < uid else (slot, other)
                     heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi))
@@ -298,7 +299,7 @@ class _Table:
             a, b = (other, slot) if self.uid[other] < self.uid[slot] else (slot, other)
             self.evaluations += 1
             benefit = self.model.benefit(self.trees[a], self.trees[b])
-            if benefit > EPS:
+            if benefit > self.floor:
                 heapq.heappush(heap, (-benefit, u1, u2, a, b))
 
     def merge(self, a: int, b: int) -> int:

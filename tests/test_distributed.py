@@ -303,3 +303,40 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     got = s.key(got_l)
     assert s.better(got, cur)
     assert not any(s.better(k, got) for k in improving), (got, min(improving))
+
+
+def _forced_merge_naive(trees, model, target):
+    """Reference: price every same-key pair, merge the largest benefit (negative allowed),
+    ties to the lower creation uids, until <= target trees or no same-key pair is left."""
+    alive = sorted(trees, key=lambda t: t.uid)
+    while len(alive) > target:
+        best = None
+        for i, x in enumerate(alive):
+            for y in alive[i + 1:]:
+                if x.key == y.key:
+                    k = (-model.benefit(x, y), x.uid, y.uid)
+                    if best is None or k < best[0]:
+                        best = (k, x, y)
+        if best is None:
+            break
+        _, x, y = best
+        alive = [t for t in alive if t is not x and t is not y] + [model.merge(x, y)]
+    return alive
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 16), target=st.integers(1, 5),
+       tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat"]),
+       lam=st.sampled_from([0.1, 10.0]))
+def test_forced_merge_equals_naive(seed, n, target, tech, lam):
+    from placement.distributed import forced_merge
+
+    model = CostModel(tech, lam)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [Query(q.id, q.range, q.slide, agg, stream=("a", "b")[i % 2]) for i, q in
+          enumerate(generate(WorkloadSpec(qnum=n, smax=12, rate=lam, omax=4, seed=seed)))]
+    units = make_units(qs, model)
+    got = forced_merge(units, model, target)
+    want = _forced_merge_naive(units, model, target)
+    assert sorted(sorted(q.id for q in t.queries) for t in got) == \
+        sorted(sorted(q.id for q in t.queries) for t in want)
