@@ -61,7 +61,7 @@ from typing import Any, Callable, Iterable, Sequence
 from placement.plan import Node, Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
-from placement.weaveshare import _Table, _windows_disjoint, initial_trees, weave
+from placement.weaveshare import initial_trees, weave
 
 NodesArg = int | Sequence[float | None]
 
@@ -234,18 +234,7 @@ def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[T
 
     WeaveShare's lazy table with no benefit floor: exact benefits only for pairs whose upper
     bound reaches the top, the same merges as pricing every pair."""
-    trees = list(trees)
-    additive = model.omega_is_additive() and _windows_disjoint(trees)
-    table = _Table(model, trees, additive, floor=-math.inf)
-    table.fill()
-    alive = len(trees)
-    while alive > target:
-        pair = table.pop_best()
-        if pair is None:
-            break
-        table.row(table.merge(*pair))
-        alive -= 1
-    return sorted(table.result(), key=lambda t: t.uid)
+    return sorted(weave(trees, model, stop_at=target, floor=-math.inf), key=lambda t: t.uid)
 
 
 _WOVEN: "weakref.WeakKeyDictionary[CostModel, dict]" = weakref.WeakKeyDictionary()

@@ -325,9 +325,11 @@ STRATEGIES = ("lazy", "paper")
 
 
 def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
-          strategy: str = "lazy", stop_at: int = 0) -> list[Tree]:
+          strategy: str = "lazy", stop_at: int = 0, floor: float = EPS) -> list[Tree]:
     """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop),
-    or, with ``stop_at``, as soon as at most ``stop_at`` trees remain.
+    or, with ``stop_at``, as soon as at most ``stop_at`` trees remain. ``floor``: merges whose
+    benefit is not above it are never made (``-math.inf``: keep merging the best pair even at a
+    loss, To Nodes' forced merge).
 
     ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
     ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
@@ -336,7 +338,7 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     additive = model.omega_is_additive() and _windows_disjoint(trees)
-    table = _Table(model, trees, additive, eager=strategy == "paper")
+    table = _Table(model, trees, additive, eager=strategy == "paper", floor=floor)
     table.fill(progress)
     alive = len(trees)
     while alive > stop_at:
