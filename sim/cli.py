@@ -442,9 +442,11 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
             raise UserError(f"missing {CONFIG_DIR / name}: run from a checkout of weaveplace")
     start = time.perf_counter()
     console.rule("1/2 simulation: configs/quickstart.yaml")
-    sim_report = simulate(CONFIG_DIR / "quickstart.yaml", out / "simulation")
+    # the commands' own functions, every option given (their defaults are typer objects)
+    sim_report = simulate(CONFIG_DIR / "quickstart.yaml", out / "simulation", workers=None)
     console.rule("2/2 live run: configs/live_quickstart.yaml")
-    live_report = run(CONFIG_DIR / "live_quickstart.yaml", out / "live")
+    live_report = run(CONFIG_DIR / "live_quickstart.yaml", out / "live", until_idle=None,
+                      max_files=None, timeout=None)
     console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
     console.print(f"reports: {escape(str(sim_report))}\n         {escape(str(live_report))}",
                   soft_wrap=True)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
 LIVE = (REPO / "configs" / "live_quickstart.yaml").read_text()
@@ -128,3 +129,25 @@ def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     text = out.out + out.err
     assert str(exc) in text and "Traceback" not in text
     assert len([ln for ln in text.splitlines() if ln.strip()]) == 1
+
+
+def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
+    """`make run` = `weaveplace quickstart`: the simulation really runs, and the live step gets
+    plain values for every option (a typer default object there crashed the quickstart)."""
+    import inspect
+
+    import sim.cli as cli
+
+    seen = {}
+    params = inspect.signature(cli.run).parameters
+
+    def fake_run(config, out, **kw):
+        seen.update(kw)
+        assert set(params) == {"config", "out", *kw}
+        return tmp_path / "live" / "report.html"
+
+    monkeypatch.setattr(cli, "run", fake_run)
+    res = CliRunner().invoke(cli.app, ["quickstart", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "simulation" / "results.csv").is_file()
+    assert all(v is None for v in seen.values())
