@@ -247,7 +247,11 @@ def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tre
     workload; WeaveShare is their dominant cost. Trees are never mutated, so sharing is safe.
     """
     memo = _WOVEN.setdefault(model, {})
-    key = (stop_at, tuple(tuple(t.queries) for t in units))
+    units_key = tuple(tuple(t.queries) for t in units)
+    full = memo.get((0, units_key))
+    if full is not None and len(full) >= stop_at:
+        return list(full)  # the full weave never got down to stop_at trees: same merges
+    key = (stop_at, units_key)
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = weave(units, model, stop_at=stop_at)
