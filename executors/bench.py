@@ -7,7 +7,11 @@ every n' in 1..n per slide (the dissertation's upper bound).  Each cell:
 1. warm-up: insert n slices without asking anything (untimed), so the structure is
    in steady state;
 2. throughput: timed batches of slices until ``cell_seconds`` or ``max_slices``
-   (at least one full window for amortised techniques when the budget allows);
+   (at least one full window for amortised techniques when the budget allows), through
+   ``FinalAggregator.run`` (argument checks included) with answer buffers allocated
+   once per cell, for every technique alike: fresh answer arrays per batch cost page
+   faults (~2 us per 4 KiB on this VM, i.e. ~4 ns per float64 answer pair), more than
+   most kernels spend per slide;
    the exact operations per slide are counted in a separate untimed pass;
 3. latency: ``latency_samples`` consecutive slides timed one by one with one
    kernel call each (includes ~1 us of call overhead; periodic spikes of period
@@ -143,12 +147,13 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
     # going (up to 4x the budget) until one full window has slid, so periodic costs
     # (FlatFIT's wReset, TwoStacks' flip) are amortised as in the dissertation
     cap = max(1, min(1 << 18, (1 << 22) // q))
+    out = (np.empty(cap * q, dt), np.empty(cap * q, dt))  # reused: no page faults in the timing
     batch, done, el = 1, 0, 0.0
     while done < max_slices and (el < cell_seconds or (done <= n and el < 4 * cell_seconds)):
         k = min(batch, max_slices - done)
         args = feed(k)
         t0 = time.perf_counter()
-        a.run(*args)
+        a.run(*args, out=out)
         dt_ = time.perf_counter() - t0
         el += dt_
         done += k
