@@ -69,8 +69,6 @@ class FinalAggregator(ABC):
     multi_query: ClassVar[bool] = True
     requires_inverse: ClassVar[bool] = False
     requires_selective: ClassVar[bool] = False
-    #: the kernel writes every out_lo (else run() hands it zeros)
-    writes_lo: ClassVar[bool] = True
 
     def __init__(self, prim: Primitive, wsize: int, known_ns=None):
         if wsize < 1:
@@ -111,9 +109,10 @@ class FinalAggregator(ABC):
 
     def run(self, new_hi, new_lo, due_ptr, due_n, count_ops: bool = False, out=None):
         """Insert and answer (see the module docstring).  ``out``: optional (hi, lo) arrays of
-        the primitive's dtype with room for ``len(due_n)`` answers, written and returned as
-        views; a caller that reuses them across calls saves the page faults of fresh arrays
-        (~2 us per 4 KiB page on a VM, more than the kernels' work per slice)."""
+        the primitive's dtype with room for ``len(due_n)`` answers, written (every kernel
+        writes both) and returned as views; a caller that reuses them across calls saves
+        the page faults of fresh arrays (~2 us per 4 KiB page on a VM, more than the
+        kernels' work per slice)."""
         new_hi = np.ascontiguousarray(new_hi, dtype=self.prim.np_dtype)
         new_lo = np.ascontiguousarray(new_lo, dtype=self.prim.np_dtype)
         due_ptr = np.ascontiguousarray(due_ptr, dtype=np.int64)
@@ -134,8 +133,6 @@ class FinalAggregator(ABC):
                                      f"length >= {m} expected")
             out_hi = out_hi[:m]
             out_lo = out_lo[:m]
-            if not self.writes_lo:
-                out_lo[:] = 0
         ops = np.zeros(new_hi.shape[0], dtype=np.int64) if count_ops else _EMPTY_OPS
         if new_hi.shape[0]:
             self._kernel(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops)

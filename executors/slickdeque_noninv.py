@@ -40,23 +40,23 @@ def _beats(op, b, v):
 
 
 @njit(cache=True)
-def _sdn_kernel(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op):
+def _sdn_kernel(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, op):
     """Entry points: pick the op's compiled kernel (a ``literally`` argument at the Python
     boundary would be re-typed on every call, ~50 ms)."""
     if op == OP_MAX:
-        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, OP_MAX, 0)
-    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, OP_MIN, 0)
+        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MAX, 0)
+    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MIN, 0)
 
 
 @njit(cache=True)
-def _sdn_single(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op):
+def _sdn_single(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, op):
     if op == OP_MAX:
-        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, OP_MAX, 1)
-    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, OP_MIN, 1)
+        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MAX, 1)
+    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MIN, 1)
 
 
 @njit(cache=True)
-def _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op, single):
+def _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, op, single):
     """Insert + answer; returns the number of slices done.
 
     ``op`` and ``single`` are compile-time literals.  ``single == 1`` is the fast path
@@ -70,11 +70,14 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op, sin
     * min and max get their own machine code (``op`` literal);
     * the deque is a power-of-two ring (``& mask``, no wrap branches), ``T`` the tail's
       ring index;
-    * the four tail values live in registers ``r0..r3``, and the pop test on them is
-      branch-free (a prefix AND of four comparisons): whether a random partial pops
+    * the three tail values live in registers ``r0..r2``, and the pop test on them is
+      branch-free (a prefix AND of three comparisons): whether a random partial pops
       0, 1, 2... nodes (probability 1/2, 1/4, 1/8...) cannot be predicted.  Only a
-      fifth pop (1/16) falls back to a loop over the ring.  The next register window
-      is picked with selects, so the loop-carried path never waits on a load.
+      fourth pop (1/8) falls back to a loop over the ring.  The next register window
+      is picked with selects, so the loop-carried path never waits on a load (a
+      four-register window measured no faster: more selects, fewer fallbacks);
+    * the head's expiry slice ``E`` is kept in a register: the head expires rarely,
+      so a branch beats loading its position every slice.
     """
     op = literally(op)
     single = literally(single)
@@ -83,11 +86,11 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op, sin
     head = meta[1]    # ring index of the deque head
     size = meta[2]
     W = meta[3]
-    T = head + size - 1
+    T = head + size - 1   # ring index of the tail
+    E = dq_pos[head & mask] + W  # slice at which the head expires (if size > 0)
     r0 = dq_val[T & mask]
     r1 = dq_val[(T - 1) & mask]
     r2 = dq_val[(T - 2) & mask]
-    r3 = dq_val[(T - 3) & mask]
     count = ops.shape[0] > 0
     k = new_hi.shape[0]
     j = 0
@@ -98,41 +101,39 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op, sin
             if q1 > q0 + 1 or (q1 == q0 + 1 and due_n[q0] != W):
                 break
         v = new_hi[j]
-        m4 = dq_val[(T - 4) & mask]
-        m5 = dq_val[(T - 5) & mask]
-        # line 13: expire the head (the tail index T is unchanged)
-        ex = (size > 0) & (dq_pos[head & mask] <= t - W)
-        head += ex
-        size -= ex
+        m3 = dq_val[(T - 3) & mask]
+        # line 13: expire the head (rare: a branch is cheaper than a load per slice)
+        if t >= E and size > 0:
+            head += 1
+            size -= 1
+            E = dq_pos[head & mask] + W
         # line 16: pop every tail node v beats; registers beyond `size` are stale, hence min
         b0 = _beats(op, r0, v)
         b1 = b0 & _beats(op, r1, v)
         b2 = b1 & _beats(op, r2, v)
-        b3 = b2 & _beats(op, r3, v)
-        c = min((b0 + b1) + (b2 + b3), size)
-        n1 = select(b1, select(b2, r3, r2), select(b0, r1, r0))
-        n2 = select(b1, select(b2, m4, r3), select(b0, r2, r1))
-        n3 = select(b1, select(b2, m5, m4), select(b0, r3, r2))
-        if c == 4:
+        c = min(b0 + b1 + b2, size)
+        n1 = select(b1, r2, select(b0, r1, r0))
+        n2 = select(b1, m3, select(b0, r2, r1))
+        if c == 3:
             while c < size and _beats(op, dq_val[(T - c) & mask], v):
                 c += 1
         size -= c
+        E = select(size == 0, t + W, E)  # v becomes the head
         # line 19
         T = T - c + 1
         dq_pos[T & mask] = t
         dq_val[T & mask] = v
         size += 1
-        if c >= 4:
+        if c >= 3:
             n1 = dq_val[(T - 1) & mask]
             n2 = dq_val[(T - 2) & mask]
-            n3 = dq_val[(T - 3) & mask]
         r0 = v
         r1 = n1
         r2 = n2
-        r3 = n3
         if single == 1:
             if q1 > q0:
                 out_hi[q0] = dq_val[head & mask]
+                out_lo[q0] = 0  # min/max answers have lo == 0
         else:
             if count:  # one comparison per pop, plus the one that stopped (if a node was left)
                 ops[j] = c + (size > 1)
@@ -140,17 +141,21 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op, sin
             if q1 > q0:
                 idx = head
                 p = dq_pos[idx & mask]
+                a = dq_val[idx & mask]
                 prev_n = W + 1
                 for q in range(q0, q1):
                     n = due_n[q]
                     if n > prev_n:  # defensive: not sorted descending, restart from the head
                         idx = head
                         p = dq_pos[idx & mask]
+                        a = dq_val[idx & mask]
                     prev_n = n
                     while p <= t - n:
                         idx += 1
                         p = dq_pos[idx & mask]
-                    out_hi[q] = dq_val[idx & mask]
+                        a = dq_val[idx & mask]
+                    out_hi[q] = a
+                    out_lo[q] = 0
         t += 1
         j += 1
     meta[0] = t
@@ -160,7 +165,7 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, ops, dq_pos, dq_val, meta, op, sin
 
 
 @njit(cache=True)
-def _sdn_answer(due_n, out_hi, dq_pos, dq_val, ident, meta):
+def _sdn_answer(due_n, out_hi, out_lo, dq_pos, dq_val, ident, meta):
     """One pass from the head, as in the kernel; the last inserted slice is t - 1.  An empty
     deque (nothing inserted since reset) answers the identity; no operation is counted
     (position comparisons only)."""
@@ -189,6 +194,7 @@ def _sdn_answer(due_n, out_hi, dq_pos, dq_val, ident, meta):
             out_hi[q] = dq_val[idx]
         else:
             out_hi[q] = ident
+        out_lo[q] = 0
     return 0
 
 
@@ -196,7 +202,6 @@ def _sdn_answer(due_n, out_hi, dq_pos, dq_val, ident, meta):
 class SlickDequeNonInv(FinalAggregator):
     name = "slickdeque_noninv"
     requires_selective = True
-    writes_lo = False  # min/max answers have lo == 0
 
     def reset(self):
         cap = 1 << int(self.wsize).bit_length()  # power of two > wsize (a deque holds <= wsize)
@@ -210,18 +215,18 @@ class SlickDequeNonInv(FinalAggregator):
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
         if not ops.shape[0]:
-            done = _sdn_single(new_hi, due_ptr, due_n, out_hi, ops, s["dq_pos"], s["dq_val"],
-                               s["meta"], self.op)
+            done = _sdn_single(new_hi, due_ptr, due_n, out_hi, out_lo, ops, s["dq_pos"],
+                               s["dq_val"], s["meta"], self.op)
             if done == new_hi.shape[0]:
                 return
             new_hi, due_ptr = new_hi[done:], due_ptr[done:]
-        _sdn_kernel(new_hi, due_ptr, due_n, out_hi, ops, s["dq_pos"], s["dq_val"], s["meta"],
-                    self.op)
+        _sdn_kernel(new_hi, due_ptr, due_n, out_hi, out_lo, ops, s["dq_pos"], s["dq_val"],
+                    s["meta"], self.op)
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
         ident = self.prim.identity_arrays(1)[0][0]
-        return _sdn_answer(due_n, out_hi, s["dq_pos"], s["dq_val"], ident, s["meta"])
+        return _sdn_answer(due_n, out_hi, out_lo, s["dq_pos"], s["dq_val"], ident, s["meta"])
 
     def load_state_dict(self, state):
         cap = self.state["dq_pos"].shape[0]

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from executors.aggregates import OP_MAX, OP_MIN, OP_SUM, Primitive, two_sum
 from executors.slickdeque_inv import SlickDequeInv, _sdi_kernel, _sdi_single
 from executors.slickdeque_noninv import SlickDequeNonInv, _sdn_kernel, _sdn_single
-from executors.twostacks import TwoStacks
 
 SPECIALS = [math.inf, -math.inf, 0.0, -0.0, 1e300, -1e300, 5e-324]
 
@@ -34,9 +33,10 @@ def _generic_inv(agg, hi, lo, ptr, ns):
 
 def _generic_noninv(agg, hi, ptr, ns):
     s = agg.state
-    oh = np.empty(ns.shape[0], hi.dtype)
-    _sdn_kernel(hi, ptr, ns, oh, np.zeros(0, np.int64), s["dq_pos"], s["dq_val"], s["meta"],
-                agg.op)
+    oh, ol = np.empty(ns.shape[0], hi.dtype), np.full(ns.shape[0], 7, hi.dtype)
+    _sdn_kernel(hi, ptr, ns, oh, ol, np.zeros(0, np.int64), s["dq_pos"], s["dq_val"],
+                s["meta"], agg.op)
+    assert not ol.any()
     return oh
 
 
@@ -252,19 +252,26 @@ def test_noninv_old_snapshot_ring_is_relaid():
 
 
 def test_run_into_caller_buffers():
-    """``out=``: answers land in (views of) the caller's arrays, lo zeroed for min/max."""
-    x = np.arange(10, dtype=np.float64)
-    for cls, prim in ((SlickDequeNonInv, Primitive(OP_MAX, "v", "f8")),
-                      (SlickDequeInv, Primitive(OP_SUM, "v", "f8")),
-                      (TwoStacks, Primitive(OP_MAX, "v", "f8"))):
-        a, b = cls(prim, 3, known_ns=[3]), cls(prim, 3, known_ns=[3])
-        buf = (np.full(16, 7.0), np.full(16, 7.0))
-        oh, ol, _ = a.run(x, 0 * x, np.arange(11), np.full(10, 3), out=buf)
-        wh, wl, _ = b.run(x, 0 * x, np.arange(11), np.full(10, 3))
-        assert np.shares_memory(oh, buf[0]) and np.shares_memory(ol, buf[1])
-        assert oh.tolist() == wh.tolist() and ol.tolist() == wl.tolist()
-        with pytest.raises(ValueError, match="out"):
-            a.run(x, 0 * x, np.arange(11), np.full(10, 3), out=(buf[0][:5], buf[1]))
+    """``out=``: every technique writes both answer arrays (the buffers start as NaN), into
+    views of the caller's arrays, the same answers as fresh arrays; too short is refused."""
+    from executors.base import TECHNIQUES
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=40)
+    for cls in TECHNIQUES.values():
+        for op in (OP_SUM, OP_MIN, OP_MAX):
+            if (cls.requires_inverse and op != OP_SUM) or (cls.requires_selective
+                                                          and op == OP_SUM):
+                continue
+            prim = Primitive(op, "v", "f8")
+            ns = np.full(40, 5) if not cls.multi_query else rng.integers(1, 6, 40)
+            a, b = cls(prim, 5, known_ns=[5]), cls(prim, 5, known_ns=[5])
+            buf = (np.full(64, np.nan), np.full(64, np.nan))
+            oh, ol, _ = a.run(x, 0 * x, np.arange(41), ns, out=buf)
+            wh, wl, _ = b.run(x, 0 * x, np.arange(41), ns)
+            assert np.shares_memory(oh, buf[0]) and np.shares_memory(ol, buf[1])
+            assert oh.tolist() == wh.tolist() and ol.tolist() == wl.tolist(), cls.name
+            with pytest.raises(ValueError, match="out"):
+                a.run(x, 0 * x, np.arange(41), ns, out=(buf[0][:5], buf[1]))
 
 
 def test_fast_paths_stop_at_the_first_other_request():
@@ -282,6 +289,6 @@ def test_fast_paths_stop_at_the_first_other_request():
     assert done == 3 and out[:3].tolist() == [1, 3, 6]
     b = SlickDequeNonInv(Primitive(OP_MAX, "v", "f8"), 4)
     s = b.state
-    done = _sdn_single(x, ptr, np.full(9, 4), out, no_ops, s["dq_pos"], s["dq_val"],
+    done = _sdn_single(x, ptr, np.full(9, 4), out, 0 * out, no_ops, s["dq_pos"], s["dq_val"],
                        s["meta"], OP_MAX)
     assert done == 3 and out[:3].tolist() == [1, 2, 3]
