@@ -33,6 +33,7 @@ from .aggregates import RENORM_EVERY, fold_back, run_renorm, run_slide, run_valu
 from .base import FinalAggregator, register
 
 _RMASK = RENORM_EVERY - 1
+_NONNEG = 0x3FFFFFFFFFFFFFFF
 
 
 @njit(cache=True)
@@ -96,7 +97,9 @@ def _sdi_single(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
     stays in registers for the whole batch instead of a store/load per slice, and the
     evicted slot is found without the key loop.  The arithmetic is ``_sdi_kernel``'s,
     operation for operation (same answers, bit for bit).  Stops before the first slice
-    asking for another length; returns the number of slices done."""
+    asking for anything but one window of n partials; returns the number of slices done.
+    (Indices are masked with ``_NONNEG``, a no-op that lets numba drop its negative-index
+    fix-ups.)"""
     W = ring_hi.shape[0]
     cur = meta[0]
     n = key_n[0]
@@ -107,32 +110,27 @@ def _sdi_single(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
     k = new_hi.shape[0]
     j = 0
     while j < k:
-        q0 = due_ptr[j]
-        q1 = due_ptr[j + 1]
-        bad = False
-        for q in range(q0, q1):
-            if due_n[q] != n:
-                bad = True
-        if bad:
+        q0 = due_ptr[j] & _NONNEG
+        q1 = due_ptr[j + 1] & _NONNEG
+        if q1 > q0 + 1 or (q1 == q0 + 1 and due_n[q0] != n):
             break
         nh = new_hi[j]
         nl = new_lo[j]
         start = cur - n
         if start < 0:
             start += W
+        start &= _NONNEG
         S, C, D = run_slide(S, C, D, nh, nl, ring_hi[start], ring_lo[start])
         if (cur & _RMASK) == 0:
             S, C, D = run_renorm(S, C, D)
         if q1 > q0:
-            h, lo = run_value(S, C, D)
-            for q in range(q0, q1):
-                out_hi[q] = h
-                out_lo[q] = lo
+            out_hi[q0], out_lo[q0] = run_value(S, C, D)
         ring_hi[cur] = nh
         ring_lo[cur] = nl
         cur += 1
         if cur == W:
             cur = 0
+        cur &= _NONNEG
         if count:
             ops[j] = 2
         j += 1
