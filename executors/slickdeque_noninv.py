@@ -44,15 +44,19 @@ def _sdn_kernel(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, met
     """Entry points: pick the op's compiled kernel (a ``literally`` argument at the Python
     boundary would be re-typed on every call, ~50 ms)."""
     if op == OP_MAX:
-        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MAX, 0)
-    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MIN, 0)
+        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
+                         OP_MAX, 0)
+    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
+                     OP_MIN, 0)
 
 
 @njit(cache=True)
 def _sdn_single(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, op):
     if op == OP_MAX:
-        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MAX, 1)
-    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MIN, 1)
+        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
+                         OP_MAX, 1)
+    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
+                     OP_MIN, 1)
 
 
 @njit(cache=True)
