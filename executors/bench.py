@@ -7,7 +7,11 @@ every n' in 1..n per slide (the dissertation's upper bound).  Each cell:
 1. warm-up: insert n slices without asking anything (untimed), so the structure is
    in steady state;
 2. throughput: timed batches of slices until ``cell_seconds`` or ``max_slices``
-   (at least one full window for amortised techniques when the budget allows);
+   (at least one full window for amortised techniques when the budget allows), through
+   ``FinalAggregator.run`` (argument checks included) with answer buffers allocated
+   once per cell, for every technique alike: fresh answer arrays per batch cost page
+   faults (~2 us per 4 KiB on this VM, i.e. ~4 ns per float64 answer pair), more than
+   most kernels spend per slide;
    the exact operations per slide are counted in a separate untimed pass;
 3. latency: ``latency_samples`` consecutive slides timed one by one with one
    kernel call each (includes ~1 us of call overhead; periodic spikes of period
@@ -44,8 +48,10 @@ def _cls_for(technique: str, op: int):
 
 
 def _numpy_cell(op, x, n, budget):
-    """Vectorised baseline over len(x) - n + 1 windows; returns (slices, seconds)."""
+    """Vectorised baseline over len(x) - n + 1 windows; returns (slices, seconds, CPU
+    seconds of this thread)."""
     m = x.shape[0] - n + 1
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     if op == OP_SUM:
         c = np.concatenate([[0.0], np.cumsum(x)])
@@ -61,8 +67,9 @@ def _numpy_cell(op, x, n, budget):
             done += w.shape[0]
         m = done
     el = time.perf_counter() - t0
+    cpu = time.thread_time() - c0
     del out
-    return m, el
+    return m, el, cpu
 
 
 def run_executor_bench(techniques=DEFAULT_TECHNIQUES, aggregates=("sum", "max"),
@@ -73,7 +80,9 @@ def run_executor_bench(techniques=DEFAULT_TECHNIQUES, aggregates=("sum", "max"),
     """Benchmark rows, one per (technique, aggregate, mode, window).
 
     Row keys: technique, aggregate, mode, window, queries, slices, seconds,
-    throughput (slices/s), lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us,
+    throughput (slices/s, wall clock), cpu_seconds and throughput_cpu (the same over this
+    thread's CPU time: on a shared machine it leaves out the time other processes held
+    the core), lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us,
     ops_mean, ops_max (aggregate operations per slide), state_bytes, peak_bytes.
     ``windows`` defaults to powers of two 1..2^22; max-multi stops at
     ``max_multi_window`` (n answers per slide: the output alone is n values).
@@ -107,11 +116,12 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
         total = min(max_slices, max(4 * n, 1 << 20)) + n - 1
         x = rng.standard_normal(total) if dt == np.float64 else rng.integers(-1000, 1000, total)
         tracemalloc.start()
-        m, el = _numpy_cell(op, x.astype(dt), n, cell_seconds)
+        m, el, cpu = _numpy_cell(op, x.astype(dt), n, cell_seconds)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return dict(technique="numpy", aggregate=agg, mode=mode, window=n, queries=1,
                     slices=m, seconds=el, throughput=m / el if el else float("inf"),
+                    cpu_seconds=cpu, throughput_cpu=m / cpu if cpu else float("inf"),
                     lat_p50_us=None, lat_p99_us=None, lat_p999_us=None, lat_max_us=None,
                     ops_mean=None, ops_max=None, state_bytes=None, peak_bytes=peak)
     cls = _cls_for(tech, op)
@@ -143,13 +153,16 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
     # going (up to 4x the budget) until one full window has slid, so periodic costs
     # (FlatFIT's wReset, TwoStacks' flip) are amortised as in the dissertation
     cap = max(1, min(1 << 18, (1 << 22) // q))
-    batch, done, el = 1, 0, 0.0
+    out = (np.empty(cap * q, dt), np.empty(cap * q, dt))  # reused: no page faults in the timing
+    batch, done, el, cpu = 1, 0, 0.0, 0.0
     while done < max_slices and (el < cell_seconds or (done <= n and el < 4 * cell_seconds)):
         k = min(batch, max_slices - done)
         args = feed(k)
+        c0 = time.thread_time()
         t0 = time.perf_counter()
-        a.run(*args)
+        a.run(*args, out=out)
         dt_ = time.perf_counter() - t0
+        cpu += time.thread_time() - c0
         el += dt_
         done += k
         if dt_ < cell_seconds / 16:
@@ -178,6 +191,7 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
     p = np.percentile(lat, [50, 99, 99.9]) * 1e6
     return dict(technique=tech, aggregate=agg, mode=mode, window=n, queries=q, slices=done,
                 seconds=el, throughput=done / el if el else float("inf"),
+                cpu_seconds=cpu, throughput_cpu=done / cpu if cpu else float("inf"),
                 lat_p50_us=float(p[0]), lat_p99_us=float(p[1]), lat_p999_us=float(p[2]),
                 lat_max_us=float(lat.max() * 1e6), ops_mean=float(ops.mean()),
                 ops_max=int(ops.max()), state_bytes=a.memory_bytes(), peak_bytes=peak)

@@ -272,8 +272,10 @@ def bench_executors(
 
         def seen(row):
             bar.advance(task)
+            cpu = row.get("throughput_cpu")
             bar.console.print(f"{row['aggregate']} {row['mode']} w={row['window']} "
-                              f"{row['technique']}: {row['throughput'] / 1e6:.2f} M slides/s")
+                              f"{row['technique']}: {row['throughput'] / 1e6:.2f} M slides/s"
+                              + (f" (cpu time: {cpu / 1e6:.2f})" if cpu else ""))
 
         rows = run_executor_bench(DEFAULT_TECHNIQUES, aggs, windows, tuple(mode_list),
                                   cell_seconds=cell_seconds, progress=seen)
