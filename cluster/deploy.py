@@ -47,7 +47,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .node_actor import NodeActor, concat_answers, empty_late
+from .node_actor import NodeActor, empty_late, merge_answers
 
 PLAN_SCHEMA = "weaveplace.plan/1"
 
@@ -778,10 +778,7 @@ class Deployment:
         ``finish()`` then returns only the answers produced after the last call."""
         self.checkpoint()
         parts, self._committed = self._committed, []
-        table = concat_answers(parts)
-        if table.num_rows:
-            table = table.sort_by([("query_id", "ascending"), ("window_start", "ascending")])
-        return table
+        return merge_answers(parts)
 
     def take_late(self) -> pa.Table:
         """The late tuples recorded since the previous call (all of them the first time), in
@@ -839,9 +836,7 @@ class Deployment:
         nids = list(self.nodes)
         answers = ray.get([self.nodes[nid].actor.drain.remote() for nid in nids])
         lates = ray.get([self.nodes[nid].actor.late.remote() for nid in nids])
-        table = concat_answers(self._committed + list(answers))
-        if table.num_rows:
-            table = table.sort_by([("query_id", "ascending"), ("window_start", "ascending")])
+        table = merge_answers(self._committed + list(answers))
         late = pa.concat_tables([x for x in lates if x.num_rows]) if any(
             x.num_rows for x in lates) else empty_late()
         metrics = self.metrics()

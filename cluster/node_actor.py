@@ -106,6 +106,7 @@ class NodeCore:
                      "allowed_lateness": int(allowed_lateness), "input_mode": input_mode,
                      "count_ops": bool(count_ops)}
         self.trees: dict[str, ExecutionTree] = {}
+        self._ranks = None  # (query ids sorted, {tree id: rank of each of its queries})
         self.tree_stream: dict[str, str] = {}
         self.tree_technique: dict[str, str] = {}
         self.tree_seq: dict[str, int] = {}
@@ -114,7 +115,8 @@ class NodeCore:
         for t in trees:
             self._host(t)
             self.spec["trees"].append(t)
-        self._pending: list[pa.Table] = []
+        # answers since the last drain: (tree id, (qidx, window_start, window_end, value))
+        self._pending: list[tuple[str, tuple]] = []
         self.last_seq = -1
         self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
                          "busy_s": 0.0, "slices_in": 0, "tree_slices": 0, "replayed_batches": 0}
@@ -141,6 +143,7 @@ class NodeCore:
         ids.append(tid)
         ids.sort()
         self.stream_tuples.setdefault(stream, 0)
+        self._ranks = None
         return tid
 
     # -- streaming --------------------------------------------------------------------------
@@ -159,6 +162,7 @@ class NodeCore:
         number of answers this call produced (the answers themselves stay here until drained).
         """
         t0 = time.perf_counter()
+        raw = batch
         batch = _as_table(batch)
         names = set(batch.schema.names)
         if ("slice_start" in names) != (self.input_mode == "slices"):
@@ -179,16 +183,18 @@ class NodeCore:
             if "ts_ms" not in names:
                 raise KeyError(f"node {self.node_id}: batch has no 'ts_ms' column")
             ts = _column(batch, "ts_ms").astype(np.int64, copy=False)
+            # once per batch rather than once per tree: whether event time is in order, and
+            # whether the arrays are immutable (Arrow buffers: trees may keep views of them)
+            in_order = ts.shape[0] < 2 or bool((ts[1:] >= ts[:-1]).all())
+            copy = not isinstance(raw, (pa.Table, pa.RecordBatch))
             for s in streams:
                 tids = self._targets(s, seq, only)
                 if not tids:
                     continue
                 v = _column(batch, s)
                 for tid in tids:
-                    out = self.trees[tid].process(ts, v)
-                    if out.num_rows:
-                        self._pending.append(out)
-                        produced += out.num_rows
+                    out = self.trees[tid].process_columns(ts, v, in_order=in_order, copy=copy)
+                    produced += self._keep(tid, out)
                     self.counters["tree_tuples"] += batch.num_rows
                 if only is None:
                     self.stream_tuples[s] += batch.num_rows
@@ -198,6 +204,13 @@ class NodeCore:
             self.last_seq = max(self.last_seq, int(seq))
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
+
+    def _keep(self, tid: str, cols) -> int:
+        """Keep a tree's answer columns until the next drain; returns their number."""
+        if cols is None or cols[0].shape[0] == 0:
+            return 0
+        self._pending.append((tid, cols))
+        return int(cols[0].shape[0])
 
     def _count_batch(self, tuples: int, replay: bool) -> None:
         """``batches``/``tuples`` count the node's own input; a replay to adopted trees counts
@@ -231,10 +244,8 @@ class NodeCore:
         if tids:
             cnt = int(pc.sum(batch.column("count")).as_py() or 0)
             for tid in tids:
-                out = self.trees[tid].process_slices(batch)
-                if out.num_rows:
-                    self._pending.append(out)
-                    produced += out.num_rows
+                out = self.trees[tid].process_slices_columns(batch)
+                produced += self._keep(tid, out)
                 self.counters["tree_tuples"] += cnt
                 self.counters["tree_slices"] += n
             if only is None:
@@ -253,22 +264,58 @@ class NodeCore:
         t0 = time.perf_counter()
         produced = 0
         for tid in sorted(self.trees if trees is None else set(trees)):
-            out = self.trees[tid].flush()
-            if out.num_rows:
-                self._pending.append(out)
-                produced += out.num_rows
+            produced += self._keep(tid, self.trees[tid].flush_columns())
         self.counters["answers"] += produced
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
 
     def drain(self) -> pa.Table:
-        """Hand over (and forget) the answers produced since the last drain/checkpoint.
+        """Hand over (and forget) the answers produced since the last drain/checkpoint, sorted
+        by ``(query_id, window_start)``.
 
         int64 and float64 value columns are unified to float64 only when both occur; the
-        driver does the same across nodes.
+        driver does the same across nodes.  Why sorted here: the driver then merges the nodes'
+        tables query block by query block (``merge_answers``) instead of sorting millions of
+        rows by a string key on one core, and the actors sort in parallel.  The sort is cheap:
+        a tree emits each query's answers in window order, so a stable sort by the query's rank
+        (a radix sort on small ints) is enough; it is checked, with a full sort as fallback.
         """
         parts, self._pending = self._pending, []
-        return concat_answers(parts)
+        if not parts:
+            return empty_answers(True)
+        ids, ranks = self._query_ranks()
+        rank = np.concatenate([ranks[tid][c[0]] for tid, c in parts])
+        start = np.concatenate([c[1] for _, c in parts])
+        end = np.concatenate([c[2] for _, c in parts])
+        if all(c[3].dtype == np.int64 for _, c in parts):
+            value = np.concatenate([c[3] for _, c in parts])
+        else:  # int answers as float64, checked as Arrow's cast in concat_answers does
+            value = np.concatenate([c[3] for _, c in parts if c[3].dtype == np.int64])
+            if value.shape[0] and (int(value.max()) > 1 << 53 or int(value.min()) < -(1 << 53)):
+                pa.array(value).cast(pa.float64())  # raises ArrowInvalid, naming the value
+            value = np.concatenate([c[3].astype(np.float64, copy=False) for _, c in parts])
+        o = np.argsort(rank, kind="stable")
+        r, st = rank[o], start[o]
+        if r.shape[0] > 1 and not bool(((r[1:] != r[:-1]) | (st[1:] > st[:-1])).all()):
+            o = np.lexsort((start, rank))  # not expected: a query's answers out of order
+            r = rank[o]
+        return pa.table({"query_id": ids.take(pa.array(r)),
+                         "window_start": pa.array(start[o], pa.int64()),
+                         "window_end": pa.array(end[o], pa.int64()),
+                         "value": pa.array(value[o], pa.int64() if value.dtype == np.int64
+                                           else pa.float64())})
+
+    def _query_ranks(self):
+        """(query ids of every hosted tree sorted, as Arrow strings; per tree: the rank of each
+        of its queries in that order, as a small unsigned int for a radix sort)."""
+        if self._ranks is None:
+            qids = sorted(q.id for t in self.trees.values() for q in t.queries)
+            pos = {q: i for i, q in enumerate(qids)}
+            dt = np.uint16 if len(qids) <= 1 << 16 else np.uint32
+            ranks = {tid: np.array([pos[q.id] for q in t.queries], dtype=dt)
+                     for tid, t in self.trees.items()}
+            self._ranks = (pa.array(qids, pa.string()), ranks)
+        return self._ranks
 
     def late(self, since: dict[str, int] | None = None) -> pa.Table:
         """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value.
@@ -296,7 +343,7 @@ class NodeCore:
         ``Deployment.metrics()`` adds it."""
         late = sum(t.late.count for t in self.trees.values())
         return {"node_id": self.node_id, **self.counters, "late_tuples": int(late),
-                "pending_answers": int(sum(p.num_rows for p in self._pending)),
+                "pending_answers": int(sum(c[0].shape[0] for _, c in self._pending)),
                 "last_seq": self.last_seq, "stream_tuples": dict(self.stream_tuples),
                 "trees": {tid: {"stream": self.tree_stream[tid],
                                 "technique": self.tree_technique[tid],
@@ -335,6 +382,7 @@ class NodeCore:
         for tid in self.trees:
             self.trees[tid] = self._tree_cls.restore(arrays[f"tree/{tid}"].tobytes())
             self.tree_seq[tid] = int(seqs.get(tid, meta["last_seq"]))
+        self._ranks = None
         self.last_seq = int(meta["last_seq"])
         self.counters = dict(meta["counters"])
         self.stream_tuples = dict(meta["stream_tuples"])
@@ -447,6 +495,60 @@ def empty_late() -> pa.Table:
     return pa.schema([("node_id", pa.string()), ("tree_id", pa.string()),
                       ("stream", pa.string()), ("ts_ms", pa.int64()),
                       ("value", pa.float64())]).empty_table()
+
+
+def merge_answers(parts: list[pa.Table]) -> pa.Table:
+    """``concat_answers(parts)`` sorted by ``(query_id, window_start)``.
+
+    Parts that are each sorted that way (``NodeCore.drain``'s output) are merged block by
+    block: a part is a run of query blocks, and blocks of different parts are ordered by
+    (query id, first window start), a sort of a few thousand blocks instead of millions of
+    rows.  Checked (blocks of one query must not overlap); anything else is sorted in full.
+    """
+    key = [("query_id", "ascending"), ("window_start", "ascending")]
+    parts = [p for p in parts if p is not None and p.num_rows]
+    table = concat_answers(parts)
+    if not parts:
+        return table
+    schema = table.schema
+    parts = [p.select(schema.names).cast(schema).combine_chunks() for p in parts]
+    blocks = []
+    for i, p in enumerate(parts):
+        b = _query_blocks(p)
+        if b is None:
+            return table.sort_by(key)
+        blocks += [(q, w0, w1, i, a, z) for q, w0, w1, a, z in b]
+    if len(parts) == 1:
+        return parts[0]
+    blocks.sort(key=lambda b: (b[0], b[1]))
+    for x, y in zip(blocks, blocks[1:]):
+        if x[0] == y[0] and x[2] >= y[1]:
+            return table.sort_by(key)
+    return pa.concat_tables([parts[i].slice(a, z - a) for _, _, _, i, a, z in blocks]
+                            ).combine_chunks()
+
+
+def _query_blocks(t: pa.Table):
+    """``[(query id, first window_start, last window_start, row from, row to)]`` of a table
+    sorted by (query_id, window_start), or None if it is not sorted that way."""
+    n = t.num_rows
+    q = t.column("query_id").combine_chunks()
+    ws = t.column("window_start").combine_chunks().to_numpy()
+    if n > 1:
+        change = pc.not_equal(q.slice(1), q.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+        inc = ws[1:] > ws[:-1]
+        inc[starts[1:] - 1] = True  # block boundaries
+        if not bool(inc.all()):
+            return None
+    else:
+        starts = np.zeros(1, dtype=np.int64)
+    stops = np.append(starts[1:], n)
+    qids = q.take(pa.array(starts)).to_pylist()
+    if any(a >= b for a, b in zip(qids, qids[1:])):
+        return None
+    return list(zip(qids, ws[starts].tolist(), ws[stops - 1].tolist(), starts.tolist(),
+                    stops.tolist()))
 
 
 def concat_answers(parts: list[pa.Table]) -> pa.Table:

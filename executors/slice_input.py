@@ -164,6 +164,8 @@ class SliceStreamSlicer(StreamSlicer):
     """``StreamSlicer`` whose items are incoming slices (records of ``slice_dtype``) stamped
     with their ``ts_max``: they are folded into the tree's slices like tuples would be."""
 
+    lifted_items = True  # items are slice records: fold them through ``_lift``
+
     def _values(self, values):
         v = np.asarray(values)
         if v.dtype.names is None or not {"c", "s", "sl", "mn", "mx", "q", "ql"} <= set(
@@ -238,11 +240,16 @@ class SlicedExecutionTree(ExecutionTree):
         return super().process(ts, values)
 
     def process_slices(self, slices):
+        cols = self.process_slices_columns(slices, ordered=True)
+        return self._empty() if cols is None else self._table(*cols)
+
+    def process_slices_columns(self, slices, *, ordered: bool = False):
+        """``process_slices`` returning answer columns, as ``ExecutionTree.process_columns``."""
         cols = _columns(slices)
         start, end, ts = cols["slice_start"], cols["slice_end"], cols["ts_max"]
         n = ts.shape[0]
         if n == 0:
-            return self._empty()
+            return None
         if self.check_edges:
             self._check_edges(start, end, ts)
         is_int = bool(np.issubdtype(cols["sum"].dtype, np.integer))
@@ -257,7 +264,10 @@ class SlicedExecutionTree(ExecutionTree):
         if "sq" not in cols and any(q.aggregate.name == "stddev" for q in self.queries):
             raise ValueError("stddev needs the slices' 'sq' column (sum of squares)")
         self.slices_in += n
-        return self.process(ts, rec)
+        # Arrow columns are immutable: pending slices may reference them (a dict's arrays
+        # belong to the caller)
+        return self.process_columns(ts, rec, ordered=ordered,
+                                    copy=isinstance(slices, dict))
 
     def _check_edges(self, start, end, ts):
         if np.any(end <= start) or np.any(ts < start) or np.any(ts >= end):
