@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from executors import ExecutionTree
-from executors.slice_input import SlicedExecutionTree
+from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
+from executors.slicing import edge_classes
 from executors.tree import normalize_technique
 
 INPUT_MODES = ("tuples", "slices")
@@ -107,6 +108,7 @@ class NodeCore:
                      "count_ops": bool(count_ops)}
         self.trees: dict[str, ExecutionTree] = {}
         self._ranks = None  # (query ids sorted, {tree id: rank of each of its queries})
+        self._union_classes: dict[tuple, list] = {}  # slices mode: trees -> union of edges
         self.tree_stream: dict[str, str] = {}
         self.tree_technique: dict[str, str] = {}
         self.tree_seq: dict[str, int] = {}
@@ -243,8 +245,17 @@ class NodeCore:
         tids = self._targets(stream, seq, only) if n else []
         if tids:
             cnt = int(pc.sum(batch.column("count")).as_py() or 0)
+            # once per batch for all trees: the record array, and the edge check against the
+            # union of the trees' edges (a slice inside it is inside every tree's)
+            sb = SliceBatch.of(batch)
+            key = tuple(tids)
+            if key not in self._union_classes:
+                self._union_classes[key] = edge_classes(sorted(
+                    {rs for tid in tids for rs in self.trees[tid].slicer.rs}))
+            check_slice_edges(self._union_classes[key], sb.start, sb.end, sb.ts,
+                              f"a tree of node {self.node_id} on {stream!r}")
             for tid in tids:
-                out = self.trees[tid].process_slices_columns(batch)
+                out = self.trees[tid].process_slice_batch(sb, edges_checked=True)
                 produced += self._keep(tid, out)
                 self.counters["tree_tuples"] += cnt
                 self.counters["tree_slices"] += n
