@@ -324,8 +324,10 @@ class StreamSlicer:
         self.position = 0              # next position for count windows
         self.cursor = None             # start of the first open slice (an edge)
         self.hist = np.zeros(0, dtype=np.int64)   # recent edges, >= cursor - max_r
-        self.pend_ts = np.zeros(0, dtype=np.int64)
-        self.pend_v = None
+        # pending tuples: segments (ts, values), each sorted by ts, segment after segment (a
+        # batch appends one instead of copying everything pending into a new array)
+        self._pts: list[np.ndarray] = []
+        self._pv: list[np.ndarray] = []
         self.last_data_end = NEG_INF   # 1 + largest ts folded into a closed slice
         self.g = 0                     # global number of the next slice
         self.last_nonempty = -(1 << 62)
@@ -422,17 +424,43 @@ class StreamSlicer:
             kt, kv = t, v
         if kt.shape[0] == 0:
             return
-        if self.pend_v is None or self.pend_ts.shape[0] == 0:
-            self.pend_ts, self.pend_v = (kt.copy(), kv.copy()) if copy else (kt, kv)
-            resort = not in_order
-        else:
-            resort = not in_order or int(kt[0]) < int(self.pend_ts[-1])
-            self.pend_ts = np.concatenate([self.pend_ts, kt])
-            self.pend_v = np.concatenate([self.pend_v, kv.astype(self.pend_v.dtype)])
-        # pending stays sorted by ts (it was before this batch)
-        if resort and self.pend_ts.shape[0] > 1 and np.any(self.pend_ts[1:] < self.pend_ts[:-1]):
-            o = np.argsort(self.pend_ts, kind="stable")
-            self.pend_ts, self.pend_v = self.pend_ts[o], self.pend_v[o]
+        if self._pv:
+            kv = kv.astype(self._pv[0].dtype, copy=False)
+        if in_order and (not self._pts or int(kt[0]) >= int(self._pts[-1][-1])):
+            # pending stays sorted as one more segment
+            self._pts.append(kt.copy() if copy else kt)
+            self._pv.append(kv.copy() if copy else kv)
+            if len(self._pts) > 8:
+                self._set_pending(np.concatenate(self._pts), np.concatenate(self._pv))
+            return
+        ts_all = np.concatenate(self._pts + [kt])
+        v_all = np.concatenate(self._pv + [kv])
+        if ts_all.shape[0] > 1 and np.any(ts_all[1:] < ts_all[:-1]):
+            o = np.argsort(ts_all, kind="stable")
+            ts_all, v_all = ts_all[o], v_all[o]
+        self._set_pending(ts_all, v_all)
+
+    def _set_pending(self, ts: np.ndarray, v) -> None:
+        """Pending tuples as one segment (none if empty)."""
+        self._pts, self._pv = ([ts], [v]) if ts.shape[0] else ([], [])
+
+    @property
+    def pend_ts(self) -> np.ndarray:
+        """Timestamps of the pending tuples, sorted (a copy when there are several segments)."""
+        if len(self._pts) == 1:
+            return self._pts[0]
+        return np.concatenate(self._pts) if self._pts else np.zeros(0, dtype=np.int64)
+
+    @property
+    def n_pending(self) -> int:
+        return sum(x.shape[0] for x in self._pts)
+
+    @property
+    def pend_v(self):
+        """Values of the pending tuples (None if there are none)."""
+        if len(self._pv) == 1:
+            return self._pv[0]
+        return np.concatenate(self._pv) if self._pv else None
 
     def _classify(self, t: np.ndarray, wm: np.ndarray):
         """(late, outside) masks of tuples ``t`` arriving at watermarks ``wm``."""
@@ -451,17 +479,17 @@ class StreamSlicer:
         chunks: list[SliceChunk] = []
         if W == NEG_INF:
             return chunks
-        has_pending = self.pend_ts.shape[0] > 0
+        has_pending = bool(self._pts)
         if self.cursor is None:
             if not has_pending:
                 return chunks
-            self.cursor = floor_edge(self.classes, min(int(self.pend_ts[0]), W - self.max_r))
+            self.cursor = floor_edge(self.classes, min(int(self._pts[0][0]), W - self.max_r))
             self._set_hist(edges_between(self.classes, self.cursor - self.max_r,
                                          self.cursor + 1))
         reset_next = False
         while True:
             cur = self.cursor
-            t_min = int(self.pend_ts[0]) if self.pend_ts.shape[0] else INF
+            t_min = int(self._pts[0][0]) if self._pts else INF
             # a tuple still to come that is not late has ts > W - max_r, and no
             # pending tuple lies before t_min: slices before B can only be empty
             B = min(t_min, W - self.max_r)
@@ -529,7 +557,7 @@ class StreamSlicer:
         need no pass, values are folded without materialising ``Primitive.lift``; other items
         (``executors.slice_input``) go through ``_lift``."""
         if p.source == "one" and p.op == OP_SUM and not self.lifted_items:
-            hi[:] = counts  # a sum of ones from 0: exactly the count (lo stays 0)
+            hi += counts  # a sum of ones from 0: exactly the count (lo stays 0)
             return
         if p.source == "v" and not self.lifted_items:
             v = vals.astype(p.np_dtype, copy=False)
@@ -584,25 +612,36 @@ class StreamSlicer:
         k = ends.shape[0]
         end_t = int(ends[-1])
         # tuples of the closed slices (pending is sorted by ts; all >= starts[0])
-        m = int(np.searchsorted(self.pend_ts, end_t, side="left"))
-        ts = self.pend_ts[:m]
-        vals = self.pend_v[:m] if self.pend_v is not None else np.zeros(0)
-        self.pend_ts = self.pend_ts[m:]
-        if self.pend_v is not None:
-            self.pend_v = self.pend_v[m:]
-        # pending is sorted: slice j holds ts[bounds[j]:bounds[j + 1]] (k searches, not m)
-        bounds = np.zeros(k + 1, dtype=np.int64)
-        if m:
-            bounds[1:] = np.searchsorted(ts, ends, side="left")
-        counts = np.diff(bounds)
+        # the closed slices' tuples, segment by segment (pending is sorted, all >= starts[0]):
+        # in a segment, slice j holds ts[bounds[j]:bounds[j + 1]] (k searches, not one per tuple)
+        segs = []
+        while self._pts:
+            st = self._pts[0]
+            m = int(np.searchsorted(st, end_t, side="left"))
+            if m == 0:
+                break
+            b = np.zeros(k + 1, dtype=np.int64)
+            b[1:] = np.searchsorted(st[:m], ends, side="left")
+            segs.append((st[:m], self._pv[0][:m], b))
+            if m < st.shape[0]:
+                self._pts[0], self._pv[0] = st[m:], self._pv[0][m:]
+                break
+            self._pts.pop(0)
+            self._pv.pop(0)
+        if len(segs) == 1:
+            counts = np.diff(segs[0][2])
+        else:
+            counts = np.zeros(k, dtype=np.int64)
+            for _, _, b in segs:
+                counts += np.diff(b)
         partials = {}
         for p in self.primitives:
             hi, lo = p.identity_arrays(k)
-            if m:
-                self._fold(p, vals, bounds, counts, hi, lo)
+            for _, vals, b in segs:  # in order: the same fold sequence as one array
+                self._fold(p, vals, b, counts if len(segs) == 1 else np.diff(b), hi, lo)
             partials[p] = (hi, lo)
-        if m:
-            self.last_data_end = max(self.last_data_end, int(ts[-1]) + 1)
+        if segs:
+            self.last_data_end = max(self.last_data_end, int(segs[-1][0][-1]) + 1)
         # global slice numbers and emptiness
         gidx = self.g + np.arange(k, dtype=np.int64)
         ne = np.where(counts > 0, gidx, -(1 << 62))
@@ -639,8 +678,8 @@ class StreamSlicer:
     def flush_watermark(self) -> int:
         """A watermark past the end of every window that can hold a stored tuple."""
         hi = self.max_ts
-        if self.pend_ts.shape[0]:
-            hi = max(hi, int(self.pend_ts[-1]))
+        if self._pts:
+            hi = max(hi, int(self._pts[-1][-1]))
         return hi + self.max_r
 
     # -- snapshot -------------------------------------------------------------
@@ -669,7 +708,7 @@ class StreamSlicer:
         self._set_hist(st["hist"].astype(np.int64))
         ii = int(st["is_int"][0])
         self.is_int = None if ii < 0 else bool(ii)
-        self.pend_ts = st["pend_ts"].astype(np.int64)
-        self.pend_v = st["pend_v"].copy() if self.is_int is not None else None
+        self._set_pending(st["pend_ts"].astype(np.int64),
+                          st["pend_v"].copy() if self.is_int is not None else None)
         self.late = _LateBuf([st["late_ts"].copy()], [st["late_v"].copy()],
                              int(st["late_count"][0]))

@@ -256,7 +256,7 @@ class ExecutionTree:
         sl = self.slicer
         extra = {"cuts": sl.n_cuts} if self.slicing == "cutty" else {}
         return {"slices": sl.n_slices, **extra, "resets": sl.n_resets, "late": sl.late.count,
-                "outside_windows": sl.outside, "pending": int(sl.pend_ts.shape[0]),
+                "outside_windows": sl.outside, "pending": int(sl.n_pending),
                 "wsize": sl.wsize, "exact_wsize": sl.exact_ns,
                 "memory_bytes": sum(a.memory_bytes() for a in self.aggs.values())}
 
