@@ -215,6 +215,106 @@ def fold_runs_v(op, bounds, v, zero, out_hi, out_lo):
         out_lo[j] = l
 
 
+@njit(cache=True)
+def _gallop(a, x, lo):
+    """First index >= lo with a[index] >= x (a sorted): ``searchsorted(a, x, 'left')`` for x
+    at or after a[lo - 1], by exponential then binary search from ``lo`` (cheap when
+    successive x are close)."""
+    n = a.shape[0]
+    if lo >= n or a[lo] >= x:
+        return lo
+    step = 1
+    hi = lo + 1
+    while hi < n and a[hi] < x:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > n:
+        hi = n
+    lo += 1  # a[lo] < x: the answer lies in (lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _run_bounds(ts, ends, out):
+    """``out[1:] = searchsorted(ts, ends, 'left')`` for sorted ``ts`` and ``ends`` (galloping
+    from the previous bound: a slice's tuples follow the previous slice's), ``out[0] = 0``."""
+    out[0] = 0
+    i = 0
+    for j in range(ends.shape[0]):
+        i = _gallop(ts, ends[j], i)
+        out[j + 1] = i
+
+
+@njit(cache=True)
+def _due_entries(ends, allv, h, g_r, g_s, first, cnt, M):
+    """Per (r, s) group, its windows ending in this chunk: the index of each end in ``ends``
+    and the slices it spans (``h`` + end index - index of its start in ``allv``), group after
+    group (ends in order within a group); both found by galloping from the previous one."""
+    due = np.empty(M, np.int64)
+    nn = np.empty(M, np.int64)
+    ge = np.empty(M, np.int64)
+    w = 0
+    for g in range(g_r.shape[0]):
+        i = 0
+        j = 0
+        p = first[g]
+        for _ in range(cnt[g]):
+            i = _gallop(ends, p, i)
+            j = _gallop(allv, p - g_r[g], j)
+            due[w] = i
+            nn[w] = h + i - j
+            ge[w] = g
+            w += 1
+            p += g_s[g]
+    return due, nn, ge
+
+
+@njit(cache=True)
+def _due_rows(due, nn, ge, k, g_nq, g_off, g_q):
+    """The (slice, group) entries sorted by slice, then n descending, then group (a counting
+    sort by slice, then an insertion sort inside each slice's few entries), expanded to one
+    row per query of the group: ``(due_slice, due_query, due_n)``."""
+    M = due.shape[0]
+    start = np.zeros(k + 1, np.int64)
+    for w in range(M):
+        start[due[w] + 1] += 1
+    for j in range(k):
+        start[j + 1] += start[j]
+    fill = start[:k].copy()
+    order = np.empty(M, np.int64)
+    for w in range(M):  # groups in order: ties in n keep group order
+        d = due[w]
+        x = fill[d]
+        fill[d] = x + 1
+        while x > start[d] and nn[order[x - 1]] < nn[w]:
+            order[x] = order[x - 1]
+            x -= 1
+        order[x] = w
+    D = 0
+    for w in range(M):
+        D += g_nq[ge[w]]
+    ds = np.empty(D, np.int64)
+    dq = np.empty(D, np.int64)
+    dn = np.empty(D, np.int64)
+    r = 0
+    for x in range(M):
+        w = order[x]
+        g = ge[w]
+        for i in range(g_off[g], g_off[g] + g_nq[g]):
+            ds[r] = due[w]
+            dq[r] = g_q[i]
+            dn[r] = nn[w]
+            r += 1
+    return ds, dq, dn
+
+
 def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     """Number of slices ("partials") per window, per distinct (r, s).
 
@@ -311,7 +411,6 @@ class StreamSlicer:
         self._groups = (np.array([r for r, _ in self.rs], dtype=np.int64),
                         np.array([s for _, s in self.rs], dtype=np.int64), nq,
                         np.cumsum(nq) - nq, np.concatenate(list(self.rs_queries.values())))
-        self._one_query_per_group = bool((nq == 1).all())
         self.classes = edge_classes(self.rs)
         self.max_r = max(r for r, _ in self.rs)
         self.cover_slide = cover_slide(self.rs)
@@ -577,8 +676,9 @@ class StreamSlicer:
 
         Vectorised over the tree's distinct (r, s) "groups": a group is due at the ends
         ``= r mod s``, which are edges of its class ``(s, r mod s)``, so they are enumerated
-        with a stride (not tested on every end) and located with one search for all groups;
-        the (slice, group) entries are sorted on one int64 key, then expanded to queries."""
+        with a stride (not tested on every end) and located by galloping searches in one
+        compiled pass (``_due_entries``); the (slice, group) entries are then sorted and
+        expanded to queries in another (``_due_rows``)."""
         g_r, g_s, g_nq, g_off, g_q = self._groups
         G = g_r.shape[0]
         e0, e1 = int(ends[0]), int(ends[-1])
@@ -588,25 +688,8 @@ class StreamSlicer:
         if M == 0:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z
-        ge = np.repeat(np.arange(G, dtype=np.int64), cnt)
-        within = np.arange(M, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        pos = first[ge] + g_s[ge] * within
-        due = np.searchsorted(ends, pos)
-        n = (h + due) - np.searchsorted(allv, pos - g_r[ge], side="left")
-        nmax = int(n.max()) + 1
-        if ends.shape[0] * nmax * G < (1 << 62):
-            # stable = timsort: each group's keys are an increasing run, merged in O(M log G)
-            o = np.argsort(due * (nmax * G) + (nmax - n) * G + ge, kind="stable")
-        else:  # pragma: no cover - astronomically many slices per window
-            o = np.lexsort((ge, -n, due))
-        due, n, ge = due[o], n[o], ge[o]
-        if self._one_query_per_group:
-            return due, g_q[g_off[ge]], n
-        k = g_nq[ge]
-        D = int(k.sum())
-        rep = np.repeat(np.arange(M, dtype=np.int64), k)
-        idx = np.repeat(g_off[ge] - (np.cumsum(k) - k), k) + np.arange(D, dtype=np.int64)
-        return due[rep], g_q[idx], n[rep]
+        due, n, ge = _due_entries(ends, allv, h, g_r, g_s, first, cnt, M)
+        return _due_rows(due, n, ge, ends.shape[0], g_nq, g_off, g_q)
 
     def _make_chunk(self, starts: np.ndarray, ends: np.ndarray) -> SliceChunk:
         k = ends.shape[0]
@@ -620,8 +703,8 @@ class StreamSlicer:
             m = int(np.searchsorted(st, end_t, side="left"))
             if m == 0:
                 break
-            b = np.zeros(k + 1, dtype=np.int64)
-            b[1:] = np.searchsorted(st[:m], ends, side="left")
+            b = np.empty(k + 1, dtype=np.int64)
+            _run_bounds(st[:m], ends, b)
             segs.append((st[:m], self._pv[0][:m], b))
             if m < st.shape[0]:
                 self._pts[0], self._pv[0] = st[m:], self._pv[0][m:]
