@@ -226,7 +226,8 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
                            "feed_s": round(fs.seconds, 3),
                            "spark_wait_s": round(fs.spark_seconds, 3),
                            "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
-                           "answers": res.answers.num_rows}
+                           "answers": res.answers.num_rows,
+                           "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()}}
                     if ref is not None:
                         ours = res.answers
                         if len(check_qs) < nq:
