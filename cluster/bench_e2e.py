@@ -131,24 +131,91 @@ def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight,
     return fs, res, wall
 
 
+#: primitives the executor maintains (and counts operations for) per aggregate
+PRIMITIVES = {"sum": 1, "count": 1, "min": 1, "max": 1, "avg": 2, "range": 2, "stddev": 3}
+
+
 def _measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
-    """Per node: plan's estimated cost vs measured operations per ms (items folded into the
-    trees' slices + final-aggregation operations), over the data's time span."""
+    """Per node: the plan's estimated cost ``sum_t lambda + E_t * Omega_t`` beside the measured
+    one, in the model's units, split by part (DESIGN.md s. 3).
+
+    * ``lambda``: items folded into each tree's slices per ms: in raw mode every tuple of the
+      tree's stream (the model's lambda, per tree); in sliced mode the incoming slices (the
+      tuples were folded by Spark, once per stream: the model does not price that mode).
+    * ``E * Omega`` per IE technique the model resolves for the tree's aggregate
+      (``placement.cost.resolve_technique``): final-aggregation operations per ms.  The
+      executor counts per primitive (avg = sum + count: two), the model per aggregate, so
+      measured operations are divided by the aggregate's primitives (``PRIMITIVES``).  Also
+      the measured edge rate (slices per ms, over the data's span: windows closing after the
+      last tuple add ~max range / span) beside the plan's.  SlickDeque Inv trees whose Omega
+      the model could not compute exactly (composite slide beyond its scan budget: it prices
+      the lower bound ``2 * #ranges``, ``running_aggregates``) are their own part,
+      ``slickdeque_inv_lower_bound``.
+    """
+    from placement.cost import resolve_technique, running_aggregates
+
+    qs = {q["id"]: q for q in plan["queries"]}
+    rates = {s: float(v["rate"]) for s, v in (plan.get("streams") or {}).items()}
     out = {}
     for n in plan["nodes"]:
         m = metrics["nodes"].get(n["id"])
         if m is None:
             continue
-        est = float(n.get("cost") or 0.0)
-        final = sum(tm.get("final_ops", 0) for tm in m["trees"].values())
-        # items folded into the trees' slices: tuples (raw) or incoming slices (sliced), once
-        # per tree on the item's stream
-        folded = m["tree_tuples"] if mode == "raw" else m.get("tree_slices", 0)
-        meas = (folded + final) / span_ms if span_ms else 0.0
-        out[n["id"]] = {"plan_cost": round(est, 4), "measured_cost": round(meas, 4),
-                        "final_ops_per_ms": round(final / span_ms, 4) if span_ms else 0.0,
-                        "busy_s": round(m["busy_s"], 3)}
+        parts: dict[str, dict] = {"lambda": {"trees": 0, "plan": 0.0, "measured": 0.0}}
+        for t in n["trees"]:
+            tm = m["trees"].get(t["id"])
+            if tm is None:
+                continue
+            agg = t["aggregate"]
+            tech = resolve_technique(plan.get("ie") or "slickdeque", [agg])
+            if tech == "slickdeque_inv":
+                win = frozenset((qs[q]["range"], qs[q]["slide"]) for q in t["queries"])
+                if not running_aggregates(win)[1]:  # the model's lower bound, not exact
+                    tech = "slickdeque_inv_lower_bound"
+            lam = parts["lambda"]
+            lam["trees"] += 1
+            lam["plan"] += rates.get(t["stream"], 0.0)
+            folded = (m["stream_tuples"] if mode == "raw" else m["stream_slices"]).get(
+                t["stream"], 0)
+            lam["measured"] += folded / span_ms
+            p = parts.setdefault(tech, {"trees": 0, "plan": 0.0, "measured": 0.0,
+                                        "plan_edges_per_ms": 0.0, "edges_per_ms": 0.0})
+            p["trees"] += 1
+            p["plan"] += float(t["edge_rate"]) * float(t["omega"])
+            p["measured"] += tm.get("final_ops", 0) / PRIMITIVES.get(agg, 1) / span_ms
+            p["plan_edges_per_ms"] += float(t["edge_rate"])
+            p["edges_per_ms"] += tm.get("slices", 0) / span_ms
+        plan_cost = sum(v["plan"] for v in parts.values())
+        meas = sum(v["measured"] for v in parts.values())
+        for v in parts.values():
+            v["ratio"] = round(v["measured"] / v["plan"], 4) if v["plan"] else None
+            for k in ("plan", "measured", "plan_edges_per_ms", "edges_per_ms"):
+                if k in v:
+                    v[k] = round(v[k], 4)
+        out[n["id"]] = {"plan_cost": round(plan_cost, 4), "plan_cost_in_plan": round(
+                            float(n.get("cost") or 0.0), 4),
+                        "measured_cost": round(meas, 4),
+                        "ratio": round(meas / plan_cost, 4) if plan_cost else None,
+                        "parts": parts, "busy_s": round(m["busy_s"], 3)}
     return out
+
+
+def cost_summary(node_cost: dict) -> dict:
+    """Across nodes: mean measured/plan ratio per node, and per part (lambda, each technique)
+    the summed plan and measured cost and their ratio."""
+    ratios = [v["ratio"] for v in node_cost.values() if v.get("ratio")]
+    parts: dict[str, dict] = {}
+    for v in node_cost.values():
+        for k, p in v["parts"].items():
+            q = parts.setdefault(k, {"trees": 0, "plan": 0.0, "measured": 0.0})
+            q["trees"] += p["trees"]
+            q["plan"] += p["plan"]
+            q["measured"] += p["measured"]
+    for q in parts.values():
+        q["ratio"] = round(q["measured"] / q["plan"], 4) if q["plan"] else None
+        q["plan"], q["measured"] = round(q["plan"], 4), round(q["measured"], 4)
+    return {"mean_node_ratio": round(sum(ratios) / len(ratios), 4) if ratios else None,
+            "node_ratios": {k: v["ratio"] for k, v in node_cost.items()}, "parts": parts}
 
 
 def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
@@ -240,6 +307,7 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
                             row["diff"] = diff
                     if count_ops:
                         row["node_cost"] = _measured_cost(plan, res.metrics, span_ms, mode)
+                        row["cost_check"] = cost_summary(row["node_cost"])
                     rows.append(row)
                     log(json.dumps(row))
                 if "raw" in answers and "sliced" in answers:

@@ -115,6 +115,7 @@ class NodeCore:
         self.tree_seq: dict[str, int] = {}
         self.by_stream: dict[str, list[str]] = {}
         self.stream_tuples: dict[str, int] = {}
+        self.stream_slices: dict[str, int] = {}  # slices mode: slice rows taken per stream
         for t in trees:
             self._host(t)
             self.spec["trees"].append(t)
@@ -146,6 +147,7 @@ class NodeCore:
         ids.append(tid)
         ids.sort()
         self.stream_tuples.setdefault(stream, 0)
+        self.stream_slices.setdefault(stream, 0)
         self._ranks = None
         return tid
 
@@ -262,6 +264,7 @@ class NodeCore:
                 self.counters["tree_slices"] += n
             if only is None:
                 self.stream_tuples[stream] += cnt
+                self.stream_slices[stream] += n
                 self.counters["slices_in"] += n
         self._count_batch(cnt if tids else 0, only is not None)
         self.counters["answers"] += produced
@@ -372,6 +375,7 @@ class NodeCore:
         return {"node_id": self.node_id, **self.counters, "late_tuples": int(late),
                 "pending_answers": int(sum(c[0].shape[0] for _, c in self._pending)),
                 "last_seq": self.last_seq, "stream_tuples": dict(self.stream_tuples),
+                "stream_slices": dict(self.stream_slices),
                 "trees": {tid: {"stream": self.tree_stream[tid],
                                 "technique": self.tree_technique[tid],
                                 "queries": len(t.queries), **_plain(t.stats()),
@@ -385,6 +389,7 @@ class NodeCore:
         same point."""
         meta = {"version": 1, "spec": self.spec, "last_seq": self.last_seq,
                 "counters": self.counters, "stream_tuples": self.stream_tuples,
+                "stream_slices": self.stream_slices,
                 "trees": sorted(self.trees), "tree_seq": self.tree_seq}
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         for tid in sorted(self.trees):
@@ -417,6 +422,8 @@ class NodeCore:
         self.last_seq = int(meta["last_seq"])
         self.counters = dict(meta["counters"])
         self.stream_tuples = dict(meta["stream_tuples"])
+        self.stream_slices = {s: 0 for s in self.by_stream}
+        self.stream_slices.update(meta.get("stream_slices") or {})
         self._pending = []
         return self.last_seq
 
