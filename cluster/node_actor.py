@@ -561,6 +561,8 @@ class AnswerBlocks:
 #: threads filling the merged answer columns (the copies release the GIL; on this machine
 #: writing fresh memory, ~0.6 GB/s per thread, bounds a merge of ~13 M answers)
 MERGE_THREADS = 4
+#: fewer rows than this are filled by one thread
+MERGE_THREADED_ROWS = 1 << 20
 
 
 def _blocks_table(order: list[tuple[AnswerBlocks, int]]) -> pa.Table:
@@ -620,7 +622,7 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]]) -> pa.Table:
     cuts = np.searchsorted(bounds, np.linspace(0, n, MERGE_THREADS + 1)).tolist()
     cuts[0], cuts[-1] = 0, len(order)
     jobs = [(x, y) for x, y in zip(cuts, cuts[1:]) if y > x]
-    if len(jobs) > 1 and n >= 1 << 20:
+    if len(jobs) > 1 and n >= MERGE_THREADED_ROWS:
         with ThreadPoolExecutor(len(jobs)) as ex:
             list(ex.map(lambda j: fill(*j), jobs))
     else:
