@@ -8,8 +8,9 @@ third with ``r mod s != 0``; aggregates sum/count/avg/min/max), woven by WeaveSh
 round-robin over ``nodes`` nodes, then
 
 * ``raw``: ``Deployment`` + ``feed_raw`` (Spark -> driver -> actors, every tuple);
-* ``sliced``: ``Deployment(mode="sliced")`` + ``feed_sliced`` (Spark ``mapInArrow`` computes the
-  slices at the union of the edges per stream; only slices travel);
+* ``sliced``: ``Deployment(mode="sliced")`` + ``feed_sliced`` (Spark tasks compute the slices at
+  the union of the edges per stream, reading their piece of the file with pyarrow: the
+  ``arrow`` reader; only slices travel);
 * ``spark_sql``: Spark SQL's ``groupBy(window(t, "<r> milliseconds", "<s> milliseconds"))
   .agg(...)``, one Spark job per distinct (r, s) (all of that group's queries as aggregates of
   one job), each forced with ``.write.format("noop")``; wall time of the whole set.
@@ -23,9 +24,12 @@ separate, untimed pass of the same per-(r, s) jobs): identical query ids/windows
 Raw and sliced answers are compared with each other (all of them) for every n.
 
 ``count_ops=True`` (default) makes the trees count their final-aggregation operations, so each
-row also carries per-node measured cost (aggregate operations per ms: tuples or slices folded
-+ final-aggregation operations, over the data's time span) next to the plan's estimate
-``lambda + sum E_t * Omega_t``; counting costs a few percent of actor time.
+row also carries per-node measured cost next to the plan's estimate ``sum_t lambda + E_t *
+Omega_t`` (``node_cost``: per node and per part, lambda and each IE technique, in the model's
+units; ``cost_check``: the mean measured/plan ratio over nodes and the ratio per part;
+``_measured_cost`` says exactly what is counted); counting costs a few percent of actor time.
+``finish`` in each row: where ``Deployment.finish`` spent its time (nodes working off their
+queues, flush, answers handed over, driver merge).
 """
 from __future__ import annotations
 
@@ -322,18 +326,33 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
 
 
 def format_table(rows: list[dict]) -> str:
-    """A plain-text side-by-side table (tuples/s per mode per query count)."""
+    """Plain-text tables: tuples/s per mode per query count with the speedup over Spark SQL,
+    then the cost check per query count and mode (measured / plan, per node and per part)."""
     by_n = defaultdict(dict)
     for r in rows:
-        by_n[r["queries"]][r["mode"]] = r
+        if "mode" in r:
+            by_n[r["queries"]][r["mode"]] = r
     modes = [m for m in ("raw", "sliced", "spark_sql") if any(m in v for v in by_n.values())]
-    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes) + "  checked"
-    lines = [head]
+    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes)
+    if "spark_sql" in modes:
+        head += "".join(f"{m + '/sql':>12}" for m in modes if m != "spark_sql")
+    lines = [head + "  checked"]
     for n, v in sorted(by_n.items()):
         cells = [f"{v[m]['tuples_per_s']:>16,}" if m in v else f"{'-':>16}" for m in modes]
+        if "spark_sql" in v:
+            sql = v["spark_sql"]["tuples_per_s"]
+            cells += [f"{v[m]['tuples_per_s'] / sql:>11.1f}x" if m in v else f"{'-':>12}"
+                      for m in modes if m != "spark_sql"]
         chk = ",".join(f"{m}={'ok' if v[m]['equal_to_spark_sql'] else 'DIFF'}"
                        for m in ("raw", "sliced") if m in v and "equal_to_spark_sql" in v[m])
         lines.append(f"{n:>8} " + " ".join(cells) + f"  {chk or 'not checked'}")
+    cost = [(n, m, v[m]["cost_check"]) for n, v in sorted(by_n.items()) for m in ("raw", "sliced")
+            if m in v and "cost_check" in v[m]]
+    if cost:
+        lines.append("cost check (measured / plan): mean over nodes; per part")
+        for n, m, c in cost:
+            parts = ", ".join(f"{k} {p['ratio']}" for k, p in c["parts"].items())
+            lines.append(f"{n:>8} {m:>7}  mean {c['mean_node_ratio']}  ({parts})")
     return "\n".join(lines)
 
 

@@ -29,7 +29,13 @@ numpy enumerates cheaply (one ``arange`` per class over the partition's span + o
 boundaries, which the trees fold together anyway (their slices are unions of the incoming ones).
 Answers equal raw mode's (module ``executors.slice_input``): sliced mode aggregates the data as
 if sorted by time, i.e. like raw mode with ``order="auto"``/``"sort"``; ``order="file"``
-(replaying disorder, with late tuples) needs raw mode.
+(replaying disorder, with late tuples) needs raw mode.  Who reads the file for the slicing
+tasks (``reader``): by default, for a local Parquet file, the Spark tasks themselves with
+pyarrow (``reader="arrow"``: each task reads its row range of the overlapping row groups), so
+the tuples never cross from the JVM to the Python workers, which was most of the sliced feed's
+Spark time; ``reader="spark"`` keeps Spark's own reader + ``mapInArrow`` (any source Spark
+reads).  Both cut the same time-range chunks; a chunk's span comes from the Parquet footer when
+the file is local (``parquet_span``), not from an aggregate Spark job (~0.4 s a run).
 """
 from __future__ import annotations
 
