@@ -324,7 +324,8 @@ class NodeCore:
             off = np.concatenate([[0], np.cumsum(cnt)])
             if st.shape[0] > 1:
                 inc = st[1:] > st[:-1]
-                inc[off[1:-1][cnt[:-1] > 0] - 1] = True  # block boundaries
+                cut = off[1:-1]
+                inc[cut[(cut > 0) & (cut < st.shape[0])] - 1] = True  # block boundaries
                 if not bool(inc.all()):  # not expected: a query's answers out of window order
                     o = np.lexsort((st, q))
                     q, st, va = q[o], st[o], va[o]

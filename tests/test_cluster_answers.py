@@ -120,3 +120,22 @@ def test_parquet_footer_span_and_row_groups(tmp_path):
     assert parquet_span(tmp_path) is None and parquet_row_groups(tmp_path / "nope") is None
     pq.write_table(t, p, write_statistics=False)
     assert parquet_span(p) is None
+
+
+def test_drain_with_queries_without_answers():
+    """A tree whose first and last queries have no answers yet (long windows): the block
+    bookkeeping skips empty blocks at both ends."""
+    trees = [{"id": "t", "stream": "mf01", "queries": [
+        {"id": "long1", "aggregate": "sum", "range": 90_000, "slide": 90_000},
+        {"id": "mid", "aggregate": "sum", "range": 1000, "slide": 1000},
+        {"id": "mid2", "aggregate": "sum", "range": 2000, "slide": 1000},
+        {"id": "long2", "aggregate": "sum", "range": 80_000, "slide": 80_000}]}]
+    b = batch(n=2000)
+    node = NodeCore("n", trees)
+    node.ingest(None, b.slice(0, 1500))
+    got = node.drain()
+    assert set(got.column("query_id").to_pylist()) == {"mid", "mid2"}
+    node.ingest(None, b.slice(1500))
+    node.flush()
+    got = pa.concat_tables([got, node.drain()]).sort_by(KEY)
+    assert got.equals(reference(trees, b, 2000))
