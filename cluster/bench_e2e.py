@@ -8,8 +8,9 @@ third with ``r mod s != 0``; aggregates sum/count/avg/min/max), woven by WeaveSh
 round-robin over ``nodes`` nodes, then
 
 * ``raw``: ``Deployment`` + ``feed_raw`` (Spark -> driver -> actors, every tuple);
-* ``sliced``: ``Deployment(mode="sliced")`` + ``feed_sliced`` (Spark ``mapInArrow`` computes the
-  slices at the union of the edges per stream; only slices travel);
+* ``sliced``: ``Deployment(mode="sliced")`` + ``feed_sliced`` (Spark tasks compute the slices at
+  the union of the edges per stream, reading their piece of the file with pyarrow: the
+  ``arrow`` reader; only slices travel);
 * ``spark_sql``: Spark SQL's ``groupBy(window(t, "<r> milliseconds", "<s> milliseconds"))
   .agg(...)``, one Spark job per distinct (r, s) (all of that group's queries as aggregates of
   one job), each forced with ``.write.format("noop")``; wall time of the whole set.
@@ -23,9 +24,12 @@ separate, untimed pass of the same per-(r, s) jobs): identical query ids/windows
 Raw and sliced answers are compared with each other (all of them) for every n.
 
 ``count_ops=True`` (default) makes the trees count their final-aggregation operations, so each
-row also carries per-node measured cost (aggregate operations per ms: tuples or slices folded
-+ final-aggregation operations, over the data's time span) next to the plan's estimate
-``lambda + sum E_t * Omega_t``; counting costs a few percent of actor time.
+row also carries per-node measured cost next to the plan's estimate ``sum_t lambda + E_t *
+Omega_t`` (``node_cost``: per node and per part, lambda and each IE technique, in the model's
+units; ``cost_check``: the mean measured/plan ratio over nodes and the ratio per part;
+``_measured_cost`` says exactly what is counted); counting costs a few percent of actor time.
+``finish`` in each row: where ``Deployment.finish`` spent its time (nodes working off their
+queues, flush, answers handed over, driver merge).
 """
 from __future__ import annotations
 
@@ -131,24 +135,91 @@ def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight,
     return fs, res, wall
 
 
+#: primitives the executor maintains (and counts operations for) per aggregate
+PRIMITIVES = {"sum": 1, "count": 1, "min": 1, "max": 1, "avg": 2, "range": 2, "stddev": 3}
+
+
 def _measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
-    """Per node: plan's estimated cost vs measured operations per ms (items folded into the
-    trees' slices + final-aggregation operations), over the data's time span."""
+    """Per node: the plan's estimated cost ``sum_t lambda + E_t * Omega_t`` beside the measured
+    one, in the model's units, split by part (DESIGN.md s. 3).
+
+    * ``lambda``: items folded into each tree's slices per ms: in raw mode every tuple of the
+      tree's stream (the model's lambda, per tree); in sliced mode the incoming slices (the
+      tuples were folded by Spark, once per stream: the model does not price that mode).
+    * ``E * Omega`` per IE technique the model resolves for the tree's aggregate
+      (``placement.cost.resolve_technique``): final-aggregation operations per ms.  The
+      executor counts per primitive (avg = sum + count: two), the model per aggregate, so
+      measured operations are divided by the aggregate's primitives (``PRIMITIVES``).  Also
+      the measured edge rate (slices per ms, over the data's span: windows closing after the
+      last tuple add ~max range / span) beside the plan's.  SlickDeque Inv trees whose Omega
+      the model could not compute exactly (composite slide beyond its scan budget: it prices
+      the lower bound ``2 * #ranges``, ``running_aggregates``) are their own part,
+      ``slickdeque_inv_lower_bound``.
+    """
+    from placement.cost import resolve_technique, running_aggregates
+
+    qs = {q["id"]: q for q in plan["queries"]}
+    rates = {s: float(v["rate"]) for s, v in (plan.get("streams") or {}).items()}
     out = {}
     for n in plan["nodes"]:
         m = metrics["nodes"].get(n["id"])
         if m is None:
             continue
-        est = float(n.get("cost") or 0.0)
-        final = sum(tm.get("final_ops", 0) for tm in m["trees"].values())
-        # items folded into the trees' slices: tuples (raw) or incoming slices (sliced), once
-        # per tree on the item's stream
-        folded = m["tree_tuples"] if mode == "raw" else m.get("tree_slices", 0)
-        meas = (folded + final) / span_ms if span_ms else 0.0
-        out[n["id"]] = {"plan_cost": round(est, 4), "measured_cost": round(meas, 4),
-                        "final_ops_per_ms": round(final / span_ms, 4) if span_ms else 0.0,
-                        "busy_s": round(m["busy_s"], 3)}
+        parts: dict[str, dict] = {"lambda": {"trees": 0, "plan": 0.0, "measured": 0.0}}
+        for t in n["trees"]:
+            tm = m["trees"].get(t["id"])
+            if tm is None:
+                continue
+            agg = t["aggregate"]
+            tech = resolve_technique(plan.get("ie") or "slickdeque", [agg])
+            if tech == "slickdeque_inv":
+                win = frozenset((qs[q]["range"], qs[q]["slide"]) for q in t["queries"])
+                if not running_aggregates(win)[1]:  # the model's lower bound, not exact
+                    tech = "slickdeque_inv_lower_bound"
+            lam = parts["lambda"]
+            lam["trees"] += 1
+            lam["plan"] += rates.get(t["stream"], 0.0)
+            folded = (m["stream_tuples"] if mode == "raw" else m["stream_slices"]).get(
+                t["stream"], 0)
+            lam["measured"] += folded / span_ms
+            p = parts.setdefault(tech, {"trees": 0, "plan": 0.0, "measured": 0.0,
+                                        "plan_edges_per_ms": 0.0, "edges_per_ms": 0.0})
+            p["trees"] += 1
+            p["plan"] += float(t["edge_rate"]) * float(t["omega"])
+            p["measured"] += tm.get("final_ops", 0) / PRIMITIVES.get(agg, 1) / span_ms
+            p["plan_edges_per_ms"] += float(t["edge_rate"])
+            p["edges_per_ms"] += tm.get("slices", 0) / span_ms
+        plan_cost = sum(v["plan"] for v in parts.values())
+        meas = sum(v["measured"] for v in parts.values())
+        for v in parts.values():
+            v["ratio"] = round(v["measured"] / v["plan"], 4) if v["plan"] else None
+            for k in ("plan", "measured", "plan_edges_per_ms", "edges_per_ms"):
+                if k in v:
+                    v[k] = round(v[k], 4)
+        out[n["id"]] = {"plan_cost": round(plan_cost, 4), "plan_cost_in_plan": round(
+                            float(n.get("cost") or 0.0), 4),
+                        "measured_cost": round(meas, 4),
+                        "ratio": round(meas / plan_cost, 4) if plan_cost else None,
+                        "parts": parts, "busy_s": round(m["busy_s"], 3)}
     return out
+
+
+def cost_summary(node_cost: dict) -> dict:
+    """Across nodes: mean measured/plan ratio per node, and per part (lambda, each technique)
+    the summed plan and measured cost and their ratio."""
+    ratios = [v["ratio"] for v in node_cost.values() if v.get("ratio")]
+    parts: dict[str, dict] = {}
+    for v in node_cost.values():
+        for k, p in v["parts"].items():
+            q = parts.setdefault(k, {"trees": 0, "plan": 0.0, "measured": 0.0})
+            q["trees"] += p["trees"]
+            q["plan"] += p["plan"]
+            q["measured"] += p["measured"]
+    for q in parts.values():
+        q["ratio"] = round(q["measured"] / q["plan"], 4) if q["plan"] else None
+        q["plan"], q["measured"] = round(q["plan"], 4), round(q["measured"], 4)
+    return {"mean_node_ratio": round(sum(ratios) / len(ratios), 4) if ratios else None,
+            "node_ratios": {k: v["ratio"] for k, v in node_cost.items()}, "parts": parts}
 
 
 def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
@@ -226,7 +297,8 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
                            "feed_s": round(fs.seconds, 3),
                            "spark_wait_s": round(fs.spark_seconds, 3),
                            "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
-                           "answers": res.answers.num_rows}
+                           "answers": res.answers.num_rows,
+                           "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()}}
                     if ref is not None:
                         ours = res.answers
                         if len(check_qs) < nq:
@@ -239,6 +311,7 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
                             row["diff"] = diff
                     if count_ops:
                         row["node_cost"] = _measured_cost(plan, res.metrics, span_ms, mode)
+                        row["cost_check"] = cost_summary(row["node_cost"])
                     rows.append(row)
                     log(json.dumps(row))
                 if "raw" in answers and "sliced" in answers:
@@ -253,18 +326,33 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
 
 
 def format_table(rows: list[dict]) -> str:
-    """A plain-text side-by-side table (tuples/s per mode per query count)."""
+    """Plain-text tables: tuples/s per mode per query count with the speedup over Spark SQL,
+    then the cost check per query count and mode (measured / plan, per node and per part)."""
     by_n = defaultdict(dict)
     for r in rows:
-        by_n[r["queries"]][r["mode"]] = r
+        if "mode" in r:
+            by_n[r["queries"]][r["mode"]] = r
     modes = [m for m in ("raw", "sliced", "spark_sql") if any(m in v for v in by_n.values())]
-    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes) + "  checked"
-    lines = [head]
+    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes)
+    if "spark_sql" in modes:
+        head += "".join(f"{m + '/sql':>12}" for m in modes if m != "spark_sql")
+    lines = [head + "  checked"]
     for n, v in sorted(by_n.items()):
         cells = [f"{v[m]['tuples_per_s']:>16,}" if m in v else f"{'-':>16}" for m in modes]
+        if "spark_sql" in v:
+            sql = v["spark_sql"]["tuples_per_s"]
+            cells += [f"{v[m]['tuples_per_s'] / sql:>11.1f}x" if m in v else f"{'-':>12}"
+                      for m in modes if m != "spark_sql"]
         chk = ",".join(f"{m}={'ok' if v[m]['equal_to_spark_sql'] else 'DIFF'}"
                        for m in ("raw", "sliced") if m in v and "equal_to_spark_sql" in v[m])
         lines.append(f"{n:>8} " + " ".join(cells) + f"  {chk or 'not checked'}")
+    cost = [(n, m, v[m]["cost_check"]) for n, v in sorted(by_n.items()) for m in ("raw", "sliced")
+            if m in v and "cost_check" in v[m]]
+    if cost:
+        lines.append("cost check (measured / plan): mean over nodes; per part")
+        for n, m, c in cost:
+            parts = ", ".join(f"{k} {p['ratio']}" for k, p in c["parts"].items())
+            lines.append(f"{n:>8} {m:>7}  mean {c['mean_node_ratio']}  ({parts})")
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from .aggregates import OP_MAX, OP_MIN, OP_SUM, Primitive, lift_square, reduce_slices
-from .slicing import (StreamSlicer, edges_between, estimate_edges, floor_edge,
+from .slicing import (StreamSlicer, edges_between, estimate_edges, floor_edge, next_edge,
                       normalize_query)
 from .tree import ExecutionTree, LateTuples
 
@@ -80,15 +80,50 @@ def _floor_edges(classes, t: np.ndarray) -> np.ndarray:
     return out
 
 
+#: tuples per piece of the time axis when locating slices (bounds the edges enumerated at once)
+PIECE_ROWS = 1 << 16
+
+
+def _slice_bounds(ts: np.ndarray, classes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of the slice of every tuple of the **sorted** ``ts``.
+
+    Piece by piece along the time axis (``PIECE_ROWS`` tuples): where the piece's span holds
+    few edges compared with its tuples (the common case, however many classes), its edges are
+    enumerated (one ``arange`` per class) and located with one search; a sparse piece (long
+    gaps) takes the per-tuple path, ``O(tuples x classes)``.  Why pieces: a whole partition's
+    edges can be many millions (hundreds of classes over hours of data), and the per-tuple
+    path then cost ~10 s per million tuples with 356 classes."""
+    n = ts.shape[0]
+    start = np.empty(n, dtype=np.int64)
+    end = np.empty(n, dtype=np.int64)
+    for a in range(0, n, PIECE_ROWS):
+        b = min(n, a + PIECE_ROWS)
+        t = ts[a:b]
+        lo, hi = floor_edge(classes, int(t[0])), next_edge(classes, int(t[-1]))
+        if estimate_edges(classes, lo, hi + 1) <= 8 * (b - a) + 4096:
+            e = edges_between(classes, lo, hi + 1)  # hi: an edge after every tuple
+            i = np.searchsorted(e, t, side="right") - 1
+            start[a:b] = e[i]
+            end[a:b] = e[i + 1]
+        else:
+            st = _floor_edges(classes, t)
+            first = np.flatnonzero(np.r_[True, st[1:] != st[:-1]])
+            start[a:b] = st
+            end[a:b] = np.repeat(_next_edges(classes, st[first]),
+                                 np.diff(np.r_[first, b - a]))
+    return start, end
+
+
 def slice_aggregates(ts, values, classes, *, with_sq: bool = True) -> dict[str, np.ndarray]:
     """Pre-aggregate tuples into the slices of the edge set ``classes`` (residue classes
     ``(s, c)``, e.g. ``slicing.edge_classes`` of every (r, s) on the stream).
 
     Returns the ``SLICE_COLUMNS`` as numpy arrays, one row per **non-empty** slice, sorted by
-    ``slice_start``.  Tuples need not be sorted.  int input gives int64 sum/min/max/sq (exact,
-    int64 wrap-around on overflow), float input float64.  Edges are enumerated over the data's
-    span when that is cheap (the common case), otherwise found per tuple (cost ~ tuples x
-    classes), so sparse data with long gaps stays cheap.
+    ``slice_start``.  Tuples need not be sorted (they are sorted by time first, stably, the
+    order in which a tree folds tuples).  int input gives int64 sum/min/max/sq (exact, int64
+    wrap-around on overflow), float input float64.  Slices are located piece by piece along
+    the time axis (``_slice_bounds``), so cost stays ~linear in tuples for hundreds of classes
+    and sparse data with long gaps stays cheap.
     """
     ts = np.asarray(ts).astype(np.int64, copy=False)
     v = np.asarray(values)
@@ -107,32 +142,15 @@ def slice_aggregates(ts, values, classes, *, with_sq: bool = True) -> dict[str, 
             out.update(sum_lo=np.zeros(0), sq_lo=np.zeros(0))
         return out
     classes = list(classes)
-    tmin, tmax = int(ts.min()), int(ts.max())
-    lo = floor_edge(classes, tmin)
-    if estimate_edges(classes, lo, tmax + 1) <= 4 * n + 4096:
-        edges = edges_between(classes, lo, tmax + 1)
-        idx = np.searchsorted(edges, ts, side="right") - 1
-        key = idx
-    else:
-        edges = None
-        key = _floor_edges(classes, ts)
-    if n > 1 and np.any(key[1:] < key[:-1]):
-        o = np.argsort(key, kind="stable")
-        key, ts, v = key[o], ts[o], v[o]
+    if n > 1 and np.any(ts[1:] < ts[:-1]):
+        o = np.argsort(ts, kind="stable")
+        ts, v = ts[o], v[o]
+    key, ends = _slice_bounds(ts, classes)
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    k = key[first]
-    if edges is not None:
-        start = edges[k]
-        nxt = np.minimum(k + 1, edges.shape[0] - 1)
-        end = np.where(k + 1 < edges.shape[0], edges[nxt], 0)
-        if k[-1] + 1 >= edges.shape[0]:
-            end[-1] = _next_edges(classes, start[-1:])[0]
-    else:
-        start = k
-        end = _next_edges(classes, start)
+    start, end = key[first], ends[first]
     count = np.diff(np.r_[first, n]).astype(np.int64)
-    out = {"slice_start": start.astype(np.int64), "slice_end": end.astype(np.int64),
-           "ts_max": np.maximum.reduceat(ts, first), "count": count,
+    out = {"slice_start": start, "slice_end": end,
+           "ts_max": ts[np.r_[first[1:], n] - 1], "count": count,
            "min": np.minimum.reduceat(v, first), "max": np.maximum.reduceat(v, first)}
     if is_int:
         out["sum"] = np.add.reduceat(v, first)
@@ -163,6 +181,8 @@ def _dd_from_int(x: np.ndarray):
 class SliceStreamSlicer(StreamSlicer):
     """``StreamSlicer`` whose items are incoming slices (records of ``slice_dtype``) stamped
     with their ``ts_max``: they are folded into the tree's slices like tuples would be."""
+
+    lifted_items = True  # items are slice records: fold them through ``_lift``
 
     def _values(self, values):
         v = np.asarray(values)
@@ -238,44 +258,30 @@ class SlicedExecutionTree(ExecutionTree):
         return super().process(ts, values)
 
     def process_slices(self, slices):
-        cols = _columns(slices)
-        start, end, ts = cols["slice_start"], cols["slice_end"], cols["ts_max"]
-        n = ts.shape[0]
-        if n == 0:
-            return self._empty()
-        if self.check_edges:
-            self._check_edges(start, end, ts)
-        is_int = bool(np.issubdtype(cols["sum"].dtype, np.integer))
-        rec = np.empty(n, dtype=slice_dtype(is_int))
-        rec["c"] = cols["count"]
-        rec["s"] = cols["sum"]
-        rec["mn"] = cols["min"]
-        rec["mx"] = cols["max"]
-        rec["q"] = cols["sq"] if "sq" in cols else 0
-        rec["sl"] = cols["sum_lo"] if "sum_lo" in cols else 0.0
-        rec["ql"] = cols["sq_lo"] if "sq_lo" in cols else 0.0
-        if "sq" not in cols and any(q.aggregate.name == "stddev" for q in self.queries):
+        cols = self.process_slices_columns(slices, ordered=True)
+        return self._empty() if cols is None else self._table(*cols)
+
+    def process_slices_columns(self, slices, *, ordered: bool = False):
+        """``process_slices`` returning answer columns, as ``ExecutionTree.process_columns``."""
+        return self.process_slice_batch(SliceBatch.of(slices), ordered=ordered)
+
+    def process_slice_batch(self, sb: "SliceBatch", *, ordered: bool = False,
+                            edges_checked: bool = False):
+        """Take a prepared ``SliceBatch`` (a node prepares one per stream batch for all its
+        trees: the record array is built once).  ``edges_checked``: the caller checked the
+        slices against a superset of this tree's edges (a node checks the union of its trees'
+        edges once), so this tree's check is skipped."""
+        if sb.n == 0:
+            return None
+        if self.check_edges and not edges_checked:
+            self._check_edges(sb.start, sb.end, sb.ts)
+        if not sb.has_sq and any(q.aggregate.name == "stddev" for q in self.queries):
             raise ValueError("stddev needs the slices' 'sq' column (sum of squares)")
-        self.slices_in += n
-        return self.process(ts, rec)
+        self.slices_in += sb.n
+        return self.process_columns(sb.ts, sb.rec, ordered=ordered, copy=sb.copy)
 
     def _check_edges(self, start, end, ts):
-        if np.any(end <= start) or np.any(ts < start) or np.any(ts >= end):
-            raise ValueError("each slice needs slice_start <= ts_max < slice_end")
-        classes = self.slicer.classes
-        a, b = int(start.min()), int(end.max())
-        if estimate_edges(classes, a + 1, b) <= 4 * start.shape[0] + 4096:
-            e = edges_between(classes, a + 1, b)
-            inside = np.searchsorted(e, end, side="left") - np.searchsorted(e, start, "right")
-            bad = np.nonzero(inside)[0]
-        else:
-            bad = np.nonzero(_next_edges(classes, start) < end)[0]
-        if bad.shape[0]:
-            i = int(bad[0])
-            raise ValueError(
-                f"slice [{int(start[i])}, {int(end[i])}) straddles an edge of this tree: the "
-                f"slice boundaries must include every edge of the tree's queries "
-                f"(classes {classes[:6]}{' ...' if len(classes) > 6 else ''})")
+        check_slice_edges(self.slicer.classes, start, end, ts, "this tree")
 
     @property
     def late(self) -> LateTuples:
@@ -286,6 +292,61 @@ class SlicedExecutionTree(ExecutionTree):
         rec = np.concatenate(lb.values)
         return LateTuples(lb.count, np.concatenate(lb.ts),
                           rec["s"].astype(np.float64) if rec.shape[0] else np.zeros(0))
+
+
+def check_slice_edges(classes, start, end, ts, what: str = "this tree") -> None:
+    """Raise ``ValueError`` unless every slice ``[start, end)`` holds its ``ts`` and contains
+    no edge of ``classes`` but its start (its boundaries include every edge).  Piece by piece
+    (``PIECE_ROWS`` slices): a piece's edges are enumerated when its span holds few, else
+    each slice's next edge is computed per class."""
+    if np.any(end <= start) or np.any(ts < start) or np.any(ts >= end):
+        raise ValueError("each slice needs slice_start <= ts_max < slice_end")
+    classes = list(classes)
+    n = start.shape[0]
+    for p in range(0, n, PIECE_ROWS):
+        q = min(n, p + PIECE_ROWS)
+        st, en = start[p:q], end[p:q]
+        a, b = int(st.min()), int(en.max())
+        if estimate_edges(classes, a + 1, b) <= 8 * (q - p) + 4096:
+            e = edges_between(classes, a + 1, b)
+            inside = np.searchsorted(e, en, side="left") - np.searchsorted(e, st, "right")
+            bad = np.nonzero(inside)[0]
+        else:
+            bad = np.nonzero(_next_edges(classes, st) < en)[0]
+        if bad.shape[0]:
+            i = p + int(bad[0])
+            raise ValueError(
+                f"slice [{int(start[i])}, {int(end[i])}) straddles an edge of {what}: the "
+                f"slice boundaries must include every edge of the tree's queries "
+                f"(classes {classes[:6]}{' ...' if len(classes) > 6 else ''})")
+
+
+class SliceBatch:
+    """One batch of incoming slices, validated, as the slicer's items: ``ts`` (``ts_max``),
+    ``rec`` (``slice_dtype`` records), ``start``/``end``, ``has_sq``; ``copy`` tells the
+    slicer whether the arrays belong to a caller (a dict's) or are immutable (Arrow's)."""
+
+    __slots__ = ("ts", "rec", "start", "end", "has_sq", "copy", "n")
+
+    @classmethod
+    def of(cls, slices) -> "SliceBatch":
+        cols = _columns(slices)
+        sb = cls()
+        sb.start, sb.end, sb.ts = cols["slice_start"], cols["slice_end"], cols["ts_max"]
+        sb.n = int(sb.ts.shape[0])
+        sb.has_sq = "sq" in cols
+        sb.copy = isinstance(slices, dict)
+        is_int = bool(np.issubdtype(cols["sum"].dtype, np.integer))
+        rec = np.empty(sb.n, dtype=slice_dtype(is_int))
+        rec["c"] = cols["count"]
+        rec["s"] = cols["sum"]
+        rec["mn"] = cols["min"]
+        rec["mx"] = cols["max"]
+        rec["q"] = cols["sq"] if "sq" in cols else 0
+        rec["sl"] = cols["sum_lo"] if "sum_lo" in cols else 0.0
+        rec["ql"] = cols["sq_lo"] if "sq_lo" in cols else 0.0
+        sb.rec = rec
+        return sb
 
 
 def _columns(slices) -> dict[str, np.ndarray]:

@@ -30,9 +30,12 @@ Long empty stretches (sparse streams, ``r < s`` gaps of hours) are skipped witho
 enumerating their edges: once no stored data can reach a window any more, the
 slicer jumps to the next data and asks the final aggregators to ``reset``.
 
-Everything per tuple is vectorised numpy (``np.searchsorted``, ``np.maximum
-.accumulate``, ``np.bincount``); folding tuples into slice partials runs in the
-numba kernel ``aggregates.reduce_slices`` (double-double float sums).
+Everything per tuple is vectorised numpy or compiled: in-order batches (checked once, or
+told by the caller) skip the per-tuple lateness test except for the prefix that could be
+late, and the pending tuples being sorted, a closed chunk finds its slices' tuple ranges
+with one search per slice; folding them into slice partials runs in the numba kernels
+``fold_runs``/``fold_runs_v`` (the combine sequence of ``aggregates.reduce_slices``:
+double-double float sums, bit-identical).
 """
 from __future__ import annotations
 
@@ -44,7 +47,12 @@ import numpy as np
 
 from placement.slicing import window_lengths as _shared_window_lengths
 
-from .aggregates import Aggregate, Primitive, get_aggregate, reduce_slices
+from numba import njit
+
+from .aggregates import OP_SUM, Aggregate, Primitive, combine2, get_aggregate
+
+#: Primitive.source codes for the fold kernels
+_SRC_V = 1
 
 INF = np.iinfo(np.int64).max
 NEG_INF = np.iinfo(np.int64).min
@@ -129,7 +137,7 @@ def edges_between(classes, a: int, b: int) -> np.ndarray:
         mark = np.zeros(span, dtype=np.bool_)
         mark[allp - a] = True
         return np.flatnonzero(mark).astype(np.int64) + a
-    allp.sort()
+    allp.sort(kind="stable")  # timsort: the concatenated aranges are sorted runs
     keep = np.ones(allp.shape[0], dtype=np.bool_)
     keep[1:] = allp[1:] != allp[:-1]
     return allp[keep]
@@ -167,6 +175,144 @@ def first_cover_end(rs_pairs, t: np.ndarray) -> np.ndarray:
         cov = start <= t
         np.minimum(out, np.where(cov, end, INF), out=out)
     return out
+
+
+def cover_slide(rs_pairs) -> int | None:
+    """The smallest slide of a query with ``r >= s``, or None if there is none.
+
+    Such a query's windows cover every position, and the earliest of its windows containing
+    ``t`` ends in ``(t, t + s]``: so with it no tuple is outside every window, and
+    ``first_cover_end(t) <= t + cover_slide``.  The slicer uses both to skip the per-tuple and
+    per-slice cover computation where its outcome is known."""
+    ss = [s for r, s in rs_pairs if r >= s]
+    return min(ss) if ss else None
+
+
+@njit(cache=True)
+def fold_runs(op, bounds, hi, lo, out_hi, out_lo):
+    """Partial aggregation of items sorted by slice: slice j folds items
+    ``bounds[j] .. bounds[j + 1] - 1`` in order.  The same ``combine2`` sequence as
+    ``aggregates.reduce_slices`` (bit-identical results) without a per-item slice index."""
+    for j in range(out_hi.shape[0]):
+        h = out_hi[j]
+        l = out_lo[j]
+        for i in range(bounds[j], bounds[j + 1]):
+            h, l = combine2(op, h, l, hi[i], lo[i])
+        out_hi[j] = h
+        out_lo[j] = l
+
+
+@njit(cache=True)
+def fold_runs_v(op, bounds, v, zero, out_hi, out_lo):
+    """``fold_runs`` of the lifted values ``(v[i], 0)`` without materialising the lift
+    (``zero``: 0 of ``v``'s dtype, as ``Primitive.lift`` would put in ``lo``)."""
+    for j in range(out_hi.shape[0]):
+        h = out_hi[j]
+        l = out_lo[j]
+        for i in range(bounds[j], bounds[j + 1]):
+            h, l = combine2(op, h, l, v[i], zero)
+        out_hi[j] = h
+        out_lo[j] = l
+
+
+@njit(cache=True)
+def _gallop(a, x, lo):
+    """First index >= lo with a[index] >= x (a sorted): ``searchsorted(a, x, 'left')`` for x
+    at or after a[lo - 1], by exponential then binary search from ``lo`` (cheap when
+    successive x are close)."""
+    n = a.shape[0]
+    if lo >= n or a[lo] >= x:
+        return lo
+    step = 1
+    hi = lo + 1
+    while hi < n and a[hi] < x:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    if hi > n:
+        hi = n
+    lo += 1  # a[lo] < x: the answer lies in (lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _run_bounds(ts, ends, out):
+    """``out[1:] = searchsorted(ts, ends, 'left')`` for sorted ``ts`` and ``ends`` (galloping
+    from the previous bound: a slice's tuples follow the previous slice's), ``out[0] = 0``."""
+    out[0] = 0
+    i = 0
+    for j in range(ends.shape[0]):
+        i = _gallop(ts, ends[j], i)
+        out[j + 1] = i
+
+
+@njit(cache=True)
+def _due_entries(ends, allv, h, g_r, g_s, first, cnt, M):
+    """Per (r, s) group, its windows ending in this chunk: the index of each end in ``ends``
+    and the slices it spans (``h`` + end index - index of its start in ``allv``), group after
+    group (ends in order within a group); both found by galloping from the previous one."""
+    due = np.empty(M, np.int64)
+    nn = np.empty(M, np.int64)
+    ge = np.empty(M, np.int64)
+    w = 0
+    for g in range(g_r.shape[0]):
+        i = 0
+        j = 0
+        p = first[g]
+        for _ in range(cnt[g]):
+            i = _gallop(ends, p, i)
+            j = _gallop(allv, p - g_r[g], j)
+            due[w] = i
+            nn[w] = h + i - j
+            ge[w] = g
+            w += 1
+            p += g_s[g]
+    return due, nn, ge
+
+
+@njit(cache=True)
+def _due_rows(due, nn, ge, k, g_nq, g_off, g_q):
+    """The (slice, group) entries sorted by slice, then n descending, then group (a counting
+    sort by slice, then an insertion sort inside each slice's few entries), expanded to one
+    row per query of the group: ``(due_slice, due_query, due_n)``."""
+    M = due.shape[0]
+    start = np.zeros(k + 1, np.int64)
+    for w in range(M):
+        start[due[w] + 1] += 1
+    for j in range(k):
+        start[j + 1] += start[j]
+    fill = start[:k].copy()
+    order = np.empty(M, np.int64)
+    for w in range(M):  # groups in order: ties in n keep group order
+        d = due[w]
+        x = fill[d]
+        fill[d] = x + 1
+        while x > start[d] and nn[order[x - 1]] < nn[w]:
+            order[x] = order[x - 1]
+            x -= 1
+        order[x] = w
+    D = 0
+    for w in range(M):
+        D += g_nq[ge[w]]
+    ds = np.empty(D, np.int64)
+    dq = np.empty(D, np.int64)
+    dn = np.empty(D, np.int64)
+    r = 0
+    for x in range(M):
+        w = order[x]
+        g = ge[w]
+        for i in range(g_off[g], g_off[g] + g_nq[g]):
+            ds[r] = due[w]
+            dq[r] = g_q[i]
+            dn[r] = nn[w]
+            r += 1
+    return ds, dq, dn
 
 
 def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
@@ -260,8 +406,14 @@ class StreamSlicer:
         self.rs_queries = {rs: np.array([i for i, q in enumerate(queries)
                                          if (q.range, q.slide) == rs], dtype=np.int64)
                            for rs in self.rs}
+        # the same per (r, s) group as flat arrays (r, s, #queries, offset, query indices)
+        nq = np.array([self.rs_queries[rs].shape[0] for rs in self.rs], dtype=np.int64)
+        self._groups = (np.array([r for r, _ in self.rs], dtype=np.int64),
+                        np.array([s for _, s in self.rs], dtype=np.int64), nq,
+                        np.cumsum(nq) - nq, np.concatenate(list(self.rs_queries.values())))
         self.classes = edge_classes(self.rs)
         self.max_r = max(r for r, _ in self.rs)
+        self.cover_slide = cover_slide(self.rs)
         self.wsize, self.ns, self.exact_ns = window_lengths(self.rs, self.classes)
         self.rate = edge_rate_bound(self.classes)
         self.skip_threshold = max(4 * self.wsize + 64, CHUNK_EDGES)
@@ -271,8 +423,10 @@ class StreamSlicer:
         self.position = 0              # next position for count windows
         self.cursor = None             # start of the first open slice (an edge)
         self.hist = np.zeros(0, dtype=np.int64)   # recent edges, >= cursor - max_r
-        self.pend_ts = np.zeros(0, dtype=np.int64)
-        self.pend_v = None
+        # pending tuples: segments (ts, values), each sorted by ts, segment after segment (a
+        # batch appends one instead of copying everything pending into a new array)
+        self._pts: list[np.ndarray] = []
+        self._pv: list[np.ndarray] = []
         self.last_data_end = NEG_INF   # 1 + largest ts folded into a closed slice
         self.g = 0                     # global number of the next slice
         self.last_nonempty = -(1 << 62)
@@ -304,7 +458,14 @@ class StreamSlicer:
             return v.astype(np.int64, copy=False)
         return v.astype(np.float64, copy=False)
 
-    def ingest(self, ts, values) -> None:
+    def ingest(self, ts, values, in_order: bool | None = None, copy: bool = True) -> None:
+        """Classify one batch (late / outside every window / pending) and advance the watermark.
+
+        ``in_order``: the caller knows whether ``ts`` is non-decreasing (a node computes it
+        once per batch for all its trees); None: checked here.  ``copy=False``: the arrays are
+        immutable (e.g. Arrow buffers), pending tuples may reference them instead of copying.
+        Neither changes the outcome, only the work.
+        """
         v = self._values(values)
         n = v.shape[0]
         if self.kind == "count":
@@ -312,6 +473,7 @@ class StreamSlicer:
                 raise ValueError("ts and values must have the same length")
             t = np.arange(self.position, self.position + n, dtype=np.int64)
             self.position += n
+            in_order = True
         else:
             if ts is None:
                 raise ValueError("time windows need timestamps")
@@ -323,35 +485,91 @@ class StreamSlicer:
             t = t.astype(np.int64, copy=False)
         if n == 0:
             return
+        if in_order is None:
+            in_order = n == 1 or bool((t[1:] >= t[:-1]).all())
         wm_prev = self.max_ts
-        cm = np.maximum.accumulate(t)
-        np.maximum(cm, wm_prev, out=cm)
-        wm = cm - self.lateness if self.lateness else cm
-        cover = first_cover_end(self.rs, t)
-        outside = cover == INF
-        late = (~outside) & (cover <= wm)
-        keep = ~(outside | late)
-        self.max_ts = int(cm[-1])
-        self.outside += int(outside.sum())
-        nl = int(late.sum())
+        if in_order:
+            # cm = max(t, wm_prev); a tuple can only be late if t < its watermark cm - lateness,
+            # i.e. (t sorted) if t < wm_prev - lateness: only a prefix can be
+            self.max_ts = max(int(t[-1]), wm_prev)
+            lim = wm_prev - self.lateness if wm_prev != NEG_INF else NEG_INF
+            c = int(np.searchsorted(t, lim, side="left")) if int(t[0]) < lim else 0
+            late, outside = self._classify(t[:c], np.full(c, lim, np.int64))
+            if self.cover_slide is None:  # positions in no window may lie anywhere
+                out_rest = first_cover_end(self.rs, t[c:]) == INF
+                outside = np.concatenate([outside, out_rest])
+                late = np.concatenate([late, np.zeros(n - c, dtype=np.bool_)])
+            elif c:
+                late = np.concatenate([late, np.zeros(n - c, dtype=np.bool_)])
+                outside = np.concatenate([outside, np.zeros(n - c, dtype=np.bool_)])
+        else:
+            cm = np.maximum.accumulate(t)
+            np.maximum(cm, wm_prev, out=cm)
+            wm = cm - self.lateness if self.lateness else cm
+            self.max_ts = int(cm[-1])
+            late, outside = self._classify(t, wm)
+        nl = int(late.sum()) if late.shape[0] else 0
+        no = int(outside.sum()) if outside.shape[0] else 0
+        self.outside += no
         if nl:
             self.late.ts.append(t[late].copy())
             self.late.values.append(v[late].copy())
             self.late.count += nl
-        if keep.all():
-            kt, kv = t, v
-        else:
+        if nl or no:
+            keep = ~(outside | late)
             kt, kv = t[keep], v[keep]
+            copy = False  # fancy indexing made new arrays
+        else:
+            kt, kv = t, v
         if kt.shape[0] == 0:
             return
-        if self.pend_v is None or self.pend_ts.shape[0] == 0:
-            self.pend_ts, self.pend_v = kt.copy(), kv.copy()
-        else:
-            self.pend_ts = np.concatenate([self.pend_ts, kt])
-            self.pend_v = np.concatenate([self.pend_v, kv.astype(self.pend_v.dtype)])
-        if self.pend_ts.shape[0] > 1 and np.any(self.pend_ts[1:] < self.pend_ts[:-1]):
-            o = np.argsort(self.pend_ts, kind="stable")
-            self.pend_ts, self.pend_v = self.pend_ts[o], self.pend_v[o]
+        if self._pv:
+            kv = kv.astype(self._pv[0].dtype, copy=False)
+        if in_order and (not self._pts or int(kt[0]) >= int(self._pts[-1][-1])):
+            # pending stays sorted as one more segment
+            self._pts.append(kt.copy() if copy else kt)
+            self._pv.append(kv.copy() if copy else kv)
+            if len(self._pts) > 8:
+                self._set_pending(np.concatenate(self._pts), np.concatenate(self._pv))
+            return
+        ts_all = np.concatenate(self._pts + [kt])
+        v_all = np.concatenate(self._pv + [kv])
+        if ts_all.shape[0] > 1 and np.any(ts_all[1:] < ts_all[:-1]):
+            o = np.argsort(ts_all, kind="stable")
+            ts_all, v_all = ts_all[o], v_all[o]
+        self._set_pending(ts_all, v_all)
+
+    def _set_pending(self, ts: np.ndarray, v) -> None:
+        """Pending tuples as one segment (none if empty)."""
+        self._pts, self._pv = ([ts], [v]) if ts.shape[0] else ([], [])
+
+    @property
+    def pend_ts(self) -> np.ndarray:
+        """Timestamps of the pending tuples, sorted (a copy when there are several segments)."""
+        if len(self._pts) == 1:
+            return self._pts[0]
+        return np.concatenate(self._pts) if self._pts else np.zeros(0, dtype=np.int64)
+
+    @property
+    def n_pending(self) -> int:
+        return sum(x.shape[0] for x in self._pts)
+
+    @property
+    def pend_v(self):
+        """Values of the pending tuples (None if there are none)."""
+        if len(self._pv) == 1:
+            return self._pv[0]
+        return np.concatenate(self._pv) if self._pv else None
+
+    def _classify(self, t: np.ndarray, wm: np.ndarray):
+        """(late, outside) masks of tuples ``t`` arriving at watermarks ``wm``."""
+        if t.shape[0] == 0:
+            z = np.zeros(0, dtype=np.bool_)
+            return z, z
+        cover = first_cover_end(self.rs, t)
+        outside = cover == INF
+        late = (~outside) & (cover <= wm)
+        return late, outside
 
     # -- closing --------------------------------------------------------------
     def close(self, upto: int | None = None) -> list[SliceChunk]:
@@ -360,17 +578,17 @@ class StreamSlicer:
         chunks: list[SliceChunk] = []
         if W == NEG_INF:
             return chunks
-        has_pending = self.pend_ts.shape[0] > 0
+        has_pending = bool(self._pts)
         if self.cursor is None:
             if not has_pending:
                 return chunks
-            self.cursor = floor_edge(self.classes, min(int(self.pend_ts[0]), W - self.max_r))
+            self.cursor = floor_edge(self.classes, min(int(self._pts[0][0]), W - self.max_r))
             self._set_hist(edges_between(self.classes, self.cursor - self.max_r,
                                          self.cursor + 1))
         reset_next = False
         while True:
             cur = self.cursor
-            t_min = int(self.pend_ts[0]) if self.pend_ts.shape[0] else INF
+            t_min = int(self._pts[0][0]) if self._pts else INF
             # a tuple still to come that is not late has ts > W - max_r, and no
             # pending tuple lies before t_min: slices before B can only be empty
             B = min(t_min, W - self.max_r)
@@ -396,13 +614,7 @@ class StreamSlicer:
             starts = np.empty_like(new)
             starts[0] = cur
             starts[1:] = new[:-1]
-            cl = first_cover_end(self.rs, starts)
-            cl = np.where(cl == INF, new, cl)
-            # slices are sealed in stream order: a slice waits for every earlier one.  cl is not
-            # monotone with hopping windows (r < s) next to longer ones, e.g. (1, 5) and (100, 100):
-            # slice [1, 5) is in [0, 100) only and may still receive tuples after [5, 6) is due.
-            np.maximum.accumulate(cl, out=cl)
-            k = int(np.searchsorted(cl, W, side="right"))
+            k = self._closable(starts, new, W)
             if k == 0:
                 break
             chunk = self._make_chunk(starts[:k], new[:k])
@@ -413,27 +625,106 @@ class StreamSlicer:
                 break
         return chunks
 
+    def _closable(self, starts: np.ndarray, ends: np.ndarray, W: int) -> int:
+        """How many of these slices (in order) close at watermark ``W``: the leading ones whose
+        earliest window end (``first_cover_end`` of the start; a slice in no window: its own
+        end), running max, is <= W.
+
+        Slices are sealed in stream order: a slice waits for every earlier one.  The cover end
+        is not monotone with hopping windows (r < s) next to longer ones, e.g. (1, 5) and
+        (100, 100): slice [1, 5) is in [0, 100) only and may still receive tuples after [5, 6)
+        is due.  With a query ``r >= s`` (``cover_slide``) the cover end of ``t`` lies in
+        ``(t, t + cover_slide]``: slices starting at or before ``W - cover_slide`` close, those
+        starting at or after ``W`` do not, and only the ones in between are computed."""
+        cs = self.cover_slide
+        if cs is None:
+            cl = first_cover_end(self.rs, starts)
+            cl = np.where(cl == INF, ends, cl)
+            np.maximum.accumulate(cl, out=cl)
+            return int(np.searchsorted(cl, W, side="right"))
+        j0 = int(np.searchsorted(starts, W - cs, side="right"))
+        j1 = int(np.searchsorted(starts, W, side="left"))
+        if j1 <= j0:
+            return j0
+        cl = first_cover_end(self.rs, starts[j0:j1])
+        over = np.flatnonzero(cl > W)
+        return j0 + (int(over[0]) if over.shape[0] else j1 - j0)
+
+    def _fold(self, p: Primitive, vals, bounds: np.ndarray, counts: np.ndarray, hi, lo) -> None:
+        """Fold the closed items ``vals`` (sorted by slice, slice j = ``bounds[j]:bounds[j+1]``)
+        into the identity-filled partials ``hi, lo`` of primitive ``p``.  Raw tuples: counts
+        need no pass, values are folded without materialising ``Primitive.lift``; other items
+        (``executors.slice_input``) go through ``_lift``."""
+        if p.source == "one" and p.op == OP_SUM and not self.lifted_items:
+            hi += counts  # a sum of ones from 0: exactly the count (lo stays 0)
+            return
+        if p.source == "v" and not self.lifted_items:
+            v = vals.astype(p.np_dtype, copy=False)
+            fold_runs_v(p.op, bounds, v, v.dtype.type(0), hi, lo)
+            return
+        lh, ll = self._lift(p, vals)
+        fold_runs(p.op, bounds, np.ascontiguousarray(lh), np.ascontiguousarray(ll), hi, lo)
+
+    #: items are not raw tuples (``_lift`` must be used): ``executors.slice_input``
+    lifted_items = False
+
+    def _due_windows(self, ends: np.ndarray, allv: np.ndarray, h: int):
+        """Windows ending at the slice ends ``ends`` (every edge in ``(cursor, ends[-1]]``;
+        ``allv`` = recent edges ``hist`` + ``ends``): ``(due_slice, due_query, due_n)`` sorted
+        by slice, then n descending (queries with the same slice and n, hence the same window,
+        are adjacent, in (r, s) then query order).
+
+        Vectorised over the tree's distinct (r, s) "groups": a group is due at the ends
+        ``= r mod s``, which are edges of its class ``(s, r mod s)``, so they are enumerated
+        with a stride (not tested on every end) and located by galloping searches in one
+        compiled pass (``_due_entries``); the (slice, group) entries are then sorted and
+        expanded to queries in another (``_due_rows``)."""
+        g_r, g_s, g_nq, g_off, g_q = self._groups
+        G = g_r.shape[0]
+        e0, e1 = int(ends[0]), int(ends[-1])
+        first = e0 + (g_r - e0) % g_s
+        cnt = np.where(first <= e1, (e1 - first) // g_s + 1, 0)
+        M = int(cnt.sum())
+        if M == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        due, n, ge = _due_entries(ends, allv, h, g_r, g_s, first, cnt, M)
+        return _due_rows(due, n, ge, ends.shape[0], g_nq, g_off, g_q)
+
     def _make_chunk(self, starts: np.ndarray, ends: np.ndarray) -> SliceChunk:
         k = ends.shape[0]
         end_t = int(ends[-1])
         # tuples of the closed slices (pending is sorted by ts; all >= starts[0])
-        m = int(np.searchsorted(self.pend_ts, end_t, side="left"))
-        ts = self.pend_ts[:m]
-        vals = self.pend_v[:m] if self.pend_v is not None else np.zeros(0)
-        self.pend_ts = self.pend_ts[m:]
-        if self.pend_v is not None:
-            self.pend_v = self.pend_v[m:]
-        sidx = np.searchsorted(ends, ts, side="right")
-        counts = np.bincount(sidx, minlength=k).astype(np.int64)
+        # the closed slices' tuples, segment by segment (pending is sorted, all >= starts[0]):
+        # in a segment, slice j holds ts[bounds[j]:bounds[j + 1]] (k searches, not one per tuple)
+        segs = []
+        while self._pts:
+            st = self._pts[0]
+            m = int(np.searchsorted(st, end_t, side="left"))
+            if m == 0:
+                break
+            b = np.empty(k + 1, dtype=np.int64)
+            _run_bounds(st[:m], ends, b)
+            segs.append((st[:m], self._pv[0][:m], b))
+            if m < st.shape[0]:
+                self._pts[0], self._pv[0] = st[m:], self._pv[0][m:]
+                break
+            self._pts.pop(0)
+            self._pv.pop(0)
+        if len(segs) == 1:
+            counts = np.diff(segs[0][2])
+        else:
+            counts = np.zeros(k, dtype=np.int64)
+            for _, _, b in segs:
+                counts += np.diff(b)
         partials = {}
         for p in self.primitives:
             hi, lo = p.identity_arrays(k)
-            if m:
-                lh, ll = self._lift(p, vals)
-                reduce_slices(p.op, sidx, lh, ll, hi, lo)
+            for _, vals, b in segs:  # in order: the same fold sequence as one array
+                self._fold(p, vals, b, counts if len(segs) == 1 else np.diff(b), hi, lo)
             partials[p] = (hi, lo)
-        if m:
-            self.last_data_end = max(self.last_data_end, int(ts[-1]) + 1)
+        if segs:
+            self.last_data_end = max(self.last_data_end, int(segs[-1][0][-1]) + 1)
         # global slice numbers and emptiness
         gidx = self.g + np.arange(k, dtype=np.int64)
         ne = np.where(counts > 0, gidx, -(1 << 62))
@@ -442,26 +733,8 @@ class StreamSlicer:
         # windows ending at each slice end
         allv = np.concatenate([self.hist, ends])
         h = self.hist.shape[0]
-        ds, dq, dn = [], [], []
-        for (r, s), qidx in self.rs_queries.items():
-            due = np.nonzero((ends - r) % s == 0)[0]
-            if due.shape[0] == 0:
-                continue
-            n = (h + due) - np.searchsorted(allv, ends[due] - r, side="left")
-            nq = qidx.shape[0]
-            ds.append(np.repeat(due, nq))
-            dq.append(np.tile(qidx, due.shape[0]))
-            dn.append(np.repeat(n, nq))
-        if ds:
-            due_slice = np.concatenate(ds)
-            due_query = np.concatenate(dq)
-            due_n = np.concatenate(dn)
-            o = np.lexsort((due_query, -due_n, due_slice))
-            due_slice, due_query, due_n = due_slice[o], due_query[o], due_n[o]
-            nonempty = last_ne[due_slice] >= gidx[due_slice] - due_n + 1
-        else:
-            due_slice = due_query = due_n = np.zeros(0, dtype=np.int64)
-            nonempty = np.zeros(0, dtype=bool)
+        due_slice, due_query, due_n = self._due_windows(ends, allv, h)
+        nonempty = last_ne[due_slice] >= gidx[due_slice] - due_n + 1
         # advance
         self.cursor = end_t
         keep_from = int(np.searchsorted(allv, end_t - self.max_r, side="left"))
@@ -488,8 +761,8 @@ class StreamSlicer:
     def flush_watermark(self) -> int:
         """A watermark past the end of every window that can hold a stored tuple."""
         hi = self.max_ts
-        if self.pend_ts.shape[0]:
-            hi = max(hi, int(self.pend_ts[-1]))
+        if self._pts:
+            hi = max(hi, int(self._pts[-1][-1]))
         return hi + self.max_r
 
     # -- snapshot -------------------------------------------------------------
@@ -518,7 +791,7 @@ class StreamSlicer:
         self._set_hist(st["hist"].astype(np.int64))
         ii = int(st["is_int"][0])
         self.is_int = None if ii < 0 else bool(ii)
-        self.pend_ts = st["pend_ts"].astype(np.int64)
-        self.pend_v = st["pend_v"].copy() if self.is_int is not None else None
+        self._set_pending(st["pend_ts"].astype(np.int64),
+                          st["pend_v"].copy() if self.is_int is not None else None)
         self.late = _LateBuf([st["late_ts"].copy()], [st["late_v"].copy()],
                              int(st["late_count"][0]))

@@ -200,21 +200,41 @@ class ExecutionTree:
 
         For ``kind='count'`` trees ``ts`` may be None (positions are implicit).
         """
-        self.slicer.ingest(ts, values)
-        if not self._built:
-            if self.slicer.is_int is None:
-                return self._empty()
-            self._build(self.slicer.is_int)
-        return self._emit(self.slicer.close())
+        cols = self.process_columns(ts, values, ordered=True)
+        return self._empty() if cols is None else self._table(*cols)
 
     def flush(self):
         """End of input: emit every pending window (the watermark jumps past them)."""
+        cols = self.flush_columns(ordered=True)
+        return self._empty() if cols is None else self._table(*cols)
+
+    def process_columns(self, ts, values, *, ordered: bool = False, in_order: bool | None = None,
+                        copy: bool = True):
+        """``process`` without building a table: ``(qidx, window_start, window_end, value)``
+        numpy arrays (``qidx`` indexes ``queries``) or None when nothing is due.
+
+        Why: a node hosting many trees gathers the answers of all its trees and calls and
+        builds one table per drain (``cluster.node_actor``), instead of one small Arrow table
+        per tree and call.  ``ordered=False`` leaves each closed chunk's answers in slice order
+        (window end ascending, then window length descending) instead of sorting them by
+        ``(window_end, query)``: a query's answers are still in window order, which is all a
+        sort by query needs.  ``in_order`` / ``copy``: see ``StreamSlicer.ingest``.
+        """
+        self.slicer.ingest(ts, values, in_order=in_order, copy=copy)
+        if not self._built:
+            if self.slicer.is_int is None:
+                return None
+            self._build(self.slicer.is_int)
+        return self._emit(self.slicer.close(), ordered)
+
+    def flush_columns(self, *, ordered: bool = False):
+        """``flush`` as ``process_columns`` returns answers."""
         sl = self.slicer
         if not self._built or sl.max_ts == np.iinfo(np.int64).min:
-            return self._empty()
+            return None
         W = sl.flush_watermark()
         sl.max_ts = max(sl.max_ts, W + sl.lateness)
-        return self._emit(sl.close(W))
+        return self._emit(sl.close(W), ordered)
 
     @property
     def late(self) -> LateTuples:
@@ -236,7 +256,7 @@ class ExecutionTree:
         sl = self.slicer
         extra = {"cuts": sl.n_cuts} if self.slicing == "cutty" else {}
         return {"slices": sl.n_slices, **extra, "resets": sl.n_resets, "late": sl.late.count,
-                "outside_windows": sl.outside, "pending": int(sl.pend_ts.shape[0]),
+                "outside_windows": sl.outside, "pending": int(sl.n_pending),
                 "wsize": sl.wsize, "exact_wsize": sl.exact_ns,
                 "memory_bytes": sum(a.memory_bytes() for a in self.aggs.values())}
 
@@ -278,21 +298,107 @@ class ExecutionTree:
             })
         return Answers(self._ids[qidx], start, end, value)
 
-    def _emit(self, chunks: list[SliceChunk]):
-        parts = [self._answer_chunk(c) for c in chunks]
+    def _emit(self, chunks: list[SliceChunk], ordered: bool = True):
+        """The answers of the closed chunks as columns (None if there are none)."""
+        parts = [self._answer_chunk(c, ordered) for c in chunks]
         parts = [p for p in parts if p is not None]
         if not parts:
-            return self._empty()
-        cols = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-        return self._table(*cols)
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
 
-    def _answer_chunk(self, ch: SliceChunk):
+    def _answer_chunk(self, ch: SliceChunk, ordered: bool = True):
+        if ch.frag is None:
+            return self._answer_pairs(ch, ordered)
+        return self._answer_cutty(ch)
+
+    def _answer_pairs(self, ch: SliceChunk, ordered: bool = True):
+        """Final aggregation of one chunk of Pairs slices: every primitive's aggregator takes
+        the slices and answers each distinct (slice, n) once; answers are lowered per row.
+
+        The distinct (slice, n) pairs are found once for all primitives (due windows are
+        sorted by slice then n, so equal pairs are adjacent); a primitive that only some
+        queries use gets the pairs of those queries, in the same order, as the aggregator
+        would see them one primitive at a time."""
+        if ch.reset_before:
+            for a in self.aggs.values():
+                a.reset()
+        k = ch.ends.shape[0]
+        ds, dn, dq = ch.due_slice, ch.due_n, ch.due_query
+        D = dn.shape[0]
+        if D:
+            first = np.empty(D, dtype=bool)
+            first[0] = True
+            np.not_equal(ds[1:], ds[:-1], out=first[1:])
+            first[1:] |= dn[1:] != dn[:-1]
+            inv = np.cumsum(first) - 1
+            us, un = ds[first], dn[first]
+        else:
+            inv = us = un = np.zeros(0, np.int64)
+        ans = {}
+        ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
+        for p, agg in self.aggs.items():
+            need = self.uses[p]
+            if need.all():
+                usp, unp, needu = us, un, None
+            else:
+                needu = np.zeros(us.shape[0], dtype=bool)
+                needu[inv[need[dq]]] = True
+                usp, unp = us[needu], un[needu]
+            ptr = np.zeros(k + 1, dtype=np.int64)
+            np.cumsum(np.bincount(usp, minlength=k), out=ptr[1:])
+            hi, lo = ch.partials[p]
+            oh, ol, ops = agg.run(hi, lo, ptr, unp, count_ops=self.count_ops)
+            if needu is not None:  # answers at every pair (those not needed stay 0, unread)
+                fh = np.zeros(us.shape[0], dtype=oh.dtype)
+                fl = np.zeros(us.shape[0], dtype=ol.dtype)
+                fh[needu], fl[needu] = oh, ol
+                oh, ol = fh, fl
+            if self.count_ops:
+                ops_sum += ops
+                self._ops_total[str(p)] += int(ops.sum())
+            ans[p] = (oh, ol)
+        if self.count_ops:
+            self._ops_slices.append(ops_sum)
+        if D == 0:
+            return None
+        keep = ch.due_nonempty
+        if keep.all():
+            rows_u, rows_s = inv, ds
+        else:
+            idx = np.flatnonzero(keep)
+            if idx.shape[0] == 0:
+                return None
+            rows_u, rows_s, dq = inv[idx], ds[idx], dq[idx]
+        values = np.empty(dq.shape[0], dtype=np.int64 if self.out_int else np.float64)
+        if len(self._agg_list) == 1:
+            agg = self._agg_list[0]
+            values[:] = agg.lower_columns(self.is_int, [(ans[p][0][rows_u], ans[p][1][rows_u])
+                                                        for p in agg.primitives(self.is_int)])
+        else:
+            agg_of = self._agg_idx[dq]
+            for a, agg in enumerate(self._agg_list):
+                rows = np.flatnonzero(agg_of == a)
+                if rows.shape[0] == 0:
+                    continue
+                ru = rows_u[rows]
+                values[rows] = agg.lower_columns(self.is_int, [(ans[p][0][ru], ans[p][1][ru])
+                                                              for p in agg.primitives(self.is_int)])
+        end = ch.ends[rows_s]
+        start = end - self._r[dq]
+        if ordered and len(self.queries) > 1:  # (window_end, query): slice, then query
+            o = np.argsort(rows_s * len(self.queries) + dq, kind="stable")
+            dq, start, end, values = dq[o], start[o], end[o], values[o]
+        return dq, start, end, values
+
+    def _answer_cutty(self, ch: SliceChunk):
+        """Final aggregation of one chunk of Cutty slices (``executors.cutty``)."""
         if ch.reset_before:
             for a in self.aggs.values():
                 a.reset()
         k = ch.ends.shape[0]
         D = ch.due_n.shape[0]
-        cutty = ch.frag is not None
         ans = {}
         ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
         ops_before = 0  # answers from the state left by an earlier chunk (Cutty)
@@ -301,7 +407,7 @@ class ExecutionTree:
             fh = np.zeros(D, dtype=p.np_dtype)
             fl = np.zeros(D, dtype=p.np_dtype)
             # windows spanning n >= 1 slices ask the aggregator (Cutty: n may be 0)
-            sa = sel[ch.due_n[sel] > 0] if cutty else sel
+            sa = sel[ch.due_n[sel] > 0]
             ds, dn = ch.due_slice[sa], ch.due_n[sa]
             # one answer per (slice, n): queries with the same length share it
             if sa.shape[0]:
@@ -322,16 +428,14 @@ class ExecutionTree:
                 oh, ol = np.concatenate([ph, oh]), np.concatenate([pl, ol])
             fh[sa] = oh[inv]
             fl[sa] = ol[inv]
-            if cutty:
-                ops_frag = self._combine_open(p, ch, sel, fh, fl)
+            ops_frag = self._combine_open(p, ch, sel, fh, fl)
             if self.count_ops:
                 t = int(ops.sum()) + (pops if npre else 0)
                 ops_sum += ops
                 ops_before += pops if npre else 0
-                if cutty:
-                    ops_sum += ops_frag[1:]
-                    ops_before += int(ops_frag[0])
-                    t += int(ops_frag.sum())
+                ops_sum += ops_frag[1:]
+                ops_before += int(ops_frag[0])
+                t += int(ops_frag.sum())
                 self._ops_total[str(p)] += t
             ans[p] = (fh, fl)
         if self.count_ops:
@@ -359,11 +463,10 @@ class ExecutionTree:
             cols = [(ans[p][0][idx[rows]], ans[p][1][idx[rows]])
                     for p in agg.primitives(self.is_int)]
             values[rows] = agg.lower_columns(self.is_int, cols)
-        end = ch.due_end[idx] if cutty else ch.ends[ch.due_slice[idx]]
+        end = ch.due_end[idx]
         start = end - self._r[dq]
-        if len(self.queries) > 1 or cutty:
-            o = np.lexsort((dq, end))
-            dq, start, end, values = dq[o], start[o], end[o], values[o]
+        o = np.lexsort((dq, end))  # the due order is by insert, not by end
+        dq, start, end, values = dq[o], start[o], end[o], values[o]
         return dq, start, end, values
 
     @staticmethod
