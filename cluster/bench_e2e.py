@@ -117,11 +117,26 @@ def compare_answers(ours: pa.Table, ref: pa.Table, avg_ids: set[str]) -> str | N
 
 
 # ----------------------------------------------------------------------------- ours
+def _warm_python_workers(spark) -> None:
+    """Start Spark's Python workers and import what the slicing tasks use.  Why before each
+    sliced run: Spark stops Python workers idle for a minute, and the Spark SQL jobs timed
+    just before (65 s at 100 queries, ~400 s at 1000) leave them idle longer than that; a
+    cold worker costs ~1 s (numpy, pyarrow, numba imports), a start-up cost like the JVM's,
+    excluded here as it is for Spark SQL (warm-up job) and for Ray (actors warmed up)."""
+    sc = spark.sparkContext
+    n = max(1, int(sc.defaultParallelism))
+    sc.parallelize(range(n), n).mapPartitions(
+        lambda it: [__import__("executors.slice_input").__name__]).collect()
+
+
 def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight, count_ops):
     from .deploy import Deployment
     from .spark_feed import feed_raw, feed_sliced
 
     import ray
+
+    if mode == "sliced":
+        _warm_python_workers(spark)
 
     with Deployment(plan, mode=mode, max_in_flight=max_in_flight, count_ops=count_ops,
                     auto_recover=False) as dep:
