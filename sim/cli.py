@@ -379,6 +379,8 @@ def bench_e2e(
     spark_sql: bool = typer.Option(True, help="Also time Spark SQL's window() jobs."),
     check_max_queries: int = typer.Option(100, help="Check all answers up to this many queries."),
     check_sample: int = typer.Option(30, help="Above that, check this many random queries."),
+    repeat: int = typer.Option(2, help="Runs per mode; the best wall time counts (Spark SQL: "
+                                       "only while a run takes under 60 s)."),
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """End to end (Spark -> Ray actors) tuples/s: raw vs sliced feed vs Spark SQL windows."""
@@ -395,7 +397,8 @@ def bench_e2e(
         raise UserError(f"--queries: {qlist}; allowed: integers >= 1")
     rows = run_e2e_bench(qlist, tuple(mode_list), duration_s, rate_hz, nodes=nodes,
                          spark_sql=spark_sql, check_max_queries=check_max_queries,
-                         check_sample=check_sample, log=lambda s: console.print(s, soft_wrap=True,
+                         check_sample=check_sample, repeat=max(1, repeat),
+                         log=lambda s: console.print(s, soft_wrap=True,
                                                                                 markup=False))
     console.print(format_table(rows), markup=False)
     out.mkdir(parents=True, exist_ok=True)

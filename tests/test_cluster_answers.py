@@ -139,3 +139,42 @@ def test_drain_with_queries_without_answers():
     node.flush()
     got = pa.concat_tables([got, node.drain()]).sort_by(KEY)
     assert got.equals(reference(trees, b, 2000))
+
+
+def test_bench_cost_check_in_model_units():
+    """``bench_e2e._measured_cost`` on nodes run in this process: the lambda part is the
+    tuples each tree folded per ms (= the plan's rate), SlickDeque Inv trees with an exact
+    Omega measure the plan's E * Omega (avg trees' two primitives counted as one aggregate
+    operation) up to the windows closing after the last tuple, and the parts add up to the
+    plan's node cost."""
+    from cluster.bench_e2e import _measured_cost, cost_summary, e2e_queries, format_table
+    from cluster.bench_live import STREAMS, round_robin_plan
+    from cluster.deploy import node_specs
+
+    rate = 0.1  # tuples per ms, as in the plan
+    plan = round_robin_plan(e2e_queries(12), 2, rate)
+    n = 200_000
+    ts = np.arange(n, dtype=np.int64) * 10  # 0.1 per ms
+    rng = np.random.default_rng(0)
+    b = pa.record_batch({"ts_ms": ts, **{s: rng.integers(0, 1000, n) for s in STREAMS}})
+    metrics = {"nodes": {}}
+    for sp in node_specs(plan):
+        node = NodeCore(sp["node_id"], sp["trees"], plan["ie"], count_ops=True)
+        for i in range(0, n, 50_000):
+            node.ingest(None, b.slice(i, 50_000))
+        node.flush()
+        metrics["nodes"][sp["node_id"]] = node.metrics()
+    span = float(ts[-1] - ts[0] + 1)
+    cost = _measured_cost(plan, metrics, span, "raw")
+    for node in plan["nodes"]:
+        c = cost[node["id"]]
+        assert c["plan_cost"] == pytest.approx(node["cost"], abs=1e-4)
+        assert c["parts"]["lambda"]["ratio"] == pytest.approx(1.0, abs=1e-4)
+        inv = c["parts"].get("slickdeque_inv")
+        if inv:  # windows closing after the last tuple: at most max range / span more
+            assert 1.0 <= inv["ratio"] < 1.0 + 61_000 / span
+    summary = cost_summary(cost)
+    assert set(summary["node_ratios"]) == {n["id"] for n in plan["nodes"]}
+    assert summary["parts"]["lambda"]["trees"] == sum(len(n["trees"]) for n in plan["nodes"])
+    text = format_table([{"queries": 12, "mode": "raw", "tuples_per_s": 1, "cost_check": summary}])
+    assert "cost check" in text and "lambda" in text
