@@ -156,3 +156,29 @@ def test_bench_omega_measures_planned_trees():
     tree = CostModel("panes", 1.0).tree([Query("a", 8, 2)])
     c = measure_tree(tree, "panes")
     assert (c.estimated, c.measured, c.diff_pct) == (4.0, 3.0, -25.0)
+
+
+@pytest.mark.parametrize("wins", [[(64, 1)], [(40, 4), (30, 6)], [(300, 7), (120, 5), (90, 3)]])
+def test_slickdeque_noninv_measured_ops_match_omega_on_uniform_input(wins):
+    """Non-Inv's Omega = 2 - 2/nP_max value comparisons per edge (``placement.cost``): on
+    uniform random partials (one tuple per slice) the kernel's mean is within 2 % of it, and
+    eq. 7.7's ``nQ + sum 1/i!`` (position comparisons) would overshoot by far more."""
+    qs = [dict(id=f"q{i}", aggregate="max", range=r, slide=s) for i, (r, s) in enumerate(wins)]
+    model = CostModel("slickdeque", 1.0).tree(
+        [Query(q["id"], q["range"], q["slide"], "max") for q in qs])
+    assert model.technique == "slickdeque_noninv"
+    np_max = max(r for r, _ in wins) * float(model.edge_rate)
+    assert model.omega == pytest.approx(2 - 2 / np_max, rel=1e-12)
+    tree = ExecutionTree(qs, technique="slickdeque", count_ops=True)
+    # one tuple per time unit placed just after each edge: one random partial per slice
+    period = math.lcm(*(s for _, s in wins))
+    edges = np.array([t for t in range(period) if any(t % s in (0, r % s) for r, s in wins)])
+    reps = 400_000 // len(edges) + 1
+    ts = (edges[None, :] + period * np.arange(reps)[:, None]).ravel().astype(np.int64)
+    rng = np.random.default_rng(1)
+    tree.process(ts, rng.random(ts.shape[0]))
+    per = tree.op_counts()["per_slice"]
+    steady = per[per.shape[0] // 10:]
+    assert steady.mean() == pytest.approx(model.omega, rel=0.02)
+    eq77 = model.omega + len(wins) + sum(1 / math.factorial(i) for i in range(1, 20))
+    assert steady.mean() < 0.7 * eq77
