@@ -63,8 +63,12 @@ def _edges(classes, a: int, b: int) -> np.ndarray:
 
 
 def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int = 4096,
-                 max_ops: float = 2e8, seed: int = 0) -> TreeCheck:
-    """Run one planned tree with op counting; measured ops per edge after the warm-up."""
+                 max_ops: float = 2e8, measure_cap: int = 1 << 20, seed: int = 0) -> TreeCheck:
+    """Run one planned tree with op counting; measured ops per edge after the warm-up.
+
+    At most ``measure_cap`` slices (rounded up to whole composite slides) are measured: a tree
+    of 100 queries with a slide-1 query and windows of 10^7 slices would otherwise run 2 x 10^7
+    slices and keep ~10^9 answers (it ran out of 24 GiB)."""
     from executors import ExecutionTree
     from executors.slicing import window_lengths
 
@@ -75,7 +79,8 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     wsize, _, _ = window_lengths(rs, sorted(classes))
     per_period = tree.edges  # edges in one composite slide
     warm = 0 if technique in ("panes", "slickdeque_inv") else min(wsize, warm_cap)
-    measure = max(measure_min, 2 * wsize if warm else 0, per_period)
+    measure = min(max(measure_min, 2 * wsize if warm else 0, per_period),
+                  max(measure_cap, per_period))
     if technique == "panes":  # state-independent, but expensive: cap the work
         measure = min(measure, max(per_period, int(max_ops / max(tree.omega, 1.0))))
     measure = -(-measure // per_period) * per_period  # whole composite slides
@@ -91,8 +96,13 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     ex.process(ts, v)
     ex.flush()
     per = ex.op_counts()["per_slice"]
-    # slice 0 starts at the first edge <= ts[0] (= ts[0]): slice i is [ts[i], ts[i+1])
-    seg = per[warm: warm + measure]
+    # The slicer starts at the earliest window holding ts[0] (DESIGN.md s.1: windows starting
+    # before the first tuple are answered), max_r before the watermark when the data is shorter
+    # than the longest range: skip those empty slices, then slice i is [ts[i], ts[i+1]).
+    from executors.slicing import floor_edge
+    cursor = floor_edge(sorted(classes), min(int(ts[0]), int(ts[-1]) - max(r for r, _ in rs)))
+    lead = _edges(classes, cursor, int(ts[0])).shape[0]
+    seg = per[lead + warm: lead + warm + measure]
     if seg.shape[0] < measure:
         raise RuntimeError(f"only {per.shape[0]} slices closed, needed {warm + measure}")
     old = 2.0 * len({r for r, _ in rs}) if technique == "slickdeque_inv" else None
