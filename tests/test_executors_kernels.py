@@ -325,3 +325,12 @@ def test_noninv_expiry_and_long_pop_in_one_slice(op):
             got = b.run(rest, 0 * rest, np.arange(rest.shape[0] + 1), np.full(rest.shape[0], W))
             assert got[0].tolist() == want[cut:]
 
+
+def test_max_side_by_side_smoke():
+    """The Max side-by-side benchmark runs (tiny windows and batches) and reports all three."""
+    from executors.bench import max_side_by_side
+    rows = max_side_by_side(windows=(4, 16), reps=1, batch=64)
+    assert [r["window"] for r in rows] == [4, 16]
+    for r in rows:
+        assert set(r) == {"window", "slickdeque", "twostacks", "twostacks_literal_op"}
+        assert all(r[k] > 0 for k in r)
