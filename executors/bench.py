@@ -253,3 +253,91 @@ def run_slicing_bench(queries=None, techniques=("slickdeque", "panes", "flatfat"
         if answers["pairs"] != answers["cutty"]:
             raise AssertionError(f"{tech}: Pairs and Cutty answers differ")
     return rows
+
+
+# ------------------------------------------------------------------ Max side by side (issue 4)
+def _twostacks_literal_op():
+    """TwoStacks with ``op`` a compile-time literal (the per-op specialisation SlickDeque
+    Non-Inv has), as a fairness check: the same kernel body as ``twostacks``, compiled once
+    per op.  Not a registered technique."""
+    from numba import literally, njit
+
+    from .aggregates import OP_MIN
+    from .twostacks import TwoStacks, _twostacks_kernel
+
+    impl = njit(cache=False)(_twostacks_kernel.py_func)
+
+    @njit(cache=False)
+    def lit(op, *args):
+        op = literally(op)
+        return impl(op, *args)
+
+    @njit(cache=False)
+    def entry(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d, e, f, g, h,
+              ih, il, meta):
+        if op == OP_MAX:
+            return lit(OP_MAX, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d,
+                       e, f, g, h, ih, il, meta)
+        if op == OP_MIN:
+            return lit(OP_MIN, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d,
+                       e, f, g, h, ih, il, meta)
+        return lit(OP_SUM, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d, e,
+                   f, g, h, ih, il, meta)
+
+    class TwoStacksLiteralOp(TwoStacks):
+        name = "twostacks_literal_op"
+
+        def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
+            s = self.state
+            entry(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
+                  s["f_val_hi"], s["f_val_lo"], s["f_agg_hi"], s["f_agg_lo"],
+                  s["b_val_hi"], s["b_val_lo"], s["b_agg_hi"], s["b_agg_lo"],
+                  s["ident_hi"], s["ident_lo"], s["meta"])
+
+    return TwoStacksLiteralOp
+
+
+def max_side_by_side(windows=(16, 64, 256, 512, 1024, 2048, 4096, 1 << 13, 1 << 14, 1 << 15,
+                              1 << 16, 1 << 17, 1 << 20, 1 << 22),
+                     reps: int = 7, batch: int = 1 << 18, seed: int = 0, progress=None):
+    """Single-query Max, slide 1, float64: SlickDeque (Non-Inv), TwoStacks as the benchmark
+    runs it, and TwoStacks with a literal ``op`` (fairness check), in one process.
+
+    Per window: each technique warmed up over one window, then ``reps`` timed batches per
+    technique through ``run(..., out=)`` (buffers reused), the techniques alternating
+    (order reversed every other round); a batch is ``max(batch, n)`` slices (a multiple of n,
+    so TwoStacks' flips are amortised exactly); best batch over the thread's CPU time.
+    Returns rows {window, technique: M slides/s}."""
+    from .twostacks import TwoStacks
+    techs = {"slickdeque": TECHNIQUES["slickdeque_noninv"], "twostacks": TwoStacks,
+             "twostacks_literal_op": _twostacks_literal_op()}
+    prim = Primitive(OP_MAX, "v", "f8")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in windows:
+        b = max(batch, n)
+        ptr = np.arange(b + 1, dtype=np.int64)
+        due = np.full(b, n, np.int64)
+        zero = np.zeros(b)
+        out = (np.empty(b), np.empty(b))
+        aggs = {}
+        for name, cls in techs.items():
+            a = cls(prim, n, known_ns=[n])
+            x = rng.standard_normal(n)
+            a.run(x, 0 * x, np.zeros(n + 1, np.int64), np.zeros(0, np.int64))
+            a.run(rng.standard_normal(b), zero, ptr, due, out=out)  # compile, warm
+            aggs[name] = a
+        best = dict.fromkeys(techs, 0.0)
+        for r in range(reps):
+            x = rng.standard_normal(b)
+            for name in (list(aggs) if r % 2 == 0 else list(aggs)[::-1]):
+                c0 = time.thread_time()
+                aggs[name].run(x, zero, ptr, due, out=out)
+                cpu = time.thread_time() - c0
+                if cpu > 0:
+                    best[name] = max(best[name], b / cpu / 1e6)
+        row = dict(window=n, **best)
+        rows.append(row)
+        if progress:
+            progress(row)
+    return rows

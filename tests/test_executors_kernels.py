@@ -292,3 +292,45 @@ def test_fast_paths_stop_at_the_first_other_request():
     done = _sdn_single(x, ptr, np.full(9, 4), out, 0 * out, no_ops, s["dq_pos"], s["dq_val"],
                        s["meta"], OP_MAX)
     assert done == 3 and out[:3].tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("op", [OP_MIN, OP_MAX])
+def test_noninv_expiry_and_long_pop_in_one_slice(op):
+    """The rare branch handles a head expiry and a 4th+ pop in the same slice (W = 5: slice 5
+    expires 10 and pops 4, 3, 2, 1), and a 4th pop on a deque shorter than 3 after expiry;
+    single path, generic path and brute force agree, also restored from a mid-stream snapshot."""
+    sign = 1 if op == OP_MAX else -1
+    f = max if op == OP_MAX else min
+    W = 5
+    rng = np.random.default_rng(11)
+    seqs = [np.array([10, 4, 3, 2, 1, 9, 8, 7, 6, 5, 11, 0, 0, 0, 0, 0, 12], np.int64),
+            np.array([10, 1, 2, 9, 9, 9, 9, 9, 3, 4, 5, 6, 20], np.int64),
+            rng.integers(0, 6, 400)]
+    for x in seqs:
+        x = sign * x
+        N = x.shape[0]
+        want = [f(x[max(0, j - W + 1):j + 1].tolist()) for j in range(N)]
+        ptr, ns = np.arange(N + 1), np.full(N, W)
+        prim = Primitive(op, "v", "i8")
+        fast, gen = SlickDequeNonInv(prim, W), SlickDequeNonInv(prim, W)
+        assert fast.run(x, 0 * x, ptr, ns)[0].tolist() == want
+        assert _generic_noninv(gen, x.copy(), ptr, ns).tolist() == want
+        assert fast.deque() == gen.deque()
+        for cut in (3, 5, 6, N // 2):
+            a = SlickDequeNonInv(prim, W)
+            a.run(x[:cut], 0 * x[:cut], np.arange(cut + 1), np.full(cut, W))
+            b = SlickDequeNonInv(prim, W)
+            b.load_state_dict(a.state_dict())
+            rest = x[cut:]
+            got = b.run(rest, 0 * rest, np.arange(rest.shape[0] + 1), np.full(rest.shape[0], W))
+            assert got[0].tolist() == want[cut:]
+
+
+def test_max_side_by_side_smoke():
+    """The Max side-by-side benchmark runs (tiny windows and batches) and reports all three."""
+    from executors.bench import max_side_by_side
+    rows = max_side_by_side(windows=(4, 16), reps=1, batch=64)
+    assert [r["window"] for r in rows] == [4, 16]
+    for r in rows:
+        assert set(r) == {"window", "slickdeque", "twostacks", "twostacks_literal_op"}
+        assert all(r[k] > 0 for k in r)
