@@ -114,7 +114,7 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
     result.metrics.update(extra)
     write_result(result, out_dir, csv=csv)
     final = Path(out_dir) / "plan_final.json"
-    if result.replacements:
+    if result.replacements or result.additions:  # the layout changed during the run
         final.write_text(json.dumps(final_plan, indent=1))
     elif final.exists():  # a previous run's, in the same output directory: not this run's plan
         final.unlink()

@@ -660,3 +660,31 @@ def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batc
             ([{"kind": "add", "at_batch": 1, "capacity": 0}], r"faults\[0\]\.capacity")]:
         with pytest.raises(DeploymentError, match=msg):
             Deployment(workload["plan"], faults=faults)
+
+
+def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session, spark,
+                                              tmp_path):
+    """The user path of a scale-out drill: ``run_live(faults=...)`` adds a node before batch 2,
+    kills it before batch 4 and loses node-0 before batch 6: same answers.parquet, the
+    addition in metrics.json, plan_final.json verifies, the summary line says what moved."""
+    from cluster.live import run_live
+    from placement.plan import verify_plan
+    from sim.live import drill_lines
+
+    faults = [{"kind": "add", "at_batch": 2},
+              {"kind": "kill", "node": "node-2", "at_batch": 4},
+              {"kind": "lose", "node": "node-0", "at_batch": 6}]
+    res = run_live(workload["plan"], workload["path"], tmp_path / "out", spark=spark,
+                   batch_rows=1000, checkpoint_every=3, faults=faults)
+    out = tmp_path / "out"
+    assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
+    m = json.loads((out / "metrics.json").read_text())
+    (add,) = m["additions"]
+    assert add["node"] == "node-2" and add["before_batch"] == 2 and add["moved"] > 0
+    assert [f["fired"] for f in m["faults"]] == [True, True, True]
+    assert m["nodes"]["node-2"]["recoveries"] == 1 and set(m["lost_nodes"]) == {"node-0"}
+    final = json.loads((out / "plan_final.json").read_text())
+    assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
+    lines = drill_lines(res.metrics)
+    assert lines[0].startswith(f"node node-2 added before batch 2 (fault drill at batch 2): "
+                               f"{add['moved']} tree(s) moved to it (from node-")
