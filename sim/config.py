@@ -18,8 +18,8 @@ Sections (defaults and meaning in ``configs/README.md``):
   ``directory`` of arriving files (live runs).
 - ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed);
   live runs also ``batch_rows``, ``checkpoint_every`` and ``faults`` (a fault drill: kill a
-  node's actor, or lose a node for good, before a given feed batch; with ``data.directory``
-  the batches are the ``batch_rows`` chunks of the files, in arrival order).
+  node's actor, lose a node for good, or add a node, before a given feed batch; with
+  ``data.directory`` the batches are the ``batch_rows`` chunks of the files, in arrival order).
 
 Relative paths: ``data.path`` and ``data.directory.path`` are relative to the config file (inputs
 travel with the config); ``run.output_dir`` is relative to the working directory (outputs go

@@ -266,7 +266,8 @@ def test_fault_drill_adds_nodes():
      "run.faults[0].node: node 'node-1' already exists (in cluster.nodes)"),
     ([{"kind": "add", "node": "x", "at_batch": 1}, {"kind": "add", "node": "x", "at_batch": 2}],
      "run.faults[1].node: node 'x' already exists (in run.faults[0])"),
-    ([{"kind": "kill", "node": "big", "at_batch": 1}, {"kind": "add", "node": "big", "at_batch": 3}],
+    ([{"kind": "kill", "node": "big", "at_batch": 1},
+      {"kind": "add", "node": "big", "at_batch": 3}],
      "run.faults[0]: node 'big' is added only by run.faults[1] at batch 3, after this fault"),
     ([{"kind": "add", "at_batch": 1}] + [{"kind": "lose", "node": f"node-{i}", "at_batch": 2}
                                          for i in range(4)],
