@@ -379,7 +379,8 @@ class _Layout:
 
     def add(self, node_id: str, capacity: float | None) -> tuple[dict[str, str], dict[str, Any]]:
         """Which plan trees move to a new node ``node_id`` (``placement.replace.add_node``:
-        while one move lowers the MaxCost, the most utilised node's best tree moves), as
+        while one move lowers the MaxCost, or the nodes tied at it, the most utilised node's
+        best tree moves), as
         ``{plan tree id: node it leaves}``, and the record of the decision.  Trees move whole,
         so the planned plan is the executed one."""
         from placement.replace import add_node
@@ -865,7 +866,7 @@ class Deployment:
 
         ``placement.replace.add_node`` (on the running layout re-priced from its queries)
         decides which trees move: while moving one tree from the most utilised node lowers the
-        MaxCost.  The move: a checkpoint of every node (answers committed, replay log empty),
+        MaxCost (or the number of nodes tied at it).  The move: a checkpoint of every node (answers committed, replay log empty),
         then the new actor ``add_trees`` the moved trees from their hosts' snapshots and the
         hosts ``drop_trees`` them; routing then sends their streams to the new node.  Nothing
         is fed in between, so no batch is lost or applied twice; until the next checkpoint the
