@@ -27,6 +27,10 @@ Why this shape:
   The answers the lost node committed stay, the rest are regenerated: still exactly-once.
   Until the next checkpoint a survivor's state is its own snapshot plus the adopted trees'
   (``_Node.sources``), so it can itself be killed and recovered, or lost, in between.
+* **Scale out** (``add_node``): ``placement.replace.add_node`` picks the trees that move to the
+  new node; after a checkpoint (nothing fed in between) the new actor adopts them from their
+  hosts' snapshots and the hosts drop them; until the next checkpoint a recovery or a loss
+  rebuilds both sides from those snapshots and the replay log, as above.
 * **Pinning** (``pin_nodes``): plan node -> Ray node with a hard node affinity (see
   ``Deployment``).
 * **Results while the run goes on** (live streams): ``take_answers`` checkpoints and hands
@@ -122,8 +126,8 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 @dataclass
 class RunResult:
     """What a run produced: answers (query_id, window_start, window_end, value), late tuples
-    (node_id, tree_id, stream, ts_ms, value), per-node metrics, and the re-placements of nodes
-    lost for good (also in ``metrics["replacements"]``)."""
+    (node_id, tree_id, stream, ts_ms, value), per-node metrics, the re-placements of nodes
+    lost for good (also in ``metrics["replacements"]``) and the nodes added (``additions``)."""
 
     answers: pa.Table
     late: pa.Table
@@ -132,6 +136,11 @@ class RunResult:
     @property
     def replacements(self) -> list[dict[str, Any]]:
         return list(self.metrics.get("replacements", []))
+
+    @property
+    def additions(self) -> list[dict[str, Any]]:
+        """Nodes added while the run went on (``Deployment.add_node``), with the trees moved."""
+        return list(self.metrics.get("additions", []))
 
 
 @dataclass
@@ -145,6 +154,9 @@ class _Source:
     blob: bytes | None
     seq: int
     origin: str
+    # trees the snapshot holds that moved to an added node since (``add_node``): a restore
+    # takes them too (``restore`` wants the snapshot's tree set) and drops them at once
+    dropped: list[dict] = field(default_factory=list)
 
     @property
     def streams(self) -> set[str]:
@@ -164,6 +176,7 @@ class _Node:
     blocked_s: float = 0.0
     ray_node: str | None = None     # the Ray node it is pinned to (None: Ray's choice)
     adopted: int = 0                # executor trees taken over from lost nodes
+    added: int = 0                  # executor trees taken over as an added node (add_node)
 
     @property
     def snapshot(self) -> bytes | None:
@@ -180,38 +193,84 @@ def _plan_tree_id(tree: Mapping[str, Any]) -> str:
     return str(tree.get("plan_tree", tree["id"]))
 
 
+def next_node_id(taken) -> str:
+    """The id ``add_node`` gives a new node by default: ``node-<k>``, the smallest k unused
+    (ids of lost nodes stay used: metrics and records name nodes by id)."""
+    taken = {str(x) for x in taken}
+    k = 0
+    while f"node-{k}" in taken:
+        k += 1
+    return f"node-{k}"
+
+
 def check_faults(faults, node_ids) -> list[dict[str, Any]]:
-    """Validate a fault drill: ``[{kind: kill|lose, node, at_batch}]``; returns it sorted by
-    batch.  ``kill`` kills the node's actor before batch ``at_batch`` is fed (it is restarted
-    from its checkpoint); ``lose`` declares the node lost for good (its trees are re-placed).
-    A drill must leave one node and must not touch a node it already lost."""
-    ids = list(node_ids)
+    """Validate a fault drill: ``[{kind: kill|lose|add, node, at_batch}]``; returns it sorted
+    by batch.  ``kill`` kills the node's actor before batch ``at_batch`` is fed (it is
+    restarted from its checkpoint); ``lose`` declares the node lost for good (its trees are
+    re-placed); ``add`` adds a node (``Deployment.add_node``: trees move to it) named ``node``
+    (optional: default ``next_node_id``, resolved here so later faults can name it) with an
+    optional ``capacity``.  A drill must leave one node, must not touch a node it already
+    lost or before it is added, and must not add a node id that exists or existed."""
+    ids = [str(x) for x in node_ids]
     out = []
     for i, f in enumerate(faults or []):
         if not isinstance(f, Mapping):
             raise DeploymentError(f"faults[{i}]: expected a mapping {{kind, node, at_batch}}")
         kind, node, at = f.get("kind"), f.get("node"), f.get("at_batch")
-        if kind not in ("kill", "lose"):
-            raise DeploymentError(f"faults[{i}].kind: {kind!r}; allowed: kill, lose")
-        if node not in ids:
-            raise DeploymentError(f"faults[{i}].node: unknown node {node!r}; nodes: "
-                                  f"{', '.join(map(str, ids))}")
+        cap = f.get("capacity")
+        if kind not in ("kill", "lose", "add"):
+            raise DeploymentError(f"faults[{i}].kind: {kind!r}; allowed: kill, lose, add")
         if isinstance(at, bool) or not isinstance(at, int) or at < 0:
             raise DeploymentError(f"faults[{i}].at_batch: {at!r}; expected an integer >= 0")
-        out.append({"kind": kind, "node": str(node), "at_batch": at, "index": i})
+        if kind == "add":
+            if node is not None and (not isinstance(node, str) or not node):
+                raise DeploymentError(f"faults[{i}].node: {node!r}; expected the new node's "
+                                      "id (a non-empty string) or nothing (node-<k>)")
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
+                                    or not cap > 0 or cap == float("inf")):
+                raise DeploymentError(f"faults[{i}].capacity: {cap!r}; expected a number > 0")
+        elif cap is not None:
+            raise DeploymentError(f"faults[{i}].capacity: only a node added (kind: add) "
+                                  f"takes a capacity, not kind {kind}")
+        out.append({"kind": kind, "node": None if node is None else str(node), "at_batch": at,
+                    "capacity": None if cap is None else float(cap), "index": i})
     out.sort(key=lambda f: (f["at_batch"], f["index"]))
+    added_by = {f["node"]: f for f in out if f["kind"] == "add" and f["node"] is not None}
+    alive = set(ids)
     lost: dict[str, int] = {}
+    added: dict[str, int] = {}
     for f in out:
         i = f["index"]
+        if f["kind"] == "add":
+            if f["node"] is None:
+                f["node"] = next_node_id(set(ids) | set(added) | set(added_by))
+            if f["node"] in ids or f["node"] in added:
+                by = "the plan" if f["node"] in ids else f"faults[{added[f['node']]}]"
+                raise DeploymentError(f"faults[{i}].node: node {f['node']!r} already exists "
+                                      f"(in {by}); an added node needs a new id")
+            added[f["node"]] = i
+            alive.add(f["node"])
+            continue
+        if f["node"] not in ids and f["node"] not in added:
+            if f["node"] in added_by:
+                a = added_by[f["node"]]
+                raise DeploymentError(f"faults[{i}]: node {f['node']!r} is added only by "
+                                      f"faults[{a['index']}] at batch {a['at_batch']}, after "
+                                      f"this fault (batch {f['at_batch']})")
+            raise DeploymentError(f"faults[{i}].node: unknown node {f['node']!r}; nodes: "
+                                  f"{', '.join(map(str, ids + list(added)))}")
         if f["node"] in lost:
             raise DeploymentError(f"faults[{i}]: node {f['node']!r} is already lost (by "
                                   f"faults[{lost[f['node']]}]); nothing to {f['kind']}")
         if f["kind"] == "lose":
             lost[f["node"]] = i
-            if len(lost) == len(ids):
+            alive.discard(f["node"])
+            if not alive:
                 raise DeploymentError(f"faults[{i}]: losing node {f['node']!r} loses every "
                                       "node; at least one must survive to run the queries")
-    return [{k: f[k] for k in ("kind", "node", "at_batch")} | {"fired": False} for f in out]
+    return [{k: f[k] for k in ("kind", "node", "at_batch")}
+            | ({"capacity": f["capacity"]} if f["kind"] == "add" else {}) | {"fired": False}
+            for f in out]
 
 
 def ray_nodes_for_pinning() -> list[dict[str, Any]]:
@@ -318,6 +377,31 @@ class _Layout:
                                "max_change": self.plan.max_cost - before.max_cost}}
         return target, record
 
+    def add(self, node_id: str, capacity: float | None) -> tuple[dict[str, str], dict[str, Any]]:
+        """Which plan trees move to a new node ``node_id`` (``placement.replace.add_node``:
+        while one move lowers the MaxCost, or the nodes tied at it, the most utilised node's
+        best tree moves), as
+        ``{plan tree id: node it leaves}``, and the record of the decision.  Trees move whole,
+        so the planned plan is the executed one."""
+        from placement.replace import add_node
+
+        before = self.plan
+        try:
+            rep = add_node(before, node_id, capacity)
+        except ValueError as e:
+            raise DeploymentError(f"cannot add node {node_id!r}: {e}") from None
+        host = {id(t): n.id for n in before.nodes for t in n.trees}
+        moves = {self.tree_id[id(t)]: host[id(t)] for t in rep.plan.nodes[-1].trees}
+        self.plan = rep.plan
+        record = {"moved": rep.moved, "trees": dict(sorted(moves.items())),
+                  "capacity": capacity,
+                  "planned": {"total_before": rep.total_before, "max_before": rep.max_before,
+                              "total_after": rep.plan.total_cost,
+                              "max_after": rep.plan.max_cost,
+                              "total_change": rep.total_change, "max_change": rep.max_change,
+                              "node_costs": {n.id: n.cost for n in rep.plan.nodes}}}
+        return moves, record
+
 
 class Deployment:
     """A plan running on Ray: ``feed`` batches, ``checkpoint``, ``finish``.
@@ -338,7 +422,7 @@ class Deployment:
     per-node costs; when its Ray node is gone the plan node is lost and its trees are
     re-placed on the surviving plan nodes (``lose_node``).  A restarted actor keeps its pin.
 
-    ``faults``: a fault drill, ``[{kind: kill|lose, node, at_batch}]`` (``check_faults``),
+    ``faults``: a fault drill, ``[{kind: kill|lose|add, node, at_batch}]`` (``check_faults``),
     fired just before batch ``at_batch`` (0-based) is fed.
     Use as a context manager (or call ``shutdown``) so actors are killed on errors too.
     """
@@ -379,6 +463,8 @@ class Deployment:
                                       f"queries: {cq[:10]}")
         self.faults = check_faults(faults, [sp["node_id"] for sp in specs])
         pins = self._pins(pin_nodes, [sp["node_id"] for sp in specs])
+        self._pinning = bool(pin_nodes)   # add_node pins a new node too
+        self._created = len(specs)         # plan nodes started so far (add_node's pin index)
         for spec in specs:
             nid = spec["node_id"]
             n = _Node(spec, None, [_Source(list(spec["trees"]), None, -1, nid)],
@@ -399,6 +485,7 @@ class Deployment:
         self._layout: _Layout | None = None
         self.lost: dict[str, dict[str, Any]] = {}
         self.replacements: list[dict[str, Any]] = []
+        self.additions: list[dict[str, Any]] = []
         self.checkpoints = 0
         self.rows_fed = 0
         self.bytes_fed = 0
@@ -524,6 +611,9 @@ class Deployment:
             f["fired"] = True
             if f["kind"] == "lose":
                 self.lose_node(f["node"], reason=f"fault drill at batch {f['at_batch']}")
+            elif f["kind"] == "add":
+                self.add_node(f["node"], capacity=f.get("capacity"),
+                              reason=f"fault drill at batch {f['at_batch']}")
             elif f["node"] in self.nodes:
                 ray.kill(self.nodes[f["node"]].actor, no_restart=True)
 
@@ -653,12 +743,14 @@ class Deployment:
         except Exception:  # already dead
             pass
         base, *adopted = n.sources
-        n.actor = self._new_actor(node_id, base.trees)
+        n.actor = self._new_actor(node_id, base.trees + base.dropped)
         n.inflight.clear()
         n.recoveries += 1
         calls = []
         if base.blob is not None:
             calls.append(("restore", (base.blob,)))
+        if base.dropped:  # trees moved to an added node since the snapshot
+            calls.append(("drop_trees", ([t["id"] for t in base.dropped],)))
         calls += [("ingest", a) for a in self._replay(node_id, base, base=True)]
         for src in adopted:
             calls.append(("add_trees", (src.trees, src.blob)))
@@ -768,6 +860,138 @@ class Deployment:
         self.plan = {**self.plan, "nodes": nodes, "total_cost": float(sum(costs)),
                      "max_cost": max(costs, default=0.0)}
 
+    def add_node(self, node_id: str | None = None, *, capacity: float | None = None,
+                 ray_node: str | None = None, reason: str = "added") -> dict[str, Any]:
+        """Scale out: start a new node and move trees to it, exactly once.
+
+        ``placement.replace.add_node`` (on the running layout re-priced from its queries)
+        decides which trees move: while moving one tree from the most utilised node lowers the
+        MaxCost (or the number of nodes tied at it).  The move: a checkpoint of every node (answers committed, replay log empty),
+        then the new actor ``add_trees`` the moved trees from their hosts' snapshots and the
+        hosts ``drop_trees`` them; routing then sends their streams to the new node.  Nothing
+        is fed in between, so no batch is lost or applied twice; until the next checkpoint the
+        new node's state is those snapshots (``_Node.sources``) and each host's its snapshot
+        minus the moved trees, which ``recover`` and ``lose_node`` use if an actor dies or a
+        node is lost later (the replay log and per-tree ``seq`` keep that exactly-once).
+
+        ``node_id``: default ``node-<k>``, the smallest k unused (lost nodes' ids stay used).
+        ``capacity``: needed exactly when the plan's nodes have capacities (default then: their
+        capacity, if they all have the same).  ``ray_node``: pin the new actor to this Ray node;
+        default with pinning on: Ray node ``i mod R`` as ``pin_nodes=True`` would give plan node
+        i (i = nodes started so far), else Ray's choice.  ``self.plan`` gains the node with
+        the moved tree entries (``moved_from``), costs re-summed: it verifies.  Returns (and
+        records in ``metrics()["additions"]``) the moved trees and the cost change.  A node
+        that no move helps (e.g. a single tree) is still added, empty."""
+        t0 = time.perf_counter()
+        if self._finished:
+            raise DeploymentError("deployment already finished: add nodes while it runs")
+        nid = next_node_id(set(self.nodes) | set(self.lost)) if node_id is None \
+            else str(node_id)
+        if not nid:
+            raise DeploymentError("add_node: the node id must be a non-empty string")
+        if nid in self.nodes or nid in self.lost:
+            raise DeploymentError(f"cannot add node {nid!r}: "
+                                  + ("it already exists" if nid in self.nodes else
+                                     "it was lost (ids of lost nodes are not reused)")
+                                  + "; an added node needs a new id")
+        caps = [n.get("capacity") for n in self.plan["nodes"]]
+        if capacity is None and any(c is not None for c in caps):
+            if len(set(caps)) != 1:
+                raise DeploymentError(f"cannot add node {nid!r}: the plan's nodes have "
+                                      f"different capacities {caps}; give capacity=")
+            capacity = caps[0]
+        if capacity is not None and (isinstance(capacity, bool) or not float(capacity) > 0):
+            raise DeploymentError(f"cannot add node {nid!r}: capacity {capacity!r}; expected "
+                                  "a number > 0")
+        capacity = None if capacity is None else float(capacity)
+        pin = self._pin_new(nid, ray_node)
+        if self._layout is None:  # fails here (no input rates, ...) before anything changes
+            self._layout = _Layout(self.plan)
+        # the moved trees start from this snapshot of their hosts; nothing is fed until they
+        # run on the new node.  (A node lost during the checkpoint is re-placed first.)
+        self.checkpoint()
+        if any(len(x.sources) != 1 for x in self.nodes.values()):  # checkpoint() ensures it
+            raise DeploymentError("internal: a node still has adopted sources after a checkpoint")
+        moves, record = self._layout.add(nid, capacity)
+        n = _Node({"node_id": nid, "trees": []}, None, [_Source([], None, self._seq, nid)],
+                  ray_node=pin)
+        self.nodes[nid] = n
+        self._created += 1
+        n.actor = self._new_actor(nid, [])
+        adopt: list[_Source] = []
+        drops: list[tuple[str, _Node, Any, list[str]]] = []
+        for hid, h in list(self.nodes.items()):
+            mv = [t for t in h.spec["trees"] if moves.get(_plan_tree_id(t)) == hid]
+            if hid == nid or not mv:
+                continue
+            ids = [t["id"] for t in mv]
+            base = h.sources[0]  # the checkpoint left every node with its own snapshot only
+            h.spec = {**h.spec, "trees": [t for t in h.spec["trees"] if t["id"] not in ids]}
+            h.sources[0] = _Source([t for t in base.trees if t["id"] not in ids], base.blob,
+                                   base.seq, base.origin, base.dropped + mv)
+            src = _Source(mv, base.blob, base.seq, hid)
+            n.spec = {**n.spec, "trees": n.spec["trees"] + mv}
+            n.sources.append(src)
+            n.added += len(mv)
+            adopt.append(src)
+            drops.append((hid, h, h.actor, ids))
+        self._route()
+        self._update_plan_added(nid, moves, capacity)
+        actor = n.actor
+        for src in adopt:  # a recovery (or loss) of the new node rebuilds all of them
+            if self.nodes.get(nid) is not n or n.actor is not actor:
+                break
+            self._adopt(nid, src)
+        for hid, h, old, ids in drops:
+            self._wait(hid, self.max_in_flight - 1)
+            if self.nodes.get(hid) is h and h.actor is old:  # else recover/lose_node did it
+                h.inflight.append(h.actor.drop_trees.remote(ids))
+        for x in [nid] + [d[0] for d in drops]:
+            self._wait(x, 0)  # surface failures of the move now
+        record = {"node": nid, "reason": reason, "before_batch": self._seq + 1,
+                  "snapshot_seq": self._seq, "ray_node": pin, **record,
+                  "executed_trees": n.added, "seconds": time.perf_counter() - t0}
+        self.additions.append(record)
+        return record
+
+    def _pin_new(self, nid: str, ray_node: str | None) -> str | None:
+        """The Ray node a new plan node is pinned to (None: Ray's choice)."""
+        if ray_node is None and not self._pinning:
+            return None
+        if "scheduling_strategy" in self.actor_options:
+            raise DeploymentError("ray_node and actor_options['scheduling_strategy'] both "
+                                  "place the actors: give one")
+        alive = [r["NodeID"] for r in ray_nodes_for_pinning()]
+        if ray_node is not None:
+            if str(ray_node) not in alive:
+                raise DeploymentError(f"cannot add node {nid!r}: Ray node {ray_node!r} is not "
+                                      f"alive; alive: {alive}")
+            return str(ray_node)
+        if not alive:
+            raise DeploymentError(f"cannot add node {nid!r}: no alive Ray node to pin it to")
+        return alive[self._created % len(alive)]
+
+    def _update_plan_added(self, nid: str, moves: dict[str, str],
+                           capacity: float | None) -> None:
+        """``self.plan`` follows the running layout: the moved tree entries leave their nodes
+        for the new node (last), node and plan costs are re-summed (it verifies)."""
+        nodes, moved = [], []
+        for n in self.plan["nodes"]:
+            keep = []
+            for t in n["trees"]:
+                if moves.get(str(t["id"])) == str(n["id"]):
+                    moved.append(dict(t, moved_from=str(n["id"])))
+                else:
+                    keep.append(t)
+            nodes.append({**n, "trees": keep,
+                          "cost": float(sum(float(t.get("cost", 0.0)) for t in keep))})
+        nodes.append({"id": nid, "capacity": capacity,
+                      "cost": float(sum(float(t.get("cost", 0.0)) for t in moved)),
+                      "trees": moved})
+        costs = [n["cost"] for n in nodes]
+        self.plan = {**self.plan, "nodes": nodes, "total_cost": float(sum(costs)),
+                     "max_cost": max(costs, default=0.0)}
+
     # -- incremental results (live streams) ---------------------------------------------------
     def take_answers(self) -> pa.Table:
         """Checkpoint, then hand over (and forget) every answer committed so far, sorted by
@@ -866,12 +1090,13 @@ class Deployment:
                "wall_s": wall, "technique": self.technique, "checkpoints": self.checkpoints,
                "nodes": {}, "lost_nodes": dict(self.lost),
                "replacements": list(self.replacements),
+               "additions": list(self.additions),
                "faults": [dict(f) for f in self.faults]}
         for nid, m in zip(nids, per):
             n = self.nodes[nid]
             m.update(queue_depth=len(n.inflight), max_queue_depth=n.max_depth,
                      driver_blocked_s=n.blocked_s, recoveries=n.recoveries,
-                     adopted_trees=n.adopted, ray_node=n.ray_node,
+                     adopted_trees=n.adopted, added_trees=n.added, ray_node=n.ray_node,
                      utilisation=m["busy_s"] / wall if wall > 0 else 0.0)
             out["nodes"][nid] = m
         return out

@@ -64,9 +64,10 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
     The deployment snapshots its nodes every ``checkpoint_every`` batches and whenever its
     replay log (batches pinned in the object store) exceeds ``max_log_bytes``; a lost actor is
     then recovered exactly (answers as in a fault-free run), and a node lost for good has its
-    trees re-placed on the others, exactly too.  ``pin_nodes`` (default: when ``ray_address``
-    is given) pins plan nodes to Ray nodes round robin (``Deployment``); ``faults`` is a fault
-    drill (``cluster.deploy.check_faults``).
+    trees re-placed on the others, exactly too (a node added by the drill: trees move to it,
+    exactly; ``plan_final.json`` then holds the layout as it ran).  ``pin_nodes`` (default:
+    when ``ray_address`` is given) pins plan nodes to Ray nodes round robin (``Deployment``);
+    ``faults`` is a fault drill (``cluster.deploy.check_faults``).
     """
     if mode not in ("raw", "sliced"):
         raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
@@ -114,7 +115,7 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
     result.metrics.update(extra)
     write_result(result, out_dir, csv=csv)
     final = Path(out_dir) / "plan_final.json"
-    if result.replacements:
+    if result.replacements or result.additions:  # the layout changed during the run
         final.write_text(json.dumps(final_plan, indent=1))
     elif final.exists():  # a previous run's, in the same output directory: not this run's plan
         final.unlink()

@@ -24,7 +24,9 @@ Moving trees between nodes (a node lost for good, ``Deployment.lose_node``): eve
 the last batch ``seq`` it applied (``tree_seq``, part of snapshots), ``add_trees(specs,
 snapshot)`` adopts trees restored from another node's snapshot, and ``ingest(..., trees=)``
 replays batches to those trees only.  A tree skips a batch whose ``seq`` it already applied,
-so a batch that reaches a tree both by replay and by the live feed counts once.
+so a batch that reaches a tree both by replay and by the live feed counts once.  A node added
+to a running deployment (``Deployment.add_node``) takes trees the same way, and their old hosts
+``drop_trees`` them.
 """
 from __future__ import annotations
 
@@ -461,6 +463,32 @@ class NodeCore:
             self._host(t, tree, seq)
             self.spec["trees"].append(t)
         return {t["id"]: seq for t, _, seq in staged}
+
+    def drop_trees(self, trees: Iterable[str]) -> int:
+        """Stop hosting ``trees`` (they moved to another node, restored there from a snapshot
+        of this one: ``Deployment.add_node``).  Refused if a tree is unknown or has answers not
+        yet drained (they would be lost: the driver drops trees right after a checkpoint).
+        Their late tuples go with them (they are in the snapshot).  Returns how many."""
+        ids = [str(t) for t in trees]
+        unknown = sorted(set(ids) - set(self.trees))
+        if unknown:
+            raise ValueError(f"node {self.node_id}: no tree(s) {unknown} to drop")
+        gone = set(ids)
+        pending = sorted({tid for tid, _ in self._pending if tid in gone})
+        if pending:
+            raise ValueError(f"node {self.node_id}: tree(s) {pending} have undrained answers")
+        for tid in gone:
+            del self.trees[tid]
+            stream = self.tree_stream.pop(tid)
+            self.tree_technique.pop(tid, None)
+            self.tree_seq.pop(tid, None)
+            self.by_stream[stream].remove(tid)
+            if not self.by_stream[stream]:
+                del self.by_stream[stream]
+        self.spec["trees"] = [t for t in self.spec["trees"] if str(t["id"]) not in gone]
+        self._ranks = None
+        self._union_classes = {}
+        return len(gone)
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> "NodeCore":

@@ -630,7 +630,7 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
                progress: Callable[[StreamStats], None] | None = None) -> StreamResult:
     """``run_live`` for a directory: deploy ``plan`` on Ray, stream ``directory`` through
     Spark until a stop condition, write the answers as they come plus ``metrics.json`` (and
-    ``plan_final.json`` if a node was lost for good, as ``run_live`` does).
+    ``plan_final.json`` if a node was lost for good or added, as ``run_live`` does).
 
     ``checkpoint_every``, ``max_log_bytes``, ``pin_nodes`` (default: when ``ray_address`` is
     given) and ``faults`` are ``Deployment``'s.  A drill's ``at_batch`` counts the feed
@@ -684,7 +684,7 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
     out = Path(out_dir)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=float))
     final = out / "plan_final.json"
-    if metrics.get("replacements"):
+    if metrics.get("replacements") or metrics.get("additions"):  # the layout changed
         final.write_text(json.dumps(final_plan, indent=1))
     elif final.exists():  # a previous run's, in the same output directory
         final.unlink()

@@ -8,7 +8,9 @@ step in the spirit of To Lowest / Inserted):
   that node's best same-key tree when that costs less than keeping it separate (WG_TL's rule).
   Moves = the removed node's trees.
 - **add a node**: repeatedly move the tree from the most utilised node to the new node that lowers
-  the MaxCost the most; stop when no single move lowers it. Moves = trees moved.
+  the MaxCost the most; stop when no single move lowers it (nodes tied at the peak: a move that
+  leaves fewer of them there counts, undone if no later move lowers the MaxCost). Moves = trees
+  moved.
 - **add queries**: each new query's tree is inserted with WG_I's rule (weave into the node whose
   new cost is smallest, or a separate tree on the least-loaded node, whichever raises TotalCost
   less). No existing tree moves.
@@ -86,7 +88,13 @@ def remove_node(plan: Plan, node_id: str, model: CostModel) -> Replacement:
 
 
 def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replacement:
-    """Offload trees to a new node while a single move lowers the MaxCost."""
+    """Offload trees to a new node while single moves lower the MaxCost.
+
+    Each step moves the tree of the most utilised node whose move gives the lowest peak
+    utilisation.  When nodes tie at the peak no single move can lower it (the other tied nodes
+    stay there), so a move that keeps the peak but leaves fewer nodes at it is taken too; the
+    moves after the last one that lowered the MaxCost are undone (a move that does not lower
+    it only costs a state transfer).  Trees move whole: TotalCost does not change."""
     ids = [n.id for n in plan.nodes]
     if node_id in ids:
         raise ValueError(f"node {node_id!r} already exists")
@@ -97,26 +105,40 @@ def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replace
                  plan.rates)
     st = _state(grown)
     new = st.n - 1
+    eps = 1e-12
+
+    def key(util: list[float]) -> tuple[float, int]:
+        peak = max(util)
+        return peak, sum(1 for u in util if u >= peak - eps)
+
+    def better(a: tuple[float, int], b: tuple[float, int]) -> bool:
+        return a[0] < b[0] - eps or (a[0] <= b[0] + eps and a[1] < b[1])
+
     moved = 0
-    while True:
+    best = (max(st.util_key(j)[0] for j in range(st.n)), 0,
+            [list(ts) for ts in st.trees], list(st.load))
+    for _ in range(len(grown.trees) * st.n):  # each move lowers key(); a cap all the same
         util = [st.util_key(j)[0] for j in range(st.n)]
         src = max(range(st.n - 1), key=lambda j: (util[j], -j))
-        current = max(util)
-        best = None
+        current = key(util)
+        pick = None
         for t in st.trees[src]:
-            after_src = (st.load[src] - t.cost) / st._cap(src)
-            after_new = (st.load[new] + t.cost) / st._cap(new)
-            others = max((util[j] for j in range(st.n) if j not in (src, new)), default=0.0)
-            peak = max(after_src, after_new, others)
-            if peak < current - 1e-12 and (best is None or peak < best[0]):
-                best = (peak, t)
-        if best is None:
+            after = list(util)
+            after[src] = (st.load[src] - t.cost) / st._cap(src)
+            after[new] = (st.load[new] + t.cost) / st._cap(new)
+            k = key(after)
+            if better(k, current) and (pick is None or better(k, pick[0])):
+                pick = (k, t)
+        if pick is None:
             break
-        t = best[1]
+        t = pick[1]
         st.trees[src].remove(t)
         st.load[src] -= t.cost
         st.add(new, t)
         moved += 1
+        if pick[0][0] < best[0] - eps:
+            best = (pick[0][0], moved, [list(ts) for ts in st.trees], list(st.load))
+    _, moved, st.trees, st.load = best
     return Replacement(_plan(grown, st, ids + [node_id]), moved, plan.total_cost, plan.max_cost)
 
 

@@ -572,7 +572,8 @@ def run(
                   f"{summary.tuples} tuples -> {summary.answers} answers, {summary.late} late, "
                   f"{summary.seconds:.1f} s; estimated TotalCost {summary.estimated_total_cost:.4g}"
                   f", MaxCost {summary.estimated_max_cost:.4g}")
-    final = ", plan_final.json" if summary.metrics.get("replacements") else ""
+    final = ", plan_final.json" if summary.metrics.get("replacements") or \
+        summary.metrics.get("additions") else ""
     stream = summary.metrics.get("stream")
     if stream:
         rej = (f"; files rejected whole: {stream['files_rejected']}, bad lines rejected: "

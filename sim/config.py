@@ -18,8 +18,8 @@ Sections (defaults and meaning in ``configs/README.md``):
   ``directory`` of arriving files (live runs).
 - ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed);
   live runs also ``batch_rows``, ``checkpoint_every`` and ``faults`` (a fault drill: kill a
-  node's actor, or lose a node for good, before a given feed batch; with ``data.directory``
-  the batches are the ``batch_rows`` chunks of the files, in arrival order).
+  node's actor, lose a node for good, or add a node, before a given feed batch; with
+  ``data.directory`` the batches are the ``batch_rows`` chunks of the files, in arrival order).
 
 Relative paths: ``data.path`` and ``data.directory.path`` are relative to the config file (inputs
 travel with the config); ``run.output_dir`` is relative to the working directory (outputs go
@@ -366,15 +366,18 @@ class Data(Strict):
 
 class FaultSpec(Strict):
     """One fault of a drill: before batch ``at_batch`` (0-based) is fed, ``kill`` the node's
-    actor (it is restarted from its checkpoint) or ``lose`` the node for good (its trees are
-    re-placed on the other nodes).  Answers stay exactly those of a fault-free run.
-    Batches are the feed's ``run.batch_rows``-row batches, 0-based; with ``data.directory``
-    each file is cut into such batches, files in arrival order, so ``at_batch`` does not
-    depend on how Spark groups files into micro-batches."""
+    actor (it is restarted from its checkpoint), ``lose`` the node for good (its trees are
+    re-placed on the other nodes) or ``add`` a node (``node``: its id, default ``node-<k>``
+    with the smallest unused k; ``capacity``: when the cluster's nodes have capacities; trees
+    move to it by ``placement.replace.add_node``).  Answers stay exactly those of a
+    fault-free run.  Batches are the feed's ``run.batch_rows``-row batches, 0-based; with
+    ``data.directory`` each file is cut into such batches, files in arrival order, so
+    ``at_batch`` does not depend on how Spark groups files into micro-batches."""
 
-    kind: Literal["kill", "lose"]
-    node: Annotated[str, BeforeValidator(_id_to_str), Field(min_length=1)]
+    kind: Literal["kill", "lose", "add"]
+    node: Annotated[str, BeforeValidator(_id_to_str), Field(min_length=1)] | None = None
     at_batch: Annotated[int, Field(ge=0)]
+    capacity: Rate | None = None
 
 
 class Run(Strict):
@@ -388,22 +391,68 @@ class Run(Strict):
     checkpoint_every: Annotated[int, Field(ge=1)] | None = None   # batches; null: by log size
     faults: list[FaultSpec] = []
 
-    def check_faults(self, node_ids: list[str]) -> None:
-        """A drill names known nodes, touches no node after losing it and leaves one node
-        (the same rules as ``cluster.deploy.check_faults``, without importing the cluster)."""
+    @model_validator(mode="after")
+    def _fault_fields(self) -> "Run":
+        for i, f in enumerate(self.faults):
+            if f.kind != "add" and f.node is None:
+                raise ConfigError(f"run.faults[{i}].node: required for kind {f.kind} (the node "
+                                  "to act on)")
+            if f.kind != "add" and f.capacity is not None:
+                raise ConfigError(f"run.faults[{i}].capacity: only a node added (kind: add) "
+                                  f"takes a capacity, not kind {f.kind}")
+        return self
+
+    def check_faults(self, node_ids: list[str],
+                     capacities: list[float | None] | None = None) -> None:
+        """A drill names known nodes (or nodes it added earlier), touches no node after losing
+        it, adds no existing id and leaves one node; an added node has a capacity exactly when
+        the cluster's nodes do (the same rules as ``cluster.deploy.check_faults`` and
+        ``Deployment.add_node``, without importing the cluster)."""
         order = sorted(range(len(self.faults)), key=lambda i: (self.faults[i].at_batch, i))
+        explicit = {f.node: i for i, f in enumerate(self.faults)
+                    if f.kind == "add" and f.node is not None}
+        caps = capacities or [None] * len(node_ids)
         lost: dict[str, int] = {}
+        added: dict[str, int] = {}
+        alive = set(node_ids)
         for i in order:
             f = self.faults[i]
-            if f.node not in node_ids:
+            if f.kind == "add":
+                node = f.node
+                if node is None:
+                    k = 0
+                    while f"node-{k}" in set(node_ids) | set(added) | set(explicit):
+                        k += 1
+                    node = f"node-{k}"
+                if node in node_ids or node in added:
+                    by = "cluster.nodes" if node in node_ids else f"run.faults[{added[node]}]"
+                    raise ConfigError(f"run.faults[{i}].node: node {node!r} already exists (in "
+                                      f"{by}); an added node needs a new id")
+                if f.capacity is None and any(c is not None for c in caps) \
+                        and len(set(caps)) != 1:
+                    raise ConfigError(f"run.faults[{i}].capacity: required: the cluster's "
+                                      "nodes have different capacities")
+                if f.capacity is not None and all(c is None for c in caps):
+                    raise ConfigError(f"run.faults[{i}].capacity: the cluster's nodes have no "
+                                      "capacity, so an added node takes none")
+                added[node] = i
+                alive.add(node)
+                continue
+            if f.node not in node_ids and f.node not in added:
+                if f.node in explicit:
+                    j = explicit[f.node]
+                    raise ConfigError(f"run.faults[{i}]: node {f.node!r} is added only by "
+                                      f"run.faults[{j}] at batch {self.faults[j].at_batch}, "
+                                      f"after this fault (batch {f.at_batch})")
                 raise ConfigError(f"run.faults[{i}].node: unknown node {f.node!r}; nodes: "
-                                  f"{', '.join(node_ids)}")
+                                  f"{', '.join(list(node_ids) + list(added))}")
             if f.node in lost:
                 raise ConfigError(f"run.faults[{i}]: node {f.node!r} is already lost (by "
                                   f"run.faults[{lost[f.node]}]); nothing to {f.kind}")
             if f.kind == "lose":
                 lost[f.node] = i
-                if len(lost) == len(node_ids):
+                alive.discard(f.node)
+                if not alive:
                     raise ConfigError(f"run.faults[{i}]: losing node {f.node!r} loses every "
                                       "node; at least one must survive to run the queries")
 
@@ -435,7 +484,7 @@ class Config(Strict):
                 raise ConfigError("run.faults: a fault drill needs a live run (run.mode: live)")
             layouts = self.cluster.layouts()
             if len(layouts) == 1:  # (a live run refuses several layouts with its own message)
-                self.run.check_faults(layouts[0][0])
+                self.run.check_faults(*layouts[0])
         if wl.generator is None:
             rates = self.streams or {}
             for i, q in enumerate(wl.queries or []):

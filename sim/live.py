@@ -58,9 +58,21 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
 
 
 def drill_lines(metrics: dict[str, Any]) -> list[str]:
-    """One line per node lost for good (where its trees went, batches replayed, cost change),
-    per restarted node, and per fault of the drill that did not fire."""
+    """One line per node added (trees moved to it, cost change), per node lost for good (where
+    its trees went, batches replayed, cost change), per restarted node, and per fault of the
+    drill that did not fire."""
     lines = []
+    for a in metrics.get("additions") or []:
+        src: dict[str, int] = {}
+        for node in (a.get("trees") or {}).values():
+            src[node] = src.get(node, 0) + 1
+        pl = a.get("planned", {})
+        where = ", ".join(f"{n}: {k}" for n, k in sorted(src.items())) or "none"
+        lines.append(
+            f"node {a['node']} added before batch {a['before_batch']} ({a['reason']}): "
+            f"{a['moved']} tree(s) moved to it (from {where}), restored from their hosts' "
+            f"snapshots after batch {a['snapshot_seq']}; MaxCost "
+            f"{pl.get('max_change', 0.0):+.4g}, TotalCost {pl.get('total_change', 0.0):+.4g}")
     for r in metrics.get("replacements") or []:
         dest: dict[str, int] = {}
         for node in (r.get("trees") or {}).values():
@@ -137,7 +149,7 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
         return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
                            start)
     say("deploying on Ray and feeding through Spark")
-    faults = [f.model_dump() for f in config.run.faults]
+    faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     if faults:
         say(f"fault drill: {len(faults)} fault(s)")
     result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
@@ -167,7 +179,7 @@ def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_qu
     opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
                          idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
                          timeout_s=w.timeout_s, batch_rows=config.run.batch_rows)
-    faults = [f.model_dump() for f in config.run.faults]
+    faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     say(f"starting Ray and Spark to watch {w.path}"
         + (f" (fault drill: {len(faults)} fault(s))" if faults else ""))
     res = run_stream(plan_dict, w.path, out, options=opts, ray_address=config.cluster.ray.address,

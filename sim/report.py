@@ -866,6 +866,8 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
                      ("micro-batches", st.get("batches")), ("stop reason", st.get("stop_reason"))]
     if m.get("replacements"):
         overview.append(("nodes lost and re-placed", len(m["replacements"])))
+    if m.get("additions"):
+        overview.append(("nodes added", len(m["additions"])))
     if run.answers is not None:
         overview.append(("answers.parquet rows", len(run.answers)))
     if run.late is not None:
@@ -957,6 +959,24 @@ def _live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
                          for r in reps],
                         ["g", "int", "g", "int", "g", "int", "int", "g", "g", "g", "s"],
                         table_id="live-replacements"))
+    adds = m.get("additions") or []
+    if adds:
+        body.append("<h2>Nodes added</h2>"
+                    '<p class="note">Each added node took the trees below '
+                    "(<code>placement.replace.add_node</code>: while one move lowers the MaxCost), "
+                    "restored from their hosts' snapshots at a checkpoint; the hosts dropped "
+                    "them (answers stay exactly-once).</p>"
+                    + html_table(
+                        ["node", "before batch", "reason", "trees moved", "from",
+                         "snapshot after batch", "TotalCost change", "MaxCost change",
+                         "seconds"],
+                        [[a.get("node"), a.get("before_batch"), a.get("reason"), a.get("moved"),
+                          ", ".join(f"{t}: {n}" for t, n in sorted((a.get("trees") or {}).items())),
+                          a.get("snapshot_seq"), (a.get("planned") or {}).get("total_change"),
+                          (a.get("planned") or {}).get("max_change"), a.get("seconds")]
+                         for a in adds],
+                        ["g", "int", "g", "int", "g", "int", "g", "g", "s"],
+                        table_id="live-additions"))
     # late tuples
     late_total_metrics = sum(int(_num(nm.get("late_tuples")) or 0) for nm in nodes.values())
     rej = [r for r in (_rejected(nm) for nm in nodes.values()) if r is not None]

@@ -68,7 +68,8 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
             pq.write_table(clean.answers, out / "clean.parquet")
 
             # the worker hosting node-1 leaves mid-stream (node-1 is lost: its trees move to
-            # the surviving plan nodes), then node-0's actor is killed (restarted, same pin)
+            # the surviving plan nodes), then node-0's actor is killed (restarted, same pin),
+            # then a plan node is added (pinned: i = 4 -> alive Ray node 4 mod 2)
             victim_ray = res["expected"]["node-1"]
             victim = next(w for w in workers if w.node_id == victim_ray)
             with Deployment(plan, pin_nodes=True, max_in_flight=2) as dep:
@@ -79,11 +80,14 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
                         cluster.remove_node(victim, allow_graceful=True)
                     if i == 8:
                         ray.kill(dep.actor("node-0"), no_restart=True)
+                    if i == 10:
+                        dep.add_node()
                     dep.feed(None, b)
                 faulty = dep.finish()
                 res["placement_after"] = dep.placement()
             pq.write_table(faulty.answers, out / "faulty.parquet")
             res["replacements"] = faulty.replacements
+            res["additions"] = faulty.additions
             res["recoveries"] = {nid: m["recoveries"]
                                  for nid, m in faulty.metrics["nodes"].items()}
             res["late_rows"] = [clean.late.num_rows, faulty.late.num_rows]

@@ -544,3 +544,147 @@ def test_run_live_fault_drill_writes_final_plan(workload, live_result, ray_sessi
     assert 5 < m["batches"] < 99
     assert lines[-1] == (f"fault drill: kill node-0 at batch 99 did not fire (the run fed "
                          f"{m['batches']} batch(es); lower run.batch_rows)")
+
+
+def _exec_layout(dep) -> dict[str, list[str]]:
+    """Plan node -> plan tree ids, from the running actors (what really runs where)."""
+    m = dep.metrics()["nodes"]
+    return {nid: sorted({t.split("~")[0] for t in m[nid]["trees"]}) for nid in m}
+
+
+def test_add_node_mid_stream_exactly_once_with_kills_and_loss(workload, live_result,
+                                                              small_batches, ray_session):
+    """Scale out on 2 nodes (pinned): node-2 is added before batch 4 (trees move there from the
+    checkpoint add_node takes), then, before the next checkpoint, the new node and an old host
+    are killed (rebuilt from the move's snapshots + replay), after a checkpoint the new node is
+    killed again and node-0 is lost for good.  The answers equal the fault-free run row for
+    row; the plan after the add verifies, its node costs are replace.add_node's, and it
+    matches what the actors run."""
+    import ray
+
+    from cluster.deploy import Deployment, DeploymentError, ray_nodes_for_pinning
+    from placement.plan import verify_plan
+
+    plan = workload["plan"]
+    with Deployment(plan, max_in_flight=2, pin_nodes=True) as dep:
+        for i, b in enumerate(small_batches):
+            if i == 4:
+                rec = dep.add_node()
+                after_add = dep.plan
+                layout_after_add = _exec_layout(dep)
+                placed = dep.placement()
+                old_host = sorted(set(rec["trees"].values()))[0]
+            if i == 6:
+                ray.kill(dep.actor("node-2"), no_restart=True)
+                ray.kill(dep.actor(old_host), no_restart=True)
+            if i == 8:
+                dep.checkpoint()
+            if i == 9:
+                ray.kill(dep.actor("node-2"), no_restart=True)
+            if i == 10:
+                lost = dep.lose_node("node-0")
+            dep.feed(None, b)
+        with pytest.raises(DeploymentError, match="'node-2': it already exists"):
+            dep.add_node("node-2")
+        with pytest.raises(DeploymentError, match="'node-0': it was lost"):
+            dep.add_node("node-0")
+        with pytest.raises(DeploymentError, match="give a capacity for the new node exactly"):
+            dep.add_node(capacity=2.0)
+        res = dep.finish()
+        with pytest.raises(DeploymentError, match="already finished"):
+            dep.add_node()
+        final = dep.plan
+    assert res.answers.equals(live_result.answers)
+    assert res.late.num_rows == 0
+    # the record: trees moved from the old nodes, planned by replace.add_node
+    assert rec["node"] == "node-2" and rec["before_batch"] == 4 and rec["snapshot_seq"] == 3
+    assert rec["moved"] == len(rec["trees"]) > 0
+    assert set(rec["trees"].values()) <= {"node-0", "node-1"}
+    pl = rec["planned"]
+    assert pl["max_change"] < 0 and pl["total_change"] == pytest.approx(0.0, abs=1e-9)
+    assert res.additions == res.metrics["additions"] == [rec]
+    # pinned like the others: plan node 2 -> Ray node 2 mod R
+    alive = [r["NodeID"] for r in ray_nodes_for_pinning()]
+    assert rec["ray_node"] == alive[2 % len(alive)] == placed["node-2"]
+    # the plan after the add: verifies, node costs as planned, equal to the running layout
+    assert verify_plan(after_add) == []
+    assert [n["id"] for n in after_add["nodes"]] == ["node-0", "node-1", "node-2"]
+    for n in after_add["nodes"]:
+        assert n["cost"] == pytest.approx(pl["node_costs"][n["id"]], rel=1e-9)
+    assert after_add["max_cost"] == pytest.approx(pl["max_after"], rel=1e-9)
+    moved = {t["id"] for t in after_add["nodes"][2]["trees"]}
+    assert moved == set(rec["trees"])
+    assert {n["id"]: sorted(t["id"] for t in n["trees"]) for n in after_add["nodes"]} == \
+        layout_after_add
+    # kills and the loss: restarted once/twice, node-0's trees re-placed; the final plan
+    # verifies and holds every query
+    m = res.metrics
+    assert m["nodes"]["node-2"]["recoveries"] == 2
+    assert (m["nodes"].get(old_host) or m["lost_nodes"][old_host])["recoveries"] == 1
+    assert m["nodes"]["node-2"]["added_trees"] == rec["executed_trees"] > 0
+    assert lost["node"] == "node-0" and set(m["lost_nodes"]) == {"node-0"}
+    assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
+    assert sorted(q for n in final["nodes"] for t in n["trees"] for q in t["queries"]) == \
+        sorted(q.id for q in workload["queries"])
+
+
+def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batches,
+                                               ray_session):
+    """A drill adds a node before batch 2, kills node-0 at batch 3 (its snapshot still holds
+    the moved trees: restored, then dropped) and loses the new node at batch 4, before any
+    later checkpoint (its trees go back from the move's snapshots + replay): exactly once."""
+    from cluster.deploy import Deployment, DeploymentError
+
+    faults = [{"kind": "add", "at_batch": 2, "node": "extra"},
+              {"kind": "kill", "node": "node-0", "at_batch": 3},
+              {"kind": "lose", "node": "extra", "at_batch": 4}]
+    with Deployment(workload["plan"], max_in_flight=2, faults=faults) as dep:
+        for b in small_batches:
+            dep.feed(None, b)
+        res = dep.finish()
+    assert res.answers.equals(live_result.answers)
+    (add,), (rep,) = res.additions, res.replacements
+    assert add["node"] == "extra" and add["reason"] == "fault drill at batch 2"
+    assert rep["node"] == "extra" and rep["snapshot_seq"] == 1 == add["snapshot_seq"]
+    assert set(rep["trees"]) == set(add["trees"]) and rep["replayed_batches"] > 0
+    assert [f["fired"] for f in res.metrics["faults"]] == [True, True, True]
+    assert res.metrics["nodes"]["node-0"]["recoveries"] == 1
+    for faults, msg in [
+            ([{"kind": "kill", "node": "node-9", "at_batch": 1},
+              {"kind": "add", "node": "node-9", "at_batch": 3}],
+             r"faults\[0\]: node 'node-9' is added only by faults\[1\] at batch 3"),
+            ([{"kind": "add", "node": "node-1", "at_batch": 1}],
+             r"faults\[0\]\.node: node 'node-1' already exists"),
+            ([{"kind": "kill", "node": "node-1", "at_batch": 1, "capacity": 2}],
+             r"faults\[0\]\.capacity: only a node added"),
+            ([{"kind": "add", "at_batch": 1, "capacity": 0}], r"faults\[0\]\.capacity")]:
+        with pytest.raises(DeploymentError, match=msg):
+            Deployment(workload["plan"], faults=faults)
+
+
+def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session, spark,
+                                              tmp_path):
+    """The user path of a scale-out drill: ``run_live(faults=...)`` adds a node before batch 2,
+    kills it before batch 4 and loses node-0 before batch 6: same answers.parquet, the
+    addition in metrics.json, plan_final.json verifies, the summary line says what moved."""
+    from cluster.live import run_live
+    from placement.plan import verify_plan
+    from sim.live import drill_lines
+
+    faults = [{"kind": "add", "at_batch": 2},
+              {"kind": "kill", "node": "node-2", "at_batch": 4},
+              {"kind": "lose", "node": "node-0", "at_batch": 6}]
+    res = run_live(workload["plan"], workload["path"], tmp_path / "out", spark=spark,
+                   batch_rows=1000, checkpoint_every=3, faults=faults)
+    out = tmp_path / "out"
+    assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
+    m = json.loads((out / "metrics.json").read_text())
+    (add,) = m["additions"]
+    assert add["node"] == "node-2" and add["before_batch"] == 2 and add["moved"] > 0
+    assert [f["fired"] for f in m["faults"]] == [True, True, True]
+    assert m["nodes"]["node-2"]["recoveries"] == 1 and set(m["lost_nodes"]) == {"node-0"}
+    final = json.loads((out / "plan_final.json").read_text())
+    assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
+    lines = drill_lines(res.metrics)
+    assert lines[0].startswith(f"node node-2 added before batch 2 (fault drill at batch 2): "
+                               f"{add['moved']} tree(s) moved to it (from node-")

@@ -6,7 +6,8 @@ data, runs the same plan on the session's single-node Ray as the reference, and 
 subprocess saw: each actor on the Ray node it was pinned to (4 plan nodes round robin over 3 Ray
 nodes), the fault-free answers equal to the single-node run, and, after the Ray node of
 ``node-1`` is removed and ``node-0``'s actor is killed, the answers still equal, ``node-1``'s
-trees re-placed on the surviving plan nodes and ``node-0`` restarted on its own Ray node.
+trees re-placed on the surviving plan nodes and ``node-0`` restarted on its own Ray node; a plan
+node added after that (``add_node``) is pinned round robin over the Ray nodes still alive.
 """
 from __future__ import annotations
 
@@ -106,9 +107,11 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     assert rec["node"] == "node-1" and "Ray node" in rec["reason"] and "gone" in rec["reason"]
     assert rec["snapshot_seq"] == 2 and rec["moved"] == len(plan["nodes"][1]["trees"])
     assert set(rec["trees"].values()) <= {"node-0", "node-2", "node-3"}
-    assert res["recoveries"] == {"node-0": 1, "node-2": 0, "node-3": 0}
+    assert res["recoveries"] == {"node-0": 1, "node-2": 0, "node-3": 0, "node-4": 0}
+    (add,) = res["additions"]  # plan node 4 -> Ray node 4 mod 2 of (w0, head)
+    assert add["node"] == "node-4" and add["ray_node"] == w0 and add["moved"] > 0
     after = res["placement_after"]
-    assert after == {"node-0": w0, "node-2": ray_nodes["head"], "node-3": w0}
+    assert after == {"node-0": w0, "node-2": ray_nodes["head"], "node-3": w0, "node-4": w0}
     assert res["late_rows"] == [0, 0]
     print(f"multi-node: startup {res['startup_s']:.1f} s, driver {res['total_s']:.1f} s, "
           f"test {elapsed:.1f} s")

@@ -205,6 +205,39 @@ def test_add_trees_refusals():
     assert b.streams == ["mf01", "mf02"]
 
 
+def test_moved_trees_resume_exactly_and_old_host_drops_them():
+    """Scale out at the NodeCore level: A checkpoints after batch 2, new node N adds t1 from
+    that snapshot, A drops t1; then both go on.  A's committed answers + A's and N's later ones
+    equal the trees run directly; A's snapshot no longer holds t1; undrained answers and
+    unknown trees are refused."""
+    batch = data(jitter=400)
+    ref, ref_late = run_direct(batch, 700, lateness=150)
+    a = NodeCore("A", TREES, allowed_lateness=150)
+    parts = [batch.slice(i, 700) for i in range(0, batch.num_rows, 700)]
+    for seq, p in enumerate(parts[:3]):
+        a.ingest(None, p, seq)
+    with pytest.raises(ValueError, match="undrained answers"):
+        a.drop_trees(["t1"])
+    blob, committed, _ = a.checkpoint()
+    n = NodeCore("N", [], allowed_lateness=150)
+    assert n.add_trees(TREES[1:], blob) == {"t1": 2}
+    with pytest.raises(ValueError, match=r"no tree\(s\) \['x'\]"):
+        a.drop_trees(["t1", "x"])
+    assert a.drop_trees(["t1"]) == 1
+    assert sorted(a.trees) == ["t0"] and a.streams == ["mf01"]
+    assert [t["id"] for t in a.spec["trees"]] == ["t0"]
+    for seq, p in enumerate(parts[3:], start=3):
+        a.ingest(None, p, seq)
+        n.ingest(None, p, seq)
+    a.flush()
+    n.flush()
+    got = concat_answers([committed, a.drain(), n.drain()]).sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")])
+    assert got.equals(ref)
+    assert a.metrics()["late_tuples"] + n.metrics()["late_tuples"] == ref_late > 0
+    assert sorted(NodeCore.from_snapshot(a.snapshot()).trees) == ["t0"]
+
+
 def test_pin_round_robin_and_fault_drill_checks():
     from cluster.deploy import check_faults, pin_round_robin
 

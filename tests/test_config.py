@@ -215,11 +215,33 @@ DRILL = [{"kind": "kill", "node": "node-0", "at_batch": 2},
 def test_fault_drill_and_live_feed_knobs():
     cfg = config_from_mapping(_with(_with(LIVE, ("run", "faults"), DRILL),
                                     ("run", "batch_rows"), 500))
-    assert [f.model_dump() for f in cfg.run.faults] == DRILL
+    assert [f.model_dump(exclude_none=True) for f in cfg.run.faults] == DRILL
     assert cfg.run.batch_rows == 500 and cfg.run.checkpoint_every is None
     assert "fault drill: 2 fault(s)" in cfg.summary()
     minimal = config_from_mapping(EXPLICIT)
     assert minimal.run.faults == [] and minimal.run.batch_rows == 1 << 18
+
+
+def test_fault_drill_adds_nodes():
+    """``kind: add``: the node id is optional (node-<k>, the smallest unused k) and later faults
+    may name the added node; a capacity is taken exactly when the cluster's nodes have one."""
+    drill = [{"kind": "add", "at_batch": 2}, {"kind": "add", "node": 7, "at_batch": 2},
+             {"kind": "kill", "node": "node-3", "at_batch": 3},
+             {"kind": "lose", "node": "7", "at_batch": 4}]
+    cfg = config_from_mapping(_with(LIVE, ("run", "faults"), drill))
+    assert [f.model_dump(exclude_none=True) for f in cfg.run.faults] == [
+        {"kind": "add", "at_batch": 2}, {"kind": "add", "node": "7", "at_batch": 2}, *drill[2:]]
+    caps = _with(LIVE, ("cluster", "nodes"), [{"capacity": 2}, {"capacity": 3}])
+    with pytest.raises(ConfigError, match=r"run.faults\[0\].capacity: required"):
+        config_from_mapping(_with(caps, ("run", "faults"), [{"kind": "add", "at_batch": 1}]))
+    ok = config_from_mapping(_with(caps, ("run", "faults"),
+                                   [{"kind": "add", "at_batch": 1, "capacity": 2}]))
+    assert ok.run.faults[0].capacity == 2.0
+    # an unnamed add skips ids that a later add names explicitly
+    both = config_from_mapping(_with(LIVE, ("run", "faults"), [
+        {"kind": "add", "at_batch": 1}, {"kind": "add", "node": "node-3", "at_batch": 2},
+        {"kind": "lose", "node": "node-4", "at_batch": 3}]))
+    assert len(both.run.faults) == 3
 
 
 @pytest.mark.parametrize("faults,expected", [
@@ -234,6 +256,22 @@ def test_fault_drill_and_live_feed_knobs():
     ([{"kind": "lose", "node": f"node-{i}", "at_batch": i} for i in range(3)],
      "run.faults[2]: losing node 'node-2' loses every node"),
     ([{"kind": "lose", "node": "node-0", "at_batch": 1, "when": 3}], "run.faults[0].when: unknown"),
+    ([{"kind": "kill", "at_batch": 1}], "run.faults[0].node: required for kind kill"),
+    ([{"kind": "lose", "node": "node-0", "at_batch": 1, "capacity": 2}],
+     "run.faults[0].capacity: only a node added (kind: add) takes a capacity"),
+    ([{"kind": "add", "at_batch": 1, "capacity": 0}], "run.faults[0].capacity"),
+    ([{"kind": "add", "at_batch": 1, "capacity": 2.0}],
+     "run.faults[0].capacity: the cluster's nodes have no capacity"),
+    ([{"kind": "add", "node": "node-1", "at_batch": 1}],
+     "run.faults[0].node: node 'node-1' already exists (in cluster.nodes)"),
+    ([{"kind": "add", "node": "x", "at_batch": 1}, {"kind": "add", "node": "x", "at_batch": 2}],
+     "run.faults[1].node: node 'x' already exists (in run.faults[0])"),
+    ([{"kind": "kill", "node": "big", "at_batch": 1},
+      {"kind": "add", "node": "big", "at_batch": 3}],
+     "run.faults[0]: node 'big' is added only by run.faults[1] at batch 3, after this fault"),
+    ([{"kind": "add", "at_batch": 1}] + [{"kind": "lose", "node": f"node-{i}", "at_batch": 2}
+                                         for i in range(4)],
+     "run.faults[4]: losing node 'node-3' loses every node"),
 ])
 def test_bad_fault_drills_name_the_key(faults, expected):
     with pytest.raises(ConfigError) as err:
@@ -489,6 +527,38 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     assert seen["faults"] == DRILL and seen["batch_rows"] == 300
     assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
     assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]
+
+
+def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
+    """An ``add`` fault reaches run_live as written (no ``node``/``capacity: None`` keys, so
+    ``cluster.deploy.check_faults`` names the node itself); summary lines say what moved."""
+    import cluster.live
+    from cluster.deploy import RunResult, check_faults
+    from cluster.node_actor import empty_answers, empty_late
+    from sim.live import drill_lines, live_run
+
+    seen = {}
+
+    def fake_run_live(plan, data_path, out_dir, **kw):
+        seen.update(kw)
+        return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
+
+    monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
+    drill = [{"kind": "add", "at_batch": 1}, {"kind": "kill", "node": "node-3", "at_batch": 2}]
+    raw = _with(LIVE, ("run", "faults"), drill)
+    raw["data"] = {"duration_s": 2.0}
+    raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
+    live_run(config_from_mapping(raw), tmp_path / "out")
+    assert seen["faults"] == drill
+    assert [f["node"] for f in check_faults(seen["faults"], ["node-0", "node-1", "node-2"])] \
+        == ["node-3", "node-3"]
+    rec = {"node": "node-3", "before_batch": 1, "reason": "fault drill at batch 1", "moved": 2,
+           "trees": {"t0": "node-0", "t4": "node-0"}, "snapshot_seq": 0,
+           "planned": {"max_change": -1.5, "total_change": 0.0}}
+    assert drill_lines({"additions": [rec]}) == [
+        "node node-3 added before batch 1 (fault drill at batch 1): 2 tree(s) moved to it "
+        "(from node-0: 2), restored from their hosts' snapshots after batch 0; MaxCost -1.5, "
+        "TotalCost +0"]
 
 
 def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):

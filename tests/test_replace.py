@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from placement.distributed import optimize
@@ -94,3 +95,27 @@ def test_errors_name_the_problem():
         remove_queries(plan, ["nope"], model)
     with pytest.raises(ValueError, match="already in the plan"):
         add_queries(plan, qs[:1], model)
+
+
+def test_add_node_breaks_ties_at_the_peak():
+    """Two nodes with three equal trees each: no single move lowers the MaxCost (the other
+    node stays at the peak), two moves do (3-3-0 -> 2-2-2).  Ties on one tree per node: no
+    sequence helps, nothing moves."""
+    from placement.plan import Node, Plan
+    from placement.queries import Query
+
+    rates = {f"s{i}": 5.0 for i in range(6)}
+    model = CostModel("panes", rates)
+    trees = [model.tree([Query(f"q{i}", 12, 4, "sum", f"s{i}")]) for i in range(6)]
+    assert len({t.cost for t in trees}) == 1
+    plan = Plan("x", "panes", [Node("a", trees[:3]), Node("b", trees[3:])], rates)
+    r = add_node(plan, "c")
+    _valid(r.plan, [f"q{i}" for i in range(6)])
+    assert r.moved == 2 and [len(n.trees) for n in r.plan.nodes] == [2, 2, 2]
+    assert r.plan.max_cost == pytest.approx(plan.max_cost * 2 / 3)
+    one = Plan("x", "panes", [Node("a", trees[:1]), Node("b", trees[1:2])], rates)
+    r1 = add_node(one, "c")
+    assert r1.moved == 0 and [len(n.trees) for n in r1.plan.nodes] == [1, 1, 0]
+    two = Plan("x", "panes", [Node("a", trees[:2]), Node("b", trees[2:4])], rates)
+    r2 = add_node(two, "c")  # 2-2-0 -> 1-2-1 keeps the peak: undone
+    assert r2.moved == 0 and r2.plan.max_cost == two.max_cost
