@@ -32,6 +32,26 @@ i's range. Choices where the text is loose (kept testable here):
   ``nP < 2``; there we use ``max(nP - 1, 0) / 2`` (0 at one partial, 0.5 at two: continuous).
 - SlickDeque Non-Inv's ``sum_{i=1..nP_max} 1/i!`` runs to ``floor(nP_max)``, with nP_max >= 1.
 - ``slickdeque`` picks Inv when every aggregate of the tree is invertible, Non-Inv otherwise.
+
+**Cutty slicing** (``slicing="cutty"``, ``executors.cutty``): edges are the window starts only,
+classes ``(s, 0)``, so ``E`` is the density of their union (the edge engines, exact) and
+``nP_i = r_i * E``.  A window is answered from its complete slices (final aggregation) plus,
+when its end falls inside a slice, one combine with the open slice's partial.  Omega per edge
+(= per Cutty slice), with ``F`` = open-partial combines and ``K`` = slices per composite slide
+(``placement.slicing.cutty_profile``, one exact scan of a composite slide; ``F`` counts one
+combine per distinct (end, complete slices), as the executor shares it):
+
+- SlickDeque Inv: ``2 * |N_t| + F / K``, ``N_t`` = distinct numbers ``n >= 1`` of complete
+  slices over the tree's windows (``n = 0``: the window lies inside one slice and is the open
+  partial alone, no operation).  Exact, as under Pairs.  Over the scan budget: the certified
+  lower bound ``2 * (distinct n >= 1 of the windows starting at 0)`` with ``F`` taken as 0
+  (under Pairs, too, the fallback is a lower bound).
+- Panes: ``sum r_i / s_i`` unchanged: per answer Table 11 charges ``nP`` combines, and under
+  Cutty a window of about ``nP`` complete slices takes ``nP - 1`` combines plus the one with
+  the open partial (under Pairs the same formula charges one combine per answer too many).
+- FlatFAT, FlatFIT, SlickDeque Non-Inv: Table 11 with ``nP_i = r_i * E`` plus ``F / K``.
+  Over the scan budget ``F / K`` is replaced by its upper bound ``sum 1 / (s_i E)`` over the
+  windows with ``r_i mod s_i != 0`` (only their ends can fall inside a slice).
 """
 
 from __future__ import annotations
@@ -41,7 +61,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Iterable
 
-from placement.slicing import distinct_window_lengths
+from placement.slicing import (SLICINGS, cutty_lengths_at_zero, cutty_profile,
+                               distinct_window_lengths)
 
 TECHNIQUES = ("panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv", "slickdeque_noninv")
 INVERTIBLE = frozenset({"sum", "count", "avg", "stddev", "product"})
@@ -68,10 +89,20 @@ def _flatfat_term(np_i: float) -> float:
     return math.floor(math.log2(np_i - 1)) + (np_i - 1) / 2 ** math.floor(math.log2(np_i))
 
 
-def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fraction | float) -> float:
-    """Final-aggregation operations per edge for distinct windows ``(range, slide)``."""
+def check_slicing(slicing: str) -> str:
+    if slicing not in SLICINGS:
+        raise ValueError(f"unknown slicing {slicing!r}; allowed: {', '.join(SLICINGS)}")
+    return slicing
+
+
+def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fraction | float,
+          slicing: str = "pairs") -> float:
+    """Final-aggregation operations per edge for distinct windows ``(range, slide)``;
+    ``edge_rate`` is the tree's under ``slicing``."""
     wins = list(windows)
     e = Fraction(edge_rate)
+    if slicing != "pairs":
+        return _omega_cutty(technique, frozenset(wins), e)
     if technique == "panes":
         return math.fsum(r / s for r, s in wins)  # correctly rounded: independent of order
     if technique == "flatfit":
@@ -84,6 +115,27 @@ def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fractio
         np_max = max(1.0, float(max(r for r, _ in wins) * e))
         return 2.0 - 2.0 / np_max + len(wins) + _inv_factorial_sum(math.floor(np_max))
     raise ValueError(f"omega needs a resolved technique, got {technique!r}")
+
+
+def _omega_cutty(technique: str, wins: frozenset, e: Fraction) -> float:
+    if technique == "panes":
+        return omega("panes", wins, e)
+    n_ra, f_per_edge, exact = cutty_terms(wins, e)
+    if technique == "slickdeque_inv":  # over budget: a certified lower bound, as under Pairs
+        return 2.0 * n_ra + (f_per_edge if exact else 0.0)
+    return omega(technique, wins, e) + f_per_edge
+
+
+def cutty_terms(wins: frozenset, edge_rate: Fraction | float) -> tuple[int, float, bool]:
+    """``(|N_t|, F / K, exact)`` of a tree under Cutty slicing (module docstring): SlickDeque
+    Inv's running aggregates and the open-partial combines per edge, exact within the scan
+    budget; beyond it a lower bound of ``|N_t|`` and an upper bound of ``F / K``."""
+    prof = cutty_profile(wins)
+    if prof is not None:
+        return prof.lengths, prof.open_combines / prof.slices, True
+    e = Fraction(edge_rate)
+    bound = math.fsum(float(1 / (s * e)) for r, s in wins if r % s) if e else 0.0
+    return cutty_lengths_at_zero(wins), bound, False
 
 
 @lru_cache(maxsize=1 << 16)
@@ -100,24 +152,52 @@ def running_aggregates(windows: frozenset) -> tuple[int, bool]:
     return n, True
 
 
-def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value: float) -> float:
+def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value: float,
+                slicing: str = "pairs") -> float:
     """A lower bound of Omega for any tree whose windows include ``windows`` (0 if none known).
 
     WeaveShare prunes merges with it. Panes, FlatFIT and SlickDeque Non-Inv grow with the window
     set, so their Omega is its own floor; FlatFAT's can shrink (more edges, other log terms);
     SlickDeque Inv's exact Omega can shrink too (a slide-1 query makes every length equal to its
     range), but never below ``2 * #unique ranges``.
+
+    Under Cutty the open-partial term ``F / K`` can shrink on a merge (more starts: more ends
+    fall on a cut), so FlatFIT's floor is ``3 * nQ`` and SlickDeque Non-Inv's its Table 11 part
+    (both grow with the window set and ``E``); SlickDeque Inv's lengths can merge into fewer
+    (``n`` counts starts, and two ranges can span the same starts): floor 0.
     """
     if technique == "flatfat":
         return 0.0
+    if slicing != "pairs":
+        wins = list(windows)
+        if technique == "flatfit":
+            return 3.0 * len(set(wins))
+        if technique == "slickdeque_noninv":
+            return omega_value - _open_term(frozenset(wins), omega_value)
+        if technique == "slickdeque_inv":
+            return 0.0
+        return omega_value
     if technique == "slickdeque_inv":
         return 2.0 * len({r for r, _ in windows})
     return omega_value
 
 
+def _open_term(wins: frozenset, omega_value: float) -> float:
+    """``F / K`` inside a Cutty Omega (0 when the profile is over budget: the bound used there
+    is not recoverable without E, and 0 keeps the floor valid)."""
+    prof = cutty_profile(wins)
+    if prof is None:
+        return omega_value  # floor 0 for this tree: always valid
+    return prof.open_combines / prof.slices
+
+
 def merged_omega(technique: str, x_windows: frozenset, x_omega: float, y_windows: frozenset,
-                 y_omega: float, edge_rate: Fraction) -> float:
+                 y_omega: float, edge_rate: Fraction, slicing: str = "pairs") -> float:
     """Omega of the union of two window sets, reusing the parts' Omegas where it is additive."""
+    if slicing != "pairs":
+        if technique == "panes" and x_windows.isdisjoint(y_windows):
+            return x_omega + y_omega
+        return omega(technique, x_windows | y_windows, edge_rate, slicing)
     if technique in ("panes", "flatfit") and x_windows.isdisjoint(y_windows):
         return x_omega + y_omega
     if technique == "slickdeque_noninv":
