@@ -165,6 +165,7 @@ BAD = [
     (("placement", "optimizers"), ["WG_TN", "WG_TN"], "placement.optimizers[1]"),
     (("placement", "ie"), "pains", "placement.ie: expected 'panes'"),
     (("placement", "engine"), "turbo", "placement.engine"),
+    (("placement", "slicing"), "cuty", "placement.slicing: expected 'pairs' or 'cutty'"),
     (("placement", "exact"), 17, "placement.exact"),
     (("workload", "generator", "qnum"), 0, "workload.generator.qnum"),
     (("workload", "generator", "qnum"), "100", "workload.generator.qnum"),
@@ -292,6 +293,7 @@ LEAF_BAD = {
         st.just(["WG_TN", "nope"]), st.integers()),
     ("placement", "ie"): NOT_NAME,
     ("placement", "engine"): NOT_NAME,
+    ("placement", "slicing"): NOT_NAME.filter(lambda s: s not in ("pairs", "cutty")),
     ("placement", "preprocess"): st.one_of(NOT_NAME.filter(
         lambda s: s not in ("none", "classes", "slides")), st.integers()),
     ("placement", "exact"): st.one_of(st.integers(min_value=17), st.integers(max_value=-1),
