@@ -491,6 +491,13 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     assert seen["faults"] == DRILL and seen["batch_rows"] == 300
     assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
     assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]
+    assert seen["plan"]["slicing"] == "pairs"
+    # placement.slicing: cutty -> the plan handed to the cluster is priced under Cutty
+    from placement.plan import verify_plan
+
+    raw["placement"]["slicing"] = "cutty"
+    live_run(config_from_mapping(raw), tmp_path / "out2")
+    assert seen["plan"]["slicing"] == "cutty" and verify_plan(seen["plan"]) == []
 
 
 def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
