@@ -61,6 +61,8 @@ def plan(
     optimizer: str = typer.Option("weaveshare", help=f"One of {', '.join(SINGLE_NODE)}."),
     ie: str = typer.Option("panes", help="IE technique for the cost model."),
     engine: str = typer.Option("fast", help="Edge engine: fast, f1 or bitset."),
+    slicing: str = typer.Option("pairs", help="pairs or cutty: the slicing plans are priced "
+                                              "(and later run) with."),
     out: Path = typer.Option(Path("out/plan.json"), help="Where to write the plan JSON."),
 ):
     """Generate a workload and build a single-node sharing plan."""
@@ -71,7 +73,7 @@ def plan(
     try:
         spec = WorkloadSpec(qnum, smax, rate, zskew, omax, gen, seed)
         queries = generate(spec)
-        model = CostModel(ie, rate, engine)
+        model = CostModel(ie, rate, engine, slicing)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     start = time.perf_counter()

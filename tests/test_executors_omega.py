@@ -156,3 +156,21 @@ def test_bench_omega_measures_planned_trees():
     tree = CostModel("panes", 1.0).tree([Query("a", 8, 2)])
     c = measure_tree(tree, "panes")
     assert (c.estimated, c.measured, c.diff_pct) == (4.0, 3.0, -25.0)
+
+
+def test_bench_omega_under_cutty():
+    """``weaveplace bench omega --slicing cutty``: plans priced under Cutty, trees run with
+    Cutty slicing; SlickDeque Inv exact on every tree (open-partial combines included), also
+    on the Panes plan's trees."""
+    from sim.omega_check import run_omega_check, slickdeque_inv_on_plan, summarize
+    from sim.workload import WorkloadSpec
+
+    spec = WorkloadSpec(qnum=8, smax=12, rate=1.0, omax=4, gen="factors", seed=3)
+    res = run_omega_check(spec, ("slickdeque_inv", "flatfit"), slicing="cutty")
+    assert all(c.slicing == "cutty" and c.exact_scan for v in res.values() for c in v)
+    rows = {r["technique"]: r for r in summarize(res)}
+    sdi = rows["slickdeque_inv"]
+    assert sdi["exact_trees"] == sdi["trees"] > 0 and sdi["diff_pct"] == 0.0
+    assert "old_formula" not in sdi and rows["flatfit"]["slicing"] == "cutty"
+    other = slickdeque_inv_on_plan(spec, "panes", "cutty")
+    assert other["trees_exact"] == other["trees"] > 0 and other["model"] == other["measured"]
