@@ -49,9 +49,12 @@ combine per distinct (end, complete slices), as the executor shares it):
 - Panes: ``sum r_i / s_i`` unchanged: per answer Table 11 charges ``nP`` combines, and under
   Cutty a window of about ``nP`` complete slices takes ``nP - 1`` combines plus the one with
   the open partial (under Pairs the same formula charges one combine per answer too many).
-- FlatFAT, FlatFIT, SlickDeque Non-Inv: Table 11 with ``nP_i = r_i * E`` plus ``F / K``.
-  Over the scan budget ``F / K`` is replaced by its upper bound ``sum 1 / (s_i E)`` over the
-  windows with ``r_i mod s_i != 0`` (only their ends can fall inside a slice).
+- FlatFAT, FlatFIT, SlickDeque Non-Inv: Table 11 with ``nP_i = r_i * E`` plus an estimate of
+  ``F / K``: one combine per answer of every window with ``r > s`` and ``r mod s != 0``
+  (``open_combines_estimate``; exact for lone queries).  Why not the exact scan: these
+  formulas are approximations anyway (BENCHMARKS.md), and WeaveShare prices every merge
+  candidate: with a scan each (~1 ms; 66 K candidates for FlatFIT at qnum 300, smax 100,
+  Gen=Nrm) planning took tens of seconds, with the estimate 1.1 s of CPU (Pairs: 0.2 s).
 """
 
 from __future__ import annotations
@@ -120,22 +123,37 @@ def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fractio
 def _omega_cutty(technique: str, wins: frozenset, e: Fraction) -> float:
     if technique == "panes":
         return omega("panes", wins, e)
-    n_ra, f_per_edge, exact = cutty_terms(wins, e)
     if technique == "slickdeque_inv":  # over budget: a certified lower bound, as under Pairs
-        return 2.0 * n_ra + (f_per_edge if exact else 0.0)
-    return omega(technique, wins, e) + f_per_edge
+        n_ra, f_per_edge, _ = cutty_terms(wins)
+        return 2.0 * n_ra + f_per_edge
+    return omega(technique, wins, e) + open_combines_estimate(wins, e)
 
 
-def cutty_terms(wins: frozenset, edge_rate: Fraction | float) -> tuple[int, float, bool]:
+def cutty_terms(wins: frozenset) -> tuple[int, float, bool]:
     """``(|N_t|, F / K, exact)`` of a tree under Cutty slicing (module docstring): SlickDeque
     Inv's running aggregates and the open-partial combines per edge, exact within the scan
-    budget; beyond it a lower bound of ``|N_t|`` and an upper bound of ``F / K``."""
+    budget; beyond it the lower bound ``(distinct n >= 1 of the windows at 0, 0)``."""
     prof = cutty_profile(wins)
     if prof is not None:
         return prof.lengths, prof.open_combines / prof.slices, True
+    return cutty_lengths_at_zero(wins), 0.0, False
+
+
+def open_combines_estimate(wins: Iterable[tuple[int, int]], edge_rate: Fraction | float) -> float:
+    """``A / E`` with ``A = sum 1/s`` over the windows with ``r > s`` and ``r mod s != 0``:
+    one open-partial combine per answer of such a window, per edge.  O(windows), no scan.
+
+    Exact for a lone query (its ends fall strictly between two of its starts; with ``r < s``
+    the window lies inside one slice: ``n = 0``, no combine).  In a woven tree it is off where
+    an end lands on another query's start (no combine: over), two queries with the same range
+    end together with the same ``n`` (one shared combine: over), or a window with ``r < s``
+    holds another query's start (a combine: under); ``weaveplace bench omega --slicing cutty``
+    reports it against the exact ``F / K`` (``placement.slicing.cutty_profile``).
+    """
     e = Fraction(edge_rate)
-    bound = math.fsum(float(1 / (s * e)) for r, s in wins if r % s) if e else 0.0
-    return cutty_lengths_at_zero(wins), bound, False
+    if not e:
+        return 0.0
+    return math.fsum(1.0 / s for r, s in set(wins) if r > s and r % s) / float(e)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -161,10 +179,10 @@ def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value:
     SlickDeque Inv's exact Omega can shrink too (a slide-1 query makes every length equal to its
     range), but never below ``2 * #unique ranges``.
 
-    Under Cutty the open-partial term ``F / K`` can shrink on a merge (more starts: more ends
-    fall on a cut), so FlatFIT's floor is ``3 * nQ`` and SlickDeque Non-Inv's its Table 11 part
-    (both grow with the window set and ``E``); SlickDeque Inv's lengths can merge into fewer
-    (``n`` counts starts, and two ranges can span the same starts): floor 0.
+    Under Cutty the open-partial term shrinks when a merge raises ``E``, so FlatFIT's floor is
+    ``3 * nQ`` and SlickDeque Non-Inv's ``nQ + 1`` (its Table 11 part is at least that);
+    SlickDeque Inv's lengths can merge into fewer (``n`` counts starts, and two ranges can
+    span the same starts): floor 0.
     """
     if technique == "flatfat":
         return 0.0
@@ -173,22 +191,13 @@ def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value:
         if technique == "flatfit":
             return 3.0 * len(set(wins))
         if technique == "slickdeque_noninv":
-            return omega_value - _open_term(frozenset(wins), omega_value)
+            return len(set(wins)) + 1.0
         if technique == "slickdeque_inv":
             return 0.0
         return omega_value
     if technique == "slickdeque_inv":
         return 2.0 * len({r for r, _ in windows})
     return omega_value
-
-
-def _open_term(wins: frozenset, omega_value: float) -> float:
-    """``F / K`` inside a Cutty Omega (0 when the profile is over budget: the bound used there
-    is not recoverable without E, and 0 keeps the floor valid)."""
-    prof = cutty_profile(wins)
-    if prof is None:
-        return omega_value  # floor 0 for this tree: always valid
-    return prof.open_combines / prof.slices
 
 
 def merged_omega(technique: str, x_windows: frozenset, x_omega: float, y_windows: frozenset,

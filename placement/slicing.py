@@ -212,6 +212,9 @@ def _lengths(windows: Iterable[Window], slicing: str, limit: int, ends: bool = F
 
         def cuts_below(t):  # cuts in [0, t), t >= 0
             return (t // period) * k + below[t % period]
+
+        def is_cut(t):
+            return mark[t % period] > 0
     else:
         cuts = np.unique(np.concatenate([np.arange(c, period, m, dtype=np.int64)
                                          for m, c in classes]))
@@ -219,12 +222,15 @@ def _lengths(windows: Iterable[Window], slicing: str, limit: int, ends: bool = F
 
         def cuts_below(t):
             return (t // period) * k + np.searchsorted(cuts, t % period)
+
+        def is_cut(t):
+            tm = t % period
+            return cuts[np.minimum(np.searchsorted(cuts, tm), k - 1)] == tm
     n = cuts_below(y) - cuts_below(x)
     if not ends:
         return wins, idx, n
     e = x + np.array([r for r, _ in wins], dtype=np.int64)[idx] - (1 if slicing == "cutty" else 0)
-    on_cut = cuts_below(e + 1) - cuts_below(e) > 0
-    return wins, idx, n, (e % period, on_cut, k, period)
+    return wins, idx, n, (e % period, is_cut(e), k, period)
 
 
 def _checked(windows: Iterable[Window]) -> list[Window]:
@@ -272,12 +278,21 @@ def cutty_profile(windows: frozenset, limit: int = WINDOW_SCAN_LIMIT) -> CuttyPr
     got = _lengths(windows, "cutty", limit, ends=True)
     if got is None:
         return None
-    _, _, n, (end, on_cut, k, period) = got
+    wins, idx, n, (end, on_cut, k, period) = got
     pos = n >= 1
-    lengths = int(np.unique(n[pos]).shape[0])
+    lengths = int(np.count_nonzero(np.bincount(n[pos]))) if pos.any() else 0
     open_ = pos & ~on_cut
-    width = int(n.max()) + 1
-    combines = int(np.unique(end[open_] * width + n[open_]).shape[0])
+    # Equal (end, n) means equal start (n counts the starts in (x, end], and a later start x'
+    # lies in that span), hence equal range: only windows of one range with several slides
+    # can share a combine.  Count the rest directly (no hashing: this runs per merge).
+    rs = [r for r, _ in wins]
+    many = {r for r in rs if rs.count(r) > 1} if len(set(rs)) < len(rs) else ()
+    combines = int(np.count_nonzero(open_))
+    if many:
+        ranges = np.array(rs, dtype=np.int64)
+        sh = open_ & np.array([r in many for r in rs])[idx]
+        keys = end[sh] * (int(ranges.max()) + 1) + ranges[idx[sh]]
+        combines -= int(keys.shape[0]) - int(np.unique(keys).shape[0])
     return CuttyProfile(period, int(k), lengths, combines)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.cost import cutty_terms, running_aggregates
+from placement.cost import cutty_terms, open_combines_estimate, running_aggregates
 from placement.queries import Query
 from placement.slicing import slicing_classes
 from placement.trees import CostModel
@@ -56,6 +56,8 @@ class TreeCheck:
     old_formula: float | None = None  # SlickDeque Inv: 2 x #unique ranges
     exact_scan: bool = True           # the model's composite-slide scan was in budget
     slicing: str = "pairs"
+    open_model: float | None = None   # Cutty: open-partial combines per edge in the model
+    open_exact: float | None = None   # Cutty: the same counted exactly (cutty_profile)
 
     @property
     def diff_pct(self) -> float:
@@ -108,12 +110,17 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
         raise RuntimeError(f"only {per.shape[0]} slices closed, needed {warm + measure}")
     old = 2.0 * len({r for r, _ in rs}) \
         if technique == "slickdeque_inv" and slicing == "pairs" else None
+    open_model = open_exact = None
     if slicing == "pairs":
         exact = running_aggregates(frozenset(rs))[1]
     else:
-        exact = cutty_terms(frozenset(rs), tree.edge_rate)[2]
+        _, f, exact = cutty_terms(frozenset(rs))
+        open_exact = f if exact else None
+        open_model = f if technique == "slickdeque_inv" else (
+            0.0 if technique == "panes" else open_combines_estimate(rs, tree.edge_rate))
     return TreeCheck(technique, len(tree.queries), tree.composite_slide, float(tree.edge_rate),
-                     wsize, tree.omega, float(seg.mean()), measure, old, exact, slicing)
+                     wsize, tree.omega, float(seg.mean()), measure, old, exact, slicing,
+                     open_model, open_exact)
 
 
 def run_omega_check(spec: WorkloadSpec | None = None, techniques=TECHNIQUES, progress=None,
@@ -177,6 +184,11 @@ def summarize(results: dict[str, list[TreeCheck]]) -> list[dict]:
                    tree_diff_median=float(np.median(d)), tree_diff_max=max(d),
                    exact_trees=sum(1 for t in trees if abs(t.measured - t.estimated) < 1e-9),
                    scan_exact_trees=sum(1 for t in trees if t.exact_scan))
+        if trees and trees[0].slicing != "pairs" and tech not in ("panes", "slickdeque_inv") \
+                and all(t.open_exact is not None for t in trees):
+            om = math.fsum(t.edge_rate * t.open_model for t in trees)
+            ox = math.fsum(t.edge_rate * t.open_exact for t in trees)
+            row["open_model"], row["open_exact"] = om, ox
         if tech == "slickdeque_inv" and trees and all(t.old_formula is not None for t in trees):
             old = math.fsum(t.edge_rate * t.old_formula for t in trees)
             row["old_formula"] = old
@@ -194,6 +206,11 @@ def format_summary(rows: list[dict]) -> str:
             f"{r['diff_pct']:+.2f}% | {r['tree_diff_min']:+.2f}% / {r['tree_diff_median']:+.2f}% / "
             f"{r['tree_diff_max']:+.2f}% | {r['exact_trees']}/{r['trees']} |")
     for r in rows:
+        if "open_model" in r:
+            d = 100.0 * (r["open_model"] - r["open_exact"]) / r["open_exact"] \
+                if r["open_exact"] else 0.0
+            lines.append(f"\n{r['technique']}: open-partial combines per time unit, estimate "
+                         f"{r['open_model']:.6g} vs exact {r['open_exact']:.6g} ({d:+.2f}%)")
         if "old_formula" in r:
             lines.append(f"\nSlickDeque Inv, old formula 2 x #unique ranges: sum E*Omega = "
                          f"{r['old_formula']:.6g} ({r['old_diff_pct']:+.2f}% measured vs it)")

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from executors import ExecutionTree
-from placement.cost import cutty_terms, omega
+from placement.cost import cutty_terms, omega, open_combines_estimate
 from placement.edges import ENGINES
 from placement.queries import Query
 from placement.slicing import brute_force_edges, cutty_profile
@@ -96,7 +96,7 @@ def test_slickdeque_inv_cutty_omega_is_exact(wins):
     t = CostModel("slickdeque_inv", 1.0, slicing="cutty").tree(qs_of(wins))
     assert t.edges == k
     assert t.omega == pytest.approx(2 * n_lengths + combines / k, abs=1e-12)
-    assert cutty_terms(frozenset(wins), t.edge_rate)[2]
+    assert cutty_terms(frozenset(wins)) == (n_lengths, combines / k, True)
     period = t.composite_slide
     ex = ExecutionTree([dict(id=q.id, aggregate="sum", range=q.range, slide=q.slide)
                         for q in t.queries], technique="slickdeque_inv", count_ops=True,
@@ -114,17 +114,22 @@ def test_slickdeque_inv_cutty_omega_is_exact(wins):
 @given(wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
        tech=st.sampled_from(TECHS))
 def test_other_techniques_are_table11_at_cutty_e_plus_open_combines(wins, tech):
-    """FlatFAT, FlatFIT, Non-Inv: Table 11 at E_cutty + F / K; Panes: sum r/s (its nP-th
-    combine per answer is the open-partial one)."""
+    """FlatFAT, FlatFIT, Non-Inv: Table 11 at E_cutty + the open-partial estimate, which is
+    exact (= the brute-force F / K) for a lone query; Panes: sum r/s (its nP-th combine per
+    answer is the open-partial one)."""
     wins = sorted(set(wins))
-    k, _, combines = brute_profile(wins)
     agg = "max" if tech == "slickdeque_noninv" else "sum"
     t = CostModel(tech, 1.0, slicing="cutty").tree(qs_of(wins, agg))
     table11 = omega(tech, wins, t.edge_rate)  # the Pairs formula, at Cutty's E
+    est = open_combines_estimate(wins, t.edge_rate)
     if tech == "panes":
         assert t.omega == table11
     elif tech != "slickdeque_inv":
-        assert t.omega == pytest.approx(table11 + combines / k, rel=1e-12)
+        assert t.omega == pytest.approx(table11 + est, rel=1e-12)
+    r, s = wins[0]
+    k, _, combines = brute_profile([(r, s)])
+    lone = CostModel(tech, 1.0, slicing="cutty").tree(qs_of([(r, s)], agg))
+    assert open_combines_estimate([(r, s)], lone.edge_rate) == pytest.approx(combines / k)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -146,12 +151,12 @@ def test_cutty_merges_price_as_fresh_trees_and_floors_hold(x, y, tech):
 
 def test_beyond_the_scan_budget_slickdeque_inv_is_a_lower_bound():
     """Coprime slides (composite slide ~10^12): no scan; the model is a lower bound of what
-    the executor (registering lengths lazily) measures; FlatFIT takes the upper bound of F."""
+    the executor (registering lengths lazily) measures; FlatFIT needs no scan."""
     wins = [(2500, 997), (1500, 991), (2949, 983)]
     assert cutty_profile(frozenset(wins)) is None
     t = CostModel("slickdeque_inv", 1.0, slicing="cutty").tree(qs_of(wins))
-    n, f, exact = cutty_terms(frozenset(wins), t.edge_rate)
-    assert not exact and t.omega == 2.0 * n and n >= 1
+    n, f, exact = cutty_terms(frozenset(wins))
+    assert not exact and f == 0.0 and t.omega == 2.0 * n and n >= 1
     ex = ExecutionTree([dict(id=q.id, aggregate="sum", range=q.range, slide=q.slide)
                         for q in t.queries], technique="slickdeque_inv", count_ops=True,
                        slicing="cutty")
@@ -160,8 +165,8 @@ def test_beyond_the_scan_budget_slickdeque_inv_is_a_lower_bound():
     per = ex.op_counts()["per_slice"]
     assert per[per.shape[0] // 2:].mean() >= t.omega
     ff = CostModel("flatfit", 1.0, slicing="cutty").tree(qs_of(wins))
-    assert ff.omega == pytest.approx(9.0 + f)
-    assert f == pytest.approx(sum(1 / (s * float(t.edge_rate)) for r, s in wins if r % s))
+    # (2949, 983) ends on its own starts (2949 = 3 x 983): no combine
+    assert ff.omega == pytest.approx(9.0 + (1 / 997 + 1 / 991) / float(t.edge_rate))
 
 
 def test_weaveshare_and_wg_ls_plan_under_cutty():
