@@ -50,8 +50,8 @@ combine per distinct (end, complete slices), as the executor shares it):
   Cutty a window of about ``nP`` complete slices takes ``nP - 1`` combines plus the one with
   the open partial (under Pairs the same formula charges one combine per answer too many).
 - FlatFAT, FlatFIT, SlickDeque Non-Inv: Table 11 with ``nP_i = r_i * E`` plus an estimate of
-  ``F / K``: one combine per answer of every window with ``r > s`` and ``r mod s != 0``
-  (``open_combines_estimate``; exact for lone queries).  Why not the exact scan: these
+  ``F / K``: one combine per answer of a window with ``r > s`` and ``r mod s != 0`` whose end
+  is no other query's start (``open_combines_estimate``: exact for lone queries).  Why not the exact scan: these
   formulas are approximations anyway (BENCHMARKS.md), and WeaveShare prices every merge
   candidate: with a scan each (~1 ms; 66 K candidates for FlatFIT at qnum 300, smax 100,
   Gen=Nrm) planning took tens of seconds, with the estimate 1.1 s of CPU (Pairs: 0.2 s).
@@ -140,20 +140,40 @@ def cutty_terms(wins: frozenset) -> tuple[int, float, bool]:
 
 
 def open_combines_estimate(wins: Iterable[tuple[int, int]], edge_rate: Fraction | float) -> float:
-    """``A / E`` with ``A = sum 1/s`` over the windows with ``r > s`` and ``r mod s != 0``:
-    one open-partial combine per answer of such a window, per edge.  O(windows), no scan.
+    """Open-partial combines per edge, estimated in O(windows x slides) without a scan: each
+    answer of a window with ``r > s`` and ``r mod s != 0`` combines once unless its end is
+    another query's start.  The ends of ``(r, s)`` are ``r mod s`` modulo ``s``; a fraction
+    ``f_j = g / s_j`` of them (``g = gcd(s, s_j)``) are multiples of ``s_j`` when ``g``
+    divides ``r``, else none; the slides are taken as independent: combines per time unit
+    ``sum 1/s * prod_j (1 - f_j)``, divided by ``E``.
 
     Exact for a lone query (its ends fall strictly between two of its starts; with ``r < s``
-    the window lies inside one slice: ``n = 0``, no combine).  In a woven tree it is off where
-    an end lands on another query's start (no combine: over), two queries with the same range
-    end together with the same ``n`` (one shared combine: over), or a window with ``r < s``
-    holds another query's start (a combine: under); ``weaveplace bench omega --slicing cutty``
-    reports it against the exact ``F / K`` (``placement.slicing.cutty_profile``).
+    the window lies inside one slice: ``n = 0``, no combine) and whenever the other slides
+    that catch its ends divide ``s`` (then ``f_j = 1``: never a combine).  Otherwise off where
+    the slides are not independent (inclusion-exclusion would be exact, at 2^slides), two
+    queries with the same range end together (one shared combine: over), or a window with
+    ``r < s`` holds another query's start (a combine: under).  ``weaveplace bench omega
+    --slicing cutty`` reports it against the exact count (``placement.slicing.cutty_profile``).
     """
     e = Fraction(edge_rate)
     if not e:
         return 0.0
-    return math.fsum(1.0 / s for r, s in set(wins) if r > s and r % s) / float(e)
+    ws = set(wins)
+    slides = sorted({s for _, s in ws})
+    total = []
+    for r, s in ws:
+        if r <= s or r % s == 0:
+            continue
+        keep = 1.0
+        for sj in slides:
+            if sj != s:
+                g = math.gcd(s, sj)
+                if r % g == 0:
+                    keep *= 1.0 - g / sj
+                    if keep == 0.0:
+                        break
+        total.append(keep / s)
+    return math.fsum(total) / float(e)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -165,8 +165,10 @@ def test_beyond_the_scan_budget_slickdeque_inv_is_a_lower_bound():
     per = ex.op_counts()["per_slice"]
     assert per[per.shape[0] // 2:].mean() >= t.omega
     ff = CostModel("flatfit", 1.0, slicing="cutty").tree(qs_of(wins))
-    # (2949, 983) ends on its own starts (2949 = 3 x 983): no combine
-    assert ff.omega == pytest.approx(9.0 + (1 / 997 + 1 / 991) / float(t.edge_rate))
+    # (2949, 983) ends on its own starts (2949 = 3 x 983): no combine; the others' ends hit
+    # a start of each coprime slide s_j with frequency 1/s_j
+    a = (1 - 1 / 991) * (1 - 1 / 983) / 997 + (1 - 1 / 997) * (1 - 1 / 983) / 991
+    assert ff.omega == pytest.approx(9.0 + a / float(t.edge_rate))
 
 
 def test_weaveshare_and_wg_ls_plan_under_cutty():
@@ -185,3 +187,13 @@ def test_weaveshare_and_wg_ls_plan_under_cutty():
                 fresh = m.tree(t.queries)
                 assert t.slicing == "cutty" and t.classes == fresh.classes
                 assert t.cost == pytest.approx(fresh.cost, rel=1e-9)
+
+
+def test_open_combines_estimate_cases():
+    """Exact where the ends' fate is certain: (14, 8) with slide 2 (2 | 8 and 2 | 14: every
+    end is a start) makes no combine; with slide 3 a third of its ends are starts."""
+    for wins in ([(14, 8), (4, 2)], [(14, 8), (6, 3)], [(14, 8)], [(3, 8)], [(16, 8)]):
+        k, _, combines = brute_profile(wins)
+        e = Fraction(k, math.lcm(*(s for _, s in wins)))
+        assert open_combines_estimate(wins, e) == pytest.approx(combines / k), wins
+    assert brute_profile([(14, 8), (4, 2)])[2] == 0
