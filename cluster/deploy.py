@@ -66,10 +66,14 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
     Costs are not re-priced here (``placement.plan.verify_plan`` does that and can be slow for
     large plans); we check only what execution relies on: every query in exactly one tree, and
     a tree's stream equal to its queries' stream.  A plan tree mixing time and count windows
-    becomes two executor trees (``<id>`` and ``<id>~count``).
+    becomes two executor trees (``<id>`` and ``<id>~count``).  Each tree spec carries the
+    plan's ``slicing`` (default ``"pairs"``).
     """
     if plan.get("schema") != PLAN_SCHEMA:
         raise DeploymentError(f"plan schema: expected {PLAN_SCHEMA!r}, got {plan.get('schema')!r}")
+    slicing = plan.get("slicing", "pairs")
+    if slicing not in ("pairs", "cutty"):
+        raise DeploymentError(f"plan slicing: expected pairs or cutty, got {slicing!r}")
     queries = {}
     for i, q in enumerate(plan.get("queries", [])):
         if q.get("id") in queries:
@@ -105,7 +109,8 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
             for kind in kinds:
                 tid = str(t["id"]) if len(kinds) == 1 or kind == "time" else f"{t['id']}~{kind}"
                 trees.append({"id": tid, "stream": stream, "plan_tree": str(t["id"]),
-                              "queries": [q for q in qs if q["kind"] == kind]})
+                              "queries": [q for q in qs if q["kind"] == kind],
+                              "slicing": slicing})
         specs.append({"node_id": str(n["id"]), "trees": trees})
     missing = sorted(set(queries) - set(seen))
     if missing:
@@ -315,7 +320,7 @@ class _Layout:
         rates = {s: float(streams[s]["rate"]) for s in used}
         ie = plan.get("ie") or "slickdeque"
         try:
-            self.model = CostModel(ie, rates)
+            self.model = CostModel(ie, rates, slicing=plan.get("slicing", "pairs"))
         except (KeyError, ValueError) as e:
             raise DeploymentError(f"the plan's ie {ie!r} has no cost model for re-placement: "
                                   f"{e}") from None

@@ -91,7 +91,9 @@ class NodeCore:
     """The state of one plan node: its trees, grouped by stream, plus counters.
 
     ``trees``: ``[{"id": "t0", "stream": "mf01", "queries": [query dicts]}, ...]`` where each
-    query dict has ``id, aggregate, range, slide, kind``.
+    query dict has ``id, aggregate, range, slide, kind``; an optional ``"slicing"`` (``"pairs"``
+    default, or ``"cutty"``) is the executor tree's slicing, in both input modes (a slice-fed
+    Cutty tree folds the incoming slices, cut at Pairs edges, into its Cutty slices).
 
     ``input_mode``: ``"tuples"`` (raw mode: batches of ``ts_ms`` + stream columns) or
     ``"slices"`` (sliced mode: per-stream batches of pre-aggregated slices, the columns of
@@ -140,7 +142,8 @@ class NodeCore:
         if tree is None:
             tree = self._tree_cls(t["queries"], technique=tech,
                                   allowed_lateness=self.spec["allowed_lateness"],
-                                  count_ops=self.spec["count_ops"])
+                                  count_ops=self.spec["count_ops"],
+                                  slicing=t.get("slicing", "pairs"))
         self.trees[tid] = tree
         self.tree_stream[tid] = stream
         self.tree_technique[tid] = tree.technique
@@ -381,7 +384,7 @@ class NodeCore:
                 "stream_slices": dict(self.stream_slices),
                 "trees": {tid: {"stream": self.tree_stream[tid],
                                 "technique": self.tree_technique[tid],
-                                "queries": len(t.queries), **_plain(t.stats()),
+                                "slicing": t.slicing, "queries": len(t.queries), **_plain(t.stats()),
                                 **(_ops(t) if t.count_ops else {})}
                           for tid, t in sorted(self.trees.items())}}
 
@@ -511,13 +514,14 @@ class NodeCore:
         tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
         seen = set()
         for tid, t in self.trees.items():
-            key = (self.tree_technique[tid], tuple(sorted(str(p) for p in
-                                                          _prims_of(t.queries))))
+            key = (self.tree_technique[tid], t.slicing, tuple(sorted(str(p) for p in
+                                                                     _prims_of(t.queries))))
             if key in seen:
                 continue
             seen.add(key)
             qs = [q.as_dict() for q in t.queries]
-            tmp = tree_cls(qs, technique=self.tree_technique[tid], count_ops=t.count_ops)
+            tmp = tree_cls(qs, technique=self.tree_technique[tid], count_ops=t.count_ops,
+                           slicing=t.slicing)
             mr = max(q["range"] for q in qs)
             ts = np.arange(0, 3 * mr, max(1, mr // 32), dtype=np.int64)
             v = (ts % 7).astype(np.int64)

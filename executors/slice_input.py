@@ -36,6 +36,12 @@ Contract and limitation (event time):
 * Time windows only (count windows need tuple positions, which slices do not carry).
 * Slice boundaries must be a superset of the tree's edges; ``process_slices`` checks it
   (``check_edges=True``) and raises ``ValueError`` otherwise.
+* Cutty slicing (``slicing="cutty"``) works the same way: ``SliceCuttySlicer`` is the Cutty
+  slicer (``executors.cutty``) over this slice-fed slicer, so incoming slices fold into Pairs
+  sub-slices and those into Cutty slices and open partials.  The input must still be cut at
+  the tree's *Pairs* edges (window starts and ends): a window ending inside a Cutty slice
+  needs the partial up to its end, so the union of Pairs edges on a stream (what the cluster's
+  sliced feed cuts at) serves Pairs and Cutty trees alike.
 
 ``slice_aggregates`` is the reference producer (pure numpy): the Spark feed runs it inside
 ``mapInArrow`` and the tests use it directly.
@@ -45,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from .aggregates import OP_MAX, OP_MIN, OP_SUM, Primitive, lift_square, reduce_slices
+from .cutty import CuttySlicer
 from .slicing import (StreamSlicer, edges_between, estimate_edges, floor_edge, next_edge,
                       normalize_query)
 from .tree import ExecutionTree, LateTuples
@@ -229,6 +236,11 @@ class SliceStreamSlicer(StreamSlicer):
         return st
 
 
+class SliceCuttySlicer(CuttySlicer, SliceStreamSlicer):
+    """Cutty slicing over incoming slices (MRO: Cutty's chunk folding, then the slice-fed
+    items, then ``StreamSlicer``)."""
+
+
 class SlicedExecutionTree(ExecutionTree):
     """An ``ExecutionTree`` fed with pre-aggregated slices (time windows only).
 
@@ -240,16 +252,17 @@ class SlicedExecutionTree(ExecutionTree):
     """
 
     slicer_cls = SliceStreamSlicer
+    cutty_slicer_cls = SliceCuttySlicer
 
     def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
                  count_ops: bool = False, dtype=None, as_arrow: bool = True,
-                 check_edges: bool = True):
+                 check_edges: bool = True, slicing: str = "pairs"):
         qs = [normalize_query(q) for q in queries]
         bad = [q.id for q in qs if q.kind != "time"]
         if bad:
             raise ValueError(f"slice-fed trees run time windows only; count windows: {bad}")
         super().__init__(qs, technique=technique, allowed_lateness=allowed_lateness,
-                         count_ops=count_ops, dtype=dtype, as_arrow=as_arrow)
+                         count_ops=count_ops, dtype=dtype, as_arrow=as_arrow, slicing=slicing)
         self.check_edges = bool(check_edges)
         self.slices_in = 0
 

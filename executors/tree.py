@@ -104,6 +104,8 @@ class ExecutionTree:
 
     #: the partial-aggregation stage (``executors.slice_input`` substitutes a slice-fed one)
     slicer_cls = StreamSlicer
+    #: the same under Cutty slicing (a subclass of ``CuttySlicer``)
+    cutty_slicer_cls = CuttySlicer
 
     def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
                  count_ops: bool = False, dtype=None, as_arrow: bool = True,
@@ -112,9 +114,6 @@ class ExecutionTree:
         slicing = str(slicing).strip().lower()
         if slicing not in SLICINGS:
             raise ValueError(f"unknown slicing {slicing!r}; known: {list(SLICINGS)}")
-        if slicing == "cutty" and self.slicer_cls is not StreamSlicer:
-            raise ValueError(f"{type(self).__name__} supports Pairs slicing only "
-                             "(its input is already cut at Pairs edges)")
         self.slicing = slicing
         ids = [q.id for q in self.queries]
         if len(set(ids)) != len(ids):
@@ -127,7 +126,7 @@ class ExecutionTree:
         if dtype is not None:
             dt = np.dtype(dtype)
             is_int = bool(np.issubdtype(dt, np.integer))
-        cls = CuttySlicer if slicing == "cutty" else self.slicer_cls
+        cls = self.cutty_slicer_cls if slicing == "cutty" else self.slicer_cls
         self.slicer = cls(self.queries, [], allowed_lateness, is_int)
         self.allowed_lateness = self.slicer.lateness
         self.kind = self.slicer.kind

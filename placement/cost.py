@@ -43,6 +43,29 @@ i's range. Choices where the text is loose (kept testable here):
   made every merge of Non-Inv trees look costlier by the other tree's ``nQ``, although the
   answers (one per window whichever tree computes it) are the same work in any plan.
 - ``slickdeque`` picks Inv when every aggregate of the tree is invertible, Non-Inv otherwise.
+
+**Cutty slicing** (``slicing="cutty"``, ``executors.cutty``): edges are the window starts only,
+classes ``(s, 0)``, so ``E`` is the density of their union (the edge engines, exact) and
+``nP_i = r_i * E``.  A window is answered from its complete slices (final aggregation) plus,
+when its end falls inside a slice, one combine with the open slice's partial.  Omega per edge
+(= per Cutty slice), with ``F`` = open-partial combines and ``K`` = slices per composite slide
+(``placement.slicing.cutty_profile``, one exact scan of a composite slide; ``F`` counts one
+combine per distinct (end, complete slices), as the executor shares it):
+
+- SlickDeque Inv: ``2 * |N_t| + F / K``, ``N_t`` = distinct numbers ``n >= 1`` of complete
+  slices over the tree's windows (``n = 0``: the window lies inside one slice and is the open
+  partial alone, no operation).  Exact, as under Pairs.  Over the scan budget: the certified
+  lower bound ``2 * (distinct n >= 1 of the windows starting at 0)`` with ``F`` taken as 0
+  (under Pairs, too, the fallback is a lower bound).
+- Panes: ``sum r_i / s_i`` unchanged: per answer Table 11 charges ``nP`` combines, and under
+  Cutty a window of about ``nP`` complete slices takes ``nP - 1`` combines plus the one with
+  the open partial (under Pairs the same formula charges one combine per answer too many).
+- FlatFAT, FlatFIT, SlickDeque Non-Inv: Table 11 with ``nP_i = r_i * E`` plus an estimate of
+  ``F / K``: one combine per answer of a window with ``r > s`` and ``r mod s != 0`` whose end
+  is no other query's start (``open_combines_estimate``: exact for lone queries).  Why not the exact scan: these
+  formulas are approximations anyway (BENCHMARKS.md), and WeaveShare prices every merge
+  candidate: with a scan each (~1 ms; 66 K candidates for FlatFIT at qnum 300, smax 100,
+  Gen=Nrm) planning took tens of seconds, with the estimate 1.1 s of CPU (Pairs: 0.2 s).
 """
 
 from __future__ import annotations
@@ -52,7 +75,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Iterable
 
-from placement.slicing import distinct_window_lengths
+from placement.slicing import (SLICINGS, cutty_lengths_at_zero, cutty_profile,
+                               distinct_window_lengths)
 
 TECHNIQUES = ("panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv", "slickdeque_noninv")
 INVERTIBLE = frozenset({"sum", "count", "avg", "stddev", "product"})
@@ -72,10 +96,20 @@ def _flatfat_term(np_i: float) -> float:
     return math.floor(math.log2(np_i - 1)) + (np_i - 1) / 2 ** math.floor(math.log2(np_i))
 
 
-def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fraction | float) -> float:
-    """Final-aggregation operations per edge for distinct windows ``(range, slide)``."""
+def check_slicing(slicing: str) -> str:
+    if slicing not in SLICINGS:
+        raise ValueError(f"unknown slicing {slicing!r}; allowed: {', '.join(SLICINGS)}")
+    return slicing
+
+
+def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fraction | float,
+          slicing: str = "pairs") -> float:
+    """Final-aggregation operations per edge for distinct windows ``(range, slide)``;
+    ``edge_rate`` is the tree's under ``slicing``."""
     wins = list(windows)
     e = Fraction(edge_rate)
+    if slicing != "pairs":
+        return _omega_cutty(technique, frozenset(wins), e)
     if technique == "panes":
         return math.fsum(r / s for r, s in wins)  # correctly rounded: independent of order
     if technique == "flatfit":
@@ -87,6 +121,62 @@ def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fractio
     if technique == "slickdeque_noninv":
         return _noninv(max(r for r, _ in wins), e)
     raise ValueError(f"omega needs a resolved technique, got {technique!r}")
+
+
+def _omega_cutty(technique: str, wins: frozenset, e: Fraction) -> float:
+    if technique == "panes":
+        return omega("panes", wins, e)
+    if technique == "slickdeque_inv":  # over budget: a certified lower bound, as under Pairs
+        n_ra, f_per_edge, _ = cutty_terms(wins)
+        return 2.0 * n_ra + f_per_edge
+    return omega(technique, wins, e) + open_combines_estimate(wins, e)
+
+
+def cutty_terms(wins: frozenset) -> tuple[int, float, bool]:
+    """``(|N_t|, F / K, exact)`` of a tree under Cutty slicing (module docstring): SlickDeque
+    Inv's running aggregates and the open-partial combines per edge, exact within the scan
+    budget; beyond it the lower bound ``(distinct n >= 1 of the windows at 0, 0)``."""
+    prof = cutty_profile(wins)
+    if prof is not None:
+        return prof.lengths, prof.open_combines / prof.slices, True
+    return cutty_lengths_at_zero(wins), 0.0, False
+
+
+def open_combines_estimate(wins: Iterable[tuple[int, int]], edge_rate: Fraction | float) -> float:
+    """Open-partial combines per edge, estimated in O(windows x slides) without a scan: each
+    answer of a window with ``r > s`` and ``r mod s != 0`` combines once unless its end is
+    another query's start.  The ends of ``(r, s)`` are ``r mod s`` modulo ``s``; a fraction
+    ``f_j = g / s_j`` of them (``g = gcd(s, s_j)``) are multiples of ``s_j`` when ``g``
+    divides ``r``, else none; the slides are taken as independent: combines per time unit
+    ``sum 1/s * prod_j (1 - f_j)``, divided by ``E``.
+
+    Exact for a lone query (its ends fall strictly between two of its starts; with ``r < s``
+    the window lies inside one slice: ``n = 0``, no combine) and whenever the other slides
+    that catch its ends divide ``s`` (then ``f_j = 1``: never a combine).  Otherwise off where
+    the slides are not independent (inclusion-exclusion would be exact, at 2^slides), two
+    queries with the same range end together (one shared combine: over), or a window with
+    ``r < s`` holds another query's start (a combine: under).  ``weaveplace bench omega
+    --slicing cutty`` reports it against the exact count (``placement.slicing.cutty_profile``).
+    """
+    e = Fraction(edge_rate)
+    if not e:
+        return 0.0
+    ws = set(wins)
+    slides = sorted({s for _, s in ws})
+    total = []
+    for r, s in ws:
+        if r <= s or r % s == 0:
+            continue
+        keep = 1.0
+        for sj in slides:
+            if sj != s:
+                g = math.gcd(s, sj)
+                if r % g == 0:
+                    keep *= 1.0 - g / sj
+                    if keep == 0.0:
+                        break
+        total.append(keep / s)
+    return math.fsum(total) / float(e)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -103,24 +193,44 @@ def running_aggregates(windows: frozenset) -> tuple[int, bool]:
     return n, True
 
 
-def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value: float) -> float:
+def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value: float,
+                slicing: str = "pairs") -> float:
     """A lower bound of Omega for any tree whose windows include ``windows`` (0 if none known).
 
     WeaveShare prunes merges with it. Panes, FlatFIT and SlickDeque Non-Inv grow with the window
     set, so their Omega is its own floor; FlatFAT's can shrink (more edges, other log terms);
     SlickDeque Inv's exact Omega can shrink too (a slide-1 query makes every length equal to its
     range), but never below ``2 * #unique ranges``.
+
+    Under Cutty the open-partial term shrinks when a merge raises ``E``, so FlatFIT's floor is
+    ``3 * nQ`` and SlickDeque Non-Inv's 0 (its ``2 - 2/nP_max`` part grows with ``E``, but
+    the sum can still shrink);
+    SlickDeque Inv's lengths can merge into fewer (``n`` counts starts, and two ranges can
+    span the same starts): floor 0.
     """
     if technique == "flatfat":
         return 0.0
+    if slicing != "pairs":
+        wins = list(windows)
+        if technique == "flatfit":
+            return 3.0 * len(set(wins))
+        if technique == "slickdeque_noninv":
+            return 0.0
+        if technique == "slickdeque_inv":
+            return 0.0
+        return omega_value
     if technique == "slickdeque_inv":
         return 2.0 * len({r for r, _ in windows})
     return omega_value
 
 
 def merged_omega(technique: str, x_windows: frozenset, x_omega: float, y_windows: frozenset,
-                 y_omega: float, edge_rate: Fraction) -> float:
+                 y_omega: float, edge_rate: Fraction, slicing: str = "pairs") -> float:
     """Omega of the union of two window sets, reusing the parts' Omegas where it is additive."""
+    if slicing != "pairs":
+        if technique == "panes" and x_windows.isdisjoint(y_windows):
+            return x_omega + y_omega
+        return omega(technique, x_windows | y_windows, edge_rate, slicing)
     if technique in ("panes", "flatfit") and x_windows.isdisjoint(y_windows):
         return x_omega + y_omega
     if technique == "slickdeque_noninv":

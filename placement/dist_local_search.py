@@ -35,11 +35,10 @@ from typing import Sequence
 
 import numpy as np
 
-from placement.cost import omega, tree_cost
+from placement.cost import tree_cost
 from placement.distributed import build_plan, optimize
 from placement.plan import Plan
 from placement.queries import Query
-from placement.slicing import query_classes
 from placement.trees import CostModel, Tree
 from placement.weaveshare import weave
 
@@ -83,6 +82,13 @@ class _Search:
         self._counts: dict[int, tuple] = {}
         self._lbs: dict[tuple[int, int], np.ndarray] = {}
 
+    def _item_of(self, technique: str):
+        """The item weights of an additive Omega (``_ITEM_OMEGA``), None if not additive under
+        the model's slicing (Cutty: Panes only; FlatFIT adds the open-partial term)."""
+        if self.model.slicing != "pairs" and technique != "panes":
+            return None
+        return _ITEM_OMEGA.get(technique)
+
     def merged_cost(self, a: Tree, b: Tree) -> float:
         k = (a.uid, b.uid) if a.uid < b.uid else (b.uid, a.uid)
         v = self._merged.get(k)
@@ -100,7 +106,7 @@ class _Search:
         st = self._counts.get(t.uid)
         if st is None:
             st = self._counts[t.uid] = (
-                Counter(c for p in t.queries for c in query_classes(p)),
+                Counter(c for p in t.queries for c in self.model.query_classes(p)),
                 Counter((p.range, p.slide) for p in t.queries),
                 Counter(p.slide for p in t.queries))
         return st
@@ -109,7 +115,7 @@ class _Search:
         """Classes, windows and composite slide of ``t`` minus ``q``, from the tree's multiset
         counts (re-deriving them from every query made this the search's hot spot)."""
         classes, windows, slides = self._stats(t)
-        qc = query_classes(q)
+        qc = self.model.query_classes(q)
         cls = frozenset(c for c, m in classes.items() if m - (c in qc) > 0)
         w = (q.range, q.slide)
         wins = frozenset(x for x, m in windows.items() if m - (x == w) > 0)
@@ -124,7 +130,8 @@ class _Search:
             cls, wins, cs = self._without_parts(t, q)
             e = self.model.engine.density(cls)
             tech = t.technique
-            v = self._without[k] = tree_cost(self.model.rate(t.stream), e, omega(tech, wins, e))
+            v = self._without[k] = tree_cost(self.model.rate(t.stream), e,
+                                                     self.model.omega(tech, wins, e))
         return v
 
     def without(self, t: Tree, q: Query) -> Tree:
@@ -198,8 +205,9 @@ class _Search:
         qi = np.array([pos[q.id] for q in qs])
         best_other = np.where(qi == i1, es[i2], es[i1])
         e = np.maximum(best_other, float(t.edge_rate) - es[qi])
-        item_of = _ITEM_OMEGA.get(t.technique)
-        if t.technique == "slickdeque_inv":  # its floor: 2 x distinct ranges (cost.omega_floor)
+        item_of = self._item_of(t.technique)
+        if t.technique == "slickdeque_inv" and self.model.slicing == "pairs":
+            # its floor: 2 x distinct ranges (cost.omega_floor; under Cutty 0)
             count = Counter(p.range for p in t.queries)
             om = np.array([2.0 * (len(count) - (count[q.range] == 1)) for q in qs])
         elif item_of is None:
@@ -241,7 +249,7 @@ class _Search:
         om = np.array([t.omega for _, _, t in flat])
         lam = np.array([self.model.rate(t.stream) for _, _, t in flat])
         omf = np.array([self.model.omega_floor(t) for _, _, t in flat])
-        item_of = _ITEM_OMEGA.get(flat[0][2].technique)
+        item_of = self._item_of(flat[0][2].technique)
         if item_of is not None:  # Omega of a merge = sum - common items (exact, cheap)
             items: dict = {}
             rows = []

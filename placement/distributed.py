@@ -147,7 +147,7 @@ def _rates(queries: Sequence[Query], model: CostModel) -> dict[str, float]:
 def build_plan(name: str, model: CostModel, node_trees: Sequence[Sequence[Tree]],
                caps: Sequence[float | None], queries: Sequence[Query]) -> Plan:
     nodes = [Node(f"node-{j}", list(ts), caps[j]) for j, ts in enumerate(node_trees)]
-    return Plan(name, model.technique, nodes, _rates(queries, model))
+    return Plan(name, model.technique, nodes, _rates(queries, model), model.slicing)
 
 
 def infeasible_nodes(plan: Plan, rel_tol: float = 1e-12) -> list[str]:

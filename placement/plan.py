@@ -2,6 +2,11 @@
 
 Every cost in a plan is recomputable from its queries and stream rates alone: ``verify_plan``
 re-prices each tree from scratch (with the brute-force-checked edge engine) and compares.
+
+``slicing`` (optional top-level field, ``"pairs"`` or ``"cutty"``; absent means ``"pairs"``,
+so plans written before it load unchanged): the slicing every tree of the plan is priced and
+executed with (``placement.trees.CostModel``, ``executors.ExecutionTree``).  One per plan, as
+``ie`` is: a plan is priced by one cost model.  Written always, so a plan says how it runs.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from placement.queries import Query, query_from_mapping, validate_unique
+from placement.slicing import SLICINGS
 from placement.trees import CostModel, Tree
 
 SCHEMA = "weaveplace.plan/1"
@@ -31,10 +37,24 @@ class Node:
 
 @dataclass
 class Plan:
+    """``slicing``: None takes the trees' (all trees of a plan share one; ``"pairs"`` when the
+    plan has no tree), so plans built from a model's trees need not repeat it."""
+
     optimizer: str
     ie: str
     nodes: list[Node]
     rates: dict[str, float]
+    slicing: str | None = None
+
+    def __post_init__(self):
+        found = {t.slicing for n in self.nodes for t in n.trees}
+        if len(found) > 1:
+            raise ValueError(f"a plan's trees share one slicing; got {sorted(found)}")
+        if self.slicing is None:
+            self.slicing = found.pop() if found else "pairs"
+        elif found and found != {self.slicing}:
+            raise ValueError(f"plan slicing {self.slicing!r} but its trees are priced "
+                             f"under {sorted(found)}")
 
     @property
     def trees(self) -> list[Tree]:
@@ -58,6 +78,7 @@ class Plan:
             "schema": SCHEMA,
             "optimizer": self.optimizer,
             "ie": self.ie,
+            "slicing": self.slicing,
             "queries": [q.to_dict() for q in self.queries],
             "streams": {s: {"rate": r} for s, r in sorted(self.rates.items())},
             "nodes": [
@@ -95,11 +116,21 @@ class Plan:
 
 def single_node_plan(optimizer: str, trees: Iterable[Tree], model: CostModel,
                      rates: Mapping[str, float]) -> Plan:
-    return Plan(optimizer, model.technique, [Node("node-0", list(trees))], dict(rates))
+    return Plan(optimizer, model.technique, [Node("node-0", list(trees))], dict(rates),
+                model.slicing)
 
 
 class PlanError(ValueError):
     """A plan file that is malformed or whose numbers do not match its queries."""
+
+
+def plan_slicing(data: Mapping[str, Any]) -> str:
+    """The plan's ``slicing`` (default ``"pairs"``), or ``PlanError`` naming what is allowed."""
+    v = data.get("slicing", "pairs")
+    if v not in SLICINGS:
+        raise PlanError(f"slicing: expected one of {', '.join(SLICINGS)} (default pairs), "
+                        f"got {v!r}")
+    return v
 
 
 def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Plan:
@@ -111,7 +142,8 @@ def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Pla
     queries = validate_unique(query_from_mapping(q, i) for i, q in enumerate(data["queries"]))
     by_id = {q.id: q for q in queries}
     rates = {s: float(v["rate"]) for s, v in data["streams"].items()}
-    model = CostModel(data["ie"], rates, engine)
+    slicing = plan_slicing(data)
+    model = CostModel(data["ie"], rates, engine, slicing)
     nodes = []
     for n in data["nodes"]:
         trees = []
@@ -121,7 +153,7 @@ def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Pla
                 raise PlanError(f"tree {t.get('id')!r} names unknown queries {missing}")
             trees.append(model.tree([by_id[qid] for qid in t["queries"]]))
         nodes.append(Node(n["id"], trees, n.get("capacity")))
-    return Plan(data["optimizer"], data["ie"], nodes, rates)
+    return Plan(data["optimizer"], data["ie"], nodes, rates, slicing)
 
 
 def verify_plan(data: Mapping[str, Any], rel_tol: float = 1e-9) -> list[str]:

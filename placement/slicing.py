@@ -182,9 +182,10 @@ def window_lengths(windows: Iterable[Window], slicing: str = "pairs",
     return out
 
 
-def _lengths(windows: Iterable[Window], slicing: str, limit: int):
+def _lengths(windows: Iterable[Window], slicing: str, limit: int, ends: bool = False):
     """``(sorted distinct windows, window index, slices)`` for every window of one composite
-    slide, all windows at once (one vectorised pass), or None over budget."""
+    slide, all windows at once (one vectorised pass), or None over budget.  ``ends``: also
+    ``(window end mod period, whether the end is a cut, cuts per period, period)``."""
     wins = sorted({(int(r), int(s)) for r, s in _checked(windows)})
     classes = sorted(slicing_classes(wins, slicing))
     period = lcm(*(s for _, s in wins))
@@ -208,14 +209,28 @@ def _lengths(windows: Iterable[Window], slicing: str, limit: int):
         below = np.zeros(period + 1, dtype=np.int64)
         np.cumsum(mark, out=below[1:])
         k = int(below[-1])
-        n = (y // period) * k + below[y % period] - below[x % period] - (x // period) * k
+
+        def cuts_below(t):  # cuts in [0, t), t >= 0
+            return (t // period) * k + below[t % period]
+
+        def is_cut(t):
+            return mark[t % period] > 0
     else:
         cuts = np.unique(np.concatenate([np.arange(c, period, m, dtype=np.int64)
                                          for m, c in classes]))
         k = cuts.shape[0]
-        n = ((y // period) * k + np.searchsorted(cuts, y % period)
-             - (x // period) * k - np.searchsorted(cuts, x % period))
-    return wins, idx, n
+
+        def cuts_below(t):
+            return (t // period) * k + np.searchsorted(cuts, t % period)
+
+        def is_cut(t):
+            tm = t % period
+            return cuts[np.minimum(np.searchsorted(cuts, tm), k - 1)] == tm
+    n = cuts_below(y) - cuts_below(x)
+    if not ends:
+        return wins, idx, n
+    e = x + np.array([r for r, _ in wins], dtype=np.int64)[idx] - (1 if slicing == "cutty" else 0)
+    return wins, idx, n, (e % period, is_cut(e), k, period)
 
 
 def _checked(windows: Iterable[Window]) -> list[Window]:
@@ -236,3 +251,64 @@ def distinct_window_lengths(windows: Iterable[Window], slicing: str = "pairs",
     """How many distinct window lengths (in slices) a tree has over all its windows, or None."""
     got = _lengths(windows, slicing, limit)
     return None if got is None else int(np.unique(got[2]).shape[0])
+
+
+@dataclass(frozen=True)
+class CuttyProfile:
+    """What final aggregation does per composite slide under Cutty slicing (exact).
+
+    ``slices``: Cutty slices (= edges: window starts) per composite slide ``period``;
+    ``lengths``: distinct numbers ``n >= 1`` of complete slices over the tree's windows
+    (SlickDeque Inv's running aggregates; a window inside one slice, ``n = 0``, asks none);
+    ``open_combines``: combines with the open slice's partial per composite slide: one per
+    distinct ``(window end, n)`` with ``n >= 1`` whose end falls inside a slice (windows of
+    different queries with the same end and ``n`` share it, as in the executor).
+    """
+
+    period: int
+    slices: int
+    lengths: int
+    open_combines: int
+
+
+@lru_cache(maxsize=1 << 15)
+def cutty_profile(windows: frozenset, limit: int = WINDOW_SCAN_LIMIT) -> CuttyProfile | None:
+    """``CuttyProfile`` of a tree's distinct windows, or None over the scan budget (the same
+    one-composite-slide scan as ``window_lengths``).  Cached: WeaveShare re-prices unions."""
+    got = _lengths(windows, "cutty", limit, ends=True)
+    if got is None:
+        return None
+    wins, idx, n, (end, on_cut, k, period) = got
+    pos = n >= 1
+    lengths = int(np.count_nonzero(np.bincount(n[pos]))) if pos.any() else 0
+    open_ = pos & ~on_cut
+    # Equal (end, n) means equal start (n counts the starts in (x, end], and a later start x'
+    # lies in that span), hence equal range: only windows of one range with several slides
+    # can share a combine.  Count the rest directly (no hashing: this runs per merge).
+    rs = [r for r, _ in wins]
+    many = {r for r in rs if rs.count(r) > 1} if len(set(rs)) < len(rs) else ()
+    combines = int(np.count_nonzero(open_))
+    if many:
+        ranges = np.array(rs, dtype=np.int64)
+        sh = open_ & np.array([r in many for r in rs])[idx]
+        keys = end[sh] * (int(ranges.max()) + 1) + ranges[idx[sh]]
+        combines -= int(keys.shape[0]) - int(np.unique(keys).shape[0])
+    return CuttyProfile(period, int(k), lengths, combines)
+
+
+def cutty_lengths_at_zero(windows: Iterable[Window], limit: int = WINDOW_SCAN_LIMIT) -> int:
+    """A lower bound of ``CuttyProfile.lengths`` without the composite-slide scan: the distinct
+    ``n >= 1`` of the windows starting at 0 (starts in ``(0, r]``), counted on a bitmap of
+    ``[0, max r]`` when that fits ``limit``; otherwise 1 if some window spans a slide
+    (``r >= s``: the start ``s`` lies in ``(0, r]``), else 0."""
+    wins = sorted({(int(r), int(s)) for r, s in windows})
+    top = max(r for r, _ in wins)
+    if top + 1 > limit:
+        return int(any(r >= s for r, s in wins))
+    mark = np.zeros(top + 1, dtype=np.int64)
+    for s in {s for _, s in wins}:
+        mark[s::s] = 1
+    below = np.cumsum(mark)  # starts in (0, t] = below[t]
+    ns = {int(below[r]) for r, _ in wins}
+    ns.discard(0)
+    return len(ns)

@@ -13,7 +13,8 @@ from fractions import Fraction
 from math import lcm
 from typing import Iterable, Mapping
 
-from placement.cost import merged_omega, omega, omega_floor, resolve_technique, tree_cost
+from placement.cost import (check_slicing, merged_omega, omega, omega_floor, resolve_technique,
+                            tree_cost)
 from placement.edges import EdgeEngine, get_engine
 from placement.queries import Query
 from placement.slicing import ResidueClass, query_classes
@@ -35,6 +36,7 @@ class Tree:
     omega: float
     cost: float
     technique: str
+    slicing: str = "pairs"
     uid: int = field(default_factory=lambda: next(_uids))
 
     @property
@@ -49,18 +51,35 @@ class Tree:
 
 
 class CostModel:
-    """Prices trees for one IE technique, stream rates and edge engine."""
+    """Prices trees for one IE technique, stream rates, edge engine and slicing.
+
+    ``slicing``: ``"pairs"`` (default; edges at window starts and ends) or ``"cutty"`` (edges at
+    window starts only; ``placement.cost`` says how Omega counts the open-partial combines).
+    A tree's ``classes`` are the classes of its slicing, so merges and engines need no change.
+    """
 
     def __init__(
         self,
         technique: str = "panes",
         rates: Mapping[str, float] | float = 1.0,
         engine: EdgeEngine | str = "fast",
+        slicing: str = "pairs",
     ):
         resolve_technique(technique)  # validates the name
         self.technique = technique
         self.rates = rates
         self.engine = get_engine(engine) if isinstance(engine, str) else engine
+        self.slicing = check_slicing(slicing)
+
+    def query_classes(self, q: Query) -> frozenset[ResidueClass]:
+        """The residue classes one query contributes under this model's slicing."""
+        if self.slicing == "pairs":
+            return query_classes(q)
+        return frozenset({(q.slide, 0)})
+
+    def omega(self, technique: str, windows, edge_rate) -> float:
+        """``placement.cost.omega`` under this model's slicing."""
+        return omega(technique, windows, edge_rate, self.slicing)
 
     def rate(self, stream: str) -> float:
         if isinstance(self.rates, Mapping):
@@ -71,9 +90,9 @@ class CostModel:
 
     def _price(self, stream, aggregate, queries, classes, windows, cs, e) -> Tree:
         tech = resolve_technique(self.technique, [aggregate])
-        om = omega(tech, windows, e)
+        om = omega(tech, windows, e, self.slicing)
         return Tree(stream, aggregate, queries, classes, windows, cs, e, om,
-                    tree_cost(self.rate(stream), e, om), tech)
+                    tree_cost(self.rate(stream), e, om), tech, self.slicing)
 
     def tree(self, queries: Iterable[Query]) -> Tree:
         qs = list(queries)
@@ -87,7 +106,7 @@ class CostModel:
                     f"{stream}/{aggregate}: trees hold one stream and one aggregate")
         classes: set[ResidueClass] = set()
         for q in qs:
-            classes |= query_classes(q)
+            classes |= self.query_classes(q)
         cls = frozenset(classes)
         e = self.engine.density(cls)
         windows = frozenset((q.range, q.slide) for q in qs)
@@ -98,15 +117,18 @@ class CostModel:
         """``(E, Omega, cost)`` of weaving x and y, without building the merged tree."""
         if x.key != y.key:
             raise ValueError(f"cannot weave trees of {x.key} and {y.key}")
+        if x.slicing != self.slicing or y.slicing != self.slicing:
+            raise ValueError(f"cannot weave {x.slicing} and {y.slicing} trees with a "
+                             f"{self.slicing} cost model")
         e = self.engine.merged_density(x.classes, y.classes)
-        om = merged_omega(x.technique, x.windows, x.omega, y.windows, y.omega, e)
+        om = merged_omega(x.technique, x.windows, x.omega, y.windows, y.omega, e, self.slicing)
         return e, om, tree_cost(self.rate(x.stream), e, om)
 
     def merge(self, x: Tree, y: Tree) -> Tree:
         e, om, cost = self.merged_price(x, y)
         return Tree(x.stream, x.aggregate, x.queries + y.queries, x.classes | y.classes,
                     x.windows | y.windows, lcm(x.composite_slide, y.composite_slide), e, om,
-                    cost, x.technique)
+                    cost, x.technique, self.slicing)
 
     def benefit(self, x: Tree, y: Tree) -> float:
         """Cost saved by weaving x and y (negative: weaving costs more)."""
@@ -114,8 +136,11 @@ class CostModel:
 
     def omega_floor(self, t: Tree) -> float:
         """A lower bound of Omega for any merge containing ``t`` (``cost.omega_floor``)."""
-        return omega_floor(t.technique, t.windows, t.omega)
+        return omega_floor(t.technique, t.windows, t.omega, t.slicing)
 
     def omega_is_additive(self) -> bool:
-        """Whether Omega of a merge is the sum of its parts' Omegas for disjoint windows."""
+        """Whether Omega of a merge is the sum of its parts' Omegas for disjoint windows
+        (under Cutty FlatFIT's open-partial term is not)."""
+        if self.slicing != "pairs":
+            return self.technique == "panes"
         return self.technique in ("panes", "flatfit")

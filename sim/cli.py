@@ -61,6 +61,8 @@ def plan(
     optimizer: str = typer.Option("weaveshare", help=f"One of {', '.join(SINGLE_NODE)}."),
     ie: str = typer.Option("panes", help="IE technique for the cost model."),
     engine: str = typer.Option("fast", help="Edge engine: fast, f1 or bitset."),
+    slicing: str = typer.Option("pairs", help="pairs or cutty: the slicing plans are priced "
+                                              "(and later run) with."),
     out: Path = typer.Option(Path("out/plan.json"), help="Where to write the plan JSON."),
 ):
     """Generate a workload and build a single-node sharing plan."""
@@ -71,7 +73,7 @@ def plan(
     try:
         spec = WorkloadSpec(qnum, smax, rate, zskew, omax, gen, seed)
         queries = generate(spec)
-        model = CostModel(ie, rate, engine)
+        model = CostModel(ie, rate, engine, slicing)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     start = time.perf_counter()
@@ -330,6 +332,8 @@ def bench_omega(
     gen: str = typer.Option("factors", help="Workload: nrm, div or factors (chapter 7)."),
     seed: int = typer.Option(0, help="Workload seed."),
     max_ops: float = typer.Option(2e8, help="Cap of counted Panes operations per tree."),
+    slicing: str = typer.Option("pairs", help="pairs or cutty: the slicing the trees are "
+                                              "priced and run with."),
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """Model Omega vs measured final-aggregation operations per edge on planned trees."""
@@ -342,6 +346,8 @@ def bench_omega(
     bad = [t for t in techs if t not in oc.TECHNIQUES]
     if bad or not techs:
         raise UserError(f"--techniques: unknown {bad or techs}; allowed: {', '.join(oc.TECHNIQUES)}")
+    if slicing not in ("pairs", "cutty"):
+        raise UserError(f"--slicing: unknown {slicing!r}; allowed: pairs, cutty")
     try:
         spec = WorkloadSpec(qnum=qnum, smax=smax, rate=rate, zskew=zskew, omax=omax, gen=gen,
                             seed=seed)
@@ -349,20 +355,23 @@ def bench_omega(
         raise UserError(f"workload: {exc}") from None
     t0 = time.perf_counter()
     res = oc.run_omega_check(spec, techs, progress=lambda r: isinstance(r, str)
-                             and console.print(r, markup=False), max_ops=max_ops)
+                             and console.print(r, markup=False), max_ops=max_ops,
+                             slicing=slicing)
     rows = oc.summarize(res)
     console.print(oc.format_summary(rows), markup=False)
     other = None
     if "slickdeque_inv" in techs:
-        other = oc.slickdeque_inv_on_plan(spec, "panes")
+        other = oc.slickdeque_inv_on_plan(spec, "panes", slicing)
+        old = "" if slicing != "pairs" else (
+            f", old formula {other['old_formula']:.6g} ({other['old_diff_pct']:+.2f}%, wrong "
+            f"on {other['trees_old_wrong']} trees)")
         console.print(f"SlickDeque Inv on the Panes plan's {other['trees']} trees: model "
-                      f"{other['model']:.6g}, measured {other['measured']:.6g}, old formula "
-                      f"{other['old_formula']:.6g} ({other['old_diff_pct']:+.2f}%, wrong on "
-                      f"{other['trees_old_wrong']} trees)", markup=False)
+                      f"{other['model']:.6g}, measured {other['measured']:.6g}{old}",
+                      markup=False)
     console.print(f"{time.perf_counter() - t0:.1f} s")
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "bench_omega.json"
-    path.write_text(json.dumps({"workload": asdict(spec), "summary": rows,
+    path = out / ("bench_omega.json" if slicing == "pairs" else f"bench_omega_{slicing}.json")
+    path.write_text(json.dumps({"workload": asdict(spec), "slicing": slicing, "summary": rows,
                                 "slickdeque_inv_on_panes_plan": other,
                                 "trees": {t: [asdict(x) for x in v] for t, v in res.items()}},
                                indent=1, default=float))

@@ -13,7 +13,8 @@ Sections (defaults and meaning in ``configs/README.md``):
 - ``cluster``: ``nodes`` is a count, a list of counts (one more grid axis: Table 8's N_num) or a
   list of ``{id, capacity}``; ``ray.address`` (``null``: embedded local Ray, used by live runs).
 - ``placement``: optimizer name(s) (Table 7's thirteen, ``WG_LS`` and the single-node ones), IE
-  technique, edge engine, preprocessing and ``exact`` (compute the exact optimum on small runs).
+  technique, ``slicing`` (pairs or cutty: how plans are priced and live runs slice), edge
+  engine, preprocessing and ``exact`` (compute the exact optimum on small runs).
 - ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}``, a ``path`` or a watched
   ``directory`` of arriving files (live runs).
 - ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed);
@@ -42,6 +43,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Fie
 from placement.cost import TECHNIQUES
 from placement.distributed import ALL_OPTIMIZERS
 from placement.queries import AGGREGATES, KINDS
+from placement.slicing import SLICINGS
 from sim.workload import GENERATORS
 
 SINGLE_NODE_OPTIMIZERS = ("weaveshare", "insert_then_weave", "no_share", "shared")
@@ -250,6 +252,9 @@ def _preprocess_tag(v: Any) -> str | None:
 class Placement(Strict):
     optimizers: _one_or_list(OptimizerName) = ["WG_TN", "WG_I"]
     ie: Literal[TECHNIQUES] = "panes"  # type: ignore[valid-type]
+    #: pairs (edges at window starts and ends) or cutty (window starts only): how plans are
+    #: priced and how live runs slice (``placement.cost``, ``executors.cutty``)
+    slicing: Literal[SLICINGS] = "pairs"  # type: ignore[valid-type]
     engine: Literal[ENGINES] = "fast"  # type: ignore[valid-type]
     preprocess: Annotated[
         Union[Annotated[bool, Tag("__bool__")],
@@ -522,6 +527,7 @@ class Config(Strict):
         n = len(self.points())
         return (f"{work}; nodes: {nodes}; {n} configuration(s) x {len(opts)} optimizer(s) "
                 f"[{', '.join(opts)}]; ie={self.placement.ie}; "
+                f"slicing={self.placement.slicing}; "
                 f"exact: {'qnum <= ' + str(self.placement.exact_max_queries) if self.placement.exact_max_queries else 'off'}; "
                 f"mode={self.run.mode}; output_dir={self.run.output_dir}"
                 + (f"; fault drill: {len(self.run.faults)} fault(s)" if self.run.faults else ""))

@@ -139,7 +139,8 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
         generate_debs(data_path, duration_s=config.data.duration_s,
                       rate_hz=config.data.rate_hz, seed=config.data.seed, fmt="parquet")
     say(f"placing {len(queries)} queries with {names[0]}")
-    model = CostModel(config.placement.ie, rates, config.placement.engine)
+    model = CostModel(config.placement.ie, rates, config.placement.engine,
+                      config.placement.slicing)
     plan = plan_for(names[0], queries, model, point["capacities"], config)
     for node, node_id in zip(plan.nodes, point["node_ids"]):
         node.id = node_id

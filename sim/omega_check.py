@@ -13,6 +13,10 @@ SlickDeque Non-Inv have state-dependent costs; Panes and SlickDeque Inv count th
 first slice, identity operands included); then ``measure`` slices, a whole number of composite
 slides, are averaged.  Panes' measured slices are capped by ``max_ops`` per tree.
 
+``slicing="cutty"``: plans and trees are priced under Cutty slicing (``CostModel(...,
+slicing="cutty")``: E = density of the window starts, Omega with the open-partial combines) and
+run with ``ExecutionTree(..., slicing="cutty")``; one tuple per Cutty slice.
+
 Reported per technique: E-weighted totals ``sum E_t * measured_t`` vs ``sum E_t * Omega_t``
 (final-aggregation operations per time unit, the part of the plan cost Omega drives) and the
 per-tree % differences.  For SlickDeque Inv also the old formula ``2 x #unique ranges``.
@@ -25,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.cost import running_aggregates
+from placement.cost import cutty_terms, open_combines_estimate, running_aggregates
 from placement.queries import Query
-from placement.slicing import tree_classes
+from placement.slicing import slicing_classes
 from placement.trees import CostModel
 from placement.weaveshare import weaveshare
 from sim.workload import WorkloadSpec, generate
@@ -50,10 +54,15 @@ class TreeCheck:
     measured: float       # measured operations per edge (mean over `slices`)
     slices: int
     old_formula: float | None = None  # SlickDeque Inv: 2 x #unique ranges
-    exact_scan: bool = True           # SlickDeque Inv: the model's length scan was in budget
+    exact_scan: bool = True           # the model's composite-slide scan was in budget
+    slicing: str = "pairs"
+    open_model: float | None = None   # Cutty: open-partial combines per edge in the model
+    open_exact: float | None = None   # Cutty: the same counted exactly (cutty_profile)
 
     @property
     def diff_pct(self) -> float:
+        if self.estimated == 0:  # Cutty: every window inside one slice (no operation)
+            return 0.0 if self.measured == 0 else math.inf
         return 100.0 * (self.measured - self.estimated) / self.estimated
 
 
@@ -75,10 +84,14 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     agg = "max" if technique == "slickdeque_noninv" else "sum"
     qs = [dict(id=q.id, aggregate=agg, range=q.range, slide=q.slide) for q in tree.queries]
     rs = sorted(tree.windows)
-    classes = tree_classes(tree.queries)
-    wsize, _, _ = window_lengths(rs, sorted(classes))
+    slicing = tree.slicing
+    classes = slicing_classes(rs, slicing)  # one tuple per slice of the tree's slicing
+    wsize, _, _ = window_lengths(rs, sorted(classes), slicing)
     per_period = tree.edges  # edges in one composite slide
-    warm = 0 if technique in ("panes", "slickdeque_inv") else min(wsize, warm_cap)
+    # Cutty: warm up for every technique (windows reaching before the first slice see fewer
+    # complete slices, and their open-partial combines fall on the first slices)
+    warm = 0 if technique in ("panes", "slickdeque_inv") and slicing == "pairs" \
+        else min(wsize, warm_cap)
     measure = min(max(measure_min, 2 * wsize if warm else 0, per_period),
                   max(measure_cap, per_period))
     if technique == "panes":  # state-independent, but expensive: cap the work
@@ -92,7 +105,7 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     ts = _edges(classes, 0, span)[: need + wsize + 2]
     rng = np.random.default_rng(seed)
     v = rng.integers(0, 1 << 20, ts.shape[0])
-    ex = ExecutionTree(qs, technique=technique, count_ops=True, dtype=np.int64)
+    ex = ExecutionTree(qs, technique=technique, count_ops=True, dtype=np.int64, slicing=slicing)
     ex.process(ts, v)
     ex.flush()
     per = ex.op_counts()["per_slice"]
@@ -105,21 +118,31 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     seg = per[lead + warm: lead + warm + measure]
     if seg.shape[0] < measure:
         raise RuntimeError(f"only {per.shape[0]} slices closed, needed {warm + measure}")
-    old = 2.0 * len({r for r, _ in rs}) if technique == "slickdeque_inv" else None
+    old = 2.0 * len({r for r, _ in rs}) \
+        if technique == "slickdeque_inv" and slicing == "pairs" else None
+    open_model = open_exact = None
+    if slicing == "pairs":
+        exact = running_aggregates(frozenset(rs))[1]
+    else:
+        _, f, exact = cutty_terms(frozenset(rs))
+        open_exact = f if exact else None
+        open_model = f if technique == "slickdeque_inv" else (
+            0.0 if technique == "panes" else open_combines_estimate(rs, tree.edge_rate))
     return TreeCheck(technique, len(tree.queries), tree.composite_slide, float(tree.edge_rate),
-                     wsize, tree.omega, float(seg.mean()), measure, old,
-                     running_aggregates(frozenset(rs))[1])
+                     wsize, tree.omega, float(seg.mean()), measure, old, exact, slicing,
+                     open_model, open_exact)
 
 
 def run_omega_check(spec: WorkloadSpec | None = None, techniques=TECHNIQUES, progress=None,
-                    **kw) -> dict[str, list[TreeCheck]]:
-    """Plan the workload with each technique's Omega; measure every tree of each plan."""
+                    slicing: str = "pairs", **kw) -> dict[str, list[TreeCheck]]:
+    """Plan the workload with each technique's Omega (under ``slicing``); measure every tree
+    of each plan."""
     spec = spec or WorkloadSpec(**CH7)
     out: dict[str, list[TreeCheck]] = {}
     for tech in techniques:
         agg = "max" if tech == "slickdeque_noninv" else "sum"
         qs = [Query(q.id, q.range, q.slide, agg, q.stream) for q in generate(spec)]
-        model = CostModel(tech, spec.rate)
+        model = CostModel(tech, spec.rate, slicing=slicing)
         rows = []
         t0 = time.perf_counter()
         for t in weaveshare(qs, model):
@@ -132,14 +155,15 @@ def run_omega_check(spec: WorkloadSpec | None = None, techniques=TECHNIQUES, pro
     return out
 
 
-def slickdeque_inv_on_plan(spec: WorkloadSpec | None = None, plan_technique: str = "panes"
-                           ) -> dict:
+def slickdeque_inv_on_plan(spec: WorkloadSpec | None = None, plan_technique: str = "panes",
+                           slicing: str = "pairs") -> dict:
     """SlickDeque Inv's model (new and old formula) vs measured on the trees of *another*
     technique's plan (Panes weaves more, so its trees show what the old formula misses)."""
     spec = spec or WorkloadSpec(**CH7)
-    model = CostModel("slickdeque_inv", spec.rate)
+    model = CostModel("slickdeque_inv", spec.rate, slicing=slicing)
     trees = [model.tree(t.queries)
-             for t in weaveshare(generate(spec), CostModel(plan_technique, spec.rate))]
+             for t in weaveshare(generate(spec), CostModel(plan_technique, spec.rate,
+                                                           slicing=slicing))]
     checks, skipped = [], 0
     for t in trees:
         try:
@@ -147,11 +171,15 @@ def slickdeque_inv_on_plan(spec: WorkloadSpec | None = None, plan_technique: str
         except ValueError:
             skipped += 1
     new = math.fsum(c.edge_rate * c.estimated for c in checks)
-    old = math.fsum(c.edge_rate * c.old_formula for c in checks)
     mea = math.fsum(c.edge_rate * c.measured for c in checks)
-    return dict(plan=plan_technique, trees=len(checks), skipped=skipped, model=new,
-                old_formula=old, measured=mea, old_diff_pct=100.0 * (old - mea) / mea,
-                trees_old_wrong=sum(1 for c in checks if c.old_formula != c.measured))
+    out = dict(plan=plan_technique, slicing=slicing, trees=len(checks), skipped=skipped,
+               model=new, measured=mea, trees_exact=sum(1 for c in checks
+                                                        if abs(c.measured - c.estimated) < 1e-9))
+    if slicing == "pairs":
+        old = math.fsum(c.edge_rate * c.old_formula for c in checks)
+        out.update(old_formula=old, old_diff_pct=100.0 * (old - mea) / mea,
+                   trees_old_wrong=sum(1 for c in checks if c.old_formula != c.measured))
+    return out
 
 
 def summarize(results: dict[str, list[TreeCheck]]) -> list[dict]:
@@ -161,15 +189,20 @@ def summarize(results: dict[str, list[TreeCheck]]) -> list[dict]:
         est = math.fsum(t.edge_rate * t.estimated for t in trees)
         mea = math.fsum(t.edge_rate * t.measured for t in trees)
         d = [t.diff_pct for t in trees]
-        row = dict(technique=tech, trees=len(trees), estimated=est, measured=mea,
+        row = dict(technique=tech, slicing=trees[0].slicing if trees else "pairs", trees=len(trees), estimated=est, measured=mea,
                    diff_pct=100.0 * (mea - est) / est, tree_diff_min=min(d),
                    tree_diff_median=float(np.median(d)), tree_diff_max=max(d),
-                   exact_trees=sum(1 for t in trees if abs(t.measured - t.estimated) < 1e-9))
-        if tech == "slickdeque_inv":
+                   exact_trees=sum(1 for t in trees if abs(t.measured - t.estimated) < 1e-9),
+                   scan_exact_trees=sum(1 for t in trees if t.exact_scan))
+        if trees and trees[0].slicing != "pairs" and tech not in ("panes", "slickdeque_inv") \
+                and all(t.open_exact is not None for t in trees):
+            om = math.fsum(t.edge_rate * t.open_model for t in trees)
+            ox = math.fsum(t.edge_rate * t.open_exact for t in trees)
+            row["open_model"], row["open_exact"] = om, ox
+        if tech == "slickdeque_inv" and trees and all(t.old_formula is not None for t in trees):
             old = math.fsum(t.edge_rate * t.old_formula for t in trees)
             row["old_formula"] = old
             row["old_diff_pct"] = 100.0 * (mea - old) / old
-            row["scan_exact_trees"] = sum(1 for t in trees if t.exact_scan)
         rows.append(row)
     return rows
 
@@ -183,6 +216,11 @@ def format_summary(rows: list[dict]) -> str:
             f"{r['diff_pct']:+.2f}% | {r['tree_diff_min']:+.2f}% / {r['tree_diff_median']:+.2f}% / "
             f"{r['tree_diff_max']:+.2f}% | {r['exact_trees']}/{r['trees']} |")
     for r in rows:
+        if "open_model" in r:
+            d = 100.0 * (r["open_model"] - r["open_exact"]) / r["open_exact"] \
+                if r["open_exact"] else 0.0
+            lines.append(f"\n{r['technique']}: open-partial combines per time unit, estimate "
+                         f"{r['open_model']:.6g} vs exact {r['open_exact']:.6g} ({d:+.2f}%)")
         if "old_formula" in r:
             lines.append(f"\nSlickDeque Inv, old formula 2 x #unique ranges: sum E*Omega = "
                          f"{r['old_formula']:.6g} ({r['old_diff_pct']:+.2f}% measured vs it)")

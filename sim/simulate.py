@@ -125,7 +125,8 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
     ids, caps = point["node_ids"], point["capacities"]
     base = {"config_id": i, **params, "nodes": len(ids),
             "capacities": None if all(c is None for c in caps) else json.dumps(caps),
-            "ie": pl.ie, "engine": pl.engine, "preprocess": str(pl.preprocess_arg)}
+            "ie": pl.ie, "slicing": pl.slicing, "engine": pl.engine,
+            "preprocess": str(pl.preprocess_arg)}
     exact = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans", i)
     rows = []
     for name in pl.optimizer_list:
@@ -155,7 +156,7 @@ def _group_rows(config: Config, group: list[int], out: Path, tick) -> list[dict[
     points = config.points()
     pl = config.placement
     queries, rates, params = workload_point(config, points[group[0]]["workload"])
-    work = (queries, rates, params, CostModel(pl.ie, rates, pl.engine))
+    work = (queries, rates, params, CostModel(pl.ie, rates, pl.engine, pl.slicing))
     return [r for i in group for r in _point_rows(config, i, points[i], work, out, tick)]
 
 

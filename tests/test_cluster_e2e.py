@@ -45,10 +45,10 @@ def make_queries(n_time: int = 54, seed: int = 3) -> list[Query]:
     return qs
 
 
-def make_plan(queries, n_nodes: int = 2) -> dict:
+def make_plan(queries, n_nodes: int = 2, slicing: str = "pairs") -> dict:
     """WeaveShare trees dealt round-robin (by descending cost) over ``n_nodes`` nodes."""
     rates = {s: RATE_HZ / 1000.0 for s in STREAMS}  # tuples per ms
-    model = CostModel("slickdeque", rates)
+    model = CostModel("slickdeque", rates, slicing=slicing)
     trees = sorted(weaveshare(queries, model), key=lambda t: -t.cost)
     nodes = [Node(f"node-{i}") for i in range(n_nodes)]
     for i, t in enumerate(trees):

@@ -263,3 +263,47 @@ def test_pin_round_robin_and_fault_drill_checks():
                          {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]}],
                         [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4,
                                                                "slide": 2}]))
+
+
+def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
+    """The plan's ``slicing`` goes into every tree spec; a node builds Cutty trees from it
+    (snapshots keep them Cutty) and answers exactly as Pairs trees; a bad value is refused;
+    re-placement after a lost node prices trees under the plan's slicing."""
+    from cluster.deploy import _Layout
+    from placement.plan import single_node_plan
+    from placement.queries import Query
+    from placement.trees import CostModel
+
+    qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 1000, "slide": 300},
+          {"id": "y", "stream": "mf01", "aggregate": "max", "range": 700, "slide": 200}]
+    p = {**plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]},
+                                       {"id": "u", "queries": ["y"]}]}], qs),
+         "slicing": "cutty", "streams": {"mf01": {"rate": 0.2}}}
+    specs = node_specs(p)
+    assert {t["slicing"] for t in specs[0]["trees"]} == {"cutty"}
+    assert {t["slicing"] for t in node_specs({**p, "slicing": "pairs"})[0]["trees"]} == {"pairs"}
+    assert "slicing" in node_specs({k: v for k, v in p.items() if k != "slicing"})[0]["trees"][0]
+    with pytest.raises(DeploymentError, match="plan slicing: expected pairs or cutty, got 'x'"):
+        node_specs({**p, "slicing": "x"})
+    cut = NodeCore("n", specs[0]["trees"])
+    pairs = NodeCore("n", node_specs({**p, "slicing": "pairs"})[0]["trees"])
+    assert {t.slicing for t in cut.trees.values()} == {"cutty"}
+    assert {t["slicing"] for t in cut.metrics()["trees"].values()} == {"cutty"}
+    b = data()
+    cut.ingest(None, b.slice(0, 1500), seq=0)
+    first = cut.drain()
+    cut = NodeCore.from_snapshot(cut.snapshot())
+    assert {t.slicing for t in cut.trees.values()} == {"cutty"}
+    cut.ingest(None, b.slice(1500), seq=1)
+    cut.flush()
+    pairs.ingest(None, b)
+    pairs.flush()
+    key = [("query_id", "ascending"), ("window_start", "ascending")]
+    want = pairs.drain().sort_by(key)
+    assert want.num_rows > 50 and pa.concat_tables([first, cut.drain()]).sort_by(key).equals(want)
+    lay = _Layout(p)
+    assert lay.model.slicing == "cutty" and lay.plan.slicing == "cutty"
+    model = CostModel("slickdeque", {"mf01": 0.2}, slicing="cutty")
+    t = model.tree([Query("x", 1000, 300, "sum", "mf01")])
+    assert [x.cost for x in lay.plan.trees if x.queries[0].id == "x"] == [t.cost]
+    assert single_node_plan("o", [t], model, {"mf01": 0.2}).to_dict()["slicing"] == "cutty"

@@ -261,3 +261,32 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
     assert res.metrics["nodes"]["node-2"]["recoveries"] == 1
     assert [f["fired"] for f in res.metrics["faults"]] == [True, True, True]
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
+
+
+def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, ray_session,
+                                                spark):
+    """A plan priced under Cutty (``slicing: cutty``; its trees differ from the Pairs plan's)
+    runs Cutty trees on the actors, in sliced mode (the union of Pairs edges, unchanged) and
+    in raw mode: both answer exactly as the Pairs plan's sliced run, row for row (int data)."""
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import feed_raw, feed_sliced
+    from executors.slicing import edge_classes
+
+    plan = make_plan(sliced_workload["queries"], slicing="cutty")
+    assert plan["slicing"] == "cutty"
+    pairs_plan = sliced_workload["plan"]
+    assert [t["edges"] for n in plan["nodes"] for t in n["trees"]] != \
+        [t["edges"] for n in pairs_plan["nodes"] for t in n["trees"]]
+    with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
+        for s in dep.streams:  # the sliced feed still cuts at the union of Pairs edges
+            assert dep.edge_classes(s) == edge_classes(sorted(
+                {(q.range, q.slide) for q in sliced_workload["queries"] if q.stream == s}))
+        feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
+        sliced = dep.finish()
+    with Deployment(plan, max_in_flight=3) as dep:
+        feed_raw(dep, spark, str(sliced_workload["path"]), batch_rows=700)
+        raw = dep.finish()
+    for res in (sliced, raw):
+        trees = [t for n in res.metrics["nodes"].values() for t in n["trees"].values()]
+        assert trees and all(t["slicing"] == "cutty" for t in trees)
+        assert res.answers.equals(sliced_result[1].answers)

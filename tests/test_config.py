@@ -165,6 +165,7 @@ BAD = [
     (("placement", "optimizers"), ["WG_TN", "WG_TN"], "placement.optimizers[1]"),
     (("placement", "ie"), "pains", "placement.ie: expected 'panes'"),
     (("placement", "engine"), "turbo", "placement.engine"),
+    (("placement", "slicing"), "cuty", "placement.slicing: expected 'pairs' or 'cutty'"),
     (("placement", "exact"), 17, "placement.exact"),
     (("workload", "generator", "qnum"), 0, "workload.generator.qnum"),
     (("workload", "generator", "qnum"), "100", "workload.generator.qnum"),
@@ -330,6 +331,7 @@ LEAF_BAD = {
         st.just(["WG_TN", "nope"]), st.integers()),
     ("placement", "ie"): NOT_NAME,
     ("placement", "engine"): NOT_NAME,
+    ("placement", "slicing"): NOT_NAME.filter(lambda s: s not in ("pairs", "cutty")),
     ("placement", "preprocess"): st.one_of(NOT_NAME.filter(
         lambda s: s not in ("none", "classes", "slides")), st.integers()),
     ("placement", "exact"): st.one_of(st.integers(min_value=17), st.integers(max_value=-1),
@@ -527,6 +529,13 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     assert seen["faults"] == DRILL and seen["batch_rows"] == 300
     assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
     assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]
+    assert seen["plan"]["slicing"] == "pairs"
+    # placement.slicing: cutty -> the plan handed to the cluster is priced under Cutty
+    from placement.plan import verify_plan
+
+    raw["placement"]["slicing"] = "cutty"
+    live_run(config_from_mapping(raw), tmp_path / "out2")
+    assert seen["plan"]["slicing"] == "cutty" and verify_plan(seen["plan"]) == []
 
 
 def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):

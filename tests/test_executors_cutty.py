@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from executors import ALL_TECHNIQUES, ExecutionTree, brute_force
-from executors.slice_input import SlicedExecutionTree
+from executors.slice_input import SlicedExecutionTree, slice_aggregates
+from executors.slicing import edge_classes
 from placement.slicing import window_lengths
 
 AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
@@ -175,8 +176,45 @@ def test_cutty_slices_per_query_vs_pairs():
 def test_cutty_refusals():
     with pytest.raises(ValueError, match="unknown slicing 'panes'"):
         ExecutionTree([dict(id="a", aggregate="sum", range=4, slide=2)], slicing="panes")
-    with pytest.raises(TypeError):
-        SlicedExecutionTree([dict(id="a", aggregate="sum", range=4, slide=2)], slicing="cutty")
+    with pytest.raises(ValueError, match="unknown slicing"):
+        SlicedExecutionTree([dict(id="a", aggregate="sum", range=4, slide=2)], slicing="cut")
+    # a slice-fed Cutty tree still needs its Pairs edges (window ends) in the input
+    t = SlicedExecutionTree([dict(id="a", aggregate="sum", range=5, slide=3)], slicing="cutty")
+    with pytest.raises(ValueError, match="straddles an edge"):
+        t.process_slices(slice_aggregates(np.arange(12), np.arange(12), [(3, 0)]))
+
+
+@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 60)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_sliced_cutty_equals_raw_pairs(data):
+    """A slice-fed Cutty tree (input cut at the union of its Pairs edges and another tree's,
+    as the cluster's sliced feed does) answers exactly as a raw Pairs tree, across a snapshot
+    and over batch splits; int input, so values must be identical."""
+    nq = data.draw(st.integers(1, 3))
+    qs = [dict(id=f"q{i}", aggregate=data.draw(st.sampled_from(AGGS)),
+               range=data.draw(st.integers(1, 30)), slide=data.draw(st.integers(1, 9)))
+          for i in range(nq)]
+    other = (data.draw(st.integers(1, 30)), data.draw(st.integers(1, 12)))
+    classes = edge_classes(sorted({(q["range"], q["slide"]) for q in qs} | {other}))
+    n = data.draw(st.integers(1, 80))
+    ts = np.sort(np.array(data.draw(st.lists(st.integers(-20, 200), min_size=n, max_size=n)),
+                          dtype=np.int64))
+    v = np.array(data.draw(st.lists(st.integers(-1000, 1000), min_size=n, max_size=n)),
+                 dtype=np.int64)
+    tech = data.draw(st.sampled_from(["slickdeque", "panes", "flatfat", "flatfit", "bint"]))
+    want = run(ExecutionTree(qs, technique=tech), ts, v, [0, n])[1]
+    sl = slice_aggregates(ts, v, classes)
+    k = sl["slice_start"].shape[0]
+    cut = data.draw(st.integers(0, k))
+    tree = SlicedExecutionTree(qs, technique=tech, slicing="cutty")
+    got = rows(tree.process_slices({c: a[:cut] for c, a in sl.items()}))
+    tree = SlicedExecutionTree.restore(tree.snapshot())
+    assert tree.slicing == "cutty"
+    got += rows(tree.process_slices({c: a[cut:] for c, a in sl.items()})) + rows(tree.flush())
+    assert_same(got, want, 1000.0)
+    if all(q["aggregate"] in ("sum", "count", "min", "max", "range") for q in qs):
+        assert got == want
 
 
 def test_cutty_long_composite_slide_bounds_and_lazy_lengths():
@@ -203,7 +241,7 @@ def test_cutty_can_cost_slickdeque_inv_more_on_a_woven_tree():
     slice, 24 per composite slide of 6).  Cutty cuts at 0, 2, 3, 4 mod 6 (4 slices) but the
     lengths (complete slices) vary: {6, 7} and {4, 5} (8 ops per slice), plus 3 combines with
     the open partial per period (ends at 1 mod 6 for both queries, 5 mod 6 for (7, 2)): 35 per
-    period.  (The cost model prices Pairs trees; it does not choose the slicing.)"""
+    period.  (`CostModel(..., slicing="cutty")` prices this: tests/test_placement_cutty.py.)"""
     wins = [(10, 3), (7, 2)]
     assert window_lengths(wins) == {(7, 2): (7,), (10, 3): (10,)}
     assert window_lengths(wins, "cutty") == {(7, 2): (4, 5), (10, 3): (6, 7)}

@@ -182,3 +182,21 @@ def test_slickdeque_noninv_measured_ops_match_omega_on_uniform_input(wins):
     assert steady.mean() == pytest.approx(model.omega, rel=0.02)
     eq77 = model.omega + len(wins) + sum(1 / math.factorial(i) for i in range(1, 20))
     assert steady.mean() < 0.7 * eq77
+
+
+def test_bench_omega_under_cutty():
+    """``weaveplace bench omega --slicing cutty``: plans priced under Cutty, trees run with
+    Cutty slicing; SlickDeque Inv exact on every tree (open-partial combines included), also
+    on the Panes plan's trees."""
+    from sim.omega_check import run_omega_check, slickdeque_inv_on_plan, summarize
+    from sim.workload import WorkloadSpec
+
+    spec = WorkloadSpec(qnum=8, smax=12, rate=1.0, omax=4, gen="factors", seed=3)
+    res = run_omega_check(spec, ("slickdeque_inv", "flatfit"), slicing="cutty")
+    assert all(c.slicing == "cutty" and c.exact_scan for v in res.values() for c in v)
+    rows = {r["technique"]: r for r in summarize(res)}
+    sdi = rows["slickdeque_inv"]
+    assert sdi["exact_trees"] == sdi["trees"] > 0 and sdi["diff_pct"] == 0.0
+    assert "old_formula" not in sdi and rows["flatfit"]["slicing"] == "cutty"
+    other = slickdeque_inv_on_plan(spec, "panes", "cutty")
+    assert other["trees_exact"] == other["trees"] > 0 and other["model"] == other["measured"]

@@ -15,7 +15,8 @@ from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import no_share, weaveshare
 
-TOP_KEYS = {"schema", "optimizer", "ie", "queries", "streams", "nodes", "total_cost", "max_cost"}
+TOP_KEYS = {"schema", "optimizer", "ie", "slicing", "queries", "streams", "nodes", "total_cost",
+            "max_cost"}
 QUERY_KEYS = {"id", "stream", "aggregate", "range", "slide", "kind"}
 NODE_KEYS = {"id", "capacity", "cost", "trees"}
 # DESIGN.md's tree keys; the implementation adds "aggregate" (a tree holds one aggregate).
@@ -60,7 +61,7 @@ def test_plan_dict_shape_and_values():
     json.dumps(d)  # plain JSON types only (no Fractions, no numpy)
     assert set(d) == TOP_KEYS
     assert d["schema"] == SCHEMA == "weaveplace.plan/1"
-    assert (d["optimizer"], d["ie"]) == ("WG_TN", "slickdeque")
+    assert (d["optimizer"], d["ie"], d["slicing"]) == ("WG_TN", "slickdeque", "pairs")
     assert sorted(d["queries"], key=lambda q: q["id"]) == [
         {"id": "q1", "stream": "mf01", "aggregate": "max", "range": 10000, "slide": 3000,
          "kind": "time"},
@@ -214,3 +215,41 @@ def test_random_plans_round_trip_and_verify(spec, tech, rate_a, rate_b):
     assert verify_plan(again) == []
     assert math.isclose(d["total_cost"], sum(t["cost"] for t in d["nodes"][0]["trees"]),
                         rel_tol=1e-12)
+
+
+def test_cutty_plan_records_slicing_round_trips_and_verifies(tmp_path):
+    """A plan priced under Cutty says so (``slicing``), reloads under Cutty (costs recomputed
+    from its queries), and its costs differ from the Pairs plan's (else the field is idle)."""
+    model = CostModel("slickdeque", RATES, slicing="cutty")
+    plan = single_node_plan("WG_TN", weaveshare(QUERIES, model), model, RATES)
+    d = json.loads(json.dumps(plan.to_dict()))
+    assert d["slicing"] == "cutty" and verify_plan(d) == []
+    again = load_plan(plan.write(tmp_path / "p.json"))
+    assert again.slicing == "cutty" and all(t.slicing == "cutty" for t in again.trees)
+    assert_same(again.to_dict(), d)
+    pairs = make_plan().to_dict()
+    assert d["total_cost"] != pytest.approx(pairs["total_cost"])
+    # the same plan read as Pairs no longer verifies: the slicing is part of the costs
+    as_pairs = dict(d, slicing="pairs")
+    assert verify_plan(as_pairs) != []
+
+
+def test_plan_without_slicing_loads_as_pairs_and_bad_slicing_is_refused():
+    d = make_plan().to_dict()
+    old = {k: v for k, v in d.items() if k != "slicing"}  # a plan written before the field
+    assert verify_plan(old) == [] and load_plan(old).slicing == "pairs"
+    with pytest.raises(PlanError, match=r"slicing: expected one of pairs, cutty \(default "
+                                        r"pairs\), got 'Cutty'"):
+        load_plan(dict(d, slicing="Cutty"))
+
+
+def test_plan_trees_share_one_slicing():
+    from placement.plan import Node, Plan
+
+    a = CostModel("panes", RATES).tree([QUERIES[0]])
+    b = CostModel("panes", RATES, slicing="cutty").tree([QUERIES[2]])
+    assert Plan("x", "panes", [Node("n", [b])], RATES).slicing == "cutty"
+    with pytest.raises(ValueError, match="share one slicing"):
+        Plan("x", "panes", [Node("n", [a, b])], RATES)
+    with pytest.raises(ValueError, match="plan slicing 'pairs'"):
+        Plan("x", "panes", [Node("n", [b])], RATES, "pairs")
