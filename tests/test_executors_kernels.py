@@ -282,14 +282,14 @@ def test_fast_paths_stop_at_the_first_other_request():
     no_ops = np.zeros(0, np.int64)
     a = SlickDequeInv(Primitive(OP_SUM, "v", "f8"), 4, known_ns=[4])
     s = a.state
-    out = np.empty(9)
-    done = _sdi_single(x, 0 * x, ptr, np.array([4, 4, 4, 4, 2, 4, 4, 4, 4]), out, 0 * out,
+    out, out_lo = np.zeros(9), np.zeros(9)
+    done = _sdi_single(x, 0 * x, ptr, np.array([4, 4, 4, 4, 2, 4, 4, 4, 4]), out, out_lo,
                        no_ops, s["ring_hi"], s["ring_lo"], s["key_n"], s["key_hi"],
                        s["key_lo"], s["key_x"], s["meta"])
     assert done == 3 and out[:3].tolist() == [1, 3, 6]
     b = SlickDequeNonInv(Primitive(OP_MAX, "v", "f8"), 4)
     s = b.state
-    done = _sdn_single(x, ptr, np.full(9, 4), out, 0 * out, no_ops, s["dq_pos"], s["dq_val"],
+    done = _sdn_single(x, ptr, np.full(9, 4), out, out_lo, no_ops, s["dq_pos"], s["dq_val"],
                        s["meta"], OP_MAX)
     assert done == 3 and out[:3].tolist() == [1, 2, 3]
 
