@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from placement.lazy_table import KernelTable
 from placement.queries import Query
 from placement.slicing import query_classes
 from placement.trees import CostModel, Tree
@@ -338,7 +339,10 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     additive = model.omega_is_additive() and _windows_disjoint(trees)
-    table = _Table(model, trees, additive, eager=strategy == "paper", floor=floor)
+    if additive and strategy == "lazy":
+        table = KernelTable(model, trees, floor)
+    else:
+        table = _Table(model, trees, additive, eager=strategy == "paper", floor=floor)
     table.fill(progress)
     alive = len(trees)
     while alive > stop_at:

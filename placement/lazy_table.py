@@ -1,0 +1,246 @@
+"""WeaveShare's lazy cost lookup table for additive Omega (Panes, FlatFIT), rows in numba.
+
+Why: same plans as the paper's eager table, but a row holds *exact* benefits wherever they are
+cheap (both trees single-modulus: ``placement.weave_kernels``) and certified upper bounds
+elsewhere, so the engine prices only the few bounded pairs that reach the top of the heap.
+
+A row is a numpy array of partners sorted by ``(-value, uid lo, uid hi)`` (the eager table's
+order); the heap ``heads`` holds each row's current head. An exact head on top of everything is
+the eager algorithm's next merge (it beats every exact benefit of the other rows, which are at
+most their bounds); a bound on top is replaced by its exact benefit (lazy greedy).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Sequence
+
+import numpy as np
+
+from placement import weave_kernels as wk
+from placement.trees import CostModel, Tree
+
+Progress = Callable[[int], None] | None
+
+
+HEAD = 16  # entries of a row sorted up front (more on demand)
+MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
+_NO_MASK = np.zeros((1, 1), dtype=np.bool_)
+
+
+def _grow(arr: np.ndarray, need: int) -> np.ndarray:
+    if need <= len(arr):
+        return arr
+    new = np.zeros(max(need, 2 * len(arr)), dtype=arr.dtype)
+    new[:len(arr)] = arr
+    return new
+
+
+class KernelTable:
+    """Alive trees in slots (struct of arrays), classes in a flat pool, buckets as linked lists."""
+
+    _SLOT_ARRAYS = (("alive", np.bool_), ("key", np.int64), ("uid", np.int64),
+                    ("e", np.float64), ("om", np.float64), ("cost", np.float64),
+                    ("smod", np.int64), ("kcls", np.int64), ("cstart", np.int64),
+                    ("bucket", np.int64), ("nxt", np.int64))
+    _BUCKET_ARRAYS = (("b_key", np.int64), ("b_mod", np.int64), ("b_kmin", np.int64),
+                      ("b_kmax", np.int64), ("b_om", np.float64), ("b_head", np.int64))
+
+    def __init__(self, model: CostModel, trees: Sequence[Tree], floor: float):
+        self.model = model
+        self.floor = floor
+        self.trees: list[Tree | None] = []
+        cap = max(16, len(trees) + 1)
+        for name, dt in self._SLOT_ARRAYS:
+            setattr(self, name, np.zeros(cap, dtype=dt))
+        self.pm = np.zeros(max(64, 2 * cap), dtype=np.int64)
+        self.pr = np.zeros(max(64, 2 * cap), dtype=np.int64)
+        self.npool = 0
+        for name, dt in self._BUCKET_ARRAYS:
+            setattr(self, name, np.zeros(64, dtype=dt))
+        self.nb = 0
+        self._bucket_of: dict[tuple, int] = {}
+        self._keys: dict[tuple, int] = {}
+        self._rates: dict[str, float] = {}
+        self.wmax = 1
+        self._hist = np.zeros(wk.HIST, dtype=np.int64)
+        self.heap: list[tuple] = []  # exact benefits of bounded pairs: (-b, uid lo, uid hi, a, b)
+        self.rows: dict[int, list] = {}  # slot -> [partners, -values, exact, pos, head end, end]
+        self.heads: list[tuple] = []  # (-value, uid lo, uid hi, slot)
+        self.evaluations = 0  # exact benefits priced by the engine
+        self._pending = list(trees)
+
+    # ---- slots, pool, buckets -----------------------------------------------------------
+    def _grow_slots(self, need: int) -> None:
+        if need > len(self.alive):
+            size = max(need, 2 * len(self.alive))
+            for name, _ in self._SLOT_ARRAYS:
+                setattr(self, name, _grow(getattr(self, name), size))
+
+    def _bucket(self, key: int, mod: int) -> int:
+        b = self._bucket_of.get((key, mod))
+        if b is None:
+            b = self._bucket_of[(key, mod)] = self.nb
+            self.nb += 1
+            if self.nb > len(self.b_key):
+                for name, _ in self._BUCKET_ARRAYS:
+                    setattr(self, name, _grow(getattr(self, name), 2 * self.nb))
+            self.b_key[b], self.b_mod[b], self.b_head[b] = key, mod, -1
+            self.b_kmin[b], self.b_kmax[b], self.b_om[b] = 1 << 62, 0, np.inf
+        return b
+
+    def _add_many(self, trees: Sequence[Tree]) -> list[int]:
+        """Slots for ``trees`` (not yet filed into their buckets' lists)."""
+        first = len(self.trees)
+        n = len(trees)
+        self._grow_slots(first + n)
+        ms: list[int] = []
+        rs: list[int] = []
+        smod, kcls, cstart, bucket = [], [], [], []
+        keys, rate = self._keys, self._rates
+        pos = self.npool
+        for t in trees:
+            cls = sorted(t.classes)
+            m0 = cls[0][0]
+            single = all(m == m0 for m, _ in cls)
+            k = self._keys.get(t.key)
+            if k is None:
+                k = keys[t.key] = len(keys)
+                rate[t.key] = self.model.rate(t.stream)
+            b = self._bucket(k, m0 if single else 0)
+            kk = len(cls)
+            if single:
+                self.b_kmin[b] = min(self.b_kmin[b], kk)
+                self.b_kmax[b] = max(self.b_kmax[b], kk)
+                self.b_om[b] = min(self.b_om[b], t.omega)
+            smod.append(m0 if single else 0)
+            kcls.append(kk)
+            cstart.append(pos)
+            bucket.append(b)
+            pos += kk
+            self.wmax = max(self.wmax, kk)
+            for m, r in cls:
+                ms.append(m)
+                rs.append(r)
+        sl = slice(first, first + n)
+        self.trees.extend(trees)
+        self.alive[sl] = True
+        self.key[sl] = [self._keys[t.key] for t in trees]
+        self.uid[sl] = [t.uid for t in trees]
+        self.e[sl] = [float(t.edge_rate) for t in trees]
+        self.om[sl] = [t.omega for t in trees]
+        self.cost[sl] = [t.cost for t in trees]
+        self.smod[sl] = smod
+        self.kcls[sl] = kcls
+        self.cstart[sl] = cstart
+        self.bucket[sl] = bucket
+        self.nxt[sl] = -1
+        if pos > len(self.pm):
+            self.pm = _grow(self.pm, pos)
+            self.pr = _grow(self.pr, pos)
+        self.pm[self.npool:pos] = ms
+        self.pr[self.npool:pos] = rs
+        self.npool = pos
+        return list(range(first, first + n))
+
+    def _rows(self, slots: list[int], lam: float, fill: bool = False) -> None:
+        """Price and store the rows of ``slots`` (of one key), filing each after its row."""
+        use_open = fill and 1 < self.nb <= MASK_BUCKETS
+        open_ = (wk.bucket_pairs(self.nb, self.b_key, self.b_mod, self.b_kmin, self.b_kmax,
+                                 self.b_om, lam, self.floor) if use_open else _NO_MASK)
+        zj, negv, exact, starts, ends = wk.rows(
+            np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
+            self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
+            self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
+            self.b_head, self.nb, True, self.wmax, open_, use_open, self._hist, HEAD)
+        if not len(zj):
+            return
+        starts = starts.tolist()
+        ends = ends.tolist()
+        rows, push = self.rows, self._push_head
+        for i, slot in enumerate(slots):
+            a, b = starts[i], starts[i + 1]
+            if a < b:
+                # [partners, -values, exact, position, end of the sorted head, end]
+                rows[slot] = [zj[a:b], negv[a:b], exact[a:b], 0, ends[i] - a, b - a]
+                push(slot)
+
+    def fill(self, progress: Progress = None) -> None:
+        trees, self._pending = self._pending, []
+        if not trees:
+            return
+        slots = self._add_many(trees)
+        by_key: dict[int, list[int]] = {}
+        for s in slots:
+            by_key.setdefault(int(self.key[s]), []).append(s)
+        inv = {v: k for k, v in self._keys.items()}
+        for k, ss in by_key.items():
+            self._rows(ss, self._rates[inv[k]], fill=True)
+        if progress:
+            progress(len(trees))
+
+    def _push_head(self, slot: int) -> None:
+        """Push the row's first entry whose partner is alive (drop the row when none is)."""
+        row = self.rows[slot]
+        other, negv, exact, p, end, n = row
+        alive = self.alive
+        while True:
+            while p < end and not alive[other[p]]:
+                p += 1
+            if p < end or end >= n:
+                break
+            n, end = wk.head_more(other, negv, exact, self.uid, alive, p, n, 2 * HEAD)
+            row[4], row[5] = end, n
+        row[3] = p
+        if p >= n:
+            del self.rows[slot]
+            return
+        uo, us = int(self.uid[other[p]]), int(self.uid[slot])
+        heapq.heappush(self.heads, (float(negv[p]), min(uo, us), max(uo, us), slot))
+
+    def pop_best(self) -> tuple[int, int] | None:
+        heap, heads, alive, rows = self.heap, self.heads, self.alive, self.rows
+        while True:
+            while heap and not (alive[heap[0][3]] and alive[heap[0][4]]):
+                heapq.heappop(heap)
+            while heads:
+                slot = heads[0][3]
+                if not alive[slot]:
+                    heapq.heappop(heads)
+                    rows.pop(slot, None)
+                    continue
+                row = rows[slot]
+                if alive[row[0][row[3]]]:
+                    break
+                heapq.heappop(heads)  # partner died: advance the row
+                self._push_head(slot)
+            if not heads:
+                return heapq.heappop(heap)[3:] if heap else None
+            if heap and heap[0][:3] <= heads[0][:3]:
+                return heapq.heappop(heap)[3:]
+            _, u1, u2, slot = heapq.heappop(heads)
+            row = rows[slot]
+            p = row[3]
+            other = int(row[0][p])
+            exact = row[2][p]
+            row[3] = p + 1
+            self._push_head(slot)
+            a, b = (other, slot) if self.uid[other] < self.uid[slot] else (slot, other)
+            if exact:  # the smallest key of all: the eager table's next merge
+                return a, b
+            self.evaluations += 1
+            benefit = self.model.benefit(self.trees[a], self.trees[b])
+            if benefit > self.floor:
+                heapq.heappush(heap, (-benefit, u1, u2, a, b))
+
+    def merge(self, a: int, b: int) -> int:
+        merged = self.model.merge(self.trees[a], self.trees[b])
+        self.alive[a] = self.alive[b] = False
+        self.trees[a] = self.trees[b] = None  # free memory of dead trees
+        return self._add_many([merged])[0]
+
+    def row(self, slot: int) -> None:
+        self._rows([slot], self._rates[self.trees[slot].key])
+
+    def result(self) -> list[Tree]:
+        return [t for t, ok in zip(self.trees, self.alive) if ok and t is not None]
