@@ -12,7 +12,6 @@ most their bounds); a bound on top is replaced by its exact benefit (lazy greedy
 
 from __future__ import annotations
 
-import heapq
 from typing import Callable, Sequence
 
 import numpy as np
@@ -42,7 +41,8 @@ class KernelTable:
     _SLOT_ARRAYS = (("alive", np.bool_), ("key", np.int64), ("uid", np.int64),
                     ("e", np.float64), ("om", np.float64), ("cost", np.float64),
                     ("smod", np.int64), ("kcls", np.int64), ("cstart", np.int64),
-                    ("bucket", np.int64), ("nxt", np.int64))
+                    ("bucket", np.int64), ("nxt", np.int64), ("rpos", np.int64),
+                    ("rend", np.int64), ("rn", np.int64), ("hv", np.float64))
     _BUCKET_ARRAYS = (("b_key", np.int64), ("b_mod", np.int64), ("b_kmin", np.int64),
                       ("b_kmax", np.int64), ("b_om", np.float64), ("b_head", np.int64))
 
@@ -64,9 +64,16 @@ class KernelTable:
         self._rates: dict[str, float] = {}
         self.wmax = 1
         self._hist = np.zeros(wk.HIST, dtype=np.int64)
-        self.heap: list[tuple] = []  # exact benefits of bounded pairs: (-b, uid lo, uid hi, a, b)
-        self.rows: dict[int, list] = {}  # slot -> [partners, -values, exact, pos, head end, end]
-        self.heads: list[tuple] = []  # (-value, uid lo, uid hi, slot)
+        # Rows: segments of a pool (partner, -value, exact); heads: one entry per row
+        # (hv, hi = -value, uid lo, uid hi, slot, 0); exact benefits of bounds that reached the
+        # top: (ev, ei = -benefit, uid lo, uid hi, a, b). sizes: [heads, exact heap, pool used].
+        self.hi = np.zeros((cap, 4), dtype=np.int64)
+        self.ev = np.zeros(64)
+        self.ei = np.zeros((64, 4), dtype=np.int64)
+        self.sizes = np.zeros(3, dtype=np.int64)
+        self.rj = np.zeros(1024, dtype=np.int64)
+        self.rv = np.zeros(1024)
+        self.rx = np.zeros(1024, dtype=np.bool_)
         self.evaluations = 0  # exact benefits priced by the engine
         self._pending = list(trees)
 
@@ -76,6 +83,9 @@ class KernelTable:
             size = max(need, 2 * len(self.alive))
             for name, _ in self._SLOT_ARRAYS:
                 setattr(self, name, _grow(getattr(self, name), size))
+            hi = np.zeros((size, 4), dtype=np.int64)
+            hi[:len(self.hi)] = self.hi
+            self.hi = hi
 
     def _bucket(self, key: int, mod: int) -> int:
         b = self._bucket_of.get((key, mod))
@@ -148,22 +158,12 @@ class KernelTable:
         use_open = fill and 1 < self.nb <= MASK_BUCKETS
         open_ = (wk.bucket_pairs(self.nb, self.b_key, self.b_mod, self.b_kmin, self.b_kmax,
                                  self.b_om, lam, self.floor) if use_open else _NO_MASK)
-        zj, negv, exact, starts, ends = wk.rows(
+        self.rj, self.rv, self.rx = wk.rows(
             np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
             self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
             self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
-            self.b_head, self.nb, True, self.wmax, open_, use_open, self._hist, HEAD)
-        if not len(zj):
-            return
-        starts = starts.tolist()
-        ends = ends.tolist()
-        rows, push = self.rows, self._push_head
-        for i, slot in enumerate(slots):
-            a, b = starts[i], starts[i + 1]
-            if a < b:
-                # [partners, -values, exact, position, end of the sorted head, end]
-                rows[slot] = [zj[a:b], negv[a:b], exact[a:b], 0, ends[i] - a, b - a]
-                push(slot)
+            self.b_head, self.nb, self.wmax, open_, use_open, self._hist, HEAD, self.rj,
+            self.rv, self.rx, self.rpos, self.rend, self.rn, self.hv, self.hi, self.sizes)
 
     def fill(self, progress: Progress = None) -> None:
         trees, self._pending = self._pending, []
@@ -179,59 +179,28 @@ class KernelTable:
         if progress:
             progress(len(trees))
 
-    def _push_head(self, slot: int) -> None:
-        """Push the row's first entry whose partner is alive (drop the row when none is)."""
-        row = self.rows[slot]
-        other, negv, exact, p, end, n = row
-        alive = self.alive
-        while True:
-            while p < end and not alive[other[p]]:
-                p += 1
-            if p < end or end >= n:
-                break
-            n, end = wk.head_more(other, negv, exact, self.uid, alive, p, n, 2 * HEAD)
-            row[4], row[5] = end, n
-        row[3] = p
-        if p >= n:
-            del self.rows[slot]
-            return
-        uo, us = int(self.uid[other[p]]), int(self.uid[slot])
-        heapq.heappush(self.heads, (float(negv[p]), min(uo, us), max(uo, us), slot))
-
     def pop_best(self) -> tuple[int, int] | None:
-        heap, heads, alive, rows = self.heap, self.heads, self.alive, self.rows
+        """The pair to merge next (the eager table's): bounds that reach the top are priced
+        by the engine and go back as exact benefits (lazy greedy)."""
         while True:
-            while heap and not (alive[heap[0][3]] and alive[heap[0][4]]):
-                heapq.heappop(heap)
-            while heads:
-                slot = heads[0][3]
-                if not alive[slot]:
-                    heapq.heappop(heads)
-                    rows.pop(slot, None)
-                    continue
-                row = rows[slot]
-                if alive[row[0][row[3]]]:
-                    break
-                heapq.heappop(heads)  # partner died: advance the row
-                self._push_head(slot)
-            if not heads:
-                return heapq.heappop(heap)[3:] if heap else None
-            if heap and heap[0][:3] <= heads[0][:3]:
-                return heapq.heappop(heap)[3:]
-            _, u1, u2, slot = heapq.heappop(heads)
-            row = rows[slot]
-            p = row[3]
-            other = int(row[0][p])
-            exact = row[2][p]
-            row[3] = p + 1
-            self._push_head(slot)
-            a, b = (other, slot) if self.uid[other] < self.uid[slot] else (slot, other)
-            if exact:  # the smallest key of all: the eager table's next merge
+            kind, a, b = wk.pop(self.alive, self.uid, self.rj, self.rv, self.rx, self.rpos,
+                                self.rend, self.rn, self.hv, self.hi, self.ev, self.ei,
+                                self.sizes, 2 * HEAD)
+            if kind == 0:
+                return None
+            if kind == 1:
                 return a, b
             self.evaluations += 1
             benefit = self.model.benefit(self.trees[a], self.trees[b])
             if benefit > self.floor:
-                heapq.heappush(heap, (-benefit, u1, u2, a, b))
+                ne = int(self.sizes[1])
+                if ne == len(self.ev):
+                    self.ev = _grow(self.ev, 2 * ne)
+                    ei = np.zeros((2 * ne, 4), dtype=np.int64)
+                    ei[:ne] = self.ei
+                    self.ei = ei
+                ua, ub = int(self.uid[a]), int(self.uid[b])
+                self.sizes[1] = wk.heap_push(self.ev, self.ei, ne, -benefit, ua, ub, a, b)
 
     def merge(self, a: int, b: int) -> int:
         merged = self.model.merge(self.trees[a], self.trees[b])
@@ -262,7 +231,4 @@ def warm() -> float:
     table.fill()
     while (pair := table.pop_best()) is not None:
         table.row(table.merge(*pair))
-    j = np.arange(3, dtype=np.int64)
-    wk.head_more(j, np.zeros(3), np.zeros(3, dtype=np.bool_), j, np.ones(3, dtype=np.bool_),
-                 0, 3, HEAD)
     return time.perf_counter() - start

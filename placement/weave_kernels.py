@@ -182,7 +182,7 @@ def _grow(a, n):
 def _sort_head(out_j, out_v, out_x, uid, n0, n, k):
     """Order the segment ``[n0, n)`` so that its entries with the ``k`` smallest ``-value`` (and
     all ties of the k-th) come first, sorted by ``(-value, partner uid)``; returns the end of
-    that sorted head. The rest stays unsorted (``head_more`` sorts the next part on demand)."""
+    that sorted head. The rest stays unsorted (``_advance`` sorts the next part on demand)."""
     m = n - n0
     end = n
     if m > k:
@@ -205,41 +205,166 @@ def _sort_head(out_j, out_v, out_x, uid, n0, n, k):
 
 
 @njit(cache=True)
-def head_more(out_j, out_v, out_x, uid, alive, n0, n1, k):
-    """Drop dead partners from ``[n0, n1)`` of a row (compacting it in place), then sort its
-    next head (see ``_sort_head``). Returns ``(new end of the row, end of the sorted head)``."""
+def _compact(rj, rv, rx, alive, n0, n1):
+    """Drop dead partners from ``[n0, n1)`` of a row, in place; returns the new end."""
     n = n0
     for i in range(n0, n1):
-        if alive[out_j[i]]:
-            out_j[n] = out_j[i]
-            out_v[n] = out_v[i]
-            out_x[n] = out_x[i]
+        if alive[rj[i]]:
+            rj[n] = rj[i]
+            rv[n] = rv[i]
+            rx[n] = rx[i]
             n += 1
-    return n, _sort_head(out_j, out_v, out_x, uid, n0, n, k)
+    return n
+
+
+# ---- heaps keyed by (-value, uid lo, uid hi): the eager table's order -----------------------
+
+@njit(cache=True, inline="always")
+def _less(v, a1, a2, w, b1, b2):
+    return v < w or (v == w and (a1 < b1 or (a1 == b1 and a2 < b2)))
+
+
+@njit(cache=True)
+def heap_push(hv, hi, n, v, u1, u2, x, y):
+    """Push ``(v, u1, u2 | x, y)`` onto the heap of size ``n`` (``hi[:, 0:2]`` = uids,
+    ``hi[:, 2:4]`` = payload); returns the new size. The caller keeps capacity."""
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _less(v, u1, u2, hv[parent], hi[parent, 0], hi[parent, 1]):
+            hv[i] = hv[parent]
+            hi[i, :] = hi[parent, :]
+            i = parent
+        else:
+            break
+    hv[i] = v
+    hi[i, 0] = u1
+    hi[i, 1] = u2
+    hi[i, 2] = x
+    hi[i, 3] = y
+    return n + 1
+
+
+@njit(cache=True)
+def _heap_pop(hv, hi, n):
+    """Remove the top of a heap of size ``n``; returns the new size."""
+    n -= 1
+    if n <= 0:
+        return 0
+    v = hv[n]
+    u1 = hi[n, 0]
+    u2 = hi[n, 1]
+    x = hi[n, 2]
+    y = hi[n, 3]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _less(hv[c + 1], hi[c + 1, 0], hi[c + 1, 1], hv[c], hi[c, 0], hi[c, 1]):
+            c += 1
+        if _less(hv[c], hi[c, 0], hi[c, 1], v, u1, u2):
+            hv[i] = hv[c]
+            hi[i, :] = hi[c, :]
+            i = c
+        else:
+            break
+    hv[i] = v
+    hi[i, 0] = u1
+    hi[i, 1] = u2
+    hi[i, 2] = x
+    hi[i, 3] = y
+    return n
+
+
+@njit(cache=True)
+def _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k):
+    """Push the row's first entry whose partner is alive (sorting more of the row when its
+    sorted head is used up); returns the heads heap's new size."""
+    p = rpos[slot]
+    end = rend[slot]
+    n = rn[slot]
+    while True:
+        while p < end and not alive[rj[p]]:
+            p += 1
+        if p < end or end >= n:
+            break
+        n = _compact(rj, rv, rx, alive, p, n)
+        end = _sort_head(rj, rv, rx, uid, p, n, k)
+    rpos[slot] = p
+    rend[slot] = end
+    rn[slot] = n
+    if p < n:
+        uo = uid[rj[p]]
+        us = uid[slot]
+        nh = heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0)
+    return nh
+
+
+@njit(cache=True)
+def pop(alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, ev, ei, sizes, k):
+    """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
+    1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
+    top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``).
+    ``a`` is the tree of lower uid. ``sizes``: [heads, exact heap]."""
+    nh = sizes[0]
+    ne = sizes[1]
+    kind = 0
+    a = -1
+    b = -1
+    while True:
+        while ne > 0 and not (alive[ei[0, 2]] and alive[ei[0, 3]]):
+            ne = _heap_pop(ev, ei, ne)
+        while nh > 0:
+            slot = hi[0, 2]
+            if not alive[slot]:
+                nh = _heap_pop(hv, hi, nh)
+                continue
+            if alive[rj[rpos[slot]]]:
+                break
+            nh = _heap_pop(hv, hi, nh)  # partner died: advance the row
+            nh = _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k)
+        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1],
+                                            ev[0], ei[0, 0], ei[0, 1])):
+            if ne > 0:
+                kind = 1
+                a = ei[0, 2]
+                b = ei[0, 3]
+                ne = _heap_pop(ev, ei, ne)
+            break
+        slot = hi[0, 2]
+        nh = _heap_pop(hv, hi, nh)
+        p = rpos[slot]
+        other = rj[p]
+        exact = rx[p]
+        rpos[slot] = p + 1
+        nh = _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k)
+        a, b = (other, slot) if uid[other] < uid[slot] else (slot, other)
+        kind = 1 if exact else 2
+        break
+    sizes[0] = nh
+    sizes[1] = ne
+    return kind, a, b
 
 
 @njit(cache=True)
 def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket,
-         nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, file_after, wmax, open_, use_open,
-         hist, head):
+         nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_, use_open, hist, head,
+         rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
-    (exact benefit or bound) is above ``floor``. With ``file_after`` each slot is filed into its
-    bucket after its row, so a fill of many slots prices every pair once; with ``use_open`` only
-    the buckets that ``open_`` (``bucket_pairs``) allows for the slot's bucket are visited.
-    ``wmax``: the most classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left
-    zeroed). Each row's best ``head`` entries (with ties) come first, sorted by ``(-value,
-    partner uid)``: the eager table's order within a row.
+    (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
+    fill of many slots prices every pair once. With ``use_open`` only the buckets that
+    ``open_`` (``bucket_pairs``) allows for the slot's bucket are visited. ``wmax``: the most
+    classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left zeroed).
 
-    Returns ``(partner, -value, exact, row start, sorted head end)``: rows as segments of flat
-    arrays, ``row start`` has ``len(zs_) + 1`` entries.
+    A row is a segment of the pool ``rj, rv, rx`` (partner, -value, exact) from ``rpos`` to
+    ``rn``; its best ``head`` entries (with ties) come first, sorted by ``(-value, partner
+    uid)`` (the eager table's order within a row) up to ``rend``. Its first entry goes onto the
+    heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used]. Returns the pool arrays
+    (new ones when they had to grow).
     """
-    cap = 1024
-    out_j = np.empty(cap, np.int64)
-    out_v = np.empty(cap, np.float64)
-    out_x = np.empty(cap, np.bool_)
-    starts = np.empty(len(zs_) + 1, np.int64)
-    ends = np.empty(len(zs_), np.int64)
-    n = 0
+    n = sizes[2]
+    nh = sizes[0]
     colsum = np.empty(wmax, np.float64)
     for zi in range(len(zs_)):
         z = zs_[zi]
@@ -249,7 +374,6 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
         zn = kcls[z]
         bz = slot_bucket[z]
         n0 = n
-        starts[zi] = n0
         for b in range(nb):
             if b_key[b] != kz or b_head[b] < 0:
                 continue
@@ -291,22 +415,27 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                     else:
                         v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum)
                     if v > floor:
-                        if n == len(out_j):
-                            out_j = _grow(out_j, n + 1)
-                            out_v = _grow(out_v, n + 1)
-                            out_x = _grow(out_x, n + 1)
-                        out_j[n] = s
-                        out_v[n] = -v
-                        out_x[n] = exact
+                        if n == len(rj):
+                            rj = _grow(rj, n + 1)
+                            rv = _grow(rv, n + 1)
+                            rx = _grow(rx, n + 1)
+                        rj[n] = s
+                        rv[n] = -v
+                        rx[n] = exact
                         n += 1
                 prev = s
                 s = nx
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] = 0
-        ends[zi] = _sort_head(out_j, out_v, out_x, uid, n0, n, head)
-        if file_after:
-            nxt[z] = b_head[bz]
-            b_head[bz] = z
-    starts[len(zs_)] = n
-    return out_j[:n], out_v[:n], out_x[:n], starts, ends
+        rpos[z] = n0
+        rn[z] = n
+        rend[z] = _sort_head(rj, rv, rx, uid, n0, n, head)
+        if n > n0:
+            uo = uid[rj[n0]]
+            nh = heap_push(hv, hi, nh, rv[n0], min(uo, uid[z]), max(uo, uid[z]), z, 0)
+        nxt[z] = b_head[bz]
+        b_head[bz] = z
+    sizes[0] = nh
+    sizes[2] = n
+    return rj, rv, rx

@@ -142,8 +142,8 @@ def test_single_modulus_rows_need_no_engine_pricing():
 
 
 def test_rows_sorted_head_and_compaction():
-    """A row's head is sorted by (-value, partner uid) with ties kept together; head_more
-    drops dead partners before sorting the next head."""
+    """A row's head is sorted by (-value, partner uid) with ties kept together; dead partners
+    are dropped before the next head is sorted."""
     rng = np.random.default_rng(0)
     n = 200
     j = rng.permutation(n).astype(np.int64)
@@ -151,7 +151,8 @@ def test_rows_sorted_head_and_compaction():
     x = np.zeros(n, np.bool_)
     uid = rng.permutation(n).astype(np.int64)
     alive = rng.random(n) < 0.6
-    end_all, head = wk.head_more(j, v, x, uid, alive, 0, n, 16)
+    end_all = wk._compact(j, v, x, alive, 0, n)
+    head = wk._sort_head(j, v, x, uid, 0, end_all, 16)
     assert end_all == int(alive.sum())
     assert all(alive[j[:end_all]])
     key = sorted((v[i], uid[j[i]]) for i in range(end_all))
