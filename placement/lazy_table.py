@@ -24,7 +24,7 @@ Progress = Callable[[int], None] | None
 
 HEAD = 16  # entries of a row sorted up front (more on demand)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
-_NO_MASK = np.zeros((1, 1), dtype=np.bool_)
+_NO_LIST = np.zeros(1, dtype=np.int64)
 
 
 def _grow(arr: np.ndarray, need: int) -> np.ndarray:
@@ -156,13 +156,18 @@ class KernelTable:
     def _rows(self, slots: list[int], lam: float, fill: bool = False) -> None:
         """Price and store the rows of ``slots`` (of one key), filing each after its row."""
         use_open = fill and 1 < self.nb <= MASK_BUCKETS
-        open_ = (wk.bucket_pairs(self.nb, self.b_key, self.b_mod, self.b_kmin, self.b_kmax,
-                                 self.b_om, lam, self.floor) if use_open else _NO_MASK)
+        ptr, idx = _NO_LIST, _NO_LIST
+        if use_open:  # per bucket, the buckets it may weave with (CSR)
+            open_ = wk.bucket_pairs(self.nb, self.b_key, self.b_mod, self.b_kmin, self.b_kmax,
+                                    self.b_om, lam, self.floor)
+            idx = np.nonzero(open_)[1].astype(np.int64)
+            ptr = np.zeros(self.nb + 1, dtype=np.int64)
+            np.cumsum(open_.sum(axis=1), out=ptr[1:])
         self.rj, self.rv, self.rx = wk.rows(
             np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
             self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
             self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
-            self.b_head, self.nb, self.wmax, open_, use_open, self._hist, HEAD, self.rj,
+            self.b_head, self.nb, self.wmax, ptr, idx, use_open, self._hist, HEAD, self.rj,
             self.rv, self.rx, self.rpos, self.rend, self.rn, self.hv, self.hi, self.sizes)
 
     def fill(self, progress: Progress = None) -> None:

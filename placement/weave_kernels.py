@@ -349,12 +349,13 @@ def pop(alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, ev, ei, sizes, k):
 
 @njit(cache=True)
 def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket,
-         nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_, use_open, hist, head,
-         rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
+         nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_ptr, open_idx, use_open,
+         hist, head, rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
-    fill of many slots prices every pair once. With ``use_open`` only the buckets that
-    ``open_`` (``bucket_pairs``) allows for the slot's bucket are visited. ``wmax``: the most
+    fill of many slots prices every pair once. With ``use_open`` only the buckets
+    ``open_idx[open_ptr[b]:open_ptr[b + 1]]`` are visited for a slot of bucket ``b``
+    (``bucket_pairs``); otherwise all ``nb``. ``wmax``: the most
     classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left zeroed).
 
     A row is a segment of the pool ``rj, rv, rx`` (partner, -value, exact) from ``rpos`` to
@@ -374,10 +375,10 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
         zn = kcls[z]
         bz = slot_bucket[z]
         n0 = n
-        for b in range(nb):
+        lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
+        for bi in range(lo, hi_):
+            b = open_idx[bi] if use_open else bi
             if b_key[b] != kz or b_head[b] < 0:
-                continue
-            if use_open and not open_[bz, b]:
                 continue
             mb = b_mod[b]
             if mb > 0:

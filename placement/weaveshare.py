@@ -41,7 +41,7 @@ def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool =
     groups: dict[tuple, list[Query]] = defaultdict(list)
     for q in qs:
         groups[(q.stream, q.aggregate, query_classes(q))].append(q)
-    return [model.tree(g) for g in groups.values()]
+    return [model.tree(g, classes=key[2]) for key, g in groups.items()]
 
 
 class _Table:
