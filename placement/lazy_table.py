@@ -87,10 +87,11 @@ class KernelTable:
             hi[:len(self.hi)] = self.hi
             self.hi = hi
 
-    def _bucket(self, key: int, mod: int) -> int:
-        b = self._bucket_of.get((key, mod))
+    def _bucket(self, key: int, mod: int, k: int) -> int:
+        """Bucket ``(key, modulus, #classes)`` of single-modulus trees, ``(key, 0, 0)`` else."""
+        b = self._bucket_of.get((key, mod, k))
         if b is None:
-            b = self._bucket_of[(key, mod)] = self.nb
+            b = self._bucket_of[(key, mod, k)] = self.nb
             self.nb += 1
             if self.nb > len(self.b_key):
                 for name, _ in self._BUCKET_ARRAYS:
@@ -117,7 +118,7 @@ class KernelTable:
             if k is None:
                 k = keys[t.key] = len(keys)
                 rate[t.key] = self.model.rate(t.stream)
-            b = self._bucket(k, m0 if single else 0)
+            b = self._bucket(k, m0 if single else 0, len(cls) if single else 0)
             kk = len(cls)
             if single:
                 self.b_kmin[b] = min(self.b_kmin[b], kk)
@@ -163,12 +164,32 @@ class KernelTable:
             idx = np.nonzero(open_)[1].astype(np.int64)
             ptr = np.zeros(self.nb + 1, dtype=np.int64)
             np.cumsum(open_.sum(axis=1), out=ptr[1:])
+            fkeys, fcnt, fmul = self._residue_counts()
+        else:
+            fkeys, fcnt, fmul = _NO_LIST, _NO_LIST, 1
         self.rj, self.rv, self.rx = wk.rows(
             np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
             self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
             self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
-            self.b_head, self.nb, self.wmax, ptr, idx, use_open, self._hist, HEAD, self.rj,
+            self.b_head, self.nb, self.wmax, ptr, idx, use_open, fkeys, fcnt, fmul, self._hist, HEAD,
+            self.rj,
             self.rv, self.rx, self.rpos, self.rend, self.rn, self.hv, self.hi, self.sizes)
+
+    def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Per single-modulus bucket and residue, how many alive trees hold it: sorted keys
+        ``bucket * mul + residue`` and counts (for ``weave_kernels.rows``)."""
+        n = len(self.trees)
+        ok = self.alive[:n] & (self.smod[:n] > 0)
+        slots = np.flatnonzero(ok)
+        if not slots.size:
+            return _NO_LIST, _NO_LIST, 1
+        k = self.kcls[slots]
+        mul = int(self.smod[slots].max()) + 1
+        owner = np.repeat(slots, k)
+        pos = np.repeat(self.cstart[slots] - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
+        keys = self.bucket[owner] * mul + self.pr[pos]
+        fkeys, fcnt = np.unique(keys, return_counts=True)
+        return fkeys, fcnt.astype(np.int64), mul
 
     def fill(self, progress: Progress = None) -> None:
         trees, self._pending = self._pending, []

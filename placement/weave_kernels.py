@@ -158,6 +158,14 @@ def bucket_pairs(nb, b_key, b_mod, b_kmin, b_kmax, b_om, lam, floor):
             if ma == 0 or mb == 0:
                 out[a, b] = out[b, a] = True
                 continue
+            ka = b_kmax[a] / ma
+            kb = b_kmax[b] / mb
+            c0 = min(ka, kb)  # without the gcd first: most pairs stop here
+            scale = abs(lam) + b_om[a] * ka + b_om[b] * kb
+            bound = (lam + b_om[a] * min(c0 - b_kmin[b] / mb, 0.0)
+                     + b_om[b] * min(c0 - b_kmin[a] / ma, 0.0))
+            if bound + INFLATE * (abs(bound) + scale) <= floor:
+                continue
             g = _gcd(ma, mb)
             den = np.float64(ma) * np.float64(mb)
             cmax = min(b_kmax[a] * min(b_kmax[b], mb // g) * g / den,
@@ -350,12 +358,14 @@ def pop(alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, ev, ei, sizes, k):
 @njit(cache=True)
 def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket,
          nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_ptr, open_idx, use_open,
-         hist, head, rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
+         fkeys, fcnt, fmul, hist, head, rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
     fill of many slots prices every pair once. With ``use_open`` only the buckets
     ``open_idx[open_ptr[b]:open_ptr[b + 1]]`` are visited for a slot of bucket ``b``
-    (``bucket_pairs``); otherwise all ``nb``. ``wmax``: the most
+    (``bucket_pairs``); otherwise all ``nb``. With ``use_open`` also ``fkeys, fcnt``: how many
+    trees of bucket ``b`` hold residue ``r`` (sorted keys ``b * fmul + r``), which bounds the
+    common classes with a bucket of the same modulus: only residues some *other* tree holds. ``wmax``: the most
     classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left zeroed).
 
     A row is a segment of the pool ``rj, rv, rx`` (partner, -value, exact) from ``rpos`` to
@@ -385,6 +395,19 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                 if bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
                                 b_kmax[b], b_om[b]) <= floor:
                     continue
+                if use_open and mb == mz:  # residues shared with some other tree of b
+                    shared = 0
+                    for i in range(zs, zs + zn):
+                        kk = b * fmul + pr[i]
+                        at = np.searchsorted(fkeys, kk)
+                        c = fcnt[at] if at < len(fkeys) and fkeys[at] == kk else 0
+                        if c - (1 if b == bz else 0) >= 1:
+                            shared += 1
+                    c = min(shared / mb, b_kmax[b] / mb, e[z])
+                    bound = (lam + om[z] * min(c - b_kmin[b] / mb, 0.0)
+                             + b_om[b] * (c - e[z]))
+                    if bound + INFLATE * (abs(bound) + 2.0 * cost[z]) <= floor:
+                        continue
             g = 1
             big = 0
             exact = mz > 0 and mb > 0

@@ -159,3 +159,33 @@ def test_rows_sorted_head_and_compaction():
     got = [(v[i], uid[j[i]]) for i in range(head)]
     assert got == key[:head] and head >= 16
     assert all(v[i] > v[head - 1] for i in range(head, end_all))
+
+
+@settings(max_examples=60, deadline=None)
+@given(qnum=st.integers(2, 150), smax=st.sampled_from([6, 12, 40, 200]),
+       lam=st.sampled_from([0.002, 0.05, 1.0, 30.0]), omax=st.sampled_from([1, 2, 10]),
+       gen=st.sampled_from(["nrm", "div", "factors"]), seed=st.integers(0, 10_000),
+       mixed=st.booleans())
+def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed):
+    """After a fill (bucket-pair mask, residue counts, bucket bounds), every pair whose exact
+    benefit is above the floor sits in a row with a value >= its benefit (equal when exact)."""
+    qs = generate(WorkloadSpec(qnum, smax, lam, 0.5, omax, gen, seed))
+    model = CostModel("panes", lam, "fast")
+    trees = initial_trees(qs, model)
+    if mixed and len(trees) > 3:  # some multi-modulus trees too
+        trees = [model.merge(trees[0], trees[1]), model.merge(trees[2], trees[3])] + trees[4:]
+    t = KernelTable(model, trees, 1e-12)
+    t.fill()
+    slot_of = {tr.uid: i for i, tr in enumerate(t.trees)}
+    found = {}
+    for z in range(len(t.trees)):
+        for p in range(int(t.rpos[z]), int(t.rn[z])):
+            found[frozenset((z, int(t.rj[p])))] = (-t.rv[p], bool(t.rx[p]))
+    for i, x in enumerate(trees):
+        for y in trees[i + 1:]:
+            b = model.benefit(x, y)
+            got = found.get(frozenset((slot_of[x.uid], slot_of[y.uid])))
+            if b > 1e-12:
+                assert got is not None, (b, x.classes, y.classes)
+            if got is not None:
+                assert got[0] == b if got[1] else got[0] >= b
