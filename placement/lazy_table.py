@@ -2,12 +2,14 @@
 
 Why: same plans as the paper's eager table, but a row holds *exact* benefits wherever they are
 cheap (both trees single-modulus: ``placement.weave_kernels``) and certified upper bounds
-elsewhere, so the engine prices only the few bounded pairs that reach the top of the heap.
+elsewhere, so the engine prices only the few bounded pairs that reach the top; and the table's
+bookkeeping (rows, heaps) runs compiled, one kernel call per merge candidate.
 
-A row is a numpy array of partners sorted by ``(-value, uid lo, uid hi)`` (the eager table's
-order); the heap ``heads`` holds each row's current head. An exact head on top of everything is
-the eager algorithm's next merge (it beats every exact benefit of the other rows, which are at
-most their bounds); a bound on top is replaced by its exact benefit (lazy greedy).
+A row is a segment of a flat pool, its best entries sorted by ``(-value, uid lo, uid hi)`` (the
+eager table's order); a heap holds each row's current head. An exact head on top of everything
+is the eager algorithm's next merge (it beats every exact benefit of the other rows, which are
+at most their bounds); a bound on top is priced by the engine and goes onto a second heap of
+exact benefits (lazy greedy). Each pair lives in exactly one row: that of the later-filed tree.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from placement import weave_kernels as wk
+from placement.edges.fast import single_modulus
 from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
@@ -112,27 +115,51 @@ class KernelTable:
         pos = self.npool
         for t in trees:
             cls = sorted(t.classes)
-            m0 = cls[0][0]
-            single = all(m == m0 for m, _ in cls)
-            k = self._keys.get(t.key)
+            m0 = single_modulus(cls)  # normalised residues: the kernels index by them
+            k = keys.get(t.key)
             if k is None:
                 k = keys[t.key] = len(keys)
                 rate[t.key] = self.model.rate(t.stream)
-            b = self._bucket(k, m0 if single else 0, len(cls) if single else 0)
             kk = len(cls)
-            if single:
-                self.b_kmin[b] = min(self.b_kmin[b], kk)
-                self.b_kmax[b] = max(self.b_kmax[b], kk)
-                self.b_om[b] = min(self.b_om[b], t.omega)
-            smod.append(m0 if single else 0)
+            b = self._bucket(k, m0, kk if m0 else 0)
+            if m0:
+                if kk < self.b_kmin[b]:
+                    self.b_kmin[b] = kk
+                if kk > self.b_kmax[b]:
+                    self.b_kmax[b] = kk
+                if t.omega < self.b_om[b]:
+                    self.b_om[b] = t.omega
+            smod.append(m0)
             kcls.append(kk)
             cstart.append(pos)
             bucket.append(b)
             pos += kk
-            self.wmax = max(self.wmax, kk)
+            if kk > self.wmax:
+                self.wmax = kk
             for m, r in cls:
                 ms.append(m)
                 rs.append(r)
+        if pos > len(self.pm):
+            self.pm = _grow(self.pm, pos)
+            self.pr = _grow(self.pr, pos)
+        if n == 1:  # a merged tree: scalar stores are cheaper than slices
+            t = trees[0]
+            self.trees.append(t)
+            self.alive[first] = True
+            self.key[first] = keys[t.key]
+            self.uid[first] = t.uid
+            self.e[first] = float(t.edge_rate)
+            self.om[first] = t.omega
+            self.cost[first] = t.cost
+            self.smod[first] = smod[0]
+            self.kcls[first] = kcls[0]
+            self.cstart[first] = cstart[0]
+            self.bucket[first] = bucket[0]
+            self.nxt[first] = -1
+            self.pm[self.npool:pos] = ms
+            self.pr[self.npool:pos] = rs
+            self.npool = pos
+            return [first]
         sl = slice(first, first + n)
         self.trees.extend(trees)
         self.alive[sl] = True
@@ -146,9 +173,6 @@ class KernelTable:
         self.cstart[sl] = cstart
         self.bucket[sl] = bucket
         self.nxt[sl] = -1
-        if pos > len(self.pm):
-            self.pm = _grow(self.pm, pos)
-            self.pr = _grow(self.pr, pos)
         self.pm[self.npool:pos] = ms
         self.pr[self.npool:pos] = rs
         self.npool = pos
