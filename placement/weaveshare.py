@@ -40,10 +40,12 @@ def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool =
     qs = list(queries)
     if not preprocess:
         return [model.tree([q]) for q in qs]
+    # Keyed by (slide, range mod slide): one-to-one with the classes {(s, 0), (s, r mod s)}
+    # (so the same groups in the same order) and no frozenset per query.
     groups: dict[tuple, list[Query]] = defaultdict(list)
     for q in qs:
-        groups[(q.stream, q.aggregate, query_classes(q))].append(q)
-    return [model.tree(g, classes=key[2]) for key, g in groups.items()]
+        groups[(q.stream, q.aggregate, q.slide, q.range % q.slide)].append(q)
+    return [model.tree(g, classes=query_classes(g[0])) for g in groups.values()]
 
 
 class _Table:
