@@ -195,8 +195,8 @@ class KernelTable:
             np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
             self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
             self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
-            self.b_head, self.nb, self.wmax, ptr, idx, use_open, fkeys, fcnt, fmul, self._hist, HEAD,
-            self.rj,
+            self.b_head, self.nb, self.wmax, ptr, idx, use_open, fkeys, fcnt, fmul, self._hist,
+            HEAD, self.rj,
             self.rv, self.rx, self.rpos, self.rend, self.rn, self.hv, self.hi, self.sizes)
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:

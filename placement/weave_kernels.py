@@ -20,12 +20,17 @@ with ``C`` the density of common edges. Per pair the kernel gives either
   1e-9 against float rounding; the table prices it exactly with the engine when it reaches the
   top (lazy greedy).
 
-Buckets: trees are linked (``nxt``) into buckets ``(key, modulus)`` for single-modulus trees
-and ``(key, 0)`` for the others. A row first bounds a whole single-modulus bucket from its
-extremes (fewest/most classes, smallest Omega, all ever filed: conservative) and skips it when
-no member can reach a positive benefit; dead trees are unlinked on the way. A fill (many rows
-at once) first bounds bucket *pairs* the same way (``bucket_pairs``), so that 10^5..10^6 initial
-trees only visit the buckets that can hold a merge.
+Buckets: trees are linked (``nxt``) into buckets ``(key, modulus, #classes)`` for
+single-modulus trees and ``(key, 0, 0)`` for the others. A row first bounds a whole
+single-modulus bucket from its extremes (fewest/most classes, smallest Omega, all ever filed:
+conservative) and skips it when no member can reach a positive benefit; dead trees are unlinked
+on the way. A fill (many rows at once) first bounds bucket *pairs* the same way
+(``bucket_pairs``) and, within one modulus, counts only the residues some other tree holds, so
+that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
+
+Rows are sorted lazily (a head of the best entries first) and the lazy greedy's two heaps (row
+heads; exact benefits of priced bounds) live here too (``pop``), keyed ``(-value, uid lo,
+uid hi)`` like the eager table, so one call finds the next merge or the next bound to price.
 """
 
 from __future__ import annotations
@@ -365,8 +370,9 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
     ``open_idx[open_ptr[b]:open_ptr[b + 1]]`` are visited for a slot of bucket ``b``
     (``bucket_pairs``); otherwise all ``nb``. With ``use_open`` also ``fkeys, fcnt``: how many
     trees of bucket ``b`` hold residue ``r`` (sorted keys ``b * fmul + r``), which bounds the
-    common classes with a bucket of the same modulus: only residues some *other* tree holds. ``wmax``: the most
-    classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left zeroed).
+    common classes with a bucket of the same modulus: only residues some *other* tree holds.
+    ``wmax``: the most classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left
+    zeroed).
 
     A row is a segment of the pool ``rj, rv, rx`` (partner, -value, exact) from ``rpos`` to
     ``rn``; its best ``head`` entries (with ties) come first, sorted by ``(-value, partner
