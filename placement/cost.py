@@ -107,15 +107,15 @@ def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fractio
     """Final-aggregation operations per edge for distinct windows ``(range, slide)``;
     ``edge_rate`` is the tree's under ``slicing``."""
     wins = list(windows)
-    e = Fraction(edge_rate)
     if slicing != "pairs":
-        return _omega_cutty(technique, frozenset(wins), e)
+        return _omega_cutty(technique, frozenset(wins), Fraction(edge_rate))
     if technique == "panes":
         return math.fsum(r / s for r, s in wins)  # correctly rounded: independent of order
     if technique == "flatfit":
         return 3.0 * len(wins)
     if technique == "slickdeque_inv":
         return 2.0 * running_aggregates(frozenset(wins))[0]
+    e = Fraction(edge_rate)
     if technique == "flatfat":
         return float(sum(_flatfat_term(float(r * e)) for r, _ in wins))
     if technique == "slickdeque_noninv":

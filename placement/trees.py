@@ -94,7 +94,10 @@ class CostModel:
         return Tree(stream, aggregate, queries, classes, windows, cs, e, om,
                     tree_cost(self.rate(stream), e, om), tech, self.slicing)
 
-    def tree(self, queries: Iterable[Query]) -> Tree:
+    def tree(self, queries: Iterable[Query],
+             classes: frozenset[ResidueClass] | None = None) -> Tree:
+        """The tree of ``queries``; ``classes``: the union of their residue classes when the
+        caller already has it (``initial_trees`` groups queries by it)."""
         qs = list(queries)
         if not qs:
             raise ValueError("a tree needs at least one query")
@@ -104,10 +107,12 @@ class CostModel:
                 raise ValueError(
                     f"query {q.id!r} ({q.stream}/{q.aggregate}) cannot share a tree with "
                     f"{stream}/{aggregate}: trees hold one stream and one aggregate")
-        classes: set[ResidueClass] = set()
-        for q in qs:
-            classes |= self.query_classes(q)
-        cls = frozenset(classes)
+        if classes is None:
+            union: set[ResidueClass] = set()
+            for q in qs:
+                union |= self.query_classes(q)
+            classes = frozenset(union)
+        cls = classes
         e = self.engine.density(cls)
         windows = frozenset((q.range, q.slide) for q in qs)
         cs = lcm(*(q.slide for q in qs))

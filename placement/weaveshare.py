@@ -6,7 +6,9 @@ WeaveShare starts from one tree per query (or per group of identical slicing, se
 merge reduces the cost. The paper's *cost lookup table* is a max-heap of pair benefits: only the
 row of the newly merged tree is computed per iteration. Rows are pruned with a certified upper
 bound on the benefit (never a heuristic), so the plan is exactly the naive algorithm's plan, with
-ties broken by tree creation order; it does not depend on the edge engine.
+ties broken by tree creation order; it does not depend on the edge engine. For Panes and FlatFIT
+(additive Omega) the lazy table is ``placement.lazy_table`` (compiled rows, exact benefits of
+single-modulus pairs); ``_Table`` here serves the eager strategy and the other techniques.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from placement.lazy_table import KernelTable
 from placement.queries import Query
-from placement.slicing import query_classes
 from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
@@ -37,32 +39,30 @@ def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool =
     qs = list(queries)
     if not preprocess:
         return [model.tree([q]) for q in qs]
+    # Keyed by (slide, range mod slide): one-to-one with the classes {(s, 0), (s, r mod s)}
+    # (so the same groups in the same order) and no frozenset per query.
     groups: dict[tuple, list[Query]] = defaultdict(list)
     for q in qs:
-        groups[(q.stream, q.aggregate, query_classes(q))].append(q)
-    return [model.tree(g) for g in groups.values()]
+        groups[(q.stream, q.aggregate, q.slide, q.range % q.slide)].append(q)
+    return [model.tree(g, classes=model.query_classes(g[0])) for g in groups.values()]
 
 
 class _Table:
     """The cost lookup table: alive trees in slots, pair benefits in a lazy max-heap.
 
-    Rows are pruned with certified upper bounds on the benefit. Generic bound:
-    ``E_xy >= max(E_x, E_y)`` and ``Omega_xy >= max(floor_x, floor_y)`` with the model's
-    ``omega_floor`` (Omega itself where it grows with the window set; ``2 * #unique ranges`` for
-    SlickDeque Inv, whose exact Omega can shrink on a merge; 0 for FlatFAT). When Omega is
-    additive over disjoint windows (Panes, FlatFIT), the benefit is exactly
-    ``lambda + Omega_x (C - E_y) + Omega_y (C - E_x)`` with ``C`` the common-edge density, and
-    ``C`` is bounded by pairs of classes (``1/lcm`` per compatible pair). Trees whose edges are the
-    classes of one modulus ``s`` (all trees after identical-slicing grouping) sit in buckets
-    ``(key, s, #classes)``, so a row first bounds whole buckets with their smallest Omega and only
-    opens the buckets that could hold a positive benefit: this keeps 10^5..10^6 trees tractable.
+    Used for the paper's eager strategy (every technique) and for lazy WeaveShare when Omega is
+    not additive (FlatFAT, SlickDeque); additive Omega's lazy table is
+    ``placement.lazy_table.KernelTable``. Rows are pruned with certified upper bounds on the
+    benefit: ``E_xy >= max(E_x, E_y)`` and ``Omega_xy >= max(floor_x, floor_y)`` with the
+    model's ``omega_floor`` (Omega itself where it grows with the window set; ``2 * #unique
+    ranges`` for SlickDeque Inv, whose exact Omega can shrink on a merge; 0 for FlatFAT), and
+    the common-edge density bounded by pairs of classes (``1/lcm`` per compatible pair).
     """
 
-    def __init__(self, model: CostModel, trees: Sequence[Tree], additive: bool,
-                 eager: bool = False, floor: float = EPS):
+    def __init__(self, model: CostModel, trees: Sequence[Tree], eager: bool = False,
+                 floor: float = EPS):
         self.model = model
         self.floor = floor  # merges with a benefit <= floor are never candidates
-        self.additive = additive
         self.eager = eager
         cap = max(16, 2 * len(trees))
         self.trees: list[Tree | None] = []
@@ -84,18 +84,6 @@ class _Table:
         self.heads: list[tuple] = []  # (-bound, uid lo, uid hi, slot)
         self.uid = np.zeros(cap, dtype=np.int64)
         self.evaluations = 0
-        # Buckets of single-modulus trees, and the other ("misc") trees.
-        self._bucket_of: dict[tuple[int, int, int], int] = {}
-        self.nb = 0  # buckets in use; arrays grow by doubling
-        self.b_key = np.zeros(64, dtype=np.int64)
-        self.b_mod = np.zeros(64, dtype=np.int64)
-        self.b_k = np.zeros(64, dtype=np.float64)
-        self.b_om = np.zeros(64, dtype=np.float64)
-        self.b_members: list[list[int]] = []
-        self.misc = np.zeros(64, dtype=np.int64)  # slots of the other trees (first n_misc)
-        self.n_misc = 0
-        self._small_sets: set[frozenset] = set()
-        self._small_distinct = True  # no two filed trees of <= 2 classes have equal classes
         self._pending = list(trees)
 
     def _add(self, t: Tree) -> int:
@@ -136,84 +124,19 @@ class _Table:
         out[cm[:, 0] < 0] = np.inf
         return out
 
-    def _file(self, slot: int) -> None:
-        """Put a slot in its bucket (single-modulus trees) or in the misc list."""
-        t = self.trees[slot]
-        mods = {m for m, _ in t.classes}
-        if self.additive and len(mods) == 1:
-            bk = (int(self.key[slot]), mods.pop(), len(t.classes))
-            b = self._bucket_of.get(bk)
-            if b is None:
-                b = self._bucket_of[bk] = self.nb
-                self.nb += 1
-                if self.nb > len(self.b_key):
-                    for name in ("b_key", "b_mod", "b_k", "b_om"):
-                        arr = getattr(self, name)
-                        setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
-                self.b_key[b], self.b_mod[b], self.b_k[b] = bk
-                self.b_om[b] = t.omega
-                self.b_members.append([])
-            self.b_om[b] = min(self.b_om[b], t.omega)
-            if bk[2] <= 2:
-                self._small_sets.add(t.classes)
-            self.b_members[b].append(slot)
-        else:
-            if self.n_misc == len(self.misc):
-                self.misc = np.concatenate([self.misc, np.zeros_like(self.misc)])
-            self.misc[self.n_misc] = slot
-            self.n_misc += 1
-
     def _candidates(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
-        """Alive slots that could weave with ``slot`` at a positive benefit, with certified upper
-        bounds on those benefits."""
+        """Alive slots that could weave with ``slot`` at a benefit above the floor, with
+        certified upper bounds on those benefits."""
         t = self.trees[slot]
         lam = self.model.rate(t.stream)
-        ez, oz, kz = float(t.edge_rate), t.omega, int(self.key[slot])
-        if not self.additive:
-            n = len(self.trees)
-            idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == kz))
-            idx = idx[idx != slot]
-            om_lb = np.maximum(self.omf[idx], self.omf[slot])
-            c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
-            e_lb = np.maximum(np.maximum(self.e[idx], ez), self.e[idx] + ez - c)
-            bound = self.cost[idx] + t.cost - lam - e_lb * om_lb
-            keep = bound > self.floor
-            return idx[keep], bound[keep]
-        out = []
-        if self.nb:
-            nb = self.nb
-            bmod, bk = self.b_mod[:nb], self.b_k[:nb]
-            be = bk / bmod
-            # Upper bound on common density: sum over class pairs of 1/lcm (compatibility ignored).
-            cub = np.zeros(len(bmod))
-            zmods = [m for m, _ in t.classes]
-            for m in zmods:
-                cub += bk * np.gcd(bmod, m) / (bmod.astype(np.float64) * m)
-            if self._small_distinct and len(set(zmods)) == 1 and len(zmods) <= 2:
-                # Distinct class sets within {(s, 0), (s, g)} share at most (s, 0).
-                same = (bmod == zmods[0]) & (bk <= 2)
-                cub[same] = np.minimum(cub[same], 1.0 / zmods[0])
-            c = np.minimum(np.minimum(cub, be), ez)
-            bound = lam + oz * (c - be) + self.b_om[:nb] * (c - ez)
-            open_ = np.flatnonzero((bound > self.floor) & (self.b_key[:nb] == kz))
-            for b in open_.tolist():
-                members = [s for s in self.b_members[b] if self.alive[s] and s != slot]
-                self.b_members[b] = [s for s in self.b_members[b] if self.alive[s]]
-                if members:
-                    out.append(np.asarray(members, dtype=np.int64))
-        misc = self.misc[:self.n_misc]
-        misc = misc[self.alive[misc]]
-        self.n_misc = len(misc)  # compact: dead slots never come back
-        self.misc[:self.n_misc] = misc
-        misc = misc[misc != slot]
-        if misc.size:
-            out.append(misc)
-        if not out:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        idx = np.concatenate(out)
-        idx = idx[self.key[idx] == kz]
+        ez = float(t.edge_rate)
+        n = len(self.trees)
+        idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == self.key[slot]))
+        idx = idx[idx != slot]
+        om_lb = np.maximum(self.omf[idx], self.omf[slot])
         c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
-        bound = lam + oz * (c - self.e[idx]) + self.om[idx] * (c - ez)
+        e_lb = np.maximum(np.maximum(self.e[idx], ez), self.e[idx] + ez - c)
+        bound = self.cost[idx] + t.cost - lam - e_lb * om_lb
         keep = bound > self.floor
         return idx[keep], bound[keep]
 
@@ -237,8 +160,6 @@ class _Table:
                     lo, hi = (other, slot) if ou < uid else (slot, other)
                     heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi))
             return
-        if t.classes in self._small_sets:  # before bounding: duplicates void the 1/s bound
-            self._small_distinct = False
         idx, bound = self._candidates(slot)
         bound = bound + 1e-9 * (np.abs(bound) + self.cost[idx] + t.cost)
         if idx.size:
@@ -248,7 +169,6 @@ class _Table:
             self.rows[slot] = (idx[order], -bound[order], u1[order], u2[order])
             self.pos[slot] = 0
             self._push_head(slot)
-        self._file(slot)
 
     def _push_head(self, slot: int) -> None:
         """Push the row's first entry whose partner is alive (drop the row when none is)."""
@@ -338,7 +258,10 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     additive = model.omega_is_additive() and _windows_disjoint(trees)
-    table = _Table(model, trees, additive, eager=strategy == "paper", floor=floor)
+    if additive and strategy == "lazy":
+        table = KernelTable(model, trees, floor)
+    else:
+        table = _Table(model, trees, eager=strategy == "paper", floor=floor)
     table.fill(progress)
     alive = len(trees)
     while alive > stop_at:

@@ -20,12 +20,15 @@ from placement.slicing import brute_force_edges, query_classes, tree_classes
 
 LCM_CAP = 30_000
 
-# Every engine configuration that must be exact. "fast-condition" switches off the sieve and
-# nearly all inclusion-exclusion so the prime-conditioning path does the work.
+# Every engine configuration that must be exact. "fast-condition" switches off the sieve, the
+# one-modulus shortcut and nearly all inclusion-exclusion so the prime-conditioning path does the
+# work.
 CONFIGS = {
     "fast": dict(name="fast"),
-    "fast-condition": dict(name="fast", sieve_limit=0, ie_max_terms=3, small_classes=0),
-    "fast-no-ie": dict(name="fast", sieve_limit=0, ie_max_terms=0, small_classes=0),
+    "fast-condition": dict(name="fast", sieve_limit=0, ie_max_terms=3, small_classes=0,
+                           one_modulus=False),
+    "fast-no-ie": dict(name="fast", sieve_limit=0, ie_max_terms=0, small_classes=0,
+                       one_modulus=False),
     "f1": dict(name="f1"),
     "bitset": dict(name="bitset"),
 }
@@ -189,7 +192,8 @@ def test_fast_budget_exhausted_raises_with_certified_bounds(qs):
     cls = tree_classes(qs)
     canon = canonical(cls)
     assume(canon != FULL and len(canon) >= 2)  # a set that needs real work
-    eng = get_engine("fast", sieve_limit=0, ie_max_terms=1, max_steps=1, small_classes=0)
+    eng = get_engine("fast", sieve_limit=0, ie_max_terms=1, max_steps=1, small_classes=0,
+                     one_modulus=False)
     with pytest.raises(EdgeCountLimit) as info:
         eng.density(cls)
     truth = exact_density(qs)
@@ -234,3 +238,22 @@ def test_f1_time_budget_raises_with_bounds():
 def test_unknown_engine_name():
     with pytest.raises(ValueError, match="unknown edge engine 'slow'"):
         get_engine("slow")
+
+
+@settings(max_examples=150, deadline=None)
+@given(m=st.integers(1, 60), data=st.data())
+def test_single_modulus_shortcut_matches_brute_force(m, data):
+    """One modulus: disjoint classes, density #classes/m (also for merges of two such sets);
+    unnormalised residues or mixed moduli are not taken by the shortcut."""
+    from placement.edges.fast import single_modulus
+
+    rs = st.frozensets(st.integers(0, m - 1), min_size=1, max_size=m)
+    x = frozenset((m, r) for r in data.draw(rs))
+    y = frozenset((m, r) for r in data.draw(rs))
+    assert single_modulus(x) == m
+    eng = get_engine("fast")
+    assert eng.density(x) == Fraction(brute_force_edges(x), m) == Fraction(len(x), m)
+    assert eng.merged_density(x, y) == Fraction(brute_force_edges(x | y), m)
+    assert single_modulus(frozenset({(m, m)})) == 0
+    assert single_modulus(x | {(m + 1, 0)}) == 0
+    assert eng.density(frozenset({(4, 1), (4, 5)})) == Fraction(1, 4)

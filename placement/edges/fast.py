@@ -3,6 +3,8 @@
 We compute the *uncovered* density ``U`` (fraction of positions that are not edges); ``E = 1 - U``.
 The steps, each exact:
 
+0. **One modulus.** Classes ``(m, r)`` of a single modulus are disjoint: ``E = #classes / m``
+   (``single_modulus``; every tree of one slide, so most of WeaveShare's merges).
 1. **Canonical form.** Drop duplicates and subsumed classes (``(m', r')`` covers ``(m, r)`` when
    ``m' | m`` and ``r = r' mod m'``) and coarsen full sets of lifts (all ``p`` lifts of ``a`` mod
    ``m/p`` present at modulus ``m`` are the class ``(m/p, a)``). A class of modulus 1 covers all.
@@ -80,6 +82,20 @@ def canonical(classes) -> frozenset[ResidueClass]:
     return frozenset((m, r) for m, res in by_mod.items() for r in res)
 
 
+def single_modulus(classes) -> int:
+    """``m`` when every class is ``(m, r)`` with ``0 <= r < m`` (0 otherwise). Such classes are
+    pairwise disjoint, so their union has density exactly ``#classes / m``: no engine work.
+    Every tree of one slide is such a set (all trees before WeaveShare merges slides)."""
+    it = iter(classes)
+    m, r = next(it)
+    if not 0 <= r < m:
+        return 0
+    for mm, r in it:
+        if mm != m or not 0 <= r < m:
+            return 0
+    return m
+
+
 def components(classes: frozenset[ResidueClass]) -> list[frozenset[ResidueClass]]:
     """Split classes into groups whose moduli share no prime across groups (union-find on primes)."""
     parent: dict[int, int] = {}
@@ -143,6 +159,7 @@ class FastEngine(EdgeEngine):
         max_steps: int = 2_000_000,
         time_budget_s: float | None = None,
         memo_size: int = 1_000_000,
+        one_modulus: bool = True,
     ):
         self.sieve_limit = sieve_limit
         self.sieve_work = sieve_work
@@ -153,6 +170,7 @@ class FastEngine(EdgeEngine):
         self.max_steps = max_steps
         self.time_budget_s = time_budget_s
         self.memo_size = memo_size
+        self.one_modulus = one_modulus  # step 0 (off only to exercise the general paths)
         self._memo: dict[frozenset, Fraction] = {}
         self._decomp: dict[frozenset, _Decomposition] = {}
         self._canon: dict[frozenset, frozenset] = {}
@@ -165,6 +183,9 @@ class FastEngine(EdgeEngine):
     def density(self, classes: frozenset[ResidueClass]) -> Fraction:
         if not classes:
             return Fraction(0)
+        m = self.one_modulus and single_modulus(classes)
+        if m:
+            return Fraction(len(classes), m)
         if len(classes) <= self.small_classes:
             return self._small(classes)
         return 1 - self._top_uncovered(self._canonical(frozenset(classes)))
@@ -176,6 +197,9 @@ class FastEngine(EdgeEngine):
 
     def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
         """Density of ``x | y`` recomputing only the components of x and y that share a prime."""
+        m = self.one_modulus and single_modulus(x)
+        if m and m == single_modulus(y):
+            return Fraction(len(x | y), m)
         if len(x) + len(y) <= self.small_classes:
             return self._small(x | y)
         dx, dy = self._decomposition(x), self._decomposition(y)

@@ -1,0 +1,471 @@
+"""Compiled rows of WeaveShare's lazy table when Omega is additive (Panes, FlatFIT).
+
+Why: with ~10^3 trees the table's time went to Python overhead, per pair and per row. These
+numba kernels price a whole row (one tree against every alive tree of its key) in one call.
+
+For additive Omega the benefit of weaving x and y is ``lambda + Ox (C - Ey) + Oy (C - Ex)``
+with ``C`` the density of common edges. Per pair the kernel gives either
+
+- the **exact benefit**, when both trees are *single-modulus* (every class has one modulus
+  ``m``: ``k`` pairwise disjoint classes, density ``k/m``). Classes ``(m1, r1)`` and
+  ``(m2, r2)`` meet iff ``r1 = r2 (mod g)``, ``g = gcd(m1, m2)``, in one class mod
+  ``L = lcm(m1, m2)`` (CRT), and the meets of distinct pairs are disjoint (their parents are),
+  so ``C = cnt / L`` exactly and ``E_xy = (k1 L/m1 + k2 L/m2 - cnt) / L``. Numerator and ``L``
+  are integers below 2^53, so one float division is the correctly rounded value that
+  ``float(Fraction)`` gives, and the benefit is computed with the very float operations of
+  ``CostModel.benefit``: bit for bit the same number, hence the same plans;
+- otherwise a **certified upper bound**: ``C`` is at most ``min(Ex, Ey)`` and, per class ``a``
+  of either tree, at most ``min(1/m_a, sum over compatible classes b of the other tree of
+  1/lcm(a, b))`` (union bound), summed over the classes. The bound is inflated by a relative
+  1e-9 against float rounding; the table prices it exactly with the engine when it reaches the
+  top (lazy greedy).
+
+Buckets: trees are linked (``nxt``) into buckets ``(key, modulus, #classes)`` for
+single-modulus trees and ``(key, 0, 0)`` for the others. A row first bounds a whole
+single-modulus bucket from its extremes (fewest/most classes, smallest Omega, all ever filed:
+conservative) and skips it when no member can reach a positive benefit; dead trees are unlinked
+on the way. A fill (many rows at once) first bounds bucket *pairs* the same way
+(``bucket_pairs``) and, within one modulus, counts only the residues some other tree holds, so
+that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
+
+Rows are sorted lazily (a head of the best entries first) and the lazy greedy's two heaps (row
+heads; exact benefits of priced bounds) live here too (``pop``), keyed ``(-value, uid lo,
+uid hi)`` like the eager table, so one call finds the next merge or the next bound to price.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EXACT_LIMIT = 1 << 50  # lcm up to which single-modulus pairs are priced exactly in floats
+WORK_LIMIT = 1 << 12  # class pairs per tree pair for the per-class bound (else min(Ex, Ey))
+INFLATE = 1e-9
+HIST = 1 << 16  # residue histogram size for single-modulus rows
+
+
+@njit(cache=True, inline="always")
+def _gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
+
+
+@njit(cache=True, inline="always")
+def _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist):
+    """Compatible class pairs of two single-modulus slots (``s`` of modulus ``mb``):
+    ``r_z = r_s (mod g)``. ``hist``: z's residues mod ``g`` counted (when ``use_hist``)."""
+    ss = cstart[s]
+    sn = kcls[s]
+    if g == 1:
+        return kcls[z] * sn
+    cnt = 0
+    if use_hist:
+        if g == mb:  # residues of s are below g already
+            for j in range(ss, ss + sn):
+                cnt += hist[pr[j]]
+        else:
+            for j in range(ss, ss + sn):
+                cnt += hist[pr[j] % g]
+        return cnt
+    zs = cstart[z]
+    for i in range(zs, zs + kcls[z]):
+        for j in range(ss, ss + sn):
+            if (pr[i] - pr[j]) % g == 0:
+                cnt += 1
+    return cnt
+
+
+@njit(cache=True, inline="always")
+def _exact(z, s, lam, om, cost, kcls, cnt, lz, ls, big):
+    """Exact benefit from the compatible pair count ``cnt`` (``lz = L/m_z``, ``ls = L/m_s``)."""
+    num = kcls[z] * lz + kcls[s] * ls - cnt
+    exy = np.float64(num) / np.float64(big)
+    return (cost[s] + cost[z]) - (lam + exy * (om[s] + om[z]))
+
+
+@njit(cache=True, inline="always")
+def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum):
+    """Certified upper bound of the benefit (per-class union bounds on C, both ways)."""
+    zs = cstart[z]
+    zn = kcls[z]
+    ss = cstart[s]
+    sn = kcls[s]
+    ez = e[z]
+    es = e[s]
+    c = min(ez, es)
+    if zn * sn <= WORK_LIMIT:
+        for j in range(sn):
+            colsum[j] = 0.0
+        cz = 0.0
+        for i in range(zs, zs + zn):
+            mi = pm[i]
+            ri = pr[i]
+            rowsum = 0.0
+            for j in range(sn):
+                mj = pm[ss + j]
+                g = _gcd(mi, mj)
+                if (ri - pr[ss + j]) % g == 0:
+                    t = g / (np.float64(mi) * np.float64(mj))
+                    rowsum += t
+                    colsum[j] += t
+            cz += min(1.0 / mi, rowsum)
+        cs = 0.0
+        for j in range(sn):
+            cs += min(1.0 / pm[ss + j], colsum[j])
+        c = min(c, cz, cs)
+    bound = lam + om[z] * (c - es) + om[s] * (c - ez)
+    return bound + INFLATE * (abs(bound) + cost[s] + cost[z])
+
+
+def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
+    """``(value, exact)`` for slots ``z`` and ``s`` (reference entry point for tests)."""
+    colsum = np.zeros(max(1, int(kcls[s])))
+    mz, ms = int(smod[z]), int(smod[s])
+    if mz > 0 and ms > 0:
+        g = int(np.gcd(mz, ms))
+        big = mz // g * ms
+        if big <= EXACT_LIMIT:
+            cnt = _count(z, s, kcls, cstart, pr, g, ms, np.zeros(1, np.int64), False)
+            return _exact(z, s, lam, om, cost, kcls, cnt, big // mz, big // ms, big), True
+    return _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum), False
+
+
+@njit(cache=True, inline="always")
+def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
+    """Upper bound of the benefit of ``z`` with any tree of a single-modulus bucket."""
+    zs = cstart[z]
+    zn = kcls[z]
+    cub = 0.0
+    for i in range(zs, zs + zn):
+        mi = pm[i]
+        g = _gcd(mi, mb)
+        cub += min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
+    ez = e[z]
+    c = min(cub, kmax / mb, ez)
+    bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
+    return bound + INFLATE * (abs(bound) + 2.0 * cost[z])
+
+
+@njit(cache=True)
+def bucket_pairs(nb, b_key, b_mod, b_kmin, b_kmax, b_om, lam, floor):
+    """``open[a, b]``: whether a tree of bucket ``a`` may weave at a benefit above ``floor``
+    with a tree of bucket ``b`` (always for the multi-modulus buckets, modulus 0). From the
+    bucket extremes: ``C <= cmax`` (pair counts, ``k/m``), ``C <= E`` of either side, so
+    ``benefit <= lambda + Om_a min(cmax - kmin_b/m_b, 0) + Om_b min(cmax - kmin_a/m_a, 0)``."""
+    out = np.zeros((nb, nb), np.bool_)
+    for a in range(nb):
+        for b in range(a, nb):
+            if b_key[a] != b_key[b]:
+                continue
+            ma = b_mod[a]
+            mb = b_mod[b]
+            if ma == 0 or mb == 0:
+                out[a, b] = out[b, a] = True
+                continue
+            ka = b_kmax[a] / ma
+            kb = b_kmax[b] / mb
+            c0 = min(ka, kb)  # without the gcd first: most pairs stop here
+            scale = abs(lam) + b_om[a] * ka + b_om[b] * kb
+            bound = (lam + b_om[a] * min(c0 - b_kmin[b] / mb, 0.0)
+                     + b_om[b] * min(c0 - b_kmin[a] / ma, 0.0))
+            if bound + INFLATE * (abs(bound) + scale) <= floor:
+                continue
+            g = _gcd(ma, mb)
+            den = np.float64(ma) * np.float64(mb)
+            cmax = min(b_kmax[a] * min(b_kmax[b], mb // g) * g / den,
+                       b_kmax[b] * min(b_kmax[a], ma // g) * g / den,
+                       b_kmax[a] / ma, b_kmax[b] / mb)
+            bound = (lam + b_om[a] * min(cmax - b_kmin[b] / mb, 0.0)
+                     + b_om[b] * min(cmax - b_kmin[a] / ma, 0.0))
+            scale = abs(bound) + lam + b_om[a] * b_kmax[a] / ma + b_om[b] * b_kmax[b] / mb
+            if bound + INFLATE * scale > floor:
+                out[a, b] = out[b, a] = True
+    return out
+
+
+@njit(cache=True)
+def _grow(a, n):
+    b = np.empty(max(2 * len(a), n), a.dtype)
+    b[:len(a)] = a
+    return b
+
+
+@njit(cache=True)
+def _sort_head(out_j, out_v, out_x, uid, n0, n, k):
+    """Order the segment ``[n0, n)`` so that its entries with the ``k`` smallest ``-value`` (and
+    all ties of the k-th) come first, sorted by ``(-value, partner uid)``; returns the end of
+    that sorted head. The rest stays unsorted (``_advance`` sorts the next part on demand)."""
+    m = n - n0
+    end = n
+    if m > k:
+        thr = np.partition(out_v[n0:n].copy(), k - 1)[k - 1]
+        end = n0
+        for i in range(n0, n):  # stable enough: the head is sorted below anyway
+            if out_v[i] <= thr:
+                out_j[i], out_j[end] = out_j[end], out_j[i]
+                out_v[i], out_v[end] = out_v[end], out_v[i]
+                out_x[i], out_x[end] = out_x[end], out_x[i]
+                end += 1
+    if end - n0 > 1:
+        seg = np.arange(n0, end)
+        o1 = seg[np.argsort(uid[out_j[n0:end]], kind="mergesort")]
+        o2 = o1[np.argsort(out_v[o1], kind="mergesort")]
+        out_j[n0:end] = out_j[o2]
+        out_v[n0:end] = out_v[o2]
+        out_x[n0:end] = out_x[o2]
+    return end
+
+
+@njit(cache=True)
+def _compact(rj, rv, rx, alive, n0, n1):
+    """Drop dead partners from ``[n0, n1)`` of a row, in place; returns the new end."""
+    n = n0
+    for i in range(n0, n1):
+        if alive[rj[i]]:
+            rj[n] = rj[i]
+            rv[n] = rv[i]
+            rx[n] = rx[i]
+            n += 1
+    return n
+
+
+# ---- heaps keyed by (-value, uid lo, uid hi): the eager table's order -----------------------
+
+@njit(cache=True, inline="always")
+def _less(v, a1, a2, w, b1, b2):
+    return v < w or (v == w and (a1 < b1 or (a1 == b1 and a2 < b2)))
+
+
+@njit(cache=True)
+def heap_push(hv, hi, n, v, u1, u2, x, y):
+    """Push ``(v, u1, u2 | x, y)`` onto the heap of size ``n`` (``hi[:, 0:2]`` = uids,
+    ``hi[:, 2:4]`` = payload); returns the new size. The caller keeps capacity."""
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if _less(v, u1, u2, hv[parent], hi[parent, 0], hi[parent, 1]):
+            hv[i] = hv[parent]
+            hi[i, :] = hi[parent, :]
+            i = parent
+        else:
+            break
+    hv[i] = v
+    hi[i, 0] = u1
+    hi[i, 1] = u2
+    hi[i, 2] = x
+    hi[i, 3] = y
+    return n + 1
+
+
+@njit(cache=True)
+def _heap_pop(hv, hi, n):
+    """Remove the top of a heap of size ``n``; returns the new size."""
+    n -= 1
+    if n <= 0:
+        return 0
+    v = hv[n]
+    u1 = hi[n, 0]
+    u2 = hi[n, 1]
+    x = hi[n, 2]
+    y = hi[n, 3]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _less(hv[c + 1], hi[c + 1, 0], hi[c + 1, 1], hv[c], hi[c, 0], hi[c, 1]):
+            c += 1
+        if _less(hv[c], hi[c, 0], hi[c, 1], v, u1, u2):
+            hv[i] = hv[c]
+            hi[i, :] = hi[c, :]
+            i = c
+        else:
+            break
+    hv[i] = v
+    hi[i, 0] = u1
+    hi[i, 1] = u2
+    hi[i, 2] = x
+    hi[i, 3] = y
+    return n
+
+
+@njit(cache=True)
+def _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k):
+    """Push the row's first entry whose partner is alive (sorting more of the row when its
+    sorted head is used up); returns the heads heap's new size."""
+    p = rpos[slot]
+    end = rend[slot]
+    n = rn[slot]
+    while True:
+        while p < end and not alive[rj[p]]:
+            p += 1
+        if p < end or end >= n:
+            break
+        n = _compact(rj, rv, rx, alive, p, n)
+        end = _sort_head(rj, rv, rx, uid, p, n, k)
+    rpos[slot] = p
+    rend[slot] = end
+    rn[slot] = n
+    if p < n:
+        uo = uid[rj[p]]
+        us = uid[slot]
+        nh = heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0)
+    return nh
+
+
+@njit(cache=True)
+def pop(alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, ev, ei, sizes, k):
+    """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
+    1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
+    top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``).
+    ``a`` is the tree of lower uid. ``sizes``: [heads, exact heap]."""
+    nh = sizes[0]
+    ne = sizes[1]
+    kind = 0
+    a = -1
+    b = -1
+    while True:
+        while ne > 0 and not (alive[ei[0, 2]] and alive[ei[0, 3]]):
+            ne = _heap_pop(ev, ei, ne)
+        while nh > 0:
+            slot = hi[0, 2]
+            if not alive[slot]:
+                nh = _heap_pop(hv, hi, nh)
+                continue
+            if alive[rj[rpos[slot]]]:
+                break
+            nh = _heap_pop(hv, hi, nh)  # partner died: advance the row
+            nh = _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k)
+        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1],
+                                            ev[0], ei[0, 0], ei[0, 1])):
+            if ne > 0:
+                kind = 1
+                a = ei[0, 2]
+                b = ei[0, 3]
+                ne = _heap_pop(ev, ei, ne)
+            break
+        slot = hi[0, 2]
+        nh = _heap_pop(hv, hi, nh)
+        p = rpos[slot]
+        other = rj[p]
+        exact = rx[p]
+        rpos[slot] = p + 1
+        nh = _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k)
+        a, b = (other, slot) if uid[other] < uid[slot] else (slot, other)
+        kind = 1 if exact else 2
+        break
+    sizes[0] = nh
+    sizes[1] = ne
+    return kind, a, b
+
+
+@njit(cache=True)
+def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket,
+         nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_ptr, open_idx, use_open,
+         fkeys, fcnt, fmul, hist, head, rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
+    """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
+    (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
+    fill of many slots prices every pair once. With ``use_open`` only the buckets
+    ``open_idx[open_ptr[b]:open_ptr[b + 1]]`` are visited for a slot of bucket ``b``
+    (``bucket_pairs``); otherwise all ``nb``. With ``use_open`` also ``fkeys, fcnt``: how many
+    trees of bucket ``b`` hold residue ``r`` (sorted keys ``b * fmul + r``), which bounds the
+    common classes with a bucket of the same modulus: only residues some *other* tree holds.
+    ``wmax``: the most classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left
+    zeroed).
+
+    A row is a segment of the pool ``rj, rv, rx`` (partner, -value, exact) from ``rpos`` to
+    ``rn``; its best ``head`` entries (with ties) come first, sorted by ``(-value, partner
+    uid)`` (the eager table's order within a row) up to ``rend``. Its first entry goes onto the
+    heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used]. Returns the pool arrays
+    (new ones when they had to grow).
+    """
+    n = sizes[2]
+    nh = sizes[0]
+    colsum = np.empty(wmax, np.float64)
+    for zi in range(len(zs_)):
+        z = zs_[zi]
+        kz = key[z]
+        mz = smod[z]
+        zs = cstart[z]
+        zn = kcls[z]
+        bz = slot_bucket[z]
+        n0 = n
+        lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
+        for bi in range(lo, hi_):
+            b = open_idx[bi] if use_open else bi
+            if b_key[b] != kz or b_head[b] < 0:
+                continue
+            mb = b_mod[b]
+            if mb > 0:
+                if bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
+                                b_kmax[b], b_om[b]) <= floor:
+                    continue
+                if use_open and mb == mz:  # residues shared with some other tree of b
+                    shared = 0
+                    for i in range(zs, zs + zn):
+                        kk = b * fmul + pr[i]
+                        at = np.searchsorted(fkeys, kk)
+                        c = fcnt[at] if at < len(fkeys) and fkeys[at] == kk else 0
+                        if c - (1 if b == bz else 0) >= 1:
+                            shared += 1
+                    c = min(shared / mb, b_kmax[b] / mb, e[z])
+                    bound = (lam + om[z] * min(c - b_kmin[b] / mb, 0.0)
+                             + b_om[b] * (c - e[z]))
+                    if bound + INFLATE * (abs(bound) + 2.0 * cost[z]) <= floor:
+                        continue
+            g = 1
+            big = 0
+            exact = mz > 0 and mb > 0
+            if exact:
+                g = _gcd(mz, mb)
+                big = mz // g * mb
+                exact = big <= EXACT_LIMIT
+            lz = big // mz if exact else 0
+            ls = big // mb if exact else 0
+            use_hist = exact and 1 < g <= HIST
+            if use_hist:
+                for i in range(zs, zs + zn):
+                    hist[pr[i] % g] += 1
+            prev = -1
+            s = b_head[b]
+            while s >= 0:
+                nx = nxt[s]
+                if not alive[s]:  # unlink
+                    if prev < 0:
+                        b_head[b] = nx
+                    else:
+                        nxt[prev] = nx
+                    s = nx
+                    continue
+                if s != z:
+                    if exact:
+                        cnt = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
+                        v = _exact(z, s, lam, om, cost, kcls, cnt, lz, ls, big)
+                    else:
+                        v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum)
+                    if v > floor:
+                        if n == len(rj):
+                            rj = _grow(rj, n + 1)
+                            rv = _grow(rv, n + 1)
+                            rx = _grow(rx, n + 1)
+                        rj[n] = s
+                        rv[n] = -v
+                        rx[n] = exact
+                        n += 1
+                prev = s
+                s = nx
+            if use_hist:
+                for i in range(zs, zs + zn):
+                    hist[pr[i] % g] = 0
+        rpos[z] = n0
+        rn[z] = n
+        rend[z] = _sort_head(rj, rv, rx, uid, n0, n, head)
+        if n > n0:
+            uo = uid[rj[n0]]
+            nh = heap_push(hv, hi, nh, rv[n0], min(uo, uid[z]), max(uo, uid[z]), z, 0)
+        nxt[z] = b_head[bz]
+        b_head[bz] = z
+    sizes[0] = nh
+    sizes[2] = n
+    return rj, rv, rx
