@@ -38,7 +38,7 @@ i's range. Choices where the text is loose (kept testable here):
   pops on average one node per edge and stops with one more comparison, less the
   ``1/nP_max`` of edges where the head expires unpopped and the ``1/nP_max`` where the new
   partial empties the deque: ``2 - 2/nP_max``, which the executor measures within ~1 % on
-  uniform input (``weaveplace bench omega``) and ~9 % below on DEBS data (longer monotone runs).
+  uniform input (``weaveplace bench omega``) and within 0.3 % on DEBS-style data (``bench e2e``).
   With eq. 7.7 the model priced a 4-query Non-Inv tree at ~4x its measured operations and
   made every merge of Non-Inv trees look costlier by the other tree's ``nQ``, although the
   answers (one per window whichever tree computes it) are the same work in any plan.
