@@ -74,11 +74,11 @@ class KernelTable:
         # Rows: segments of a pool (partner, -value, exact); heads: one entry per row
         # (hv, hi = -value, uid lo, uid hi, slot, 0); exact benefits of bounds that reached the
         # top: (ev, ei = -benefit, uid lo, uid hi, a, b). sizes: [heads, exact heap, pool used,
-        # row to refill, refills so far].
+        # refills so far].
         self.hi = np.zeros((cap, 4), dtype=np.int64)
         self.ev = np.zeros(64)
         self.ei = np.zeros((64, 4), dtype=np.int64)
-        self.sizes = np.array([0, 0, 0, -1, 0], dtype=np.int64)
+        self.sizes = np.zeros(4, dtype=np.int64)
         self.lams = np.zeros(4)  # lambda per key
         self.rj = np.zeros(1024, dtype=np.int64)
         self.rv = np.zeros(1024)
@@ -277,7 +277,7 @@ class KernelTable:
     @property
     def refills(self) -> int:
         """Rows priced again after their kept entries were used up."""
-        return int(self.sizes[4])
+        return int(self.sizes[3])
 
     def merge(self, a: int, b: int) -> int:
         merged = self.model.merge(self.trees[a], self.trees[b])

@@ -140,10 +140,15 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     zs = cstart[z]
     zn = kcls[z]
     cub = 0.0
+    last = 0
+    t = 0.0
     for i in range(zs, zs + zn):
         mi = pm[i]
-        g = _gcd(mi, mb)
-        cub += min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
+        if mi != last:  # classes are sorted: one gcd per modulus
+            last = mi
+            g = _gcd(mi, mb)
+            t = min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
+        cub += t
     ez = e[z]
     c = min(cub, kmax / mb, ez)
     bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
@@ -339,9 +344,11 @@ def _heap_pop(hv, hi, n):
 
 
 @njit(cache=True)
-def _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, hv, hi, nh):
-    """Push the row's first entry whose partner is alive; returns ``(heads heap size, whether
-    the row must be refilled first)``: its kept entries are used up but it had more."""
+def _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh):
+    """Push the row's first entry whose partner is alive or, when its kept entries are used up
+    but it had more, a *marker* ``(cut value, -1, -1 | slot, 1)``: no later than any of the
+    row's other entries in the heap order, it says when they must be priced (``pop``);
+    returns the heads heap's new size."""
     p = rpos[slot]
     n = rn[slot]
     while p < n and not alive[rj[p]]:
@@ -350,8 +357,10 @@ def _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, hv, hi, nh):
     if p < n:
         uo = uid[rj[p]]
         us = uid[slot]
-        return heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0), False
-    return nh, not rfull[slot]
+        return heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0)
+    if not rfull[slot]:
+        return heap_push(hv, hi, nh, cutv[slot], -1, -1, slot, 1)
+    return nh
 
 
 @njit(cache=True)
@@ -373,11 +382,11 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
     -value, exact) from ``rpos`` to ``rn``, sorted by ``(-value, partner uid)`` (the eager
     table's order within a row). ``rfull[z]``: the row kept all its entries; otherwise
     ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
-    (``pop`` says so) the row is priced again with ``refill``: the slot ``zs_[0]`` (filed
+    and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot ``zs_[0]`` (filed
     already) against its alive partners ``s < z`` (filed before it: slots are filed in order)
     whose key comes after the cut; the entries in between were consumed or died. Its first entry
-    goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used, row to
-    refill]. The pool must have room for ``cap`` entries per slot (``2 rcap[z]`` up to
+    goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used, refills].
+    The pool must have room for ``cap`` entries per slot (``2 rcap[z]`` up to
     ``MAX_CAP`` with ``refill``).
     """
     n = sizes[2]
@@ -390,6 +399,8 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
     tu = np.empty(tcap, np.int64)
     tj = np.empty(tcap, np.int64)
     tx = np.empty(tcap, np.bool_)
+    vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
+    ob = np.empty(max(nb, 1), np.int64)
     for zi in range(len(zs_)):
         z = zs_[zi]
         kz = key[z]
@@ -403,14 +414,17 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
         cv = cutv[z]
         cu = cutu[z]
         lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
+        nbz = 0
         for bi in range(lo, hi_):
             b = open_idx[bi] if use_open else bi
             if b_key[b] != kz or b_head[b] < 0:
                 continue
             mb = b_mod[b]
+            bb = np.inf
             if mb > 0:
-                if bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
-                                b_kmax[b], b_om[b]) <= floor:
+                bb = bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
+                                  b_kmax[b], b_om[b])
+                if bb <= floor:
                     continue
                 if use_open and mb == mz:  # residues shared with some other tree of b
                     shared = 0
@@ -423,8 +437,22 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                     c = min(shared / mb, b_kmax[b] / mb, e[z])
                     bound = (lam + om[z] * min(c - b_kmin[b] / mb, 0.0)
                              + b_om[b] * (c - e[z]))
-                    if bound + INFLATE * (abs(bound) + 2.0 * cost[z]) <= floor:
+                    bound += INFLATE * (abs(bound) + 2.0 * cost[z])
+                    if bound <= floor:
                         continue
+                    bb = min(bb, bound)
+            vb[nbz] = -bb
+            ob[nbz] = b
+            nbz += 1
+        # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
+        # beat every later bucket too: the row is cut there (a refill prices the rest).
+        order = np.argsort(vb[:nbz], kind="mergesort")
+        for oi in range(nbz):
+            if cnt == tcap and vb[order[oi]] > tv[0]:
+                dropped = True
+                break
+            b = ob[order[oi]]
+            mb = b_mod[b]
             g = 1
             big = 0
             exact = mz > 0 and mb > 0
@@ -456,8 +484,11 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                     else:
                         v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum)
                     if v > floor and (not refill or _worse(-v, uid[s], cv, cu)):
-                        cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
-                        dropped = dropped or d
+                        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+                            dropped = True  # not among the best kept so far
+                        else:
+                            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                            dropped = dropped or d
                 prev = s
                 s = nx
             if use_hist:
@@ -489,66 +520,53 @@ def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, s
     1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
     top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``),
     4 = the pool needs room for ``a`` more entries (grow it and call again). ``a`` is the tree
-    of lower uid. Rows whose kept entries are used up are refilled here (``rows`` with
-    ``refill``; ``lams``: lambda per key), first the one ``sizes[3]`` names (-1: none).
-    ``sizes``: [heads, exact heap, pool used, row to refill, refills so far]."""
-    kind = 0
-    a = -1
-    b = -1
+    of lower uid. A row's marker on top (its kept entries used up) has the rest of the row
+    priced here (``rows`` with ``refill``; ``lams``: lambda per key). ``sizes``: [heads, exact
+    heap, pool used, refills so far]."""
     one = np.empty(1, np.int64)
     none = np.zeros(1, np.int64)
     while True:
-        z = sizes[3]
-        if z >= 0:
-            if alive[z]:
-                need = min(2 * rcap[z], MAX_CAP)
-                if sizes[2] + need > len(rj):
-                    return 4, need, -1
-                one[0] = z
-                sizes[4] += 1
-                rows(one, floor, lams[key[z]], alive, key, uid, e, om, cost, smod, kcls, cstart,
-                     pm, pr, slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb,
-                     wmax, none, none, False, none, none, 1, hist, 0, True, rcap, cutv,
-                     cutu, rfull, rj, rv, rx, rpos, rn, hv, hi, sizes)
-            sizes[3] = -1
         nh = sizes[0]
         ne = sizes[1]
         while ne > 0 and not (alive[ei[0, 2]] and alive[ei[0, 3]]):
             ne = _heap_pop(ev, ei, ne)
-        more = False
         while nh > 0:
             slot = hi[0, 2]
             if not alive[slot]:
                 nh = _heap_pop(hv, hi, nh)
                 continue
-            if alive[rj[rpos[slot]]]:
+            if hi[0, 3] == 1 or alive[rj[rpos[slot]]]:
                 break
             nh = _heap_pop(hv, hi, nh)  # partner died: advance the row
-            nh, more = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, hv, hi, nh)
-            if more:
-                sizes[3] = slot
-                break
+            nh = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
         sizes[0] = nh
         sizes[1] = ne
-        if more:
-            continue
         if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1],
                                             ev[0], ei[0, 0], ei[0, 1])):
             if ne > 0:
-                kind = 1
                 a = ei[0, 2]
                 b = ei[0, 3]
                 sizes[1] = _heap_pop(ev, ei, ne)
-            return kind, a, b
+                return 1, a, b
+            return 0, -1, -1
         slot = hi[0, 2]
+        if hi[0, 3] == 1:  # the rest of a row reaches the top: price it now
+            need = min(2 * rcap[slot], MAX_CAP)
+            if sizes[2] + need > len(rj):
+                return 4, need, -1
+            sizes[0] = _heap_pop(hv, hi, nh)
+            sizes[3] += 1
+            one[0] = slot
+            rows(one, floor, lams[key[slot]], alive, key, uid, e, om, cost, smod, kcls, cstart,
+                 pm, pr, slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax,
+                 none, none, False, none, none, 1, hist, 0, True, rcap, cutv, cutu, rfull, rj,
+                 rv, rx, rpos, rn, hv, hi, sizes)
+            continue
         nh = _heap_pop(hv, hi, nh)
         p = rpos[slot]
         other = rj[p]
         exact = rx[p]
         rpos[slot] = p + 1
-        nh, more = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, hv, hi, nh)
-        sizes[0] = nh
-        if more:
-            sizes[3] = slot  # refilled at the next call (a merge kills it first)
+        sizes[0] = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
         a, b = (other, slot) if uid[other] < uid[slot] else (slot, other)
         return (1 if exact else 2), a, b
