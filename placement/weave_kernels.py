@@ -463,6 +463,14 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
             lz = big // mz if exact else 0
             ls = big // mb if exact else 0
             use_hist = exact and 1 < g <= HIST
+            # Coprime moduli and one #classes in the bucket: every pair has the same E_xy.
+            flat = exact and g == 1 and b_kmin[b] == b_kmax[b]
+            exy = 0.0
+            if flat:
+                exy = (np.float64(zn * lz + b_kmin[b] * ls - zn * b_kmin[b])
+                       / np.float64(big))
+                cz = cost[z]
+                oz = om[z]
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] += 1
@@ -478,7 +486,9 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                     s = nx
                     continue
                 if s != z and (s < z or not refill):
-                    if exact:
+                    if flat:  # _exact's operations, E_xy hoisted
+                        v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
+                    elif exact:
                         pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
                         v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
                     else:
