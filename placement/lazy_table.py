@@ -28,7 +28,7 @@ from placement.trees import CostModel, Tree
 Progress = Callable[[int], None] | None
 
 
-ROW_CAP = 32  # entries a row keeps (its best; the rest is priced again when they are used up)
+ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
 _NO_LIST = np.zeros(1, dtype=np.int64)
 
