@@ -385,7 +385,8 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
     and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot ``zs_[0]`` (filed
     already) against its alive partners ``s < z`` (filed before it: slots are filed in order)
     whose key comes after the cut; the entries in between were consumed or died. Its first entry
-    goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used, refills].
+    goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used, refills,
+    pending row] (``pop``).
     The pool must have room for ``cap`` entries per slot (``2 rcap[z]`` up to
     ``MAX_CAP`` with ``refill``).
     """
@@ -524,17 +525,28 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
 
 @njit(cache=True)
 def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket, nxt,
-        b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, hist, rcap, cutv, cutu, rfull, rj,
-        rv, rx, rpos, rn, hv, hi, ev, ei, sizes):
+        b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, hist, cap, rcap, cutv, cutu, rfull,
+        rj, rv, rx, rpos, rn, hv, hi, ev, ei, sizes):
     """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
     1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
     top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``),
     4 = the pool needs room for ``a`` more entries (grow it and call again). ``a`` is the tree
     of lower uid. A row's marker on top (its kept entries used up) has the rest of the row
     priced here (``rows`` with ``refill``; ``lams``: lambda per key). ``sizes``: [heads, exact
-    heap, pool used, refills so far]."""
+    heap, pool used, refills so far, a new slot whose row is still to price (-1: none)]: that
+    row (``cap`` entries) comes first, as ``rows`` would have priced it right after the merge."""
     one = np.empty(1, np.int64)
     none = np.zeros(1, np.int64)
+    z = sizes[4]
+    if z >= 0:
+        if sizes[2] + cap > len(rj):
+            return 4, cap, -1
+        one[0] = z
+        rows(one, floor, lams[key[z]], alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr,
+             slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, none, none,
+             False, none, none, 1, hist, cap, False, rcap, cutv, cutu, rfull, rj, rv, rx, rpos,
+             rn, hv, hi, sizes)
+        sizes[4] = -1
     while True:
         nh = sizes[0]
         ne = sizes[1]
