@@ -382,13 +382,12 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
     -value, exact) from ``rpos`` to ``rn``, sorted by ``(-value, partner uid)`` (the eager
     table's order within a row). ``rfull[z]``: the row kept all its entries; otherwise
     ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
-    and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot ``zs_[0]`` (filed
-    already) against its alive partners ``s < z`` (filed before it: slots are filed in order)
-    whose key comes after the cut; the entries in between were consumed or died. Its first entry
-    goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used, refills,
-    pending row] (``pop``).
-    The pool must have room for ``cap`` entries per slot (``2 rcap[z]`` up to
-    ``MAX_CAP`` with ``refill``).
+    and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
+    ``zs_[0]`` (filed already) against its alive partners ``s < z`` (filed before it: slots are
+    filed in order) whose key comes after the cut; the entries in between were consumed or
+    died. Its first entry goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap,
+    pool used, refills, pending row] (``pop``). The pool must have room for ``cap`` entries per
+    slot (``2 rcap[z]`` up to ``MAX_CAP`` with ``refill``).
     """
     n = sizes[2]
     nh = sizes[0]
