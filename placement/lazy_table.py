@@ -5,8 +5,11 @@ cheap (both trees single-modulus: ``placement.weave_kernels``) and certified upp
 elsewhere, so the engine prices only the few bounded pairs that reach the top; and the table's
 bookkeeping (rows, heaps) runs compiled, one kernel call per merge candidate.
 
-A row is a segment of a flat pool, its best entries sorted by ``(-value, uid lo, uid hi)`` (the
-eager table's order); a heap holds each row's current head. An exact head on top of everything
+A row keeps only its best ``ROW_CAP`` entries, a segment of a flat pool sorted by ``(-value,
+partner uid)`` (the eager table's order); when they are used up (merged away or taken) and the
+row had more, it is priced again after the last kept key, keeping twice as many (rows are nearly
+full when almost every pair has a positive benefit, exp 5, and only their heads matter); a heap
+holds each row's current head. An exact head on top of everything
 is the eager algorithm's next merge (it beats every exact benefit of the other rows, which are
 at most their bounds); a bound on top is priced by the engine and goes onto a second heap of
 exact benefits (lazy greedy). Each pair lives in exactly one row: that of the later-filed tree.
@@ -25,7 +28,7 @@ from placement.trees import CostModel, Tree
 Progress = Callable[[int], None] | None
 
 
-HEAD = 16  # entries of a row sorted up front (more on demand)
+ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
 _NO_LIST = np.zeros(1, dtype=np.int64)
 
@@ -45,7 +48,8 @@ class KernelTable:
                     ("e", np.float64), ("om", np.float64), ("cost", np.float64),
                     ("smod", np.int64), ("kcls", np.int64), ("cstart", np.int64),
                     ("bucket", np.int64), ("nxt", np.int64), ("rpos", np.int64),
-                    ("rend", np.int64), ("rn", np.int64), ("hv", np.float64))
+                    ("rn", np.int64), ("rcap", np.int64), ("rfull", np.bool_), ("cutv", np.float64),
+                    ("cutu", np.int64), ("hv", np.float64))
     _BUCKET_ARRAYS = (("b_key", np.int64), ("b_mod", np.int64), ("b_kmin", np.int64),
                       ("b_kmax", np.int64), ("b_om", np.float64), ("b_head", np.int64))
 
@@ -69,11 +73,13 @@ class KernelTable:
         self._hist = np.zeros(wk.HIST, dtype=np.int64)
         # Rows: segments of a pool (partner, -value, exact); heads: one entry per row
         # (hv, hi = -value, uid lo, uid hi, slot, 0); exact benefits of bounds that reached the
-        # top: (ev, ei = -benefit, uid lo, uid hi, a, b). sizes: [heads, exact heap, pool used].
+        # top: (ev, ei = -benefit, uid lo, uid hi, a, b). sizes: [heads, exact heap, pool used,
+        # refills so far, slot whose row the next pop prices first].
         self.hi = np.zeros((cap, 4), dtype=np.int64)
         self.ev = np.zeros(64)
         self.ei = np.zeros((64, 4), dtype=np.int64)
-        self.sizes = np.zeros(3, dtype=np.int64)
+        self.sizes = np.array([0, 0, 0, 0, -1], dtype=np.int64)
+        self.lams = np.zeros(4)  # lambda per key
         self.rj = np.zeros(1024, dtype=np.int64)
         self.rv = np.zeros(1024)
         self.rx = np.zeros(1024, dtype=np.bool_)
@@ -120,6 +126,8 @@ class KernelTable:
             if k is None:
                 k = keys[t.key] = len(keys)
                 rate[t.key] = self.model.rate(t.stream)
+                self.lams = _grow(self.lams, k + 1)
+                self.lams[k] = rate[t.key]
             kk = len(cls)
             b = self._bucket(k, m0, kk if m0 else 0)
             if m0:
@@ -178,8 +186,15 @@ class KernelTable:
         self.npool = pos
         return list(range(first, first + n))
 
+    def _room(self, need: int) -> None:
+        """Room for ``need`` more row entries in the pool (the kernels never grow it)."""
+        n = int(self.sizes[2]) + need
+        if n > len(self.rj):
+            self.rj, self.rv, self.rx = _grow(self.rj, n), _grow(self.rv, n), _grow(self.rx, n)
+
     def _rows(self, slots: list[int], lam: float, fill: bool = False) -> None:
         """Price and store the rows of ``slots`` (of one key), filing each after its row."""
+        self._room(ROW_CAP * len(slots))
         use_open = fill and 1 < self.nb <= MASK_BUCKETS
         ptr, idx = _NO_LIST, _NO_LIST
         if use_open:  # per bucket, the buckets it may weave with (CSR)
@@ -191,13 +206,13 @@ class KernelTable:
             fkeys, fcnt, fmul = self._residue_counts()
         else:
             fkeys, fcnt, fmul = _NO_LIST, _NO_LIST, 1
-        self.rj, self.rv, self.rx = wk.rows(
+        wk.rows(
             np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
             self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
             self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
             self.b_head, self.nb, self.wmax, ptr, idx, use_open, fkeys, fcnt, fmul, self._hist,
-            HEAD, self.rj,
-            self.rv, self.rx, self.rpos, self.rend, self.rn, self.hv, self.hi, self.sizes)
+            ROW_CAP, False, self.rcap, self.cutv, self.cutu, self.rfull, self.rj, self.rv, self.rx,
+            self.rpos, self.rn, self.hv, self.hi, self.sizes)
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Per single-modulus bucket and residue, how many alive trees hold it: sorted keys
@@ -233,13 +248,20 @@ class KernelTable:
         """The pair to merge next (the eager table's): bounds that reach the top are priced
         by the engine and go back as exact benefits (lazy greedy)."""
         while True:
-            kind, a, b = wk.pop(self.alive, self.uid, self.rj, self.rv, self.rx, self.rpos,
-                                self.rend, self.rn, self.hv, self.hi, self.ev, self.ei,
-                                self.sizes, 2 * HEAD)
+            kind, a, b = wk.pop(
+                self.floor, self.lams, self.alive, self.key, self.uid, self.e, self.om,
+                self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr, self.bucket,
+                self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
+                self.b_head, self.nb, self.wmax, self._hist, ROW_CAP, self.rcap, self.cutv,
+                self.cutu, self.rfull, self.rj, self.rv, self.rx, self.rpos, self.rn, self.hv,
+                self.hi, self.ev, self.ei, self.sizes)
             if kind == 0:
                 return None
             if kind == 1:
                 return a, b
+            if kind == 4:
+                self._room(a)
+                continue
             self.evaluations += 1
             benefit = self.model.benefit(self.trees[a], self.trees[b])
             if benefit > self.floor:
@@ -252,6 +274,11 @@ class KernelTable:
                 ua, ub = int(self.uid[a]), int(self.uid[b])
                 self.sizes[1] = wk.heap_push(self.ev, self.ei, ne, -benefit, ua, ub, a, b)
 
+    @property
+    def refills(self) -> int:
+        """Rows priced again after their kept entries were used up."""
+        return int(self.sizes[3])
+
     def merge(self, a: int, b: int) -> int:
         merged = self.model.merge(self.trees[a], self.trees[b])
         self.alive[a] = self.alive[b] = False
@@ -259,7 +286,11 @@ class KernelTable:
         return self._add_many([merged])[0]
 
     def row(self, slot: int) -> None:
-        self._rows([slot], self._rates[self.trees[slot].key])
+        """The row of a merged tree: priced at the start of the next ``pop_best`` (one
+        compiled call per merge instead of two)."""
+        if self.sizes[4] >= 0:  # two rows in a row: price the first now
+            self._rows([int(self.sizes[4])], self._rates[self.trees[int(self.sizes[4])].key])
+        self.sizes[4] = slot
 
     def result(self) -> list[Tree]:
         return [t for t, ok in zip(self.trees, self.alive) if ok and t is not None]

@@ -28,9 +28,11 @@ on the way. A fill (many rows at once) first bounds bucket *pairs* the same way
 (``bucket_pairs``) and, within one modulus, counts only the residues some other tree holds, so
 that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
 
-Rows are sorted lazily (a head of the best entries first) and the lazy greedy's two heaps (row
-heads; exact benefits of priced bounds) live here too (``pop``), keyed ``(-value, uid lo,
-uid hi)`` like the eager table, so one call finds the next merge or the next bound to price.
+A row keeps its best ``cap`` entries only (a bounded heap while pricing, then sorted), plus the
+key of the last one kept; ``pop`` prices a used-up row again after that key (twice the cap).
+The lazy greedy's two heaps (row heads; exact benefits of priced bounds) live here too
+(``pop``), keyed ``(-value, uid lo, uid hi)`` like the eager table, so one call finds the next
+merge or the next bound to price.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ EXACT_LIMIT = 1 << 50  # lcm up to which single-modulus pairs are priced exactly
 WORK_LIMIT = 1 << 12  # class pairs per tree pair for the per-class bound (else min(Ex, Ey))
 INFLATE = 1e-9
 HIST = 1 << 16  # residue histogram size for single-modulus rows
+MAX_CAP = 1 << 16  # most entries a refilled row keeps (its cap doubles with each refill)
 
 
 @njit(cache=True, inline="always")
@@ -137,10 +140,15 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     zs = cstart[z]
     zn = kcls[z]
     cub = 0.0
+    last = 0
+    t = 0.0
     for i in range(zs, zs + zn):
         mi = pm[i]
-        g = _gcd(mi, mb)
-        cub += min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
+        if mi != last:  # classes are sorted: one gcd per modulus
+            last = mi
+            g = _gcd(mi, mb)
+            t = min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
+        cub += t
     ez = e[z]
     c = min(cub, kmax / mb, ez)
     bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
@@ -184,50 +192,95 @@ def bucket_pairs(nb, b_key, b_mod, b_kmin, b_kmax, b_om, lam, floor):
     return out
 
 
-@njit(cache=True)
-def _grow(a, n):
-    b = np.empty(max(2 * len(a), n), a.dtype)
-    b[:len(a)] = a
-    return b
+# ---- a row's best entries: a bounded max-heap keyed (-value, partner uid) -------------------
+
+@njit(cache=True, inline="always")
+def _worse(v, u, w, x):
+    """Key ``(v, u)`` after ``(w, x)`` (keys are ``(-value, partner uid)``: unique per row)."""
+    return v > w or (v == w and u > x)
 
 
 @njit(cache=True)
-def _sort_head(out_j, out_v, out_x, uid, n0, n, k):
-    """Order the segment ``[n0, n)`` so that its entries with the ``k`` smallest ``-value`` (and
-    all ties of the k-th) come first, sorted by ``(-value, partner uid)``; returns the end of
-    that sorted head. The rest stays unsorted (``_advance`` sorts the next part on demand)."""
-    m = n - n0
-    end = n
-    if m > k:
-        thr = np.partition(out_v[n0:n].copy(), k - 1)[k - 1]
-        end = n0
-        for i in range(n0, n):  # stable enough: the head is sorted below anyway
-            if out_v[i] <= thr:
-                out_j[i], out_j[end] = out_j[end], out_j[i]
-                out_v[i], out_v[end] = out_v[end], out_v[i]
-                out_x[i], out_x[end] = out_x[end], out_x[i]
-                end += 1
-    if end - n0 > 1:
-        seg = np.arange(n0, end)
-        o1 = seg[np.argsort(uid[out_j[n0:end]], kind="mergesort")]
-        o2 = o1[np.argsort(out_v[o1], kind="mergesort")]
-        out_j[n0:end] = out_j[o2]
-        out_v[n0:end] = out_v[o2]
-        out_x[n0:end] = out_x[o2]
-    return end
+def _keep(tv, tu, tj, tx, cnt, cap, v, u, j, x):
+    """Offer ``(v, u | j, x)`` to the best-``cap`` heap of size ``cnt`` (root: the worst kept);
+    returns ``(new size, whether some entry was dropped)``."""
+    if cnt < cap:
+        i = cnt
+        while i > 0:
+            parent = (i - 1) >> 1
+            if _worse(v, u, tv[parent], tu[parent]):
+                tv[i] = tv[parent]
+                tu[i] = tu[parent]
+                tj[i] = tj[parent]
+                tx[i] = tx[parent]
+                i = parent
+            else:
+                break
+        tv[i] = v
+        tu[i] = u
+        tj[i] = j
+        tx[i] = x
+        return cnt + 1, False
+    if not _worse(tv[0], tu[0], v, u):
+        return cnt, True  # the offered entry is dropped
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= cnt:
+            break
+        if c + 1 < cnt and _worse(tv[c + 1], tu[c + 1], tv[c], tu[c]):
+            c += 1
+        if _worse(tv[c], tu[c], v, u):
+            tv[i] = tv[c]
+            tu[i] = tu[c]
+            tj[i] = tj[c]
+            tx[i] = tx[c]
+            i = c
+        else:
+            break
+    tv[i] = v
+    tu[i] = u
+    tj[i] = j
+    tx[i] = x
+    return cnt, True  # the old root is dropped
 
 
 @njit(cache=True)
-def _compact(rj, rv, rx, alive, n0, n1):
-    """Drop dead partners from ``[n0, n1)`` of a row, in place; returns the new end."""
-    n = n0
-    for i in range(n0, n1):
-        if alive[rj[i]]:
-            rj[n] = rj[i]
-            rv[n] = rv[i]
-            rx[n] = rx[i]
-            n += 1
-    return n
+def _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rx, n):
+    """Write the kept entries to ``[n, n + cnt)`` of the pool, best first (heapsort of the
+    best-``cap`` heap, which it consumes)."""
+    for end in range(cnt - 1, 0, -1):
+        v = tv[end]
+        u = tu[end]
+        j = tj[end]
+        x = tx[end]
+        tv[end] = tv[0]
+        tu[end] = tu[0]
+        tj[end] = tj[0]
+        tx[end] = tx[0]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= end:
+                break
+            if c + 1 < end and _worse(tv[c + 1], tu[c + 1], tv[c], tu[c]):
+                c += 1
+            if _worse(tv[c], tu[c], v, u):
+                tv[i] = tv[c]
+                tu[i] = tu[c]
+                tj[i] = tj[c]
+                tx[i] = tx[c]
+                i = c
+            else:
+                break
+        tv[i] = v
+        tu[i] = u
+        tj[i] = j
+        tx[i] = x
+    for i in range(cnt):
+        rj[n + i] = tj[i]
+        rv[n + i] = tv[i]
+        rx[n + i] = tx[i]
 
 
 # ---- heaps keyed by (-value, uid lo, uid hi): the eager table's order -----------------------
@@ -291,79 +344,30 @@ def _heap_pop(hv, hi, n):
 
 
 @njit(cache=True)
-def _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k):
-    """Push the row's first entry whose partner is alive (sorting more of the row when its
-    sorted head is used up); returns the heads heap's new size."""
+def _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh):
+    """Push the row's first entry whose partner is alive or, when its kept entries are used up
+    but it had more, a *marker* ``(cut value, -1, -1 | slot, 1)``: no later than any of the
+    row's other entries in the heap order, it says when they must be priced (``pop``);
+    returns the heads heap's new size."""
     p = rpos[slot]
-    end = rend[slot]
     n = rn[slot]
-    while True:
-        while p < end and not alive[rj[p]]:
-            p += 1
-        if p < end or end >= n:
-            break
-        n = _compact(rj, rv, rx, alive, p, n)
-        end = _sort_head(rj, rv, rx, uid, p, n, k)
+    while p < n and not alive[rj[p]]:
+        p += 1
     rpos[slot] = p
-    rend[slot] = end
-    rn[slot] = n
     if p < n:
         uo = uid[rj[p]]
         us = uid[slot]
-        nh = heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0)
+        return heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0)
+    if not rfull[slot]:
+        return heap_push(hv, hi, nh, cutv[slot], -1, -1, slot, 1)
     return nh
-
-
-@njit(cache=True)
-def pop(alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, ev, ei, sizes, k):
-    """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
-    1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
-    top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``).
-    ``a`` is the tree of lower uid. ``sizes``: [heads, exact heap]."""
-    nh = sizes[0]
-    ne = sizes[1]
-    kind = 0
-    a = -1
-    b = -1
-    while True:
-        while ne > 0 and not (alive[ei[0, 2]] and alive[ei[0, 3]]):
-            ne = _heap_pop(ev, ei, ne)
-        while nh > 0:
-            slot = hi[0, 2]
-            if not alive[slot]:
-                nh = _heap_pop(hv, hi, nh)
-                continue
-            if alive[rj[rpos[slot]]]:
-                break
-            nh = _heap_pop(hv, hi, nh)  # partner died: advance the row
-            nh = _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k)
-        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1],
-                                            ev[0], ei[0, 0], ei[0, 1])):
-            if ne > 0:
-                kind = 1
-                a = ei[0, 2]
-                b = ei[0, 3]
-                ne = _heap_pop(ev, ei, ne)
-            break
-        slot = hi[0, 2]
-        nh = _heap_pop(hv, hi, nh)
-        p = rpos[slot]
-        other = rj[p]
-        exact = rx[p]
-        rpos[slot] = p + 1
-        nh = _advance(slot, alive, uid, rj, rv, rx, rpos, rend, rn, hv, hi, nh, k)
-        a, b = (other, slot) if uid[other] < uid[slot] else (slot, other)
-        kind = 1 if exact else 2
-        break
-    sizes[0] = nh
-    sizes[1] = ne
-    return kind, a, b
 
 
 @njit(cache=True)
 def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket,
          nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_ptr, open_idx, use_open,
-         fkeys, fcnt, fmul, hist, head, rj, rv, rx, rpos, rend, rn, hv, hi, sizes):
+         fkeys, fcnt, fmul, hist, cap, refill, rcap, cutv, cutu, rfull, rj, rv, rx, rpos, rn, hv,
+         hi, sizes):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
     fill of many slots prices every pair once. With ``use_open`` only the buckets
@@ -374,15 +378,29 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
     ``wmax``: the most classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left
     zeroed).
 
-    A row is a segment of the pool ``rj, rv, rx`` (partner, -value, exact) from ``rpos`` to
-    ``rn``; its best ``head`` entries (with ties) come first, sorted by ``(-value, partner
-    uid)`` (the eager table's order within a row) up to ``rend``. Its first entry goes onto the
-    heads heap ``hv, hi``. ``sizes``: [heads, exact heap, pool used]. Returns the pool arrays
-    (new ones when they had to grow).
+    A row keeps only its best ``cap`` entries: a segment of the pool ``rj, rv, rx`` (partner,
+    -value, exact) from ``rpos`` to ``rn``, sorted by ``(-value, partner uid)`` (the eager
+    table's order within a row). ``rfull[z]``: the row kept all its entries; otherwise
+    ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
+    and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
+    ``zs_[0]`` (filed already) against its alive partners ``s < z`` (filed before it: slots are
+    filed in order) whose key comes after the cut; the entries in between were consumed or
+    died. Its first entry goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap,
+    pool used, refills, pending row] (``pop``). The pool must have room for ``cap`` entries per
+    slot (``2 rcap[z]`` up to ``MAX_CAP`` with ``refill``).
     """
     n = sizes[2]
     nh = sizes[0]
     colsum = np.empty(wmax, np.float64)
+    tcap = cap
+    if refill:
+        tcap = min(2 * rcap[zs_[0]], MAX_CAP)
+    tv = np.empty(tcap, np.float64)
+    tu = np.empty(tcap, np.int64)
+    tj = np.empty(tcap, np.int64)
+    tx = np.empty(tcap, np.bool_)
+    vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
+    ob = np.empty(max(nb, 1), np.int64)
     for zi in range(len(zs_)):
         z = zs_[zi]
         kz = key[z]
@@ -390,16 +408,23 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
         zs = cstart[z]
         zn = kcls[z]
         bz = slot_bucket[z]
-        n0 = n
+        cnt = 0
+        dropped = False
+        rcap[z] = tcap
+        cv = cutv[z]
+        cu = cutu[z]
         lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
+        nbz = 0
         for bi in range(lo, hi_):
             b = open_idx[bi] if use_open else bi
             if b_key[b] != kz or b_head[b] < 0:
                 continue
             mb = b_mod[b]
+            bb = np.inf
             if mb > 0:
-                if bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
-                                b_kmax[b], b_om[b]) <= floor:
+                bb = bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
+                                  b_kmax[b], b_om[b])
+                if bb <= floor:
                     continue
                 if use_open and mb == mz:  # residues shared with some other tree of b
                     shared = 0
@@ -412,8 +437,22 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                     c = min(shared / mb, b_kmax[b] / mb, e[z])
                     bound = (lam + om[z] * min(c - b_kmin[b] / mb, 0.0)
                              + b_om[b] * (c - e[z]))
-                    if bound + INFLATE * (abs(bound) + 2.0 * cost[z]) <= floor:
+                    bound += INFLATE * (abs(bound) + 2.0 * cost[z])
+                    if bound <= floor:
                         continue
+                    bb = min(bb, bound)
+            vb[nbz] = -bb
+            ob[nbz] = b
+            nbz += 1
+        # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
+        # beat every later bucket too: the row is cut there (a refill prices the rest).
+        order = np.argsort(vb[:nbz], kind="mergesort")
+        for oi in range(nbz):
+            if cnt == tcap and vb[order[oi]] > tv[0]:
+                dropped = True
+                break
+            b = ob[order[oi]]
+            mb = b_mod[b]
             g = 1
             big = 0
             exact = mz > 0 and mb > 0
@@ -424,6 +463,14 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
             lz = big // mz if exact else 0
             ls = big // mb if exact else 0
             use_hist = exact and 1 < g <= HIST
+            # Coprime moduli and one #classes in the bucket: every pair has the same E_xy.
+            flat = exact and g == 1 and b_kmin[b] == b_kmax[b]
+            exy = 0.0
+            if flat:
+                exy = (np.float64(zn * lz + b_kmin[b] * ls - zn * b_kmin[b])
+                       / np.float64(big))
+                cz = cost[z]
+                oz = om[z]
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] += 1
@@ -438,34 +485,109 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                         nxt[prev] = nx
                     s = nx
                     continue
-                if s != z:
-                    if exact:
-                        cnt = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
-                        v = _exact(z, s, lam, om, cost, kcls, cnt, lz, ls, big)
+                if s != z and (s < z or not refill):
+                    if flat:  # _exact's operations, E_xy hoisted
+                        v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
+                    elif exact:
+                        pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
+                        v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
                     else:
                         v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum)
-                    if v > floor:
-                        if n == len(rj):
-                            rj = _grow(rj, n + 1)
-                            rv = _grow(rv, n + 1)
-                            rx = _grow(rx, n + 1)
-                        rj[n] = s
-                        rv[n] = -v
-                        rx[n] = exact
-                        n += 1
+                    if v > floor and (not refill or _worse(-v, uid[s], cv, cu)):
+                        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+                            dropped = True  # not among the best kept so far
+                        else:
+                            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                            dropped = dropped or d
                 prev = s
                 s = nx
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] = 0
-        rpos[z] = n0
-        rn[z] = n
-        rend[z] = _sort_head(rj, rv, rx, uid, n0, n, head)
-        if n > n0:
-            uo = uid[rj[n0]]
-            nh = heap_push(hv, hi, nh, rv[n0], min(uo, uid[z]), max(uo, uid[z]), z, 0)
-        nxt[z] = b_head[bz]
-        b_head[bz] = z
+        _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rx, n)
+        rpos[z] = n
+        rn[z] = n + cnt
+        rfull[z] = not dropped
+        if cnt > 0:
+            uo = uid[rj[n]]
+            nh = heap_push(hv, hi, nh, rv[n], min(uo, uid[z]), max(uo, uid[z]), z, 0)
+            if dropped:
+                cutv[z] = rv[n + cnt - 1]
+                cutu[z] = uid[rj[n + cnt - 1]]
+        n += cnt
+        if not refill:
+            nxt[z] = b_head[bz]
+            b_head[bz] = z
     sizes[0] = nh
     sizes[2] = n
-    return rj, rv, rx
+
+
+@njit(cache=True)
+def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket, nxt,
+        b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, hist, cap, rcap, cutv, cutu, rfull,
+        rj, rv, rx, rpos, rn, hv, hi, ev, ei, sizes):
+    """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
+    1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
+    top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``),
+    4 = the pool needs room for ``a`` more entries (grow it and call again). ``a`` is the tree
+    of lower uid. A row's marker on top (its kept entries used up) has the rest of the row
+    priced here (``rows`` with ``refill``; ``lams``: lambda per key). ``sizes``: [heads, exact
+    heap, pool used, refills so far, a new slot whose row is still to price (-1: none)]: that
+    row (``cap`` entries) comes first, as ``rows`` would have priced it right after the merge."""
+    one = np.empty(1, np.int64)
+    none = np.zeros(1, np.int64)
+    z = sizes[4]
+    if z >= 0:
+        if sizes[2] + cap > len(rj):
+            return 4, cap, -1
+        one[0] = z
+        rows(one, floor, lams[key[z]], alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr,
+             slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, none, none,
+             False, none, none, 1, hist, cap, False, rcap, cutv, cutu, rfull, rj, rv, rx, rpos,
+             rn, hv, hi, sizes)
+        sizes[4] = -1
+    while True:
+        nh = sizes[0]
+        ne = sizes[1]
+        while ne > 0 and not (alive[ei[0, 2]] and alive[ei[0, 3]]):
+            ne = _heap_pop(ev, ei, ne)
+        while nh > 0:
+            slot = hi[0, 2]
+            if not alive[slot]:
+                nh = _heap_pop(hv, hi, nh)
+                continue
+            if hi[0, 3] == 1 or alive[rj[rpos[slot]]]:
+                break
+            nh = _heap_pop(hv, hi, nh)  # partner died: advance the row
+            nh = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
+        sizes[0] = nh
+        sizes[1] = ne
+        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1],
+                                            ev[0], ei[0, 0], ei[0, 1])):
+            if ne > 0:
+                a = ei[0, 2]
+                b = ei[0, 3]
+                sizes[1] = _heap_pop(ev, ei, ne)
+                return 1, a, b
+            return 0, -1, -1
+        slot = hi[0, 2]
+        if hi[0, 3] == 1:  # the rest of a row reaches the top: price it now
+            need = min(2 * rcap[slot], MAX_CAP)
+            if sizes[2] + need > len(rj):
+                return 4, need, -1
+            sizes[0] = _heap_pop(hv, hi, nh)
+            sizes[3] += 1
+            one[0] = slot
+            rows(one, floor, lams[key[slot]], alive, key, uid, e, om, cost, smod, kcls, cstart,
+                 pm, pr, slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax,
+                 none, none, False, none, none, 1, hist, 0, True, rcap, cutv, cutu, rfull, rj,
+                 rv, rx, rpos, rn, hv, hi, sizes)
+            continue
+        nh = _heap_pop(hv, hi, nh)
+        p = rpos[slot]
+        other = rj[p]
+        exact = rx[p]
+        rpos[slot] = p + 1
+        sizes[0] = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
+        a, b = (other, slot) if uid[other] < uid[slot] else (slot, other)
+        return (1 if exact else 2), a, b

@@ -2,12 +2,14 @@
 bit for bit, certified bounds, and the same plans as the paper's eager table."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement import lazy_table as lt
 from placement import weave_kernels as wk
 from placement.lazy_table import KernelTable
 from placement.queries import Query
@@ -131,6 +133,37 @@ def test_lazy_equals_paper_forced_merges(qnum, seed, stop, gen):
     assert _grouping(lazy) == _grouping(paper)
 
 
+@settings(max_examples=40, deadline=None)
+@given(qnum=st.integers(2, 120), smax=st.sampled_from([10, 30, 600]),
+       lam=st.sampled_from([0.002, 1.0, 100.0]), omax=st.sampled_from([1, 10, 100]),
+       gen=st.sampled_from(["nrm", "div", "factors"]), seed=st.integers(0, 10_000),
+       cap=st.integers(1, 3), forced=st.booleans())
+def test_lazy_equals_paper_with_tiny_row_caps(qnum, smax, lam, omax, gen, seed, cap, forced):
+    """Rows that keep one to three entries are refilled inside ``pop`` all the time: the plan
+    must still be the eager table's (also with To Nodes' forced merges)."""
+    qs = generate(WorkloadSpec(qnum, smax, lam, 1, omax, gen, seed))
+    kw = dict(floor=-math.inf, stop_at=1) if forced else {}
+    with _row_cap(cap):
+        lazy, paper = _plans(qs, lam, **kw)
+    assert _grouping(lazy) == _grouping(paper)
+    assert math.fsum(t.cost for t in lazy) == math.fsum(t.cost for t in paper)
+
+
+def test_tiny_row_caps_refill():
+    """Exp 5's shape with rows of two entries: refills happen, the plan is the same."""
+    qs = generate(WorkloadSpec(200, 600, 1.0, 3, 30, "div", 0))
+    model = CostModel("panes", 1.0, "fast")
+    trees = initial_trees(qs, model)
+    with _row_cap(2):
+        table = KernelTable(model, trees, 1e-12)
+        table.fill()
+        while (pair := table.pop_best()) is not None:
+            table.row(table.merge(*pair))
+    assert table.refills > 10
+    plan = weaveshare(qs, CostModel("panes", 1.0, "fast"))
+    assert _grouping(table.result()) == _grouping(plan)
+
+
 def test_single_modulus_rows_need_no_engine_pricing():
     """Prime slides (exp 2's shape): every pair is single-modulus until trees mix moduli."""
     qs = generate(WorkloadSpec(300, 600, 1.0, 3, 100, "div", 0))
@@ -141,24 +174,95 @@ def test_single_modulus_rows_need_no_engine_pricing():
     assert _grouping(plan) == _grouping(paper)
 
 
-def test_rows_sorted_head_and_compaction():
-    """A row's head is sorted by (-value, partner uid) with ties kept together; dead partners
-    are dropped before the next head is sorted."""
-    rng = np.random.default_rng(0)
-    n = 200
-    j = rng.permutation(n).astype(np.int64)
-    v = rng.integers(0, 20, n).astype(np.float64)  # many ties
-    x = np.zeros(n, np.bool_)
-    uid = rng.permutation(n).astype(np.int64)
-    alive = rng.random(n) < 0.6
-    end_all = wk._compact(j, v, x, alive, 0, n)
-    head = wk._sort_head(j, v, x, uid, 0, end_all, 16)
-    assert end_all == int(alive.sum())
-    assert all(alive[j[:end_all]])
-    key = sorted((v[i], uid[j[i]]) for i in range(end_all))
-    got = [(v[i], uid[j[i]]) for i in range(head)]
-    assert got == key[:head] and head >= 16
-    assert all(v[i] > v[head - 1] for i in range(head, end_all))
+@settings(max_examples=200, deadline=None)
+@given(vals=st.lists(st.integers(0, 6), min_size=0, max_size=80), cap=st.integers(1, 20),
+       seed=st.integers(0, 1000))
+def test_row_keeps_its_best_entries_sorted(vals, cap, seed):
+    """A row keeps its best ``cap`` entries by (-value, partner uid), sorted, and says whether
+    it dropped any (many ties in the values: the uid decides)."""
+    rng = np.random.default_rng(seed)
+    n = len(vals)
+    uid = rng.permutation(max(n, 1)).astype(np.int64)[:n]
+    tv, tu = np.zeros(cap), np.zeros(cap, np.int64)
+    tj, tx = np.zeros(cap, np.int64), np.zeros(cap, np.bool_)
+    cnt, dropped = 0, False
+    for i in range(n):
+        cnt, d = wk._keep(tv, tu, tj, tx, cnt, cap, float(vals[i]), uid[i], i, bool(i % 2))
+        dropped = dropped or d
+    rj, rv, rx = np.zeros(cap + 3, np.int64), np.zeros(cap + 3), np.zeros(cap + 3, np.bool_)
+    wk._sorted_out(tv, tu, tj, tx, cnt, rj, rv, rx, 3)
+    want = sorted((float(vals[i]), int(uid[i]), i) for i in range(n))[:cap]
+    got = [(rv[3 + k], int(uid[rj[3 + k]]), int(rj[3 + k])) for k in range(cnt)]
+    assert got == want
+    assert all(rx[3 + k] == bool(rj[3 + k] % 2) for k in range(cnt))
+    assert dropped == (n > cap)
+
+
+@contextlib.contextmanager
+def _row_cap(cap):
+    old, lt.ROW_CAP = lt.ROW_CAP, cap
+    try:
+        yield
+    finally:
+        lt.ROW_CAP = old
+
+
+def _refill(t, z, lam):
+    """The next part of ``z``'s row after its cut (what ``pop`` does for a used-up row; the
+    heads heap is emptied first: ``pop`` refills only rows whose head it has taken off)."""
+    t.sizes[0] = 0
+    t._room(min(2 * int(t.rcap[z]), wk.MAX_CAP))
+    none = np.zeros(1, np.int64)
+    wk.rows(np.array([z], np.int64), t.floor, lam, t.alive, t.key, t.uid, t.e, t.om, t.cost,
+            t.smod, t.kcls, t.cstart, t.pm, t.pr, t.bucket, t.nxt, t.b_key, t.b_mod, t.b_kmin,
+            t.b_kmax, t.b_om, t.b_head, t.nb, t.wmax, none, none, False, none, none, 1, t._hist,
+            0, True, t.rcap, t.cutv, t.cutu, t.rfull, t.rj, t.rv, t.rx, t.rpos, t.rn, t.hv,
+            t.hi, t.sizes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(qnum=st.integers(2, 100), smax=st.sampled_from([12, 40, 600]),
+       lam=st.sampled_from([0.002, 1.0, 30.0]), gen=st.sampled_from(["nrm", "div"]),
+       seed=st.integers(0, 10_000), cap=st.integers(1, 5), kill=st.floats(0.0, 0.5))
+def test_kept_entries_and_refills_give_the_whole_row_in_order(qnum, smax, lam, gen, seed, cap,
+                                                              kill):
+    """A row's kept entries followed by its refills (each after the previous cut, alive
+    partners filed before it only) are exactly its alive partners above the floor, in the
+    eager table's order (-value, partner uid), each once; the cap doubles per refill."""
+    qs = generate(WorkloadSpec(qnum, smax, lam, 0.5, 10, gen, seed))
+    model = CostModel("panes", lam, "fast")
+    trees = initial_trees(qs, model)
+    if len(trees) > 3:  # some multi-modulus trees too
+        trees = [model.merge(trees[0], trees[1])] + trees[2:]
+    t = KernelTable(model, trees, 1e-12)
+    with _row_cap(cap):
+        t.fill()
+    n = len(t.trees)
+    rng = np.random.default_rng(seed)
+    t.alive[:n] &= rng.random(n) >= kill  # trees merged away meanwhile
+    for z in range(n):
+        if not t.alive[z]:
+            continue
+        want = []
+        for s in range(z):
+            if not t.alive[s]:
+                continue
+            v, exact = wk.pair_value(z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart,
+                                     t.pm, t.pr)
+            if v > t.floor:
+                want.append((-v, int(t.uid[s]), s))
+        want.sort()
+        got = []
+        caps = [int(t.rcap[z])]
+        while True:
+            got += [(t.rv[p], int(t.uid[t.rj[p]]), int(t.rj[p]))
+                    for p in range(int(t.rpos[z]), int(t.rn[z])) if t.alive[t.rj[p]]]
+            if t.rfull[z]:
+                break
+            _refill(t, z, lam)
+            caps.append(int(t.rcap[z]))
+        assert got == want
+        assert caps == [cap * 2 ** i for i in range(len(caps))]
 
 
 @settings(max_examples=60, deadline=None)
@@ -168,7 +272,8 @@ def test_rows_sorted_head_and_compaction():
        mixed=st.booleans())
 def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed):
     """After a fill (bucket-pair mask, residue counts, bucket bounds), every pair whose exact
-    benefit is above the floor sits in a row with a value >= its benefit (equal when exact)."""
+    benefit is above the floor sits in a row with a value >= its benefit (equal when exact), or
+    after the cut of a row that dropped entries."""
     qs = generate(WorkloadSpec(qnum, smax, lam, 0.5, omax, gen, seed))
     model = CostModel("panes", lam, "fast")
     trees = initial_trees(qs, model)
@@ -185,7 +290,10 @@ def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed)
         for y in trees[i + 1:]:
             b = model.benefit(x, y)
             got = found.get(frozenset((slot_of[x.uid], slot_of[y.uid])))
-            if b > 1e-12:
-                assert got is not None, (b, x.classes, y.classes)
+            if b > 1e-12 and got is None:  # only beyond a cut: a row that dropped entries
+                z = max(slot_of[x.uid], slot_of[y.uid])
+                other = min(slot_of[x.uid], slot_of[y.uid])
+                assert not t.rfull[z], (b, x.classes, y.classes)
+                assert (-b, int(t.uid[other])) > (t.cutv[z], int(t.cutu[z]))
             if got is not None:
                 assert got[0] == b if got[1] else got[0] >= b
