@@ -200,6 +200,31 @@ def _worse(v, u, w, x):
     return v > w or (v == w and u > x)
 
 
+@njit(cache=True, inline="always")
+def _sift_down(tv, tu, tj, tx, end, v, u, j, x):
+    """Put ``(v, u, j, x)`` at the root of the worst-on-top heap ``[0, end)`` and sift it down
+    (shared by the bounded heap's replace-top and its heapsort)."""
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= end:
+            break
+        if c + 1 < end and _worse(tv[c + 1], tu[c + 1], tv[c], tu[c]):
+            c += 1
+        if _worse(tv[c], tu[c], v, u):
+            tv[i] = tv[c]
+            tu[i] = tu[c]
+            tj[i] = tj[c]
+            tx[i] = tx[c]
+            i = c
+        else:
+            break
+    tv[i] = v
+    tu[i] = u
+    tj[i] = j
+    tx[i] = x
+
+
 @njit(cache=True)
 def _keep(tv, tu, tj, tx, cnt, cap, v, u, j, x):
     """Offer ``(v, u | j, x)`` to the best-``cap`` heap of size ``cnt`` (root: the worst kept);
@@ -223,25 +248,7 @@ def _keep(tv, tu, tj, tx, cnt, cap, v, u, j, x):
         return cnt + 1, False
     if not _worse(tv[0], tu[0], v, u):
         return cnt, True  # the offered entry is dropped
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= cnt:
-            break
-        if c + 1 < cnt and _worse(tv[c + 1], tu[c + 1], tv[c], tu[c]):
-            c += 1
-        if _worse(tv[c], tu[c], v, u):
-            tv[i] = tv[c]
-            tu[i] = tu[c]
-            tj[i] = tj[c]
-            tx[i] = tx[c]
-            i = c
-        else:
-            break
-    tv[i] = v
-    tu[i] = u
-    tj[i] = j
-    tx[i] = x
+    _sift_down(tv, tu, tj, tx, cnt, v, u, j, x)
     return cnt, True  # the old root is dropped
 
 
@@ -258,25 +265,7 @@ def _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rx, n):
         tu[end] = tu[0]
         tj[end] = tj[0]
         tx[end] = tx[0]
-        i = 0
-        while True:
-            c = 2 * i + 1
-            if c >= end:
-                break
-            if c + 1 < end and _worse(tv[c + 1], tu[c + 1], tv[c], tu[c]):
-                c += 1
-            if _worse(tv[c], tu[c], v, u):
-                tv[i] = tv[c]
-                tu[i] = tu[c]
-                tj[i] = tj[c]
-                tx[i] = tx[c]
-                i = c
-            else:
-                break
-        tv[i] = v
-        tu[i] = u
-        tj[i] = j
-        tx[i] = x
+        _sift_down(tv, tu, tj, tx, end, v, u, j, x)
     for i in range(cnt):
         rj[n + i] = tj[i]
         rv[n + i] = tv[i]
