@@ -200,3 +200,18 @@ def test_bench_omega_under_cutty():
     assert "old_formula" not in sdi and rows["flatfit"]["slicing"] == "cutty"
     other = slickdeque_inv_on_plan(spec, "panes", "cutty")
     assert other["trees_exact"] == other["trees"] > 0 and other["model"] == other["measured"]
+
+
+def test_bench_omega_skips_trees_too_long_to_measure(monkeypatch):
+    """A tree whose composite slide is beyond ``MAX_COMPOSITE_SLIDE`` is counted as not
+    measured (the progress line says so), not a traceback; a technique left with no tree is
+    left out of the summary."""
+    import sim.omega_check as oc
+    from sim.workload import WorkloadSpec
+
+    monkeypatch.setattr(oc, "MAX_COMPOSITE_SLIDE", 1)
+    said = []
+    res = oc.run_omega_check(WorkloadSpec(qnum=6, smax=12, rate=1.0, omax=4, gen="factors",
+                                          seed=3), ("panes",), progress=said.append)
+    assert res == {"panes": []}
+    assert "not measured" in said[-1] and oc.summarize(res) == []
