@@ -389,6 +389,24 @@ def _slice_pieces(pieces, path, streams, classes, as_float):
             yield sink.getvalue().to_pybytes()
 
 
+def _prefetched(pull, ranges: list[int], prefetch: bool, stats: dict) -> Iterator[pa.Table]:
+    """``pull(a)`` for each chunk start, the next chunk's Spark job running (one thread) while
+    the caller feeds the current one; empty tables are skipped, ``stats["chunks"]`` counted."""
+    pool = ThreadPoolExecutor(1) if prefetch and len(ranges) > 1 else None
+    try:
+        nxt = pool.submit(pull, ranges[0]) if pool else None
+        for i, a in enumerate(ranges):
+            tbl = nxt.result() if pool else pull(a)
+            if pool and i + 1 < len(ranges):
+                nxt = pool.submit(pull, ranges[i + 1])
+            stats["chunks"] += 1
+            if tbl.num_rows:
+                yield tbl
+    finally:
+        if pool:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
                         chunk_rows: int = 1_000_000, prefetch: bool = True,
                         stats: dict | None = None, path=None,
@@ -454,19 +472,7 @@ def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
         d = df if k == 1 else df.where((F.col("ts_ms") >= a) & (F.col("ts_ms") < a + step))
         return _order_slices(d.mapInArrow(fn, schema).toArrow())
 
-    pool = ThreadPoolExecutor(1) if prefetch and len(ranges) > 1 else None
-    try:
-        nxt = pool.submit(pull, ranges[0]) if pool else None
-        for i, a in enumerate(ranges):
-            tbl = nxt.result() if pool else pull(a)
-            if pool and i + 1 < len(ranges):
-                nxt = pool.submit(pull, ranges[i + 1])
-            stats["chunks"] += 1
-            if tbl.num_rows:
-                yield tbl
-    finally:
-        if pool:
-            pool.shutdown(wait=True, cancel_futures=True)
+    yield from _prefetched(pull, ranges, prefetch, stats)
 
 
 def _arrow_sliced_tables(df, path, groups, streams, classes, as_float, chunk_rows, prefetch,
@@ -502,19 +508,7 @@ def _arrow_sliced_tables(df, path, groups, streams, classes, as_float, chunk_row
         tables = [pa.ipc.open_stream(d).read_all() for d in data]
         return _order_slices(pa.concat_tables(tables)) if tables else pa.table({})
 
-    pool = ThreadPoolExecutor(1) if prefetch and len(ranges) > 1 else None
-    try:
-        nxt = pool.submit(pull, ranges[0]) if pool else None
-        for i, a in enumerate(ranges):
-            tbl = nxt.result() if pool else pull(a)
-            if pool and i + 1 < len(ranges):
-                nxt = pool.submit(pull, ranges[i + 1])
-            stats["chunks"] += 1
-            if tbl.num_rows:
-                yield tbl
-    finally:
-        if pool:
-            pool.shutdown(wait=True, cancel_futures=True)
+    yield from _prefetched(pull, ranges, prefetch, stats)
 
 
 def feed_sliced(deployment, spark, path: str, *, streams: Sequence[str] | None = None,
