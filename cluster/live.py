@@ -14,15 +14,16 @@ Outputs in ``out_dir``:
 * ``metrics.json``: feed throughput and per-node metrics (tuples, answers, late tuples, busy
   seconds, utilisation, queue depths, driver blocking, recoveries, Ray node pins), nodes lost for
   good and their re-placements (moved trees, cost change), the fault drill;
-* ``plan_final.json``: only if a node was lost: the plan as it ran at the end (the lost nodes'
+* ``plan_final.json``: only if a node was lost or added: the plan as it ran at the end (moved
   trees on their new nodes; verifiable like any plan).
 """
 from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -49,6 +50,51 @@ def write_result(result: RunResult, out_dir: str | Path, *, csv: bool = False,
     return paths
 
 
+def load_plan(plan: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
+    """A plan dict, or the JSON file it is in."""
+    return json.loads(Path(plan).read_text()) if isinstance(plan, (str, Path)) else plan
+
+
+def default_pinning(pin_nodes: bool | None, ray_address: str | None) -> bool:
+    """Pin plan nodes to Ray nodes when attached to a cluster by address (unless told)."""
+    return ray_address not in (None, "", "local") if pin_nodes is None else pin_nodes
+
+
+@contextmanager
+def started_runtimes(ray_address: str | None, num_cpus: int, spark, spark_master: str,
+                     on_new_spark: Callable[[], None] | None = None) -> Iterator[tuple]:
+    """Ray (started unless one is running or ``ray_address`` is given) and a Spark session
+    (started unless ``spark`` is given), each stopped on exit if this run started it.  Yields
+    ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, spark_s}`` for the metrics.
+    ``on_new_spark`` runs right after a session is created (a new SparkContext installs
+    PySpark's SIGINT handler: ``run_stream`` takes it back)."""
+    own_spark = spark is None
+    t0 = time.perf_counter()
+    with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
+        startup = {"ray_s": time.perf_counter() - t0, "ray_owned": rt.owned}
+        try:
+            t1 = time.perf_counter()
+            if own_spark:
+                spark = spark_session(spark_master)
+                if on_new_spark:
+                    on_new_spark()
+            startup["spark_s"] = time.perf_counter() - t1
+            yield spark, startup
+        finally:
+            if own_spark and spark is not None:
+                spark.stop()
+
+
+def write_final_plan(out_dir: str | Path, plan: Mapping[str, Any], changed: bool) -> None:
+    """``plan_final.json``: the layout as it ran, when nodes were lost or added; a previous
+    run's file in the same folder is removed (it is not this run's plan)."""
+    final = Path(out_dir) / "plan_final.json"
+    if changed:
+        final.write_text(json.dumps(plan, indent=1))
+    elif final.exists():
+        final.unlink()
+
+
 def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
              out_dir: str | Path, *, ray_address: str | None = None, num_cpus: int = 2,
              spark=None, spark_master: str = "local[*]", technique: str | None = None,
@@ -73,50 +119,31 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
         raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
     if mode == "sliced" and max_rows is not None:
         raise ValueError("max_rows is supported in raw mode only")
-    if isinstance(plan, (str, Path)):
-        plan = json.loads(Path(plan).read_text())
-    own_spark = spark is None
-    if pin_nodes is None:
-        pin_nodes = ray_address not in (None, "", "local")
-    t0 = time.perf_counter()
-    with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
-        t_ray = time.perf_counter() - t0
-        try:
-            t1 = time.perf_counter()
-            if own_spark:
-                spark = spark_session(spark_master)
-            t_spark = time.perf_counter() - t1
-            with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
-                            max_in_flight=max_in_flight,
-                            checkpoint_every=checkpoint_every,
-                            max_log_bytes=max_log_bytes, mode=mode, pin_nodes=pin_nodes,
-                            faults=faults) as dep:
-                if mode == "sliced":
-                    fs = feed_sliced(dep, spark, str(data_path), batch_rows=batch_rows,
-                                     chunk_rows=chunk_rows, order=order)
-                else:
-                    fs = feed_raw(dep, spark, str(data_path), batch_rows=batch_rows,
-                                  chunk_rows=chunk_rows, order=order, max_rows=max_rows)
-                t2 = time.perf_counter()
-                result = dep.finish()
-                t_finish = time.perf_counter() - t2
-                final_plan = dep.plan
-        finally:
-            if own_spark and spark is not None:
-                spark.stop()
+    plan = load_plan(plan)
+    pin_nodes = default_pinning(pin_nodes, ray_address)
+    with started_runtimes(ray_address, num_cpus, spark, spark_master) as (spark, startup):
+        with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
+                        max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
+                        max_log_bytes=max_log_bytes, mode=mode, pin_nodes=pin_nodes,
+                        faults=faults) as dep:
+            if mode == "sliced":
+                fs = feed_sliced(dep, spark, str(data_path), batch_rows=batch_rows,
+                                 chunk_rows=chunk_rows, order=order)
+            else:
+                fs = feed_raw(dep, spark, str(data_path), batch_rows=batch_rows,
+                              chunk_rows=chunk_rows, order=order, max_rows=max_rows)
+            t2 = time.perf_counter()
+            result = dep.finish()
+            t_finish = time.perf_counter() - t2
+            final_plan = dep.plan
     extra = {"feed": {"mode": mode, "rows": fs.rows, "batches": fs.batches,
                       "seconds": fs.seconds, "spark_seconds": fs.spark_seconds,
                       "rows_per_s": fs.rows_per_s, "batch_rows": batch_rows,
                       "chunks": fs.chunks, "sorted_chunks": fs.sorted_chunks,
                       "slices": fs.slices, "timeline": fs.timeline,
                       "order": order},
-             "startup": {"ray_s": t_ray, "ray_owned": rt.owned, "spark_s": t_spark},
-             "finish_s": t_finish, "data_path": str(data_path)}
+             "startup": startup, "finish_s": t_finish, "data_path": str(data_path)}
     result.metrics.update(extra)
     write_result(result, out_dir, csv=csv)
-    final = Path(out_dir) / "plan_final.json"
-    if result.replacements or result.additions:  # the layout changed during the run
-        final.write_text(json.dumps(final_plan, indent=1))
-    elif final.exists():  # a previous run's, in the same output directory: not this run's plan
-        final.unlink()
+    write_final_plan(out_dir, final_plan, bool(result.replacements or result.additions))
     return result

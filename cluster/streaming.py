@@ -90,8 +90,8 @@ import pyarrow.parquet as pq
 
 from .deploy import Deployment
 from .node_actor import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
-from .ray_runtime import RayRuntime
-from .spark_feed import _nondecreasing, spark_session
+from .live import default_pinning, load_plan, started_runtimes, write_final_plan
+from .spark_feed import _nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
 #: arrays stop at 2 GiB, and a micro-batch's bytes sit in driver memory.
@@ -643,33 +643,21 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
 
     Owns what it starts (Ray unless one is running or an address is given, Spark unless a
     session is passed in) and stops it on every exit path, Ctrl-C included."""
-    if isinstance(plan, (str, Path)):
-        plan = json.loads(Path(plan).read_text())
-    own_spark = spark is None
-    if pin_nodes is None:
-        pin_nodes = ray_address not in (None, "", "local")
-    t0 = time.perf_counter()
+    plan = load_plan(plan)
+    pin_nodes = default_pinning(pin_nodes, ray_address)
     guard = _SigintGuard()
     guard.install()
     try:
-        with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
-            t_ray = time.perf_counter() - t0
-            try:
-                t1 = time.perf_counter()
-                if own_spark:
-                    spark = spark_session(spark_master)
-                    guard.install()  # a new SparkContext installs PySpark's handler: take it back
-                t_spark = time.perf_counter() - t1
-                with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
-                                max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
-                                max_log_bytes=max_log_bytes, pin_nodes=pin_nodes,
-                                faults=faults) as dep:
-                    stats = stream_directory(dep, spark, directory, out_dir, options, progress)
-                    guard.quiet = True  # only teardown left: let it complete
-                    final_plan = dep.plan
-            finally:
-                if own_spark and spark is not None:
-                    spark.stop()
+        # a new SparkContext installs PySpark's SIGINT handler: take it back
+        with started_runtimes(ray_address, num_cpus, spark, spark_master,
+                              on_new_spark=guard.install) as (spark, startup):
+            with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
+                            max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
+                            max_log_bytes=max_log_bytes, pin_nodes=pin_nodes,
+                            faults=faults) as dep:
+                stats = stream_directory(dep, spark, directory, out_dir, options, progress)
+                guard.quiet = True  # only teardown left: let it complete
+                final_plan = dep.plan
     finally:
         guard.restore()
     metrics = dict(stats.deployment_metrics)
@@ -679,13 +667,9 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
                        "seconds": stats.seconds,
                        "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
                        "timeline": stats.timeline}
-    metrics["startup"] = {"ray_s": t_ray, "ray_owned": rt.owned, "spark_s": t_spark}
+    metrics["startup"] = startup
     metrics["data_path"] = str(directory)
     out = Path(out_dir)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=float))
-    final = out / "plan_final.json"
-    if metrics.get("replacements") or metrics.get("additions"):  # the layout changed
-        final.write_text(json.dumps(final_plan, indent=1))
-    elif final.exists():  # a previous run's, in the same output directory
-        final.unlink()
+    write_final_plan(out, final_plan, bool(metrics.get("replacements") or metrics.get("additions")))
     return StreamResult(stats, metrics, out)
