@@ -1,0 +1,282 @@
+"""Count-based windows (issue 16): a tree's windows share one axis, count trees are priced on
+the tuple axis and converted to operations per time unit with the stream's rate.
+
+Oracles here are written from DESIGN.md alone: edges are the positions ``p`` (0-based tuple
+positions for ``kind: count``) with ``p mod s == 0`` or ``p mod s == r mod s``; a count tree
+costs ``lambda + (edges per tuple) * lambda * Omega`` operations per time unit.
+"""
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from math import lcm
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.distributed import ALL_OPTIMIZERS, optimize
+from placement.plan import PlanError, load_plan, single_node_plan, verify_plan
+from placement.queries import Query
+from placement.trees import CostModel
+from placement.weaveshare import insert_then_weave, no_share, shared, weaveshare
+
+TECHS = ("panes", "flatfat", "flatfit", "slickdeque")
+
+
+def brute_edges(windows, slicing="pairs"):
+    """Edges in one composite slide by enumeration: ``(edges, composite slide)``."""
+    cs = lcm(*(s for _, s in windows))
+    hits = 0
+    for p in range(cs):
+        if any(p % s == 0 or (slicing == "pairs" and p % s == r % s) for r, s in windows):
+            hits += 1
+    return hits, cs
+
+
+def panes_omega(windows):
+    return math.fsum(r / s for r, s in set(windows))
+
+
+count_windows = st.lists(st.tuples(st.integers(1, 30), st.integers(1, 12)), min_size=1,
+                         max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(count_windows, st.sampled_from([0.1, 1.0, 2.5, 100.0]), st.sampled_from(["pairs",
+                                                                                 "cutty"]))
+def test_count_tree_edges_on_the_tuple_axis_against_brute_force(windows, rate, slicing):
+    qs = [Query(f"c{i}", r, s, "sum", "mf01", "count") for i, (r, s) in enumerate(windows)]
+    model = CostModel("panes", {"mf01": rate}, slicing=slicing)
+    t = model.tree(qs)
+    edges, cs = brute_edges(windows, slicing)
+    assert t.kind == "count" and t.key == ("mf01", "sum", "count")
+    assert (t.composite_slide, t.edges) == (cs, edges)
+    assert t.edge_rate == Fraction(edges, cs)                       # edges per tuple
+    assert t.time_edge_rate == pytest.approx(edges / cs * rate, rel=1e-12)  # per time unit
+    if slicing == "pairs":
+        om = panes_omega(windows)
+        assert t.omega == pytest.approx(om, rel=1e-12)
+        assert t.cost == pytest.approx(rate + edges / cs * rate * om, rel=1e-12)
+    # the same windows as time windows: the tuple axis differs only by the rate
+    tt = model.tree([Query(q.id, q.range, q.slide, "sum", "mf01", "time") for q in qs])
+    assert (tt.edges, tt.composite_slide, tt.omega) == (t.edges, t.composite_slide, t.omega)
+    assert t.cost - rate == pytest.approx((tt.cost - rate) * rate, rel=1e-12)
+
+
+def test_issue_16_example_prices_and_never_weaves():
+    """Rate 100, ``{10, 5, count}`` and ``{10, 5, time}``, Panes, one node: 20 and 0.2 edges
+    per time unit, two trees, TotalCost 140 + 100.4."""
+    qs = [Query("c", 10, 5, "sum", "s0", "count"), Query("t", 10, 5, "sum", "s0", "time")]
+    model = CostModel("panes", {"s0": 100.0})
+    for build in (weaveshare, insert_then_weave, no_share, shared):
+        trees = sorted(build(qs, model), key=lambda t: t.kind)
+        assert [t.kind for t in trees] == ["count", "time"], build.__name__
+        assert [t.time_edge_rate for t in trees] == pytest.approx([20.0, 0.2])
+        assert sum(t.cost for t in trees) == pytest.approx(240.4)
+    d = single_node_plan("WeaveShare", weaveshare(qs, model), model, {"s0": 100.0}).to_dict()
+    rows = sorted(d["nodes"][0]["trees"], key=lambda t: t["axis"])
+    assert [(t["axis"], t["edge_rate"], t["edges"], t["composite_slide"]) for t in rows] == \
+        [("count", 20.0, 1, 5), ("time", 0.2, 1, 5)]
+    assert d["total_cost"] == pytest.approx(240.4) and verify_plan(d) == []
+    with pytest.raises(ValueError, match="window kind"):
+        model.tree(qs)
+
+
+@st.composite
+def mixed_workloads(draw):
+    n = draw(st.integers(2, 7))
+    qs = []
+    for i in range(n):
+        s = draw(st.integers(1, 6))
+        qs.append(Query(f"q{i}", draw(st.integers(1, 18)), s, draw(st.sampled_from(["sum", "max"])),
+                        draw(st.sampled_from(["a", "b"])), draw(st.sampled_from(["time", "count"]))))
+    return qs
+
+
+@settings(max_examples=25, deadline=None)
+@given(mixed_workloads(), st.sampled_from(TECHS), st.sampled_from([0.5, 3.0]))
+def test_plans_never_weave_count_with_time_windows(qs, tech, rate):
+    model = CostModel(tech, {"a": rate, "b": 2 * rate})
+    plans = [single_node_plan(f.__name__, f(qs, model), model, model.rates)
+             for f in (weaveshare, insert_then_weave, no_share, shared)]
+    plans += [optimize(name, qs, model, 2) for name in ALL_OPTIMIZERS]
+    for p in plans:
+        assert sorted(q.id for q in p.queries) == sorted(q.id for q in qs)
+        for t in p.trees:
+            assert {(q.stream, q.aggregate, q.kind) for q in t.queries} == {t.key}, p.optimizer
+            # each tree's price equals the oracle's: brute-force edges on its own axis
+            edges, cs = brute_edges({(q.range, q.slide) for q in t.queries})
+            scale = model.rate(t.stream) if t.kind == "count" else 1.0
+            assert t.cost == pytest.approx(model.rate(t.stream) + edges / cs * scale * t.omega,
+                                           rel=1e-9)
+        assert verify_plan(p.to_dict()) == [], p.optimizer
+
+
+@settings(max_examples=10, deadline=None)
+@given(mixed_workloads())
+def test_exact_solver_never_prices_a_mixed_tree(qs):
+    from placement.exact import solve_exact, subset_table
+
+    model = CostModel("panes", {"a": 2.0, "b": 0.5})
+    table = subset_table(qs, model)
+    for m in range(1, 1 << len(qs)):
+        kinds = {(q.stream, q.aggregate, q.kind) for q in table.queries_of(m)}
+        assert (table.cost[m] < math.inf) == (len(kinds) == 1)
+    res = solve_exact(qs, model, 2, method="exhaustive")
+    for p in res.front:
+        assert all(len({q.kind for q in t.queries}) == 1 for t in p.trees)
+    # the exact optimum is never worse than any heuristic under the same model
+    best = min(optimize(name, qs, model, 2).total_cost for name in ALL_OPTIMIZERS)
+    assert res.min_total.total_cost <= best * (1 + 1e-9)
+
+
+def test_count_edges_are_converted_in_every_weave_path():
+    """WeaveShare's lazy kernel table (Panes), its bounded table (SlickDeque) and the paper's
+    eager table pick the same merges and price count trees per time unit."""
+    qs = [Query(f"c{i}", r, s, "sum", "mf01", "count")
+          for i, (r, s) in enumerate([(8, 4), (12, 4), (9, 3), (10, 5), (6, 2), (7, 7)])]
+    for tech in ("panes", "slickdeque", "flatfat"):
+        model = CostModel(tech, {"mf01": 50.0})
+        lazy = weaveshare(qs, model)
+        eager = weaveshare(qs, model, strategy="paper")
+        key = lambda ts: sorted(sorted(q.id for q in t.queries) for t in ts)  # noqa: E731
+        assert key(lazy) == key(eager), tech
+        for t in lazy:
+            assert t.cost == pytest.approx(
+                model.tree(t.queries).cost, rel=1e-12)
+            assert t.cost == pytest.approx(50.0 + t.time_edge_rate * t.omega, rel=1e-12)
+
+
+def test_plan_records_axis_and_old_plans_still_load():
+    qs = [Query("c", 12, 4, "max", "mf01", "count"), Query("t", 1000, 200, "max", "mf01")]
+    model = CostModel("slickdeque", {"mf01": 0.1})
+    d = single_node_plan("X", weaveshare(qs, model), model, {"mf01": 0.1}).to_dict()
+    assert {t["axis"] for t in d["nodes"][0]["trees"]} == {"count", "time"}
+    count_tree = next(t for t in d["nodes"][0]["trees"] if t["axis"] == "count")
+    assert count_tree["edge_rate"] == pytest.approx(0.1 / 4)  # 1 edge per 4 tuples, 0.1/ms
+    assert verify_plan(d) == []
+    # A plan without "axis" (written before it existed) takes its queries' kind.
+    old = json.loads(json.dumps(d))
+    for t in old["nodes"][0]["trees"]:
+        del t["axis"]
+    assert verify_plan(old) == []
+    # ... but a count tree priced the old way (per tuple) no longer recomputes
+    bad = json.loads(json.dumps(old))
+    t0 = next(t for t in bad["nodes"][0]["trees"] if t["queries"] == ["c"])
+    t0["edge_rate"] = 0.25
+    assert any("edge_rate" in p for p in verify_plan(bad))
+    # A stated axis that contradicts the queries is reported.
+    lie = json.loads(json.dumps(d))
+    next(t for t in lie["nodes"][0]["trees"] if t["queries"] == ["c"])["axis"] = "time"
+    assert any("axis" in p for p in verify_plan(lie))
+    lie["nodes"][0]["trees"][0]["axis"] = "tuples"
+    with pytest.raises(PlanError, match="axis"):
+        load_plan(lie)
+    # An old plan tree mixing kinds is refused in one line naming the tree.
+    mixed = json.loads(json.dumps(old))
+    trees = mixed["nodes"][0]["trees"]
+    trees[0]["queries"] = ["c", "t"]
+    del trees[1]
+    with pytest.raises(PlanError, match=r"tree 't0' mixes count and time windows") as e:
+        load_plan(mixed)
+    assert "\n" not in str(e.value)
+
+
+def test_node_specs_refuse_mixed_kind_trees():
+    from cluster.plan_specs import DeploymentError, node_specs
+
+    qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
+          {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5,
+           "kind": "count"}]
+    plan = {"schema": "weaveplace.plan/1", "ie": "panes", "queries": qs, "streams": {},
+            "nodes": [{"id": "n", "trees": [{"id": "t", "stream": "mf01",
+                                             "queries": ["x", "y"]}]}]}
+    with pytest.raises(DeploymentError, match="mixes count and time windows"):
+        node_specs(plan)
+    plan["nodes"][0]["trees"] = [{"id": "t", "queries": ["x"]}, {"id": "u", "queries": ["y"]}]
+    specs = node_specs(plan)
+    assert [(t["id"], [q["kind"] for q in t["queries"]]) for t in specs[0]["trees"]] == \
+        [("t", ["time"]), ("u", ["count"])]
+
+
+def _count_windows_brute(values, r, s):
+    """DESIGN.md s.1 for ``kind: count``: timestamp = 0-based position; window k covers
+    ``[k*s, k*s + r)``; windows holding no tuple give no answer (k may be negative)."""
+    n = len(values)
+    out = []
+    for k in range(-(r // s) - 1, n // s + 1):
+        lo, hi = k * s, k * s + r
+        pos = [p for p in range(max(lo, 0), min(hi, n))]
+        if pos:
+            out.append((lo, hi, sum(int(values[p]) for p in pos)))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 12), st.integers(1, 6)), min_size=1, max_size=3),
+       st.integers(1, 40), st.integers(0, 2**31 - 1))
+def test_count_window_convention_against_brute_force(windows, n, seed):
+    from executors import ExecutionTree
+
+    qs = [dict(id=f"q{i}", aggregate="sum", range=r, slide=s, kind="count")
+          for i, (r, s) in enumerate(windows)]
+    v = np.random.default_rng(seed).integers(-50, 50, n)
+    tree = ExecutionTree(qs, technique="panes")
+    got = tree.process(None, v).to_pylist() + tree.flush().to_pylist()
+    for q in qs:
+        mine = sorted((a["window_start"], a["window_end"], a["value"]) for a in got
+                      if a["query_id"] == q["id"])
+        assert mine == _count_windows_brute(v, q["range"], q["slide"]), q
+
+
+def test_count_tree_operations_per_time_unit_within_2_percent_of_plan():
+    """A count-window plan run by the nodes' executors (``NodeCore``, as in the actors) with
+    operation counting: tuples and final-aggregation operations per ms within 2 % of the plan's
+    ``lambda`` and ``E * Omega`` (``bench_e2e._measured_cost``, the e2e cost check)."""
+    import pyarrow as pa
+
+    from cluster.bench_e2e import _measured_cost
+    from cluster.node_actor import NodeCore
+    from cluster.plan_specs import node_specs
+    from placement.plan import Node, Plan
+
+    rate = 0.5  # tuples per ms
+    qs = [Query("a", 40, 10, "sum", "mf01", "count"), Query("b", 30, 15, "sum", "mf01", "count"),
+          Query("c", 100, 25, "sum", "mf02", "count"), Query("d", 64, 16, "max", "mf02", "count"),
+          Query("e", 2000, 500, "sum", "mf01", "time")]
+    rates = {"mf01": rate, "mf02": rate}
+    model = CostModel("slickdeque", rates)
+    trees = weaveshare(qs, model)
+    plan = Plan("WS", "slickdeque", [Node("n0", trees[::2]), Node("n1", trees[1::2])],
+                rates).to_dict()
+    assert verify_plan(plan) == []
+    n = 200_000
+    ts = np.arange(n, dtype=np.int64) * 2  # 0.5 tuples per ms
+    rng = np.random.default_rng(0)
+    b = pa.record_batch({"ts_ms": ts, "mf01": rng.integers(0, 1000, n),
+                         "mf02": rng.integers(0, 1000, n)})
+    metrics = {"nodes": {}}
+    for sp in node_specs(plan):
+        node = NodeCore(sp["node_id"], sp["trees"], plan["ie"], count_ops=True)
+        for i in range(0, n, 50_000):
+            node.ingest(None, b.slice(i, 50_000))
+        node.flush()
+        metrics["nodes"][sp["node_id"]] = node.metrics()
+    span = float(ts[-1] - ts[0] + 1)
+    cost = _measured_cost(plan, metrics, span, "raw")
+    count_parts = 0
+    for nd in plan["nodes"]:
+        c = cost[nd["id"]]
+        assert c["plan_cost"] == pytest.approx(nd["cost"], abs=1e-4)
+        assert c["ratio"] == pytest.approx(1.0, abs=0.02)
+        for name, part in c["parts"].items():
+            assert part["ratio"] == pytest.approx(1.0, abs=0.02), (nd["id"], name, part)
+            if "edges_per_ms" in part:
+                assert part["edges_per_ms"] == pytest.approx(part["plan_edges_per_ms"],
+                                                              rel=0.02)
+    for t in (t for nd in plan["nodes"] for t in nd["trees"]):
+        count_parts += t["axis"] == "count"
+    assert count_parts >= 2
