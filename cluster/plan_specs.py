@@ -20,9 +20,10 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 
     Costs are not re-priced here (``placement.plan.verify_plan`` does that and can be slow for
     large plans); we check only what execution relies on: every query in exactly one tree, and
-    a tree's stream equal to its queries' stream.  A plan tree mixing time and count windows
-    becomes two executor trees (``<id>`` and ``<id>~count``).  Each tree spec carries the
-    plan's ``slicing`` (default ``"pairs"``).
+    a tree's stream equal to its queries' stream, and one window kind per tree (placement
+    never weaves count with time windows: no slicing serves both; a plan from before that
+    rule with such a tree is refused, to be re-planned).  Each tree spec carries the plan's
+    ``slicing`` (default ``"pairs"``).
     """
     if plan.get("schema") != PLAN_SCHEMA:
         raise DeploymentError(f"plan schema: expected {PLAN_SCHEMA!r}, got {plan.get('schema')!r}")
@@ -58,14 +59,11 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
             if not qs:
                 continue
             stream = str(t.get("stream") or queries[t["queries"][0]].get("stream", "s0"))
-            # placement prices edges regardless of kind, so a plan tree may mix time and count
-            # windows; they cannot share a slicing, so each kind gets its own executor tree.
-            kinds = sorted({q["kind"] for q in qs})
-            for kind in kinds:
-                tid = str(t["id"]) if len(kinds) == 1 or kind == "time" else f"{t['id']}~{kind}"
-                trees.append({"id": tid, "stream": stream, "plan_tree": str(t["id"]),
-                              "queries": [q for q in qs if q["kind"] == kind],
-                              "slicing": slicing})
+            if len({q["kind"] for q in qs}) > 1:
+                raise DeploymentError(f"tree {t.get('id')!r} mixes count and time windows, "
+                                      f"which cannot share a slicing: re-plan it")
+            trees.append({"id": str(t["id"]), "stream": stream, "plan_tree": str(t["id"]),
+                          "queries": qs, "slicing": slicing})
         specs.append({"node_id": str(n["id"]), "trees": trees})
     missing = sorted(set(queries) - set(seen))
     if missing:
@@ -84,6 +82,6 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def plan_tree_id(tree: Mapping[str, Any]) -> str:
-    """The plan tree an executor tree comes from (``t3~count`` -> ``t3``): the executor trees
-    of one plan tree move together."""
+    """The plan tree an executor tree comes from (one executor tree per plan tree; specs
+    restored from checkpoints written before may still name a ``plan_tree``)."""
     return str(tree.get("plan_tree", tree["id"]))

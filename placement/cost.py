@@ -4,6 +4,12 @@
 evaluation (IE) technique (dissertation Table 11), with ``nP_i = r_i * E_t`` partials in query
 i's range. Choices where the text is loose (kept testable here):
 
+- **Count windows** (``kind: count``; issue 16): ``E``, ``nP_i`` and Omega live on the tree's
+  own axis, the tuple positions of its stream, where they are the same formulas (Omega is a
+  number per edge, ``nP_i = r_i * E`` counts partials whatever the unit); the cost converts
+  with the stream's rate: ``C_t = lambda + (E_t per tuple) * lambda * Omega_t`` operations per
+  time unit (``tree_cost``'s ``scale``). Count and time windows never share a tree.
+
 - Queries of a tree are counted once per distinct ``(range, slide)``: identical windows are
   computed once by the executor.
 - SlickDeque Inv: ``Omega = 2 * |N_t|``, exact, where ``N_t`` is the set of distinct window
@@ -243,6 +249,10 @@ def _noninv(r_max: int, edge_rate: Fraction) -> float:
     return 2.0 - 2.0 / max(1.0, float(r_max * edge_rate))
 
 
-def tree_cost(rate: float, edge_rate: Fraction | float, omega_value: float) -> float:
-    """``lambda + E * Omega``."""
-    return float(rate) + float(edge_rate) * omega_value
+def tree_cost(rate: float, edge_rate: Fraction | float, omega_value: float,
+              scale: float = 1.0) -> float:
+    """``lambda + E * scale * Omega``: ``E`` per unit of the tree's axis, ``scale`` axis units
+    per time unit (1 for time windows, lambda for count windows: ``placement.trees``)."""
+    if scale == 1.0:
+        return float(rate) + float(edge_rate) * omega_value
+    return float(rate) + float(edge_rate) * scale * omega_value

@@ -131,14 +131,14 @@ class _Search:
             e = self.model.engine.density(cls)
             tech = t.technique
             v = self._without[k] = tree_cost(self.model.rate(t.stream), e,
-                                                     self.model.omega(tech, wins, e))
+                                                     self.model.omega(tech, wins, e), t.scale)
         return v
 
     def without(self, t: Tree, q: Query) -> Tree:
         cls, wins, cs = self._without_parts(t, q)
         rest = [p for p in t.queries if p.id != q.id]
         return self.model._price(t.stream, t.aggregate, rest, cls, wins, cs,
-                                 self.model.engine.density(cls))
+                                 self.model.engine.density(cls), t.kind)
 
     def key(self, loads: Sequence[float]) -> tuple[float, float, float]:
         total = sum(loads)
@@ -216,7 +216,7 @@ class _Search:
             count = Counter(item_of(p.range, p.slide)[0] for p in t.queries)
             om = np.array([t.omega - (w if count[it] == 1 else 0.0)
                            for it, w in (item_of(q.range, q.slide) for q in qs)])
-        v = self._lbs[k] = (self.model.rate(t.stream) + e * om) * (1 - REL)
+        v = self._lbs[k] = (self.model.rate(t.stream) + e * t.scale * om) * (1 - REL)
         return v
 
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
@@ -245,7 +245,7 @@ class _Search:
         cost = np.array([t.cost for _, _, t in flat])
         keyid = {k: n for n, k in enumerate(dict.fromkeys(t.key for _, _, t in flat))}
         kid = np.array([keyid[t.key] for _, _, t in flat])
-        E = np.array([float(t.edge_rate) for _, _, t in flat])
+        E = np.array([t.time_edge_rate for _, _, t in flat])  # per time unit
         om = np.array([t.omega for _, _, t in flat])
         lam = np.array([self.model.rate(t.stream) for _, _, t in flat])
         omf = np.array([self.model.omega_floor(t) for _, _, t in flat])
@@ -312,7 +312,7 @@ class _Search:
                   ld[others][None, :] + qc[:, None])
             us = np.flatnonzero((kid == kid[t]) & (node != h))
             if us.size:
-                qE = np.array([float(x.edge_rate) for x in sq])[:, None]
+                qE = np.array([x.time_edge_rate for x in sq])[:, None]
                 qo = np.array([x.omega for x in sq])[:, None]
                 if item_of is not None:
                     it = [items.get(item_of(q.range, q.slide)) for q in qs]

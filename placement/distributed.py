@@ -17,10 +17,10 @@ Decisions where the text is loose (each kept testable):
 - **Units.** Every algorithm starts from "an execution tree per query". ``preprocess`` applies the
   note at the end of 6.5: ``False`` one tree per query; ``True`` / ``"classes"`` groups queries with
   the same stream, aggregate *and residue classes* (``initial_trees(preprocess=True)``: a perfect
-  weave, always a cost win); ``"slides"`` is the literal note (same stream, aggregate and slide),
+  weave, always a cost win); ``"slides"`` is the literal note (same key and slide),
   which is not always a win when ``r mod s`` differ (a third edge class per slide). Every
   Table 7 optimizer places these units whole (WG_LS may move single queries out of them).
-- **Keys.** Trees only hold one (stream, aggregate). "Weave Only" means one tree *per key* per node;
+- **Keys.** Trees only hold one (stream, aggregate, window kind). "Weave Only" means one tree *per key* per node;
   a query whose key has no tree on the chosen node starts that tree.
 - **findMinNode** is the node of smallest cost; with capacities, smallest utilization
   ``cost / capacity``; ties go to the larger capacity, then the lower index. This makes Algorithm
@@ -79,7 +79,7 @@ def make_units(queries: Iterable[Query], model: CostModel, preprocess: bool | st
     if preprocess == "slides":
         groups: dict[tuple, list[Query]] = defaultdict(list)
         for q in qs:
-            groups[(q.stream, q.aggregate, q.slide)].append(q)
+            groups[(*q.share_key, q.slide)].append(q)
         return [model.tree(g) for g in groups.values()]
     raise ValueError(f"preprocess: expected False, True, 'classes' or 'slides', got {preprocess!r}")
 

@@ -74,7 +74,7 @@ def subset_table(queries: Sequence[Query], model: CostModel, max_queries: int = 
         raise ValueError(f"exact search is for small instances: {n} queries > {max_queries}")
     size = 1 << n
     cost = [INF] * size
-    keys = [(q.stream, q.aggregate) for q in qs]
+    keys = [q.share_key for q in qs]  # one stream, aggregate and window kind per tree
     for m in range(1, size):
         idx = [i for i in range(n) if m >> i & 1]
         if len({keys[i] for i in idx}) == 1:

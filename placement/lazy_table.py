@@ -27,6 +27,11 @@ from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
 
+# Slots hold ``e`` on the tree's axis (the kernels count common edges from its classes) and
+# ``om`` = Omega x the tree's axis scale (lambda for count trees, ``placement.trees``): the
+# benefit ``lambda + Ox (C - Ey) + Oy (C - Ex)`` is linear in Omega, so it comes out per time
+# unit, exactly, for time and count keys alike.
+
 
 ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
@@ -135,8 +140,8 @@ class KernelTable:
                     self.b_kmin[b] = kk
                 if kk > self.b_kmax[b]:
                     self.b_kmax[b] = kk
-                if t.omega < self.b_om[b]:
-                    self.b_om[b] = t.omega
+                if t.omega * t.scale < self.b_om[b]:
+                    self.b_om[b] = t.omega * t.scale
             smod.append(m0)
             kcls.append(kk)
             cstart.append(pos)
@@ -157,7 +162,7 @@ class KernelTable:
             self.key[first] = keys[t.key]
             self.uid[first] = t.uid
             self.e[first] = float(t.edge_rate)
-            self.om[first] = t.omega
+            self.om[first] = t.omega * t.scale
             self.cost[first] = t.cost
             self.smod[first] = smod[0]
             self.kcls[first] = kcls[0]
@@ -174,7 +179,7 @@ class KernelTable:
         self.key[sl] = [self._keys[t.key] for t in trees]
         self.uid[sl] = [t.uid for t in trees]
         self.e[sl] = [float(t.edge_rate) for t in trees]
-        self.om[sl] = [t.omega for t in trees]
+        self.om[sl] = [t.omega * t.scale for t in trees]
         self.cost[sl] = [t.cost for t in trees]
         self.smod[sl] = smod
         self.kcls[sl] = kcls

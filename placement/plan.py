@@ -7,6 +7,15 @@ re-prices each tree from scratch (with the brute-force-checked edge engine) and 
 so plans written before it load unchanged): the slicing every tree of the plan is priced and
 executed with (``placement.trees.CostModel``, ``executors.ExecutionTree``).  One per plan, as
 ``ie`` is: a plan is priced by one cost model.  Written always, so a plan says how it runs.
+
+``axis`` (per tree, ``"time"`` or ``"count"``; issue 16): the axis its windows share, the
+queries' ``kind``. ``composite_slide`` and ``edges`` are on that axis (milliseconds or tuple
+positions); ``edge_rate`` is always edges per *time unit* (for a count tree: edges per tuple x
+the stream's rate), so ``cost = lambda + edge_rate * omega`` holds for every tree.  Plans
+written before it have no ``axis``: it is taken from the tree's queries, and such a plan
+verifies when its numbers match the current model.  An old tree that mixes count and time
+windows is refused (``PlanError``, one line): no slicing serves both, so its price was wrong;
+re-plan it.  An old count tree priced per tuple reports an ``edge_rate``/``cost`` mismatch.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from math import isclose
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from placement.queries import Query, query_from_mapping, validate_unique
+from placement.queries import KINDS, Query, query_from_mapping, validate_unique
 from placement.slicing import SLICINGS
 from placement.trees import CostModel, Tree
 
@@ -91,10 +100,11 @@ class Plan:
                             "id": f"t{next(tree_ids)}",
                             "stream": t.stream,
                             "aggregate": t.aggregate,
+                            "axis": t.kind,
                             "queries": [q.id for q in t.queries],
                             "composite_slide": t.composite_slide,
                             "edges": t.edges,
-                            "edge_rate": float(t.edge_rate),
+                            "edge_rate": t.time_edge_rate,
                             "omega": t.omega,
                             "cost": t.cost,
                         }
@@ -151,7 +161,16 @@ def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Pla
             missing = [qid for qid in t["queries"] if qid not in by_id]
             if missing:
                 raise PlanError(f"tree {t.get('id')!r} names unknown queries {missing}")
-            trees.append(model.tree([by_id[qid] for qid in t["queries"]]))
+            qs = [by_id[qid] for qid in t["queries"]]
+            if t.get("axis", "time") not in KINDS:
+                raise PlanError(f"tree {t.get('id')!r}: axis: expected one of "
+                                f"{', '.join(KINDS)}, got {t.get('axis')!r}")
+            kinds = sorted({q.kind for q in qs})
+            if len(kinds) > 1:
+                raise PlanError(f"tree {t.get('id')!r} mixes count and time windows, which "
+                                f"cannot share a slicing (plans before issue 16 allowed it): "
+                                f"re-plan its queries")
+            trees.append(model.tree(qs))
         nodes.append(Node(n["id"], trees, n.get("capacity")))
     return Plan(data["optimizer"], data["ie"], nodes, rates, slicing)
 
@@ -162,10 +181,12 @@ def verify_plan(data: Mapping[str, Any], rel_tol: float = 1e-9) -> list[str]:
     problems = []
     for n_raw, n in zip(data["nodes"], rebuilt.nodes):
         for t_raw, t in zip(n_raw["trees"], n.trees):
+            if t_raw.get("axis", t.kind) != t.kind:  # absent: a plan from before the axis
+                problems.append(f"{t_raw['id']}: axis {t_raw['axis']} != {t.kind}")
             for name, value in (("edges", t.edges), ("composite_slide", t.composite_slide)):
                 if t_raw[name] != value:
                     problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
-            for name, value in (("edge_rate", float(t.edge_rate)), ("omega", t.omega),
+            for name, value in (("edge_rate", t.time_edge_rate), ("omega", t.omega),
                                 ("cost", t.cost)):
                 if not isclose(t_raw[name], value, rel_tol=rel_tol):
                     problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")

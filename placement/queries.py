@@ -51,6 +51,13 @@ class Query:
             raise QueryError(f"query {self.id!r}: stream must be a non-empty string")
 
     @property
+    def share_key(self) -> tuple[str, str, str]:
+        """``(stream, aggregate, kind)``: only queries with equal keys can share a tree. Why
+        the kind: a count window slices the tuple axis (positions), a time window the time
+        axis; no slicing serves both (issue 16)."""
+        return (self.stream, self.aggregate, self.kind)
+
+    @property
     def fragment(self) -> int:
         """``r mod s``: the first Pairs fragment g1 (0 when the range is a multiple of the slide)."""
         return self.range % self.slide

@@ -4,7 +4,9 @@ A node is feasible when its cost (aggregate operations per time unit) does not e
 capacity. When a plan is infeasible, paper 003 shows that tuples should be dropped at the sources,
 before any operator, and that choosing the drop fractions is a continuous knapsack. In our cost
 model a tree costs ``lambda_s * x_s + E_t * Omega_t`` when a fraction ``x_s`` of stream ``s`` is
-kept: shedding reduces the per-tuple work, not the per-edge final aggregation, which stays due.
+kept: shedding reduces the per-tuple work, not the per-edge final aggregation of time windows,
+which stays due. A count-window tree's edges are tuple positions of the kept stream, so its whole
+cost ``lambda_s x_s (1 + E_t Omega_t)`` (``E_t`` per tuple) scales with ``x_s``.
 
 We keep as many (stream tuple x query) pairs as possible: maximise ``sum_s w_s lambda_s x_s`` with
 ``w_s`` the number of queries reading ``s``, subject to one capacity constraint per node and
@@ -62,6 +64,9 @@ def _node_terms(plan: Plan):
         coef: Counter = Counter()
         for t in n.trees:
             lam = plan.rates[t.stream]
+            if t.kind == "count":  # edges per tuple: every term scales with the kept tuples
+                coef[t.stream] += t.cost
+                continue
             fixed += t.cost - lam
             coef[t.stream] += lam
         out.append((n, fixed, coef))

@@ -6,7 +6,7 @@ Both minimise the TotalCost of a single-node plan (a partition of the queries in
 - ``pairing_optimum``: **trees of at most two queries.** A plan is a matching; its cost is the
   no-share cost minus the summed benefits of the matched pairs, so the optimum is a maximum-weight
   matching on the graph with an edge per pair of positive benefit (paper: Gabow, O(n^3); here
-  networkx ``max_weight_matching``). Pairs of different (stream, aggregate) cannot share.
+  networkx ``max_weight_matching``). Pairs of different (stream, aggregate, kind) cannot share.
 - ``contiguous_optimum``: **trees are contiguous runs of an ordered sequence** (e.g. ordered by
   expiration date). Right-to-left DP ``c_i = min_{i <= j <= n} cost(q_i..q_j) + c_{j+1}`` with
   ``c_{n+1} = 0``; ``pi_i`` stores the argmin right boundary, so after the first k queries expire
@@ -82,7 +82,7 @@ def contiguous_optimum(queries: Sequence[Query], model: CostModel) -> Contiguous
         best, arg = math.inf, i
         tree = None
         for j in range(i, n):
-            if (qs[j].stream, qs[j].aggregate) != (qs[i].stream, qs[i].aggregate):
+            if qs[j].share_key != qs[i].share_key:
                 break  # a run cannot cross a key change
             tree = model.tree([qs[j]]) if tree is None else model.merge(tree, model.tree([qs[j]]))
             v = tree.cost + cost[j + 1]

@@ -1,8 +1,14 @@
 """Execution trees and the cost model that prices them.
 
-A tree groups queries of one stream and one aggregate that share a slicing. Its cost is
-``lambda + E * Omega`` (``placement.cost``); ``E`` comes from an exact edge engine. The model
-caches nothing itself: the engine caches per class set, so re-pricing a merge reuses its parts.
+A tree groups queries of one stream, one aggregate and one window kind that share a slicing.
+Its windows share one *axis*: time (``kind: time``) or the 0-based tuple positions of its
+stream (``kind: count``); a count window and a time window can never share a slicing, so they
+are never woven (``Tree.key``). Edges, composite slide, ``E`` and Omega (``nP_i = r_i * E``)
+are computed on the tree's axis, which keeps them exact integers/fractions; the cost is in
+operations per time unit: ``lambda + E * scale * Omega`` with ``scale`` the axis units per time
+unit (1 for time, the stream's rate lambda for count: ``E`` edges per tuple times lambda tuples
+per time unit). The model caches nothing itself: the engine caches per class set, so
+re-pricing a merge reuses its parts.
 """
 
 from __future__ import annotations
@@ -37,12 +43,19 @@ class Tree:
     cost: float
     technique: str
     slicing: str = "pairs"
+    kind: str = "time"   # the axis of its windows: "time" or "count" (tuple positions)
+    scale: float = 1.0   # axis units per time unit: 1 (time), the stream's rate (count)
     uid: int = field(default_factory=lambda: next(_uids))
 
     @property
-    def key(self) -> tuple[str, str]:
-        """Trees can only be woven with trees of the same key (stream, aggregate)."""
-        return (self.stream, self.aggregate)
+    def key(self) -> tuple[str, str, str]:
+        """Trees can only be woven with trees of the same key (stream, aggregate, kind)."""
+        return (self.stream, self.aggregate, self.kind)
+
+    @property
+    def time_edge_rate(self) -> float:
+        """Edges per time unit (``edge_rate`` is per unit of the tree's axis)."""
+        return float(self.edge_rate) * self.scale
 
     @property
     def edges(self) -> int:
@@ -88,11 +101,18 @@ class CostModel:
             return float(self.rates[stream])
         return float(self.rates)
 
-    def _price(self, stream, aggregate, queries, classes, windows, cs, e) -> Tree:
+    def scale(self, stream: str, kind: str) -> float:
+        """Axis units per time unit of a tree of ``kind`` on ``stream``: 1 for time windows,
+        the stream's rate for count windows (their axis is the tuple positions)."""
+        return self.rate(stream) if kind == "count" else 1.0
+
+    def _price(self, stream, aggregate, queries, classes, windows, cs, e,
+               kind: str = "time") -> Tree:
         tech = resolve_technique(self.technique, [aggregate])
         om = omega(tech, windows, e, self.slicing)
+        sc = self.scale(stream, kind)
         return Tree(stream, aggregate, queries, classes, windows, cs, e, om,
-                    tree_cost(self.rate(stream), e, om), tech, self.slicing)
+                    tree_cost(self.rate(stream), e, om, sc), tech, self.slicing, kind, sc)
 
     def tree(self, queries: Iterable[Query],
              classes: frozenset[ResidueClass] | None = None) -> Tree:
@@ -101,12 +121,13 @@ class CostModel:
         qs = list(queries)
         if not qs:
             raise ValueError("a tree needs at least one query")
-        stream, aggregate = qs[0].stream, qs[0].aggregate
+        stream, aggregate, kind = qs[0].share_key
         for q in qs:
-            if (q.stream, q.aggregate) != (stream, aggregate):
+            if q.share_key != (stream, aggregate, kind):
                 raise ValueError(
-                    f"query {q.id!r} ({q.stream}/{q.aggregate}) cannot share a tree with "
-                    f"{stream}/{aggregate}: trees hold one stream and one aggregate")
+                    f"query {q.id!r} ({q.stream}/{q.aggregate}/{q.kind}) cannot share a tree "
+                    f"with {stream}/{aggregate}/{kind}: trees hold one stream, one aggregate "
+                    f"and one window kind")
         if classes is None:
             union: set[ResidueClass] = set()
             for q in qs:
@@ -116,7 +137,7 @@ class CostModel:
         e = self.engine.density(cls)
         windows = frozenset((q.range, q.slide) for q in qs)
         cs = lcm(*(q.slide for q in qs))
-        return self._price(stream, aggregate, qs, cls, windows, cs, e)
+        return self._price(stream, aggregate, qs, cls, windows, cs, e, kind)
 
     def merged_price(self, x: Tree, y: Tree) -> tuple[Fraction, float, float]:
         """``(E, Omega, cost)`` of weaving x and y, without building the merged tree."""
@@ -127,13 +148,13 @@ class CostModel:
                              f"{self.slicing} cost model")
         e = self.engine.merged_density(x.classes, y.classes)
         om = merged_omega(x.technique, x.windows, x.omega, y.windows, y.omega, e, self.slicing)
-        return e, om, tree_cost(self.rate(x.stream), e, om)
+        return e, om, tree_cost(self.rate(x.stream), e, om, x.scale)
 
     def merge(self, x: Tree, y: Tree) -> Tree:
         e, om, cost = self.merged_price(x, y)
         return Tree(x.stream, x.aggregate, x.queries + y.queries, x.classes | y.classes,
                     x.windows | y.windows, lcm(x.composite_slide, y.composite_slide), e, om,
-                    cost, x.technique, self.slicing)
+                    cost, x.technique, self.slicing, x.kind, x.scale)
 
     def benefit(self, x: Tree, y: Tree) -> float:
         """Cost saved by weaving x and y (negative: weaving costs more)."""

@@ -32,7 +32,7 @@ PAD = 4  # trees with at most this many classes keep them in arrays for vectoris
 def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool = True) -> list[Tree]:
     """One tree per query, or with ``preprocess`` one per group of identical slicing.
 
-    Queries with the same stream, aggregate and residue classes weave perfectly (no new edges,
+    Queries with the same stream, aggregate, window kind and residue classes weave perfectly (no new edges,
     one tuple pass saved), so grouping them first is always a cost win (dissertation 6.5 note,
     applied to equal edge sets rather than equal slides, which is what makes it exact).
     """
@@ -43,7 +43,7 @@ def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool =
     # (so the same groups in the same order) and no frozenset per query.
     groups: dict[tuple, list[Query]] = defaultdict(list)
     for q in qs:
-        groups[(q.stream, q.aggregate, q.slide, q.range % q.slide)].append(q)
+        groups[(*q.share_key, q.slide, q.range % q.slide)].append(q)
     return [model.tree(g, classes=model.query_classes(g[0])) for g in groups.values()]
 
 
@@ -95,8 +95,10 @@ class _Table:
         self.trees.append(t)
         self.uid[slot] = t.uid
         self.e[slot] = float(t.edge_rate)
-        self.om[slot] = t.omega
-        self.omf[slot] = self.model.omega_floor(t)
+        # Omega and its floor times the tree's axis scale (lambda for count trees): with ``e``
+        # on the axis (the common-edge bounds come from its classes) ``e * om`` is per time unit.
+        self.om[slot] = t.omega * t.scale
+        self.omf[slot] = self.model.omega_floor(t) * t.scale
         self.cost[slot] = t.cost
         self.key[slot] = self._keys.setdefault(t.key, len(self._keys))
         self.alive[slot] = True
@@ -286,10 +288,10 @@ def no_share(queries: Iterable[Query], model: CostModel) -> list[Tree]:
 
 
 def shared(queries: Iterable[Query], model: CostModel) -> list[Tree]:
-    """Everything that can share (same stream and aggregate) in one tree."""
+    """Everything that can share (same stream, aggregate and window kind) in one tree."""
     groups: dict[tuple, list[Query]] = defaultdict(list)
     for q in queries:
-        groups[(q.stream, q.aggregate)].append(q)
+        groups[q.share_key].append(q)
     return [model.tree(g) for g in groups.values()]
 
 

@@ -128,7 +128,8 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
         open_exact = f if exact else None
         open_model = f if technique == "slickdeque_inv" else (
             0.0 if technique == "panes" else open_combines_estimate(rs, tree.edge_rate))
-    return TreeCheck(technique, len(tree.queries), tree.composite_slide, float(tree.edge_rate),
+    # E per time unit (a count tree's edges per tuple x its stream's rate): totals add up
+    return TreeCheck(technique, len(tree.queries), tree.composite_slide, tree.time_edge_rate,
                      wsize, tree.omega, float(seg.mean()), measure, old, exact, slicing,
                      open_model, open_exact)
 

@@ -801,7 +801,8 @@ def _measured(nodes: dict[str, dict]) -> tuple[str, str]:
 def _slice_ops(run: LiveRun) -> dict[str, float] | None:
     """Per node: tree tuples + sum over trees of (counted slices x the plan tree's Omega), the
     cost model evaluated on what the executors really saw; None when the plan or per-tree slice
-    counts are missing.  A tree split by window kind (``<id>~count``) uses its plan tree's Omega.
+    counts are missing.  (Runs from before issue 16 may name ``<id>~count`` trees: their plan
+    tree's Omega.)
     """
     if run.plan_raw is None or not run.nodes:
         return None

@@ -113,17 +113,18 @@ def plan(nodes, queries):
             "nodes": nodes, "streams": {}}
 
 
-def test_node_specs_checks_and_kind_split():
+def test_node_specs_checks():
     qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
           {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5,
            "kind": "count"}]
-    specs = node_specs(plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01",
-                                                     "queries": ["x", "y"]}]}], qs))
-    assert [t["id"] for t in specs[0]["trees"]] == ["t~count", "t"]
+    # count and time windows never share a tree (issue 16): refused, not split
+    with pytest.raises(DeploymentError, match="mixes count and time"):
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01",
+                                                 "queries": ["x", "y"]}]}], qs))
     with pytest.raises(DeploymentError, match="not placed"):
         node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]}], qs))
     with pytest.raises(DeploymentError, match="each query runs once"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y"]},
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]},
                                                {"id": "u", "queries": ["x"]}]}], qs))
     with pytest.raises(DeploymentError, match="unknown query"):
         node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y", "z"]}]}],

@@ -280,3 +280,16 @@ def test_count_tree_operations_per_time_unit_within_2_percent_of_plan():
     for t in (t for nd in plan["nodes"] for t in nd["trees"]):
         count_parts += t["axis"] == "count"
     assert count_parts >= 2
+
+
+def test_shedding_scales_count_trees_with_the_kept_tuples():
+    """Keeping a fraction x of the stream keeps x of a count tree's edges (they are tuple
+    positions): node cost ``x * 140 + (100 x + 0.4)``; capacity 120 -> x = 119.6 / 240."""
+    from placement.plan import Node, Plan
+    from placement.shedding import shed_load
+
+    qs = [Query("c", 10, 5, "sum", "s0", "count"), Query("t", 10, 5, "sum", "s0", "time")]
+    model = CostModel("panes", {"s0": 100.0})
+    plan = Plan("X", "panes", [Node("n0", weaveshare(qs, model), 120.0)], {"s0": 100.0})
+    assert plan.total_cost == pytest.approx(240.4)
+    assert shed_load(plan).keep["s0"] == pytest.approx(119.6 / 240, rel=1e-9)
