@@ -19,7 +19,8 @@ TOP_KEYS = {"schema", "optimizer", "ie", "slicing", "queries", "streams", "nodes
             "max_cost"}
 QUERY_KEYS = {"id", "stream", "aggregate", "range", "slide", "kind"}
 NODE_KEYS = {"id", "capacity", "cost", "trees"}
-# DESIGN.md's tree keys; the implementation adds "aggregate" (a tree holds one aggregate).
+# DESIGN.md's tree keys; the implementation adds "aggregate" (a tree holds one aggregate) and
+# "axis" (the window kind its windows share, issue 16).
 TREE_KEYS = {"id", "stream", "queries", "composite_slide", "edges", "edge_rate", "omega", "cost"}
 
 QUERIES = [
@@ -77,7 +78,8 @@ def test_plan_dict_shape_and_values():
     assert set(node) == NODE_KEYS
     assert (node["id"], node["capacity"]) == ("node-0", None)
     for t in node["trees"]:
-        assert TREE_KEYS <= set(t) <= TREE_KEYS | {"aggregate"}
+        assert TREE_KEYS <= set(t) <= TREE_KEYS | {"aggregate", "axis"}
+        assert t["axis"] == "time"
     assert sorted(t["id"] for t in node["trees"]) == ["t0", "t1"]
 
     # q1 and q2 weave: edges 0, 1000, 2000, 3000, 4000 in a composite slide of 6000.
