@@ -378,6 +378,32 @@ def bench_omega(
     console.print(f"results: {path}")
 
 
+@bench_app.command("count")
+def bench_count(
+    qnum: int = typer.Option(40, help="Queries (every other one a count window)."),
+    smax: int = typer.Option(50, help="Max slide (ms or tuples)."),
+    omax: float = typer.Option(20.0, help="Max overlap factor (range / slide)."),
+    rate: float = typer.Option(0.5, help="Tuples per ms on each of the two streams."),
+    tuples: int = typer.Option(1_000_000, help="Tuples per stream."),
+    nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    live: bool = typer.Option(True, help="Run on Ray actors (--no-live: NodeCore in process)."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Count-window plans: planned vs measured edges and operations per ms (issue 16)."""
+    from sim.count_check import format_count_check, run_count_check
+
+    if qnum < 1 or smax < 1 or omax < 1 or not rate > 0 or tuples < 10_000 or nodes < 1:
+        raise UserError("--qnum, --smax, --nodes >= 1, --omax >= 1, --rate > 0 and "
+                        "--tuples >= 10000 are required")
+    res = run_count_check(qnum, smax, omax, rate, tuples, nodes, live=live,
+                          log=lambda m: console.print(m, markup=False))
+    console.print(format_count_check(res), markup=False)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_count.json"
+    path.write_text(json.dumps(res, indent=1, default=float))
+    console.print(f"results: {path}")
+
+
 @bench_app.command("e2e")
 def bench_e2e(
     queries: str = typer.Option("1,10,100,1000", help="Comma-separated query counts."),

@@ -330,3 +330,20 @@ def test_shedding_scales_count_trees_with_the_kept_tuples():
     plan = Plan("X", "panes", [Node("n0", weaveshare(qs, model), 120.0)], {"s0": 100.0})
     assert plan.total_cost == pytest.approx(240.4)
     assert shed_load(plan).keep["s0"] == pytest.approx(119.6 / 240, rel=1e-9)
+
+
+def test_bench_count_check_in_process():
+    """``weaveplace bench count``'s check (in process, small): count and time trees within 2 %
+    of the plan; the unconverted model (edges per tuple as per ms) is off by the rate."""
+    from sim.count_check import format_count_check, run_count_check
+
+    res = run_count_check(qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False,
+                          log=lambda m: None)
+    count, time_ = res["axes"]["count"], res["axes"]["time"]
+    for a in (count, time_):
+        assert a["trees"] >= 1
+        assert a["edges_ratio"] == pytest.approx(1.0, abs=0.02)
+        assert a["ops_ratio"] == pytest.approx(1.0, abs=0.02)
+    assert count["unconverted_ratio"] == pytest.approx(0.5, rel=0.02)
+    assert time_["unconverted_ratio"] == pytest.approx(1.0, abs=0.02)
+    assert "| count |" in format_count_check(res)
