@@ -133,21 +133,22 @@ def test_exact_solver_never_prices_a_mixed_tree(qs):
     assert res.min_total.total_cost <= best * (1 + 1e-9)
 
 
-def test_count_edges_are_converted_in_every_weave_path():
-    """WeaveShare's lazy kernel table (Panes), its bounded table (SlickDeque) and the paper's
-    eager table pick the same merges and price count trees per time unit."""
-    qs = [Query(f"c{i}", r, s, "sum", "mf01", "count")
-          for i, (r, s) in enumerate([(8, 4), (12, 4), (9, 3), (10, 5), (6, 2), (7, 7)])]
-    for tech in ("panes", "slickdeque", "flatfat"):
-        model = CostModel(tech, {"mf01": 50.0})
-        lazy = weaveshare(qs, model)
-        eager = weaveshare(qs, model, strategy="paper")
-        key = lambda ts: sorted(sorted(q.id for q in t.queries) for t in ts)  # noqa: E731
-        assert key(lazy) == key(eager), tech
-        for t in lazy:
-            assert t.cost == pytest.approx(
-                model.tree(t.queries).cost, rel=1e-12)
-            assert t.cost == pytest.approx(50.0 + t.time_edge_rate * t.omega, rel=1e-12)
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=2, max_size=9),
+       st.sampled_from([0.02, 0.3, 50.0]), st.sampled_from(["panes", "slickdeque", "flatfat"]))
+def test_count_edges_are_converted_in_every_weave_path(windows, rate, tech):
+    """WeaveShare's lazy kernel table (Panes), its bounded table (SlickDeque, FlatFAT: bounds
+    must hold per time unit, also at rates below 1) and the paper's eager table (every pair
+    priced exactly) pick the same merges, and price count trees per time unit."""
+    qs = [Query(f"c{i}", r, s, "sum", "mf01", "count") for i, (r, s) in enumerate(windows)]
+    model = CostModel(tech, {"mf01": rate})
+    lazy = weaveshare(qs, model, preprocess=False)
+    eager = weaveshare(qs, model, preprocess=False, strategy="paper")
+    key = lambda ts: sorted(sorted(q.id for q in t.queries) for t in ts)  # noqa: E731
+    assert key(lazy) == key(eager)
+    for t in lazy:
+        assert t.cost == pytest.approx(model.tree(t.queries).cost, rel=1e-12)
+        assert t.cost == pytest.approx(rate + t.time_edge_rate * t.omega, rel=1e-12)
 
 
 def test_plan_records_axis_and_old_plans_still_load():
