@@ -17,11 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement.dist_local_search import _Search
 from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.plan import PlanError, load_plan, single_node_plan, verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import insert_then_weave, no_share, shared, weaveshare
+from sim.workload import WorkloadSpec, generate
+from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
 TECHS = ("panes", "flatfat", "flatfit", "slickdeque")
 
@@ -149,6 +152,37 @@ def test_count_edges_are_converted_in_every_weave_path(windows, rate, tech):
     for t in lazy:
         assert t.cost == pytest.approx(model.tree(t.queries).cost, rel=1e-12)
         assert t.cost == pytest.approx(rate + t.time_edge_rate * t.omega, rel=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(5, 12), nodes=st.integers(2, 3),
+       tech=st.sampled_from(["panes", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+       lam=st.sampled_from([0.05, 0.05, 10.0]), init=st.sampled_from(["WG_TN", "WG_I"]))
+def test_wg_ls_bounds_hold_for_count_trees(seed, n, nodes, tech, lam, init):
+    """WG_LS's bounded move search (edge rates and lower bounds per time unit) finds a move as
+    good as the best of every move priced exactly, on workloads of count and time windows."""
+    model = CostModel(tech, lam)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [Query(q.id, q.range, q.slide, agg, "s0", "count" if i % 3 else "time") for i, q in
+          enumerate(generate(WorkloadSpec(qnum=n, smax=12, rate=lam, omax=4, zskew=1,
+                                          seed=seed)))]
+    start = optimize(init, qs, model, nodes, seed=seed)
+    tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
+    s = _Search(model, [None] * nodes, min(tn.total_cost, wi.total_cost),
+                min(tn.max_cost, wi.max_cost))
+    ns = [list(x.trees) for x in start.nodes]
+    ls = [sum(t.cost for t in ts) for ts in ns]
+    cur = s.key(ls)
+    improving = [k for k in _all_moves_exact(s, ns, ls) if s.better(k, cur)]
+    move = s.best_move(ns, ls)
+    if move is None:
+        assert not improving
+        return
+    got_n, got_l = [list(x) for x in ns], list(ls)
+    s.apply(got_n, got_l, move)
+    got = s.key(got_l)
+    assert s.better(got, cur)
+    assert not any(s.better(k, got) for k in improving), (got, min(improving))
 
 
 def test_plan_records_axis_and_old_plans_still_load():
