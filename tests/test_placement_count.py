@@ -382,3 +382,44 @@ def test_bench_count_check_in_process():
     assert count["unconverted_ratio"] == pytest.approx(0.5, rel=0.02)
     assert time_["unconverted_ratio"] == pytest.approx(1.0, abs=0.02)
     assert "| count |" in format_count_check(res)
+
+
+def test_issue_16_as_a_user_simulate_and_verify_plan(tmp_path):
+    """The issue's steps on the command line: ``weaveplace simulate`` plans the two queries as
+    two trees (20 and 0.2 edges per time unit, TotalCost 240.4), ``verify-plan`` accepts the
+    plan and refuses an old one weaving them with one line, exit 2."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    cfg = tmp_path / "issue16.yaml"
+    cfg.write_text(
+        "name: issue16\n"
+        "workload:\n  queries:\n"
+        "    - {id: c, range: 10, slide: 5, kind: count}\n"
+        "    - {id: t, range: 10, slide: 5, kind: time}\n"
+        "streams: {s0: {rate: 100}}\ncluster: {nodes: 1}\n"
+        "placement: {optimizers: [weaveshare], ie: panes}\n"
+        f"run: {{mode: simulate, output_dir: {tmp_path / 'out'}}}\n")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
+                              text=True, cwd=repo, timeout=300)
+
+    res = cli("simulate", str(cfg))
+    assert res.returncode == 0, res.stdout + res.stderr
+    path = next((tmp_path / "out" / "plans").glob("*weaveshare.json"))
+    d = json.loads(path.read_text())
+    assert d["total_cost"] == pytest.approx(240.4)
+    assert sorted((t["axis"], t["edge_rate"], t["queries"]) for t in d["nodes"][0]["trees"]) \
+        == [("count", 20.0, ["c"]), ("time", pytest.approx(0.2), ["t"])]
+    assert cli("verify-plan", str(path)).returncode == 0
+    trees = d["nodes"][0]["trees"]
+    trees[0]["queries"] = ["c", "t"]
+    del trees[1], trees[0]["axis"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(d))
+    res = cli("verify-plan", str(old))
+    assert res.returncode == 2 and "mixes count and time windows" in res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
