@@ -20,7 +20,8 @@ Decisions where the text is loose (each kept testable):
   weave, always a cost win); ``"slides"`` is the literal note (same key and slide),
   which is not always a win when ``r mod s`` differ (a third edge class per slide). Every
   Table 7 optimizer places these units whole (WG_LS may move single queries out of them).
-- **Keys.** Trees only hold one (stream, aggregate, window kind). "Weave Only" means one tree *per key* per node;
+- **Keys.** Trees only hold one (stream, aggregate, window kind). "Weave Only" means one tree
+  *per key* per node;
   a query whose key has no tree on the chosen node starts that tree.
 - **findMinNode** is the node of smallest cost; with capacities, smallest utilization
   ``cost / capacity``; ties go to the larger capacity, then the lower index. This makes Algorithm

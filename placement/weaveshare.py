@@ -32,9 +32,10 @@ PAD = 4  # trees with at most this many classes keep them in arrays for vectoris
 def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool = True) -> list[Tree]:
     """One tree per query, or with ``preprocess`` one per group of identical slicing.
 
-    Queries with the same stream, aggregate, window kind and residue classes weave perfectly (no new edges,
-    one tuple pass saved), so grouping them first is always a cost win (dissertation 6.5 note,
-    applied to equal edge sets rather than equal slides, which is what makes it exact).
+    Queries with the same stream, aggregate, window kind and residue classes weave perfectly
+    (no new edges, one tuple pass saved), so grouping them first is always a cost win
+    (dissertation 6.5 note, applied to equal edge sets rather than equal slides, which is what
+    makes it exact).
     """
     qs = list(queries)
     if not preprocess:

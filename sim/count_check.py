@@ -114,7 +114,8 @@ def run_count_check(qnum: int = 40, smax: int = 50, omax: float = 20.0, rate: fl
 
 def format_count_check(res: dict) -> str:
     lines = ["| axis | trees | edges/ms plan | measured | ratio | final ops/ms plan | measured "
-             "| ratio | unconverted model: measured / it |", "|---|---|---|---|---|---|---|---|---|"]
+             "| ratio | unconverted model: measured / it |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for axis, a in sorted(res["axes"].items()):
         lines.append(
             f"| {axis} | {a['trees']} | {a['plan_edges_per_ms']:.6g} | {a['edges_per_ms']:.6g} | "

@@ -94,8 +94,9 @@ def mixed_workloads(draw):
     qs = []
     for i in range(n):
         s = draw(st.integers(1, 6))
-        qs.append(Query(f"q{i}", draw(st.integers(1, 18)), s, draw(st.sampled_from(["sum", "max"])),
-                        draw(st.sampled_from(["a", "b"])), draw(st.sampled_from(["time", "count"]))))
+        qs.append(Query(f"q{i}", draw(st.integers(1, 18)), s,
+                        draw(st.sampled_from(["sum", "max"])), draw(st.sampled_from(["a", "b"])),
+                        draw(st.sampled_from(["time", "count"]))))
     return qs
 
 
