@@ -44,6 +44,7 @@ from executors import ExecutionTree
 from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
 from executors.slicing import edge_classes
 from executors.tree import normalize_technique
+from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 
 INPUT_MODES = ("tuples", "slices")
 
@@ -80,9 +81,9 @@ def pick_technique(technique: str, aggregates: Iterable[str]) -> str:
     """
     t = normalize_technique(technique)
     aggs = set(aggregates)
-    if t in ("slickdeque_inv", "panes_inv") and not aggs <= {"sum", "count", "avg", "stddev"}:
+    if t in ("slickdeque_inv", "panes_inv") and not aggs <= INVERTIBLE_AGGREGATES:
         return "slickdeque"
-    if t == "slickdeque_noninv" and not aggs <= {"min", "max", "range"}:
+    if t == "slickdeque_noninv" and not aggs <= SELECTIVE_AGGREGATES:
         return "slickdeque"
     return t
 

@@ -23,7 +23,6 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures go to BE
 app.add_typer(bench_app, name="bench")
 console = Console()
 
-SINGLE_NODE = ("weaveshare", "insert_then_weave", "no_share", "shared")
 
 
 class UserError(Exception):
@@ -36,17 +35,9 @@ def _progress() -> Progress:
 
 
 def _run_single_node(name: str, queries, model, progress_cb=None):
-    from placement import weaveshare as ws
+    from placement.weaveshare import run_single_node
 
-    if name == "weaveshare":
-        return ws.weaveshare(queries, model, progress=progress_cb)
-    if name == "insert_then_weave":
-        return ws.insert_then_weave(queries, model, progress=progress_cb)
-    if name == "no_share":
-        return ws.no_share(queries, model)
-    if name == "shared":
-        return ws.shared(queries, model)
-    raise UserError(f"unknown optimizer {name!r}; allowed: {', '.join(SINGLE_NODE)}")
+    return run_single_node(name, queries, model, progress_cb)
 
 
 @app.command()
@@ -58,7 +49,8 @@ def plan(
     omax: float = typer.Option(10.0, help="Largest overlap factor (range = factor x slide)."),
     gen: str = typer.Option("nrm", help="Slide set: nrm, div (primes) or factors (of Smax)."),
     seed: int = typer.Option(0, help="Random seed."),
-    optimizer: str = typer.Option("weaveshare", help=f"One of {', '.join(SINGLE_NODE)}."),
+    optimizer: str = typer.Option("weaveshare", help="A single-node optimizer: weaveshare "
+                                  "(default), insert_then_weave, no_share or shared."),
     ie: str = typer.Option("panes", help="IE technique for the cost model."),
     engine: str = typer.Option("fast", help="Edge engine: fast, f1 or bitset."),
     slicing: str = typer.Option("pairs", help="pairs or cutty: the slicing plans are priced "
@@ -68,8 +60,12 @@ def plan(
     """Generate a workload and build a single-node sharing plan."""
     from placement.plan import single_node_plan
     from placement.trees import CostModel
+    from placement.weaveshare import SINGLE_NODE_OPTIMIZERS
     from sim.workload import WorkloadSpec, generate
 
+    if optimizer not in SINGLE_NODE_OPTIMIZERS:
+        raise UserError(f"--optimizer: unknown optimizer {optimizer!r}; allowed: "
+                        f"{', '.join(SINGLE_NODE_OPTIMIZERS)}")
     try:
         spec = WorkloadSpec(qnum, smax, rate, zskew, omax, gen, seed)
         queries = generate(spec)
@@ -493,7 +489,20 @@ def validate(config: Path = typer.Argument(..., help="Run configuration (YAML)."
     """Check a run configuration: prints OK and a summary, or the first problem (exit 2)."""
     from rich.markup import escape
 
+    from sim.config import ConfigError
+
     cfg = _load_config_or_exit(config)
+    try:  # the checks of the command that will run it (run.mode), before any work
+        if cfg.run.mode == "live":
+            from sim.live import check_live
+
+            check_live(cfg)
+        else:
+            from sim.simulate import check_simulatable
+
+            check_simulatable(cfg)
+    except ConfigError as exc:
+        _config_error_exit(exc)
     console.print(f"[green]OK[/green] {escape(str(config))}: {escape(cfg.summary())}",
                   soft_wrap=True)
 
@@ -516,20 +525,18 @@ def run(
     With ``data.directory`` the run watches a directory (Spark Structured Streaming) and
     writes answers as files arrive, until its idle timeout / max files / timeout or Ctrl-C
     (which stops cleanly: the last windows are flushed and written; a second Ctrl-C aborts)."""
-    import shutil
-
     from rich.markup import escape
 
     from cluster.deploy import DeploymentError
     from cluster.streaming import StreamError
     from sim.config import ConfigError
-    from sim.live import drill_lines, live_run
+    from sim.live import check_live, drill_lines, live_run
 
     cfg = _load_config_or_exit(config)
-    if cfg.run.mode != "live":
-        _config_error_exit(ConfigError(
-            f"run.mode: {cfg.run.mode!r}; `weaveplace run` needs run.mode: live "
-            "(use `weaveplace simulate` to price plans)"))
+    try:  # the same checks as `weaveplace validate` (sim.live.check_live)
+        check_live(cfg, out)
+    except ConfigError as exc:
+        _config_error_exit(exc)
     limits = {"idle_timeout_s": ("--until-idle", until_idle), "max_files": ("--max-files",
                                                                            max_files),
               "timeout_s": ("--timeout", timeout)}
@@ -545,9 +552,6 @@ def run(
             raise UserError(f"{flag}: {value}; must exceed data.directory.poll_s "
                             f"({cfg.data.directory.poll_s:g})")
         cfg.data.directory = cfg.data.directory.model_copy(update={key: value})
-    if shutil.which("java") is None:
-        raise UserError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
-                        "(e.g. apt-get install openjdk-17-jre-headless)")
     if cfg.data.directory is not None:  # a long one-line status instead of a bar
         bar = Progress(SpinnerColumn(), TimeElapsedColumn(),
                        TextColumn("{task.description}", table_column=Column(overflow="fold")),

@@ -67,10 +67,9 @@ class SimulationSummary:
 
 
 def _single_node(name: str, queries: list[Query], model: CostModel):
-    from placement import weaveshare as ws
+    from placement.weaveshare import run_single_node
 
-    return {"weaveshare": ws.weaveshare, "insert_then_weave": ws.insert_then_weave,
-            "no_share": ws.no_share, "shared": ws.shared}[name](queries, model)
+    return run_single_node(name, queries, model)
 
 
 def workload_point(config: Config, w: dict[str, Any] | None) -> tuple[list[Query], dict[str, float],
