@@ -12,6 +12,16 @@ context manager that
 * **reuses** a Ray this process already initialised (e.g. a pytest session fixture) and leaves it
   running: whoever started Ray stops it.
 
+**Token authentication** (Ray 2.60 default): a cluster started with ``ray start`` checks a
+token on every RPC.  Ray's client loads one by itself only when ``RAY_AUTH_MODE=token`` is set
+or the address is ``auto``; with an explicit address it connects without a token and then
+retries for minutes.  ``RayRuntime`` therefore looks for a token like Ray's own loader
+(``RAY_AUTH_TOKEN``, then the file ``RAY_AUTH_TOKEN_PATH``, then ``~/.ray/auth_token``), turns
+token mode on when it finds one (unless ``RAY_AUTH_MODE`` is set: then it is respected), says
+which source it used (``auth``: one line, also in the run's metrics), and probes the GCS once
+(one RPC) so that a refused token (``InvalidAuthToken``) is a one-line ``ConnectionError``
+with a hint instead of a long retry loop.
+
 ``__exit__`` runs on exceptions and on ``KeyboardInterrupt`` alike (both are BaseException), so a
 Ctrl-C during a run still stops the Ray processes this process started.
 """
@@ -39,6 +49,88 @@ def _worker_env() -> dict[str, str]:
     return {k: os.environ[k] for k in ("NUMBA_CACHE_DIR",) if k in os.environ}
 
 
+def token_source() -> tuple[str | None, str]:
+    """(token, where it came from) the way Ray's token loader looks: ``RAY_AUTH_TOKEN``, then
+    the file named by ``RAY_AUTH_TOKEN_PATH``, then ``~/.ray/auth_token``; ``(None, why)``
+    when there is none.  Only the source is ever shown, never the token."""
+    tok = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if tok:
+        return tok, "the RAY_AUTH_TOKEN environment variable"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if path:
+        try:
+            tok = Path(path).expanduser().read_text().strip()
+        except OSError:
+            tok = ""
+        return (tok or None), (f"RAY_AUTH_TOKEN_PATH ({path})" if tok else
+                               f"RAY_AUTH_TOKEN_PATH ({path}: unreadable or empty)")
+    home = Path.home() / ".ray" / "auth_token"
+    try:
+        tok = home.read_text().strip()
+    except OSError:
+        tok = ""
+    return (tok or None), ("~/.ray/auth_token" if tok else
+                           "none (no RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
+
+
+def _enable_token_mode() -> None:
+    """``RAY_AUTH_MODE=token`` for this process (and children), re-read by Ray's cached
+    config, as ``ray.init`` does itself for a new local cluster."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        from ray._raylet import Config
+
+        Config.initialize("")
+    except Exception:  # noqa: BLE001  (private API moved: the env var still applies to init)
+        pass
+
+
+AUTH_HINT = ("the cluster's token is needed: copy the head node's ~/.ray/auth_token to this "
+             "machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH to a file holding it)")
+
+
+def attach_auth(address: str) -> str:
+    """Prepare token authentication for attaching to ``address`` and say in one line which
+    token source is used; ``ConnectionError`` (one line, with a hint) when the cluster refuses
+    the token (``InvalidAuthToken``).  Other connection problems are left to ``ray.init``."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    tok, where = token_source()
+    if mode is not None and mode.lower() != "token":
+        auth = f"no token (RAY_AUTH_MODE={mode})"
+    elif tok is None:
+        auth = f"no token: {where}"
+    else:
+        if mode is None:
+            _enable_token_mode()
+        auth = f"token from {where}"
+    if address.startswith("ray://") or address == "auto":
+        return auth
+    try:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # pragma: no cover  (private API moved: no probe)
+        return auth
+    try:
+        GcsClient(address=address).internal_kv_get(b"weaveplace_probe", None, timeout=5)
+    except AuthenticationError:
+        hint = AUTH_HINT if mode is None or mode.lower() == "token" else \
+            f"unset RAY_AUTH_MODE (or set it to token); {AUTH_HINT}"
+        raise ConnectionError(f"InvalidAuthToken: the cluster refused the connection with "
+                              f"{auth}; {hint}") from None
+    except Exception:  # noqa: BLE001  (unreachable etc.: ray.init reports it)
+        pass
+    return auth
+
+
+def _embedded_auth() -> str:
+    """One line on how the embedded Ray is protected (Ray enables token mode by default for a
+    cluster ``ray.init`` starts, and creates ``~/.ray/auth_token`` if missing)."""
+    mode = os.environ.get("RAY_AUTH_MODE", "")
+    if mode.lower() == "token":
+        return f"token authentication, token from {token_source()[1]}"
+    return f"no token authentication (RAY_AUTH_MODE={mode or 'unset'})"
+
+
 class RayRuntime:
     """Context manager owning (or borrowing) a Ray connection for one run.
 
@@ -61,6 +153,8 @@ class RayRuntime:
         self.quiet = quiet
         self.owned = False
         self.started = False
+        #: one line: which token this connection uses (``attach_auth``), None when embedded
+        self.auth: str | None = None
 
     def start(self) -> "RayRuntime":
         import ray
@@ -80,9 +174,20 @@ class RayRuntime:
                       _node_ip_address="127.0.0.1", _temp_dir=self.tmpdir)
             self.owned = True
         else:  # attach: the cluster's own resources apply; ship our env to its workers
+            self.auth = attach_auth(self.address)
             kw.update(address=self.address, runtime_env={"env_vars": env} if env else None)
             self.owned = False
-        ray.init(**kw)
+        try:
+            ray.init(**kw)
+        except Exception as exc:
+            from ray.exceptions import AuthenticationError
+
+            if isinstance(exc, AuthenticationError) or "InvalidAuthToken" in str(exc):
+                raise ConnectionError(f"InvalidAuthToken: the cluster refused the connection "
+                                      f"with {self.auth}; {AUTH_HINT}") from None
+            raise
+        if self.owned:
+            self.auth = "embedded: " + _embedded_auth()
         self.started = True
         return self
 

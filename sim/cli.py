@@ -579,6 +579,9 @@ def run(
         table.add_row(node_id, str(m.get("tuples", "-")), str(m.get("answers", "-")),
                       str(m.get("late_tuples", "-")), f"{m.get('busy_s', 0.0):.2f}")
     console.print(table)
+    auth = (summary.metrics.get("startup") or {}).get("ray_auth")
+    if auth:  # which token the Ray connection used (cluster.ray_runtime.attach_auth)
+        console.print(f"Ray: {escape(auth)}", soft_wrap=True)
     for line in drill_lines(summary.metrics):
         console.print(escape(line), soft_wrap=True)
     console.print(f"{summary.optimizer}: {summary.queries} queries on {summary.nodes} nodes, "
@@ -669,7 +672,7 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except UserError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)  # one line, unwrapped
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
