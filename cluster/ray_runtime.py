@@ -4,9 +4,9 @@ Why a wrapper: ``ray.init`` costs 6-11 s and ~1 GB of processes on this machine 
 the machine is shared, and a forgotten Ray keeps burning ~8% of a core.  ``RayRuntime`` is a
 context manager that
 
-* starts an **embedded local Ray** bound to 127.0.0.1 with no dashboard, a modest ``num_cpus``
-  and a bounded object store, keeping its session files under ``RAY_TMPDIR`` (default
-  ``/tmp/ray-weaveplace``, short enough for Ray's unix-socket path limit), or
+* starts an **embedded local Ray** listening on 127.0.0.1 only, with no dashboard, a modest
+  ``num_cpus`` and a bounded object store, keeping its session files under ``RAY_TMPDIR``
+  (default ``/tmp/ray-weaveplace``, short enough for Ray's unix-socket path limit), or
 * **attaches** to an existing cluster when ``address`` is given (``"auto"`` or ``"ray://..."`` /
   ``"host:port"``) - then it never shuts that cluster down, it only disconnects, or
 * **reuses** a Ray this process already initialised (e.g. a pytest session fixture) and leaves it
@@ -21,6 +21,18 @@ token mode on when it finds one (unless ``RAY_AUTH_MODE`` is set: then it is res
 which source it used (``auth``: one line, also in the run's metrics), and probes the GCS once
 (one RPC) so that a refused token (``InvalidAuthToken``) is a one-line ``ConnectionError``
 with a hint instead of a long retry loop.
+
+**What the embedded Ray exposes** (checked by ``tests/test_ray_exposure.py``): Ray turns
+``_node_ip_address="127.0.0.1"`` into the machine's routable IP (``resolve_ip_for_localhost``),
+and then the GCS, the raylet, the driver's and every worker's and actor's gRPC server listen on
+all interfaces.  The one switch Ray has for loopback-only nodes is the one it uses on macOS and
+Windows: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (node IP = 127.0.0.1).  ``RayRuntime`` sets it
+(environment, inherited by every Ray process it starts, and Ray's already-imported constant)
+for an embedded Ray only, and restores both on ``stop`` (an attached cluster needs the routable
+IP).  Every TCP listener of the embedded Ray is then on 127.0.0.1; besides, token
+authentication is on (Ray's default for a cluster ``ray.init`` starts: ``~/.ray/auth_token``,
+created if missing), and the unix sockets (object store, raylet) are files under the session
+directory in ``RAY_TMPDIR``.
 
 ``__exit__`` runs on exceptions and on ``KeyboardInterrupt`` alike (both are BaseException), so a
 Ctrl-C during a run still stops the Ray processes this process started.
@@ -131,6 +143,28 @@ def _embedded_auth() -> str:
     return f"no token authentication (RAY_AUTH_MODE={mode or 'unset'})"
 
 
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def _loopback_only():
+    """Make the Ray processes this process starts use 127.0.0.1 as their node IP (so they listen
+    there only); returns a function that restores the previous setting."""
+    import ray._private.ray_constants as rc
+
+    old_env, old_const = os.environ.get(LOOPBACK_ENV), rc.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ENV] = "0"
+    rc.ENABLE_RAY_CLUSTER = False
+
+    def restore() -> None:
+        rc.ENABLE_RAY_CLUSTER = old_const
+        if old_env is None:
+            os.environ.pop(LOOPBACK_ENV, None)
+        else:
+            os.environ[LOOPBACK_ENV] = old_env
+
+    return restore
+
+
 class RayRuntime:
     """Context manager owning (or borrowing) a Ray connection for one run.
 
@@ -155,6 +189,7 @@ class RayRuntime:
         self.started = False
         #: one line: which token this connection uses (``attach_auth``), None when embedded
         self.auth: str | None = None
+        self._restore = None  # undoes the loopback-only setting of an embedded Ray
 
     def start(self) -> "RayRuntime":
         import ray
@@ -172,6 +207,7 @@ class RayRuntime:
             kw.update(address="local", num_cpus=self.num_cpus,
                       object_store_memory=self.object_store_memory,
                       _node_ip_address="127.0.0.1", _temp_dir=self.tmpdir)
+            self._restore = _loopback_only()
             self.owned = True
         else:  # attach: the cluster's own resources apply; ship our env to its workers
             self.auth = attach_auth(self.address)
@@ -179,8 +215,10 @@ class RayRuntime:
             self.owned = False
         try:
             ray.init(**kw)
-        except Exception as exc:
+        except BaseException as exc:
             from ray.exceptions import AuthenticationError
+
+            self._undo_loopback()
 
             if isinstance(exc, AuthenticationError) or "InvalidAuthToken" in str(exc):
                 raise ConnectionError(f"InvalidAuthToken: the cluster refused the connection "
@@ -198,7 +236,13 @@ class RayRuntime:
         if self.started and ray.is_initialized():
             if self.owned or self.address not in (None, "", "local"):
                 ray.shutdown()
+        self._undo_loopback()
         self.started = False
+
+    def _undo_loopback(self) -> None:
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
 
     def __enter__(self) -> "RayRuntime":
         return self.start()

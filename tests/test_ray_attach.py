@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from cluster.ray_runtime import token_source
+from cluster.ray_runtime import LOOPBACK_ENV, token_source
 from executors.oracle import brute_force
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def _free_port() -> int:
 
 def _clean_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")
-           and k != "RAY_ADDRESS"}
+           and k not in ("RAY_ADDRESS", LOOPBACK_ENV)}  # (set while the session's Ray runs)
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     return env
