@@ -140,8 +140,9 @@ def check_live(config: Config, out_dir: str | Path | None = None, *,
     """Every check ``weaveplace run`` makes before doing work, so that ``weaveplace validate``
     can make the same ones (issue 11): run.mode live, one workload and one cluster layout,
     one optimizer, a readable data source whose columns include every query's stream, an
-    output directory that is not the watched one, a reachable Ray address and Java (PySpark
-    4).  Raises a one-line ``ConfigError``."""
+    output directory that is not the watched one, a reachable Ray address that accepts our
+    token (``cluster.ray_runtime.attach_auth``) and Java (PySpark 4).  Raises a one-line
+    ``ConfigError``."""
     import shutil
 
     if config.run.mode != "live":
@@ -174,7 +175,16 @@ def check_live(config: Config, out_dir: str | Path | None = None, *,
     if watch is not None and out.resolve() == Path(watch.path):
         raise ConfigError(f"run.output_dir: {str(out)!r} is the watched directory "
                           "(data.directory.path); outputs would be read as input")
-    check_ray_address(config.cluster.ray.address)
+    address = config.cluster.ray.address
+    check_ray_address(address)
+    if address not in (None, "", "auto", "local"):  # the token check ray.init would fail on
+        from cluster.ray_runtime import attach_auth
+
+        try:
+            attach_auth(address)
+        except ConnectionError as exc:
+            raise ConfigError(f"cluster.ray.address {address!r}: cannot connect to Ray "
+                              f"({exc})") from None
     if java and shutil.which("java") is None:
         raise ConfigError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
                           "(e.g. apt-get install openjdk-17-jre-headless)")

@@ -153,13 +153,18 @@ def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
     address, _, _ = ray_head
     env = _clean_env(HOME=str(tmp_path), RAY_TMPDIR=str(tmp_path / "rt"), COLUMNS="300",
                      **({"RAY_AUTH_TOKEN": secrets.token_hex(32)} if token else {}))
-    t0 = time.monotonic()
-    res = _run(["run", str(_config(tmp_path, address))], env, timeout=120)
-    assert res.returncode == 2
-    assert "Traceback" not in res.stdout + res.stderr
-    lines = [ln for ln in res.stdout.splitlines() if "error:" in ln]
-    assert len(lines) == 1 and "InvalidAuthToken" in lines[0]
-    assert "RAY_AUTH_TOKEN" in lines[0] and "~/.ray/auth_token" in lines[0]
-    assert ("token from the RAY_AUTH_TOKEN environment variable" if token else "no token") \
-        in lines[0]
-    assert time.monotonic() - t0 < 60  # not Ray's minutes of retries
+    seen = []
+    for cmd in ("validate", "run"):  # validate makes run's check, with the same line
+        t0 = time.monotonic()
+        res = _run([cmd, str(_config(tmp_path, address))], env, timeout=120)
+        assert res.returncode == 2
+        out = res.stdout + res.stderr
+        assert "Traceback" not in out
+        lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and "InvalidAuthToken" in lines[0]
+        assert "RAY_AUTH_TOKEN" in lines[0] and "~/.ray/auth_token" in lines[0]
+        assert ("token from the RAY_AUTH_TOKEN environment variable" if token else
+                "no token") in lines[0]
+        assert time.monotonic() - t0 < 60  # not Ray's minutes of retries
+        seen.append(lines[0])
+    assert seen[0] == seen[1]
