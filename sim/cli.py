@@ -84,7 +84,7 @@ def plan(
     path = p.write(out)
     console.print(f"{optimizer}: {len(trees)} trees for {len(queries)} queries, "
                   f"TotalCost {p.total_cost:.6g}, {seconds:.2f} s (+ {compile_s:.2f} s "
-                  f"loading compiled kernels) -> {path}", soft_wrap=True)
+                  f"numba compile/cache load, one-off) -> {path}", soft_wrap=True)
 
 
 @app.command()
