@@ -24,7 +24,6 @@ app.add_typer(bench_app, name="bench")
 console = Console()
 
 
-
 class UserError(Exception):
     """A mistake in the command's input: reported without a traceback, exit code 2."""
 
