@@ -59,16 +59,22 @@ def test_node_busy_time_excludes_kernel_loading(monkeypatch):
     trees = [{"id": "t0", "stream": "mf01", "queries": [
         {"id": "a", "aggregate": "max", "range": 10, "slide": 4, "kind": "time"},
         {"id": "b", "aggregate": "avg", "range": 7, "slide": 3, "kind": "time"}]}]
+    import cluster.node_actor as na
+
     node = NodeCore("n0", trees)
-    real = NodeCore.warmup
+    real, real_empty_late = NodeCore.warmup, na.empty_late
     calls = []
 
-    def slow_warmup(self, which=None):
+    def recording_warmup(self, which=None):
         calls.append(sorted(which or []))
-        time.sleep(0.3)
         return real(self, which)
 
-    monkeypatch.setattr(NodeCore, "warmup", slow_warmup)
+    def slow_empty_late():  # runs inside warmup's timer: stands for a slow kernel load
+        time.sleep(0.3)
+        return real_empty_late()
+
+    monkeypatch.setattr(NodeCore, "warmup", recording_warmup)
+    monkeypatch.setattr(na, "empty_late", slow_empty_late)
     ts = np.arange(0, 100, dtype=np.int64)
     batch = pa.table({"ts_ms": ts, "mf01": (ts % 5).astype(np.int64)})
     node.ingest(None, batch.slice(0, 50), seq=0)
