@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/weaveplace warmup   # numba kernels into .cache/numba: no first run compiles
 	@touch $(STAMP)
 
 run: $(STAMP)

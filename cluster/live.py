@@ -71,7 +71,8 @@ def started_runtimes(ray_address: str | None, num_cpus: int, spark, spark_master
     own_spark = spark is None
     t0 = time.perf_counter()
     with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
-        startup = {"ray_s": time.perf_counter() - t0, "ray_owned": rt.owned}
+        startup = {"ray_s": time.perf_counter() - t0, "ray_owned": rt.owned,
+                   "ray_auth": rt.auth}
         try:
             t1 = time.perf_counter()
             if own_spark:

@@ -44,6 +44,7 @@ from executors import ExecutionTree
 from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
 from executors.slicing import edge_classes
 from executors.tree import normalize_technique
+from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 
 INPUT_MODES = ("tuples", "slices")
 
@@ -80,9 +81,9 @@ def pick_technique(technique: str, aggregates: Iterable[str]) -> str:
     """
     t = normalize_technique(technique)
     aggs = set(aggregates)
-    if t in ("slickdeque_inv", "panes_inv") and not aggs <= {"sum", "count", "avg", "stddev"}:
+    if t in ("slickdeque_inv", "panes_inv") and not aggs <= INVERTIBLE_AGGREGATES:
         return "slickdeque"
-    if t == "slickdeque_noninv" and not aggs <= {"min", "max", "range"}:
+    if t == "slickdeque_noninv" and not aggs <= SELECTIVE_AGGREGATES:
         return "slickdeque"
     return t
 
@@ -127,7 +128,12 @@ class NodeCore:
         self._pending: list[tuple[str, tuple]] = []
         self.last_seq = -1
         self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
-                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0, "replayed_batches": 0}
+                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0, "replayed_batches": 0,
+                         "compile_s": 0.0}
+        # one-off kernel loading (numba compile or cache load) per (tree, data kind), done
+        # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
+        self._warm_tids: set[tuple[str, str]] = set()
+        self._warm_keys: set[tuple] = set()
 
     @property
     def _tree_cls(self):
@@ -171,6 +177,7 @@ class NodeCore:
         ``trees``: only these trees (a replay to trees adopted from a lost node).  Returns the
         number of answers this call produced (the answers themselves stay here until drained).
         """
+        self._warm_for(_as_table(batch), trees)
         t0 = time.perf_counter()
         raw = batch
         batch = _as_table(batch)
@@ -214,6 +221,23 @@ class NodeCore:
             self.last_seq = max(self.last_seq, int(seq))
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
+
+    def _warm_for(self, batch, only: Iterable[str] | None) -> None:
+        """Warm the kernels the trees this batch reaches need for its data kind (int or float
+        values; slices: int), unless done already: the first batch's ``busy_s`` would otherwise
+        hold seconds of numba compiling (issue 11, item 7)."""
+        names = batch.schema.names
+        todo = []
+        for s, tids in self.by_stream.items():
+            if self.input_mode == "tuples" and s not in names:
+                continue
+            kind = "i"
+            if self.input_mode == "tuples" and pa.types.is_floating(batch.schema.field(s).type):
+                kind = "f"
+            todo += [(tid, kind) for tid in tids if (tid, kind) not in self._warm_tids
+                     and (only is None or tid in only)]
+        if todo:
+            self.warmup(todo)
 
     def _keep(self, tid: str, cols) -> int:
         """Keep a tree's answer columns until the next drain; returns their number."""
@@ -504,27 +528,33 @@ class NodeCore:
     def ping(self) -> str:
         return self.node_id
 
-    def warmup(self) -> float:
+    def warmup(self, which: Iterable[tuple[str, str]] | None = None) -> float:
         """Load the numba kernels this node's trees use (from the on-disk cache, or compile
-        them) by running throwaway copies of the trees on a little synthetic int data, and
-        pyarrow's lazy imports, so the first real batch (or answer hand-over) does not pay
-        it.  State and counters are untouched; returns seconds."""
+        them) by running throwaway copies of the trees on a little synthetic data, and
+        pyarrow's lazy imports, so that no batch's ``busy_s`` pays it.  ``which``: (tree id,
+        ``"i"`` or ``"f"`` for int or float values) pairs, default every tree with int data;
+        a kernel set already loaded is skipped.  Tree state is untouched; the seconds are
+        returned and added to the ``compile_s`` counter (reported apart from ``busy_s``)."""
         t0 = time.perf_counter()
-        empty_late()  # pyarrow imports pandas on the first table built (~0.3 s)
+        if not self._warm_keys:
+            empty_late()  # pyarrow imports pandas on the first table built (~0.3 s)
         tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
-        seen = set()
-        for tid, t in self.trees.items():
-            key = (self.tree_technique[tid], t.slicing, tuple(sorted(str(p) for p in
-                                                                     _prims_of(t.queries))))
-            if key in seen:
+        if which is None:
+            which = [(tid, "i") for tid in self.trees]
+        for tid, kind in which:
+            self._warm_tids.add((tid, kind))
+            t = self.trees[tid]
+            key = (self.tree_technique[tid], t.slicing, t.count_ops, kind,
+                   tuple(sorted(str(p) for p in _prims_of(t.queries))))
+            if key in self._warm_keys:
                 continue
-            seen.add(key)
+            self._warm_keys.add(key)
             qs = [q.as_dict() for q in t.queries]
             tmp = tree_cls(qs, technique=self.tree_technique[tid], count_ops=t.count_ops,
                            slicing=t.slicing)
             mr = max(q["range"] for q in qs)
             ts = np.arange(0, 3 * mr, max(1, mr // 32), dtype=np.int64)
-            v = (ts % 7).astype(np.int64)
+            v = (ts % 7).astype(np.float64 if kind == "f" else np.int64)
             if self.input_mode == "slices":
                 from executors.slice_input import slice_aggregates
 
@@ -532,7 +562,9 @@ class NodeCore:
             else:
                 tmp.process(ts, v)
             tmp.flush()
-        return time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.counters["compile_s"] = self.counters.get("compile_s", 0.0) + dt
+        return dt
 
 
 def _load_snapshot(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

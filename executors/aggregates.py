@@ -526,6 +526,22 @@ STDDEV = _register(Aggregate(
                       Primitive(OP_SUM, "v2", "f8")),
     _lower_cols=_lower_stddev, _int_out=lambda i: False))
 
+def _check_query_aggregates() -> None:
+    """The executors run exactly the aggregates a query may ask for (``placement.queries``):
+    a name accepted by validation but unknown here crashed live runs (issue 11, product)."""
+    from placement.queries import AGGREGATES as NAMES, INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
+
+    if set(AGGREGATES) != set(NAMES):
+        raise ImportError(f"executors.aggregates registers {sorted(AGGREGATES)} but "
+                          f"placement.queries.AGGREGATES is {sorted(NAMES)}")
+    if {a for a, g in AGGREGATES.items() if g.invertible} != set(INVERTIBLE_AGGREGATES) or \
+            {a for a, g in AGGREGATES.items() if g.selective} != set(SELECTIVE_AGGREGATES):
+        raise ImportError("executors.aggregates: invertible/selective flags differ from "
+                          "placement.queries")
+
+
+_check_query_aggregates()
+
 ALIASES = {"mean": "avg", "average": "avg", "std": "stddev", "stdev": "stddev"}
 
 

@@ -56,6 +56,21 @@ SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}
 SLICINGS = ("pairs", "cutty")
 
 
+def _check_priced_techniques() -> None:
+    """Every technique a plan may be priced with (``placement.cost.TECHNIQUES``, the list config
+    validation uses) runs here, and both sides know the same slicings."""
+    from placement.cost import TECHNIQUES as PRICED
+    from placement.slicing import SLICINGS as PRICED_SLICINGS
+
+    missing = [t for t in PRICED if t not in ALL_TECHNIQUES]
+    if missing or tuple(PRICED_SLICINGS) != SLICINGS:
+        raise ImportError(f"executors.tree cannot run priced technique(s) {missing} or "
+                          f"slicings {PRICED_SLICINGS} != {SLICINGS}")
+
+
+_check_priced_techniques()
+
+
 @dataclass
 class LateTuples:
     """Tuples that arrived after a window containing them was emitted."""

@@ -81,11 +81,16 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Iterable
 
+from placement.queries import INVERTIBLE_AGGREGATES
 from placement.slicing import (SLICINGS, cutty_lengths_at_zero, cutty_profile,
                                distinct_window_lengths)
 
+#: The IE techniques a plan may be priced with: the one list config validation
+#: (``placement.ie``), ``weaveplace plan --ie`` and the live run share; every one of them is an
+#: executor technique (``executors.tree.ALL_TECHNIQUES``, checked at import there).
 TECHNIQUES = ("panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv", "slickdeque_noninv")
-INVERTIBLE = frozenset({"sum", "count", "avg", "stddev", "product"})
+INVERTIBLE = INVERTIBLE_AGGREGATES
+
 
 def resolve_technique(technique: str, aggregates: Iterable[str] = ()) -> str:
     """Map ``slickdeque`` to its Inv or Non-Inv form for the given aggregates."""

@@ -10,7 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-AGGREGATES = ("sum", "count", "min", "max", "avg", "stddev", "range", "product")
+#: The aggregates a query may ask for: the one list that config validation (``sim.config``),
+#: query construction, pricing (``placement.cost``) and execution (``executors.aggregates``
+#: registers exactly these, checked at import; ``cluster.node_actor``) share.
+#: ``product`` (DESIGN.md lists it as optional) is refused: as a monoid it would need a fourth
+#: kernel op in every final-aggregation technique, it has no safe inverse (a zero in the window
+#: makes division undefined, so neither subtract-on-evict nor SlickDeque Inv could run it) and
+#: int64 products overflow after a few DEBS readings.  Until it is executed it is not accepted.
+AGGREGATES = ("sum", "count", "min", "max", "avg", "stddev", "range")
+#: Aggregates with an inverse (subtract-on-evict, SlickDeque Inv, Panes-Inv can run them).
+INVERTIBLE_AGGREGATES = frozenset({"sum", "count", "avg", "stddev"})
+#: Aggregates whose combine returns one of its arguments (SlickDeque Non-Inv can run them).
+SELECTIVE_AGGREGATES = frozenset({"min", "max", "range"})
 KINDS = ("time", "count")
 
 

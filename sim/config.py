@@ -42,13 +42,17 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Fie
 
 from placement.cost import TECHNIQUES
 from placement.distributed import ALL_OPTIMIZERS
+from placement.edges import ENGINES
 from placement.queries import AGGREGATES, KINDS
 from placement.slicing import SLICINGS
+from placement.weaveshare import SINGLE_NODE_OPTIMIZERS as _SINGLE
 from sim.workload import GENERATORS
 
-SINGLE_NODE_OPTIMIZERS = ("weaveshare", "insert_then_weave", "no_share", "shared")
+# One list per kind, owned by the module that implements it (aggregates: placement.queries,
+# checked by executors.aggregates; techniques: placement.cost, checked by executors.tree;
+# engines: placement.edges; optimizers: placement.distributed + placement.weaveshare).
+SINGLE_NODE_OPTIMIZERS = tuple(_SINGLE)
 OPTIMIZER_NAMES = tuple(ALL_OPTIMIZERS) + SINGLE_NODE_OPTIMIZERS
-ENGINES = ("fast", "f1", "bitset")
 EXACT_LIMIT = 16          # placement.exact.subset_table refuses more queries (2^n subsets)
 EXACT_DEFAULT = 12        # ``exact: true``: ~3 s per (workload, 4 nodes) with the exhaustive solver
 MAX_GRID_POINTS = 100_000  # a typo like ``seed: [0, ..., 99999]`` x 13 optimizers is refused

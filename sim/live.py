@@ -100,36 +100,115 @@ def drill_lines(metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
-def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
-             spark=None) -> LiveSummary:
-    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
-    ``data.directory``, with the stream's progress line about four times a second).
-    ``spark``: a running session to use (and leave running), e.g. in tests."""
-    from cluster.live import run_live
-    from sim.debs import VALUE_COLUMNS, generate_debs
+def _streams(config: Config) -> list[tuple[str, str]]:
+    """(config key, stream) of every query, without generating the workload."""
+    wl = config.workload
+    if wl.generator is not None:
+        return [("workload.generator.stream", wl.generator.stream)]
+    return [(f"workload.queries[{i}].stream", q.stream) for i, q in enumerate(wl.queries or [])]
 
-    say = progress or (lambda stage: None)
-    check_ray_address(config.cluster.ray.address)
-    start = time.perf_counter()
-    out = Path(out_dir if out_dir is not None else config.run.output_dir)
-    watch = config.data.directory
-    if watch is not None and out.resolve() == Path(watch.path):
-        raise ConfigError(f"run.output_dir: {str(out)!r} is the watched directory "
-                          "(data.directory.path); outputs would be read as input")
-    out.mkdir(parents=True, exist_ok=True)
+
+def _data_columns(path: str) -> tuple[list[str], str]:
+    """Columns a live run can read from ``data.path`` and a label for messages: the Parquet
+    schema (read from the footer, no data) or the DEBS text layout (``sim.debs``), after a
+    check that the file can be opened and read."""
+    from sim.debs import VALUE_COLUMNS, is_parquet_name
+
+    if is_parquet_name(path):
+        import pyarrow.parquet as pq
+
+        try:
+            names = list(pq.read_schema(path).names)
+        except Exception as exc:  # noqa: BLE001  (pyarrow raises several kinds)
+            raise ConfigError(f"data.path: cannot read {path!r} as Parquet: "
+                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                              ) from None
+        if "ts_ms" not in names:
+            raise ConfigError(f"data.path: {path!r} has no ts_ms column (event time in ms); "
+                              f"columns: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+        return names, f"the columns of {Path(path).name}"
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as exc:
+        raise ConfigError(f"data.path: cannot read {path!r}: {exc.strerror or exc}") from None
+    return list(VALUE_COLUMNS), "DEBS columns"
+
+
+def check_live(config: Config, out_dir: str | Path | None = None, *,
+               java: bool = True) -> None:
+    """Every check ``weaveplace run`` makes before doing work, so that ``weaveplace validate``
+    can make the same ones (issue 11): run.mode live, one workload and one cluster layout,
+    one optimizer, a readable data source whose columns include every query's stream, an
+    output directory that is not the watched one, a reachable Ray address that accepts our
+    token (``cluster.ray_runtime.attach_auth``) and Java (PySpark 4).  Raises a one-line
+    ``ConfigError``."""
+    import shutil
+
+    if config.run.mode != "live":
+        raise ConfigError(f"run.mode: {config.run.mode!r}; `weaveplace run` needs run.mode: "
+                          "live (use `weaveplace simulate` to price plans)")
     points = config.points()
     if len(points) != 1:
         raise ConfigError(f"a live run takes one workload and one cluster layout; this config "
                           f"expands to {len(points)} (remove the list-valued parameters)")
     names = config.placement.optimizer_list
     if len(names) != 1:
-        raise ConfigError(f"placement.optimizers: a live run takes one optimizer, got {names}")
+        hint = "" if "optimizers" in config.placement.model_fields_set else \
+            " (the default; set placement.optimizers to one name, e.g. WG_TN)"
+        raise ConfigError(f"placement.optimizers: a live run takes one optimizer, got "
+                          f"{names}{hint}")
+    if config.data.path is not None:
+        columns, label = _data_columns(config.data.path)
+    else:
+        from sim.debs import VALUE_COLUMNS
+
+        columns, label = list(VALUE_COLUMNS), "DEBS columns"
+    for key, stream in _streams(config):
+        if stream not in columns or stream in ("ts_ms", "ts"):
+            shown = [c for c in columns if c not in ("ts_ms", "ts")]
+            raise ConfigError(f"{key}: {stream!r} is not a column of the data; live queries "
+                              f"read one of the {label}: {', '.join(shown[:8])}"
+                              f"{', ...' if len(shown) > 8 else ''}")
+    watch = config.data.directory
+    out = Path(out_dir if out_dir is not None else config.run.output_dir)
+    if watch is not None and out.resolve() == Path(watch.path):
+        raise ConfigError(f"run.output_dir: {str(out)!r} is the watched directory "
+                          "(data.directory.path); outputs would be read as input")
+    address = config.cluster.ray.address
+    check_ray_address(address)
+    if address not in (None, "", "auto", "local"):  # the token check ray.init would fail on
+        from cluster.ray_runtime import attach_auth
+
+        try:
+            attach_auth(address)
+        except ConnectionError as exc:
+            raise ConfigError(f"cluster.ray.address {address!r}: cannot connect to Ray "
+                              f"({exc})") from None
+    if java and shutil.which("java") is None:
+        raise ConfigError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
+                          "(e.g. apt-get install openjdk-17-jre-headless)")
+
+
+def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
+             spark=None) -> LiveSummary:
+    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
+    ``data.directory``, with the stream's progress line about four times a second).
+    ``spark``: a running session to use (and leave running), e.g. in tests.  Every check is
+    ``check_live``'s, made before any work (``weaveplace validate`` makes the same)."""
+    from cluster.live import run_live
+    from sim.debs import generate_debs
+
+    say = progress or (lambda stage: None)
+    check_live(config, out_dir, java=spark is None)
+    start = time.perf_counter()
+    out = Path(out_dir if out_dir is not None else config.run.output_dir)
+    watch = config.data.directory
+    out.mkdir(parents=True, exist_ok=True)
+    points = config.points()
+    names = config.placement.optimizer_list
     point = points[0]
     queries, rates, _ = workload_point(config, point["workload"])
-    unknown = sorted({q.stream for q in queries} - set(VALUE_COLUMNS))
-    if unknown:
-        raise ConfigError(f"workload: stream(s) {unknown} are not DEBS columns; live queries read "
-                          f"one of {', '.join(VALUE_COLUMNS[:6])}, ...")
     if config.streams is None:
         rates = {s: config.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
     data_path = config.data.path

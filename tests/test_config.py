@@ -313,7 +313,7 @@ NOT_NUMBER = st.one_of(st.text(max_size=5), st.booleans(), st.none(),
 NOT_NAME = st.text(max_size=8).filter(lambda s: s not in {
     "nrm", "div", "factors", "panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv",
     "slickdeque_noninv", "fast", "f1", "bitset", "simulate", "live", "sum", "count", "min",
-    "max", "avg", "stddev", "range", "product", "time"})
+    "max", "avg", "stddev", "range", "time"})
 LEAF_BAD = {
     ("workload", "generator", "qnum"): NOT_POS_INT,
     ("workload", "generator", "smax"): NOT_POS_INT,

@@ -1,0 +1,122 @@
+"""numba's one-off compilation: one cache directory for everything, filled once at install time.
+
+Why (issue 11, item 7): the kernels (``placement.weave_kernels``, the executors' final
+aggregators and slicers) are compiled by numba on first use, ~25 s of CPU for a first
+``weaveplace plan`` and seconds per live actor, and that used to land inside reported runtimes.
+Now:
+
+* every process uses one on-disk cache, ``NUMBA_CACHE_DIR`` (default ``<checkout>/.cache/numba``,
+  the directory the Makefile exports and Ray's workers get): ``ensure_cache_dir`` sets it before
+  numba is imported (the CLI's entry point does);
+* ``make`` (the install stamp) runs ``weaveplace warmup``, which compiles every kernel a plan or a
+  run can use into that cache (``warm_all``), so a new user's first plan loads machine code
+  instead of compiling;
+* what is left (loading the cache: a few hundred ms per process; compiling when the cache is cold
+  or was cleared) happens before the timers and is reported apart: ``compile_s`` in simulation
+  rows and summaries, in ``weaveplace plan``'s line, and per node in live-run metrics
+  (``cluster.node_actor.NodeCore.warmup``), never inside ``runtime_s`` / Table 10 / ``busy_s``.
+
+numba keys its cache on each kernel's source file: after editing ``executors/aggregates.py``
+(shared combine functions) clear the cache directory (``executors/README.md``, Caveats).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CACHE = REPO / ".cache" / "numba"
+
+
+def ensure_cache_dir() -> str | None:
+    """``NUMBA_CACHE_DIR`` = ``<checkout>/.cache/numba`` unless already set (or not writable:
+    numba then falls back to its own default).  Must run before numba is imported to apply to
+    this process; child processes (Ray workers, simulation workers) inherit it."""
+    if "NUMBA_CACHE_DIR" not in os.environ:
+        try:
+            DEFAULT_CACHE.mkdir(parents=True, exist_ok=True)
+            os.environ["NUMBA_CACHE_DIR"] = str(DEFAULT_CACHE)
+        except OSError:  # read-only checkout
+            return None
+    return os.environ["NUMBA_CACHE_DIR"]
+
+
+_PLACEMENT_WARM: float | None = None
+
+
+def warm_placement() -> float:
+    """Load (or compile) the planning kernels once per process; returns the seconds spent the
+    first time and 0.0 afterwards, so a caller can report it apart from its timed work."""
+    global _PLACEMENT_WARM
+    if _PLACEMENT_WARM is not None:
+        return 0.0
+    from placement.lazy_table import warm
+
+    t0 = time.perf_counter()
+    warm()
+    _PLACEMENT_WARM = time.perf_counter() - t0
+    return _PLACEMENT_WARM
+
+
+def executor_cases() -> list[tuple[str, str, str, tuple[str, ...], bool]]:
+    """(technique, slicing, value kind, aggregates, sliced input) for every executor
+    configuration a run can use: every technique and slicing, int and float values, the
+    aggregates the technique runs, tuple and pre-aggregated slice input."""
+    from executors.tree import ALL_TECHNIQUES, SINGLE_LENGTH, SLICINGS
+    from placement.queries import AGGREGATES, INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
+
+    cases = []
+    for tech in ALL_TECHNIQUES:
+        if tech in ("slickdeque_inv", "panes_inv"):
+            aggs = tuple(a for a in AGGREGATES if a in INVERTIBLE_AGGREGATES)
+        elif tech == "slickdeque_noninv":
+            aggs = tuple(a for a in AGGREGATES if a in SELECTIVE_AGGREGATES)
+        else:
+            aggs = tuple(AGGREGATES)
+        for slicing in SLICINGS:
+            for kind in ("i", "f"):
+                for sliced in (False, True):
+                    cases.append((tech, slicing, kind, aggs, sliced))
+    return cases
+
+
+def warm_executor_case(tech: str, slicing: str, kind: str, aggs: tuple[str, ...],
+                       sliced: bool) -> None:
+    """Run one small tree of this configuration (compiles or loads its kernels)."""
+    import numpy as np
+
+    from executors.slice_input import SlicedExecutionTree, slice_aggregates
+    from executors.tree import SINGLE_LENGTH, ExecutionTree
+
+    wins = [(10, 4)] if tech in SINGLE_LENGTH else [(10, 4), (7, 3), (12, 6)]
+    qs = [{"id": f"{a}{j}", "aggregate": a, "range": r, "slide": s}
+          for a in aggs for j, (r, s) in enumerate(wins)]
+    ts = np.arange(0, 200, dtype=np.int64)
+    v = (ts % 7).astype(np.float64 if kind == "f" else np.int64)
+    cls = SlicedExecutionTree if sliced else ExecutionTree
+    tree = cls(qs, technique=tech, slicing=slicing)
+    if sliced:
+        tree.process_slices(slice_aggregates(ts, v, tree.slicer.classes))
+    else:
+        tree.process(ts, v)
+    tree.flush()
+
+
+def warm_all(progress: Callable[[str], None] | None = None) -> dict[str, float]:
+    """Compile (or load) every kernel into the cache: planning, then every executor case.
+    Returns seconds per part."""
+    say = progress or (lambda label: None)
+    out = {}
+    t0 = time.perf_counter()
+    say("placement kernels")
+    warm_placement()
+    out["placement_s"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    for case in executor_cases():
+        say(f"executors: {case[0]} {case[1]} {'float' if case[2] == 'f' else 'int'}"
+            f"{' slices' if case[4] else ''}")
+        warm_executor_case(*case)
+    out["executors_s"] = time.perf_counter() - t1
+    return out
