@@ -8,7 +8,7 @@ when someone has it. Event time is integer milliseconds since the Unix epoch (DE
 Layout (one event per line, 56 fields)
 --------------------------------------
 ``ts index mf01 mf02 mf03 pc13 pc14 pc15 pc25 pc26 pc27 res bm05 bm06 bm07 bm08 bm09 bm10
-b11 .. b48``
+pp01 .. pp21 pp31 .. pp36 pc01 .. pc06 pc19 .. pc23``
 
 * ``ts``: ISO-8601, 7 fractional digits, ``+00:00`` (``2012-02-22T16:46:28.9670320+00:00``).
 * ``index``: running event number (we start at 0).
@@ -16,12 +16,14 @@ b11 .. b48``
 * ``pc13..pc15`` (anode current drop detection, cells 1-3), ``pc25..pc27`` (anode voltage drop,
   cells 1-3), ``res``: integers.
 * ``bm05..bm07`` (chem additive sense), ``bm08..bm10`` (additive release valves): booleans 0/1.
-* ``b11..b48``: further boolean state columns. Our sources do not name them; the dissertation
-  counts "3 energy readings and 51 mostly boolean values per event". 51 = 6 ``pc`` + ``res``
-  + 6 ``bm`` + 38 extras, so we add exactly 38 extras and name them ``b11..b48`` (continuing the
-  ``bm05..bm10`` numbering) so nobody mistakes them for documented columns. If the real file turns
-  out to have a different number of columns, ``EXTRA_BOOL_COLUMNS`` is the one place to change;
-  the reader then rejects lines with the wrong field count rather than guessing.
+* ``pp01..pp21``, ``pp31..pp36``, ``pc01..pc06``, ``pc19..pc23``: 38 further boolean state
+  columns, named as in the original file's documentation (DESIGN.md s. 6), in file order.
+  The dissertation counts "3 energy readings and 51 mostly boolean values per event":
+  51 = 6 ``pc`` + ``res`` + 6 ``bm`` + these 38. ``EXTRA_BOOL_COLUMNS`` is the one place that
+  names them; the reader rejects lines with another field count rather than guessing (with
+  two documented exceptions: two records glued on one line are split, and a trailing extra
+  column is dropped when asked to, ``read_debs_tsv``).
+* Integers may be zero-padded (the original writes ``pc13..res`` as ``0071``).
 
 Formats
 -------
@@ -82,7 +84,9 @@ ENERGY_COLUMNS: tuple[str, ...] = ("mf01", "mf02", "mf03")
 PC_COLUMNS: tuple[str, ...] = ("pc13", "pc14", "pc15", "pc25", "pc26", "pc27")
 INT_COLUMNS: tuple[str, ...] = ("index", *ENERGY_COLUMNS, *PC_COLUMNS, "res")
 NAMED_BOOL_COLUMNS: tuple[str, ...] = ("bm05", "bm06", "bm07", "bm08", "bm09", "bm10")
-EXTRA_BOOL_COLUMNS: tuple[str, ...] = tuple(f"b{i:02d}" for i in range(11, 49))  # b11..b48
+EXTRA_BOOL_COLUMNS: tuple[str, ...] = (
+    tuple(f"pp{i:02d}" for i in range(1, 22)) + tuple(f"pp{i}" for i in range(31, 37))
+    + tuple(f"pc{i:02d}" for i in range(1, 7)) + tuple(f"pc{i}" for i in range(19, 24)))
 BOOL_COLUMNS: tuple[str, ...] = NAMED_BOOL_COLUMNS + EXTRA_BOOL_COLUMNS
 #: Field order of one text line (column 0 is the ISO timestamp).
 TSV_COLUMNS: tuple[str, ...] = ("ts", *INT_COLUMNS, *BOOL_COLUMNS)

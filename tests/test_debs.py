@@ -96,7 +96,11 @@ def test_layout_matches_design():
     assert TSV_COLUMNS[:12] == ("ts", "index", "mf01", "mf02", "mf03", "pc13", "pc14", "pc15",
                                 "pc25", "pc26", "pc27", "res")
     assert TSV_COLUMNS[12:18] == ("bm05", "bm06", "bm07", "bm08", "bm09", "bm10")
-    assert TSV_COLUMNS[18] == "b11" and TSV_COLUMNS[-1] == "b48"
+    # DESIGN.md s. 6: the 38 booleans after bm10, in file order
+    extra = ([f"pp{i:02d}" for i in range(1, 22)] + [f"pp{i}" for i in range(31, 37)]
+             + [f"pc{i:02d}" for i in range(1, 7)] + [f"pc{i}" for i in range(19, 24)])
+    assert list(TSV_COLUMNS[18:]) == extra and len(extra) == 38
+    assert TSV_COLUMNS[18] == "pp01" and TSV_COLUMNS[-1] == "pc23"
     assert N_FIELDS == len(TSV_COLUMNS) == len(set(TSV_COLUMNS)) == 56
     # "3 energy readings and 51 mostly boolean values per event" (index and ts not counted)
     others = [c for c in TSV_COLUMNS if c not in ("ts", "index", *ENERGY_COLUMNS)]
@@ -503,7 +507,7 @@ def test_reject_reasons_and_edge_cases(base, tmp_path):
         (6, "line longer than max_line_bytes (raw truncated)"), (7, "boolean"), (8, "integer"),
         (9, "non-ASCII byte in line")]
     assert rows[2][1] == "field_count: expected 56 fields, got 57"
-    assert rows[4][1] == "boolean: bad value in column b48"
+    assert rows[4][1] == "boolean: bad value in column pc23"
     assert rows[5][1] == "integer: bad value in column mf01"
     assert rows[3][2] == b"x" * 200
     assert r.stats.header_lines == 1 and r.stats.lines == 10
