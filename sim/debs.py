@@ -72,6 +72,9 @@ __all__ = [
     "read_debs_tsv",
     "read_debs",
     "read_debs_buffer",
+    "read_debs_tsv_range",
+    "text_line_ranges",
+    "EXTRA_COLUMNS_CHOICES",
     "is_parquet_name",
     "format_ts",
     "parse_ts",
@@ -93,6 +96,8 @@ TSV_COLUMNS: tuple[str, ...] = ("ts", *INT_COLUMNS, *BOOL_COLUMNS)
 #: Columns after ``ts_ms`` in the typed (Parquet / reader) form.
 VALUE_COLUMNS: tuple[str, ...] = INT_COLUMNS + BOOL_COLUMNS
 N_FIELDS = len(TSV_COLUMNS)
+#: ``read_debs_tsv(extra_columns=...)`` / ``data.extra_columns``: what a trailing 57th field gets
+EXTRA_COLUMNS_CHOICES: tuple[str, ...] = ("reject", "ignore")
 assert N_FIELDS == 56 and len(VALUE_COLUMNS) - 1 - len(ENERGY_COLUMNS) == 51  # minus index
 
 DEBS_SCHEMA = pa.schema(
@@ -369,12 +374,15 @@ def _bool_array(v: np.ndarray) -> pa.Array:
 
 @dataclass
 class ReadStats:
-    """What a read did. ``lines`` = rows_read + rows_rejected + header_lines, always."""
+    """What a read did. ``lines + glued_lines`` = rows_read + rows_rejected + header_lines,
+    always (a glued line holds two records, each read or rejected on its own)."""
 
     lines: int = 0
     rows_read: int = 0
     rows_rejected: int = 0
     header_lines: int = 0
+    glued_lines: int = 0         # lines holding two records (a missing line break), split
+    extra_column_lines: int = 0  # lines whose trailing 57th field was dropped (extra_columns)
     rejects_by_reason: Counter = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -411,20 +419,22 @@ _REASON_TEXT = {
 }
 
 
-def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int) -> Iterator[tuple[str, bytes]]:
+def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int,
+                 file_start: bool = True) -> Iterator[tuple[str, bytes]]:
     """Yield ("lines", buf) with whole LF-terminated lines, or ("too_long", head) for a line
     that exceeds ``max_line_bytes`` (its rest is skipped), so memory stays bounded even on a file
-    with no newline at all. A last line without LF gets one appended. A UTF-8 BOM is dropped.
+    with no newline at all. A last line without LF gets one appended. A UTF-8 BOM at the
+    file's start is dropped.
     """
     carry = f.read(3)
-    if carry == b"\xef\xbb\xbf":
+    if file_start and carry == b"\xef\xbb\xbf":
         carry = b""
     skipping = False
     while True:
         data = f.read(block_bytes)
         if not data:
-            if carry:
-                yield "lines", carry + b"\n"
+            if carry:  # (only the first 3 bytes, read before the loop, can end with LF)
+                yield "lines", carry if carry.endswith(b"\n") else carry + b"\n"
             return
         if skipping:
             nl = data.find(b"\n")
@@ -446,10 +456,16 @@ def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int) -> Iterator
 
 
 def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch_rows: int,
-              block_bytes: int, max_line_bytes: int,
-              stats: ReadStats) -> Iterator[pa.RecordBatch]:
+              block_bytes: int, max_line_bytes: int, stats: ReadStats,
+              extra_columns: str = "reject",
+              file_start: bool = True) -> Iterator[pa.RecordBatch]:
     """``path``/``rejects_path`` may also be open binary files (in-memory files of a stream);
-    those are read/written but not closed here."""
+    those are read/written but not closed here.  ``file_start``: ``path`` starts at the
+    file's first byte (a BOM and a header line are possible), else at a line of a byte range
+    (``read_debs_tsv_range``)."""
+    if extra_columns not in EXTRA_COLUMNS_CHOICES:
+        raise ValueError(f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, "
+                         f"got {extra_columns!r}")
     own_rej = rejects_path is not None and not hasattr(rejects_path, "write")
     rej = open(rejects_path, "wb") if own_rej else rejects_path
     line_no = 0  # lines consumed so far; the next line is line_no + 1 (1-based)
@@ -459,7 +475,7 @@ def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch
         if rej:
             rej.write(b"line\treason\traw\n")
         with (open(path, "rb") if not hasattr(path, "read") else nullcontext(path)) as f:
-            blocks = _iter_blocks(f, block_bytes, max_line_bytes)
+            blocks = _iter_blocks(f, block_bytes, max_line_bytes, file_start)
             while True:
                 t0 = time.perf_counter()  # stats.seconds: our time only, not the consumer's
                 kind, buf = next(blocks, ("eof", b""))
@@ -470,7 +486,8 @@ def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch
                     stats.lines += 1
                     _reject(stats, rej, np.array([line_no]), ["too_long"], [buf])
                 else:
-                    batch, n_lines = _parse_block(buf, line_no, stats, rej, max_line_bytes)
+                    batch, n_lines = _parse_block(buf, line_no, stats, rej, max_line_bytes,
+                                                  extra_columns, file_start)
                     line_no += n_lines
                     stats.lines += n_lines
                     if batch.num_rows:
@@ -516,15 +533,89 @@ def _reject(stats: ReadStats, rej: BinaryIO | None, lines: np.ndarray, codes: li
             rej.write(b"%d\t%s\t" % (ln, text.encode()) + raw + b"\n")
 
 
+def _split_glued(buf: bytes, arr: np.ndarray, nl: np.ndarray, tabpos: np.ndarray
+                 ) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+    """Two records glued on one line (the original file's missing line break: 111 fields, the
+    first record's last boolean run into the second's timestamp, e.g. ``...\t0\t12012-02-22T``;
+    also with a lone CR left between them) -> the block with a line break inserted there.
+
+    Returns ``(new block, original line of each new line, glued part of each new line: 0 not
+    glued, 1 first record, 2 second)`` or None when no line is glued. Rare, so plain Python."""
+    nt = N_FIELDS - 1
+    ntabs = np.diff(np.searchsorted(tabpos, nl), prepend=0)
+    cand = np.flatnonzero(ntabs == 2 * nt)
+    if not len(cand):
+        return None
+    first_tab = np.searchsorted(tabpos, nl, side="left") - ntabs  # index of a line's 1st tab
+    cuts = []  # (line, end of record 1, start of record 2)
+    for li in cand.tolist():
+        a = int(tabpos[first_tab[li] + nt - 1]) + 1  # the glued field: [a, next tab)
+        b = int(tabpos[first_tab[li] + nt])
+        if arr[a] not in (48, 49):
+            continue
+        s2 = a + 2 if b - a >= 3 and arr[a + 1] == 13 else a + 1
+        if b - s2 >= 1:
+            cuts.append((li, a + 1, s2))
+    if not cuts:
+        return None
+    parts, prev = [], 0
+    for _, e1, s2 in cuts:
+        parts += [buf[prev:e1], b"\n"]
+        prev = s2
+    parts.append(buf[prev:])
+    n = len(nl)
+    glued = np.zeros(n, dtype=bool)
+    glued[[c[0] for c in cuts]] = True
+    line_of = np.repeat(np.arange(n), 1 + glued)
+    part = np.zeros(len(line_of), dtype=np.int8)
+    at = np.flatnonzero(np.repeat(glued, 1 + glued))
+    part[at[0::2]], part[at[1::2]] = 1, 2
+    return b"".join(parts), line_of, part
+
+
 def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
-                 max_line_bytes: int = 1 << 16) -> tuple[pa.RecordBatch, int]:
+                 max_line_bytes: int = 1 << 16, extra_columns: str = "reject",
+                 file_start: bool = True) -> tuple[pa.RecordBatch, int]:
     """Parse whole lines (``buf`` ends with LF) into a batch of good rows; report the bad ones.
 
     Returns (batch, number of lines). Tokenising is numpy on the raw bytes: one pass finds line
     ends, one finds tabs, and because a good line has exactly ``N_FIELDS - 1`` tabs, the tab
     positions of the good lines reshape into an (n, 55) matrix of field bounds. Line numbers are
-    therefore exact: a line is what ends at LF (an optional CR before it is stripped).
+    therefore exact: a line is what ends at LF (an optional CR before it is stripped). A glued
+    line (``_split_glued``) is parsed as two lines that share its line number.
     """
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    tabpos = np.flatnonzero(arr == 9)
+    n = len(nl)
+    if not any(_uniform_tabs(tabpos, nl, per) for per in (N_FIELDS - 1, N_FIELDS)):
+        g = _split_glued(buf, arr, nl, tabpos)
+        if g is not None:
+            stats.glued_lines += int((g[2] == 2).sum())
+            return _parse_lines(g[0], line0, stats, rej, max_line_bytes, extra_columns,
+                                file_start, g[1], g[2]), n
+    return _parse_lines(buf, line0, stats, rej, max_line_bytes, extra_columns, file_start), n
+
+
+def _uniform_tabs(tabpos: np.ndarray, nl: np.ndarray, per: int) -> bool:
+    """Does every line hold exactly ``per`` tabs? (Counts alone can balance out: a glued line
+    and an empty one hold as many tabs as two good lines.)"""
+    n = len(nl)
+    if len(tabpos) != n * per:
+        return False
+    if not n or not per:
+        return True
+    tabs = tabpos.reshape(n, per)
+    return bool((tabs[:, -1] < nl).all() and (tabs[1:, 0] > nl[:-1]).all())
+
+
+def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
+                 max_line_bytes: int, extra_columns: str, file_start: bool = True,
+                 line_of: np.ndarray | None = None,
+                 part: np.ndarray | None = None) -> pa.RecordBatch:
+    """``_parse_block`` on lines with no glued line left; ``line_of[i]``: the block line that
+    line i came from (None: itself), ``part``: its glued part (``_split_glued``).
+    ``file_start``: line ``line0 + 1`` is the file's first line (a header is possible)."""
     arr = np.frombuffer(buf, dtype=np.uint8)
     nl = np.flatnonzero(arr == 10)
     n = len(nl)
@@ -533,28 +624,49 @@ def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
     starts[1:] = nl[:-1] + 1
     crlf = (nl > starts) & (arr[nl - 1] == 13)
     ends = nl - crlf
+    line_ends = ends  # the whole line (``ends`` may drop an ignored trailing column)
     tabpos = np.flatnonzero(arr == 9)
     nt = N_FIELDS - 1
+    ignore = extra_columns == "ignore"
     # fast path: exactly nt tabs per line <=> count matches and each line's tabs lie inside it
-    clean = len(tabpos) == n * nt
-    if clean:
-        tabs = tabpos.reshape(n, nt)
-        clean = bool((tabs[:, 0] > starts).all() and (tabs[:, -1] < nl).all())
+    # (with extra_columns "ignore" also: exactly nt + 1 tabs per line, the last field dropped)
+    clean = False
+    for per in ((nt, nt + 1) if ignore else (nt,)):
+        if len(tabpos) == n * per:
+            tabs = tabpos.reshape(n, per)
+            if bool((tabs[:, 0] > starts).all() and (tabs[:, -1] < nl).all()):
+                clean = True
+                if per > nt:
+                    ends = tabs[:, nt].copy()
+                    tabs = tabs[:, :nt]
+                    stats.extra_column_lines += n
+                    tabpos = tabs.ravel()
+                break
     ntabs = None
     # reason per line (index into _CODES), 0 = good; assigned from lowest to highest priority
     code = np.zeros(n, dtype=np.int8)
     if not clean:
         ntabs = np.diff(np.searchsorted(tabpos, nl), prepend=0)
+        if ignore:
+            ext = np.flatnonzero(ntabs == nt + 1)
+            if len(ext):  # drop the last tab and what follows it
+                last = np.cumsum(ntabs)[ext] - 1
+                ends = ends.copy()
+                ends[ext] = tabpos[last]
+                tabpos = np.delete(tabpos, last)
+                ntabs = ntabs.copy()
+                ntabs[ext] = nt
+                stats.extra_column_lines += len(ext)
         code[ntabs != nt] = 4
     if np.count_nonzero(arr == 13) > np.count_nonzero(crlf):
         cr = np.flatnonzero(arr == 13)
         cr_line = np.searchsorted(nl, cr)
-        code[cr_line[cr != ends[cr_line]]] = 3
+        code[cr_line[cr != line_ends[cr_line]]] = 3
     if int(arr.max(initial=0)) >= 128:
         code[np.maximum.reduceat(arr, starts) >= 128] = 2
-    code[ends - starts > max_line_bytes] = 6
-    code[ends == starts] = 1
-    if line0 == 0 and buf.startswith(_HEADER_PREFIX):
+    code[line_ends - starts > max_line_bytes] = 6
+    code[line_ends == starts] = 1
+    if line0 == 0 and file_start and buf.startswith(_HEADER_PREFIX):
         code[0] = 5
     good = code == 0
     all_good = bool(good.all())
@@ -564,6 +676,8 @@ def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
         tabs = tabpos[np.repeat(good, ntabs)].reshape(-1, nt)
         starts_g, ends_g = starts[good], ends[good]
     else:
+        if not clean:  # every line repaired (extra columns dropped): nt tabs each now
+            tabs = tabpos.reshape(n, nt)
         starts_g, ends_g = starts, ends
     m = len(starts_g)
 
@@ -609,12 +723,16 @@ def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
                 t = f"{c}: bad value in column {TSV_COLUMNS[j]}"
             else:
                 c = _CODES[code[li]]
-                t = (f"field_count: expected {N_FIELDS} fields, got {ntabs[li] + 1}"
+                t = (_field_count_text(int(ntabs[li]) + 1)
                      if c == "field_count" else _REASON_TEXT[c])
             cl.append(c)
             texts.append(t)
-            raws.append(buf[starts[li]:min(ends[li], starts[li] + max_line_bytes)])
-        _reject(stats, rej, lines + line0 + 1, cl, raws, texts)
+            raws.append(buf[starts[li]:min(line_ends[li], starts[li] + max_line_bytes)])
+        if part is not None:
+            texts = [("glued record %d of 2: " % part[li] if part[li] else "") + t
+                     for li, t in zip(lines.tolist(), texts)]
+        src = line_of[lines] if line_of is not None else lines
+        _reject(stats, rej, src + line0 + 1, cl, raws, texts)
 
     all_ok = bool(row_ok.all())
     sel = (lambda v: v) if all_ok else (lambda v: v[row_ok])
@@ -622,7 +740,15 @@ def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
     arrays = [pa.array(sel(v), pa.int64()) for v in (ts_ms, *ints)]  # typed: zero-copy
     arrays += [_bool_array(bits[i]) for i in range(len(BOOL_COLUMNS))]
     stats.rows_read += int(row_ok.sum())
-    return pa.RecordBatch.from_arrays(arrays, schema=DEBS_SCHEMA), n
+    return pa.RecordBatch.from_arrays(arrays, schema=DEBS_SCHEMA)
+
+
+def _field_count_text(got: int) -> str:
+    t = f"field_count: expected {N_FIELDS} fields, got {got}"
+    if got == N_FIELDS + 1:
+        t += (" (a trailing extra column? data.extra_columns: ignore drops it; "
+              "weaveplace data convert --extra-columns ignore)")
+    return t
 
 
 _CODES = ["", "empty", "non_ascii", "stray_cr", "field_count", "header", "too_long"]
@@ -630,7 +756,8 @@ _CODES = ["", "empty", "non_ascii", "stray_cr", "field_count", "header", "too_lo
 
 def read_debs_tsv(path: str | os.PathLike, *, rejects_path: str | os.PathLike | None = None,
                   batch_rows: int = 1 << 17, block_bytes: int = 4 << 20,
-                  max_line_bytes: int = 1 << 16) -> DebsReader:
+                  max_line_bytes: int = 1 << 16,
+                  extra_columns: str = "reject") -> DebsReader:
     """Stream a DEBS 2012 text file as ``DEBS_SCHEMA`` record batches of ``batch_rows`` rows
     (the last one may be shorter; default ~13 MB per batch: big batches move faster to Ray).
 
@@ -650,24 +777,124 @@ def read_debs_tsv(path: str | os.PathLike, *, rejects_path: str | os.PathLike | 
     line, wrong field count, unparsable timestamp / integer / boolean (the reason names the
     first bad column), lines longer than ``max_line_bytes``.
 
+    Damage known in the original file (DESIGN.md s. 6) is repaired, never guessed at: a line of
+    111 fields whose 56th field is a ``0``/``1`` run into the next record's first field (two
+    records glued by a missing line break, a lone CR between them allowed) is read as those two
+    records, both with the line's number (``stats.glued_lines``; a bad half is rejected alone,
+    its reason starting ``glued record k of 2``). A trailing extra column (57 fields, e.g. a
+    machine id appended by benchmark tooling) is dropped with ``extra_columns="ignore"``
+    (``stats.extra_column_lines``) and rejected with ``"reject"`` (default), the reason naming
+    the option.
+
     Parsing is vectorised numpy over ``block_bytes`` blocks (4 MiB: cache friendly, ~40%
     faster than 16 MiB), so memory is bounded by a few blocks plus one batch. Measured ~1.2 M rows/s (~190 MiB/s) on one core of the
     2-core dev machine: ``python -m sim.debs bench --rows 10000000``.
     """
-    if batch_rows < 1 or block_bytes < 1 or max_line_bytes < 1:
-        raise ValueError("batch_rows, block_bytes and max_line_bytes must be >= 1")
+    _check_read_args(batch_rows, block_bytes, max_line_bytes, extra_columns)
     stats = ReadStats()
     it = _read_tsv(Path(path), Path(rejects_path) if rejects_path is not None else None,
-                   batch_rows, block_bytes, max_line_bytes, stats)
+                   batch_rows, block_bytes, max_line_bytes, stats, extra_columns)
     return DebsReader(it, stats)
 
 
+def _check_read_args(batch_rows: int, block_bytes: int, max_line_bytes: int,
+                     extra_columns: str) -> None:
+    if batch_rows < 1 or block_bytes < 1 or max_line_bytes < 1:
+        raise ValueError("batch_rows, block_bytes and max_line_bytes must be >= 1")
+    if extra_columns not in EXTRA_COLUMNS_CHOICES:
+        raise ValueError(f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, "
+                         f"got {extra_columns!r}")
+
+
+def _line_start_at_or_after(f: BinaryIO, pos: int, size: int) -> int:
+    """The first line start at or after byte ``pos``: ``pos`` itself when it is 0 or follows
+    an LF, else the byte after the next LF (``size`` when there is none)."""
+    if pos <= 0:
+        return 0
+    if pos >= size:
+        return size
+    f.seek(pos - 1)
+    at = pos - 1
+    while True:
+        buf = f.read(1 << 16)
+        if not buf:
+            return size
+        k = buf.find(b"\n")
+        if k >= 0:
+            return at + k + 1
+        at += len(buf)
+
+
+def text_line_ranges(path: str | os.PathLike, range_bytes: int) -> list[tuple[int, int]]:
+    """Cut a text file into byte ranges of about ``range_bytes``, each from one line start to
+    the next (``[begin, end)``, consecutive, covering the file): every line lies in exactly one
+    range, so ranges can be read in parallel (``read_debs_tsv_range``) and their rows, rejects
+    and line counts concatenated give exactly a whole-file read.  Reads a few bytes per cut."""
+    if range_bytes < 1:
+        raise ValueError("range_bytes must be >= 1")
+    size = os.path.getsize(path)
+    cuts = [0]
+    with open(path, "rb") as f:
+        for pos in range(range_bytes, size, range_bytes):
+            c = _line_start_at_or_after(f, pos, size)
+            if c > cuts[-1] and c < size:
+                cuts.append(c)
+    cuts.append(size)
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a] or [(0, size)]
+
+
+class _Window:
+    """A read-only view of bytes ``[begin, end)`` of an open file (``read`` only)."""
+
+    def __init__(self, f: BinaryIO, begin: int, end: int):
+        self._f, self._left = f, end - begin
+        f.seek(begin)
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._f.read(n) if n > 0 else b""
+        self._left -= len(data)
+        return data
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def read_debs_tsv_range(path: str | os.PathLike, begin: int, end: int, *,
+                        rejects: BinaryIO | None = None, batch_rows: int = 1 << 17,
+                        block_bytes: int = 4 << 20, max_line_bytes: int = 1 << 16,
+                        extra_columns: str = "reject") -> DebsReader:
+    """``read_debs_tsv`` over the lines in bytes ``[begin, end)`` of ``path``, a range of
+    ``text_line_ranges`` (it must start and end at line starts).  Line numbers in ``rejects``
+    and ``stats.lines`` count from the range's first line (1-based); add the lines of the
+    ranges before it for the file's numbers.  A BOM or a header line is recognised only in the
+    range that starts at byte 0, as in a whole-file read."""
+    _check_read_args(batch_rows, block_bytes, max_line_bytes, extra_columns)
+    stats = ReadStats()
+    src = _Window(open(path, "rb"), begin, end)
+    it = _read_tsv(src, rejects, batch_rows, block_bytes, max_line_bytes, stats, extra_columns,
+                   file_start=begin == 0)
+    return DebsReader(_closing(it, src), stats)
+
+
+def _closing(it: Iterator, src: "_Window") -> Iterator:
+    try:
+        yield from it
+    finally:
+        src.__exit__()
+
+
 def read_debs(path: str | os.PathLike, *, rejects_path: str | os.PathLike | None = None,
-              batch_rows: int = 1 << 17) -> DebsReader:
-    """Open DEBS data by suffix: ``.parquet``/``.pq`` -> Parquet (schema checked), else text."""
+              batch_rows: int = 1 << 17, extra_columns: str = "reject") -> DebsReader:
+    """Open DEBS data by suffix: ``.parquet``/``.pq`` -> Parquet (schema checked), else text
+    (``extra_columns``: see ``read_debs_tsv``)."""
     p = Path(path)
     if not is_parquet_name(p.name):
-        return read_debs_tsv(p, rejects_path=rejects_path, batch_rows=batch_rows)
+        return read_debs_tsv(p, rejects_path=rejects_path, batch_rows=batch_rows,
+                             extra_columns=extra_columns)
     return _read_parquet(pq.ParquetFile(p), str(p), rejects_path, batch_rows)
 
 
@@ -677,7 +904,7 @@ def is_parquet_name(name: str) -> bool:
 
 
 def read_debs_buffer(data, name: str, *, rejects: BinaryIO | None = None,
-                     batch_rows: int = 1 << 17) -> DebsReader:
+                     batch_rows: int = 1 << 17, extra_columns: str = "reject") -> DebsReader:
     """``read_debs`` over a file held in memory (``bytes`` or a ``pyarrow.Buffer``, e.g. a
     file's content handed over by Spark's ``binaryFile`` source); ``name``'s suffix picks the
     format as in ``read_debs``.  ``rejects``: an open binary file that receives the rejects
@@ -685,8 +912,10 @@ def read_debs_buffer(data, name: str, *, rejects: BinaryIO | None = None,
     and line numbers as reading the file from disk."""
     src = pa.BufferReader(data)
     if not is_parquet_name(name):
+        _check_read_args(batch_rows, 1, 1, extra_columns)
         stats = ReadStats()
-        return DebsReader(_read_tsv(src, rejects, batch_rows, 4 << 20, 1 << 16, stats), stats)
+        return DebsReader(_read_tsv(src, rejects, batch_rows, 4 << 20, 1 << 16, stats,
+                                    extra_columns), stats)
     return _read_parquet(pq.ParquetFile(src), name, rejects, batch_rows)
 
 

@@ -6,7 +6,9 @@ few seconds on a shared 2-core machine.
 
 from __future__ import annotations
 
+import io
 import re
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -29,6 +31,8 @@ from sim.debs import (
     parse_ts,
     read_debs,
     read_debs_tsv,
+    read_debs_tsv_range,
+    text_line_ranges,
 )
 
 TS_RE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00")
@@ -506,7 +510,8 @@ def test_reject_reasons_and_edge_cases(base, tmp_path):
         (3, "empty line"), (4, "carriage return inside line"), (5, "field_count"),
         (6, "line longer than max_line_bytes (raw truncated)"), (7, "boolean"), (8, "integer"),
         (9, "non-ASCII byte in line")]
-    assert rows[2][1] == "field_count: expected 56 fields, got 57"
+    assert rows[2][1].startswith("field_count: expected 56 fields, got 57 (")
+    assert "data.extra_columns: ignore" in rows[2][1]  # the reason names the option
     assert rows[4][1] == "boolean: bad value in column pc23"
     assert rows[5][1] == "integer: bad value in column mf01"
     assert rows[3][2] == b"x" * 200
@@ -573,3 +578,137 @@ def test_read_debs_buffer_equals_reading_the_file(tmp_path):
 def test_module_does_not_import_cluster_frameworks():
     src = Path(debs.__file__).read_text()
     assert not re.search(r"^\s*(import|from)\s+(ray|pyspark)\b", src, re.M)
+
+
+# ------------------------------------------------------------------------------------------
+# the original file's format and damage (DESIGN.md s. 6)
+# ------------------------------------------------------------------------------------------
+
+#: The first three lines of the original DEBS 2012 file as quoted in public excerpts
+#: (index 2556001..2556003): real column order, zero-padded pc/res, CRLF, no header.
+REAL_HEAD = (
+    b"2012-02-22T16:46:28.9670320+00:00\t2556001\t13056\t14406\t8119\t0071\t0193\t0150\t0000\t"
+    b"0000\t0000\t0000\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t1\t1\t0\t0"
+    b"\t0\t0\t0\t0\t1\t0\t0\t1\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\r\n"
+    b"2012-02-22T16:46:28.9770284+00:00\t2556002\t13054\t14405\t8119\t0069\t0192\t0151\t0000\t"
+    b"0000\t0000\t0000\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t1\t1\t0\t0"
+    b"\t0\t0\t0\t0\t1\t0\t0\t1\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\r\n"
+    b"2012-02-22T16:46:28.9870216+00:00\t2556003\t13049\t14404\t8119\t0070\t0194\t0152\t0000\t"
+    b"0000\t0000\t0000\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t1\t1\t0\t0"
+    b"\t0\t0\t0\t0\t1\t0\t0\t1\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\r\n")
+
+
+def test_real_excerpt_reads_with_real_names(tmp_path):
+    p = tmp_path / "head.txt"
+    p.write_bytes(REAL_HEAD)
+    r = read_debs_tsv(p)
+    t = r.read_all()
+    assert r.stats.rows_read == 3 and r.stats.rows_rejected == 0
+    assert t["index"].to_pylist() == [2556001, 2556002, 2556003]
+    assert t["mf01"].to_pylist() == [13056, 13054, 13049]
+    assert t["pc13"].to_pylist() == [71, 69, 70]  # zero-padded "0071"
+    assert t["pc15"].to_pylist() == [150, 151, 152]
+    assert t["res"].to_pylist() == [0, 0, 0]
+    # the booleans that are 1 in these lines, by their real names
+    ones = sorted(c for c in BOOL_COLUMNS if t[c].to_pylist() == [True] * 3)
+    assert ones == ["pp16", "pp17", "pp33", "pp36"]  # fields 34, 35, 42 and 45 of 56
+    assert t["ts_ms"].to_pylist()[0] == 1329929188967  # 16:46:28.967, truncated
+
+
+def _lines(raw: bytes) -> list[bytes]:
+    return raw[:-2].split(b"\r\n")
+
+
+def test_glued_records_are_split(base, tmp_path):
+    lines, table = base
+    glued = lines[1] + lines[2]                       # missing CRLF: 111 fields
+    glued_cr = lines[4] + b"\r" + lines[5]            # only the LF missing
+    bad_half = lines[6] + b"x" + lines[7][1:]          # the second half's timestamp broken
+    content = [lines[0], glued, lines[3], glued_cr, bad_half, lines[8]]
+    assert len(glued.split(b"\t")) == 111
+    p = tmp_path / "g.txt"
+    p.write_bytes(b"\r\n".join(content) + b"\r\n")
+    rej = tmp_path / "rej.tsv"
+    r = read_debs_tsv(p, rejects_path=rej)
+    got = r.read_all()
+    assert got.equals(table.take([0, 1, 2, 3, 4, 5, 6, 8]))
+    assert r.stats.glued_lines == 3 and r.stats.lines == 6
+    assert r.stats.lines + r.stats.glued_lines == r.stats.rows_read + r.stats.rows_rejected
+    rows = read_rejects(rej)
+    assert [(ln, reason) for ln, reason, _ in rows] == [
+        (5, "glued record 2 of 2: timestamp: bad value in column ts")]
+    assert rows[0][2] == b"x" + lines[7][1:]
+    # not two records: a 111-field line whose 56th field is not a boolean run into a timestamp
+    p.write_bytes(lines[0][:-2] + b"\tx" + lines[1] + b"\r\n")
+    r = read_debs_tsv(p, rejects_path=rej)
+    assert r.read_all().num_rows == 0 and r.stats.glued_lines == 0
+    assert read_rejects(rej)[0][1] == "field_count: expected 56 fields, got 111"
+
+
+def test_extra_column_ignore_or_reject(base, tmp_path):
+    lines, table = base
+    p = tmp_path / "x.txt"
+    # every line with a machine id (the fast path) ...
+    p.write_bytes(b"".join(ln + b"\tmachine-7\r\n" for ln in lines[:50]))
+    r = read_debs_tsv(p, extra_columns="ignore")
+    assert r.read_all().equals(table.slice(0, 50)) and r.stats.extra_column_lines == 50
+    r = read_debs_tsv(p)
+    assert r.read_all().num_rows == 0 and r.stats.rejects_by_reason == {"field_count": 50}
+    # ... and mixed with normal, glued and damaged lines
+    content = [lines[0] + b"\t42", lines[1], lines[2] + b"\t", lines[3] + b"\t1\t2",
+               lines[4] + lines[5], lines[6] + b"\t9"]
+    p.write_bytes(b"\r\n".join(content) + b"\r\n")
+    rej = tmp_path / "rej.tsv"
+    r = read_debs_tsv(p, rejects_path=rej, extra_columns="ignore")
+    assert r.read_all().equals(table.take([0, 1, 2, 4, 5, 6]))
+    assert r.stats.extra_column_lines == 3 and r.stats.glued_lines == 1
+    assert [(ln, reason) for ln, reason, _ in read_rejects(rej)] == [
+        (4, "field_count: expected 56 fields, got 58")]
+    with pytest.raises(ValueError, match="extra_columns"):
+        read_debs_tsv(p, extra_columns="keep")
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
+    """Oracle: reading ``text_line_ranges`` one by one and renumbering their rejects gives
+    the rows, rejects and counts of one whole-file read (header, BOM, damage included)."""
+    lines, _ = base
+    content = list(lines[:40])
+    for _ in range(data.draw(st.integers(0, 8))):
+        k = data.draw(st.integers(0, len(content) - 1))
+        content[k] = data.draw(st.sampled_from([
+            b"", b"junk", content[k] + b"\t7", content[k][:-1] + b"2",
+            content[k] + lines[41], b"x" * 300]))
+    head = data.draw(st.sampled_from([b"", b"\xef\xbb\xbf",
+                                      b"ts\t" + b"\t".join(c.encode() for c in TSV_COLUMNS[1:])
+                                      + b"\r\n"]))
+    text = head + b"\r\n".join(content) + data.draw(st.sampled_from([b"", b"\r\n", b"\n"]))
+    p = tmp_path / "r.txt"
+    p.write_bytes(text)
+    extra = data.draw(st.sampled_from(["reject", "ignore"]))
+    rej = tmp_path / "whole.tsv"
+    whole = read_debs_tsv(p, rejects_path=rej, extra_columns=extra, max_line_bytes=250)
+    want = whole.read_all()
+    ranges = text_line_ranges(p, data.draw(st.integers(1, len(text) + 5)))
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    got, rejects, lines_before = [], [], 0
+    stats_sum = Counter()
+    for a, b in ranges:
+        assert a == 0 or text[a - 1:a] == b"\n"
+        buf = io.BytesIO()
+        rd = read_debs_tsv_range(p, a, b, rejects=buf, extra_columns=extra, max_line_bytes=250)
+        got.append(rd.read_all())
+        for ln in buf.getvalue().split(b"\n")[1:-1]:
+            no, rest = ln.split(b"\t", 1)
+            rejects.append(b"%d\t" % (int(no) + lines_before) + rest)
+        lines_before += rd.stats.lines
+        for k in ("lines", "rows_read", "rows_rejected", "header_lines", "glued_lines",
+                  "extra_column_lines"):
+            stats_sum[k] += getattr(rd.stats, k)
+    assert pa.concat_tables(got).equals(want)
+    assert b"line\treason\traw\n" + b"".join(x + b"\n" for x in rejects) == rej.read_bytes()
+    for k, v in stats_sum.items():
+        assert getattr(whole.stats, k) == v, k
