@@ -21,6 +21,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Place and run shared sliding-window aggregate queries.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures go to BENCHMARKS.md).")
 app.add_typer(bench_app, name="bench")
+data_app = typer.Typer(no_args_is_help=True, help="DEBS data files: convert text to Parquet.")
+app.add_typer(data_app, name="data")
 console = Console()
 
 SINGLE_NODE = ("weaveshare", "insert_then_weave", "no_share", "shared")
@@ -466,6 +468,21 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
                   soft_wrap=True)
 
 
+def text_summary_line(text: dict) -> str:
+    """One line on a text input of a live run (``metrics["text"]``)."""
+    from rich.markup import escape
+
+    line = (f"text input: {text['lines']:,} lines in {text['ranges']} Spark ranges, "
+            f"{text['rows_read']:,} rows, {text['rows_rejected']:,} rejected")
+    if text["rows_rejected"]:
+        line += f" ({text['rejects']})"
+    if text.get("glued_lines"):
+        line += f", {text['glued_lines']:,} glued lines split"
+    if text.get("extra_column_lines"):
+        line += f", {text['extra_column_lines']:,} extra columns dropped"
+    return escape(line)
+
+
 def _config_error_exit(exc: Exception):
     """Print a ConfigError as one unwrapped line on stderr and exit with code 2.
 
@@ -595,11 +612,65 @@ def run(
                       "answers.parquet/ and late.parquet/ with one part per micro-batch, "
                       "metrics.json)", soft_wrap=True)
     else:
+        text = summary.metrics.get("text")
+        if text:
+            console.print(text_summary_line(text), soft_wrap=True)
         console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
-                      "answers.parquet, late.parquet, metrics.json)", soft_wrap=True)
+                      "answers.parquet, late.parquet, metrics.json"
+                      + (", rejects/" if text else "") + ")", soft_wrap=True)
     path = _build_report(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path
+
+
+@data_app.command("convert")
+def data_convert(
+    src: Path = typer.Argument(..., metavar="IN", help="DEBS 2012 text file (TSV, CRLF)."),
+    dest: Path = typer.Argument(..., metavar="OUT.parquet", help="DEBS Parquet to write."),
+    rejects: Optional[Path] = typer.Option(
+        None, help="Malformed lines (line, reason, raw); default: OUT.rejects.tsv."),
+    extra_columns: str = typer.Option(
+        "reject", "--extra-columns", help="A trailing 57th field: reject (the line) or ignore "
+        "(drop the field), as data.extra_columns."),
+):
+    """Convert a DEBS text file to DEBS Parquet once (same rules as a live run's reader)."""
+    from rich.progress import DownloadColumn, TransferSpeedColumn
+    from rich.markup import escape
+
+    from sim.debs import EXTRA_COLUMNS_CHOICES, convert_debs, is_parquet_name
+
+    if extra_columns not in EXTRA_COLUMNS_CHOICES:
+        raise UserError(f"--extra-columns: {extra_columns!r}; allowed: "
+                        f"{', '.join(EXTRA_COLUMNS_CHOICES)}")
+    if not src.is_file():
+        raise UserError(f"IN: file not found: {src}")
+    if is_parquet_name(src.name):
+        raise UserError(f"IN: {src} is already Parquet (.parquet/.pq); convert reads DEBS text")
+    if not is_parquet_name(dest.name):
+        raise UserError(f"OUT: {dest}: the output name must end in .parquet or .pq")
+    if dest.resolve() == src.resolve():
+        raise UserError("OUT: the same file as IN")
+    if not dest.parent.is_dir():
+        raise UserError(f"OUT: directory not found: {dest.parent}")
+    rejects = rejects or dest.with_name(dest.name.rsplit(".", 1)[0] + ".rejects.tsv")
+    size = src.stat().st_size
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeElapsedColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task(f"converting {src.name}", total=size)
+        stats = convert_debs(src, dest, rejects_path=rejects, extra_columns=extra_columns,
+                             progress=lambda done: bar.update(task, completed=done))
+    extra = []
+    if stats.glued_lines:
+        extra.append(f"{stats.glued_lines:,} glued lines split")
+    if stats.extra_column_lines:
+        extra.append(f"{stats.extra_column_lines:,} extra columns dropped")
+    if stats.header_lines:
+        extra.append(f"{stats.header_lines} header line skipped")
+    console.print(f"{escape(str(dest))}: {stats.rows_read:,} rows from {stats.lines:,} lines, "
+                  f"{stats.rows_rejected:,} rejected ({escape(str(rejects))})"
+                  + (f"; {', '.join(extra)}" if extra else "")
+                  + f" in {stats.seconds:.1f} s", soft_wrap=True)
 
 
 @app.command()

@@ -129,7 +129,8 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
     unknown = sorted({q.stream for q in queries} - set(VALUE_COLUMNS))
     if unknown:
         raise ConfigError(f"workload: stream(s) {unknown} are not DEBS columns; live queries read "
-                          f"one of {', '.join(VALUE_COLUMNS[:6])}, ...")
+                          f"one of {', '.join(VALUE_COLUMNS[:6])}, ..., bm05..bm10, "
+                          "pp01..pp21, pp31..pp36, pc01..pc06, pc19..pc23")
     if config.streams is None:
         rates = {s: config.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
     data_path = config.data.path
@@ -157,7 +158,8 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
                       spark=spark, spark_master=config.cluster.spark.master,
                       allowed_lateness=config.run.allowed_lateness,
                       batch_rows=config.run.batch_rows,
-                      checkpoint_every=config.run.checkpoint_every, faults=faults)
+                      checkpoint_every=config.run.checkpoint_every, faults=faults,
+                      extra_columns=config.data.extra_columns)
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
@@ -179,7 +181,8 @@ def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_qu
     w = config.data.directory
     opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
                          idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
-                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows)
+                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows,
+                         extra_columns=config.data.extra_columns)
     faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     say(f"starting Ray and Spark to watch {w.path}"
         + (f" (fault drill: {len(faults)} fault(s))" if faults else ""))
