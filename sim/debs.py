@@ -214,7 +214,16 @@ def _tsv_bytes(ticks: np.ndarray, cols: dict[str, np.ndarray]) -> bytes:
     parts = [_ts_matrix(ticks), tab]
     masks: list[np.ndarray | None] = [None, None]
     for c in INT_COLUMNS:
-        m, k = _int_matrix(cols[c])
+        v = cols[c]
+        if c in _ZERO_PADDED and n and 0 <= v.min() and v.max() <= 9999:  # "0071"
+            m = np.empty((n, 4), dtype=np.uint8)
+            for j in range(3, -1, -1):
+                v, r = np.divmod(v, 10)
+                m[:, j] = 48 + r
+            parts += [m, tab]
+            masks += [None, None]
+            continue
+        m, k = _int_matrix(v)
         parts += [m, tab]
         masks += [k, None]
     tail = np.empty((n, 2 * len(BOOL_COLUMNS) + 1), dtype=np.uint8)
@@ -1009,12 +1018,22 @@ def convert_debs(src: str | os.PathLike, dest: str | os.PathLike, *,
 
 _CHUNK_ROWS = 1 << 20
 # Power regimes (idle, production, peak) per phase, before a per-seed +-4% perturbation.
-_REGIME_LEVELS = np.array([[900, 860, 930], [5200, 5050, 5150], [8400, 8250, 8550]], float)
-_REGIME_MEAN_DWELL_S = 240.0
-_DRIFT_SLOW = (600.0, 180.0)  # (Gaussian kernel sigma in s, amplitude) of the slow drift
-_DRIFT_FAST = (30.0, 40.0)
-_NOISE_SD = 25.0
-_POWER_MAX = 16000
+# Power regimes (low, middle, high load) per phase, before a per-seed +-3% perturbation.
+# Calibrated on the published figures of the real file (DESIGN.md s. 6): over the 17,000-line
+# public excerpt mf01 spans 12,466..18,224 and mf02 13,698..20,331; its first lines read
+# mf01/mf02/mf03 = 13056/14406/8119 and change by a few units per event, ~10 ms apart.
+_REGIME_LEVELS = np.array([[12700, 14000, 8100], [15300, 17000, 9600], [18000, 20100, 11100]],
+                          float)
+_REGIME_MEAN_DWELL_S = 45.0
+_REGIME_RAMP_S = 8         # a load change takes this long (moving average on the 1 s grid)
+_DRIFT_SLOW = (300.0, 250.0)  # (Gaussian kernel sigma in s, amplitude) of the slow drift
+_DRIFT_FAST = (15.0, 100.0)
+_NOISE_SD = 2.0            # per event: the real readings step by 0-5 units
+_GAP_SHAPE = 1000.0        # Gamma shape of the gaps between events: CV ~3 % (the real file's
+#                            gaps are ~9.99 ms, nearly regular)
+_POWER_MAX = 30000         # a physical bound; the levels never get near it
+_PC_JITTER = ("pc13", "pc14", "pc15")
+_ZERO_PADDED = (*PC_COLUMNS, "res")  # written as 4 digits in text, as the original (``0071``)
 
 
 def _parse_start(start: str | datetime) -> int:
@@ -1072,20 +1091,33 @@ class _Model:
         n_knots = int(math.ceil(duration_s)) + 2
         self.knots = np.arange(n_knots, dtype=float)
         # power: regime level + drift (70% shared across phases, 30% per phase)
-        levels = _REGIME_LEVELS * rng.uniform(0.96, 1.04, _REGIME_LEVELS.shape)
+        levels = _REGIME_LEVELS * rng.uniform(0.97, 1.03, _REGIME_LEVELS.shape)
         sw = _poisson_times(rng, 1.0 / _REGIME_MEAN_DWELL_S, duration_s)
         regime = (rng.integers(0, 3) + np.cumsum(np.r_[0, rng.integers(1, 3, len(sw))])) % 3
         self.regime = _Steps(sw, regime)
         self.levels = levels
+        # the load level on the 1 s grid, ramped: regime changes take _REGIME_RAMP_S seconds
+        lv = levels[self.regime(self.knots)]
+        w = np.ones(_REGIME_RAMP_S) / _REGIME_RAMP_S
+        pad = np.concatenate([np.repeat(lv[:1], _REGIME_RAMP_S, 0), lv,
+                              np.repeat(lv[-1:], _REGIME_RAMP_S, 0)])
+        self.level = np.stack([np.convolve(pad[:, p], w, "same") for p in range(3)],
+                              axis=1)[_REGIME_RAMP_S:-_REGIME_RAMP_S]
         drift = np.zeros((n_knots, 3))
         for sigma, amp in (_DRIFT_SLOW, _DRIFT_FAST):
             common = _smooth_noise(rng, n_knots, sigma)
             own = _smooth_noise(rng, n_knots, sigma, (3,))
             drift += amp * (np.sqrt(0.7) * common[:, None] + np.sqrt(0.3) * own)
         self.drift = drift
-        # pc/res: small integers that change every few minutes
+        # pc13..pc15: a level (tens to a few hundred, as the real 0071/0193/0150) changing
+        # every few minutes, plus a +-2 jitter per event (the real values do that); pc25..pc27,
+        # res: small integers that change every few minutes
         self.ints = []
         for name in (*PC_COLUMNS, "res"):
+            if name in _PC_JITTER:
+                times = _poisson_times(rng, 1.0 / rng.uniform(60, 900), duration_s)
+                self.ints.append(_Steps(times, rng.integers(40, 260, len(times) + 1)))
+                continue
             hi = 4 if name == "res" else 16
             times = _poisson_times(rng, 1.0 / rng.uniform(60, 900), duration_s)
             self.ints.append(_Steps(times, rng.integers(0, hi, len(times) + 1)))
@@ -1116,7 +1148,7 @@ def _event_chunks(duration_s: float, rate_hz: float, seed: int, start_ticks: int
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, k)))
         k += 1
         # jitter: Gamma(16) gaps (CV 25%) plus rare dropouts of 20-200 gaps
-        gaps = rng.gamma(16.0, mean_gap / 16.0, chunk_rows)
+        gaps = rng.gamma(_GAP_SHAPE, mean_gap / _GAP_SHAPE, chunk_rows)
         drop = rng.random(chunk_rows) < 2e-5
         gaps[drop] *= rng.uniform(20, 200, int(drop.sum()))
         gaps = np.maximum(np.rint(gaps), 1).astype(np.int64)
@@ -1132,13 +1164,15 @@ def _event_chunks(duration_s: float, rate_hz: float, seed: int, start_ticks: int
         t = (ticks - start_ticks) / _TICKS_PER_S  # seconds since start
         cols: dict[str, np.ndarray] = {"index": np.arange(index0, index0 + n, dtype=np.int64)}
         index0 += n
-        base = model.levels[model.regime(t)]
         noise = rng.standard_normal((n, 3)) * _NOISE_SD
         for p, name in enumerate(ENERGY_COLUMNS):
-            v = base[:, p] + np.interp(t, model.knots, model.drift[:, p]) + noise[:, p]
+            v = (np.interp(t, model.knots, model.level[:, p] + model.drift[:, p])
+                 + noise[:, p])
             cols[name] = np.clip(np.rint(v), 0, _POWER_MAX).astype(np.int64)
         for name, steps in zip((*PC_COLUMNS, "res"), model.ints):
             cols[name] = steps(t)  # int64 already
+            if name in _PC_JITTER:
+                cols[name] = cols[name] + rng.integers(-2, 3, n)
         for name, steps in zip(BOOL_COLUMNS, model.bools):
             cols[name] = steps(t)
         yield ticks, cols
@@ -1151,11 +1185,16 @@ def generate_debs(path: str | os.PathLike, *, duration_s: float, rate_hz: float 
                   chunk_rows: int = _CHUNK_ROWS) -> int:
     """Write ``duration_s`` seconds of DEBS-style events to ``path``; return the event count.
 
-    Values: power ``mf01..03`` = regime level (idle ~900 / production ~5 k / peak ~8.4 k,
-    switching every ~4 min) + slow drift (Gaussian-smoothed noise, 10 min and 30 s scales, 70%
-    shared by the phases) + per-event noise (sd 25), rounded, clipped to [0, 16000].
-    ``pc*``/``res``: small integers changing every 1-15 min. Booleans: 20% constant, the rest flip
-    as Poisson processes every 20 s .. 2 h on average. Gaps between events: Gamma(16) around
+    Values, calibrated on the real file's published figures (DESIGN.md s. 6;
+    ``tests/test_debs.py::test_generator_matches_published_figures`` puts them side by side):
+    power ``mf01..03`` = load level (low / middle / high, mf01 ~12.7 k / 15.3 k / 18 k, mf02
+    ~11 % higher, mf03 ~8.1 k..11.1 k), switching every ~45 s with an 8 s ramp, + drift
+    (Gaussian-smoothed noise, 5 min and 15 s scales, 70% shared by the phases) + per-event noise
+    (sd 2: the real readings step by a few units), rounded, clipped to [0, 30000].
+    ``pc13..pc15``: levels of 40..260 changing every 1-15 min with a +-2 jitter per event;
+    ``pc25..pc27``/``res``: small integers changing every 1-15 min; the text writes ``pc13..res``
+    zero-padded to 4 digits as the original. Booleans: 20% constant, the rest flip as Poisson
+    processes every 20 s .. 2 h on average. Gaps between events: Gamma (CV ~3 %) around
     ``1/rate_hz`` plus rare 0.2-2 s dropouts, at 100 ns resolution (as in the text format), so
     ``ts_ms`` is non-decreasing (equal values possible at high rates).
 
