@@ -421,6 +421,31 @@ def bench_e2e(
         raise typer.Exit(1)
 
 
+@bench_app.command("text")
+def bench_text(
+    rows: int = typer.Option(1_000_000, help="Generated DEBS events (100 Hz)."),
+    queries: int = typer.Option(100, help="Queries (raw mode)."),
+    nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    repeat: int = typer.Option(2, help="Runs per input, alternating; the best counts."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Live feed rows/s over DEBS text vs the same data as Parquet (raw mode)."""
+    from cluster.bench_text import format_table, run_text_bench
+
+    if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
+        raise UserError("--rows >= 1000, --queries >= 1, --nodes >= 1 and --repeat >= 1 "
+                        "are required")
+    res = run_text_bench(rows, queries, nodes=nodes, repeat=repeat,
+                         log=lambda s: console.print(s, soft_wrap=True, markup=False))
+    console.print(format_table(res), markup=False)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_text.json"
+    path.write_text(json.dumps(res, indent=1, default=float))
+    console.print(f"results: {path}")
+    if not all(r["answers_equal"] for r in res):
+        raise typer.Exit(1)
+
+
 @app.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A simulate or run output directory."),
            out: Optional[Path] = typer.Option(None, help="Report directory (default RUN_DIR/report).")):
