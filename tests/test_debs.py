@@ -772,3 +772,21 @@ def test_generator_matches_published_figures(tmp_path):
         assert med["lag1"] > 0.9999 and med["med_step"] <= 5
         assert real[c]["med_step"] <= 5
     assert list(real_gap) == [10, 10] and np.median(gaps) == 10
+
+
+def test_read_debs_buffer_repairs_like_the_file_reader(base, tmp_path):
+    """Directory mode parses file bytes with ``read_debs_buffer``: the same glued split and
+    ``extra_columns`` rule as reading the file from disk (and the same rejects)."""
+    lines, _ = base
+    text = b"\r\n".join([lines[0] + lines[1], lines[2] + b"\tid", lines[3], b"bad"]) + b"\r\n"
+    p = tmp_path / "f.txt"
+    p.write_bytes(text)
+    for extra in ("reject", "ignore"):
+        rej_a, rej_b = io.BytesIO(), io.BytesIO()
+        a = debs.read_debs_buffer(text, "f.txt", rejects=rej_a,
+                                  extra_columns=extra)
+        b = read_debs_tsv_range(p, 0, len(text), rejects=rej_b, extra_columns=extra)
+        assert a.read_all().equals(b.read_all())
+        assert rej_a.getvalue() == rej_b.getvalue()
+        assert a.stats.glued_lines == 1
+        assert a.stats.rows_read == (4 if extra == "ignore" else 3)
