@@ -17,7 +17,7 @@ import pytest
 
 from executors.oracle import brute_force
 from placement.queries import Query
-from sim.debs import convert_debs, generate_debs, read_debs_tsv
+from sim.debs import convert_debs, generate_debs
 
 from test_cluster_e2e import make_plan  # noqa: E402
 
@@ -55,14 +55,17 @@ def texts(tmp_path_factory):
     for name, swap in (("ordered.txt", False), ("swapped.txt", True)):
         p = d / name
         p.write_bytes(_damage(lines, swap))
-        conv = d / (name + ".parquet")
-        st = convert_debs(p, conv, rejects_path=d / (name + ".rejects.tsv"),
-                          extra_columns="ignore")
-        assert st.glued_lines == 2 and st.extra_column_lines == 2 and st.rows_rejected == 2
-        out[name] = (p, conv)
+        for extra in ("ignore", "reject"):
+            conv = d / f"{name}.{extra}.parquet"
+            st = convert_debs(p, conv, rejects_path=d / f"{name}.{extra}.rejects.tsv",
+                              extra_columns=extra)
+            assert st.glued_lines == 2
+            assert (st.extra_column_lines, st.rows_rejected) == ((2, 2) if extra == "ignore"
+                                                                 else (0, 4))
+            out[name, extra] = (p, conv)
     plans = {"raw": make_plan(QUERIES, n_nodes=2),  # sliced mode runs time windows only
              "sliced": make_plan([q for q in QUERIES if q.kind == "time"], n_nodes=2)}
-    return {"dir": d, "files": out, "plan": plans["raw"], "plans": plans}
+    return {"dir": d, "files": out, "plans": plans}
 
 
 def _oracle(table: pa.Table, queries) -> pa.Table:
@@ -91,47 +94,40 @@ def _assert_same(a: pa.Table, b: pa.Table) -> None:
     np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("mode,name", [("raw", "ordered.txt"), ("raw", "swapped.txt"),
-                                       ("sliced", "swapped.txt")])
-def test_text_run_equals_converted_and_oracle(texts, name, mode, ray_session, spark, tmp_path):
+@pytest.mark.parametrize("mode,name,extra", [("raw", "ordered.txt", "ignore"),
+                                             ("raw", "swapped.txt", "reject"),
+                                             ("sliced", "swapped.txt", "ignore")])
+def test_text_run_equals_converted_and_oracle(texts, mode, name, extra, ray_session, spark,
+                                              tmp_path):
     from cluster.live import run_live
 
-    text, conv = texts["files"][name]
+    text, conv = texts["files"][name, extra]
     qs = QUERIES if mode == "raw" else [q for q in QUERIES if q.kind == "time"]
     want = _oracle(pq.read_table(conv), qs)
     # small byte ranges: several Spark tasks, the glued and swapped lines in different ones
     res_t = run_live(texts["plans"][mode], text, tmp_path / "t", spark=spark, mode=mode,
-                     batch_rows=700, extra_columns="ignore", text_range_bytes=20_000)
+                     batch_rows=700, extra_columns=extra, text_range_bytes=20_000)
     res_p = run_live(texts["plans"][mode], conv, tmp_path / "p", spark=spark, mode=mode,
                      batch_rows=700)
-    got_t, got_p = _answers(res_t), _answers(res_p)
-    _assert_same(got_t, want)
-    _assert_same(got_p, want)
+    _assert_same(_answers(res_t), want)
+    _assert_same(_answers(res_p), want)
     assert res_t.late.num_rows == res_p.late.num_rows == 0
     m = json.loads((tmp_path / "t" / "metrics.json").read_text())
     tm = m["text"]
     assert tm["ranges"] > 3 and tm["in_order"] == (name == "ordered.txt")
-    assert tm["glued_lines"] == 2 and tm["extra_column_lines"] == 2
-    assert tm["rows_rejected"] == 2 and tm["rejects_by_reason"] == {"field_count": 1,
-                                                                    "empty": 1}
+    assert tm["glued_lines"] == 2
+    if extra == "ignore":
+        assert tm["extra_column_lines"] == 2 and tm["rows_rejected"] == 2
+        assert tm["rejects_by_reason"] == {"field_count": 1, "empty": 1}
+    else:  # rejected, the reason naming the option
+        assert tm["extra_column_lines"] == 0 and tm["rows_rejected"] == 4
+        assert tm["rejects_by_reason"] == {"field_count": 3, "empty": 1}
     assert m["feed"]["rows"] == pq.read_metadata(conv).num_rows
     # the rejects of a whole-file read, renumbered across the ranges
     rej = tmp_path / "t" / "rejects" / f"{name}.rejects.tsv"
-    assert rej.read_bytes() == (texts["dir"] / f"{name}.rejects.tsv").read_bytes()
-    assert [ln.split(b"\t")[0] for ln in rej.read_bytes().splitlines()[1:]] == [b"501", b"701"]
+    assert rej.read_bytes() == (texts["dir"] / f"{name}.{extra}.rejects.tsv").read_bytes()
+    rows = [ln.split(b"\t") for ln in rej.read_bytes().splitlines()[1:]]
+    want_lines = [b"501", b"701"] if extra == "ignore" else [b"30", b"399", b"501", b"701"]
+    assert [r[0] for r in rows] == want_lines
+    assert sum(b"data.extra_columns: ignore" in r[1] for r in rows) == (extra == "reject") * 2
     assert not (tmp_path / "t" / ".text-stage").exists()
-
-
-def test_text_run_rejects_extra_column_by_default(texts, ray_session, spark, tmp_path):
-    """Without ``extra_columns: ignore`` the 57-field lines are rejected, naming the option;
-    the run goes on with the other rows (raw mode, file order)."""
-    from cluster.live import run_live
-
-    text, _ = texts["files"]["ordered.txt"]
-    res = run_live(texts["plan"], text, tmp_path / "r", spark=spark, order="file")
-    rows = (tmp_path / "r" / "rejects" / "ordered.txt.rejects.tsv").read_bytes().splitlines()
-    reasons = [r.split(b"\t")[1].decode() for r in rows[1:]]
-    assert sum("data.extra_columns: ignore" in r for r in reasons) == 2
-    want = read_debs_tsv(text).read_all()
-    assert res.metrics["feed"]["rows"] == want.num_rows
-    assert res.metrics["text"]["rows_rejected"] == 4
