@@ -150,7 +150,11 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
     if watch is not None:
         return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
                            start)
-    say("deploying on Ray and feeding through Spark")
+    from sim.debs import is_parquet_name
+
+    text = not is_parquet_name(Path(data_path).name)
+    say("deploying on Ray and feeding through Spark"
+        + (" (DEBS text: Spark tasks parse byte ranges first)" if text else ""))
     faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     if faults:
         say(f"fault drill: {len(faults)} fault(s)")
