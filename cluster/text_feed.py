@@ -118,7 +118,8 @@ def stage_text(spark, path: str | Path, out_dir: str | Path, columns: Sequence[s
     (module docstring) and write its rejects to ``<out_dir>/rejects/<name>.rejects.tsv``.
 
     ``columns``: the columns to keep (``ts_ms`` first).  ``range_bytes``: bytes per task
-    (default: the file split evenly over Spark's default parallelism, 1..64 MiB per range)."""
+    (default: the file split evenly into a multiple of Spark's default parallelism of ranges,
+    at most 64 MiB and at least 1 MiB each)."""
     from sim.debs import EXTRA_COLUMNS_CHOICES, text_line_ranges
 
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
@@ -134,8 +135,9 @@ def stage_text(spark, path: str | Path, out_dir: str | Path, columns: Sequence[s
     sc = spark.sparkContext
     par = max(1, int(sc.defaultParallelism))
     size = src.stat().st_size
-    if range_bytes is None:
-        range_bytes = min(MAX_RANGE_BYTES, max(1 << 20, math.ceil(size / par)))
+    if range_bytes is None:  # a multiple of the cores' count of ranges: no lone last wave
+        waves = max(1, math.ceil(size / (par * MAX_RANGE_BYTES)))
+        range_bytes = max(1 << 20, math.ceil(size / (par * waves)))
     ranges = text_line_ranges(src, range_bytes)
     job = [(k, a, b) for k, (a, b) in enumerate(ranges)]
     fn = functools.partial(_parse_ranges, path=str(src), stage=str(stage),
