@@ -11,6 +11,7 @@ Outputs in ``out_dir``:
   ``(query_id, window_start)``;
 * ``late.parquet``: late tuples per tree (``node_id, tree_id, stream, ts_ms, value``); a tuple
   late for two trees appears twice;
+* ``rejects/<file>.rejects.tsv``: a text input's malformed lines (``cluster.text_feed``);
 * ``metrics.json``: feed throughput and per-node metrics (tuples, answers, late tuples, busy
   seconds, utilisation, queue depths, driver blocking, recoveries, Ray node pins), nodes lost for
   good and their re-placements (moved trees, cost change), the fault drill;
@@ -30,7 +31,10 @@ import pyarrow.parquet as pq
 
 from .deploy import Deployment, RunResult
 from .ray_runtime import RayRuntime
+from sim.debs import is_parquet_name
+
 from .spark_feed import feed_raw, feed_sliced, spark_session
+from .text_feed import feed_text
 
 
 def write_result(result: RunResult, out_dir: str | Path, *, csv: bool = False,
@@ -104,9 +108,16 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
              checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
              max_rows: int | None = None, pin_nodes: bool | None = None,
              faults: list[Mapping[str, Any]] | None = None,
-             csv: bool = False) -> RunResult:
-    """Deploy ``plan`` (dict or JSON path) on Ray, feed ``data_path`` (DEBS Parquet) through
-    Spark, write answers, late tuples and metrics to ``out_dir``; return the ``RunResult``.
+             csv: bool = False, extra_columns: str = "reject",
+             text_range_bytes: int | None = None) -> RunResult:
+    """Deploy ``plan`` (dict or JSON path) on Ray, feed ``data_path`` through Spark, write
+    answers, late tuples and metrics to ``out_dir``; return the ``RunResult``.
+
+    ``data_path``: DEBS Parquet (``.parquet``/``.pq``) or DEBS text (any other name): Spark
+    tasks parse the text by byte ranges (``cluster.text_feed``; ``extra_columns`` and
+    ``text_range_bytes`` apply there), malformed lines go to
+    ``out_dir/rejects/<file>.rejects.tsv`` and the run goes on; ``metrics["text"]`` counts
+    lines, rejects, glued lines split and extra columns dropped.
 
     The deployment snapshots its nodes every ``checkpoint_every`` batches and whenever its
     replay log (batches pinned in the object store) exceeds ``max_log_bytes``; a lost actor is
@@ -122,12 +133,19 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
         raise ValueError("max_rows is supported in raw mode only")
     plan = load_plan(plan)
     pin_nodes = default_pinning(pin_nodes, ray_address)
+    text_metrics = None
     with started_runtimes(ray_address, num_cpus, spark, spark_master) as (spark, startup):
         with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
                         max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
                         max_log_bytes=max_log_bytes, mode=mode, pin_nodes=pin_nodes,
                         faults=faults) as dep:
-            if mode == "sliced":
+            if not is_parquet_name(Path(data_path).name):
+                fs, stage = feed_text(dep, spark, data_path, out_dir, mode=mode,
+                                      batch_rows=batch_rows, chunk_rows=chunk_rows, order=order,
+                                      max_rows=max_rows, extra_columns=extra_columns,
+                                      range_bytes=text_range_bytes)
+                text_metrics = stage.metrics()
+            elif mode == "sliced":
                 fs = feed_sliced(dep, spark, str(data_path), batch_rows=batch_rows,
                                  chunk_rows=chunk_rows, order=order)
             else:
@@ -144,6 +162,8 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
                       "slices": fs.slices, "timeline": fs.timeline,
                       "order": order},
              "startup": startup, "finish_s": t_finish, "data_path": str(data_path)}
+    if text_metrics is not None:
+        extra["text"] = text_metrics
     result.metrics.update(extra)
     write_result(result, out_dir, csv=csv)
     write_final_plan(out_dir, final_plan, bool(result.replacements or result.additions))

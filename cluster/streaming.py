@@ -115,6 +115,7 @@ class StreamOptions:
     max_files: int | None = None
     timeout_s: float | None = None
     batch_rows: int = 1 << 18       # rows per Deployment.feed call
+    extra_columns: str = "reject"   # a text line's trailing 57th field: "reject" or "ignore"
 
     def __post_init__(self):
         if self.files_per_batch < 1:
@@ -128,6 +129,9 @@ class StreamOptions:
         if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
             raise ValueError(f"idle_timeout_s ({self.idle_timeout_s}) must exceed poll_s "
                              f"({self.poll_s}): Spark looks for new files once per poll")
+        if self.extra_columns not in ("reject", "ignore"):
+            raise ValueError(f"extra_columns must be 'reject' or 'ignore', "
+                             f"got {self.extra_columns!r}")
         if not self.pattern or "/" in self.pattern:
             raise ValueError(f"pattern must be a non-empty file-name glob, got {self.pattern!r}")
 
@@ -140,6 +144,8 @@ class FileRecord:
     batch: int
     rows: int = 0
     rejected_rows: int = 0
+    glued_lines: int = 0           # text lines holding two records, split (sim.debs)
+    extra_column_lines: int = 0    # text lines whose trailing extra field was dropped
     error: str | None = None       # set when the whole file was rejected
     ts_min: int | None = None
     ts_max: int | None = None
@@ -155,6 +161,7 @@ class StreamStats:
     files_rejected: int = 0        # files rejected whole (unreadable, too big, vanished)
     rows: int = 0                  # tuples fed
     rows_rejected: int = 0         # malformed lines of text files
+    glued_lines: int = 0           # text lines holding two records, split into two rows
     batches: int = 0               # micro-batches that brought files
     answers: int = 0               # answer rows written
     late: int = 0                  # late-tuple rows written (per tree)
@@ -488,6 +495,7 @@ class DirectoryStream:
         st.files_log.extend(recs)
         st.files_rejected += sum(rec.error is not None for rec in recs)
         st.rows_rejected += sum(rec.rejected_rows for rec in recs)
+        st.glued_lines += sum(rec.glued_lines for rec in recs)
         st.rows += rows
         fed = [rec.ts_max for rec in recs if rec.rows]
         if fed:
@@ -517,11 +525,14 @@ class DirectoryStream:
             return self._reject_file(rec, "file vanished before it was read")
         rej = io.BytesIO()
         try:
-            reader = read_debs_buffer(data, rec.name, rejects=rej, batch_rows=1 << 20)
+            reader = read_debs_buffer(data, rec.name, rejects=rej, batch_rows=1 << 20,
+                                      extra_columns=self.options.extra_columns)
             table = reader.read_all()
         except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             return self._reject_file(rec, f"unreadable: {_one_line(exc)}")
         rec.rejected_rows = reader.stats.rows_rejected
+        rec.glued_lines = reader.stats.glued_lines
+        rec.extra_column_lines = reader.stats.extra_column_lines
         if rec.rejected_rows:
             self._write_rejects(rec.name, rej.getvalue())
         return table

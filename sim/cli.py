@@ -21,6 +21,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Place and run shared sliding-window aggregate queries.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures go to BENCHMARKS.md).")
 app.add_typer(bench_app, name="bench")
+data_app = typer.Typer(no_args_is_help=True, help="DEBS data files: convert text to Parquet.")
+app.add_typer(data_app, name="data")
 console = Console()
 
 
@@ -462,6 +464,31 @@ def bench_e2e(
         raise typer.Exit(1)
 
 
+@bench_app.command("text")
+def bench_text(
+    rows: int = typer.Option(1_000_000, help="Generated DEBS events (100 Hz)."),
+    queries: int = typer.Option(100, help="Queries (raw mode)."),
+    nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    repeat: int = typer.Option(2, help="Runs per input, alternating; the best counts."),
+    out: Path = typer.Option(Path("out/bench"), help="Output directory."),
+):
+    """Live feed rows/s over DEBS text vs the same data as Parquet (raw mode)."""
+    from cluster.bench_text import format_table, run_text_bench
+
+    if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
+        raise UserError("--rows >= 1000, --queries >= 1, --nodes >= 1 and --repeat >= 1 "
+                        "are required")
+    res = run_text_bench(rows, queries, nodes=nodes, repeat=repeat,
+                         log=lambda s: console.print(s, soft_wrap=True, markup=False))
+    console.print(format_table(res), markup=False)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_text.json"
+    path.write_text(json.dumps(res, indent=1, default=float))
+    console.print(f"results: {path}")
+    if not all(r["answers_equal"] for r in res):
+        raise typer.Exit(1)
+
+
 @app.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A simulate or run output directory."),
            out: Optional[Path] = typer.Option(None, help="Report directory (default RUN_DIR/report).")):
@@ -507,6 +534,21 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
     console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
     console.print(f"reports: {escape(str(sim_report))}\n         {escape(str(live_report))}",
                   soft_wrap=True)
+
+
+def text_summary_line(text: dict) -> str:
+    """One line on a text input of a live run (``metrics["text"]``)."""
+    from rich.markup import escape
+
+    line = (f"text input: {text['lines']:,} lines in {text['ranges']} Spark ranges, "
+            f"{text['rows_read']:,} rows, {text['rows_rejected']:,} rejected")
+    if text["rows_rejected"]:
+        line += f" ({text['rejects']})"
+    if text.get("glued_lines"):
+        line += f", {text['glued_lines']:,} glued lines split"
+    if text.get("extra_column_lines"):
+        line += f", {text['extra_column_lines']:,} extra columns dropped"
+    return escape(line)
 
 
 def _config_error_exit(exc: Exception):
@@ -650,11 +692,65 @@ def run(
                       "answers.parquet/ and late.parquet/ with one part per micro-batch, "
                       "metrics.json)", soft_wrap=True)
     else:
+        text = summary.metrics.get("text")
+        if text:
+            console.print(text_summary_line(text), soft_wrap=True)
         console.print(f"outputs: {escape(str(summary.out_dir))}/ (plan.json{final}, "
-                      "answers.parquet, late.parquet, metrics.json)", soft_wrap=True)
+                      "answers.parquet, late.parquet, metrics.json"
+                      + (", rejects/" if text else "") + ")", soft_wrap=True)
     path = _build_report(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path
+
+
+@data_app.command("convert")
+def data_convert(
+    src: Path = typer.Argument(..., metavar="IN", help="DEBS 2012 text file (TSV, CRLF)."),
+    dest: Path = typer.Argument(..., metavar="OUT.parquet", help="DEBS Parquet to write."),
+    rejects: Optional[Path] = typer.Option(
+        None, help="Malformed lines (line, reason, raw); default: OUT.rejects.tsv."),
+    extra_columns: str = typer.Option(
+        "reject", "--extra-columns", help="A trailing 57th field: reject (the line) or ignore "
+        "(drop the field), as data.extra_columns."),
+):
+    """Convert a DEBS text file to DEBS Parquet once (same rules as a live run's reader)."""
+    from rich.progress import DownloadColumn, TransferSpeedColumn
+    from rich.markup import escape
+
+    from sim.debs import EXTRA_COLUMNS_CHOICES, convert_debs, is_parquet_name
+
+    if extra_columns not in EXTRA_COLUMNS_CHOICES:
+        raise UserError(f"--extra-columns: {extra_columns!r}; allowed: "
+                        f"{', '.join(EXTRA_COLUMNS_CHOICES)}")
+    if not src.is_file():
+        raise UserError(f"IN: file not found: {src}")
+    if is_parquet_name(src.name):
+        raise UserError(f"IN: {src} is already Parquet (.parquet/.pq); convert reads DEBS text")
+    if not is_parquet_name(dest.name):
+        raise UserError(f"OUT: {dest}: the output name must end in .parquet or .pq")
+    if dest.resolve() == src.resolve():
+        raise UserError("OUT: the same file as IN")
+    if not dest.parent.is_dir():
+        raise UserError(f"OUT: directory not found: {dest.parent}")
+    rejects = rejects or dest.with_name(dest.name.rsplit(".", 1)[0] + ".rejects.tsv")
+    size = src.stat().st_size
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeElapsedColumn(), console=console,
+                  transient=True) as bar:
+        task = bar.add_task(f"converting {src.name}", total=size)
+        stats = convert_debs(src, dest, rejects_path=rejects, extra_columns=extra_columns,
+                             progress=lambda done: bar.update(task, completed=done))
+    extra = []
+    if stats.glued_lines:
+        extra.append(f"{stats.glued_lines:,} glued lines split")
+    if stats.extra_column_lines:
+        extra.append(f"{stats.extra_column_lines:,} extra columns dropped")
+    if stats.header_lines:
+        extra.append(f"{stats.header_lines} header line skipped")
+    console.print(f"{escape(str(dest))}: {stats.rows_read:,} rows from {stats.lines:,} lines, "
+                  f"{stats.rows_rejected:,} rejected ({escape(str(rejects))})"
+                  + (f"; {', '.join(extra)}" if extra else "")
+                  + f" in {stats.seconds:.1f} s", soft_wrap=True)
 
 
 @app.command()

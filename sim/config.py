@@ -335,6 +335,8 @@ class Data(Strict):
 
     path: Annotated[str, Field(min_length=1)] | None = None
     directory: DirectorySpec | None = None
+    # a trailing 57th field on a DEBS text line (e.g. a machine id): drop it or reject the line
+    extra_columns: Literal["reject", "ignore"] = "reject"
     duration_s: Annotated[float, Field(gt=0)] = 60.0
     rate_hz: Annotated[float, Field(gt=0)] = 100.0
     seed: Annotated[int, Field(ge=0)] = 0
@@ -342,6 +344,10 @@ class Data(Strict):
     @model_validator(mode="after")
     def _resolve(self, info: ValidationInfo) -> "Data":
         if self.path is None and self.directory is None:
+            if "extra_columns" in self.model_fields_set:
+                raise ConfigError("data.extra_columns: applies to DEBS text input; give "
+                                  "data.path or data.directory (generated data has no "
+                                  "extra columns)")
             return self
         if self.path is not None and self.directory is not None:
             raise ConfigError("data.directory: next to data.path; give one input: a file "

@@ -228,7 +228,11 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
     if watch is not None:
         return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
                            start)
-    say("deploying on Ray and feeding through Spark")
+    from sim.debs import is_parquet_name
+
+    text = not is_parquet_name(Path(data_path).name)
+    say("deploying on Ray and feeding through Spark"
+        + (" (DEBS text: Spark tasks parse byte ranges first)" if text else ""))
     faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     if faults:
         say(f"fault drill: {len(faults)} fault(s)")
@@ -236,7 +240,8 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
                       spark=spark, spark_master=config.cluster.spark.master,
                       allowed_lateness=config.run.allowed_lateness,
                       batch_rows=config.run.batch_rows,
-                      checkpoint_every=config.run.checkpoint_every, faults=faults)
+                      checkpoint_every=config.run.checkpoint_every, faults=faults,
+                      extra_columns=config.data.extra_columns)
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
@@ -258,7 +263,8 @@ def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_qu
     w = config.data.directory
     opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
                          idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
-                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows)
+                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows,
+                         extra_columns=config.data.extra_columns)
     faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     say(f"starting Ray and Spark to watch {w.path}"
         + (f" (fault drill: {len(faults)} fault(s))" if faults else ""))

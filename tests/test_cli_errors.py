@@ -151,3 +151,36 @@ def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "simulation" / "results.csv").is_file()
     assert all(v is None for v in seen.values())
+
+
+def test_data_convert(tmp_path):
+    """``weaveplace data convert``: a summary line, rejects next to OUT, Parquet equal to
+    the reader's rows; mistakes are one line with exit code 2."""
+    import pyarrow.parquet as pq
+
+    from sim.debs import generate_debs, read_debs_tsv
+
+    src = tmp_path / "in.txt"
+    generate_debs(src, duration_s=3, seed=2, fmt="tsv")
+    lines = src.read_bytes()[:-2].split(b"\r\n")
+    lines[5] += lines[6]  # glued
+    del lines[6]
+    lines[9] += b"\tmachine-1"
+    src.write_bytes(b"\r\n".join(lines) + b"\r\nbad line\r\n")
+    out = tmp_path / "out.parquet"
+    res = _cli("data", "convert", str(src), str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "rejected" in res.stdout and "1 glued lines split" in res.stdout
+    rows = (tmp_path / "out.rejects.tsv").read_text().splitlines()
+    assert [r.split("\t")[0] for r in rows[1:]] == ["10", str(len(lines) + 1)]
+    assert pq.read_table(out).equals(read_debs_tsv(src).read_all())
+    res = _cli("data", "convert", str(src), str(out), "--extra-columns", "ignore")
+    assert res.returncode == 0 and "1 extra columns dropped" in res.stdout
+    assert pq.read_table(out).equals(read_debs_tsv(src, extra_columns="ignore").read_all())
+    for args, needle in ((["nope.txt", str(out)], "IN: file not found"),
+                         ([str(src), str(tmp_path / "o.csv")], "OUT:"),
+                         ([str(out), str(tmp_path / "o.parquet")], "already Parquet"),
+                         ([str(src), str(out), "--extra-columns", "x"], "--extra-columns")):
+        res = _cli("data", "convert", *args)
+        assert res.returncode == 2 and needle in res.stdout + res.stderr, args
+        assert "Traceback" not in res.stdout + res.stderr

@@ -606,3 +606,42 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
         kw = seen[kind]
         assert kw["faults"] == DRILL and kw["checkpoint_every"] == 4 and kw["spark"] is spark
     assert seen["file"]["batch_rows"] == 300 and seen["stream"]["options"].batch_rows == 300
+
+
+def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path, monkeypatch):
+    """``data.extra_columns`` is validated (one line naming the key), handed to run_live,
+    refused for generated data; a query naming an old column name (b11) is refused."""
+    import cluster.live
+    from cluster.deploy import RunResult
+    from cluster.node_actor import empty_answers, empty_late
+    from sim.live import live_run
+
+    seen = {}
+
+    def fake_run_live(plan, data_path, out_dir, **kw):
+        seen.update(kw, data_path=data_path)
+        return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
+
+    monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
+    feed = tmp_path / "feed.txt"
+    feed.write_bytes(b"")
+    raw = dict(LIVE, data={"path": str(feed), "extra_columns": "ignore"},
+               placement={"optimizers": "WG_TN", "ie": "slickdeque"})
+    live_run(config_from_mapping(raw), tmp_path / "out")
+    assert seen["extra_columns"] == "ignore" and seen["data_path"] == str(feed.resolve())
+    raw["data"] = {"path": str(feed)}
+    live_run(config_from_mapping(raw), tmp_path / "out")
+    assert seen["extra_columns"] == "reject"
+    for data, needle in (({"path": str(feed), "extra_columns": "keep"}, "data.extra_columns"),
+                         ({"extra_columns": "ignore"}, "data.extra_columns: applies to DEBS")):
+        with pytest.raises(ConfigError) as err:
+            config_from_mapping(dict(raw, data=data))
+        assert str(err.value).startswith(needle) and "\n" not in str(err.value)
+    old = _with(raw, ("workload",), {"queries": [{"id": "q", "stream": "b11", "aggregate": "max",
+                                                  "range": 1000, "slide": 500}]})
+    old["streams"] = {"b11": {"rate": 0.1}}
+    with pytest.raises(ConfigError, match=r"stream\(s\) \['b11'\] are not DEBS columns"):
+        live_run(config_from_mapping(old), tmp_path / "out")
+    ok = _with(old, ("workload", "queries", 0, "stream"), "pp31")
+    ok["streams"] = {"pp31": {"rate": 0.1}}
+    live_run(config_from_mapping(ok), tmp_path / "out")  # a real column name: accepted
