@@ -264,6 +264,9 @@ class Placement(Strict):
         Union[Annotated[bool, Tag("__bool__")],
               Annotated[int, Field(ge=0, le=EXACT_LIMIT), Tag("__int__")]],
         Discriminator(_exact_tag)] = False
+    #: seconds the exact solver may spend per workload and node layout before it reports its
+    #: best plan (never worse than the run's heuristics) with a proven bound (placement.exact)
+    exact_time_limit: Annotated[float, Field(gt=0, le=86400)] = 60.0
 
     @field_validator("optimizers", mode="after")
     @classmethod
