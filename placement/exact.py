@@ -130,6 +130,8 @@ class ExactResult:
     optimal_total: bool | None = None  # min TotalCost proven (None: as ``optimal``)
     optimal_max: bool | None = None    # min MaxCost proven (None: as ``optimal``)
     seeded: list[str] = field(default_factory=list)  # hint plans that beat the solver's answer
+    front_exact: bool = True  # ``front`` is the exact Pareto front (False: method ``sets``)
+    stats: dict = field(default_factory=dict)  # solver statistics (method ``sets``)
 
     def __post_init__(self):
         if self.optimal_total is None:
@@ -469,19 +471,33 @@ def exhaustive_leaves(n: int, caps: Sequence[float | None]) -> int:
 def solve_exact(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
                 method: str = "auto", hints: Sequence[Plan] = (), **options) -> ExactResult:
     """Exact optimum. ``auto``: exhaustive when it has at most 2 million leaves (12 queries on 4
-    equal nodes: 0.7 M, ~3 s), CP-SAT otherwise. Measured: CP-SAT is far slower on these
-    instances (12 queries, 4 nodes: minutes for the whole front), mostly proving optimality.
+    equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact_sets``: branch and bound
+    for TotalCost, node-set columns for MaxCost; reaches 20+ queries), except that a caller
+    asking for the exact Pareto front (``front=True``) of at most 16 queries gets ``cpsat``
+    (``sets`` returns only the two optima and the hints' non-dominated plans).
 
-    ``hints``: known plans (e.g. the heuristics' of a run): CP-SAT starts from them and the
+    ``hints``: known plans (e.g. the heuristics' of a run): the solvers start from them and the
     answer is never worse than the best of them (the exhaustive search is exact anyway).
-    ``options``: CP-SAT's (``time_limit_s``, ``front``, ``workers``, ``hint``)."""
+    ``options``: ``time_limit_s`` (the whole call's budget), ``hint`` (also start from WG_LS),
+    ``workers``; CP-SAT's ``front``; ``sets``' ``max_sets``."""
     qs = validate_unique(queries)
-    table = subset_table(qs, model)
+    n = len(qs)
     if method == "auto":
-        leaves = exhaustive_leaves(len(qs), node_capacities(nodes))
-        method = "exhaustive" if leaves <= 2_000_000 else "cpsat"
+        leaves = exhaustive_leaves(n, node_capacities(nodes))
+        if n <= 16 and leaves <= 2_000_000:
+            method = "exhaustive"
+        elif n <= 16 and options.get("front", False):
+            method = "cpsat"
+        else:
+            method = "sets"
     if method == "exhaustive":
-        return exact_exhaustive(qs, model, nodes, table)  # options are CP-SAT's: ignored
+        return exact_exhaustive(qs, model, nodes, subset_table(qs, model))  # exact: no options
     if method == "cpsat":
-        return exact_cpsat(qs, model, nodes, table, hints=hints, **options)
-    raise ValueError(f"method: expected 'auto', 'exhaustive' or 'cpsat', got {method!r}")
+        options.pop("max_sets", None)
+        return exact_cpsat(qs, model, nodes, subset_table(qs, model), hints=hints, **options)
+    if method == "sets":
+        from placement.exact_sets import exact_sets
+
+        options.pop("front", None)
+        return exact_sets(qs, model, nodes, hints=hints, **options)
+    raise ValueError(f"method: expected 'auto', 'exhaustive', 'cpsat' or 'sets', got {method!r}")
