@@ -40,12 +40,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
 from placement.distributed import build_plan
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
 
 INF = math.inf
+SUBSET_TABLE_MAX = 16  # min TotalCost falls back to pricing all subsets up to this many queries
 REL = 1e-9  # relative slack of every comparison of float costs (sums of a few float terms)
 
 
@@ -118,28 +123,50 @@ def min_total_partition(pr: Pricer, ub: float = INF, deadline: float = INF,
     count = [0]
 
     def rest_bound(k: int, blocks: list[list]) -> float:
-        """At least what the queries ``order[k:]`` add to the open trees ``blocks``."""
+        """At least what the queries ``order[k:]`` add to the open trees ``blocks``.
+
+        Relaxation, per key, over the distinct windows left (a repeated window costs once):
+        a window joining an open tree adds at least ``max(E_tree, e) * omega``; windows in new
+        trees pay ``lambda`` per tree and ``max e of the tree * omega`` each (additive Omega;
+        otherwise nothing). With the windows sorted by ``e``, some optimal grouping of the
+        relaxation is contiguous (a window moves to the group of the smallest max >= its e
+        without raising any cost), so a DP over the sorted windows solves it exactly."""
         if k == n:
             return 0.0
-        join = 0.0  # every remaining query joins an open tree
-        new = INF   # some open a new tree: one lambda at least, each adds its own floor
-        lam_new = INF
-        acc_new = 0.0
+        items: dict[tuple, tuple] = {}
         for i in order[k:]:
-            inc_join = INF
-            for b in blocks:
-                if b[0] == pr.key[i]:
-                    if pr.additive and pr.windows[i] not in b[5]:
-                        inc = max(b[4], pr.e1[i]) * pr.om1[i]
-                    else:
+            kw = (pr.key[i], pr.windows[i])
+            if kw in items:
+                continue
+            join = INF
+            for bl in blocks:
+                if bl[0] == pr.key[i]:
+                    if not pr.additive or pr.windows[i] in bl[5]:
                         inc = 0.0
-                    inc_join = min(inc_join, inc)
-            own = pr.e1[i] * pr.om1[i] if pr.additive else 0.0
-            join += inc_join
-            acc_new += min(inc_join, own)
-            lam_new = min(lam_new, pr.lam[i])
-        new = acc_new + lam_new
-        return min(join, new)
+                    else:
+                        inc = max(bl[4], pr.e1[i]) * pr.om1[i]
+                    if inc < join:
+                        join = inc
+            items[kw] = (pr.e1[i], pr.om1[i] if pr.additive else 0.0, join, pr.lam[i])
+        total = 0.0
+        for key in {kw[0] for kw in items}:
+            its = sorted(v for kw, v in items.items() if kw[0] == key)
+            lam = its[0][3]
+            g = [0.0] * (len(its) + 1)
+            for j in range(1, len(its) + 1):
+                e_top = its[j - 1][0]
+                best_j = g[j - 1] + its[j - 1][2]  # the window joins an open tree
+                acc = e_top * its[j - 1][1]
+                for i in range(j - 1, -1, -1):  # a new tree of windows i..j-1 (some join)
+                    v = g[i] + lam + acc
+                    if v < best_j:
+                        best_j = v
+                    if i:
+                        e_i, om_i, join_i, _ = its[i - 1]
+                        acc += min(e_top * om_i, join_i)
+                g[j] = best_j
+            total += g[-1]
+        return total
 
     def rec(k: int, blocks: list[list], base: float) -> float:
         """Explore; returns a lower bound of what this subtree could not rule out (INF when
@@ -443,12 +470,69 @@ class MaxResult:
     checks: int = 0
 
 
+@njit(cache=True)
+def _popcount(x):
+    c = 0
+    while x:
+        x &= x - 1
+        c += 1
+    return c
+
+
+@njit(cache=True)
+def _cover_steps(cols, start, end, n, kmax, big, state, masks, pos, lowq, chosen, dead,
+                 max_steps):
+    """Resumable exact-cover search (``min_max_cover``): at most ``max_steps`` expansions.
+    ``state[0]``: depth (-1: exhausted). Returns 1 (covered: ``chosen[:state[0]]``), 0 (no
+    cover), -1 (step budget used up; call again with the same arrays)."""
+    full = (np.int64(1) << n) - 1
+    d = state[0]
+    steps = 0
+    while d >= 0:
+        m = masks[d]
+        if pos[d] == -1:
+            if m == full:
+                state[0] = d
+                return 1
+            left = kmax - d
+            if left == 0 or n - _popcount(m) > left * big or dead.get(m, -1) >= left:
+                d -= 1
+                continue
+            steps += 1
+            if steps > max_steps:
+                state[0] = d
+                return -1
+            free = ~m & full
+            low = 0
+            while not (free >> low) & 1:
+                low += 1
+            lowq[d] = low
+            pos[d] = start[low]
+        e = end[lowq[d]]
+        p = pos[d]
+        while p < e and (cols[p] & m) != 0:
+            p += 1
+        steps += (p - pos[d]) >> 4  # scanning counts too: a chunk stays short
+        if p < e:
+            pos[d] = p + 1
+            chosen[d] = cols[p]
+            masks[d + 1] = m | cols[p]
+            pos[d + 1] = -1
+            d += 1
+        else:
+            dead[m] = kmax - d
+            d -= 1
+    state[0] = -1
+    return 0
+
+
 def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[int] | None,
                   deadline: float = INF) -> MaxResult:
     """Smallest ``M`` such that at most ``n_nodes`` disjoint sets of the family with
     ``best <= M`` cover all queries (equal nodes): bisection over the sets' costs, each step an
     exact-cover search (the lowest uncovered query picks its set; failed (covered, nodes left)
-    states are remembered). Why not CP-SAT: its LP bound of a min-max set partition is weak
+    states are remembered; compiled with numba, resumable in chunks so the deadline holds;
+    ``checks`` counts chunks of at most 200,000 expansions). Why not CP-SAT: its LP bound of a min-max set partition is weak
     (20 queries, 8 nodes: not proven in minutes); the search proves it in seconds."""
     full = (1 << n) - 1
     cols = sorted((v, m) for m, v in fam.best.items() if v <= ub * (1 + REL))
@@ -456,39 +540,57 @@ def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[in
     checks = [0]
 
     def cover(limit: float) -> list[int] | None:
-        by_low: list[list[int]] = [[] for _ in range(n)]
-        big = 0
-        for v, m in cols:
-            if v > limit:
-                break
-            by_low[(m & -m).bit_length() - 1].append(m)
-            big = max(big, bin(m).count("1"))
-        # a set can only be picked by its lowest query; larger sets first
-        for lst in by_low:
-            lst.sort(key=lambda m: -bin(m).count("1"))
-        dead: dict[int, int] = {}
-        chosen: list[int] = []
+        """At most ``n_nodes`` disjoint sets with ``best <= limit`` covering all queries
+        (compiled search; a set is picked by its lowest query, larger sets first)."""
+        sel = [m for v, m in cols if v <= limit]
+        if not sel:
+            return None
+        # Static "fewest options first": relabel the queries so that the one in the fewest
+        # sets is bit 0; a set is then tried when its most constrained query is the lowest
+        # uncovered one.
+        freq = [0] * n
+        for m in sel:
+            r = m
+            while r:
+                low = r & -r
+                freq[low.bit_length() - 1] += 1
+                r ^= low
+        rank = sorted(range(n), key=lambda i: (freq[i], i))
+        new_of = {old: new for new, old in enumerate(rank)}
 
-        def rec(mask: int, k: int) -> bool:
-            if mask == full:
-                return True
-            if k == 0 or (n - bin(mask).count("1")) > k * big or dead.get(mask, -1) >= k:
-                return False
+        def relabel(m: int, table=new_of) -> int:
+            out, r = 0, m
+            while r:
+                low = r & -r
+                out |= 1 << table[low.bit_length() - 1]
+                r ^= low
+            return out
+
+        back = {relabel(m): m for m in sel}
+        sel = list(back)
+        sel.sort(key=lambda m: ((m & -m).bit_length(), -bin(m).count("1"), m))
+        arr = np.array(sel, dtype=np.int64)
+        lows = np.array([(m & -m).bit_length() - 1 for m in sel], dtype=np.int64)
+        start = np.searchsorted(lows, np.arange(n), "left").astype(np.int64)
+        end = np.searchsorted(lows, np.arange(n), "right").astype(np.int64)
+        big = max(bin(m).count("1") for m in sel)
+        k = n_nodes
+        state = np.zeros(1, dtype=np.int64)
+        masks = np.zeros(k + 2, dtype=np.int64)
+        pos = np.full(k + 2, -1, dtype=np.int64)
+        lowq = np.zeros(k + 2, dtype=np.int64)
+        chosen = np.zeros(k + 2, dtype=np.int64)
+        dead = Dict.empty(key_type=types.int64, value_type=types.int64)
+        while True:
+            r = _cover_steps(arr, start, end, n, k, big, state, masks, pos, lowq, chosen,
+                             dead, 200_000)
             checks[0] += 1
-            if checks[0] % 1024 == 0 and time.perf_counter() > deadline:
+            if r == 1:
+                return [back[int(c)] for c in chosen[:state[0]]]
+            if r == 0:
+                return None
+            if time.perf_counter() > deadline:
                 raise OutOfTime
-            free = ~mask & full
-            low = (free & -free).bit_length() - 1
-            for m in by_low[low]:
-                if m & mask == 0:
-                    chosen.append(m)
-                    if rec(mask | m, k - 1):
-                        return True
-                    chosen.pop()
-            dead[mask] = k
-            return False
-
-        return list(chosen) if rec(0, n_nodes) else None
 
     # values[hi] is feasible (the known plan), values[:lo] are not
     hi = len(values) - 1
@@ -530,6 +632,9 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
     start = time.perf_counter()
     deadline = start + time_limit_s
     qs = validate_unique(queries)
+    if len(qs) > 60:
+        raise ValueError(f"exact search is for small instances: {len(qs)} queries > 60 "
+                         "(node sets are 64-bit masks)")
     caps = node_capacities(nodes)
     N = len(caps)
     pr = Pricer(qs, model)
@@ -555,10 +660,24 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
     # -- min TotalCost
     plan_t = None
     if uncapped:
+        share = 0.15 if len(qs) <= SUBSET_TABLE_MAX else 0.45
         tr = min_total_partition(pr, ht.total_cost if ht else INF,
-                                 start + 0.45 * time_limit_s,
+                                 start + share * time_limit_s,
                                  tree_masks(ht) if ht else None)
         stats["bb_nodes"] = tr.nodes
+        if not tr.proven and len(qs) <= SUBSET_TABLE_MAX and time.perf_counter() < deadline:
+            # Few queries: price every subset instead (placement.exact.subset_table, exact;
+            # 16 queries ~5 s) rather than give up the proof.
+            from placement.exact import subset_table
+
+            table = subset_table(qs, model)
+            full = (1 << len(qs)) - 1
+            if table.best[full] <= tr.total * (1 + REL):
+                tr = TotalResult(table.best[full], table.best[full], True,
+                                 [table.partition(full)], tr.nodes)
+            else:
+                tr = TotalResult(tr.total, tr.total, True, tr.partitions, tr.nodes)
+            stats["subset_table"] = True
         proven_t, bound_t = tr.proven, tr.bound
         best_sched = None
         for parts in tr.partitions[:max_ties]:
