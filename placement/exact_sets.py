@@ -344,7 +344,11 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
     result: dict[str, int] = {}
     proven, bound_int = True, 0
     chosen = None
-    objectives = (primary, "total" if primary == "max" else "max")[:2 if lexicographic else 1]
+    if primary == "feasible":  # any cover within ``limit``: no objective
+        objectives: tuple = ("feasible",)
+    else:
+        objectives = (primary, "total" if primary == "max" else "max")[:2 if lexicographic
+                                                                        else 1]
     for step, obj in enumerate(objectives):
         mdl = cp_model.CpModel()
         y = {}
@@ -380,12 +384,15 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
             hset = set(hs)
             for (m, k), v in y.items():
                 mdl.add_hint(v, m in hset)
-        mdl.minimize(var[obj])
+        if obj != "feasible":
+            mdl.minimize(var[obj])
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = workers
         solver.parameters.random_seed = 0
         left = time_limit_s - (time.perf_counter() - start)
-        solver.parameters.max_time_in_seconds = max(0.05, left / (len(objectives) - step))
+        # the second (tie-breaking) objective gets at most a quarter of the budget
+        share = left / (len(objectives) - step) if step == 0 else min(left, 0.25 * time_limit_s)
+        solver.parameters.max_time_in_seconds = max(0.05, share)
         st = solver.solve(mdl)
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if step == 0:
@@ -393,6 +400,10 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
                     return None
                 return SetSolve([], [], INF, INF, False,
                                 max(0.0, (solver.best_objective_bound - _slack(obj, N)) / scale))
+            break
+        if obj == "feasible":
+            chosen = [m for (m, k), v in y.items() if solver.value(v)]
+            chosen_cls = [k for (m, k), v in y.items() if solver.value(v)]
             break
         if step == 0:
             proven = st == cp_model.OPTIMAL
@@ -402,6 +413,8 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
         chosen_cls = [k for (m, k), v in y.items() if solver.value(v)]
     vals = [fam.best[m] for m in chosen]
     total, mx = math.fsum(vals), max(vals)
+    if primary == "feasible":
+        return SetSolve(chosen, chosen_cls, total, mx, True, 0.0)
     bound = max(0.0, (bound_int - _slack(primary, N)) / scale)
     return SetSolve(chosen, chosen_cls, total, mx, proven,
                     min(bound, total if primary == "total" else mx))
@@ -616,6 +629,48 @@ def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[in
     return MaxResult(mx, min(bound, mx), proven, best_sets or [], checks[0])
 
 
+def _min_max_capped(pr: Pricer, fam: Family, caps, ub: float, deadline: float, hint,
+                    workers: int, stats: dict) -> SetSolve | None:
+    """Min MaxCost with capacities: bisection over the sets' costs, each step a CP-SAT
+    feasibility check (fast, unlike CP-SAT's min-max objective whose LP bound is weak), then
+    the least TotalCost within the found MaxCost."""
+    values = sorted({v for v in fam.best.values() if v <= ub * (1 + REL)})
+    if not values:
+        return None
+    lo, hi = 0, len(values) - 1
+    best = None
+    proven = True
+    checks = 0
+    while lo <= hi:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            proven = False
+            break
+        mid = (lo + hi) // 2
+        checks += 1
+        got = solve_sets(pr, fam, caps, "feasible", values[mid], left, hint, workers)
+        if got is None:          # proven: no cover within values[mid]
+            lo = mid + 1
+        elif not got.sets:       # time ran out
+            proven = False
+            break
+        else:
+            best = got
+            hi = values.index(got.max) - 1
+    stats["capped_checks"] = checks
+    if best is None:
+        return None if proven else SetSolve([], [], INF, INF, False, values[lo] if
+                                            lo < len(values) else 0.0)
+    bound = values[lo] if lo < len(values) else best.max
+    left = deadline - time.perf_counter()
+    tie = solve_sets(pr, fam, caps, "total", best.max, max(0.1, left), best.sets, workers,
+                     lexicographic=False) if left > 0 else None
+    if tie is not None and tie.sets and tie.max <= best.max * (1 + REL):
+        best = tie
+    return SetSolve(best.sets, best.classes, best.total, best.max,
+                    proven and bound >= best.max * (1 - REL), min(bound, best.max))
+
+
 # ---- the solver -----------------------------------------------------------------------------
 
 def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequence[Plan] = (),
@@ -748,8 +803,7 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
                                cov.bound)
             got.proven, got.bound = cov.proven, cov.bound
         else:
-            got = solve_sets(pr, fam, caps, "max", ub_m,
-                             max(0.1, deadline - time.perf_counter()), hint_sets, workers)
+            got = _min_max_capped(pr, fam, caps, ub_m, deadline, hint_sets, workers, stats)
         if got is not None:
             proven_m = got.proven
             bound_m = max(bound_m, got.bound)
