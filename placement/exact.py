@@ -473,9 +473,10 @@ def solve_exact(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
                 method: str = "auto", hints: Sequence[Plan] = (), **options) -> ExactResult:
     """Exact optimum. ``auto``: exhaustive when it has at most 2 million leaves (12 queries on 4
     equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact_sets``: branch and bound
-    for TotalCost, node-set columns for MaxCost; reaches 20+ queries), except that a caller
-    asking for the exact Pareto front (``front=True``) of at most 16 queries gets ``cpsat``
-    (``sets`` returns only the two optima and the hints' non-dominated plans).
+    for TotalCost, node-set columns for MaxCost; reaches 20+ queries) when ``front=False`` is
+    passed or there are more than 16 queries; otherwise ``cpsat``, which also gives the exact
+    Pareto front (``sets`` returns only the two optima and the hints' non-dominated plans:
+    ``ExactResult.front_exact`` is False).
 
     ``hints``: known plans (e.g. the heuristics' of a run): the solvers start from them and the
     answer is never worse than the best of them (the exhaustive search is exact anyway).
@@ -487,8 +488,8 @@ def solve_exact(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
         leaves = exhaustive_leaves(n, node_capacities(nodes))
         if n <= 16 and leaves <= 2_000_000:
             method = "exhaustive"
-        elif n <= 16 and options.get("front", False):
-            method = "cpsat"
+        elif n <= 16 and options.get("front", True):
+            method = "cpsat"  # the exact front, as before (``front=False``: ``sets``)
         else:
             method = "sets"
     if method == "exhaustive":
