@@ -455,7 +455,15 @@ def schedule_trees(costs: Sequence[float], caps: Sequence[float | None],
     solver.parameters.max_time_in_seconds = time_limit_s
     st = solver.solve(mdl)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise RuntimeError("no schedule of the trees fits the node capacities")
+        if any(c is not None for c in caps):
+            raise RuntimeError("no schedule of the trees fits the node capacities")
+        # no time to find one: largest tree first to the least loaded node (LPT)
+        loads, where = [0.0] * N, [0] * T
+        for t in sorted(range(T), key=lambda t: -costs[t]):
+            j = min(range(N), key=lambda j: (loads[j], j))
+            where[t] = j
+            loads[j] += costs[t]
+        return where, False
     return [next(j for j in range(N) if solver.value(x[t][j])) for t in range(T)], \
         st == cp_model.OPTIMAL
 
