@@ -282,13 +282,18 @@ def bench_exact(qnums: str = typer.Option("8,12,16,20,24", help="Comma-separated
     if max(qs) > 60:
         console.print(f"error: --qnums: at most 60 queries (exact search), got {max(qs)}")
         raise typer.Exit(2)
+    out.mkdir(parents=True, exist_ok=True)
+    done: list[dict] = []
+
+    def row_done(r: dict) -> None:  # the CSV grows row by row: a long run is never all lost
+        done.append(r)
+        pd.DataFrame(done).to_csv(out / "bench_exact.csv", index=False)
+        bar.advance(task)
+
     with _progress() as bar:
         task = bar.add_task("exact", total=len(qs) * len(ns) * len(sd))
-        rows = b.run(qs, ns, sd, rate, smax, omax, "nrm", time_limit,
-                     on_row=lambda r: bar.advance(task))
+        rows = b.run(qs, ns, sd, rate, smax, omax, "nrm", time_limit, on_row=row_done)
     df = pd.DataFrame(rows)
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "bench_exact.csv", index=False)
     table = Table("queries", "nodes", "method", "proven", "time s", "to proof T s",
                   "to proof M s", "gap T %", "gap M %", "heur. gap M %", "node sets")
     pct = lambda v: "inf" if v == float("inf") else f"{100 * v:.2f}"  # noqa: E731
