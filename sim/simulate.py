@@ -11,7 +11,8 @@ Outputs under ``output_dir`` (``run.output_dir`` or the override):
   where the exact optimum was computed;
 - ``results.csv`` / ``results.parquet``: one row per (configuration, optimizer) with the
   configuration's parameters, ``total_cost``, ``max_cost``, ``node_costs`` (JSON list, node order
-  of the plan), ``runtime_s`` (optimizer only, not plan writing), the exact optima and relative gaps
+  of the plan), ``runtime_s`` (optimizer only, not plan writing), the exact optima (with proven
+  bounds ``exact_bound_*`` when not proven, and ``gap_*_hi = plan / bound - 1``) and relative gaps
   ``gap_total`` / ``gap_max`` (``plan / exact - 1``) where computed, and each plan's quality
   ``quality_total_pct`` / ``quality_max_pct`` (Figure 40: 0 % = the best plan of this
   configuration, 100 % = the worst; 0 when all plans tie);
@@ -29,7 +30,8 @@ Ties: plans within a relative 1e-9 of the best count as best (costs are sums of 
 Single-node optimizers (``weaveshare`` ...) ignore the cluster: all their trees go to the first node
 and the other nodes stay idle, so their MaxCost equals their TotalCost; they keep their own
 preprocessing default (identical-slicing grouping), ``placement.preprocess`` applies to the
-distributed optimizers. The exact solver is run once per (workload, cluster) before the optimizers.
+distributed optimizers. The exact solver is run once per (workload, cluster) after the optimizers,
+seeded with their plans (``_exact``).
 """
 
 from __future__ import annotations
