@@ -1,4 +1,5 @@
-"""Exact optimum of the distributed placement problem for small instances (~12 queries, 4 nodes).
+"""Exact optimum of the distributed placement problem for small instances (~12 queries, 4 nodes;
+``placement.exact_sets`` reaches ~24 queries on 8 nodes and is what ``solve_exact`` uses there).
 
 Why this is tractable: within one node the trees are free to choose, and a node's cost is the sum of
 its trees, so a node holding query set ``S`` should always use the cheapest partition of ``S``
@@ -18,11 +19,22 @@ Two solvers, cross-checked in the tests:
 Objectives: ``min_total`` minimises TotalCost then MaxCost (lexicographic); ``min_max`` minimises
 MaxCost then TotalCost; ``front`` is the Pareto front between them (epsilon-constraint on MaxCost),
 sorted by TotalCost. Every returned plan is re-priced from its queries with ``model.tree``.
+
+Seeding and bounds (why: the exact answer is the yardstick of every heuristic's gap, so it must
+never be worse than a known plan, and an unproven answer must say how far it may be off):
+``hints`` (heuristic plans) start CP-SAT from the best of them (solution hint + the hint's
+objective as an upper bound), and ``seed_result`` swaps in a hint plan that beats the solver's
+answer. ``ExactResult.bound_total`` / ``bound_max`` are *proven* lower bounds of the optimum
+(equal to it when proven): CP-SAT's objective bound, less the worst integer rounding, and the
+combinatorial bounds ``best(all queries)`` (min TotalCost without capacities, exact) and
+``best(all) / N`` (some node carries the average).
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -114,6 +126,88 @@ class ExactResult:
     optimal: bool          # proven optimal (always True for exhaustive)
     abs_tol: float         # cost differences below this may be misranked (integer scaling)
     candidate_trees: int
+    bound_total: float | None = None   # proven lower bound of min TotalCost (None: = optimum)
+    bound_max: float | None = None     # proven lower bound of min MaxCost (None: = optimum)
+    optimal_total: bool | None = None  # min TotalCost proven (None: as ``optimal``)
+    optimal_max: bool | None = None    # min MaxCost proven (None: as ``optimal``)
+    seeded: list[str] = field(default_factory=list)  # hint plans that beat the solver's answer
+    front_exact: bool = True  # ``front`` is the exact Pareto front (False: method ``sets``)
+    stats: dict = field(default_factory=dict)  # solver statistics (method ``sets``)
+
+    def __post_init__(self):
+        if self.optimal_total is None:
+            self.optimal_total = self.optimal
+        if self.optimal_max is None:
+            self.optimal_max = self.optimal
+        if self.bound_total is None:
+            self.bound_total = self.min_total.total_cost if self.optimal_total else 0.0
+        if self.bound_max is None:
+            self.bound_max = self.min_max.max_cost if self.optimal_max else 0.0
+        self._settle()
+
+    def _settle(self) -> None:
+        """A bound never exceeds the best known plan (it bounds the optimum from below); a plan
+        that meets its bound is proven optimal."""
+        self.bound_total = min(self.bound_total, self.min_total.total_cost)
+        self.bound_max = min(self.bound_max, self.min_max.max_cost)
+        self.optimal_total = bool(self.optimal_total or
+                                  self.min_total.total_cost <= self.bound_total)
+        self.optimal_max = bool(self.optimal_max or self.min_max.max_cost <= self.bound_max)
+
+    @property
+    def gap_total(self) -> float:
+        """``min_total / bound - 1``: how far the reported min TotalCost may be from optimal."""
+        return _rel_gap(self.min_total.total_cost, self.bound_total)
+
+    @property
+    def gap_max(self) -> float:
+        return _rel_gap(self.min_max.max_cost, self.bound_max)
+
+
+def _rel_gap(value: float, bound: float) -> float:
+    if value <= bound:
+        return 0.0
+    return math.inf if bound <= 0 else value / bound - 1
+
+
+def _fits(plan: Plan, caps: Sequence[float | None]) -> bool:
+    return len(plan.nodes) == len(caps) and all(
+        c is None or nd.cost <= c * (1 + 1e-12) for nd, c in zip(plan.nodes, caps))
+
+
+def _lex_better(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """``a`` strictly better than ``b`` (lexicographic, beyond a 1e-12 relative rounding)."""
+    tol = 1e-12 * max(1.0, abs(b[0]))
+    if a[0] < b[0] - tol:
+        return True
+    return abs(a[0] - b[0]) <= tol and a[1] < b[1] - 1e-12 * max(1.0, abs(b[1]))
+
+
+def seed_result(res: ExactResult, hints: Sequence[Plan], caps: Sequence[float | None]
+                ) -> ExactResult:
+    """Never worse than a known plan: a hint that fits the capacities and beats the solver's
+    min-TotalCost (or min-MaxCost) plan lexicographically replaces it, and joins the front.
+    Hint plans are taken as given (their costs are their trees' exact prices)."""
+    ok = [h for h in hints if _fits(h, caps)]
+    if not ok:
+        return res
+    bt = min(ok, key=lambda p: (p.total_cost, p.max_cost))
+    bm = min(ok, key=lambda p: (p.max_cost, p.total_cost))
+    if _lex_better((bt.total_cost, bt.max_cost), (res.min_total.total_cost,
+                                                  res.min_total.max_cost)):
+        res.seeded.append(f"min_total:{bt.optimizer}")
+        res.min_total = copy.deepcopy(bt)
+    if _lex_better((bm.max_cost, bm.total_cost), (res.min_max.max_cost,
+                                                  res.min_max.total_cost)):
+        res.seeded.append(f"min_max:{bm.optimizer}")
+        res.min_max = copy.deepcopy(bm)
+    pool = [res.min_total] + list(res.front) + [res.min_max] + ok
+    keep = _front_points([(p.total_cost, p.max_cost) for p in pool])
+    res.front = [next(p for p in pool if (p.total_cost, p.max_cost) == k) for k in keep]
+    res.front = [p if any(p is r for r in (res.min_total, res.min_max)) or
+                 not any(p is h for h in ok) else copy.deepcopy(p) for p in res.front]
+    res._settle()
+    return res
 
 
 def _plan(name, table: SubsetTable, model, caps, node_tree_masks) -> Plan:
@@ -176,14 +270,21 @@ def exact_exhaustive(queries: Sequence[Query], model: CostModel, nodes: NodesArg
 
 def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
                 table: SubsetTable | None = None, time_limit_s: float = 60.0, workers: int = 1,
-                front: bool = True, hint: bool = True) -> ExactResult:
+                front: bool = True, hint: bool = True, hints: Sequence[Plan] = ()
+                ) -> ExactResult:
     """Set partition + assignment in CP-SAT over the kept candidate trees (see module).
 
-    ``hint``: start the solver from WG_LS's plan (its node query-sets, each split into its
-    cheapest kept trees): a good first incumbent shortens the search; it never changes the
-    optimum. Single-worker CP-SAT with a fixed seed is deterministic."""
+    ``hint``: also start from WG_LS's plan; ``hints``: further plans (e.g. every heuristic plan
+    of a run). Per objective the best of them is the solver's solution hint (its node
+    query-sets, each split into its cheapest kept trees) and its integer objective an upper
+    bound: a good first incumbent shortens the search and the answer is never worse than it.
+    ``time_limit_s`` is the budget of the whole call (every lexicographic step and the front
+    share it); an objective not proven within it keeps its best plan and CP-SAT's proven bound
+    (``ExactResult.bound_total`` / ``bound_max``). Single-worker CP-SAT with a fixed seed is
+    deterministic for a given time limit unless the limit is hit."""
     from ortools.sat.python import cp_model
 
+    deadline = time.perf_counter() + time_limit_s
     qs = validate_unique(queries)
     caps = node_capacities(nodes)
     table = table or subset_table(qs, model)
@@ -193,34 +294,62 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
     scale = 1e7 / cmax
     w = {m: int(round(table.cost[m] * scale)) for m in trees}
     abs_tol = (n * 0.5 + 1) / scale
+    slack = n * 0.5  # |integer cost - scale * cost| of a node or a plan (at most n trees)
+    cap_int = [None if c is None else int(math.floor(c * scale + slack)) for c in caps]
 
     full = (1 << n) - 1
-    lb_total = max(0, int(math.floor(table.best[full] * scale - n * 0.5 - 1)))
-    hint_x: set[tuple[int, int]] = set()
+    lb_total = max(0, int(math.floor(table.best[full] * scale - slack - 1)))
+    pos = {q.id: i for i, q in enumerate(qs)}
+    plans = list(hints)
     if hint:
         from placement.distributed import optimize
 
-        pos = {q.id: i for i, q in enumerate(qs)}
-        hp = optimize("WG_LS", qs, model, nodes)
-        node_masks = [sum(1 << pos[q.id] for t in nd.trees for q in t.queries) for nd in hp.nodes]
-        order = sorted(range(N), key=lambda j: -table.best[node_masks[j]])
-        if len(set(caps)) > 1:
-            order = list(range(N))  # unequal nodes: keep the heuristic's node identities
-        hint_x = {(m, j) for j, src in enumerate(order) for m in table.partition(node_masks[src])
-                  if node_masks[src]}
+        plans.append(optimize("WG_LS", qs, model, nodes))
+
+    def as_solution(plan: Plan):
+        """A plan as the model's ``x`` (node query-sets split into kept trees), node order
+        fitted to the symmetry breaking; None when it does not fit the model."""
+        if len(plan.nodes) != N:
+            return None
+        try:
+            node_masks = [sum(1 << pos[q.id] for t in nd.trees for q in t.queries)
+                          for nd in plan.nodes]
+        except KeyError:
+            return None
+        if sum(bin(m).count("1") for m in node_masks) != n or \
+                any(table.best[m] == INF for m in node_masks if m):
+            return None
+        parts = [table.partition(m) if m else [] for m in node_masks]
+        loads = [sum(w[t] for t in ps) for ps in parts]
+        order = list(range(N))
+        if len(set(caps)) == 1:
+            order.sort(key=lambda j: -loads[j])
+        sol = [parts[j] for j in order]
+        ld = [loads[j] for j in order]
+        if any(c is not None and l > c for l, c in zip(ld, cap_int)):
+            return None
+        if any(caps[j] == caps[j + 1] and ld[j] < ld[j + 1] for j in range(N - 1)):
+            return None
+        return sol, sum(ld), max(ld)
+
+    sols = [s for s in map(as_solution, plans) if s is not None]
 
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = workers
-    solver.parameters.max_time_in_seconds = time_limit_s
     solver.parameters.random_seed = 0
     all_optimal = True
+    proof = {"total": True, "max": True}
+    bound = {"total": lb_total, "max": 0}
 
-    def solve(primary: str, bounds: dict[str, int]):
+    def solve(primary: str, bounds: dict[str, int], steps_left: int):
         """Lexicographic solve: minimise ``primary`` ("total" or "max"), then the other one.
         A fresh model per step (they are small), with ``bounds`` as upper bounds."""
         nonlocal all_optimal
         result = {}
-        for objective in (primary, "max" if primary == "total" else "total"):
+        sol = None
+        key = {"total": 1, "max": 2}
+        start = [s for s in sols if all(s[key[k]] <= b for k, b in bounds.items())]
+        for step, objective in enumerate((primary, "max" if primary == "total" else "total")):
             mdl = cp_model.CpModel()
             x = {(m, j): mdl.new_bool_var(f"x{m}_{j}") for m in trees for j in range(N)}
             for i in range(n):
@@ -229,8 +358,8 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
             load = [mdl.new_int_var(0, ub, f"load{j}") for j in range(N)]
             for j in range(N):
                 mdl.add(load[j] == sum(w[m] * x[m, j] for m in trees))
-                if caps[j] is not None:
-                    mdl.add(load[j] <= int(math.floor(caps[j] * scale + n * 0.5)))
+                if cap_int[j] is not None:
+                    mdl.add(load[j] <= cap_int[j])
             for j in range(N - 1):
                 if caps[j] == caps[j + 1]:
                     mdl.add(load[j] >= load[j + 1])  # equal nodes are interchangeable
@@ -244,40 +373,86 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
             mdl.add(N * var["max"] >= var["total"])
             for name, b in {**bounds, **result}.items():
                 mdl.add(var[name] <= b)
+            if step == 0 and start:
+                best = min(start, key=lambda s: (s[key[objective]], s[3 - key[objective]]))
+                mdl.add(var[objective] <= best[key[objective]])  # never worse than a hint
+                hint_set = {(m, j) for j, ps in enumerate(best[0]) for m in ps}
+            elif sol is not None:
+                hint_set = {(m, j) for j, ps in enumerate(sol) for m in ps}
+            else:
+                hint_set = None
+            if hint_set is not None:
+                for k, v in x.items():
+                    mdl.add_hint(v, k in hint_set)
             mdl.minimize(var[objective])
-            for key, v in x.items():
-                mdl.add_hint(v, key in hint_x)
+            left = deadline - time.perf_counter()
+            solver.parameters.max_time_in_seconds = max(0.05, left / max(1, steps_left - step))
             st = solver.solve(mdl)
             if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 if st != cp_model.INFEASIBLE:  # time limit without a solution: not proven
                     all_optimal = False
                 return None
             all_optimal &= st == cp_model.OPTIMAL
+            if step == 0 and not bounds:
+                proof[objective] = st == cp_model.OPTIMAL
+                bound[objective] = max(bound[objective],
+                                       int(math.ceil(solver.best_objective_bound - 1e-6)))
             result[objective] = int(solver.value(var[objective]))
             sol = [[m for m in trees if solver.value(x[m, j])] for j in range(N)]
         return result["total"], result["max"], sol
 
-    first = solve("total", {})
+    def fallback(objective: str):
+        """Time ran out before CP-SAT found a plan: the best hint, unproven."""
+        if not sols:
+            return None
+        k = {"total": 1, "max": 2}[objective]
+        best = min(sols, key=lambda s: (s[k], s[3 - k]))
+        return best[1], best[2], best[0]
+
+    first = solve("total", {}, 4)
+    if first is None and not all_optimal:
+        proof["total"] = False
+        first = fallback("total")
     if first is None:
-        raise InfeasibleError("no assignment of the queries fits the node capacities")
+        if all_optimal:
+            raise InfeasibleError("no assignment of the queries fits the node capacities")
+        raise InfeasibleError("no plan found within the time limit (none fits the capacities "
+                              "or the limit is too short)")
     pts = [first]
-    last = solve("max", {})
+    last = solve("max", {}, 2)
+    if last is None:  # time ran out before a plan: the best hint or the min-total plan
+        proof["max"] = False
+        last = fallback("max") or first
     if front:
-        bound = first[1] - 1
-        while bound >= last[1]:
-            got = solve("total", {"max": bound})
+        bound_m = first[1] - 1
+        while bound_m >= last[1] and time.perf_counter() < deadline:
+            got = solve("total", {"max": bound_m}, 2)
             if got is None:
                 break
             pts.append(got)
-            bound = got[1] - 1
+            bound_m = got[1] - 1
+        if bound_m >= last[1]:
+            all_optimal = False  # the front was cut by the time limit
     if pts[-1][1] > last[1]:
         pts.append(last)
     plans = [_plan("EXACT_PARETO", table, model, caps, sol) for _, _, sol in pts]
     # Re-priced exactly; drop points that the integer scaling made look non-dominated.
     keep = _front_points([(p.total_cost, p.max_cost) for p in plans])
     plans = [next(p for p in plans if (p.total_cost, p.max_cost) == k) for k in keep]
-    plans[0].optimizer, plans[-1].optimizer = "EXACT_TOTAL", "EXACT_MAX"
-    return ExactResult(plans[0], plans[-1], plans, "cpsat", all_optimal, abs_tol, len(trees))
+    lo_t = min(plans, key=lambda p: (p.total_cost, p.max_cost))
+    lo_m = min(plans, key=lambda p: (p.max_cost, p.total_cost))
+    lo_t.optimizer, lo_m.optimizer = "EXACT_TOTAL", "EXACT_MAX"
+    # Proven lower bounds (module doc): integer bound less the rounding, and combinatorial ones.
+    bt = max((bound["total"] - slack) / scale, table.best[full])
+    bm = max((bound["max"] - slack) / scale, table.best[full] / N)
+    res = ExactResult(lo_t, lo_m, plans, "cpsat", all_optimal and proof["total"] and
+                      proof["max"], abs_tol, len(trees), bound_total=bt, bound_max=bm,
+                      optimal_total=proof["total"], optimal_max=proof["max"])
+    return seed_result(res, plans_fitting(hints, caps), caps)
+
+
+def plans_fitting(plans: Sequence[Plan], caps: Sequence[float | None]) -> list[Plan]:
+    return [p for p in plans if _fits(p, caps)]
 
 
 def exhaustive_leaves(n: int, caps: Sequence[float | None]) -> int:
@@ -295,17 +470,36 @@ def exhaustive_leaves(n: int, caps: Sequence[float | None]) -> int:
 
 
 def solve_exact(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
-                method: str = "auto", **options) -> ExactResult:
+                method: str = "auto", hints: Sequence[Plan] = (), **options) -> ExactResult:
     """Exact optimum. ``auto``: exhaustive when it has at most 2 million leaves (12 queries on 4
-    equal nodes: 0.7 M, ~3 s), CP-SAT otherwise. Measured: CP-SAT is far slower on these
-    instances (12 queries, 4 nodes: minutes for the whole front), mostly proving optimality."""
+    equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact_sets``: branch and bound
+    for TotalCost, node-set columns for MaxCost; reaches 20+ queries) when ``front=False`` is
+    passed or there are more than 16 queries; otherwise ``cpsat``, which also gives the exact
+    Pareto front (``sets`` returns only the two optima and the hints' non-dominated plans:
+    ``ExactResult.front_exact`` is False).
+
+    ``hints``: known plans (e.g. the heuristics' of a run): the solvers start from them and the
+    answer is never worse than the best of them (the exhaustive search is exact anyway).
+    ``options``: ``time_limit_s`` (the whole call's budget), ``hint`` (also start from WG_LS),
+    ``workers``; CP-SAT's ``front``; ``sets``' ``max_sets``."""
     qs = validate_unique(queries)
-    table = subset_table(qs, model)
+    n = len(qs)
     if method == "auto":
-        leaves = exhaustive_leaves(len(qs), node_capacities(nodes))
-        method = "exhaustive" if leaves <= 2_000_000 else "cpsat"
+        leaves = exhaustive_leaves(n, node_capacities(nodes))
+        if n <= 16 and leaves <= 2_000_000:
+            method = "exhaustive"
+        elif n <= 16 and options.get("front", True):
+            method = "cpsat"  # the exact front, as before (``front=False``: ``sets``)
+        else:
+            method = "sets"
     if method == "exhaustive":
-        return exact_exhaustive(qs, model, nodes, table)  # options are CP-SAT's: ignored
+        return exact_exhaustive(qs, model, nodes, subset_table(qs, model))  # exact: no options
     if method == "cpsat":
-        return exact_cpsat(qs, model, nodes, table, **options)
-    raise ValueError(f"method: expected 'auto', 'exhaustive' or 'cpsat', got {method!r}")
+        options.pop("max_sets", None)
+        return exact_cpsat(qs, model, nodes, subset_table(qs, model), hints=hints, **options)
+    if method == "sets":
+        from placement.exact_sets import exact_sets
+
+        options.pop("front", None)
+        return exact_sets(qs, model, nodes, hints=hints, **options)
+    raise ValueError(f"method: expected 'auto', 'exhaustive', 'cpsat' or 'sets', got {method!r}")

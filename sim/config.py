@@ -53,7 +53,7 @@ from sim.workload import GENERATORS
 # engines: placement.edges; optimizers: placement.distributed + placement.weaveshare).
 SINGLE_NODE_OPTIMIZERS = tuple(_SINGLE)
 OPTIMIZER_NAMES = tuple(ALL_OPTIMIZERS) + SINGLE_NODE_OPTIMIZERS
-EXACT_LIMIT = 16          # placement.exact.subset_table refuses more queries (2^n subsets)
+EXACT_LIMIT = 24          # beyond ~24 queries the exact search rarely proves within a minute
 EXACT_DEFAULT = 12        # ``exact: true``: ~3 s per (workload, 4 nodes) with the exhaustive solver
 MAX_GRID_POINTS = 100_000  # a typo like ``seed: [0, ..., 99999]`` x 13 optimizers is refused
 MAX_QNUM = 10_000_000
@@ -268,6 +268,9 @@ class Placement(Strict):
         Union[Annotated[bool, Tag("__bool__")],
               Annotated[int, Field(ge=0, le=EXACT_LIMIT), Tag("__int__")]],
         Discriminator(_exact_tag)] = False
+    #: seconds the exact solver may spend per workload and node layout before it reports its
+    #: best plan (never worse than the run's heuristics) with a proven bound (placement.exact)
+    exact_time_limit: Annotated[float, Field(gt=0, le=86400)] = 60.0
 
     @field_validator("optimizers", mode="after")
     @classmethod

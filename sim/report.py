@@ -673,6 +673,29 @@ def _exact_of(run: SimRun, cid: int | None) -> tuple[float | None, float | None]
     return (et[0].total_cost if et else None), (em[0].max_cost if em else None)
 
 
+def _unproven_exact(run: SimRun, cid: int | None) -> str | None:
+    """A note when the exact optimum of a configuration was not proven: the optimum lies
+    between the proven bound and the best plan, so a plan's gap is an interval (the two gap
+    columns; equal when proven)."""
+    r = run.results
+    if r is None or "exact_proven_total" not in r or "config_id" not in r:
+        return None
+    g = r[r["config_id"] == cid]
+    if not len(g):
+        return None
+    x = g.iloc[0]
+    parts = []
+    for short, label in (("total", "TotalCost"), ("max", "MaxCost")):
+        proven = x.get(f"exact_proven_{short}")
+        if proven is not None and not pd.isna(proven) and not bool(proven):
+            parts.append(f"min {label} not proven: optimum in [{x[f'exact_bound_{short}']:.6g}, "
+                         f"{x[f'exact_{short}']:.6g}]")
+    if not parts:
+        return None
+    return "Exact solver stopped at its time limit: " + "; ".join(parts) + \
+        " (a plan's gap lies between 'gap to exact' and 'gap to bound')."
+
+
 def _ordered_plans(run: SimRun, cid: int | None) -> list[PlanInfo]:
     order = {o: i for i, o in enumerate(run.optimizers)}
     ps = run.plans_of(cid)
@@ -752,21 +775,28 @@ def _sim_body(run: SimRun, max_config_figures: int) -> tuple[list[str], list[Plo
         node_ids = ps[0].node_ids
         hdr = ["optimizer", "TotalCost", "MaxCost"] + \
             [node_ids[j] if j < len(node_ids) else f"node {j}" for j in range(n_nodes)] + \
-            ["runtime s", "gap to exact Total %", "gap to exact Max %"]
+            ["runtime s", "gap to exact Total %", "gap to exact Max %",
+             "gap to bound Total %", "gap to bound Max %"]
         rows, attrs = [], []
+        unproven = _unproven_exact(run, cid)
+        if unproven:
+            body.append(f'<p class="note">{_e(unproven)}</p>')
         for p in ps:
             row = run.row_of(p) or {}
             gt, gm = _num(row.get("gap_total")), _num(row.get("gap_max"))
+            gth, gmh = _num(row.get("gap_total_hi")), _num(row.get("gap_max_hi"))
             rows.append([p.optimizer, p.total_cost, p.max_cost]
                         + [p.node_costs[j] if j < len(p.node_costs) else None
                            for j in range(n_nodes)]
                         + [_num(row.get("runtime_s")),
-                           None if gt is None else gt * 100, None if gm is None else gm * 100])
+                           None if gt is None else gt * 100, None if gm is None else gm * 100,
+                           None if gth is None else gth * 100,
+                           None if gmh is None else gmh * 100])
             attrs.append({"data-plan": p.rel})
         fields = ["optimizer", "total_cost", "max_cost"] + [f"node_cost_{j}"
                                                              for j in range(n_nodes)] + \
-            ["runtime_s", "gap_total_pct", "gap_max_pct"]
-        kinds = ["g", "g", "g"] + ["g"] * n_nodes + ["s", "pct", "pct"]
+            ["runtime_s", "gap_total_pct", "gap_max_pct", "gap_total_hi_pct", "gap_max_hi_pct"]
+        kinds = ["g", "g", "g"] + ["g"] * n_nodes + ["s", "pct", "pct", "pct", "pct"]
         body.append(html_table(hdr, rows, kinds, table_id=f"plans-{tag}", fields=fields,
                                row_attrs=attrs))
     # full precision

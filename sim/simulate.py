@@ -11,7 +11,8 @@ Outputs under ``output_dir`` (``run.output_dir`` or the override):
   where the exact optimum was computed;
 - ``results.csv`` / ``results.parquet``: one row per (configuration, optimizer) with the
   configuration's parameters, ``total_cost``, ``max_cost``, ``node_costs`` (JSON list, node order
-  of the plan), ``runtime_s`` (optimizer only, not plan writing), the exact optima and relative gaps
+  of the plan), ``runtime_s`` (optimizer only, not plan writing), the exact optima (with proven
+  bounds ``exact_bound_*`` when not proven, and ``gap_*_hi = plan / bound - 1``) and relative gaps
   ``gap_total`` / ``gap_max`` (``plan / exact - 1``) where computed, and each plan's quality
   ``quality_total_pct`` / ``quality_max_pct`` (Figure 40: 0 % = the best plan of this
   configuration, 100 % = the worst; 0 when all plans tie);
@@ -29,12 +30,15 @@ Ties: plans within a relative 1e-9 of the best count as best (costs are sums of 
 Single-node optimizers (``weaveshare`` ...) ignore the cluster: all their trees go to the first node
 and the other nodes stay idle, so their MaxCost equals their TotalCost; they keep their own
 preprocessing default (identical-slicing grouping), ``placement.preprocess`` applies to the
-distributed optimizers. The exact solver is run once per (workload, cluster) before the optimizers.
+distributed optimizers. The exact solver is run once per (workload, cluster) after the optimizers,
+seeded with their plans (``_exact``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,28 +135,30 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
     # numba's one-off kernel compile/load (first call in this process) before any timer:
     # reported as compile_s (on the first row that paid it), never inside runtime_s (Table 10)
     compile_s = warm_placement()
-    exact = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans", i)
-    rows = []
+    rows, plans = [], []
     for name in pl.optimizer_list:
         t0 = time.perf_counter()
         plan = plan_for(name, queries, model, caps, config)
         runtime = time.perf_counter() - t0
+        plans.append(plan)
         d = _name_nodes(plan, ids).to_dict()
         rel = Path("plans") / f"c{i:04d}_{name}.json"
         (out / rel).write_text(json.dumps(d, indent=1))
-        row = {**base, "optimizer": name, "category": _category(name),
-               "n_queries": len(queries),
-               "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
-               "total_cost": d["total_cost"], "max_cost": d["max_cost"],
-               "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
-               "runtime_s": runtime, "compile_s": 0.0 if rows else compile_s, **exact,
-               "gap_total": None, "gap_max": None,
-               "plan": str(rel)}
-        if exact["exact_total"] is not None:
-            row["gap_total"] = d["total_cost"] / exact["exact_total"] - 1
-            row["gap_max"] = d["max_cost"] / exact["exact_max"] - 1
-        rows.append(row)
+        rows.append({**base, "optimizer": name, "category": _category(name),
+                     "n_queries": len(queries),
+                     "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
+                     "total_cost": d["total_cost"], "max_cost": d["max_cost"],
+                     "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
+                     "runtime_s": runtime,
+                     "compile_s": 0.0 if rows else compile_s, "plan": str(rel)})
         tick(f"c{i} {name}")
+    # After the heuristics: their plans seed the exact solvers (never worse than a known plan).
+    exact = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans", i,
+                   plans, pl.exact_time_limit)
+    for row in rows:
+        row.update(exact)
+        row.update(_gaps(row, exact))
+        row["plan"] = row.pop("plan")  # keep the plan path the last column
     return rows
 
 
@@ -246,24 +252,63 @@ def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, 
     return rows
 
 
-def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int) -> dict[str, Any]:
-    """Exact optima (placement.exact) when the workload is small enough; plans are written."""
-    res = {"exact_total": None, "exact_max": None, "exact_method": None}
+EXACT_COLUMNS = ("exact_total", "exact_max", "exact_method", "exact_proven_total",
+                 "exact_proven_max", "exact_bound_total", "exact_bound_max",
+                 "exact_rel_gap_total", "exact_rel_gap_max")
+
+
+def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int, hints=(),
+           time_limit_s: float = 60.0) -> dict[str, Any]:
+    """Exact optima (placement.exact) when the workload is small enough; plans are written.
+
+    Seeded with the run's plans (``hints``), so ``exact_total`` / ``exact_max`` are never worse
+    than a heuristic's; when optimality is not proven within ``time_limit_s`` the proven lower
+    bounds ``exact_bound_*`` and the relative gap ``exact_rel_gap_* = exact / bound - 1`` say
+    how far off they may be (``exact_proven_*``: proven optimal)."""
+    res: dict[str, Any] = dict.fromkeys(EXACT_COLUMNS)
     if len(queries) > limit:
         return res
     from placement.exact import InfeasibleError, solve_exact
 
     try:
-        ex = solve_exact(queries, model, caps)
+        ex = solve_exact(queries, model, caps, hints=list(hints), time_limit_s=time_limit_s,
+                         front=False)
     except InfeasibleError:
         res["exact_method"] = "infeasible"
         return res
     for tag, plan in (("min_total", ex.min_total), ("min_max", ex.min_max)):
+        plan = copy.deepcopy(plan)
         plan.optimizer = f"EXACT_{tag}"
-        _name_nodes(plan, ids).write(plans_dir / f"c{i:04d}_EXACT_{tag}.json")
+        d = _name_nodes(plan, ids).to_dict()
+        d["exact"] = {"objective": tag, "method": ex.method,
+                      "proven": ex.optimal_total if tag == "min_total" else ex.optimal_max,
+                      "bound_total": ex.bound_total, "bound_max": ex.bound_max,
+                      "seeded_from": ex.seeded}
+        (plans_dir / f"c{i:04d}_EXACT_{tag}.json").write_text(json.dumps(d, indent=1))
     res.update(exact_total=ex.min_total.total_cost, exact_max=ex.min_max.max_cost,
-               exact_method=ex.method + ("" if ex.optimal else " (not proven optimal)"))
+               exact_method=ex.method + ("" if ex.optimal_total and ex.optimal_max
+                                         else " (not proven optimal)"),
+               exact_proven_total=ex.optimal_total, exact_proven_max=ex.optimal_max,
+               exact_bound_total=ex.bound_total, exact_bound_max=ex.bound_max,
+               exact_rel_gap_total=ex.gap_total, exact_rel_gap_max=ex.gap_max)
     return res
+
+
+def _gaps(row: dict[str, Any], exact: dict[str, Any]) -> dict[str, Any]:
+    """A plan's gap to the optimum as an interval: ``gap_* = plan / exact - 1`` (the optimum
+    is at most ``exact``: a lower end, >= 0 since the exact answer is seeded with every plan)
+    and ``gap_*_hi = plan / bound - 1`` (the optimum is at least the proven bound); equal
+    when the exact answer is proven optimal (up to CP-SAT's integer rounding, ~1e-6). Only a
+    plan over the node capacities (heuristics do not refuse those) can have a negative gap."""
+    out: dict[str, Any] = {"gap_total": None, "gap_max": None, "gap_total_hi": None,
+                           "gap_max_hi": None}
+    if exact["exact_total"] is None:
+        return out
+    for short in ("total", "max"):
+        v, best, lb = row[f"{short}_cost"], exact[f"exact_{short}"], exact[f"exact_bound_{short}"]
+        out[f"gap_{short}"] = v / best - 1
+        out[f"gap_{short}_hi"] = v / lb - 1 if lb > 0 else math.inf
+    return out
 
 
 def _with_quality(df: pd.DataFrame) -> pd.DataFrame:

@@ -166,7 +166,8 @@ BAD = [
     (("placement", "ie"), "pains", "placement.ie: expected 'panes'"),
     (("placement", "engine"), "turbo", "placement.engine"),
     (("placement", "slicing"), "cuty", "placement.slicing: expected 'pairs' or 'cutty'"),
-    (("placement", "exact"), 17, "placement.exact"),
+    (("placement", "exact"), 25, "placement.exact"),
+    (("placement", "exact_time_limit"), 0, "placement.exact_time_limit"),
     (("workload", "generator", "qnum"), 0, "workload.generator.qnum"),
     (("workload", "generator", "qnum"), "100", "workload.generator.qnum"),
     (("workload", "generator", "qnum"), [10, -1], "workload.generator.qnum[1]"),
@@ -334,7 +335,7 @@ LEAF_BAD = {
     ("placement", "slicing"): NOT_NAME.filter(lambda s: s not in ("pairs", "cutty")),
     ("placement", "preprocess"): st.one_of(NOT_NAME.filter(
         lambda s: s not in ("none", "classes", "slides")), st.integers()),
-    ("placement", "exact"): st.one_of(st.integers(min_value=17), st.integers(max_value=-1),
+    ("placement", "exact"): st.one_of(st.integers(min_value=25), st.integers(max_value=-1),
                                       st.text(max_size=3), st.floats()),
     ("data", "duration_s"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
     ("data", "rate_hz"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
