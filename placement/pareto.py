@@ -105,9 +105,12 @@ def hypervolume(points: Sequence[Sequence[float]], ref: Sequence[float]) -> floa
 
 def front_distance(point: Sequence[float], front: Sequence[Sequence[float]]) -> float:
     """Multiplicative epsilon distance of ``point`` to ``front``: the smallest ``e >= 0`` such
-    that some front point times ``1 + e`` weakly dominates it (0: on or above the front)."""
-    return max(0.0, min(max(f[0] / point[0] - 1 if point[0] else 0.0,
-                            f[1] / point[1] - 1 if point[1] else 0.0) for f in front))
+    that ``point`` is within a factor ``1 + e`` of some front point in both objectives, i.e.
+    ``min_f max_i point_i / f_i - 1`` (0: on the front or better)."""
+    def ratio(p: float, f: float) -> float:
+        return p / f if f > 0 else (1.0 if p <= 0 else math.inf)
+
+    return max(0.0, min(max(ratio(point[0], f[0]), ratio(point[1], f[1])) for f in front) - 1)
 
 
 # ---- the choose rule ---------------------------------------------------------------------------

@@ -89,14 +89,19 @@ def plan(
 
 @app.command("verify-plan")
 def verify_plan_cmd(path: Path):
-    """Recompute every cost of a plan JSON from its queries and report differences."""
+    """Recompute every cost of a plan JSON from its queries and report differences (a front
+    file, a JSON list of plans such as ``c0000_WG_PF_front.json``: every plan of it)."""
     from placement.plan import PlanError, verify_plan
 
     if not path.exists():
         raise UserError(f"plan file not found: {path}")
     try:
-        problems = verify_plan(json.loads(path.read_text()))
-    except (json.JSONDecodeError, KeyError, PlanError, ValueError) as exc:
+        data = json.loads(path.read_text())
+        plans = data if isinstance(data, list) else [data]
+        problems = [f"plan {i}: {p}" if isinstance(data, list) else p
+                    for i, d in enumerate(plans) for p in verify_plan(d)]
+    except (json.JSONDecodeError, KeyError, PlanError, ValueError, TypeError,
+            AttributeError) as exc:
         raise UserError(f"{path}: not a valid weaveplace plan: {exc}") from exc
     if problems:
         for p in problems:

@@ -21,7 +21,10 @@ Outputs under ``output_dir`` (``run.output_dir`` or the override):
 - ``fig40_quality.csv``: per optimizer and metric, mean and standard deviation (population) of the
   normalised plan quality (Figure 40);
 - ``table10_runtime.csv``: per optimizer, mean / std / min / max plan-generation time (Table 10);
-- ``config.json``: the validated configuration, for provenance.
+- ``config.json``: the validated configuration, for provenance;
+- with WG_PF: ``plans/c<config>_WG_PF_front.json`` (its front, a list of plans; the results row
+  is the chosen plan), the columns and ``pareto_summary.csv`` of ``sim.pareto_sim``; with the
+  exact optimum, ``plans/c<config>_EXACT_front.json`` (the exact Pareto front).
 
 CSV floats are written with full precision; read them back exactly with
 ``pd.read_csv(..., float_precision="round_trip")`` (or use the Parquet file).
@@ -46,6 +49,7 @@ from placement.distributed import OPTIMIZERS, build_plan, optimize
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
+from sim import pareto_sim
 from sim.config import SINGLE_NODE_OPTIMIZERS, Config, ConfigError
 from sim.workload import WorkloadSpec, generate
 
@@ -98,7 +102,15 @@ def _name_nodes(plan: Plan, ids: list[str]) -> Plan:
     return plan
 
 
-def plan_for(name: str, queries, model, caps, config: Config) -> Plan:
+def plan_for(name: str, queries, model, caps, config: Config, strict: bool = False) -> Plan:
+    """One optimizer's plan. WG_PF: the plan its ``placement.choose`` rule picks; ``strict``
+    (live runs): a rule that no plan meets is a ``ConfigError`` (its one-line note, with a
+    load-shedding proposal when no plan fits the capacities) instead of a fallback plan."""
+    if name == "WG_PF":
+        res = pareto_sim.pareto_for(queries, model, caps, config)
+        if strict and not res.met:
+            raise ConfigError(res.note)
+        return res.plan
     if name in SINGLE_NODE_OPTIMIZERS:
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
@@ -127,13 +139,19 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
             "capacities": None if all(c is None for c in caps) else json.dumps(caps),
             "ie": pl.ie, "slicing": pl.slicing, "engine": pl.engine,
             "preprocess": str(pl.preprocess_arg)}
-    exact = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans", i)
-    rows = []
+    exact, exact_front = _exact(queries, model, caps, ids, pl.exact_max_queries,
+                                out / "plans", i)
+    rows, dicts, pf_points = [], [], None
     for name in pl.optimizer_list:
         t0 = time.perf_counter()
-        plan = plan_for(name, queries, model, caps, config)
+        if name == "WG_PF":  # the chosen plan of its front (sim.pareto_sim)
+            res = pareto_sim.pareto_for(queries, model, caps, config)
+            plan = res.plan
+        else:
+            plan = plan_for(name, queries, model, caps, config)
         runtime = time.perf_counter() - t0
         d = _name_nodes(plan, ids).to_dict()
+        dicts.append(d)
         rel = Path("plans") / f"c{i:04d}_{name}.json"
         (out / rel).write_text(json.dumps(d, indent=1))
         row = {**base, "optimizer": name, "category": _category(name),
@@ -146,8 +164,12 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
         if exact["exact_total"] is not None:
             row["gap_total"] = d["total_cost"] / exact["exact_total"] - 1
             row["gap_max"] = d["max_cost"] / exact["exact_max"] - 1
+        if name == "WG_PF":
+            row.update(pareto_sim.front_rows(res, out, i, ids, exact_front))
+            pf_points = [pareto_sim.plan_point(p.to_dict()) for p in res.front]
         rows.append(row)
         tick(f"c{i} {name}")
+    pareto_sim.annotate(rows, pf_points, exact_front, dicts)
     return rows
 
 
@@ -245,20 +267,25 @@ def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int) -> dict[st
     """Exact optima (placement.exact) when the workload is small enough; plans are written."""
     res = {"exact_total": None, "exact_max": None, "exact_method": None}
     if len(queries) > limit:
-        return res
+        return res, None
     from placement.exact import InfeasibleError, solve_exact
 
     try:
         ex = solve_exact(queries, model, caps)
     except InfeasibleError:
         res["exact_method"] = "infeasible"
-        return res
+        return res, None
+    for plan in ex.front:  # the exact Pareto front, written like WG_PF's
+        plan.optimizer = "EXACT_PARETO"
+        _name_nodes(plan, ids)
+    pareto_sim.write_front(plans_dir / f"c{i:04d}_EXACT_front.json",
+                           [p.to_dict() for p in ex.front])
     for tag, plan in (("min_total", ex.min_total), ("min_max", ex.min_max)):
         plan.optimizer = f"EXACT_{tag}"
         _name_nodes(plan, ids).write(plans_dir / f"c{i:04d}_EXACT_{tag}.json")
     res.update(exact_total=ex.min_total.total_cost, exact_max=ex.min_max.max_cost,
                exact_method=ex.method + ("" if ex.optimal else " (not proven optimal)"))
-    return res
+    return res, ex.front
 
 
 def _with_quality(df: pd.DataFrame) -> pd.DataFrame:
@@ -333,6 +360,10 @@ def _write_tables(df: pd.DataFrame, out: Path, config: Config) -> dict[str, Path
     for key, rows in (("table9_best", t9), ("fig40_quality", f40), ("table10_runtime", t10)):
         files[key] = out / f"{key}.csv"
         pd.DataFrame(rows).to_csv(files[key], index=False)
+    ps = pareto_sim.summary(df)
+    if len(ps):
+        files["pareto_summary"] = out / "pareto_summary.csv"
+        ps.to_csv(files["pareto_summary"], index=False)
     files["config"] = out / "config.json"
     files["config"].write_text(json.dumps(config.model_dump(mode="json", warnings=False), indent=1))
     return files
