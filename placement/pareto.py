@@ -396,9 +396,8 @@ class _Pls:
                                                          else 0.0)
                             new_loads = list(loads)
                             new_loads[a] = la
-                            new_loads[b] = lb
-                            p = (total - loads[a] - (loads[b] if b != a else 0.0) + la +
-                                 (lb if b != a else 0.0) - (la if b == a else 0.0),
+                            new_loads[b] = lb  # (b == a: the node's load after both steps)
+                            p = (math.fsum(new_loads),
                                  max(l / c for l, c in zip(new_loads, caps)))
                             if any(weakly_dominates(it[0], p) for it in arch.items):
                                 arch.seen += 1
@@ -441,6 +440,23 @@ class _Pls:
                 new[a][ti], new[b][ui] = t2, u2
                 arch.add(new, "pls")
 
+    def explore_with_plateau(self, nodes: Layout) -> None:
+        """``explore`` from ``nodes`` and from every layout one whole-tree move away (a tree
+        alone to another node): such a move often keeps both objectives (a plateau the archive
+        would refuse) but opens room for the next query move, e.g. a node emptied for a query
+        that should run alone."""
+        self.explore(nodes)
+        N = len(nodes)
+        for a in range(N):
+            for ti in range(len(nodes[a])):
+                for b in range(N):
+                    if b == a:
+                        continue
+                    new = [list(ts) for ts in nodes]
+                    new[b].append(new[a].pop(ti))
+                    self.arch.add(new, "pls")
+                    self.explore(new)
+
     def run(self, max_explored: int) -> int:
         explored: set = set()
         count = 0
@@ -450,7 +466,7 @@ class _Pls:
                 break
             it = todo[0]
             explored.add(_layout_key(it[1]))
-            self.explore(it[1])
+            self.explore_with_plateau(it[1])
             count += 1
         return count
 
@@ -535,12 +551,16 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
           preprocess: bool | str = False, front_size: int = DEFAULT_FRONT_SIZE,
           rule: Choose | Any | None = None, walks: int | None = None, max_iters: int = 40,
           split_rounds: int | None = None, pls_max_queries: int = 24,
-          pls_max_explored: int = 400) -> ParetoResult:
+          pls_max_explored: int = 400, seeds: dict[str, Plan] | None = None) -> ParetoResult:
     """The WG_PF front and chosen plan (module docstring). Deterministic.
 
     ``walks``: budget walks (default 2 x front_size for up to 64 queries, else 3);
     ``max_iters``: moves per walk; ``split_rounds``: split steps per walk (default 8 up to 64
-    queries, else 3). Defaults keep the whole front within ~3x WG_LS's time at Table 8's scale."""
+    queries, else 3). Defaults keep the whole front within ~3x WG_LS's time at Table 8's scale.
+    ``seeds``: plans of ``SEED_OPTIMIZERS`` already computed with the same arguments (a
+    simulation has them); the missing ones are computed here. Small instances (at most
+    ``pls_max_queries`` queries) finish with a Pareto local search of at most
+    ``pls_max_explored`` explored layouts."""
     from placement.dist_local_search import _Search
 
     qs = validate_unique(queries)
@@ -552,9 +572,9 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
     walks = (2 * front_size if small else 3) if walks is None else walks
     split_rounds = (8 if small else 3) if split_rounds is None else split_rounds
     arch = _Archive(caps)
-    seeds = {}
+    given, seeds = dict(seeds or {}), {}
     for name in SEED_OPTIMIZERS:
-        p = optimize(name, qs, model, caps, seed=seed, preprocess=preprocess)
+        p = given.get(name) or optimize(name, qs, model, caps, seed=seed, preprocess=preprocess)
         seeds[name] = p
         arch.add([n.trees for n in p.nodes], name)
     capv = arch.caps

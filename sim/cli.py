@@ -253,6 +253,64 @@ def bench_exact_gap(instances: int = typer.Option(200, min=1, help="Small random
     console.print(f"results: {out / 'bench_exact_gap.csv'}")
 
 
+@bench_app.command("pareto")
+def bench_pareto(instances: int = typer.Option(72, min=0, help="Mixed-grid instances "
+                                               "(two streams, prime slides, r < s)."),
+                 small: int = typer.Option(48, min=0, help="Small instances vs the exact front."),
+                 runtime_points: int = typer.Option(
+                     4, min=0, max=16, help="Table 8 points (500 queries, 32 nodes) timed."),
+                 seed: int = typer.Option(0, min=0, help="First workload seed."),
+                 out: Path = typer.Option(Path("out/bench"), help="Output directory.")):
+    """WG_PF: weak dominance of every Table 7 optimizer and WG_LS on a mixed grid, hypervolume
+    against the exact front on small instances, runtime against WG_LS (sim.bench_pareto)."""
+    import itertools
+
+    import pandas as pd
+
+    from sim import bench_pareto as b
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = Table("measure", "instances", "value")
+    with _progress() as bar:
+        if instances:
+            task = bar.add_task("pareto: mixed grid", total=instances)
+            df = pd.DataFrame(b.dominance(b.mixed_instances(instances, seed),
+                                          on_row=lambda r: bar.advance(task)))
+            df.to_csv(out / "bench_pareto_dominance.csv", index=False)
+            table.add_row("front weakly dominates each optimizer's plan (%)", str(instances),
+                          f"{100 * df.weakly_dominated.mean():.2f}")
+            for name, g in df.groupby("optimizer", sort=False):
+                if not g.weakly_dominated.all():
+                    table.add_row(f"  {name} (%)", str(len(g)),
+                                  f"{100 * g.weakly_dominated.mean():.2f}")
+        if small:
+            task = bar.add_task("pareto: vs exact", total=small)
+            df = pd.DataFrame(b.hv_vs_exact(b.mixed_instances(small, seed, sizes=(8, 10)),
+                                            on_row=lambda r: bar.advance(task)))
+            df.to_csv(out / "bench_pareto_hv.csv", index=False)
+            table.add_row("hypervolume / exact front (mean)", str(small),
+                          f"{df.hv_ratio.mean():.5f}")
+            table.add_row("hypervolume / exact front (min)", str(small),
+                          f"{df.hv_ratio.min():.5f}")
+            table.add_row("instances within 1 % (%)", str(small),
+                          f"{100 * (df.hv_ratio >= 0.99).mean():.1f}")
+        if runtime_points:
+            pts = [dict(qnum=500, smax=50, rate=rate, zskew=1.0, omax=100.0, gen=gen, seed=0)
+                   for gen, rate in itertools.product(("nrm", "div"), (10.0, 100.0))]
+            pts += [dict(qnum=500, smax=50, rate=rate, zskew=0.0, omax=omax, gen=gen, seed=0)
+                    for gen, rate, omax in itertools.product(("nrm", "div"), (10.0, 100.0),
+                                                             (10.0, 100.0))]
+            task = bar.add_task("pareto: runtime", total=runtime_points)
+            df = pd.DataFrame(b.runtime(pts[:runtime_points], 32,
+                                        on_row=lambda r: bar.advance(task)))
+            df.to_csv(out / "bench_pareto_runtime.csv", index=False)
+            table.add_row("WG_PF / WG_LS time (max)", str(len(df)), f"{df.ratio.max():.2f}")
+            table.add_row("WG_LS s (mean)", str(len(df)), f"{df.wg_ls_s.mean():.2f}")
+            table.add_row("WG_PF s (mean)", str(len(df)), f"{df.wg_pf_s.mean():.2f}")
+    console.print(table)
+    console.print(f"results: {out}/bench_pareto_*.csv")
+
+
 @bench_app.command("executors")
 def bench_executors(
     aggregates: str = typer.Option("sum,max", help="Comma-separated: sum, max."),

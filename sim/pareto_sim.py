@@ -10,7 +10,8 @@ Columns added to ``results.csv`` (``None`` where they do not apply):
   good in TotalCost and in MaxCost, or max utilization with capacities, within 1e-9 relative);
   ``exact_front_gap`` (the exact front was computed: the multiplicative epsilon distance
   ``min_f max(0, T_f/T - 1, M_f/M - 1)``, 0 when the plan is on the exact front);
-- WG_PF rows: ``front`` (path of ``plans/c<NNNN>_WG_PF_front.json``), ``front_points``,
+- WG_PF rows (``runtime_s`` includes the runtimes of the Table 7 / WG_LS plans of the same
+  configuration that it reuses as seeds, so it is the whole front's time): ``front`` (path of ``plans/c<NNNN>_WG_PF_front.json``), ``front_points``,
   ``choose`` (the rule), ``choose_met``, ``choose_note`` (one line when the rule could not be met,
   with a load-shedding proposal for capacities), ``front_hv_ratio`` (hypervolume of WG_PF's front
   over the exact front's, reference point 1.1 x the exact front's worst TotalCost and MaxCost).
@@ -28,18 +29,20 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from placement.pareto import ParetoResult, front_distance, hypervolume, weakly_dominates, wg_pf
+from placement.pareto import (SEED_OPTIMIZERS, ParetoResult, front_distance, hypervolume,
+                              weakly_dominates, wg_pf)
 from placement.plan import Plan
 
 FRONT_COLUMNS = ("front", "front_points", "choose", "choose_met", "choose_note",
                  "front_hv_ratio")
 
 
-def pareto_for(queries, model, caps, config) -> ParetoResult:
-    """WG_PF with the config's seed, preprocessing, front size and choose rule."""
+def pareto_for(queries, model, caps, config, seeds=None) -> ParetoResult:
+    """WG_PF with the config's seed, preprocessing, front size and choose rule; ``seeds``:
+    plans of the same configuration already computed (``placement.pareto.wg_pf``)."""
     pl = config.placement
     return wg_pf(queries, model, caps, seed=config.run.seed, preprocess=pl.preprocess_arg,
-                 front_size=pl.front_size, rule=pl.choose_rule(caps))
+                 front_size=pl.front_size, rule=pl.choose_rule(caps), seeds=seeds)
 
 
 def plan_point(d: dict[str, Any]) -> tuple[float, float]:
