@@ -26,6 +26,13 @@ utilization, as WG_LS reads MaxCost). Plan a *weakly dominates* plan b when it i
    sharing to unload the busiest node, priced exactly with ``model.tree``. A walk takes the split
    with the largest MaxCost drop per TotalCost added while one lowers MaxCost; each plan is
    archived.
+4. *Pareto local search* on small instances (at most ``pls_max_queries`` queries): every archived
+   layout not yet explored is explored once, with every single-query move (to any node, alone or
+   woven into any same-key tree there), query swaps between nodes, whole-tree weaves and swaps,
+   slide-group splits to another node, and the same from each layout one tree move away (a
+   plateau in both objectives that opens room for the next move). Measured: it reaches the exact
+   front's hypervolume on the small instances (BENCHMARKS.md); its cost grows quickly with the
+   number of queries, hence the limit.
 
 Every archived plan is a layout of exactly priced trees (built by ``CostModel``); the returned
 plans are ``Plan`` objects that ``verify_plan`` re-prices from their queries (the tests do).
@@ -413,6 +420,47 @@ class _Pls:
                                 new[b][ui] = placed
                             arch.add([[x for x in ts if x is not None] for ts in new], "pls")
         self._swaps(nodes, loads, total)
+        self._tree_moves(nodes)
+
+    def _offer(self, new) -> None:
+        if any(weakly_dominates(it[0], self.arch.point(new)) for it in self.arch.items):
+            self.arch.seen += 1
+            return
+        self.arch.add(new, "pls")
+
+    def _tree_moves(self, nodes: Layout) -> None:
+        """A whole tree woven into a tree of another node, two trees swapped between nodes,
+        and a group of a tree's queries (``_split_groups``) to another node, alone or woven."""
+        N = len(nodes)
+        for a in range(N):
+            for ti, t in enumerate(nodes[a]):
+                parts = [(None, t)]
+                for g in _split_groups(t, 4) if len(t.queries) > 2 else []:
+                    ids = {q.id for q in g}
+                    parts.append((self.tree([q for q in t.queries if q.id not in ids]),
+                                  self.tree(g)))
+                for b in range(N):
+                    if b == a:
+                        continue
+                    for rest, part in parts:
+                        for ui, u in enumerate(nodes[b]):
+                            new = [list(ts) for ts in nodes]
+                            if rest is None:
+                                new[a].pop(ti)
+                            else:
+                                new[a][ti] = rest
+                            if u.key == part.key:
+                                new[b][ui] = self.tree(list(u.queries) + list(part.queries))
+                                self._offer(new)
+                            if rest is None:  # swap t and u
+                                sw = [list(ts) for ts in nodes]
+                                sw[a][ti], sw[b][ui] = u, t
+                                self._offer(sw)
+                        if rest is not None:
+                            new = [list(ts) for ts in nodes]
+                            new[a][ti] = rest
+                            new[b].append(part)
+                            self._offer(new)
 
     def _swaps(self, nodes: Layout, loads: list[float], total: float) -> None:
         """Exchange two same-key queries between trees of different nodes."""
