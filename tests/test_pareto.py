@@ -231,6 +231,9 @@ def test_each_choose_rule_picks_what_it_says(data, n, n_nodes, lam, frac):
     want = oracle_choose(cpts, Choose("capacities"), fits)
     if want is not None:
         assert res_c.met and cpts[res_c.chosen] == cpts[want]
+    else:  # no front plan fits: said in one line, never silently
+        assert not res_c.met and res_c.note.startswith("no plan of the WG_PF front fits")
+        assert "\n" not in res_c.note
 
 
 def test_default_rule_without_capacities_is_total_within_five_percent():
@@ -396,3 +399,21 @@ def test_simulate_writes_fronts_and_summary(tmp_path):
 def test_dominates_is_strict():
     assert dominates((1, 2), (1, 3)) and not dominates((1, 2), (1, 2))
     assert weakly_dominates((1, 2), (1, 2 * (1 + 1e-12)))
+
+
+def test_verify_plan_cli_checks_every_plan_of_a_front(tmp_path):
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+
+    qs = [Query(f"q{i}", 3 * s + 1, s) for i, s in enumerate([2, 3, 4, 5, 7])]
+    res = wg_pf(qs, CostModel("panes", 4.0), 2)
+    path = tmp_path / "front.json"
+    front = res.front_dicts(["a", "b"])
+    path.write_text(json.dumps(front))
+    ok = CliRunner().invoke(app, ["verify-plan", str(path)])
+    assert ok.exit_code == 0 and "recomputes from its queries" in ok.output
+    front[-1]["nodes"][0]["cost"] *= 1.01  # one plan of the front lies about a node
+    path.write_text(json.dumps(front))
+    bad = CliRunner().invoke(app, ["verify-plan", str(path)])
+    assert bad.exit_code == 1 and f"plan {len(front) - 1}:" in bad.output
