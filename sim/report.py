@@ -19,7 +19,10 @@ Run directories:
 * simulation (``sim.simulate``): ``plans/c<config>_<optimizer>.json`` (schema
   ``weaveplace.plan/1``), ``results.{parquet,csv}``, ``fig40_quality.csv``, ``table9_best.csv``,
   ``table10_runtime.csv``, ``best_per_config.csv``.  A folder with only ``plans/*.json`` works too
-  (plans named ``c<N>_<name>.json`` are grouped by configuration ``N``).
+  (plans named ``c<N>_<name>.json`` are grouped by configuration ``N``).  Fronts
+  (``c<N>_WG_PF_front.json``, ``c<N>_EXACT_front.json``: lists of plans, ``sim.pareto_sim``) are
+  drawn on the configuration's TotalCost-vs-MaxCost scatter with WG_PF's chosen plan marked, and
+  ``pareto_summary.csv`` is shown as a table.
 * live (``cluster.live.run_live``; or ``cluster.streaming.run_stream``, whose
   ``answers.parquet``/``late.parquet`` are directories of parts and whose metrics add
   ``stream``): ``metrics.json``, ``answers.parquet``, ``late.parquet`` and,
