@@ -131,3 +131,62 @@ def runtime(points: list[dict[str, Any]], nodes: int,
         if on_row:
             on_row(rows[-1])
     return rows
+
+
+def run_summary(run_dir) -> dict[str, Any]:
+    """Read a ``weaveplace simulate`` output with WG_PF (and, if computed, exact fronts): how
+    often its front weakly dominates each optimizer, what it adds over the seeds' own
+    non-dominated plans (hypervolume ratio, reference 1.1 x the seeds' worst TotalCost and
+    MaxCost), hypervolume against the exact front, and its whole-front runtime over WG_LS's."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from placement.pareto import nondominated
+
+    run = Path(run_dir)
+    d = pd.read_csv(run / "results.csv", float_precision="round_trip")
+    rows = []
+    for cid, g in d.groupby("config_id"):
+        pf = g[g.optimizer == "WG_PF"].iloc[0]
+        fp = [(x["total_cost"], x["max_cost"]) for x in json.loads((run / pf["front"]).read_text())]
+        sp = [(r.total_cost, r.max_cost) for r in g[g.optimizer != "WG_PF"].itertuples()]
+        sf = [sp[i] for i in nondominated(sp)]
+        ref = (1.1 * max(p[0] for p in sf), 1.1 * max(p[1] for p in sf))
+        hs = hypervolume(sf, ref)
+        ls = g[g.optimizer == "WG_LS"]
+        row = {"config_id": cid, "qnum": pf.qnum, "nodes": pf.nodes, "front_points": len(fp),
+               "new_points": sum(not any(weakly_dominates(s, f) for s in sf) for f in fp),
+               "hv_over_seeds": hypervolume(fp, ref) / hs if hs > 0 else 1.0,
+               "pf_s": pf.runtime_s, "ls_s": float(ls.runtime_s.iloc[0]) if len(ls) else None}
+        ex = run / f"plans/c{cid:04d}_EXACT_front.json"
+        if ex.exists():
+            ep = [(x["total_cost"], x["max_cost"]) for x in json.loads(ex.read_text())]
+            r2 = (1.1 * max(p[0] for p in ep), 1.1 * max(p[1] for p in ep))
+            he = hypervolume(ep, r2)
+            row["hv_seeds_over_exact"] = hypervolume(sf, r2) / he if he > 0 else 1.0
+            row["hv_over_exact"] = hypervolume(fp, r2) / he if he > 0 else 1.0
+        rows.append(row)
+    r = pd.DataFrame(rows)
+    dom = d[d.optimizer != "WG_PF"].groupby("optimizer", sort=False)["pf_weakly_dominates"]
+    out = {"configs": len(r), "weak_dominance_pct_min": 100 * float(dom.mean().min()),
+           "weak_dominance_pct_all": 100 * float(d.loc[d.optimizer != "WG_PF",
+                                                       "pf_weakly_dominates"].mean()),
+           "front_points_mean": float(r.front_points.mean()),
+           "configs_with_new_points_pct": 100 * float((r.new_points > 0).mean()),
+           "hv_over_seeds_mean": float(r.hv_over_seeds.mean()),
+           "hv_over_seeds_max": float(r.hv_over_seeds.max())}
+    if "hv_over_exact" in r:
+        out.update(hv_over_exact_mean=float(r.hv_over_exact.mean()),
+                   hv_over_exact_min=float(r.hv_over_exact.min()),
+                   hv_within_1pct_pct=100 * float((r.hv_over_exact >= 0.99).mean()),
+                   hv_seeds_over_exact_mean=float(r.hv_seeds_over_exact.mean()))
+    if r.ls_s.notna().all():
+        ratio = r.pf_s / r.ls_s
+        big = (r.qnum == r.qnum.max()) & (r.nodes == r.nodes.max())
+        out.update(runtime_ratio_median=float(ratio.median()),
+                   runtime_ratio_largest_point_max=float(ratio[big].max()),
+                   runtime_ratio_largest_point_mean=float(ratio[big].mean()),
+                   pf_s_total=float(r.pf_s.sum()), ls_s_total=float(r.ls_s.sum()))
+    return out

@@ -260,6 +260,8 @@ def bench_pareto(instances: int = typer.Option(72, min=0, help="Mixed-grid insta
                  runtime_points: int = typer.Option(
                      4, min=0, max=16, help="Table 8 points (500 queries, 32 nodes) timed."),
                  seed: int = typer.Option(0, min=0, help="First workload seed."),
+                 run: Optional[Path] = typer.Option(
+                     None, help="Instead: summarise a `simulate` output directory with WG_PF."),
                  out: Path = typer.Option(Path("out/bench"), help="Output directory.")):
     """WG_PF: weak dominance of every Table 7 optimizer and WG_LS on a mixed grid, hypervolume
     against the exact front on small instances, runtime against WG_LS (sim.bench_pareto)."""
@@ -268,6 +270,19 @@ def bench_pareto(instances: int = typer.Option(72, min=0, help="Mixed-grid insta
     import pandas as pd
 
     from sim import bench_pareto as b
+
+    if run is not None:
+        if not (run / "results.csv").exists():
+            raise UserError(f"--run {run}: no results.csv (a `weaveplace simulate` output)")
+        try:
+            summ = b.run_summary(run)
+        except (KeyError, IndexError, AttributeError) as exc:
+            raise UserError(f"--run {run}: not a simulation with WG_PF ({exc})") from exc
+        t = Table("measure", "value")
+        for k, v in summ.items():
+            t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
+        console.print(t)
+        return
 
     out.mkdir(parents=True, exist_ok=True)
     table = Table("measure", "instances", "value")
