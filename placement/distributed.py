@@ -6,7 +6,7 @@ largest node (equations 6.1, 6.2). Splitting queries over more trees costs one e
 tree, which is what makes "Group" (several trees per node) and "Weave" (one shared tree) differ.
 
 Entry point: ``optimize(name, queries, model, nodes, seed=0, preprocess=False) -> Plan``;
-``OPTIMIZERS`` maps each name (Table 7's thirteen, ``TABLE7``, and our ``WG_LS``) to an
+``OPTIMIZERS`` maps each name (Table 7's thirteen, ``TABLE7``, our ``WG_LS`` and ``WG_PF``) to an
 ``OptimizerSpec`` (category and strategy). ``nodes`` is a node count or a list of capacities
 (operations per time unit, paper 003's feasibility: a node is feasible when its cost does not
 exceed its capacity). Heuristics never refuse a plan for capacity (the dissertation's do not);
@@ -347,18 +347,26 @@ TABLE7 = tuple(OPTIMIZERS)  # the thirteen of Table 7
 # Ours (placement.dist_local_search); ``strategy`` None: ``optimize`` dispatches it by name.
 OPTIMIZERS["WG_LS"] = OptimizerSpec("WG_LS", "WG", None,
                                     "local search from WG_TN and WG_I (dist_local_search)")
+OPTIMIZERS["WG_PF"] = OptimizerSpec("WG_PF", "WG", None,
+                                    "Pareto front of TotalCost vs MaxCost, plan picked by a rule "
+                                    "(pareto)")
 ALL_OPTIMIZERS = tuple(OPTIMIZERS)
 
 
 def optimize(name: str, queries: Iterable[Query], model: CostModel, nodes: NodesArg,
              seed: int = 0, preprocess: bool | str = False, **options: Any) -> Plan:
-    """Run one optimizer by name (a key of ``OPTIMIZERS``: Table 7's thirteen and WG_LS).
+    """Run one optimizer by name (a key of ``OPTIMIZERS``: Table 7's thirteen, WG_LS, WG_PF).
 
     ``options`` go to the strategy: ``stop_at_nodes`` (W_TN/WG_TN), ``init`` (W_I/WG_I),
-    ``max_iters`` (WG_LS).
+    ``max_iters`` (WG_LS), ``front_size`` / ``rule`` (WG_PF: the chosen plan of its front;
+    ``placement.pareto.wg_pf`` returns the whole front).
     """
     qs = validate_unique(queries)
     caps = node_capacities(nodes)
+    if name == "WG_PF":
+        from placement.pareto import wg_pf
+
+        return wg_pf(qs, model, caps, seed=seed, preprocess=preprocess, **options).plan
     if name == "WG_LS":
         from placement.dist_local_search import wg_ls
 

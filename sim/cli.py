@@ -108,14 +108,19 @@ def warmup():
 
 @app.command("verify-plan")
 def verify_plan_cmd(path: Path):
-    """Recompute every cost of a plan JSON from its queries and report differences."""
+    """Recompute every cost of a plan JSON from its queries and report differences (a front
+    file, a JSON list of plans such as ``c0000_WG_PF_front.json``: every plan of it)."""
     from placement.plan import PlanError, verify_plan
 
     if not path.exists():
         raise UserError(f"plan file not found: {path}")
     try:
-        problems = verify_plan(json.loads(path.read_text()))
-    except (json.JSONDecodeError, KeyError, PlanError, ValueError) as exc:
+        data = json.loads(path.read_text())
+        plans = data if isinstance(data, list) else [data]
+        problems = [f"plan {i}: {p}" if isinstance(data, list) else p
+                    for i, d in enumerate(plans) for p in verify_plan(d)]
+    except (json.JSONDecodeError, KeyError, PlanError, ValueError, TypeError,
+            AttributeError) as exc:
         raise UserError(f"{path}: not a valid weaveplace plan: {exc}") from exc
     if problems:
         for p in problems:
@@ -332,6 +337,78 @@ def bench_exact(qnums: str = typer.Option("8,12,16,20,24", help="Comma-separated
                   f"{len(df)} instances; per size: " +
                   ", ".join(f"{q}x{n}: {v:g} %" for (q, n), v in g.items()))
     console.print(f"results: {out / 'bench_exact.csv'}")
+
+@bench_app.command("pareto")
+def bench_pareto(instances: int = typer.Option(72, min=0, help="Mixed-grid instances "
+                                               "(two streams, prime slides, r < s)."),
+                 small: int = typer.Option(48, min=0, help="Small instances vs the exact front."),
+                 runtime_points: int = typer.Option(
+                     4, min=0, max=16, help="Table 8 points (500 queries, 32 nodes) timed."),
+                 seed: int = typer.Option(0, min=0, help="First workload seed."),
+                 run: Optional[Path] = typer.Option(
+                     None, help="Instead: summarise a `simulate` output directory with WG_PF."),
+                 out: Path = typer.Option(Path("out/bench"), help="Output directory.")):
+    """WG_PF: weak dominance of every Table 7 optimizer and WG_LS on a mixed grid, hypervolume
+    against the exact front on small instances, runtime against WG_LS (sim.bench_pareto)."""
+    import itertools
+
+    import pandas as pd
+
+    from sim import bench_pareto as b
+
+    if run is not None:
+        if not (run / "results.csv").exists():
+            raise UserError(f"--run {run}: no results.csv (a `weaveplace simulate` output)")
+        try:
+            summ = b.run_summary(run)
+        except (KeyError, IndexError, AttributeError) as exc:
+            raise UserError(f"--run {run}: not a simulation with WG_PF ({exc})") from exc
+        t = Table("measure", "value")
+        for k, v in summ.items():
+            t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
+        console.print(t)
+        return
+
+    out.mkdir(parents=True, exist_ok=True)
+    table = Table("measure", "instances", "value")
+    with _progress() as bar:
+        if instances:
+            task = bar.add_task("pareto: mixed grid", total=instances)
+            df = pd.DataFrame(b.dominance(b.mixed_instances(instances, seed),
+                                          on_row=lambda r: bar.advance(task)))
+            df.to_csv(out / "bench_pareto_dominance.csv", index=False)
+            table.add_row("front weakly dominates each optimizer's plan (%)", str(instances),
+                          f"{100 * df.weakly_dominated.mean():.2f}")
+            for name, g in df.groupby("optimizer", sort=False):
+                if not g.weakly_dominated.all():
+                    table.add_row(f"  {name} (%)", str(len(g)),
+                                  f"{100 * g.weakly_dominated.mean():.2f}")
+        if small:
+            task = bar.add_task("pareto: vs exact", total=small)
+            df = pd.DataFrame(b.hv_vs_exact(b.mixed_instances(small, seed, sizes=(8, 10)),
+                                            on_row=lambda r: bar.advance(task)))
+            df.to_csv(out / "bench_pareto_hv.csv", index=False)
+            table.add_row("hypervolume / exact front (mean)", str(small),
+                          f"{df.hv_ratio.mean():.5f}")
+            table.add_row("hypervolume / exact front (min)", str(small),
+                          f"{df.hv_ratio.min():.5f}")
+            table.add_row("instances within 1 % (%)", str(small),
+                          f"{100 * (df.hv_ratio >= 0.99).mean():.1f}")
+        if runtime_points:
+            pts = [dict(qnum=500, smax=50, rate=rate, zskew=1.0, omax=100.0, gen=gen, seed=0)
+                   for gen, rate in itertools.product(("nrm", "div"), (10.0, 100.0))]
+            pts += [dict(qnum=500, smax=50, rate=rate, zskew=0.0, omax=omax, gen=gen, seed=0)
+                    for gen, rate, omax in itertools.product(("nrm", "div"), (10.0, 100.0),
+                                                             (10.0, 100.0))]
+            task = bar.add_task("pareto: runtime", total=runtime_points)
+            df = pd.DataFrame(b.runtime(pts[:runtime_points], 32,
+                                        on_row=lambda r: bar.advance(task)))
+            df.to_csv(out / "bench_pareto_runtime.csv", index=False)
+            table.add_row("WG_PF / WG_LS time (max)", str(len(df)), f"{df.ratio.max():.2f}")
+            table.add_row("WG_LS s (mean)", str(len(df)), f"{df.wg_ls_s.mean():.2f}")
+            table.add_row("WG_PF s (mean)", str(len(df)), f"{df.wg_pf_s.mean():.2f}")
+    console.print(table)
+    console.print(f"results: {out}/bench_pareto_*.csv")
 
 
 @bench_app.command("executors")

@@ -12,7 +12,8 @@ Sections (defaults and meaning in ``configs/README.md``):
 - ``streams``: input rate per stream; only with explicit queries (the generator has ``rate``).
 - ``cluster``: ``nodes`` is a count, a list of counts (one more grid axis: Table 8's N_num) or a
   list of ``{id, capacity}``; ``ray.address`` (``null``: embedded local Ray, used by live runs).
-- ``placement``: optimizer name(s) (Table 7's thirteen, ``WG_LS`` and the single-node ones), IE
+- ``placement``: optimizer name(s) (Table 7's thirteen, ``WG_LS``, ``WG_PF`` with its
+  ``front_size`` and ``choose`` rule, and the single-node ones), IE
   technique, ``slicing`` (pairs or cutty: how plans are priced and live runs slice), edge
   engine, preprocessing and ``exact`` (compute the exact optimum on small runs).
 - ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}``, a ``path`` or a watched
@@ -272,6 +273,31 @@ class Placement(Strict):
     #: best plan (never worse than the run's heuristics) with a proven bound (placement.exact)
     exact_time_limit: Annotated[float, Field(gt=0, le=86400)] = 60.0
 
+    #: WG_PF (placement.pareto): at most this many plans on the returned front
+    front_size: Annotated[int, Field(ge=1, le=64)] = 8
+    #: WG_PF's rule picking the plan to report and run (placement.pareto.Choose); None: the
+    #: default (capacities when the nodes have capacities, else total_cost_within: 5%)
+    choose: Any = None
+
+    @field_validator("choose", mode="after")
+    @classmethod
+    def _choose(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        from placement.pareto import Choose, ChooseError
+
+        try:
+            Choose.parse(v)
+        except ChooseError as exc:
+            raise ConfigError(str(exc)) from None
+        return v
+
+    def choose_rule(self, capacities: list[float | None]):
+        """The WG_PF rule for a cluster layout (``placement.pareto.default_choose`` if unset)."""
+        from placement.pareto import Choose, default_choose
+
+        return default_choose(capacities) if self.choose is None else Choose.parse(self.choose)
+
     @field_validator("optimizers", mode="after")
     @classmethod
     def _known(cls, v: Any) -> Any:
@@ -503,6 +529,13 @@ class Config(Strict):
             layouts = self.cluster.layouts()
             if len(layouts) == 1:  # (a live run refuses several layouts with its own message)
                 self.run.check_faults(*layouts[0])
+        if self.placement.choose is not None and \
+                self.placement.choose_rule([None]).rule == "capacities" and \
+                all(c is None for _, caps in self.cluster.layouts() for c in caps):
+            raise ConfigError("placement.choose: 'capacities' needs node capacities "
+                              "(cluster.nodes: [{id, capacity}, ...]); allowed without them: "
+                              "{max_cost_at_most: N}, {max_cost_within: \"p%\"}, "
+                              "{total_cost_within: \"p%\"}")
         if wl.generator is None:
             rates = self.streams or {}
             for i, q in enumerate(wl.queries or []):

@@ -220,7 +220,7 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
     say(f"placing {len(queries)} queries with {names[0]}")
     model = CostModel(config.placement.ie, rates, config.placement.engine,
                       config.placement.slicing)
-    plan = plan_for(names[0], queries, model, point["capacities"], config)
+    plan = plan_for(names[0], queries, model, point["capacities"], config, strict=True)
     for node, node_id in zip(plan.nodes, point["node_ids"]):
         node.id = node_id
     plan_dict = plan.to_dict()

@@ -19,7 +19,10 @@ Run directories:
 * simulation (``sim.simulate``): ``plans/c<config>_<optimizer>.json`` (schema
   ``weaveplace.plan/1``), ``results.{parquet,csv}``, ``fig40_quality.csv``, ``table9_best.csv``,
   ``table10_runtime.csv``, ``best_per_config.csv``.  A folder with only ``plans/*.json`` works too
-  (plans named ``c<N>_<name>.json`` are grouped by configuration ``N``).
+  (plans named ``c<N>_<name>.json`` are grouped by configuration ``N``).  Fronts
+  (``c<N>_WG_PF_front.json``, ``c<N>_EXACT_front.json``: lists of plans, ``sim.pareto_sim``) are
+  drawn on the configuration's TotalCost-vs-MaxCost scatter with WG_PF's chosen plan marked, and
+  ``pareto_summary.csv`` is shown as a table.
 * live (``cluster.live.run_live``; or ``cluster.streaming.run_stream``, whose
   ``answers.parquet``/``late.parquet`` are directories of parts and whose metrics add
   ``stream``): ``metrics.json``, ``answers.parquet``, ``late.parquet`` and,
@@ -127,6 +130,10 @@ class SimRun:
     best_per_config: pd.DataFrame | None
     config: dict | None
     warnings: list[str] = field(default_factory=list)
+    #: per configuration, ``{"WG_PF": [(total, max), ...], "EXACT": [...]}`` from the
+    #: ``plans/c<N>_<name>_front.json`` files (lists of plans)
+    fronts: dict[int, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)
+    pareto_summary: pd.DataFrame | None = None
 
     @property
     def config_ids(self) -> list[int | None]:
@@ -227,7 +234,20 @@ def load_simulation(run_dir: Path) -> SimRun:
     results = _read_results(run_dir)
     warnings: list[str] = []
     plans: list[PlanInfo] = []
+    fronts: dict[int, dict[str, list[tuple[float, float]]]] = {}
     for p in sorted((run_dir / "plans").glob("*.json")):
+        if p.name.endswith("_front.json"):  # a front: a list of plans (sim.pareto_sim)
+            m = PLAN_NAME.match(p.name)
+            try:
+                pts = [(float(d["total_cost"]), float(d["max_cost"]))
+                       for d in json.loads(p.read_text())]
+            except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+                warnings.append(f"skipped {p.name}: {exc}")
+                continue
+            if m:
+                fronts.setdefault(int(m.group(1)), {})[
+                    m.group(2)[:-len("_front")]] = pts
+            continue
         try:
             plans.append(read_plan(p, run_dir))
         except (ReportError, KeyError, json.JSONDecodeError) as exc:
@@ -281,7 +301,8 @@ def load_simulation(run_dir: Path) -> SimRun:
             warnings.append("config.json: not valid JSON")
     return SimRun(run_dir, plans, results, fig40, fig40_source, runtime, runtime_source,
                   _read_csv(run_dir / "table9_best.csv"),
-                  _read_csv(run_dir / "best_per_config.csv"), config, warnings)
+                  _read_csv(run_dir / "best_per_config.csv"), config, warnings, fronts,
+                  _read_csv(run_dir / "pareto_summary.csv"))
 
 
 def _find_live_plan(run_dir: Path, plan: str | Path | None) -> Path | None:
@@ -409,10 +430,12 @@ def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, flo
 
 
 def plot_total_vs_max(plans: Sequence[PlanInfo], exact_total: float | None,
-                      exact_max: float | None, title: str, name: str) -> Plot:
+                      exact_max: float | None, title: str, name: str,
+                      fronts: dict[str, list[tuple[float, float]]] | None = None) -> Plot:
     """TotalCost vs MaxCost of every plan (one legend entry per distinct point: plans with equal
     costs share it), the exact optima and the non-dominated plans (ringed, joined by a step
-    line)."""
+    line); with ``fronts``, WG_PF's front as a solid line, the exact front as a dotted one and
+    WG_PF's chosen plan (its plan file) marked by a large square."""
     fig = _figure(10.0, 4.8)
     ax = fig.add_subplot(111)
     groups: dict[tuple[float, float], list[PlanInfo]] = {}
@@ -431,6 +454,18 @@ def plot_total_vs_max(plans: Sequence[PlanInfo], exact_total: float | None,
     if len(front) > 1:
         ax.plot([f[0] for f in front], [f[1] for f in front], "--", color="0.4", lw=1,
                 drawstyle="steps-post", label="non-dominated (ringed)", zorder=2)
+    for key, style in (("WG_PF", dict(color="tab:green", ls="-", marker=".", lw=1.5)),
+                       ("EXACT", dict(color="tab:red", ls=":", marker="x", lw=1.2))):
+        pts = sorted((fronts or {}).get(key) or [])
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], drawstyle="steps-post", zorder=3,
+                    label=f"{'WG_PF' if key == 'WG_PF' else 'exact'} front ({len(pts)} plans)",
+                    **style)
+    chosen = [p for p in plans if p.optimizer == "WG_PF"]
+    if chosen and fronts:
+        ax.scatter([chosen[0].total_cost], [chosen[0].max_cost], s=260, marker="s",
+                   facecolors="none", edgecolors="tab:green", linewidths=2, zorder=5,
+                   label="WG_PF chosen plan")
     if exact_total is not None:
         ax.axvline(exact_total, color="tab:red", ls=":", lw=1,
                    label=f"min TotalCost (exact) = {exact_total:.6g}")
@@ -736,6 +771,15 @@ def _sim_body(run: SimRun, max_config_figures: int) -> tuple[list[str], list[Plo
                     "</h3>" + html_table(list(t.columns), t.itertuples(index=False),
                                          ["g", "g", "g", "pct", "pct", "pct"][:len(t.columns)],
                                          table_id="table9", fields=list(t.columns)))
+    if run.pareto_summary is not None and len(run.pareto_summary):
+        t = run.pareto_summary
+        body.append("<h3>WG_PF's front against every optimizer (pareto_summary.csv)</h3>"
+                    '<p class="note">pf_weakly_dominates_pct: configurations where a plan of '
+                    "the WG_PF front is at least as good in TotalCost and MaxCost; "
+                    "exact_front_gap: multiplicative distance to the exact Pareto front; "
+                    "hv_ratio: WG_PF front hypervolume / exact front hypervolume</p>"
+                    + html_table(list(t.columns), t.itertuples(index=False),
+                                 table_id="pareto-summary", fields=list(t.columns)))
     # Table 10
     if run.runtime is not None and len(run.runtime):
         p = plot_runtime(run.runtime, "Plan generation time per optimizer (mean ± std)",
@@ -768,7 +812,7 @@ def _sim_body(run: SimRun, max_config_figures: int) -> tuple[list[str], list[Plo
         p1 = plot_node_costs(ps, f"Costs per node — {label}", f"fig41_nodes_{tag}.png")
         et, em = _exact_of(run, cid)
         p2 = plot_total_vs_max(ps, et, em, f"TotalCost vs MaxCost — {label}",
-                               f"total_vs_max_{tag}.png")
+                               f"total_vs_max_{tag}.png", run.fronts.get(cid))
         plots += [p1, p2]
         body.append(p1.img() + p2.img())
         n_nodes = max(len(p.node_costs) for p in ps)

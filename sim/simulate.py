@@ -22,7 +22,10 @@ Outputs under ``output_dir`` (``run.output_dir`` or the override):
 - ``fig40_quality.csv``: per optimizer and metric, mean and standard deviation (population) of the
   normalised plan quality (Figure 40);
 - ``table10_runtime.csv``: per optimizer, mean / std / min / max plan-generation time (Table 10);
-- ``config.json``: the validated configuration, for provenance.
+- ``config.json``: the validated configuration, for provenance;
+- with WG_PF: ``plans/c<config>_WG_PF_front.json`` (its front, a list of plans; the results row
+  is the chosen plan), the columns and ``pareto_summary.csv`` of ``sim.pareto_sim``; with the
+  exact optimum, ``plans/c<config>_EXACT_front.json`` (the exact Pareto front).
 
 CSV floats are written with full precision; read them back exactly with
 ``pd.read_csv(..., float_precision="round_trip")`` (or use the Parquet file).
@@ -51,6 +54,7 @@ from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
 from sim.compile_cache import warm_placement
+from sim import pareto_sim
 from sim.config import SINGLE_NODE_OPTIMIZERS, Config, ConfigError
 from sim.workload import WorkloadSpec, generate
 
@@ -103,7 +107,15 @@ def _name_nodes(plan: Plan, ids: list[str]) -> Plan:
     return plan
 
 
-def plan_for(name: str, queries, model, caps, config: Config) -> Plan:
+def plan_for(name: str, queries, model, caps, config: Config, strict: bool = False) -> Plan:
+    """One optimizer's plan. WG_PF: the plan its ``placement.choose`` rule picks; ``strict``
+    (live runs): a rule that no plan meets is a ``ConfigError`` (its one-line note, with a
+    load-shedding proposal when no plan fits the capacities) instead of a fallback plan."""
+    if name == "WG_PF":
+        res = pareto_sim.pareto_for(queries, model, caps, config)
+        if strict and not res.met:
+            raise ConfigError(res.note)
+        return res.plan
     if name in SINGLE_NODE_OPTIMIZERS:
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
@@ -135,13 +147,24 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
     # numba's one-off kernel compile/load (first call in this process) before any timer:
     # reported as compile_s (on the first row that paid it), never inside runtime_s (Table 10)
     compile_s = warm_placement()
-    rows, plans = [], []
+    rows, dicts, plans, pf_points, done, pf_res = [], [], [], None, {}, None
     for name in pl.optimizer_list:
         t0 = time.perf_counter()
-        plan = plan_for(name, queries, model, caps, config)
-        runtime = time.perf_counter() - t0
+        if name == "WG_PF":  # the chosen plan of its front (sim.pareto_sim)
+            reused = {k: v for k, v in done.items() if k in pareto_sim.SEED_OPTIMIZERS}
+            pf_res = pareto_sim.pareto_for(queries, model, caps, config,
+                                           {k: p for k, (p, _) in reused.items()})
+            plan = pf_res.plan
+            # WG_PF's time includes its seeds': reused plans count with their own runtimes
+            runtime = time.perf_counter() - t0 + sum(t for _, t in reused.values())
+            plans += list(pf_res.front)
+        else:
+            plan = plan_for(name, queries, model, caps, config)
+            runtime = time.perf_counter() - t0
+            done[name] = (plan, runtime)
         plans.append(plan)
         d = _name_nodes(plan, ids).to_dict()
+        dicts.append(d)
         rel = Path("plans") / f"c{i:04d}_{name}.json"
         (out / rel).write_text(json.dumps(d, indent=1))
         rows.append({**base, "optimizer": name, "category": _category(name),
@@ -152,13 +175,19 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
                      "runtime_s": runtime,
                      "compile_s": 0.0 if rows else compile_s, "plan": str(rel)})
         tick(f"c{i} {name}")
-    # After the heuristics: their plans seed the exact solvers (never worse than a known plan).
-    exact = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans", i,
-                   plans, pl.exact_time_limit)
+    # After the heuristics: their plans (WG_PF's whole front too) seed the exact solvers, so
+    # the exact answer is never worse than a known plan; the exact front only for WG_PF.
+    exact, exact_front = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans",
+                                i, plans, pl.exact_time_limit,
+                                front=pf_res is not None)
     for row in rows:
         row.update(exact)
         row.update(_gaps(row, exact))
+        if row["optimizer"] == "WG_PF":
+            row.update(pareto_sim.front_rows(pf_res, out, i, ids, exact_front))
+            pf_points = [pareto_sim.plan_point(p.to_dict()) for p in pf_res.front]
         row["plan"] = row.pop("plan")  # keep the plan path the last column
+    pareto_sim.annotate(rows, pf_points, exact_front, dicts)
     return rows
 
 
@@ -258,24 +287,31 @@ EXACT_COLUMNS = ("exact_total", "exact_max", "exact_method", "exact_proven_total
 
 
 def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int, hints=(),
-           time_limit_s: float = 60.0) -> dict[str, Any]:
+           time_limit_s: float = 60.0, front: bool = False):
     """Exact optima (placement.exact) when the workload is small enough; plans are written.
 
     Seeded with the run's plans (``hints``), so ``exact_total`` / ``exact_max`` are never worse
     than a heuristic's; when optimality is not proven within ``time_limit_s`` the proven lower
     bounds ``exact_bound_*`` and the relative gap ``exact_rel_gap_* = exact / bound - 1`` say
-    how far off they may be (``exact_proven_*``: proven optimal)."""
+    how far off they may be (``exact_proven_*``: proven optimal). Returns the columns and,
+    with ``front``, the exact Pareto front (written as ``c<NNNN>_EXACT_front.json``)."""
     res: dict[str, Any] = dict.fromkeys(EXACT_COLUMNS)
     if len(queries) > limit:
-        return res
+        return res, None
     from placement.exact import InfeasibleError, solve_exact
 
     try:
         ex = solve_exact(queries, model, caps, hints=list(hints), time_limit_s=time_limit_s,
-                         front=False)
+                         front=front)
     except InfeasibleError:
         res["exact_method"] = "infeasible"
-        return res
+        return res, None
+    if front and ex.front_exact and ex.front:  # the exact Pareto front, written like WG_PF's
+        for plan in ex.front:
+            plan.optimizer = "EXACT_PARETO"
+            _name_nodes(plan, ids)
+        pareto_sim.write_front(plans_dir / f"c{i:04d}_EXACT_front.json",
+                               [p.to_dict() for p in ex.front])
     for tag, plan in (("min_total", ex.min_total), ("min_max", ex.min_max)):
         plan = copy.deepcopy(plan)
         plan.optimizer = f"EXACT_{tag}"
@@ -291,7 +327,7 @@ def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int, hints=(),
                exact_proven_total=ex.optimal_total, exact_proven_max=ex.optimal_max,
                exact_bound_total=ex.bound_total, exact_bound_max=ex.bound_max,
                exact_rel_gap_total=ex.gap_total, exact_rel_gap_max=ex.gap_max)
-    return res
+    return res, (ex.front if front and ex.front_exact and ex.front else None)
 
 
 def _gaps(row: dict[str, Any], exact: dict[str, Any]) -> dict[str, Any]:
@@ -383,6 +419,10 @@ def _write_tables(df: pd.DataFrame, out: Path, config: Config) -> dict[str, Path
     for key, rows in (("table9_best", t9), ("fig40_quality", f40), ("table10_runtime", t10)):
         files[key] = out / f"{key}.csv"
         pd.DataFrame(rows).to_csv(files[key], index=False)
+    ps = pareto_sim.summary(df)
+    if len(ps):
+        files["pareto_summary"] = out / "pareto_summary.csv"
+        ps.to_csv(files["pareto_summary"], index=False)
     files["config"] = out / "config.json"
     files["config"].write_text(json.dumps(config.model_dump(mode="json", warnings=False), indent=1))
     return files

@@ -99,8 +99,10 @@ def sim_run(tmp_path_factory):
 
 
 def _plans(run_dir: Path) -> dict[str, dict]:
+    """Every plan file (fronts, ``*_front.json``, are lists of plans: not rows of the table)."""
     return {f"plans/{p.name}": json.loads(p.read_text())
-            for p in sorted((run_dir / "plans").glob("*.json"))}
+            for p in sorted((run_dir / "plans").glob("*.json"))
+            if not p.name.endswith("_front.json")}
 
 
 def test_sim_report_embeds_every_plot_and_writes_pngs(sim_run):

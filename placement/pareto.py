@@ -1,0 +1,696 @@
+"""WG_PF: a front of non-dominated plans (TotalCost vs MaxCost) and the rule that picks one.
+
+Why: TotalCost and MaxCost pull apart (DESIGN.md section 10). Every Table 7 optimizer sits at one
+point of the trade-off and WG_LS at one fixed compromise; WG_PF returns the whole front so the user
+can choose ("the cheapest plan whose busiest node carries at most X", "the most balanced plan within
+5 % of the cheapest total", "the cheapest plan that fits the capacities").
+
+**Objectives.** A plan is the point ``(TotalCost, U)`` with ``U = max_j cost_j / capacity_j``
+(capacity 1 when nodes have none, so ``U`` is MaxCost; with capacities it is the largest
+utilization, as WG_LS reads MaxCost). Plan a *weakly dominates* plan b when it is no worse in both
+(within a relative ``REL`` of rounding); the front holds the plans no other found plan dominates.
+
+**Search** (``wg_pf``):
+
+1. *Seeds*: every Table 7 plan and WG_LS's (so the front weakly dominates each of them by
+   construction, before truncation).
+2. *Budget walks*: for budgets ``B_k`` spread between the cheapest and the most balanced seed's
+   TotalCost, WG_LS's local search (``dist_local_search._Search``: move a tree, swap trees, weave a
+   tree into a tree of another node, take a query out of a tree on the busiest node, re-weave a
+   node; certified lower bounds prune the exact pricing) minimises ``(max(1, T/B_k), U, T)``, i.e.
+   the smallest MaxCost whose TotalCost stays within ``B_k``. It starts from the archived plan best
+   under that key; every plan it passes through is archived.
+3. *Split walks*: from each front plan, split a tree on the busiest node into two trees on different
+   nodes (a group of its queries, by slide, or the half of its queries with the largest slides,
+   goes to one of the least loaded nodes, alone or woven into a tree there): it gives up some
+   sharing to unload the busiest node, priced exactly with ``model.tree``. A walk takes the split
+   with the largest MaxCost drop per TotalCost added while one lowers MaxCost; each plan is
+   archived.
+4. *Pareto local search* on small instances (at most ``pls_max_queries`` queries): every archived
+   layout not yet explored is explored once, with every single-query move (to any node, alone or
+   woven into any same-key tree there), query swaps between nodes, whole-tree weaves and swaps,
+   slide-group splits to another node, and the same from each layout one tree move away (a
+   plateau in both objectives that opens room for the next move). Measured: it reaches the exact
+   front's hypervolume on the small instances (BENCHMARKS.md); its cost grows quickly with the
+   number of queries, hence the limit.
+
+Every archived plan is a layout of exactly priced trees (built by ``CostModel``); the returned
+plans are ``Plan`` objects that ``verify_plan`` re-prices from their queries (the tests do).
+
+**Front size.** At most ``front_size`` plans are returned: the two ends, the chosen plan, then
+(greedily) plans that weakly dominate seed plans not yet covered, then the plans adding the most
+hypervolume (reference point: 1.1 x the front's worst TotalCost and MaxCost). So the returned front
+still weakly dominates every seed unless more than ``front_size`` plans are needed to cover them.
+
+**Choose rule** (``Choose``, applied to the full front before truncation):
+``max_cost_at_most: N`` the cheapest plan with MaxCost <= N; ``max_cost_within: "p%"`` the cheapest
+plan with MaxCost within p % of the front's smallest; ``total_cost_within: "p%"`` the smallest
+MaxCost with TotalCost within p % of the front's cheapest (default without capacities, 5 %);
+``capacities`` the cheapest plan whose every node is within its capacity (default with
+capacities). When no plan meets the rule, the most balanced plan (cap rules) or the plan needing
+the least load shedding (capacities) is chosen and ``note`` says so in one line, with a shedding
+proposal (``placement.shedding``) for capacities.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from placement.distributed import TABLE7, build_plan, node_capacities, optimize
+from placement.plan import Plan
+from placement.queries import Query, validate_unique
+from placement.trees import CostModel, Tree
+
+REL = 1e-9  # relative rounding tolerance for comparing costs
+DEFAULT_FRONT_SIZE = 8
+SEED_OPTIMIZERS = tuple(TABLE7) + ("WG_LS",)
+RULES = ("max_cost_at_most", "max_cost_within", "total_cost_within", "capacities")
+
+
+# ---- points, dominance, hypervolume ------------------------------------------------------------
+
+def _le(x: float, y: float) -> bool:
+    return x <= y + REL * max(1.0, abs(x), abs(y))
+
+
+def weakly_dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """``a`` no worse than ``b`` in both objectives (within rounding)."""
+    return _le(a[0], b[0]) and _le(a[1], b[1])
+
+
+def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
+    """``a`` weakly dominates ``b`` and is better in one objective by more than rounding."""
+    return weakly_dominates(a, b) and not weakly_dominates(b, a)
+
+
+def nondominated(points: Sequence[Sequence[float]]) -> list[int]:
+    """Indices of the non-dominated points, sorted by the first objective; of points equal
+    within rounding the first one is kept."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1], i))
+    keep: list[int] = []
+    for i in order:
+        if not any(weakly_dominates(points[k], points[i]) for k in keep):
+            keep = [k for k in keep if not weakly_dominates(points[i], points[k])]
+            keep.append(i)
+    return sorted(keep, key=lambda i: (points[i][0], points[i][1]))
+
+
+def hypervolume(points: Sequence[Sequence[float]], ref: Sequence[float]) -> float:
+    """Area dominated by ``points`` and bounded by ``ref`` (minimisation of both objectives);
+    points outside the reference box add nothing."""
+    pts = sorted((p[0], p[1]) for p in points if p[0] < ref[0] and p[1] < ref[1])
+    area, best_y = 0.0, ref[1]
+    for x, y in pts:  # by x ascending: each point adds the strip below the best y so far
+        if y < best_y:
+            area += (ref[0] - x) * (best_y - y)
+            best_y = y
+    return area
+
+
+def front_distance(point: Sequence[float], front: Sequence[Sequence[float]]) -> float:
+    """Multiplicative epsilon distance of ``point`` to ``front``: the smallest ``e >= 0`` such
+    that ``point`` is within a factor ``1 + e`` of some front point in both objectives, i.e.
+    ``min_f max_i point_i / f_i - 1`` (0: on the front or better)."""
+    def ratio(p: float, f: float) -> float:
+        return p / f if f > 0 else (1.0 if p <= 0 else math.inf)
+
+    return max(0.0, min(max(ratio(point[0], f[0]), ratio(point[1], f[1])) for f in front) - 1)
+
+
+# ---- the choose rule ---------------------------------------------------------------------------
+
+_PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+class ChooseError(ValueError):
+    """A malformed ``placement.choose`` (the message names the key and what is allowed)."""
+
+
+@dataclass(frozen=True)
+class Choose:
+    """One rule (module docstring). ``value``: the cap for ``max_cost_at_most``, a fraction
+    (0.05 for "5%") for the ``_within`` rules, None for ``capacities``."""
+
+    rule: str
+    value: float | None = None
+
+    @staticmethod
+    def parse(raw: Any, where: str = "placement.choose") -> "Choose":
+        """``"capacities"``, ``{max_cost_at_most: N}``, ``{max_cost_within: "10%"}`` or
+        ``{total_cost_within: "5%"}``; a one-line ``ChooseError`` otherwise."""
+        allowed = ("capacities, {max_cost_at_most: N}, {max_cost_within: \"p%\"} or "
+                   "{total_cost_within: \"p%\"}")
+        if isinstance(raw, Choose):
+            return raw
+        if raw == "capacities" or raw == {"capacities": True}:
+            return Choose("capacities")
+        if not isinstance(raw, dict) or len(raw) != 1:
+            raise ChooseError(f"{where}: expected {allowed}, got {raw!r}")
+        (k, v), = raw.items()
+        if k == "max_cost_at_most":
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 \
+                    or not math.isfinite(v):
+                raise ChooseError(f"{where}.max_cost_at_most: expected a number > 0 "
+                                  f"(operations per time unit), got {v!r}")
+            return Choose(k, float(v))
+        if k in ("max_cost_within", "total_cost_within"):
+            m = _PCT.match(v) if isinstance(v, str) else None
+            if m is None:
+                raise ChooseError(f"{where}.{k}: expected a percentage such as \"5%\", "
+                                  f"got {v!r}")
+            return Choose(k, float(m.group(1)) / 100.0)
+        raise ChooseError(f"{where}: unknown rule {k!r}; expected {allowed}")
+
+    def to_dict(self) -> Any:
+        if self.rule == "capacities":
+            return "capacities"
+        if self.rule == "max_cost_at_most":
+            return {self.rule: self.value}
+        return {self.rule: f"{self.value * 100:g}%"}
+
+    def __str__(self) -> str:
+        d = self.to_dict()
+        return d if isinstance(d, str) else f"{self.rule}: {next(iter(d.values()))}"
+
+
+def default_choose(caps: Sequence[float | None]) -> Choose:
+    """``capacities`` when the nodes have capacities, else ``total_cost_within: 5%``."""
+    if any(c is not None for c in caps):
+        return Choose("capacities")
+    return Choose("total_cost_within", 0.05)
+
+
+def _fits(plan: Plan) -> bool:
+    return all(n.capacity is None or n.cost <= n.capacity * (1 + 1e-12) for n in plan.nodes)
+
+
+def shedding_note(plans: Sequence[Plan]) -> str:
+    """One line: no plan fits the capacities, and the load-shedding proposal
+    (``placement.shedding.shed_load``) of the plan that keeps the most (tuple x query) pairs."""
+    from placement.shedding import InfeasibleEvenWhenShedding, overloads, shed_load
+
+    best = None
+    for i, p in enumerate(plans):
+        try:
+            s = shed_load(p)
+        except InfeasibleEvenWhenShedding:
+            continue
+        if best is None or s.kept_value > best[1].kept_value * (1 + REL):
+            best = (i, s)
+    worst = min(plans, key=lambda p: sum(o.excess for o in overloads(p)))
+    over = ", ".join(f"{o.node} {o.cost:.6g} > {o.capacity:.6g}" for o in overloads(worst))
+    head = f"no plan of the WG_PF front fits the node capacities (closest: {over})"
+    if best is None:
+        return head + "; no load shedding helps (edges alone exceed a capacity): add capacity"
+    i, s = best
+    drops = ", ".join(f"{st} {100 * d:.3g} %" for st, d in sorted(s.drop.items()) if d > 1e-12)
+    lost = 100 * (1 - s.kept_value / s.full_value) if s.full_value else 0.0
+    return (head + f"; proposal: shed at the sources of front plan {i} (TotalCost "
+            f"{plans[i].total_cost:.6g}) the input fraction {drops}, losing {lost:.3g} % of "
+            "the (tuple x query) pairs the answers aggregate (`weaveplace shed` on the plan)")
+
+
+def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
+    """``(index, met, note)``: the plan of ``plans`` (a front) that ``rule`` picks, whether it
+    meets the rule and, when not, one line saying what was chosen instead and why."""
+    if not plans:
+        raise ValueError("choose: empty front")
+    T = [p.total_cost for p in plans]
+    M = [p.max_cost for p in plans]
+    idx = range(len(plans))
+    cheapest = lambda ok: min(ok, key=lambda i: (T[i], M[i], i))  # noqa: E731
+    balanced = min(idx, key=lambda i: (M[i], T[i], i))
+    if rule.rule == "capacities":
+        ok = [i for i in idx if _fits(plans[i])]
+        if ok:
+            return cheapest(ok), True, ""
+        return _least_overload(plans), False, shedding_note(plans)
+    if rule.rule == "max_cost_at_most":
+        ok = [i for i in idx if _le(M[i], rule.value)]
+        if ok:
+            return cheapest(ok), True, ""
+        return balanced, False, (f"placement.choose: no plan of the WG_PF front has MaxCost <= "
+                                 f"{rule.value:g} (smallest: {M[balanced]:.6g}); chose the most "
+                                 "balanced plan")
+    if rule.rule == "max_cost_within":
+        cap = min(M) * (1 + rule.value)
+        return cheapest([i for i in idx if _le(M[i], cap)]), True, ""
+    if rule.rule == "total_cost_within":
+        cap = min(T) * (1 + rule.value)
+        ok = [i for i in idx if _le(T[i], cap)]
+        return min(ok, key=lambda i: (M[i], T[i], i)), True, ""
+    raise ValueError(f"unknown rule {rule.rule!r}")
+
+
+def _least_overload(plans: Sequence[Plan]) -> int:
+    from placement.shedding import overloads
+
+    return min(range(len(plans)), key=lambda i: (
+        sum(o.excess for o in overloads(plans[i])), plans[i].total_cost, i))
+
+
+# ---- the archive of layouts --------------------------------------------------------------------
+
+Layout = tuple  # tuple (per node) of tuples of Trees
+
+
+class _Archive:
+    """Non-dominated layouts found so far, with the source that first reached each."""
+
+    def __init__(self, caps: Sequence[float | None]):
+        self.caps = [1.0 if c is None else float(c) for c in caps]
+        self.items: list[tuple[tuple[float, float], Layout, str]] = []
+        self.seen = 0
+
+    def point(self, nodes) -> tuple[float, float]:
+        loads = [sum(t.cost for t in ts) for ts in nodes]
+        return (math.fsum(loads), max(l / c for l, c in zip(loads, self.caps)))
+
+    def add(self, nodes, source: str) -> bool:
+        """Archive ``nodes`` unless a kept layout weakly dominates it; True when kept."""
+        self.seen += 1
+        p = self.point(nodes)
+        if any(weakly_dominates(q, p) for q, _, _ in self.items):
+            return False
+        self.items = [it for it in self.items if not weakly_dominates(p, it[0])]
+        self.items.append((p, tuple(tuple(ts) for ts in nodes), source))
+        self.items.sort(key=lambda it: it[0])
+        return True
+
+
+# ---- moves that split a tree -------------------------------------------------------------------
+
+def _split_groups(t: Tree, max_groups: int) -> list[list[Query]]:
+    """Query subsets of ``t`` to move out of it: one per slide (largest cost share first) and the
+    half of its queries with the largest slides. Never the whole tree (that is a tree move)."""
+    by_slide: dict[int, list[Query]] = {}
+    for q in t.queries:
+        by_slide.setdefault(q.slide, []).append(q)
+    out: list[list[Query]] = []
+    if len(by_slide) > 1:
+        groups = sorted(by_slide.values(), key=lambda g: (-sum(q.range / q.slide for q in g),
+                                                          g[0].slide))
+        out += groups[:max_groups]
+        ordered = sorted(t.queries, key=lambda q: (q.slide, q.range, q.id))
+        half = ordered[len(ordered) // 2:]
+        if 0 < len(half) < len(ordered) and all(half != g for g in out):
+            out.append(half)
+    return out
+
+
+class _Splitter:
+    """Split moves from the busiest node (module docstring, step 3), priced exactly."""
+
+    def __init__(self, model: CostModel, caps: list[float], max_groups: int = 4,
+                 targets: int = 2):
+        self.model, self.caps = model, caps
+        self.max_groups, self.targets = max_groups, targets
+        self._tree: dict[tuple, Tree] = {}
+        self._merged: dict[tuple[int, int], Tree] = {}
+
+    def tree(self, queries: list[Query]) -> Tree:
+        k = tuple(sorted(q.id for q in queries))
+        t = self._tree.get(k)
+        if t is None:
+            t = self._tree[k] = self.model.tree(queries)
+        return t
+
+    def merged(self, a: Tree, b: Tree) -> Tree:
+        k = (a.uid, b.uid)
+        t = self._merged.get(k)
+        if t is None:
+            t = self._merged[k] = self.model.merge(a, b)
+        return t
+
+    def candidates(self, nodes):
+        """Every split of a tree on the busiest node: ``(new nodes, (T, U))``."""
+        loads = [sum(t.cost for t in ts) for ts in nodes]
+        util = [l / c for l, c in zip(loads, self.caps)]
+        N = len(nodes)
+        h = max(range(N), key=lambda j: (util[j], -j))
+        others = sorted((j for j in range(N) if j != h), key=lambda j: (util[j], j))
+        out = []
+        for ti, t in enumerate(nodes[h]):
+            if len(t.queries) < 2:
+                continue
+            for g in _split_groups(t, self.max_groups):
+                ids = {q.id for q in g}
+                rest = self.tree([q for q in t.queries if q.id not in ids])
+                part = self.tree(g)
+                new_h = list(nodes[h])
+                new_h[ti] = rest
+                for b in others[:self.targets]:
+                    options = [(None, part)]
+                    options += [(ui, self.merged(u, part)) for ui, u in enumerate(nodes[b])
+                                if u.key == part.key]
+                    for ui, placed in options:
+                        new_b = list(nodes[b])
+                        if ui is None:
+                            new_b.append(placed)
+                        else:
+                            new_b[ui] = placed
+                        new = list(nodes)
+                        new[h], new[b] = new_h, new_b
+                        out.append(new)
+        return out
+
+
+# ---- Pareto local search (small instances) -----------------------------------------------------
+
+class _Pls:
+    """Pareto local search over single-query moves: every query of every tree, to every node,
+    alone or woven into any same-key tree there (its own node included: re-partitioning a node).
+    Each archived layout not yet explored is explored once; a neighbour is priced from the two
+    changed trees (``model.tree`` of the query sets, cached) and built only when no archived
+    layout weakly dominates it. Meant for small instances (``pls_max_queries``)."""
+
+    def __init__(self, model: CostModel, arch: _Archive):
+        self.model, self.arch = model, arch
+        self._tree: dict[frozenset, Tree] = {}
+
+    def tree(self, queries) -> Tree:
+        k = frozenset(q.id for q in queries)
+        t = self._tree.get(k)
+        if t is None:
+            t = self._tree[k] = self.model.tree(sorted(queries, key=lambda q: q.id))
+        return t
+
+    def explore(self, nodes: Layout) -> None:
+        arch, caps = self.arch, self.arch.caps
+        loads = [sum(t.cost for t in ts) for ts in nodes]
+        total = math.fsum(loads)
+        N = len(nodes)
+        for a in range(N):
+            for ti, t in enumerate(nodes[a]):
+                for q in t.queries:
+                    rest = self.tree([p for p in t.queries if p.id != q.id]) \
+                        if len(t.queries) > 1 else None
+                    la = loads[a] - t.cost + (rest.cost if rest is not None else 0.0)
+                    alone = self.tree([q])
+                    for b in range(N):
+                        opts: list[tuple[int | None, Tree]] = []
+                        if b != a or rest is not None:
+                            opts.append((None, alone))
+                        for ui, u in enumerate(nodes[b]):
+                            if u.key == t.key and not (b == a and ui == ti):
+                                opts.append((ui, self.tree(list(u.queries) + [q])))
+                        for ui, placed in opts:
+                            base_b = la if b == a else loads[b]
+                            lb = base_b + placed.cost - (nodes[b][ui].cost if ui is not None
+                                                         else 0.0)
+                            new_loads = list(loads)
+                            new_loads[a] = la
+                            new_loads[b] = lb  # (b == a: the node's load after both steps)
+                            p = (math.fsum(new_loads),
+                                 max(l / c for l, c in zip(new_loads, caps)))
+                            if any(weakly_dominates(it[0], p) for it in arch.items):
+                                arch.seen += 1
+                                continue
+                            new = [list(ts) for ts in nodes]
+                            if rest is None:
+                                new[a][ti] = None
+                            else:
+                                new[a][ti] = rest
+                            if ui is None:
+                                new[b].append(placed)
+                            else:
+                                new[b][ui] = placed
+                            arch.add([[x for x in ts if x is not None] for ts in new], "pls")
+        self._swaps(nodes, loads, total)
+        self._tree_moves(nodes)
+
+    def _offer(self, new) -> None:
+        if any(weakly_dominates(it[0], self.arch.point(new)) for it in self.arch.items):
+            self.arch.seen += 1
+            return
+        self.arch.add(new, "pls")
+
+    def _tree_moves(self, nodes: Layout) -> None:
+        """A whole tree woven into a tree of another node, two trees swapped between nodes,
+        and a group of a tree's queries (``_split_groups``) to another node, alone or woven."""
+        N = len(nodes)
+        for a in range(N):
+            for ti, t in enumerate(nodes[a]):
+                parts = [(None, t)]
+                for g in _split_groups(t, 4) if len(t.queries) > 2 else []:
+                    ids = {q.id for q in g}
+                    parts.append((self.tree([q for q in t.queries if q.id not in ids]),
+                                  self.tree(g)))
+                for b in range(N):
+                    if b == a:
+                        continue
+                    for rest, part in parts:
+                        for ui, u in enumerate(nodes[b]):
+                            new = [list(ts) for ts in nodes]
+                            if rest is None:
+                                new[a].pop(ti)
+                            else:
+                                new[a][ti] = rest
+                            if u.key == part.key:
+                                new[b][ui] = self.tree(list(u.queries) + list(part.queries))
+                                self._offer(new)
+                            if rest is None:  # swap t and u
+                                sw = [list(ts) for ts in nodes]
+                                sw[a][ti], sw[b][ui] = u, t
+                                self._offer(sw)
+                        if rest is not None:
+                            new = [list(ts) for ts in nodes]
+                            new[a][ti] = rest
+                            new[b].append(part)
+                            self._offer(new)
+
+    def _swaps(self, nodes: Layout, loads: list[float], total: float) -> None:
+        """Exchange two same-key queries between trees of different nodes."""
+        arch, caps = self.arch, self.arch.caps
+        N = len(nodes)
+        where = [(j, ti, q) for j in range(N) for ti, t in enumerate(nodes[j]) for q in t.queries]
+        for x, (a, ti, q) in enumerate(where):
+            t = nodes[a][ti]
+            for b, ui, p in where[x + 1:]:
+                if b == a:
+                    continue
+                u = nodes[b][ui]
+                if u.key != t.key:
+                    continue
+                t2 = self.tree([r for r in t.queries if r.id != q.id] + [p])
+                u2 = self.tree([r for r in u.queries if r.id != p.id] + [q])
+                new_loads = list(loads)
+                new_loads[a] += t2.cost - t.cost
+                new_loads[b] += u2.cost - u.cost
+                pt = (math.fsum(new_loads), max(l / c for l, c in zip(new_loads, caps)))
+                if any(weakly_dominates(it[0], pt) for it in arch.items):
+                    arch.seen += 1
+                    continue
+                new = [list(ts) for ts in nodes]
+                new[a][ti], new[b][ui] = t2, u2
+                arch.add(new, "pls")
+
+    def explore_with_plateau(self, nodes: Layout) -> None:
+        """``explore`` from ``nodes`` and from every layout one whole-tree move away (a tree
+        alone to another node): such a move often keeps both objectives (a plateau the archive
+        would refuse) but opens room for the next query move, e.g. a node emptied for a query
+        that should run alone."""
+        self.explore(nodes)
+        N = len(nodes)
+        for a in range(N):
+            for ti in range(len(nodes[a])):
+                for b in range(N):
+                    if b == a:
+                        continue
+                    new = [list(ts) for ts in nodes]
+                    new[b].append(new[a].pop(ti))
+                    self.arch.add(new, "pls")
+                    self.explore(new)
+
+    def run(self, max_explored: int) -> int:
+        explored: set = set()
+        count = 0
+        while count < max_explored:
+            todo = [it for it in self.arch.items if _layout_key(it[1]) not in explored]
+            if not todo:
+                break
+            it = todo[0]
+            explored.add(_layout_key(it[1]))
+            self.explore_with_plateau(it[1])
+            count += 1
+        return count
+
+
+def _layout_key(nodes: Layout) -> tuple:
+    return tuple(tuple(sorted(tuple(sorted(q.id for q in t.queries)) for t in ts))
+                 for ts in nodes)
+
+
+# ---- WG_PF -------------------------------------------------------------------------------------
+
+@dataclass
+class ParetoResult:
+    """The returned front (sorted by TotalCost), the chosen plan and how it was chosen."""
+
+    front: list[Plan]
+    chosen: int
+    rule: Choose
+    met: bool
+    note: str
+    seeds: dict[str, Plan] = field(default_factory=dict)
+    archived: int = 0       # non-dominated layouts found before truncation
+    visited: int = 0        # layouts offered to the archive
+
+    @property
+    def plan(self) -> Plan:
+        return self.front[self.chosen]
+
+    def front_dicts(self, node_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The front as JSON-ready plans (``weaveplace.plan/1`` each, plus ``chosen``)."""
+        out = []
+        for i, p in enumerate(self.front):
+            if node_ids is not None:
+                for n, nid in zip(p.nodes, node_ids):
+                    n.id = nid
+            d = p.to_dict()
+            d["chosen"] = i == self.chosen
+            d["choose"] = self.rule.to_dict()
+            out.append(d)
+        return out
+
+
+def _select(points: list[tuple[float, float]], k: int, must: list[int],
+            seeds: list[tuple[float, float]]) -> list[int]:
+    """Up to ``k`` indices of ``points`` (a front sorted by TotalCost): the ends and ``must``,
+    then cover of ``seeds`` (greedy), then the largest hypervolume gain (module docstring)."""
+    n = len(points)
+    if n <= k:
+        return list(range(n))
+    chosen: list[int] = []
+    for i in [0, n - 1, *must]:
+        if i not in chosen:
+            chosen.append(i)
+    uncovered = [s for s in seeds if not any(weakly_dominates(points[i], s) for i in chosen)]
+    while uncovered and len(chosen) < k:
+        gain = [(sum(weakly_dominates(points[i], s) for s in uncovered), -i) for i in range(n)
+                if i not in chosen]
+        g, neg_i = max(gain)
+        if g == 0:
+            break
+        chosen.append(-neg_i)
+        uncovered = [s for s in uncovered if not weakly_dominates(points[-neg_i], s)]
+    ref = (1.1 * max(p[0] for p in points), 1.1 * max(p[1] for p in points))
+    while len(chosen) < k:
+        base = hypervolume([points[i] for i in chosen], ref)
+        i = max((i for i in range(n) if i not in chosen),
+                key=lambda i: (hypervolume([points[j] for j in chosen] + [points[i]], ref)
+                               - base, -i))
+        chosen.append(i)
+    return sorted(chosen[:k])
+
+
+def budgets(t_lo: float, t_hi: float, count: int) -> list[float]:
+    """``count`` TotalCost budgets strictly between the cheapest and the most balanced plan's,
+    denser near the cheap end (where the front usually bends)."""
+    if count < 1 or not t_hi > t_lo * (1 + REL):
+        return []
+    return [t_lo + (t_hi - t_lo) * ((i + 1) / (count + 1)) ** 2 for i in range(count)]
+
+
+def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
+          preprocess: bool | str = False, front_size: int = DEFAULT_FRONT_SIZE,
+          rule: Choose | Any | None = None, walks: int | None = None, max_iters: int = 40,
+          split_rounds: int | None = None, pls_max_queries: int = 24,
+          pls_max_explored: int = 400, seeds: dict[str, Plan] | None = None) -> ParetoResult:
+    """The WG_PF front and chosen plan (module docstring). Deterministic.
+
+    ``walks``: budget walks (default 2 x front_size for up to 64 queries, else 3);
+    ``max_iters``: moves per walk; ``split_rounds``: split steps per walk (default 8 up to 64
+    queries, else 3). Defaults keep the whole front within ~3x WG_LS's time at Table 8's scale.
+    ``seeds``: plans of ``SEED_OPTIMIZERS`` already computed with the same arguments (a
+    simulation has them); the missing ones are computed here. Small instances (at most
+    ``pls_max_queries`` queries) finish with a Pareto local search of at most
+    ``pls_max_explored`` explored layouts."""
+    from placement.dist_local_search import _Search
+
+    qs = validate_unique(queries)
+    caps = node_capacities(nodes)
+    if front_size < 1:
+        raise ValueError(f"front_size: expected an integer >= 1, got {front_size}")
+    rule = default_choose(caps) if rule is None else Choose.parse(rule)
+    small = len(qs) <= 64
+    walks = (2 * front_size if small else 3) if walks is None else walks
+    split_rounds = (8 if small else 3) if split_rounds is None else split_rounds
+    arch = _Archive(caps)
+    given, seeds = dict(seeds or {}), {}
+    for name in SEED_OPTIMIZERS:
+        p = given.get(name) or optimize(name, qs, model, caps, seed=seed, preprocess=preprocess)
+        seeds[name] = p
+        arch.add([n.trees for n in p.nodes], name)
+    capv = arch.caps
+    N = len(caps)
+    if N > 1:
+        search = _Search(model, caps, 1.0, math.inf)
+        lo, hi = arch.items[0][0][0], arch.items[-1][0][0]
+        for k, b in enumerate(budgets(lo, hi, walks)):
+            search.t_ref, search.m_ref = b, math.inf
+            start = min(arch.items, key=lambda it: search.key(
+                [sum(t.cost for t in ts) for ts in it[1]]))[1]
+            _walk(search, start, max_iters, arch, f"budget{k}")
+        splitter = _Splitter(model, capv)
+        for _, start, _ in list(arch.items):
+            cur = [list(ts) for ts in start]
+            for _ in range(split_rounds):
+                cur_p = arch.point(cur)
+                best = None
+                for cand in splitter.candidates(cur):
+                    p = arch.point(cand)
+                    arch.add(cand, "split")
+                    if p[1] < cur_p[1] * (1 - REL):
+                        ratio = (cur_p[1] - p[1]) / max(p[0] - cur_p[0], REL * cur_p[0])
+                        if best is None or ratio > best[0]:
+                            best = (ratio, cand)
+                if best is None:
+                    break
+                cur = best[1]
+        if len(qs) <= pls_max_queries:
+            _Pls(model, arch).run(pls_max_explored)
+    pts = [it[0] for it in arch.items]
+    plans_all = [build_plan("WG_PF", model, [list(ts) for ts in it[1]], caps, qs)
+                 for it in arch.items]
+    ci, met, note = choose(plans_all, rule)
+    seed_pts = [arch.point([n.trees for n in p.nodes]) for p in seeds.values()]
+    keep = _select(pts, front_size, [ci], seed_pts)
+    front = [plans_all[i] for i in keep]
+    chosen = keep.index(ci)
+    if rule.rule == "capacities" and not met:
+        note = shedding_note(front) if front else note
+    return ParetoResult(front, chosen, rule, met, note, seeds, len(arch.items), arch.seen)
+
+
+def _walk(search, start, max_iters: int, arch: _Archive, tag: str) -> None:
+    """``_Search.run`` from ``start``, archiving every plan it passes through."""
+    from placement.weaveshare import weave
+
+    nodes = [list(ts) for ts in start]
+    N = len(nodes)
+    loads = [sum(t.cost for t in ts) for ts in nodes]
+    dirty = set(range(N))
+    for _ in range(max_iters):
+        rewoven = False
+        for j in sorted(dirty):
+            if len(nodes[j]) > 1:
+                ts = weave(nodes[j], search.model)
+                c = sum(t.cost for t in ts)
+                if c < loads[j] - REL * max(1.0, loads[j]):
+                    nodes[j], loads[j] = ts, c
+                    rewoven = True
+        if rewoven:
+            arch.add(nodes, tag)
+        dirty.clear()
+        move = search.best_move(nodes, loads)
+        if move is None:
+            if rewoven:
+                continue
+            break
+        search.apply(nodes, loads, move)
+        arch.add(nodes, tag)
+        dirty |= {move[1], move[3]}
