@@ -299,6 +299,10 @@ class DirectoryStream:
         self._interrupts = 0
         self._t0 = self._last_file = time.monotonic()
 
+    def answer_schema(self) -> pa.Schema:
+        """The answers' schema, fixed for the run (``cluster.service`` overrides it)."""
+        return answer_schema(self.dep)
+
     # -- control ------------------------------------------------------------------------------
     def request_stop(self, reason: str = "requested") -> None:
         """Ask the stream to stop after the micro-batch in progress (thread-safe)."""
@@ -308,7 +312,7 @@ class DirectoryStream:
     def run(self) -> StreamStats:
         out = self.out
         out.mkdir(parents=True, exist_ok=True)
-        self._answers = _PartWriter(out / "answers.parquet", answer_schema(self.dep))
+        self._answers = _PartWriter(out / "answers.parquet", self.answer_schema())
         self._late = _PartWriter(out / "late.parquet", LATE_SCHEMA)
         self._rejects = out / "rejects"
         if self._rejects.is_dir():

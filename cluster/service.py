@@ -1,0 +1,446 @@
+"""``weaveplace serve``: a deployment that lives until stopped while queries come and go.
+
+Shape: the directory stream of ``cluster.streaming`` (Spark Structured Streaming ->
+``foreachBatch`` -> actors -> answer parts) over a ``LiveDeployment`` (``cluster.live_node``:
+trees that gain and lose queries), plus a control API (``cluster.control``: HTTP/JSON on
+127.0.0.1 with a bearer token) whose commands run *between* micro-batches: a command takes the
+stream's micro-batch lock, so files are fed whole before or after it, never across it.
+
+Registration times (DESIGN.md s. 9).  Every DEBS file feeds all streams at once (one ``ts_ms``),
+so one time serves every stream: ``T = newest timestamp fed + 1`` (``null`` in replies before
+anything was fed: then a query answers every window).  ``add-queries`` replies ``accepted_at``
+(T_reg per stream of the new queries), ``remove-queries`` ``removed_at`` (T_unreg); the trees
+change at T (``executors.live_tree``: generations), so every other query's answers are unchanged.
+
+Placement of new queries.  ``placement.replace.add_queries`` on the running plan re-priced from
+its queries: each new query is woven into the existing same-key tree where that raises the
+TotalCost least (Incremental WeaveShare's merge rule, priced by the cost model), or starts a
+tree of its own on the least-loaded node (WG_I's insertion rule); no running tree moves.
+A removal re-prices the trees that lose queries; a tree left without queries disappears from
+the plan (its old generation still answers the removed queries' last windows, then is idle).
+
+On disk (``RUN_DIR``): ``control.json`` (address + token, mode 0600), ``events.jsonl`` (one line
+per change: wall time, event time, command or cause, trees moved, planned TotalCost/MaxCost
+before and after), ``plan_current.json`` (the running plan; ``weaveplace verify-plan`` passes),
+``answers.parquet/``, ``late.parquet/``, ``rejects/`` as in ``cluster.streaming``.
+Answers are float64 for the whole run (queries added later may need it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from .live_node import LiveDeployment
+from .node_actor import ANSWER_SCHEMA_FLOAT
+from .streaming import DirectoryStream, StreamOptions, StreamStats
+
+#: ``at`` of a change made before any tuple was fed: before every possible timestamp
+T_FIRST = -(1 << 62)
+
+
+class ServiceError(Exception):
+    """A refused command: HTTP ``status`` and a one-line message; nothing was changed."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ServiceStream(DirectoryStream):
+    """The directory stream with float64 answers for the whole run (see module doc)."""
+
+    def answer_schema(self) -> pa.Schema:
+        return ANSWER_SCHEMA_FLOAT
+
+
+class Service:
+    """A running deployment over a directory with its control commands (thread-safe).
+
+    ``plan``: the initial plan (``weaveplace.plan/1``); ``model``: the cost model that priced
+    it (``placement.trees.CostModel``: IE technique, stream rates, slicing), used to price
+    changes; ``default_rate``: the input rate of a stream the plan did not have.
+    """
+
+    def __init__(self, dep: LiveDeployment, spark, directory: str | Path, run_dir: str | Path,
+                 plan: dict, model, *, options: StreamOptions | None = None,
+                 default_rate: float = 0.1, progress: Callable[[StreamStats], None] | None = None,
+                 tolerance: float = 0.25, max_moves: int = 8):
+        self.dep = dep
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.model = model
+        self.default_rate = float(default_rate)
+        self.tolerance = float(tolerance)
+        self.max_moves = int(max_moves)
+        self.optimizer = str(plan.get("optimizer", ""))
+        self.stream = ServiceStream(dep, spark, directory, self.run_dir, options, progress)
+        self.queries: dict[str, dict] = {str(q["id"]): _qdict(q) for q in plan["queries"]}
+        self.used_ids: set[str] = set(self.queries)
+        self.trees: dict[str, dict] = {}
+        for n in plan["nodes"]:
+            for t in n["trees"]:
+                self.trees[str(t["id"])] = {"node": str(n["id"]), "stream": t["stream"],
+                                            "active": [str(q) for q in t["queries"]]}
+        self.capacity = {str(n["id"]): n.get("capacity") for n in plan["nodes"]}
+        self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()] or [-1])
+        self._tree_cache: dict[tuple, Any] = {}
+        self._events: list[dict] = []
+        self._events_path = self.run_dir / "events.jsonl"
+        self._cmd_lock = threading.Lock()   # one command at a time
+        self._last_sample: dict[str, tuple[float, dict]] = {}
+        self.state = "starting"
+        self.control = None
+
+    # -- plan ---------------------------------------------------------------------------------
+    def _tree(self, qids: list[str]):
+        key = tuple(qids)
+        t = self._tree_cache.get(key)
+        if t is None:
+            from placement.queries import query_from_mapping
+
+            t = self.model.tree([query_from_mapping(self.queries[q]) for q in qids])
+            self._tree_cache[key] = t
+        return t
+
+    def placement_plan(self):
+        """The running plan as placement objects (trees priced from their queries), and the
+        tree ids in the order of its trees."""
+        from placement.plan import Node, Plan
+
+        nodes, order = [], []
+        for nid in self.dep.nodes:
+            trees = []
+            for tid, t in sorted(self.trees.items(), key=lambda x: _tree_key(x[0])):
+                if t["node"] == nid and t["active"]:
+                    trees.append(self._tree(t["active"]))
+                    order.append(tid)
+            nodes.append(Node(nid, trees, self.capacity.get(nid)))
+        return Plan(self.optimizer, self.model.technique, nodes, self._rates(),
+                    self.model.slicing), order
+
+    def _rates(self) -> dict[str, float]:
+        rates = self.model.rates if isinstance(self.model.rates, dict) else {}
+        for q in self.queries.values():
+            rates.setdefault(q["stream"], self.default_rate)
+        self.model.rates = rates
+        return dict(rates)
+
+    def plan_dict(self) -> dict:
+        """The running plan, ``weaveplace.plan/1`` with this deployment's tree ids."""
+        plan, order = self.placement_plan()
+        d = plan.to_dict()
+        ids = iter(order)
+        for n in d["nodes"]:
+            for t in n["trees"]:
+                t["id"] = next(ids)
+        return d
+
+    def _costs(self) -> tuple[float, float]:
+        plan, _ = self.placement_plan()
+        return plan.total_cost, plan.max_cost
+
+    def write_plan(self) -> dict:
+        d = self.plan_dict()
+        _atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=1))
+        self.dep.plan = d        # membership changes (add_node, lose_node) follow it
+        self.dep._layout = None
+        return d
+
+    # -- events -------------------------------------------------------------------------------
+    @property
+    def event_time(self) -> int | None:
+        return self.stream.stats.max_ts
+
+    def _event(self, command: str, before: tuple[float, float], **detail) -> dict:
+        after = self._costs()
+        ev = {"wall_time": time.time(), "event_time": self.event_time, "command": command,
+              "trees_moved": int(detail.pop("trees_moved", 0)),
+              "total_cost_before": before[0], "max_cost_before": before[1],
+              "total_cost_after": after[0], "max_cost_after": after[1], **detail}
+        self._events.append(ev)
+        with open(self._events_path, "a") as f:
+            f.write(json.dumps(ev, default=_jsonable) + "\n")
+        return ev
+
+    # -- commands -----------------------------------------------------------------------------
+    def _registration_time(self) -> tuple[int, int | None]:
+        """(``at`` for the trees, the T reported): newest timestamp fed + 1."""
+        mx = self.stream.stats.max_ts
+        return (T_FIRST, None) if mx is None else (int(mx) + 1, int(mx) + 1)
+
+    def _locked(self):
+        """Commands run between micro-batches (the stream's lock) and one at a time."""
+        return _Both(self._cmd_lock, self.stream._lock)
+
+    def _check_running(self) -> None:
+        if self.state != "running":
+            raise ServiceError(409, f"the deployment is {self.state}; commands need it running")
+
+    def add_queries(self, raw: Any) -> dict:
+        """Register queries (a list of query mappings, the schema of config
+        ``workload.queries``); see the module doc for where they go."""
+        from placement.queries import QueryError, query_from_mapping
+        from placement.replace import add_queries
+        from sim.debs import VALUE_COLUMNS
+
+        if isinstance(raw, dict) and "queries" in raw:
+            raw = raw["queries"]
+        if not isinstance(raw, list) or not raw:
+            raise ServiceError(400, "add-queries: expected a non-empty list of queries "
+                                    "(the schema of config workload.queries)")
+        qs, seen = [], set()
+        for i, r in enumerate(raw):
+            try:
+                q = query_from_mapping(r, i)
+                from executors.aggregates import get_aggregate
+                get_aggregate(q.aggregate)
+            except (QueryError, ValueError, TypeError, KeyError) as e:
+                raise ServiceError(400, f"add-queries: {_line(e)}") from None
+            if q.kind != "time":
+                raise ServiceError(400, f"add-queries: queries[{i}] ({q.id!r}): kind "
+                                        f"{q.kind!r}; a running deployment adds time windows only")
+            if q.stream not in VALUE_COLUMNS or q.stream == "index":
+                raise ServiceError(400, f"add-queries: queries[{i}] ({q.id!r}): stream "
+                                        f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)")
+            if q.id in seen:
+                raise ServiceError(400, f"add-queries: duplicate query id {q.id!r} in the request")
+            if q.id in self.queries:
+                raise ServiceError(409, f"add-queries: query id {q.id!r} is already running")
+            if q.id in self.used_ids:
+                raise ServiceError(409, f"add-queries: query id {q.id!r} was used before in "
+                                        "this deployment (ids are never reused: answers are "
+                                        "keyed by query and window)")
+            seen.add(q.id)
+            qs.append(q)
+        with self._locked():
+            self._check_running()
+            before = self._costs()
+            plan, order = self.placement_plan()
+            for q in qs:
+                self.queries[q.id] = _qdict(q.to_dict())
+            self._rates()
+            try:
+                rep = add_queries(plan, qs, self.model)
+            except (ValueError, KeyError) as e:
+                for q in qs:
+                    del self.queries[q.id]
+                raise ServiceError(400, f"add-queries: {_line(e)}") from None
+            at, t_reg = self._registration_time()
+            tree_of = {qid: tid for tid, t in self.trees.items() for qid in t["active"]}
+            new_ids = {q.id for q in qs}
+            changes, new_trees, where = [], [], {}
+            for node in rep.plan.nodes:
+                for t in node.trees:
+                    old = [q.id for q in t.queries if q.id not in new_ids]
+                    add = [q for q in t.queries if q.id in new_ids]
+                    if not add:
+                        continue
+                    dicts = [_exec_query(self.queries[q.id]) for q in add]
+                    if old:
+                        tid = tree_of[old[0]]
+                        if any(tree_of[o] != tid for o in old) or \
+                                self.trees[tid]["node"] != node.id:
+                            raise ServiceError(500, "internal: placement merged running trees")
+                        changes.append((node.id, tid, at, dicts, []))
+                    else:
+                        tid = f"t{self._next_tree}"
+                        self._next_tree += 1
+                        new_trees.append((node.id, {"id": tid, "stream": t.stream,
+                                                    "queries": dicts,
+                                                    "slicing": self.model.slicing},
+                                          None if t_reg is None else at))
+                        self.trees[tid] = {"node": node.id, "stream": t.stream, "active": []}
+                    self.trees[tid]["active"] += [q.id for q in add]
+                    for q in add:
+                        where[q.id] = {"tree": tid, "node": node.id, "woven": bool(old)}
+            self.dep.apply_changes(changes, new_trees)
+            self.used_ids |= new_ids
+            self.write_plan()
+            streams = sorted({q.stream for q in qs})
+            reply = {"accepted_at": {s: t_reg for s in streams}, "queries": where}
+            self._event("add-queries", before, queries=sorted(new_ids), accepted_at=t_reg,
+                        placement=where)
+            return reply
+
+    def remove_queries(self, ids: Any) -> dict:
+        """Unregister queries: windows ending at or before T_unreg are still answered."""
+        if isinstance(ids, dict) and "ids" in ids:
+            ids = ids["ids"]
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            raise ServiceError(400, "remove-queries: expected a non-empty list of query ids")
+        if len(set(ids)) != len(ids):
+            raise ServiceError(400, f"remove-queries: duplicate ids in the request: {ids}")
+        with self._locked():
+            self._check_running()
+            unknown = [i for i in ids if i not in self.queries]
+            if unknown:
+                raise ServiceError(404, f"remove-queries: unknown query id(s) {unknown} "
+                                        f"(not running)")
+            before = self._costs()
+            at, t_unreg = self._registration_time()
+            by_tree: dict[str, list[str]] = {}
+            for tid, t in self.trees.items():
+                gone = [q for q in t["active"] if q in set(ids)]
+                if gone:
+                    by_tree[tid] = gone
+            changes = [(self.trees[tid]["node"], tid, at, [], gone)
+                       for tid, gone in sorted(by_tree.items())]
+            self.dep.apply_changes(changes, [])
+            streams = sorted({self.queries[i]["stream"] for i in ids})
+            for tid, gone in by_tree.items():
+                self.trees[tid]["active"] = [q for q in self.trees[tid]["active"]
+                                             if q not in gone]
+            for i in ids:
+                del self.queries[i]
+            self.write_plan()
+            self._event("remove-queries", before, queries=sorted(ids), removed_at=t_unreg)
+            return {"removed_at": {s: t_unreg for s in streams}}
+
+    def request_stop(self) -> dict:
+        with self._cmd_lock:
+            if self.state != "running":
+                raise ServiceError(409, f"the deployment is {self.state}")
+            self.state = "stopping"
+        self.stream.request_stop("stop")
+        return {"stopping": True, "event_time": self.event_time}
+
+    # -- status -------------------------------------------------------------------------------
+    def status(self) -> dict:
+        """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
+        watermark per stream, backlog, late tuples, answers written, the last events."""
+        st = self.stream.stats
+        plan = self.plan_dict()
+        try:
+            metrics = self.dep.metrics()["nodes"]
+        except Exception as e:  # a node being recovered: report what is known
+            metrics = {"error": _line(e)}
+        now = time.monotonic()
+        nodes = {}
+        for n in plan["nodes"]:
+            nid = n["id"]
+            m = metrics.get(nid, {}) if isinstance(metrics, dict) else {}
+            prev = self._last_sample.get(nid)
+            load = {"tuples_per_s": None, "tree_tuples_per_s": None, "busy_share": None,
+                    "answers_per_s": None}
+            if m and prev is not None and now > prev[0]:
+                dt = now - prev[0]
+                pm = prev[1]
+                load = {"tuples_per_s": (m["tuples"] - pm["tuples"]) / dt,
+                        "tree_tuples_per_s": (m["tree_tuples"] - pm["tree_tuples"]) / dt,
+                        "busy_share": (m["busy_s"] - pm["busy_s"]) / dt,
+                        "answers_per_s": (m["answers"] - pm["answers"]) / dt,
+                        "interval_s": dt}
+            if m:
+                self._last_sample[nid] = (now, {k: m[k] for k in
+                                                ("tuples", "tree_tuples", "busy_s", "answers")})
+            nodes[nid] = {"planned_cost": n["cost"], "capacity": n.get("capacity"),
+                          "trees": {t["id"]: t["queries"] for t in n["trees"]},
+                          "queries": sum(len(t["queries"]) for t in n["trees"]),
+                          "measured": {**load, "queue_depth": m.get("queue_depth"),
+                                       "tuples": m.get("tuples"),
+                                       "late_tuples": m.get("late_tuples")}}
+        wm = st.watermark
+        return {"state": self.state, "event_time": st.max_ts,
+                "watermark": {s: wm for s in sorted({q["stream"]
+                                                     for q in self.queries.values()})},
+                "queries": sorted(self.queries), "total_cost": plan["total_cost"],
+                "max_cost": plan["max_cost"], "nodes": nodes,
+                "backlog": self.backlog(), "files": st.files, "rows": st.rows,
+                "late": st.late, "answers": st.answers, "events": self._events[-20:]}
+
+    def backlog(self) -> dict:
+        """Files in the watched directory not fed yet (and their bytes)."""
+        fed = {f.name for f in self.stream.stats.files_log}
+        files = nbytes = 0
+        import fnmatch
+
+        pat = self.stream.options.pattern
+        try:
+            for e in os.scandir(self.stream.directory):
+                if e.is_file() and not e.name.startswith((".", "_")) and \
+                        fnmatch.fnmatch(e.name, pat) and e.name not in fed:
+                    files += 1
+                    nbytes += e.stat().st_size
+        except OSError:
+            pass
+        return {"files": files, "bytes": nbytes}
+
+    # -- run ----------------------------------------------------------------------------------
+    def run(self, port: int = 0, token: str | None = None) -> StreamStats:
+        """Serve the control API, write control.json and run the stream until ``stop`` (or
+        another stop condition); the deployment is flushed when it ends."""
+        from .control import ControlServer
+
+        self.control = ControlServer(self, port=port, token=token)
+        self.control.start()
+        self.control.write_file(self.run_dir / "control.json")
+        try:
+            self.write_plan()
+            self.state = "running"
+            self._event("start", self._costs(), nodes=sorted(self.dep.nodes),
+                        queries=len(self.queries))
+            stats = self.stream.run()
+            self.state = "stopped"
+            self._event("stop", self._costs(), reason=stats.stop_reason,
+                        answers=stats.answers, late=stats.late)
+            return stats
+        finally:
+            self.state = "stopped" if self.state != "running" else "failed"
+            self.control.stop()
+
+
+class _Both:
+    def __init__(self, *locks):
+        self.locks = locks
+
+    def __enter__(self):
+        for lk in self.locks:
+            lk.acquire()
+
+    def __exit__(self, *exc):
+        for lk in reversed(self.locks):
+            lk.release()
+
+
+def _qdict(q) -> dict:
+    return {"id": str(q["id"]), "stream": q.get("stream", "s0"),
+            "aggregate": q.get("aggregate", "sum"), "range": int(q["range"]),
+            "slide": int(q["slide"]), "kind": q.get("kind", "time")}
+
+
+def _exec_query(q: dict) -> dict:
+    return {k: q[k] for k in ("id", "aggregate", "range", "slide", "kind")}
+
+
+def _tree_key(tid: str):
+    return (0, int(tid[1:]), "") if tid[1:].isdigit() else (1, 0, tid)
+
+
+def _line(e: BaseException) -> str:
+    s = " ".join(str(e).split()) or type(e).__name__
+    return s.strip("'\"")
+
+
+def _jsonable(x):
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+def _atomic_write(path: Path, text: str, mode: int | None = None) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    if mode is not None:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+    else:
+        tmp.write_text(text)
+    os.replace(tmp, path)
