@@ -78,7 +78,7 @@ class ControlServer:
             ("POST", "/add-node"): lambda: s.add_node(body or {}),
             ("POST", "/retire-node"): lambda: s.retire_node(body or {}),
             ("POST", "/rebalance"): lambda: s.rebalance(body or {}),
-            ("POST", "/stop"): lambda: s.request_stop(),
+            ("POST", "/stop"): lambda: s.request_stop(body),
         }
         fn = routes.get((method, path))
         if fn is None:
@@ -125,7 +125,10 @@ def _handler_for(server: ControlServer):
             for k, v in extra:
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                pass
 
         def do_GET(self):
             path = urlparse(self.path).path

@@ -14,6 +14,7 @@ query's last windows may still come out of an old generation), which is what a r
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from executors.live_tree import LiveTree
@@ -125,6 +126,73 @@ class LiveDeployment(Deployment):
         self._route()
         self.checkpoint()
 
+    def retire_node(self, nid: str, targets: dict[str, str], reason: str = "retired") -> dict:
+        """Graceful scale-in: node ``nid``'s trees move to ``targets`` (tree id -> node) at a
+        checkpoint.  Every node is checkpointed first (answers committed, replay log empty), the
+        survivors ``add_trees`` the moved trees from the retiring node's snapshot, its actor is
+        stopped, and every node is checkpointed again.  Nothing is fed in between, so no batch
+        is replayed twice or lost (``lose_node``, for a node that is gone, replays instead)."""
+        import ray
+
+        from .recovery import RestoreSource
+
+        t0 = time.perf_counter()
+        if nid not in self.nodes:
+            raise DeploymentError(f"unknown node {nid!r}; nodes: {', '.join(self.nodes)}")
+        if len(self.nodes) == 1:
+            raise DeploymentError(f"cannot retire node {nid!r}: it is the last node, its "
+                                  "queries would have nowhere to run")
+        self.checkpoint()
+        gone = self.nodes[nid]
+        src = gone.sources[0]
+        groups: dict[str, list[dict]] = {}
+        for t in gone.spec["trees"]:
+            dest = targets[str(t["id"])]
+            if dest == nid or dest not in self.nodes:
+                raise DeploymentError(f"tree {t['id']!r} cannot move to {dest!r}")
+            groups.setdefault(dest, []).append(t)
+        for dest, trees in sorted(groups.items()):
+            n = self.nodes[dest]
+            ray.get(n.actor.add_trees.remote(trees, src.blob))
+            n.spec = {**n.spec, "trees": n.spec["trees"] + trees}
+            n.sources.append(RestoreSource(trees, src.blob, src.seq, nid))
+            n.added += len(trees)
+        try:
+            ray.kill(gone.actor, no_restart=True)
+        except Exception:
+            pass
+        del self.nodes[nid]
+        self.lost[nid] = {"reason": reason, "before_batch": self._seq + 1,
+                          "ray_node": gone.ray_node, "recoveries": gone.recoveries}
+        self._route()
+        self.checkpoint()
+        return {"node": nid, "trees": {str(t["id"]): d for d, ts in groups.items() for t in ts},
+                "moved": sum(len(ts) for ts in groups.values()),
+                "seconds": time.perf_counter() - t0}
+
+    def restore_state(self, nodes: dict, blobs: dict, seq: int, late_seen: dict) -> None:
+        """Put every node back to its saved checkpoint: the actor is rebuilt from the saved tree
+        specs and restored from the snapshot; the batch sequence and late-tuple offsets continue."""
+        import ray
+
+        from .recovery import RestoreSource
+
+        for nid, saved in nodes.items():
+            n = self.nodes[nid]
+            trees = [dict(t) for t in saved["trees"]]
+            try:
+                ray.kill(n.actor, no_restart=True)
+            except Exception:
+                pass
+            n.spec = {**n.spec, "trees": trees}
+            n.actor = self._new_actor(nid, trees)
+            if blobs.get(nid) is not None:
+                ray.get(n.actor.restore.remote(blobs[nid]))
+            n.sources = [RestoreSource(trees, blobs.get(nid), int(saved["seq"]), nid)]
+        self._route()
+        self._seq = int(seq)
+        self._late_seen = {k: int(v) for k, v in late_seen.items()}
+
     def tree_state(self) -> dict[str, dict[str, dict]]:
         import ray
 
@@ -137,3 +205,22 @@ def spec_of(new_trees, tid: str) -> dict:
         if str(spec["id"]) == tid:
             return spec
     raise KeyError(tid)
+
+
+def plan_from_state(nodes: dict, model: dict, capacity: dict) -> dict:
+    """A structural plan (``node_specs`` accepts it) holding every tree of a saved service
+    state with its lineage, so ``LiveDeployment`` starts one actor per saved node; the actors
+    are then restored from their snapshots (``LiveDeployment.restore_state``)."""
+    queries, pnodes = [], []
+    for nid, saved in nodes.items():
+        trees = []
+        for t in saved["trees"]:
+            for q in t["queries"]:
+                queries.append({**q, "stream": t["stream"]})
+            trees.append({"id": str(t["id"]), "stream": t["stream"],
+                          "queries": [q["id"] for q in t["queries"]]})
+        pnodes.append({"id": nid, "capacity": capacity.get(nid), "trees": trees})
+    return {"schema": "weaveplace.plan/1", "optimizer": "resume", "ie": model["ie"],
+            "slicing": model["slicing"], "queries": queries,
+            "streams": {s: {"rate": r} for s, r in model["rates"].items()}, "nodes": pnodes}
+

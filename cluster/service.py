@@ -29,16 +29,19 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .live_node import LiveDeployment
 from .node_actor import ANSWER_SCHEMA_FLOAT
-from .streaming import DirectoryStream, StreamOptions, StreamStats
+from .streaming import LATE_SCHEMA, DirectoryStream, FileRecord, StreamOptions, StreamStats
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)
@@ -53,11 +56,103 @@ class ServiceError(Exception):
         self.message = message
 
 
+class _Parts:
+    """A Parquet dataset written one numbered part at a time, each atomically, that survives a
+    restart: a resumed run keeps the parts before its checkpoint's counter and removes the
+    ones from it on (written after the checkpoint: they are regenerated), so every answer
+    ends up in exactly one part."""
+
+    def __init__(self, path: Path, schema: pa.Schema, start: int, fresh: bool):
+        from .streaming import _clear_dataset
+
+        self.path, self.schema, self.next, self.rows = path, schema, int(start), 0
+        if fresh:
+            _clear_dataset(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for p in path.iterdir():
+            m = _PART_RE.fullmatch(p.name)
+            if (m and int(m.group(1)) >= self.next) or p.name.startswith("."):
+                p.unlink()
+        self.parts = sum(1 for p in path.iterdir() if _PART_RE.fullmatch(p.name))
+
+    def write(self, table: pa.Table, batch: int | None = None) -> None:
+        if not table.num_rows:
+            return
+        name = f"part-{self.next:05d}.parquet"
+        self.next += 1
+        tmp = self.path / f".{name}.tmp"
+        pq.write_table(table.select(self.schema.names).cast(self.schema), tmp)
+        os.replace(tmp, self.path / name)
+        self.parts += 1
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        if not self.parts:
+            self.write_empty()
+
+    def write_empty(self) -> None:
+        tmp = self.path / ".empty.tmp"
+        pq.write_table(self.schema.empty_table(), tmp)
+        os.replace(tmp, self.path / f"part-{self.next:05d}.parquet")
+        self.next += 1
+        self.parts += 1
+
+
+_PART_RE = re.compile(r"part-(\d+)\.parquet")
+
+
 class ServiceStream(DirectoryStream):
-    """The directory stream with float64 answers for the whole run (see module doc)."""
+    """The directory stream of a service: float64 answers for the whole run (see module doc),
+    outputs and fed files that survive a resume, the service's state saved after every
+    micro-batch, and a stop that keeps open windows for a resume (unless ``flush``)."""
+
+    service: "Service"
 
     def answer_schema(self) -> pa.Schema:
         return ANSWER_SCHEMA_FLOAT
+
+    def _open_outputs(self, out: Path) -> None:
+        if getattr(self, "_answers", None) is not None:  # opened by Service.run already
+            return
+        r = self.service.resume_state
+        fresh = r is None
+        self._answers = _Parts(out / "answers.parquet", ANSWER_SCHEMA_FLOAT,
+                               0 if fresh else r["answer_parts"], fresh)
+        self._late = _Parts(out / "late.parquet", LATE_SCHEMA,
+                            0 if fresh else r["late_parts"], fresh)
+        self._rejects = out / "rejects"
+        if fresh and self._rejects.is_dir():
+            for p in self._rejects.glob("*.rejects.tsv"):
+                p.unlink()
+
+    def _already_fed(self, row) -> bool:
+        return posixpath.basename(row["path"]) in self.service.fed_names
+
+    def _process(self, batch_df) -> None:
+        n = self.stats.files
+        super()._process(batch_df)
+        if self.stats.files != n:
+            for rec in self.stats.files_log[n:]:
+                self.service.fed_names.add(rec.name)
+            self.service._persist()
+
+    def _finish(self) -> None:
+        import ray
+
+        for ref in self._warmups:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                pass
+        if self.service.flush_on_stop:
+            super()._finish()
+            self.service._persist(final=True)
+            return
+        self.service._flush_outputs()
+        self._answers.close()
+        self._late.close()
+        self.stats.stop_reason = self._stop_reason
+        self.stats.deployment_metrics = self.dep.metrics()
 
 
 class Service:
@@ -71,7 +166,8 @@ class Service:
     def __init__(self, dep: LiveDeployment, spark, directory: str | Path, run_dir: str | Path,
                  plan: dict, model, *, options: StreamOptions | None = None,
                  default_rate: float = 0.1, progress: Callable[[StreamStats], None] | None = None,
-                 tolerance: float = 0.25, max_moves: int = 8):
+                 tolerance: float = 0.25, max_moves: int = 8, optimizer: str | None = None,
+                 resume_state: dict | None = None):
         self.dep = dep
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -79,24 +175,49 @@ class Service:
         self.default_rate = float(default_rate)
         self.tolerance = float(tolerance)
         self.max_moves = int(max_moves)
-        self.optimizer = str(plan.get("optimizer", ""))
+        self.optimizer = str(optimizer or plan.get("optimizer", ""))
+        self.resume_state = resume_state
+        self.flush_on_stop = False
         self.stream = ServiceStream(dep, spark, directory, self.run_dir, options, progress)
-        self.queries: dict[str, dict] = {str(q["id"]): _qdict(q) for q in plan["queries"]}
-        self.used_ids: set[str] = set(self.queries)
-        self.trees: dict[str, dict] = {}
-        for n in plan["nodes"]:
-            for t in n["trees"]:
-                self.trees[str(t["id"])] = {"node": str(n["id"]), "stream": t["stream"],
-                                            "active": [str(q) for q in t["queries"]]}
-        self.capacity = {str(n["id"]): n.get("capacity") for n in plan["nodes"]}
-        self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()] or [-1])
+        self.stream.service = self
         self._tree_cache: dict[tuple, Any] = {}
         self._events: list[dict] = []
         self._events_path = self.run_dir / "events.jsonl"
         self._cmd_lock = threading.Lock()   # one command at a time
         self._last_sample: dict[str, tuple[float, dict]] = {}
+        self._state_gen = 0
         self.state = "starting"
         self.control = None
+        r = resume_state
+        if r is None:
+            self.queries: dict[str, dict] = {str(q["id"]): _qdict(q) for q in plan["queries"]}
+            self.used_ids: set[str] = set(self.queries)
+            self.trees: dict[str, dict] = {}
+            for n in plan["nodes"]:
+                for t in n["trees"]:
+                    self.trees[str(t["id"])] = {"node": str(n["id"]), "stream": t["stream"],
+                                                "active": [str(q) for q in t["queries"]]}
+            self.capacity = {str(n["id"]): n.get("capacity") for n in plan["nodes"]}
+            self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()]
+                                      or [-1])
+            self.fed_names: set[str] = set()
+            if self._events_path.exists():
+                self._events_path.unlink()
+        else:
+            self.queries = r["queries"]
+            self.used_ids = set(r["used_ids"])
+            self.trees = r["trees"]
+            self.capacity = r["capacity"]
+            self._next_tree = int(r["next_tree"])
+            self.fed_names = set(r["fed"])
+            self._state_gen = int(r["gen"])
+            st = self.stream.stats
+            for k, v in r["stats"].items():
+                setattr(st, k, v)
+            st.files_log = [FileRecord(name, -1) for name in r["fed"]]
+            if self._events_path.exists():
+                self._events = [json.loads(x) for x in
+                                self._events_path.read_text().splitlines()[-20:] if x.strip()]
 
     # -- plan ---------------------------------------------------------------------------------
     def _tree(self, qids: list[str]):
@@ -263,6 +384,7 @@ class Service:
             self.dep.apply_changes(changes, new_trees)
             self.used_ids |= new_ids
             self.write_plan()
+            self._flush_outputs()
             streams = sorted({q.stream for q in qs})
             reply = {"accepted_at": {s: t_reg for s in streams}, "queries": where}
             self._event("add-queries", before, queries=sorted(new_ids), accepted_at=t_reg,
@@ -300,16 +422,145 @@ class Service:
             for i in ids:
                 del self.queries[i]
             self.write_plan()
+            self._flush_outputs()
             self._event("remove-queries", before, queries=sorted(ids), removed_at=t_unreg)
             return {"removed_at": {s: t_unreg for s in streams}}
 
-    def request_stop(self) -> dict:
+    def add_node(self, body: Any) -> dict:
+        """Scale out: a new node takes trees from the busiest nodes at a checkpoint
+        (``Deployment.add_node``: ``placement.replace.add_node``'s moves, exactly once)."""
+        from .plan_specs import DeploymentError
+
+        nid, cap = _node_args(body, "add-node")
+        with self._locked():
+            self._check_running()
+            before = self._costs()
+            try:
+                rec = self.dep.add_node(nid, capacity=cap, reason="add-node")
+            except DeploymentError as e:
+                raise ServiceError(409, f"add-node: {_line(e)}") from None
+            new = rec["node"]
+            self.capacity[new] = rec.get("capacity")
+            for tid in rec["trees"]:
+                if tid in self.trees:
+                    self.trees[tid]["node"] = new
+            self.write_plan()
+            self._flush_outputs()
+            self._event("add-node", before, node=new, trees_moved=rec["moved"],
+                        trees=rec["trees"])
+            return {"node": new, "moved": rec["trees"]}
+
+    def retire_node(self, body: Any) -> dict:
+        """Graceful scale-in (``LiveDeployment.retire_node``): the node's trees go where
+        ``placement.replace.remove_node`` puts them (run as separate trees where it would
+        weave), at a checkpoint; the last node cannot be retired."""
+        from placement.replace import remove_node
+
+        from .plan_specs import DeploymentError
+
+        nid, _ = _node_args(body, "retire-node", need_id=True)
+        with self._locked():
+            self._check_running()
+            if nid not in self.dep.nodes:
+                raise ServiceError(404, f"retire-node: unknown node {nid!r}; nodes: "
+                                        f"{', '.join(self.dep.nodes)}")
+            if len(self.dep.nodes) == 1:
+                raise ServiceError(409, f"retire-node: {nid!r} is the last node; its queries "
+                                        "would have nowhere to run")
+            before = self._costs()
+            plan, order = self.placement_plan()
+            rep = remove_node(plan, nid, self.model)
+            where = {q.id: n.id for n in rep.plan.nodes for t in n.trees for q in t.queries}
+            load = {n.id: n.cost for n in rep.plan.nodes}
+            targets = {}
+            for t in self.dep.nodes[nid].spec["trees"]:
+                tid = str(t["id"])
+                active = self.trees.get(tid, {}).get("active") or []
+                targets[tid] = where[active[0]] if active else min(load, key=load.get)
+            try:
+                rec = self.dep.retire_node(nid, targets, reason="retire-node")
+            except DeploymentError as e:
+                raise ServiceError(409, f"retire-node: {_line(e)}") from None
+            for tid, dest in targets.items():
+                if tid in self.trees:
+                    self.trees[tid]["node"] = dest
+            self.capacity.pop(nid, None)
+            self.write_plan()
+            self._flush_outputs()
+            self._event("retire-node", before, node=nid, trees_moved=rec["moved"],
+                        trees=rec["trees"])
+            return {"retired": nid, "moved": rec["trees"]}
+
+    def request_stop(self, body: Any = None) -> dict:
+        """Stop after the micro-batch in progress: answers the watermark released are written,
+        the state checkpointed (``--resume`` continues); with ``{"flush": true}`` the input has
+        ended for good: every pending window is answered and the deployment cannot resume."""
+        flush = bool((body or {}).get("flush")) if isinstance(body, dict) else False
         with self._cmd_lock:
             if self.state != "running":
                 raise ServiceError(409, f"the deployment is {self.state}")
             self.state = "stopping"
+            self.flush_on_stop = flush
         self.stream.request_stop("stop")
-        return {"stopping": True, "event_time": self.event_time}
+        return {"stopping": True, "flush": flush, "event_time": self.event_time}
+
+    # -- persistence (resume) -------------------------------------------------------------
+    def _flush_outputs(self) -> None:
+        """Checkpoint, write the answers and late tuples handed over, save the state: what is
+        on disk is always consistent with the saved state (see ``_persist``)."""
+        ans = self.dep.take_answers()
+        late = self.dep.take_late()
+        self.stream._answers.write(ans)
+        self.stream._late.write(late)
+        self.stream.stats.answers += ans.num_rows
+        self.stream.stats.late += late.num_rows
+        self._persist()
+
+    def _persist(self, final: bool = False) -> None:
+        """Save what ``serve --resume`` needs in ``RUN_DIR/state``: every node's last checkpoint
+        (snapshot files), the driver's bookkeeping (queries, trees, ids used, files fed, part
+        counters, late offsets, batch sequence).  Called right after answers were handed over
+        through a checkpoint and written, so state and outputs agree; a crash before the next
+        call loses nothing: the resumed run re-reads the files fed since and regenerates their
+        answers (parts written after this state are removed at resume)."""
+        dep = self.dep
+        if any(len(n.sources) != 1 for n in dep.nodes.values()):
+            dep.checkpoint()
+        gen = self._state_gen + 1
+        sd = self.run_dir / "state"
+        sd.mkdir(exist_ok=True)
+        nodes = {}
+        for nid, n in dep.nodes.items():
+            src = n.sources[0]
+            fname = None
+            if src.blob is not None:
+                fname = f"{nid}.{gen}.npz"
+                with open(sd / fname, "wb") as f:
+                    f.write(src.blob)
+                    f.flush()
+                    os.fsync(f.fileno())
+            nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq,
+                          "ray_node": n.ray_node}
+        st = self.stream.stats
+        state = {"version": 1, "final": final, "gen": gen, "queries": self.queries,
+                 "used_ids": sorted(self.used_ids), "trees": self.trees,
+                 "capacity": self.capacity, "next_tree": self._next_tree,
+                 "fed": sorted(self.fed_names), "nodes": nodes, "seq": dep._seq,
+                 "late_seen": dep._late_seen, "lost": sorted(dep.lost),
+                 "answer_parts": self.stream._answers.next, "late_parts": self.stream._late.next,
+                 "stats": {k: getattr(st, k) for k in ("files", "rows", "answers", "late",
+                                                       "batches", "max_ts", "files_rejected",
+                                                       "rows_rejected")},
+                 "model": {"ie": self.model.technique, "rates": self._rates(),
+                           "slicing": self.model.slicing, "default_rate": self.default_rate},
+                 "optimizer": self.optimizer, "allowed_lateness": dep.allowed_lateness,
+                 "tolerance": self.tolerance, "max_moves": self.max_moves}
+        _atomic_write(sd / "service.json", json.dumps(state, default=_jsonable))
+        keep = {v["blob"] for v in nodes.values()}
+        for p in sd.glob("*.npz"):
+            if p.name not in keep:
+                p.unlink()
+        self._state_gen = gen
 
     # -- status -------------------------------------------------------------------------------
     def status(self) -> dict:
@@ -380,12 +631,16 @@ class Service:
 
         self.control = ControlServer(self, port=port, token=token)
         self.control.start()
-        self.control.write_file(self.run_dir / "control.json")
         try:
+            self.stream.out.mkdir(parents=True, exist_ok=True)
+            self.stream._open_outputs(self.stream.out)  # commands may write parts at once
             self.write_plan()
+            self._persist()
+            self.control.write_file(self.run_dir / "control.json")
             self.state = "running"
-            self._event("start", self._costs(), nodes=sorted(self.dep.nodes),
-                        queries=len(self.queries))
+            resumed = self.resume_state is not None
+            self._event("resume" if resumed else "start", self._costs(),
+                        nodes=sorted(self.dep.nodes), queries=len(self.queries))
             stats = self.stream.run()
             self.state = "stopped"
             self._event("stop", self._costs(), reason=stats.stop_reason,
@@ -394,6 +649,20 @@ class Service:
         finally:
             self.state = "stopped" if self.state != "running" else "failed"
             self.control.stop()
+
+
+def _node_args(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, float | None]:
+    if not isinstance(body, dict):
+        raise ServiceError(400, f"{cmd}: expected a JSON object")
+    nid, cap = body.get("id"), body.get("capacity")
+    if nid is not None and (not isinstance(nid, str) or not nid):
+        raise ServiceError(400, f"{cmd}: id {nid!r}; expected a non-empty string")
+    if need_id and nid is None:
+        raise ServiceError(400, f"{cmd}: the node id is required")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
+                            or not cap > 0):
+        raise ServiceError(400, f"{cmd}: capacity {cap!r}; expected a number > 0")
+    return nid, (None if cap is None else float(cap))
 
 
 class _Both:

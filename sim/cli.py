@@ -658,6 +658,42 @@ def simulate(
     return path
 
 
+@app.command()
+def serve(
+    config: Optional[Path] = typer.Argument(None, help="Run configuration (YAML) with "
+                                                       "data.directory."),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
+                                          help="Continue a stopped or crashed deployment."),
+):
+    """A deployment that runs until stopped: queries, nodes and files come and go (control it
+    with `weaveplace ctl RUN_DIR ...`; RUN_DIR/control.json holds its address and token)."""
+    from sim.serve_cli import serve_command
+
+    return serve_command(config, resume, console, UserError)
+
+
+@app.command()
+def ctl(
+    run_dir: Path = typer.Argument(..., help="The deployment's run directory."),
+    command: str = typer.Argument(..., help="status | add-queries FILE.yaml | remove-queries "
+                                            "ID... | add-node | retire-node ID | rebalance | "
+                                            "stop"),
+    args: Optional[list[str]] = typer.Argument(None, help="The command's arguments."),
+    node_id: Optional[str] = typer.Option(None, "--id", help="add-node: the new node's id."),
+    capacity: Optional[float] = typer.Option(None, "--capacity", help="add-node: capacity."),
+    flush: bool = typer.Option(False, "--flush", help="stop: end of input for good (answer "
+                                                      "every pending window; no resume)."),
+):
+    """Send one command to a running deployment and print its JSON reply."""
+    from sim.serve_cli import ServeError, ctl as send
+
+    try:
+        reply = send(run_dir, command, args or [], node_id, capacity, flush)
+    except ServeError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps(reply, indent=1))
+
+
 def main() -> None:
     """Entry point: run the app and turn user errors into one line and exit code 2."""
     try:

@@ -264,6 +264,10 @@ class Placement(Strict):
         Union[Annotated[bool, Tag("__bool__")],
               Annotated[int, Field(ge=0, le=EXACT_LIMIT), Tag("__int__")]],
         Discriminator(_exact_tag)] = False
+    #: weaveplace serve: re-plan when the running plan's TotalCost drifts more than this
+    #: fraction above a fresh plan of the running queries; at most max_moves trees move then
+    tolerance: Annotated[float, Field(ge=0)] = 0.25
+    max_moves: Annotated[int, Field(ge=0)] = 8
 
     @field_validator("optimizers", mode="after")
     @classmethod
@@ -385,6 +389,12 @@ class FaultSpec(Strict):
     capacity: Rate | None = None
 
 
+class ControlSpec(Strict):
+    """``weaveplace serve``'s control API: HTTP on 127.0.0.1:port (0: any free port)."""
+
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+
+
 class Run(Strict):
     mode: Literal["simulate", "live"] = "simulate"
     allowed_lateness: Annotated[int, Field(ge=0)] = 0
@@ -395,6 +405,7 @@ class Run(Strict):
     batch_rows: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 18  # live feed batch size
     checkpoint_every: Annotated[int, Field(ge=1)] | None = None   # batches; null: by log size
     faults: list[FaultSpec] = []
+    control: ControlSpec = ControlSpec()
 
     @model_validator(mode="after")
     def _fault_fields(self) -> "Run":
