@@ -37,10 +37,12 @@ class LiveNodeCore(_ActorCore):
     def _tree_cls(self):
         return LiveTree
 
-    def change_tree(self, tid: str, at: int, add: list[dict], remove: list[str]) -> list[dict]:
-        """Add/remove queries of tree ``tid`` at event time ``at``; returns its lineage."""
+    def change_tree(self, tid: str, at: int, add: list[dict], remove: list[str],
+                    handoff: list[str] = ()) -> list[dict]:
+        """Add/remove/hand off queries of tree ``tid`` at event time ``at``
+        (``LiveTree.change``); returns its lineage."""
         tree = self.trees[tid]
-        tree.change(at, add=add, remove=remove)
+        tree.change(at, add=add, remove=remove, handoff=handoff)
         lineage = [q.as_dict() for q in tree.queries]
         for t in self.spec["trees"]:
             if str(t["id"]) == tid:
@@ -109,9 +111,9 @@ class LiveDeployment(Deployment):
 
         self._wait_all()
         refs = []
-        for nid, tid, at, add, remove in changes:
-            refs.append((nid, tid, self.nodes[nid].actor.change_tree.remote(tid, at, add,
-                                                                             remove)))
+        for nid, tid, at, add, remove, *rest in changes:
+            refs.append((nid, tid, self.nodes[nid].actor.change_tree.remote(
+                tid, at, add, remove, rest[0] if rest else [])))
         for nid, spec, t0 in new_trees:
             refs.append((nid, None, self.nodes[nid].actor.host_tree.remote(spec, t0,
                                                                            self._seq)))
@@ -211,14 +213,15 @@ def plan_from_state(nodes: dict, model: dict, capacity: dict) -> dict:
     """A structural plan (``node_specs`` accepts it) holding every tree of a saved service
     state with its lineage, so ``LiveDeployment`` starts one actor per saved node; the actors
     are then restored from their snapshots (``LiveDeployment.restore_state``)."""
-    queries, pnodes = [], []
+    queries, pnodes, seen = [], [], set()
     for nid, saved in nodes.items():
         trees = []
         for t in saved["trees"]:
-            for q in t["queries"]:
-                queries.append({**q, "stream": t["stream"]})
+            own = [q for q in t["queries"] if q["id"] not in seen]  # handed-off: listed once
+            seen |= {q["id"] for q in own}
+            queries += [{**q, "stream": t["stream"]} for q in own]
             trees.append({"id": str(t["id"]), "stream": t["stream"],
-                          "queries": [q["id"] for q in t["queries"]]})
+                          "queries": [q["id"] for q in own]})
         pnodes.append({"id": nid, "capacity": capacity.get(nid), "trees": trees})
     return {"schema": "weaveplace.plan/1", "optimizer": "resume", "ie": model["ie"],
             "slicing": model["slicing"], "queries": queries,

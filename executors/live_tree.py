@@ -178,13 +178,17 @@ class LiveTree:
         """The generation that takes changes (None once every query was removed)."""
         return self.gens[-1] if self.active and self.gens else None
 
-    def change(self, at: int, add=(), remove=()) -> int:
+    def change(self, at: int, add=(), remove=(), handoff=()) -> int:
         """Add queries (registered at ``at``: windows starting at or after it) and remove
-        queries (unregistered at ``at``: windows ending at or before it).  ``at`` must be
-        later than every timestamp consumed.  Returns ``at``."""
+        queries (unregistered at ``at``: windows ending at or before it).  ``handoff``: queries
+        that leave this tree for another one that takes them from ``at`` on (re-weaving): this
+        tree still answers their windows *starting* before ``at``, so together the two trees
+        answer every window once.  ``at`` must be later than every timestamp consumed.
+        Returns ``at``."""
         at = int(at)
         add = [normalize_query(q) for q in add]
-        remove = [str(r) for r in remove]
+        capped = [str(r) for r in remove]
+        remove = capped + [str(r) for r in handoff]
         if self.kind == "count":
             raise ValueError("queries over count windows cannot be added to or removed from "
                              "a running tree")
@@ -216,7 +220,7 @@ class LiveTree:
             g.hi = np.minimum(g.hi, at)
         for old in self.gens:  # a removed query answers no window ending after T_unreg,
             rm = np.isin(np.array([q.id for q in old.tree.queries], dtype=object),  # in any
-                         np.array(remove, dtype=object))                          # generation
+                         np.array(capped, dtype=object))                          # generation
             old.ehi = np.where(rm, np.minimum(old.ehi, at), old.ehi)
         keep = [self.queries[self._index[qid]] for qid in self.active if qid not in set(remove)]
         new = keep + add

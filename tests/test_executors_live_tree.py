@@ -175,3 +175,50 @@ def test_change_errors():
     assert tree.active == [] and not tree.done()  # old generation holds [4, 8)
     tree.process_columns(np.array([7, 20]), np.array([3, 3]))
     assert tree.done()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=schedules(), data=st.data())
+def test_handoff_between_trees(w, data):
+    """Re-weaving: a query handed from tree A to tree B at T (A keeps its windows starting
+    before T, B answers those from T on) is answered exactly as if it had never moved."""
+    initial, schedule, lateness, _ = w
+    ts, v = all_tuples(schedule)
+    regs = registrations(initial, schedule)
+    want = registered_answers(regs, ts, v)
+    active = [q["id"] for q in initial]
+    a = LiveTree(initial, allowed_lateness=lateness)
+    b = None
+    in_b: list[str] = []
+    out = []
+    for item in schedule:
+        if item[0] == "data":
+            for t in (a, b):
+                if t is not None:
+                    out += rows(t.process_columns(item[1], item[2]), t)
+            continue
+        _, at, add, remove = item
+        for t, mine in ((a, [x for x in active if x not in in_b]), (b, in_b)):
+            rm = [r for r in remove if r in mine]
+            if t is not None and rm:
+                t.change(at, remove=rm)
+        active = [x for x in active if x not in remove]
+        in_b = [x for x in in_b if x not in remove]
+        if add:
+            a.change(at, add=add)
+            active += [q["id"] for q in add]
+        movable = [x for x in active if x not in in_b]
+        if movable and data.draw(st.booleans()):
+            qid = data.draw(st.sampled_from(movable))
+            q = next(x for x in a.queries if x.id == qid).as_dict()
+            a.change(at, handoff=[qid])
+            if b is None:
+                b = LiveTree([q], allowed_lateness=lateness, t_start=at)
+            else:
+                b.change(at, add=[q])
+            in_b.append(qid)
+    for t in (a, b):
+        if t is not None:
+            out += rows(t.flush_columns(), t)
+    out.sort(key=lambda x: (x[0], x[1]))
+    assert_same(out, want, float(np.abs(v).max()) if v.shape[0] else 1.0)
