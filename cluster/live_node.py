@@ -172,6 +172,45 @@ class LiveDeployment(Deployment):
                 "moved": sum(len(ts) for ts in groups.values()),
                 "seconds": time.perf_counter() - t0}
 
+    def move_trees(self, moves: dict[str, str]) -> int:
+        """Move whole trees (tree id -> destination node) at a checkpoint: every node is
+        checkpointed (answers committed, log empty), the destinations ``add_trees`` them from
+        their hosts' snapshots, the hosts ``drop_trees`` them, and every node is checkpointed
+        again; nothing is fed in between (as ``add_node``'s moves).  Returns trees moved."""
+        import ray
+
+        from .recovery import RestoreSource
+
+        moves = {t: d for t, d in moves.items()}
+        if not moves:
+            return 0
+        self.checkpoint()
+        moved = 0
+        for hid, h in list(self.nodes.items()):
+            mv = [t for t in h.spec["trees"] if str(t["id"]) in moves
+                  and moves[str(t["id"])] != hid]
+            if not mv:
+                continue
+            base = h.sources[0]
+            groups: dict[str, list[dict]] = {}
+            for t in mv:
+                groups.setdefault(moves[str(t["id"])], []).append(t)
+            for dest, trees in sorted(groups.items()):
+                n = self.nodes[dest]
+                ray.get(n.actor.add_trees.remote(trees, base.blob))
+                n.spec = {**n.spec, "trees": n.spec["trees"] + trees}
+                n.sources.append(RestoreSource(trees, base.blob, base.seq, hid))
+                n.added += len(trees)
+            ids = [str(t["id"]) for t in mv]
+            ray.get(h.actor.drop_trees.remote(ids))
+            h.spec = {**h.spec, "trees": [t for t in h.spec["trees"] if str(t["id"]) not in ids]}
+            h.sources[0] = RestoreSource([t for t in base.trees if str(t["id"]) not in ids],
+                                         base.blob, base.seq, base.origin, base.dropped + mv)
+            moved += len(mv)
+        self._route()
+        self.checkpoint()
+        return moved
+
     def restore_state(self, nodes: dict, blobs: dict, seq: int, late_seen: dict) -> None:
         """Put every node back to its saved checkpoint: the actor is rebuilt from the saved tree
         specs and restored from the snapshot; the batch sequence and late-tuple offsets continue."""

@@ -389,6 +389,7 @@ class Service:
             reply = {"accepted_at": {s: t_reg for s in streams}, "queries": where}
             self._event("add-queries", before, queries=sorted(new_ids), accepted_at=t_reg,
                         placement=where)
+            self._check_drift()
             return reply
 
     def remove_queries(self, ids: Any) -> dict:
@@ -424,6 +425,7 @@ class Service:
             self.write_plan()
             self._flush_outputs()
             self._event("remove-queries", before, queries=sorted(ids), removed_at=t_unreg)
+            self._check_drift()
             return {"removed_at": {s: t_unreg for s in streams}}
 
     def add_node(self, body: Any) -> dict:
@@ -490,6 +492,139 @@ class Service:
             self._event("retire-node", before, node=nid, trees_moved=rec["moved"],
                         trees=rec["trees"])
             return {"retired": nid, "moved": rec["trees"]}
+
+    # -- re-planning ----------------------------------------------------------------------
+    def _reference_total(self) -> float:
+        """TotalCost of offline WeaveShare over the running queries: trees only weave within
+        one (stream, aggregate) key, so it is a sum over keys, each cached by its query set
+        (a command touches one or two keys; no full re-plan per command)."""
+        from placement.queries import query_from_mapping
+        from placement.weaveshare import plan_cost, weaveshare
+
+        by_key: dict[tuple, list[str]] = {}
+        for qid, q in self.queries.items():
+            by_key.setdefault((q["stream"], q["aggregate"]), []).append(qid)
+        cache = getattr(self, "_ws_cache", {})
+        total, fresh = 0.0, {}
+        for key, ids in by_key.items():
+            k = (key, tuple(sorted(ids)))
+            if k not in cache:
+                cache[k] = plan_cost(weaveshare([query_from_mapping(self.queries[i])
+                                                 for i in sorted(ids)], self.model))
+            fresh[k] = cache[k]
+            total += cache[k]
+        self._ws_cache = fresh
+        return total
+
+    def drift(self) -> dict:
+        """The running plan's TotalCost against offline WeaveShare over the same queries."""
+        running, _ = self._costs()
+        ref = self._reference_total()
+        return {"running_total": running, "weaveshare_total": ref,
+                "drift": running / ref - 1.0 if ref > 0 else 0.0, "tolerance": self.tolerance}
+
+    def rebalance(self, body: Any = None, cause: str = "rebalance") -> dict:
+        """Re-plan (the command, or a drift past ``placement.tolerance``): a fresh plan of the
+        running queries by the configured optimizer (WeaveShare + placement), reached by
+        re-weaving at T (queries handed between trees: the old tree keeps their windows that
+        start before T, the new one takes them from T on, ``LiveTree.change(handoff=)``) and by
+        moving at most ``placement.max_moves`` running trees whose node changes (the costliest
+        first; the others stay where they run).  New trees start on their planned node."""
+        with self._locked():
+            self._check_running()
+            return self._rebalance(cause)
+
+    def _rebalance(self, cause: str) -> dict:
+        from placement.distributed import optimize
+        from placement.queries import query_from_mapping
+
+        before = self._costs()
+        if not self.queries:
+            return {"moved": {}, "handoffs": {}, "note": "no queries running"}
+        nids = list(self.dep.nodes)
+        caps = [self.capacity.get(n) for n in nids]
+        qs = [query_from_mapping(self.queries[i]) for i in sorted(self.queries)]
+        try:
+            fresh = optimize(self.optimizer, qs, self.model,
+                             caps if any(c is not None for c in caps) else len(nids))
+        except (ValueError, KeyError) as e:
+            raise ServiceError(409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: "
+                                    f"{_line(e)}") from None
+        # fresh tree -> running tree of the same key with the largest overlap (greedy, the
+        # costliest fresh trees first), else a new tree
+        running = {tid: set(t["active"]) for tid, t in self.trees.items() if t["active"]}
+        tree_of = {q: tid for tid, ids in running.items() for q in ids}
+        taken: set[str] = set()
+        assign, new_trees, moves = [], [], []
+        fresh_trees = sorted(((t, nids[j]) for j, ts in enumerate([n.trees for n in fresh.nodes])
+                              for t in ts), key=lambda x: -x[0].cost)
+        for t, node in fresh_trees:
+            ids = {q.id for q in t.queries}
+            cand = {}
+            for q in ids:
+                r = tree_of[q]
+                if r not in taken:
+                    cand[r] = cand.get(r, 0) + 1
+            if cand:
+                r = max(sorted(cand), key=lambda x: cand[x])
+                taken.add(r)
+                assign.append((r, ids, node))
+                if self.trees[r]["node"] != node:
+                    moves.append((t.cost, r, node))
+            else:
+                tid = f"t{self._next_tree}"
+                self._next_tree += 1
+                new_trees.append((tid, t, node))
+                assign.append((tid, ids, node))
+        moves.sort(key=lambda x: -x[0])
+        do_moves = {r: node for _, r, node in moves[: self.max_moves]}
+        at, t_at = self._registration_time()
+        changes: dict[str, dict] = {}
+        target_of = {q: tid for tid, ids, _ in assign for q in ids}
+        handoffs = {}
+        for q, old in tree_of.items():
+            new = target_of[q]
+            if new != old:
+                handoffs[q] = [old, new]
+                changes.setdefault(old, {"add": [], "handoff": []})["handoff"].append(q)
+                if new in self.trees:
+                    changes.setdefault(new, {"add": [], "handoff": []})["add"].append(q)
+        new_specs = []
+        for tid, t, node in new_trees:
+            new_specs.append((node, {"id": tid, "stream": t.stream, "slicing": self.model.slicing,
+                                     "queries": [_exec_query(self.queries[q.id])
+                                                 for q in t.queries]},
+                              None if t_at is None else at))
+        ch = [(self.trees[tid]["node"], tid, at,
+               [_exec_query(self.queries[q]) for q in c["add"]], [], c["handoff"])
+              for tid, c in sorted(changes.items())]
+        self.dep.apply_changes(ch, new_specs)
+        for tid, c in changes.items():
+            t = self.trees[tid]
+            t["active"] = [q for q in t["active"] if q not in c["handoff"]] + c["add"]
+        for tid, t, node in new_trees:
+            self.trees[tid] = {"node": node, "stream": t.stream,
+                               "active": [q.id for q in t.queries]}
+        moved = self.dep.move_trees(do_moves)
+        for r, node in do_moves.items():
+            self.trees[r]["node"] = node
+        self.write_plan()
+        self._flush_outputs()
+        self._event(cause, before, trees_moved=moved, moves=do_moves,
+                    handoffs=len(handoffs), handed_at=t_at,
+                    moves_skipped=max(0, len(moves) - self.max_moves),
+                    fresh_total=fresh.total_cost, fresh_max=fresh.max_cost)
+        return {"moved": do_moves, "handoffs": handoffs, "handed_at": t_at,
+                "moves_skipped": max(0, len(moves) - self.max_moves),
+                "total_cost": self._costs()[0], "max_cost": self._costs()[1],
+                "fresh_total_cost": fresh.total_cost, "fresh_max_cost": fresh.max_cost}
+
+    def _check_drift(self) -> None:
+        """After a change: re-plan when the running TotalCost is more than ``tolerance`` above
+        offline WeaveShare's over the running queries (DESIGN.md s. 9, Incremental WeaveShare)."""
+        d = self.drift()
+        if d["drift"] > self.tolerance:
+            self._rebalance("drift")
 
     def request_stop(self, body: Any = None) -> dict:
         """Stop after the micro-batch in progress: answers the watermark released are written,

@@ -165,7 +165,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
         feed(6)
         feed(7)
-        call(run_dir, "POST", "/stop")
+        call(run_dir, "POST", "/stop", {"flush": True})
         th.join(SAFETY_S)
         assert not th.is_alive()
         with pytest.raises(ControlError, match="no deployment answering"):
@@ -186,6 +186,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     np.testing.assert_allclose(d["value"], [float(r[3]) for r in rows], rtol=1e-9)
     # every change is an event; the running plan verifies and holds the running queries
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    events = [e for e in events if e["command"] != "drift"]  # re-plans the commands caused
     assert [e["command"] for e in events] == ["start", "add-queries", "remove-queries",
                                               "add-queries", "stop"]
     assert events[1]["accepted_at"] == t_reg and events[2]["removed_at"] == t_unreg
@@ -194,3 +195,86 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     assert verify_plan(cur) == []
     assert sorted(q["id"] for q in cur["queries"]) == \
         sorted(k for k, v in regs.items() if v[2] is None)
+
+
+def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
+    """A plan with nothing woven, all on one node: the running TotalCost is far above
+    WeaveShare's, so the first command re-plans ("drift"): queries are handed between trees at
+    T, at most max_moves (1) trees change node; answers stay those of the section 9 oracle;
+    then add-node, retire-node and rebalance keep them."""
+    from cluster.control import ControlError, call
+    from cluster.live_node import LiveDeployment
+    from cluster.service import Service
+    from cluster.streaming import StreamOptions
+    from placement.plan import Node, Plan, verify_plan
+    from placement.queries import query_from_mapping
+    from placement.trees import CostModel
+    from placement.weaveshare import no_share
+
+    qs = [{"id": f"s{i}", "stream": "mf01", "aggregate": "sum", "range": r, "slide": s,
+           "kind": "time"} for i, (r, s) in enumerate([(1000, 500), (2000, 500), (3000, 1000),
+                                                      (1500, 500), (2000, 1000), (4000, 1000)])]
+    qs += [{"id": "m0", "stream": "mf02", "aggregate": "max", "range": 1000, "slide": 250,
+            "kind": "time"}]
+    rates = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
+    model = CostModel("slickdeque", rates)
+    trees = no_share([query_from_mapping(q) for q in qs], model)
+    plan = Plan("WG_TN", "slickdeque", [Node("node-0", trees), Node("node-1"), Node("node-2")],
+                rates).to_dict()
+    incoming, run_dir = tmp_path / "in", tmp_path / "run"
+    incoming.mkdir()
+    opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
+    regs = {q["id"]: [q, None, None] for q in qs}
+    with LiveDeployment(plan) as dep:
+        svc = Service(dep, spark, incoming, run_dir, plan, model, options=opts,
+                      default_rate=RATE_HZ / 1000.0, tolerance=0.25, max_moves=1)
+        th = threading.Thread(target=svc.run, daemon=True)
+        th.start()
+        wait_for(lambda: svc.state == "running" and (run_dir / "control.json").exists(),
+                 "the service to start")
+
+        def feed(k):
+            drop(incoming, f"f{k:02d}.parquet", files[k])
+            wait_for(lambda: svc.stream.stats.files >= k + 1, f"file {k} fed")
+
+        feed(0)
+        feed(1)
+        assert svc.drift()["drift"] > 0.25
+        extra = [{"id": "s9", "stream": "mf01", "aggregate": "sum", "range": 1000,
+                  "slide": 1000, "kind": "time"}]
+        rep = call(run_dir, "POST", "/add-queries", {"queries": extra})
+        regs["s9"] = [extra[0], rep["accepted_at"]["mf01"], None]
+        ev = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+        assert [e["command"] for e in ev] == ["start", "add-queries", "drift"]
+        assert ev[-1]["trees_moved"] <= 1 and ev[-1]["handoffs"] > 0
+        assert ev[-1]["total_cost_after"] == pytest.approx(ev[-1]["fresh_total"])
+        assert svc.drift()["drift"] <= 0.25
+        feed(2)
+        feed(3)
+        rep = call(run_dir, "POST", "/add-node", {})
+        feed(4)
+        with pytest.raises(ControlError, match="unknown node"):
+            call(run_dir, "POST", "/retire-node", {"id": "node-9"})
+        call(run_dir, "POST", "/retire-node", {"id": "node-0"})
+        feed(5)
+        rep = call(run_dir, "POST", "/rebalance", {})
+        assert rep["total_cost"] == pytest.approx(rep["fresh_total_cost"])
+        feed(6)
+        feed(7)
+        call(run_dir, "POST", "/stop", {"flush": True})
+        th.join(SAFETY_S)
+        assert not th.is_alive()
+    allt = pa.concat_tables(files)
+    want = []
+    for q, a, b in regs.values():
+        want += registered_answers([(q, a, b)], allt.column("ts_ms").to_numpy(),
+                                   allt.column(q["stream"]).to_numpy())
+    want.sort(key=lambda x: (x[0], x[1]))
+    got = pq.read_table(run_dir / "answers.parquet").sort_by([("query_id", "ascending"),
+                                                               ("window_start", "ascending")])
+    d = got.to_pydict()
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == \
+        [w[:3] for w in want]
+    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
+    assert pq.read_table(run_dir / "late.parquet").num_rows == 0
+    assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []
