@@ -135,6 +135,7 @@ class ServiceStream(DirectoryStream):
             for rec in self.stats.files_log[n:]:
                 self.service.fed_names.add(rec.name)
             self.service._persist()
+            self.service._sample_load()
 
     def _finish(self) -> None:
         import ray
@@ -201,8 +202,9 @@ class Service:
             self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()]
                                       or [-1])
             self.fed_names: set[str] = set()
-            if self._events_path.exists():
-                self._events_path.unlink()
+            for p in (self._events_path, self.run_dir / "load.jsonl"):
+                if p.exists():
+                    p.unlink()
         else:
             self.queries = r["queries"]
             self.used_ids = set(r["used_ids"])
@@ -288,7 +290,27 @@ class Service:
         self._events.append(ev)
         with open(self._events_path, "a") as f:
             f.write(json.dumps(ev, default=_jsonable) + "\n")
+        self._sample_load()
         return ev
+
+    def _sample_load(self) -> None:
+        """One line of ``RUN_DIR/load.jsonl`` (per micro-batch and per change): per node the
+        planned cost and the actor's cumulative counters, from which ``weaveplace report``
+        draws the load over time (``sim/serve_report.py``)."""
+        try:
+            nodes = self.dep.metrics()["nodes"]
+        except Exception:  # a node being recovered: skip this sample
+            return
+        plan, _ = self.placement_plan()
+        planned = {n.id: n.cost for n in plan.nodes}
+        row = {"wall_time": time.time(), "event_time": self.event_time,
+               "files": self.stream.stats.files, "answers": self.stream.stats.answers,
+               "nodes": {nid: {"planned_cost": planned.get(nid), "tuples": m["tuples"],
+                               "tree_tuples": m["tree_tuples"], "busy_s": m["busy_s"],
+                               "answers": m["answers"], "queue_depth": m.get("queue_depth")}
+                         for nid, m in nodes.items()}}
+        with open(self.run_dir / "load.jsonl", "a") as f:
+            f.write(json.dumps(row, default=_jsonable) + "\n")
 
     # -- commands -----------------------------------------------------------------------------
     def _registration_time(self) -> tuple[int, int | None]:
@@ -758,6 +780,18 @@ class Service:
             pass
         return {"files": files, "bytes": nbytes}
 
+    def _write_metrics(self, stats: StreamStats) -> None:
+        """``metrics.json`` at stop (the live report's input), as ``weaveplace run`` writes."""
+        m = dict(stats.deployment_metrics or {})
+        m["answers"] = stats.answers
+        m["stream"] = stats.to_dict()
+        m["feed"] = {"mode": "serve", "rows": stats.rows, "batches": stats.batches,
+                     "seconds": stats.seconds,
+                     "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
+                     "timeline": stats.timeline}
+        m["data_path"] = str(self.stream.directory)
+        _atomic_write(self.run_dir / "metrics.json", json.dumps(m, indent=1, default=_jsonable))
+
     # -- run ----------------------------------------------------------------------------------
     def run(self, port: int = 0, token: str | None = None) -> StreamStats:
         """Serve the control API, write control.json and run the stream until ``stop`` (or
@@ -778,6 +812,7 @@ class Service:
                         nodes=sorted(self.dep.nodes), queries=len(self.queries))
             stats = self.stream.run()
             self.state = "stopped"
+            self._write_metrics(stats)
             self._event("stop", self._costs(), reason=stats.stop_reason,
                         answers=stats.answers, late=stats.late)
             return stats

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import stat
+import subprocess
 import threading
 import time
 import urllib.error
@@ -26,6 +29,8 @@ from executors.live_oracle import registered_answers
 from sim.debs import generate_debs
 
 SAFETY_S = 240.0
+CHROMIUM = shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 FILE_S, N_FILES, RATE_HZ = 4, 8, 50
 
 
@@ -163,6 +168,23 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         assert st["files"] == 6 and st["backlog"]["files"] == 0
         code, page = raw_request(ctl["url"] + f"/?token={ctl['token']}")
         assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
+        if CHROMIUM:  # the page in headless Chromium after add-queries: new queries, bars
+            shot = tmp_path / "page.png"
+            url = ctl["url"] + f"/?token={ctl['token']}"
+            flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                     "--disable-background-networking", "--virtual-time-budget=3000"]
+            dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True,
+                                 timeout=120, check=True).stdout
+            assert all(q["id"] in dom for q in more)
+            assert dom.count('class="node"') == 3
+            widths = [int(w) for w in re.findall(r'bar planned"><span style="width:(\d+)px', dom)]
+            assert len(widths) == 3 and max(widths) == 260
+            subprocess.run(flags + [f"--screenshot={shot}", "--window-size=1280,900", url],
+                           check=True, timeout=120, capture_output=True)
+            import matplotlib.image as mpimg
+
+            img = mpimg.imread(shot)[..., :3]
+            assert float(img.std()) > 0.05 and float((img.mean(axis=2) < 0.9).mean()) > 0.01
         feed(6)
         feed(7)
         call(run_dir, "POST", "/stop", {"flush": True})
@@ -195,6 +217,12 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     assert verify_plan(cur) == []
     assert sorted(q["id"] for q in cur["queries"]) == \
         sorted(k for k, v in regs.items() if v[2] is None)
+    # weaveplace report: the load over time with the events marked
+    from sim.report import build_report
+
+    text = build_report(run_dir).read_text()
+    assert "Deployment over time" in text and "serve_load_over_time.png" in text
+    assert text.count("remove-queries") >= 1
 
 
 def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):

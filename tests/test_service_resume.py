@@ -181,10 +181,10 @@ def test_serve_kill_resume(tmp_path):
     np.testing.assert_allclose(g["value"], [float(w[3]) for w in want], rtol=1e-9)
     assert pq.read_table(run_dir / "late.parquet").num_rows == 0
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
-    cmds = [e["command"] for e in events]
+    cmds = [e["command"] for e in events if e["command"] != "drift"]  # re-plans they caused
     assert cmds == ["start", "add-queries", "add-queries", "remove-queries", "add-node",
                     "retire-node", "resume", "add-queries", "stop"], cmds
-    assert events[5]["trees_moved"] >= 1
+    assert [e for e in events if e["command"] == "retire-node"][0]["trees_moved"] >= 1
     cur = json.loads((run_dir / "plan_current.json").read_text())
     assert verify_plan(cur) == []
     assert sorted(q["id"] for q in cur["queries"]) == \
