@@ -176,7 +176,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
             dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True,
                                  timeout=120, check=True).stdout
             assert all(q["id"] in dom for q in more)
-            assert dom.count('class="node"') == 3
+            assert len(re.findall(r'<tr class="node" data-node="node-\d">', dom)) == 3
             widths = [int(w) for w in re.findall(r'bar planned"><span style="width:(\d+)px', dom)]
             assert len(widths) == 3 and max(widths) == 260
             subprocess.run(flags + [f"--screenshot={shot}", "--window-size=1280,900", url],
