@@ -14,6 +14,7 @@ query's last windows may still come out of an old generation), which is what a r
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -62,11 +63,27 @@ class LiveNodeCore(_ActorCore):
         self.spec["trees"].append(spec)
         return str(spec["id"])
 
+    def metrics(self) -> dict[str, Any]:
+        """``NodeCore.metrics`` plus this process's resident memory (``rss_bytes``)."""
+        m = super().metrics()
+        m["rss_bytes"] = rss_bytes()
+        m["generations"] = sum(len(t.gens) for t in self.trees.values())
+        return m
+
     def tree_state(self) -> dict[str, dict]:
         """Per tree: active queries, generations, newest timestamp seen (status, tests)."""
         return {tid: {"active": list(t.active), "generations": len(t.gens),
                       "max_ts": int(t.max_ts), "lineage": [q.id for q in t.queries]}
                 for tid, t in self.trees.items()}
+
+
+def rss_bytes() -> int | None:
+    """Resident memory of this process (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _make_live_actor():

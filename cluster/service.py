@@ -132,6 +132,13 @@ class ServiceStream(DirectoryStream):
         n = self.stats.files
         super()._process(batch_df)
         if self.stats.files != n:
+            now = time.time()  # the answers the files released are written: their latency
+            for rec in self.stats.files_log[n:]:
+                try:
+                    self.service.file_latency.append(
+                        now - os.stat(self.directory / rec.name).st_mtime)
+                except OSError:
+                    pass
             for rec in self.stats.files_log[n:]:
                 self.service.fed_names.add(rec.name)
             self.service._persist()
@@ -187,6 +194,7 @@ class Service:
         self._cmd_lock = threading.Lock()   # one command at a time
         self._last_sample: dict[str, tuple[float, dict]] = {}
         self._state_gen = 0
+        self.file_latency: list[float] = []   # s from a file's arrival to its answers written
         self.state = "starting"
         self.control = None
         r = resume_state
@@ -723,6 +731,10 @@ class Service:
     def status(self) -> dict:
         """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
         watermark per stream, backlog, late tuples, answers written, the last events."""
+        with self._cmd_lock:  # not during a change (the plan is being rewritten)
+            return self._status()
+
+    def _status(self) -> dict:
         st = self.stream.stats
         plan = self.plan_dict()
         try:
@@ -753,7 +765,9 @@ class Service:
                           "queries": sum(len(t["queries"]) for t in n["trees"]),
                           "measured": {**load, "queue_depth": m.get("queue_depth"),
                                        "tuples": m.get("tuples"),
-                                       "late_tuples": m.get("late_tuples")}}
+                                       "late_tuples": m.get("late_tuples"),
+                                       "rss_bytes": m.get("rss_bytes"),
+                                       "generations": m.get("generations")}}
         wm = st.watermark
         return {"state": self.state, "event_time": st.max_ts,
                 "watermark": {s: wm for s in sorted({q["stream"]
@@ -761,7 +775,9 @@ class Service:
                 "queries": sorted(self.queries), "total_cost": plan["total_cost"],
                 "max_cost": plan["max_cost"], "nodes": nodes,
                 "backlog": self.backlog(), "files": st.files, "rows": st.rows,
-                "late": st.late, "answers": st.answers, "events": self._events[-20:]}
+                "late": st.late, "answers": st.answers, "events": self._events[-20:],
+                "answer_latency_s": _percentiles(self.file_latency[-1000:]),
+                "driver_rss_bytes": _rss(), "drift": self.drift()}
 
     def backlog(self) -> dict:
         """Files in the watched directory not fed yet (and their bytes)."""
@@ -819,6 +835,23 @@ class Service:
         finally:
             self.state = "stopped" if self.state != "running" else "failed"
             self.control.stop()
+
+
+def _percentiles(xs: list[float]) -> dict:
+    """p50/p99/max of the latest file latencies (the status and the page show them)."""
+    if not xs:
+        return {"n": 0, "p50": None, "p99": None, "max": None}
+    import numpy as np
+
+    a = np.asarray(xs)
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)),
+            "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+def _rss() -> int | None:
+    from .live_node import rss_bytes
+
+    return rss_bytes()
 
 
 def _node_args(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, float | None]:

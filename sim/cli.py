@@ -419,6 +419,26 @@ def bench_e2e(
         raise typer.Exit(1)
 
 
+@bench_app.command("serve")
+def bench_serve(
+    queries: int = typer.Option(300, min=1, help="Queries added, one at a time."),
+    add_every: float = typer.Option(1.0, help="Seconds between two add-queries."),
+    speed: float = typer.Option(10.0, help="Files dropped at this many x real time."),
+    resume: bool = typer.Option(True, help="Also time serve --resume to the first answer."),
+    out: Path = typer.Option(Path("out/bench_serve"), help="Output directory."),
+):
+    """A deployment under query churn: answer latency, plan cost vs fresh, control and resume
+    latency, memory (``cluster/bench_serve.py``; run it under the bench lock)."""
+    from cluster.bench_serve import run_serve_bench
+
+    if not add_every > 0 or not speed > 0:
+        raise UserError("--add-every and --speed: numbers > 0")
+    res = run_serve_bench(out, queries, add_every, speed, resume=resume,
+                          say=lambda s: console.print(s, soft_wrap=True, markup=False))
+    console.print(json.dumps(res, indent=1), markup=False)
+    console.print(f"results: {out / 'bench_serve.json'}")
+
+
 @app.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A simulate or run output directory."),
            out: Optional[Path] = typer.Option(None, help="Report directory (default RUN_DIR/report).")):
