@@ -547,10 +547,15 @@ class Service:
         return total
 
     def drift(self) -> dict:
-        """The running plan's TotalCost against offline WeaveShare over the same queries."""
+        """The running plan's TotalCost against a fresh plan's, estimated without re-planning:
+        offline WeaveShare's TotalCost over the running queries times the configured
+        optimizer's own factor over WeaveShare at the last re-plan (1 before any: an optimizer
+        that weaves less than WeaveShare, e.g. to fill the nodes, would otherwise look like
+        drift right after its own re-plan, and re-plan on every command)."""
         running, _ = self._costs()
-        ref = self._reference_total()
-        return {"running_total": running, "weaveshare_total": ref,
+        ws = self._reference_total()
+        ref = ws * getattr(self, "_opt_factor", 1.0)
+        return {"running_total": running, "weaveshare_total": ws, "reference_total": ref,
                 "drift": running / ref - 1.0 if ref > 0 else 0.0, "tolerance": self.tolerance}
 
     def rebalance(self, body: Any = None, cause: str = "rebalance") -> dict:
@@ -606,6 +611,8 @@ class Service:
                 self._next_tree += 1
                 new_trees.append((tid, t, node))
                 assign.append((tid, ids, node))
+        ws = self._reference_total()
+        self._opt_factor = max(1.0, fresh.total_cost / ws) if ws > 0 else 1.0
         moves.sort(key=lambda x: -x[0])
         do_moves = {r: node for _, r, node in moves[: self.max_moves]}
         at, t_at = self._registration_time()
@@ -654,7 +661,11 @@ class Service:
         offline WeaveShare's over the running queries (DESIGN.md s. 9, Incremental WeaveShare)."""
         d = self.drift()
         if d["drift"] > self.tolerance:
-            self._rebalance("drift")
+            try:
+                self._rebalance("drift")
+            except ServiceError as e:  # the change itself stands: record why no re-plan
+                self._event("drift-not-replanned", self._costs(), reason=e.message,
+                            drift=d["drift"])
 
     def request_stop(self, body: Any = None) -> dict:
         """Stop after the micro-batch in progress: answers the watermark released are written,
