@@ -221,6 +221,7 @@ class Service:
             self._next_tree = int(r["next_tree"])
             self.fed_names = set(r["fed"])
             self._state_gen = int(r["gen"])
+            self._opt_factor = float(r.get("opt_factor", 1.0))
             st = self.stream.stats
             for k, v in r["stats"].items():
                 setattr(st, k, v)
@@ -730,7 +731,8 @@ class Service:
                  "model": {"ie": self.model.technique, "rates": self._rates(),
                            "slicing": self.model.slicing, "default_rate": self.default_rate},
                  "optimizer": self.optimizer, "allowed_lateness": dep.allowed_lateness,
-                 "tolerance": self.tolerance, "max_moves": self.max_moves}
+                 "tolerance": self.tolerance, "max_moves": self.max_moves,
+                 "opt_factor": getattr(self, "_opt_factor", 1.0)}
         _atomic_write(sd / "service.json", json.dumps(state, default=_jsonable))
         keep = {v["blob"] for v in nodes.values()}
         for p in sd.glob("*.npz"):
