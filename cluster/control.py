@@ -88,8 +88,6 @@ class ControlServer:
             return 200, fn()
         except ServiceError as e:
             return e.status, {"error": e.message}
-        except AttributeError as e:
-            return 501, {"error": f"{path[1:]}: not available in this deployment ({e})"}
         except Exception as e:  # a bug or a cluster failure: one line, the service goes on
             return 500, {"error": f"{path[1:]}: {type(e).__name__}: {' '.join(str(e).split())}"}
 

@@ -265,6 +265,10 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
             raise user_error(str(e)) from None
         except (DeploymentError, StreamError) as e:
             raise user_error(f"serve: {e}") from None
+        except KeyboardInterrupt:  # before the stream ran (Ray/Spark start-up): nothing to save
+            bar.stop()
+            console.print("[red]interrupted[/red] while starting; nothing was fed")
+            raise SystemExit(130) from None
     console.print(f"stopped ({stats.stop_reason}): {stats.files} files, {stats.rows:,} rows, "
                   f"{stats.answers:,} answers, {stats.late:,} late; resume with `weaveplace "
                   f"serve --resume {escape(str(run_dir))}`", soft_wrap=True)
