@@ -67,10 +67,11 @@ def prepare(config_path: Path | None, resume: Path | None):
             raise ServeError(f"run.output_dir: {str(run_dir)!r} holds a deployment; continue it "
                              f"with `weaveplace serve --resume {run_dir}` or choose another "
                              "run.output_dir")
-    if cfg.data.directory is None:
-        raise ServeError("data.directory: required by `weaveplace serve` (the directory whose "
-                         "files are fed as they arrive)")
-    if run_dir.resolve() == Path(cfg.data.directory.path).resolve():
+    if cfg.data.path is not None:
+        raise ServeError("data.path: `weaveplace serve` reads data.directory (files as they "
+                         "arrive) or, without both, a synthetic real-time feed at data.rate_hz")
+    if cfg.data.directory is not None and \
+            run_dir.resolve() == Path(cfg.data.directory.path).resolve():
         raise ServeError(f"run.output_dir: {str(run_dir)!r} is the watched directory")
     if shutil.which("java") is None:
         raise ServeError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
@@ -123,10 +124,17 @@ def run_service(cfg, run_dir: Path, state: dict | None, text: str, base: str, sp
     from placement.trees import CostModel
 
     w = cfg.data.directory
-    opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
-                         idle_timeout_s=None, max_files=None, timeout_s=w.timeout_s,
-                         batch_rows=cfg.run.batch_rows)
     run_dir.mkdir(parents=True, exist_ok=True)
+    feeder = None
+    if w is None:  # a synthetic DEBS-style feed in real time, through the same directory path
+        feeder = SyntheticFeed(run_dir / "feed", cfg.data.rate_hz, cfg.data.seed)
+        opts = StreamOptions(poll_s=0.5, files_per_batch=8, batch_rows=cfg.run.batch_rows)
+        watch = feeder.directory
+    else:
+        opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch,
+                             poll_s=w.poll_s, idle_timeout_s=None, max_files=None,
+                             timeout_s=w.timeout_s, batch_rows=cfg.run.batch_rows)
+        watch = w.path
     if state is None:
         plan, model = initial_plan(cfg)
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=1))
@@ -150,11 +158,60 @@ def run_service(cfg, run_dir: Path, state: dict | None, text: str, base: str, sp
                 blobs = {nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
                          for nid, v in state["nodes"].items()}
                 dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
-            svc = Service(dep, spark, w.path, run_dir, plan, model, options=opts,
+            svc = Service(dep, spark, watch, run_dir, plan, model, options=opts,
                           default_rate=cfg.data.rate_hz / 1000.0,
                           tolerance=cfg.placement.tolerance, max_moves=cfg.placement.max_moves,
                           optimizer=optimizer, resume_state=state, progress=progress)
-            return svc.run(port=cfg.run.control.port)
+            if feeder is not None:
+                feeder.start()
+            try:
+                return svc.run(port=cfg.run.control.port)
+            finally:
+                if feeder is not None:
+                    feeder.stop()
+
+
+class SyntheticFeed:
+    """Without ``data.directory``: every ``chunk_s`` seconds of wall time, the next ``chunk_s``
+    seconds of DEBS-style events (``sim.debs.generate_debs`` at ``rate_hz``, event time
+    continuing from 2012-02-22T16:46:28Z) are dropped into ``RUN_DIR/feed/`` (hidden name, then
+    renamed), so the deployment sees data arriving in real time (demos).  A resumed deployment
+    continues after the files already there.  Each chunk has its own random stream (seed + k),
+    so values jump slightly at chunk borders."""
+
+    chunk_s = 2.0
+
+    def __init__(self, directory: Path, rate_hz: float, seed: int):
+        import threading
+
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.rate_hz, self.seed = float(rate_hz), int(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="weaveplace-feed", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        from datetime import datetime, timedelta, timezone
+
+        from sim.debs import generate_debs
+
+        t0 = datetime(2012, 2, 22, 16, 46, 28, tzinfo=timezone.utc)
+        k = len([p for p in self.directory.glob("f*.parquet")])
+        nxt = time.monotonic() + self.chunk_s
+        while not self._stop.wait(max(0.0, nxt - time.monotonic())):
+            tmp = self.directory / f".f{k:07d}.parquet"
+            generate_debs(tmp, duration_s=self.chunk_s, rate_hz=self.rate_hz,
+                          seed=self.seed + k, start=t0 + timedelta(seconds=k * self.chunk_s))
+            tmp.replace(self.directory / f"f{k:07d}.parquet")
+            k += 1
+            nxt += self.chunk_s
 
 
 # -- ctl --------------------------------------------------------------------------------------
@@ -213,8 +270,9 @@ def ctl(run_dir: Path, command: str, args: list[str], node_id: str | None = None
         if command == "stop":
             _no_args(command, args)
             return call(run_dir, "POST", "/stop", {"flush": bool(flush)})
-    except ControlError as e:
-        raise ServeError(f"{command}: {e}") from None
+    except ControlError as e:  # the deployment's messages name the command already
+        msg = str(e)
+        raise ServeError(msg if msg.startswith(command) else f"{command}: {msg}") from None
     raise ServeError(f"unknown command {command!r}; allowed: {', '.join(COMMANDS)}")
 
 
