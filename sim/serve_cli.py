@@ -323,6 +323,8 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
             raise user_error(str(e)) from None
         except (DeploymentError, StreamError) as e:
             raise user_error(f"serve: {e}") from None
+        except (OSError, ConnectionError) as e:  # e.g. Ray cannot start (socket path, ports)
+            raise user_error(f"serve: cannot start: {' '.join(str(e).split())}") from None
         except KeyboardInterrupt:  # before the stream ran (Ray/Spark start-up): nothing to save
             bar.stop()
             console.print("[red]interrupted[/red] while starting; nothing was fed")

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,10 +37,13 @@ FILE_S, N_FILES, RATE_HZ = 3, 12, 50
 SAFETY_S = 300.0
 
 
+RAY_TMP = tempfile.mkdtemp(prefix="wp-serve-", dir="/tmp")  # short: Ray's socket path limit
+
+
 def _env(tmp: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["RAY_TMPDIR"] = str(tmp / "ray")
+    env["RAY_TMPDIR"] = RAY_TMP
     env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
     return env
 
@@ -166,6 +171,7 @@ def test_serve_kill_resume(tmp_path):
                 p.kill()
                 p.wait(30)
             _end_group(p)
+        shutil.rmtree(RAY_TMP, ignore_errors=True)
     got = pq.read_table(run_dir / "answers.parquet").sort_by([("query_id", "ascending"),
                                                                ("window_start", "ascending")])
     allt = pa.concat_tables(files)
