@@ -37,13 +37,13 @@ FILE_S, N_FILES, RATE_HZ = 3, 12, 50
 SAFETY_S = 300.0
 
 
-RAY_TMP = tempfile.mkdtemp(prefix="wp-serve-", dir="/tmp")  # short: Ray's socket path limit
+RAY_TMP = {"dir": None}  # a short RAY_TMPDIR under /tmp (Ray's socket path limit), per test
 
 
 def _env(tmp: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["RAY_TMPDIR"] = RAY_TMP
+    env["RAY_TMPDIR"] = RAY_TMP["dir"]
     env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
     return env
 
@@ -102,6 +102,7 @@ def test_serve_kill_resume(tmp_path):
            "run": {"mode": "live", "output_dir": str(run_dir)}}
     (d / "live.yaml").write_text(yaml.safe_dump(cfg))
     regs = {q["id"]: [q, None, None] for q in initial}
+    RAY_TMP["dir"] = tempfile.mkdtemp(prefix="wp-serve-", dir="/tmp")
     proc = _serve(["live.yaml"], d)
     procs = [proc]
     try:
@@ -171,7 +172,7 @@ def test_serve_kill_resume(tmp_path):
                 p.kill()
                 p.wait(30)
             _end_group(p)
-        shutil.rmtree(RAY_TMP, ignore_errors=True)
+        shutil.rmtree(RAY_TMP["dir"], ignore_errors=True)
     got = pq.read_table(run_dir / "answers.parquet").sort_by([("query_id", "ascending"),
                                                                ("window_start", "ascending")])
     allt = pa.concat_tables(files)
