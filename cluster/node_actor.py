@@ -369,7 +369,8 @@ class NodeCore:
         """(query ids of every hosted tree, sorted; per tree: the rank of each of its queries
         in that order)."""
         if self._ranks is None:
-            qids = sorted(q.id for t in self.trees.values() for q in t.queries)
+            # a query handed from one tree to another (cluster.service re-weaving) is in both
+            qids = sorted({q.id for t in self.trees.values() for q in t.queries})
             pos = {q: i for i, q in enumerate(qids)}
             dt = np.uint16 if len(qids) <= 1 << 16 else np.uint32
             ranks = {tid: np.array([pos[q.id] for q in t.queries], dtype=dt)

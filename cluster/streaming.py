@@ -306,6 +306,23 @@ class DirectoryStream:
         self._interrupts = 0
         self._t0 = self._last_file = time.monotonic()
 
+    def _open_outputs(self, out: Path) -> None:
+        """A fresh run's outputs (a previous run's parts and rejects are removed)."""
+        self._answers = _PartWriter(out / "answers.parquet", self.answer_schema())
+        self._late = _PartWriter(out / "late.parquet", LATE_SCHEMA)
+        self._rejects = out / "rejects"
+        if self._rejects.is_dir():
+            for p in self._rejects.glob("*.rejects.tsv"):
+                p.unlink()
+
+    def _already_fed(self, row) -> bool:
+        """A file handed over again (``cluster.service``: a resumed run) is skipped."""
+        return False
+
+    def answer_schema(self) -> pa.Schema:
+        """The answers' schema, fixed for the run (``cluster.service`` overrides it)."""
+        return answer_schema(self.dep)
+
     # -- control ------------------------------------------------------------------------------
     def request_stop(self, reason: str = "requested") -> None:
         """Ask the stream to stop after the micro-batch in progress (thread-safe)."""
@@ -315,12 +332,7 @@ class DirectoryStream:
     def run(self) -> StreamStats:
         out = self.out
         out.mkdir(parents=True, exist_ok=True)
-        self._answers = _PartWriter(out / "answers.parquet", answer_schema(self.dep))
-        self._late = _PartWriter(out / "late.parquet", LATE_SCHEMA)
-        self._rejects = out / "rejects"
-        if self._rejects.is_dir():
-            for p in self._rejects.glob("*.rejects.tsv"):
-                p.unlink()
+        self._open_outputs(out)
         self._warm_up()
         ckpt = tempfile.mkdtemp(prefix="weaveplace-stream-")
         query = None
@@ -461,6 +473,7 @@ class DirectoryStream:
         t1 = time.monotonic()
         meta = sorted(batch_df.select("path", "modificationTime", "length").collect(),
                       key=lambda r: (r["modificationTime"], r["path"]))
+        meta = [r for r in meta if not self._already_fed(r)]
         if self.options.max_files is not None:
             meta = meta[: max(0, self.options.max_files - self.stats.files)]
         if not meta:
@@ -468,7 +481,8 @@ class DirectoryStream:
         content: dict[str, Any] = {}
         if any(r["length"] <= MAX_FILE_BYTES for r in meta):
             # the length filter is pushed into the binaryFile reader: big files are not read
-            tbl = batch_df.where(F.col("length") <= MAX_FILE_BYTES) \
+            tbl = batch_df.where((F.col("length") <= MAX_FILE_BYTES)
+                                 & F.col("path").isin([r["path"] for r in meta])) \
                 .select("path", "content").toArrow()
             col = tbl.column("content")
             content = {p: col[i].as_buffer() for i, p in enumerate(tbl.column("path").to_pylist())}

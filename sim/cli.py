@@ -633,6 +633,26 @@ def bench_text(
         raise typer.Exit(1)
 
 
+@bench_app.command("serve")
+def bench_serve(
+    queries: int = typer.Option(300, min=1, help="Queries added, one at a time."),
+    add_every: float = typer.Option(1.0, help="Seconds between two add-queries."),
+    speed: float = typer.Option(10.0, help="Files dropped at this many x real time."),
+    resume: bool = typer.Option(True, help="Also time serve --resume to the first answer."),
+    out: Path = typer.Option(Path("out/bench_serve"), help="Output directory."),
+):
+    """A deployment under query churn: answer latency, plan cost vs fresh, control and resume
+    latency, memory (``cluster/bench_serve.py``; run it under the bench lock)."""
+    from cluster.bench_serve import run_serve_bench
+
+    if not add_every > 0 or not speed > 0:
+        raise UserError("--add-every and --speed: numbers > 0")
+    res = run_serve_bench(out, queries, add_every, speed, resume=resume,
+                          say=lambda s: console.print(s, soft_wrap=True, markup=False))
+    console.print(json.dumps(res, indent=1), markup=False)
+    console.print(f"results: {out / 'bench_serve.json'}")
+
+
 @app.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A simulate or run output directory."),
            out: Optional[Path] = typer.Option(None, help="Report directory (default RUN_DIR/report).")):
@@ -954,6 +974,42 @@ def simulate(
     path = _build_report(summary.files["results_csv"].parent)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path
+
+
+@app.command()
+def serve(
+    config: Optional[Path] = typer.Argument(None, help="Run configuration (YAML) with "
+                                                       "data.directory."),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
+                                          help="Continue a stopped or crashed deployment."),
+):
+    """A deployment that runs until stopped: queries, nodes and files come and go (control it
+    with `weaveplace ctl RUN_DIR ...`; RUN_DIR/control.json holds its address and token)."""
+    from sim.serve_cli import serve_command
+
+    return serve_command(config, resume, console, UserError)
+
+
+@app.command()
+def ctl(
+    run_dir: Path = typer.Argument(..., help="The deployment's run directory."),
+    command: str = typer.Argument(..., help="status | add-queries FILE.yaml | remove-queries "
+                                            "ID... | add-node | retire-node ID | rebalance | "
+                                            "stop"),
+    args: Optional[list[str]] = typer.Argument(None, help="The command's arguments."),
+    node_id: Optional[str] = typer.Option(None, "--id", help="add-node: the new node's id."),
+    capacity: Optional[float] = typer.Option(None, "--capacity", help="add-node: capacity."),
+    flush: bool = typer.Option(False, "--flush", help="stop: end of input for good (answer "
+                                                      "every pending window; no resume)."),
+):
+    """Send one command to a running deployment and print its JSON reply."""
+    from sim.serve_cli import ServeError, ctl as send
+
+    try:
+        reply = send(run_dir, command, args or [], node_id, capacity, flush)
+    except ServeError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps(reply, indent=1))
 
 
 def main() -> None:

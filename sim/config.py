@@ -298,6 +298,11 @@ class Placement(Strict):
 
         return default_choose(capacities) if self.choose is None else Choose.parse(self.choose)
 
+    #: weaveplace serve: re-plan when the running plan's TotalCost drifts more than this
+    #: fraction above a fresh plan of the running queries; at most max_moves trees move then
+    tolerance: Annotated[float, Field(ge=0)] = 0.25
+    max_moves: Annotated[int, Field(ge=0)] = 8
+
     @field_validator("optimizers", mode="after")
     @classmethod
     def _known(cls, v: Any) -> Any:
@@ -424,6 +429,12 @@ class FaultSpec(Strict):
     capacity: Rate | None = None
 
 
+class ControlSpec(Strict):
+    """``weaveplace serve``'s control API: HTTP on 127.0.0.1:port (0: any free port)."""
+
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+
+
 class Run(Strict):
     mode: Literal["simulate", "live"] = "simulate"
     allowed_lateness: Annotated[int, Field(ge=0)] = 0
@@ -434,6 +445,7 @@ class Run(Strict):
     batch_rows: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 18  # live feed batch size
     checkpoint_every: Annotated[int, Field(ge=1)] | None = None   # batches; null: by log size
     faults: list[FaultSpec] = []
+    control: ControlSpec = ControlSpec()
 
     @model_validator(mode="after")
     def _fault_fields(self) -> "Run":

@@ -1119,9 +1119,17 @@ def build_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
         body, plots = _sim_body(run, max_config_figures)
         title = f"weaveplace simulation report — {(run.config or {}).get('name') or run_dir.name}"
     else:
+        served = (run_dir / "events.jsonl").exists()  # weaveplace serve: the running plan
+        if served and plan is None and (run_dir / "plan_current.json").exists():
+            plan = run_dir / "plan_current.json"
         live = load_live(run_dir, plan)
         body, plots = _live_body(live)
         title = f"weaveplace live run report — {run_dir.name}"
+        if served:
+            from sim.serve_report import serve_section
+
+            more, more_plots = serve_section(run_dir)
+            body, plots = body + more, plots + more_plots
     for p in plots:
         (out / p.name).write_bytes(p.png)
     path = out / "report.html"

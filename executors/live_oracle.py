@@ -1,0 +1,125 @@
+"""Brute-force references for trees whose queries come and go (DESIGN.md section 9).
+
+Two oracles, both independent of the slicing and final-aggregation code:
+
+* ``registered_answers`` is section 9 itself: a query registered at ``T_reg`` answers exactly
+  the non-empty windows ``[k*s, k*s + r)`` with ``k*s >= T_reg``; unregistered at ``T_unreg``
+  it answers no window ending after ``T_unreg``.  Each window's value is computed exactly over
+  *every* tuple of the stream in it.  This is the truth whenever no tuple is late, e.g. when
+  every tuple arrives at most ``allowed_lateness`` behind the newest timestamp seen before it
+  (a window containing ``ts`` ends after ``ts``, so it cannot be closed yet).
+* ``generation_answers`` covers late tuples too.  ``executors.live_tree.LiveTree`` changes a
+  tree's query set by starting a new *generation* (an ordinary tree over the new set, fed the
+  tuples with ``ts >= T``) while the old one runs on until its windows before ``T`` have
+  closed; lateness is each generation's rule (DESIGN.md section 1 over its queries).  This
+  oracle spells that out with ``executors.oracle.brute_force`` per generation.
+
+A *schedule* is the arrival order of a run: a list of ``("data", ts, values)`` and
+``("change", at, add, remove)`` items (``add``: query dicts, ``remove``: ids; ``at`` is the
+``T`` of the change, later than every timestamp before it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .oracle import _evaluate, _exact, brute_force
+from .slicing import normalize_query
+
+def registrations(initial, schedule) -> list[tuple[dict, int | None, int | None]]:
+    """``(query, T_reg, T_unreg)`` for every query of a schedule (None: unbounded)."""
+    reg = {normalize_query(q).id: [q, None, None] for q in initial}
+    for item in schedule:
+        if item[0] != "change":
+            continue
+        _, at, add, remove = item
+        for q in add:
+            reg[normalize_query(q).id] = [q, int(at), None]
+        for qid in remove:
+            reg[qid][2] = int(at)
+    return [tuple(v) for v in reg.values()]
+
+
+def registered_answers(regs, ts, values) -> list[tuple[str, int, int, object]]:
+    """Section 9 answers of ``(query, T_reg, T_unreg)`` registrations over all tuples
+    ``(ts, values)`` (arrival order does not matter: no tuple may be late).
+
+    Returns ``(query_id, window_start, window_end, value)`` sorted by (query id, start).
+    """
+    values = np.asarray(values)
+    is_int = bool(np.issubdtype(values.dtype, np.integer))
+    tl = [int(t) for t in ts]
+    vl = [_exact(v, is_int) for v in values]
+    out = []
+    for q, t_reg, t_unreg in regs:
+        q = normalize_query(q)
+        r, s = q.range, q.slide
+        wins: dict[int, list] = {}
+        for t, v in zip(tl, vl):
+            for k in range((t - r) // s + 1, t // s + 1):
+                start, end = k * s, k * s + r
+                if t_reg is not None and start < t_reg:
+                    continue
+                if t_unreg is not None and end > t_unreg:
+                    continue
+                wins.setdefault(k, []).append(v)
+        for k, ws in wins.items():
+            out.append((q.id, k * s, k * s + r, _evaluate(q.aggregate.name, ws, is_int)))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return out
+
+
+def generation_answers(initial, schedule, allowed_lateness: int = 0):
+    """Answers and late tuples of a ``LiveTree`` driven by ``schedule``, by brute force.
+
+    Generation g (created at the start or by a change at ``T_g``) runs its query set on every
+    tuple arriving after its creation with ``ts >= T_g`` (all tuples for the first one), with
+    the window rule and lateness of DESIGN.md section 1; of its answers it keeps the windows
+    in its *domain*: for a query it took over, start >= T_g (and >= the query's T_reg); start
+    < T of the next change; end <= T_unreg of a query removed at that change.
+    Returns ``(answers, late)``: answers as in ``registered_answers``; late: the set of
+    ``(generation number, arrival index)`` pairs (index over all data tuples).
+    """
+    gens = []  # [queries, t_start, {qid: [lo, hi, ehi]}, first arrival index]
+    cur = [normalize_query(q) for q in initial]
+    gens.append([cur, None, {q.id: [None, None, None] for q in cur}, 0])
+    ts_all, v_all = [], []
+    for item in schedule:
+        if item[0] == "data":
+            ts_all += [int(t) for t in item[1]]
+            v_all += list(np.asarray(item[2]))
+            continue
+        _, at, add, remove = item
+        if not add and not remove:
+            continue
+        g = gens[-1]
+        for qid, dom in g[2].items():
+            dom[1] = at if dom[1] is None else min(dom[1], at)
+        for old in gens:
+            for qid, dom in old[2].items():
+                if qid in remove:
+                    dom[2] = at if dom[2] is None else min(dom[2], at)
+        keep = [q for q in g[0] if q.id not in set(remove)]
+        new = keep + [normalize_query(q) for q in add]
+        gens.append([new, at, {q.id: [at, None, None] for q in new}, len(ts_all)])
+    dtype = np.asarray(v_all).dtype if v_all else np.int64
+    answers, late = [], set()
+    for gi, (qs, t0, dom, first) in enumerate(gens):
+        if not qs:
+            continue
+        idx = [i for i in range(first, len(ts_all)) if t0 is None or ts_all[i] >= t0]
+        ts = np.array([ts_all[i] for i in idx], dtype=np.int64)
+        vs = np.array([v_all[i] for i in idx], dtype=dtype)
+        if not len(idx):
+            continue
+        got, lt = brute_force(qs, ts, vs, allowed_lateness)
+        late |= {(gi, idx[j]) for j in lt}
+        for qid, start, end, val in got:
+            lo, hi, ehi = dom[qid]
+            if (lo is None or start >= lo) and (hi is None or start < hi) \
+                    and (ehi is None or end <= ehi):
+                answers.append((qid, start, end, val))
+    answers.sort(key=lambda x: (x[0], x[1]))
+    return answers, late
+
+
+__all__ = ["registrations", "registered_answers", "generation_answers"]

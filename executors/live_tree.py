@@ -1,0 +1,473 @@
+"""An execution tree whose queries come and go while it runs (DESIGN.md section 9).
+
+``LiveTree`` has ``ExecutionTree``'s streaming interface (``process_columns``, ``flush_columns``,
+``late``, ``snapshot``/``restore``, ``stats``) plus ``change(at, add=, remove=)``.
+
+**How a running tree changes its slicing: generations.**  Adding or removing a query changes the
+tree's edges (the union of its queries' residue classes).  Rather than re-slicing live state
+(the final aggregators index windows by their length in slices, which the new edges change for
+every query), a change at event time ``T`` (later than every tuple the tree has consumed):
+
+* freezes the running tree as the *old generation*: from now on it only answers windows that
+  start before ``T`` (and, for a query removed at ``T``, only windows ending at or before ``T``);
+* starts a *new generation*, an ordinary ``ExecutionTree`` over the new query set, fed the
+  tuples with ``ts >= T``; it answers every window of its queries that starts at or after ``T``;
+* keeps feeding the old generation (it needs the tuples after ``T`` for its windows that span
+  ``T``) until the watermark has passed the end of its last window starting before ``T``;
+  then flushes it (those windows are complete: any later tuple for them is late) and drops it.
+
+So every window of every query is answered by exactly one generation, computed over the same
+tuples as in an uninterrupted tree: the other queries' answers do not change, an added query
+answers exactly the windows with ``start >= T_reg = T``, a removed one exactly those with
+``end <= T_unreg = T`` (DESIGN.md s. 9).  The price: for at most the longest range after a change,
+the stream is aggregated twice (both generations), and the old generation's memory is held until
+then.  Lateness is each generation's own rule (DESIGN.md s. 1 over its queries), so a tuple
+arriving within ``allowed_lateness`` of the newest timestamp is never late; a late tuple is kept
+once per generation that calls it late.  A tuple older than every running generation's start
+(its generations were dropped) is late if a window of the generation that covered its time,
+containing it, has ended; otherwise it lies outside every window (``stats()["outside_windows"]``).
+Oracles: ``executors.live_oracle`` (section 9 itself, and the generations spelled out by brute
+force); tests: ``tests/test_executors_live_tree.py``.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .slicing import QuerySpec, normalize_query
+from .tree import SINGLE_LENGTH, ExecutionTree, LateTuples, normalize_technique
+
+INF = np.iinfo(np.int64).max
+NEG_INF = np.iinfo(np.int64).min
+
+
+def technique_for(technique: str, queries: list[QuerySpec]) -> str:
+    """The requested technique, or ``slickdeque`` where it cannot run this query set (a new
+    generation may gain a max query under ``slickdeque_inv``, or a second window length under a
+    single-length technique)."""
+    t = normalize_technique(technique)
+    aggs = {q.aggregate for q in queries}
+    if t in ("slickdeque_inv", "panes_inv") and not all(a.invertible for a in aggs):
+        return "slickdeque"
+    if t == "slickdeque_noninv" and not all(a.selective for a in aggs):
+        return "slickdeque"
+    if t in SINGLE_LENGTH and len({(q.range, q.slide) for q in queries}) > 1:
+        return "slickdeque"
+    return t
+
+
+@dataclass
+class _Gen:
+    """One generation: a plain tree, the first timestamp it takes, and per query (local order)
+    its index in the lineage and its domain ``lo <= start < hi``, ``end <= ehi``."""
+
+    tree: ExecutionTree
+    t_start: int  # NEG_INF: every tuple
+    qmap: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    ehi: np.ndarray
+    late_seen: int = 0
+    identity: bool = field(default=False)
+
+    def bounded(self) -> bool:
+        return bool((self.lo != NEG_INF).any() or (self.hi != INF).any()
+                    or (self.ehi != INF).any())
+
+    def last_end(self) -> int:
+        """An upper bound of the end of every window in the domain (INF: open ended)."""
+        best = NEG_INF
+        for q, hi, ehi in zip(self.tree.queries, self.hi, self.ehi):
+            if hi == INF and ehi == INF:
+                return INF
+            end = INF if hi == INF else (-(-int(hi) // q.slide) - 1) * q.slide + q.range
+            best = max(best, min(end, int(ehi)))
+        return best
+
+    def keep(self, cols):
+        """Lineage-indexed answer columns inside the domain (None when nothing is left)."""
+        if cols is None:
+            return None
+        q, st, en, va = cols
+        if not self.identity:
+            q = self.qmap[q]
+        if self.bounded():
+            j = np.searchsorted(self._lineage_order, q)
+            m = (st >= self.lo[j]) & (st < self.hi[j]) & (en <= self.ehi[j])
+            if not m.all():
+                q, st, en, va = q[m], st[m], en[m], va[m]
+        return (q, st, en, va) if q.shape[0] else None
+
+    @property
+    def _lineage_order(self):
+        # qmap is increasing (a generation lists its queries in lineage order), so a lineage
+        # index maps back to the local one by binary search
+        return self.qmap
+
+
+class LiveTree:
+    """A tree over one stream whose query set changes at event times (see module doc).
+
+    ``LiveTree(queries, technique, allowed_lateness, count_ops, dtype, slicing, t_start)``;
+    ``t_start`` (``T_reg`` of every initial query) makes a tree that answers only windows
+    starting at or after it (a tree started for queries added to a running deployment).
+    ``queries`` lists every query the tree has answered or answers (answer columns index it);
+    ``active`` the ids registered now.
+    """
+
+    def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
+                 count_ops: bool = False, dtype=None, slicing: str = "pairs",
+                 t_start: int | None = None, as_arrow: bool = True):
+        qs = [normalize_query(q) for q in queries]
+        if not qs:
+            raise ValueError("a tree needs at least one query")
+        self.technique = normalize_technique(technique)
+        self.allowed_lateness = int(allowed_lateness)
+        self.count_ops = bool(count_ops)
+        self.slicing = slicing
+        self.dtype = dtype
+        self.queries: list[QuerySpec] = []
+        self._index: dict[str, int] = {}
+        self.active: list[str] = []
+        self.gens: list[_Gen] = []
+        self.retired: list[tuple[int, list[tuple[int, int]]]] = []  # (t_start, [(r, s)])
+        self.max_ts = NEG_INF
+        self.outside = 0
+        self._late_ts: list[np.ndarray] = []
+        self._late_v: list[np.ndarray] = []
+        self._late_count = 0
+        self.flushed = False
+        t0 = NEG_INF if t_start is None else int(t_start)
+        self._start_gen(qs, t0, lo=t0)
+        self.kind = self.gens[-1].tree.kind
+
+    # -- generations -----------------------------------------------------------------------
+    def _start_gen(self, qs: list[QuerySpec], t0: int, lo: int | None = None,
+                   lo_of: dict[str, int] | None = None) -> None:
+        for q in qs:
+            if q.id not in self._index:
+                self._index[q.id] = len(self.queries)
+                self.queries.append(q)
+        qs = sorted(qs, key=lambda q: self._index[q.id])
+        tree = ExecutionTree([q.as_dict() for q in qs], technique=technique_for(self.technique, qs),
+                             allowed_lateness=self.allowed_lateness, count_ops=self.count_ops,
+                             dtype=self._dtype(), slicing=self.slicing)
+        qmap = np.array([self._index[q.id] for q in qs], dtype=np.int64)
+        los = np.array([(lo_of or {}).get(q.id, NEG_INF if lo is None else lo) for q in qs],
+                       dtype=np.int64)
+        n = len(qs)
+        g = _Gen(tree, t0, qmap, los, np.full(n, INF, np.int64), np.full(n, INF, np.int64))
+        g.identity = bool(np.array_equal(qmap, np.arange(n)))
+        self.gens.append(g)
+        self.active = [q.id for q in qs]
+
+    def _dtype(self):
+        if self.dtype is not None:
+            return self.dtype
+        for g in reversed(self.gens):
+            isi = g.tree.slicer.is_int
+            if isi is not None:
+                return np.int64 if isi else np.float64
+        return None
+
+    @property
+    def newest(self) -> _Gen | None:
+        """The generation that takes changes (None once every query was removed)."""
+        return self.gens[-1] if self.active and self.gens else None
+
+    def change(self, at: int, add=(), remove=(), handoff=()) -> int:
+        """Add queries (registered at ``at``: windows starting at or after it) and remove
+        queries (unregistered at ``at``: windows ending at or before it).  ``handoff``: queries
+        that leave this tree for another one that takes them from ``at`` on (re-weaving): this
+        tree still answers their windows *starting* before ``at``, so together the two trees
+        answer every window once.  ``at`` must be later than every timestamp consumed.
+        Returns ``at``."""
+        at = int(at)
+        add = [normalize_query(q) for q in add]
+        capped = [str(r) for r in remove]
+        remove = capped + [str(r) for r in handoff]
+        if self.kind == "count":
+            raise ValueError("queries over count windows cannot be added to or removed from "
+                             "a running tree")
+        if self.flushed:
+            raise ValueError("the tree was flushed (end of input)")
+        if self.max_ts != NEG_INF and at <= self.max_ts:
+            raise ValueError(f"change at {at} must be later than every timestamp consumed "
+                             f"(newest: {self.max_ts})")
+        if self.gens and at < self.gens[-1].t_start:
+            raise ValueError(f"change at {at} is before the newest generation's start "
+                             f"{self.gens[-1].t_start}")
+        ids = [q.id for q in add]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate query ids in one change: {sorted(ids)}")
+        for qid in ids:
+            if qid in self._index:
+                raise ValueError(f"query id {qid!r} was already used in this tree")
+        for q in add:
+            if q.kind != "time":
+                raise ValueError(f"query {q.id!r}: only time windows can be added to a "
+                                 "running tree")
+        unknown = [r for r in remove if r not in self.active]
+        if unknown:
+            raise ValueError(f"unknown query ids (not running in this tree): {unknown}")
+        if not add and not remove:
+            return at
+        g = self.newest
+        if g is not None:
+            g.hi = np.minimum(g.hi, at)
+        for old in self.gens:  # a removed query answers no window ending after T_unreg,
+            rm = np.isin(np.array([q.id for q in old.tree.queries], dtype=object),  # in any
+                         np.array(capped, dtype=object))                          # generation
+            old.ehi = np.where(rm, np.minimum(old.ehi, at), old.ehi)
+        keep = [self.queries[self._index[qid]] for qid in self.active if qid not in set(remove)]
+        new = keep + add
+        if new:
+            self._start_gen(new, at, lo=at)
+        else:
+            self.active = []
+        self._retire()
+        return at
+
+    def _retire(self, W: int | None = None) -> list:
+        """Flush and drop every non-newest generation whose domain has closed; returns their
+        answer columns (lineage indexed)."""
+        if W is None:
+            W = self.watermark
+        out, alive = [], []
+        newest = self.newest
+        for g in self.gens:
+            if g is not newest and g.last_end() <= W:
+                c = g.keep(g.tree.flush_columns())
+                if c is not None:
+                    out.append(c)
+                self._take_late(g)
+                self.retired.append((g.t_start, [(q.range, q.slide) for q in g.tree.queries]))
+                self.retired.sort(key=lambda x: x[0])
+            else:
+                alive.append(g)
+        self.gens = alive
+        return out
+
+    def _take_late(self, g: _Gen) -> None:
+        n = g.tree.slicer.late.count
+        if n > g.late_seen:
+            lt = g.tree.late
+            self._late_ts.append(lt.ts[g.late_seen:])
+            self._late_v.append(lt.values[g.late_seen:])
+            self._late_count += n - g.late_seen
+            g.late_seen = n
+
+    # -- streaming --------------------------------------------------------------------------
+    @property
+    def watermark(self) -> int:
+        return NEG_INF if self.max_ts == NEG_INF else self.max_ts - self.gens_lateness
+
+    @property
+    def gens_lateness(self) -> int:
+        return 0 if self.kind == "count" else self.allowed_lateness
+
+    def process_columns(self, ts, values, *, ordered: bool = False, in_order: bool | None = None,
+                        copy: bool = True):
+        """As ``ExecutionTree.process_columns``; ``qidx`` indexes ``queries``."""
+        if self.kind == "count" or (len(self.gens) == 1 and self.gens[0].t_start == NEG_INF
+                                    and self.gens[0].identity and not self.gens[0].bounded()):
+            g = self.gens[0]
+            cols = g.tree.process_columns(ts, values, ordered=ordered, in_order=in_order,
+                                          copy=copy)
+            if self.kind != "count" and ts is not None and len(ts):
+                self.max_ts = max(self.max_ts, int(np.max(ts)))
+            else:
+                self.max_ts = max(self.max_ts, g.tree.slicer.max_ts)
+            self._take_late(g)
+            return cols
+        ts = np.asarray(ts, dtype=np.int64)
+        values = np.asarray(values)
+        if not ts.shape[0]:
+            return None
+        prev = self.max_ts
+        out = []
+        t_min = int(ts.min())
+        first_start = min((g.t_start for g in self.gens), default=INF)
+        for g in list(self.gens):
+            if g.t_start == NEG_INF or t_min >= g.t_start:
+                cols = g.tree.process_columns(ts, values, ordered=ordered, in_order=in_order,
+                                              copy=copy)
+            else:
+                m = ts >= g.t_start
+                if not m.any():
+                    continue
+                cols = g.tree.process_columns(ts[m], values[m], ordered=ordered,
+                                              in_order=in_order, copy=False)
+            c = g.keep(cols)
+            if c is not None:
+                out.append(c)
+            self._take_late(g)
+        if t_min < first_start:
+            self._unrouted(ts, values, prev, first_start)
+        self.max_ts = max(prev, int(ts.max()))
+        out += self._retire()
+        return _concat(out, ordered)
+
+    def _unrouted(self, ts, values, prev: int, first_start: int) -> None:
+        """Tuples older than every running generation: late or outside every window."""
+        run = np.maximum.accumulate(ts)
+        if prev != NEG_INF:
+            run = np.maximum(run, prev)
+        W = run - self.gens_lateness
+        m = ts < first_start
+        t, v, w = ts[m], values[m], W[m]
+        late = np.zeros(t.shape[0], dtype=bool)
+        starts = np.array([s for s, _ in self.retired], dtype=np.int64)
+        owner = np.searchsorted(starts, t, side="right") - 1
+        for gi, (_, rs) in enumerate(self.retired):
+            sel = owner == gi
+            if not sel.any():
+                continue
+            tt, ww = t[sel], w[sel]
+            hit = np.zeros(tt.shape[0], dtype=bool)
+            for r, s in rs:
+                k_lo = (tt - r) // s + 1
+                hit |= (k_lo <= tt // s) & (k_lo * s + r <= ww)
+            late[np.flatnonzero(sel)[hit]] = True
+        if late.any():
+            self._late_ts.append(t[late])
+            self._late_v.append(v[late])
+            self._late_count += int(late.sum())
+        self.outside += int((~late).sum())
+
+    def flush_columns(self, *, ordered: bool = False):
+        """End of input: every generation emits its pending windows (domains applied)."""
+        out = []
+        for g in self.gens:
+            c = g.keep(g.tree.flush_columns(ordered=ordered))
+            if c is not None:
+                out.append(c)
+            self._take_late(g)
+        self.flushed = True
+        return _concat(out, ordered)
+
+    def process(self, ts, values):
+        """``process_columns`` as a pyarrow table (tests, small uses)."""
+        return self._table(self.process_columns(ts, values, ordered=True))
+
+    def flush(self):
+        return self._table(self.flush_columns(ordered=True))
+
+    def _table(self, cols):
+        import pyarrow as pa
+        if cols is None:
+            return pa.table({"query_id": pa.array([], pa.string()),
+                             "window_start": pa.array([], pa.int64()),
+                             "window_end": pa.array([], pa.int64()),
+                             "value": pa.array([], pa.float64())})
+        q, st, en, va = cols
+        ids = np.array([x.id for x in self.queries], dtype=object)
+        return pa.table({"query_id": pa.array(ids[q], pa.string()),
+                         "window_start": pa.array(st, pa.int64()),
+                         "window_end": pa.array(en, pa.int64()), "value": pa.array(va)})
+
+    @property
+    def late(self) -> LateTuples:
+        isi = self._dtype()
+        vdt = np.float64 if isi is np.float64 else np.int64
+        ts = np.concatenate(self._late_ts) if self._late_ts else np.zeros(0, np.int64)
+        v = np.concatenate(self._late_v) if self._late_v else np.zeros(0, vdt)
+        return LateTuples(self._late_count, ts, v)
+
+    def stats(self) -> dict:
+        st: dict = {}
+        for g in self.gens:
+            for k, v in g.tree.stats().items():
+                if isinstance(v, (bool, np.bool_)):
+                    st[k] = bool(st.get(k, True)) and bool(v)
+                elif isinstance(v, (int, np.integer)):
+                    st[k] = st.get(k, 0) + int(v)
+        st["late"] = self._late_count
+        st["outside_windows"] = st.get("outside_windows", 0) + self.outside
+        st["generations"] = len(self.gens)
+        st["active_queries"] = len(self.active)
+        return st
+
+    def op_counts(self) -> dict:
+        total = slices = 0
+        for g in self.gens:
+            oc = g.tree.op_counts()
+            total += int(oc["total"])
+            slices += int(oc["slices"])
+        return {"slices": slices, "total": total, "omega": total / slices if slices else 0.0}
+
+    def done(self) -> bool:
+        """Every query removed and every generation dropped: the tree can go."""
+        return not self.active and not self.gens
+
+    # -- snapshot -------------------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """numpy .npz bytes: JSON metadata + each running generation's own snapshot."""
+        meta = {"version": 1, "live": True, "technique": self.technique,
+                "allowed_lateness": self.allowed_lateness, "count_ops": self.count_ops,
+                "slicing": self.slicing, "queries": [q.as_dict() for q in self.queries],
+                "active": self.active, "max_ts": int(self.max_ts), "outside": self.outside,
+                "late_count": self._late_count, "flushed": self.flushed,
+                "dtype": None if self._dtype() is None else np.dtype(self._dtype()).name,
+                "retired": [[int(t), [list(x) for x in rs]] for t, rs in self.retired],
+                "gens": [{"t_start": int(g.t_start), "qmap": g.qmap.tolist(),
+                          "lo": g.lo.tolist(), "hi": g.hi.tolist(), "ehi": g.ehi.tolist(),
+                          "late_seen": g.late_seen} for g in self.gens]}
+        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        lt = self.late
+        arrays["late_ts"], arrays["late_v"] = lt.ts, lt.values
+        for i, g in enumerate(self.gens):
+            arrays[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    @classmethod
+    def restore(cls, data: bytes) -> "LiveTree":
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays["meta"].tobytes().decode())
+        if not meta.get("live"):
+            raise ValueError("not a LiveTree snapshot")
+        self = cls.__new__(cls)
+        self.technique = meta["technique"]
+        self.allowed_lateness = int(meta["allowed_lateness"])
+        self.count_ops = bool(meta["count_ops"])
+        self.slicing = meta["slicing"]
+        self.dtype = None if meta["dtype"] is None else np.dtype(meta["dtype"]).type
+        self.queries = [normalize_query(q) for q in meta["queries"]]
+        self._index = {q.id: i for i, q in enumerate(self.queries)}
+        self.active = list(meta["active"])
+        self.max_ts = int(meta["max_ts"])
+        self.outside = int(meta["outside"])
+        self.flushed = bool(meta["flushed"])
+        self.retired = [(int(t), [tuple(x) for x in rs]) for t, rs in meta["retired"]]
+        self._late_ts, self._late_v = [arrays["late_ts"].copy()], [arrays["late_v"].copy()]
+        self._late_count = int(meta["late_count"])
+        self.gens = []
+        for i, gm in enumerate(meta["gens"]):
+            tree = ExecutionTree.restore(arrays[f"gen{i}"].tobytes())
+            g = _Gen(tree, int(gm["t_start"]), np.array(gm["qmap"], np.int64),
+                     np.array(gm["lo"], np.int64), np.array(gm["hi"], np.int64),
+                     np.array(gm["ehi"], np.int64), int(gm["late_seen"]))
+            g.identity = bool(np.array_equal(g.qmap, np.arange(len(g.qmap))))
+            self.gens.append(g)
+        kinds = [g.tree.kind for g in self.gens]
+        self.kind = kinds[0] if kinds else "time"
+        return self
+
+
+def _concat(parts: list, ordered: bool):
+    if not parts:
+        return None
+    if len(parts) == 1:
+        cols = parts[0]
+    else:
+        cols = tuple(np.concatenate([p[i] for p in parts]) for i in range(4))
+    if ordered:
+        o = np.lexsort((cols[0], cols[2]))
+        cols = tuple(c[o] for c in cols)
+    return cols
