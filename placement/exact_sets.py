@@ -664,7 +664,9 @@ def _min_max_capped(pr: Pricer, fam: Family, caps, ub: float, deadline: float, h
             break
         else:
             best = got
-            hi = values.index(got.max) - 1
+            # the cover may use a set up to REL above values[mid] (a later index): search
+            # strictly below mid either way, or equal-within-REL values would loop forever
+            hi = min(values.index(got.max), mid) - 1
     stats["capped_checks"] = checks
     if best is None:
         return None if proven else SetSolve([], [], INF, INF, False, values[lo] if
