@@ -374,7 +374,10 @@ class _Search:
             offer(self._key1(ctx, a, la, b, lb), i)
         return None if best["i"] is None else move_of(best["i"])
 
-    def run(self, nodes: list[list[Tree]], max_iters: int) -> list[list[Tree]]:
+    def run(self, nodes: list[list[Tree]], max_iters: int,
+            on_plan=None) -> list[list[Tree]]:
+        """Re-weave, then the best improving move, until none is left; ``on_plan(nodes)`` sees
+        every plan passed through (WG_PF archives them: ``placement.pareto``)."""
         nodes = [list(ts) for ts in nodes]
         N = len(nodes)
         loads = [sum(t.cost for t in ts) for ts in nodes]
@@ -389,6 +392,8 @@ class _Search:
                     if c < loads[j] - REL * max(1.0, loads[j]):
                         nodes[j], loads[j] = ts, c
                         rewoven = True
+            if rewoven and on_plan is not None:
+                on_plan(nodes)
             dirty.clear()
             move = self.best_move(nodes, loads)
             if move is None:
@@ -396,6 +401,8 @@ class _Search:
                     continue
                 break
             self.apply(nodes, loads, move)
+            if on_plan is not None:
+                on_plan(nodes)
             dirty |= {move[1], move[3]}
         return nodes
 

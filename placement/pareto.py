@@ -559,13 +559,14 @@ class ParetoResult:
 
 def _select(points: list[tuple[float, float]], k: int, must: list[int],
             seeds: list[tuple[float, float]]) -> list[int]:
-    """Up to ``k`` indices of ``points`` (a front sorted by TotalCost): the ends and ``must``,
-    then cover of ``seeds`` (greedy), then the largest hypervolume gain (module docstring)."""
+    """Up to ``k`` indices of ``points`` (a front sorted by TotalCost): ``must`` first (the
+    chosen plan survives even ``k = 1``), the ends, then cover of ``seeds`` (greedy), then the
+    largest hypervolume gain (module docstring)."""
     n = len(points)
     if n <= k:
         return list(range(n))
     chosen: list[int] = []
-    for i in [0, n - 1, *must]:
+    for i in [*must, 0, n - 1]:
         if i not in chosen:
             chosen.append(i)
     uncovered = [s for s in seeds if not any(weakly_dominates(points[i], s) for i in chosen)]
@@ -634,7 +635,7 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
             search.t_ref, search.m_ref = b, math.inf
             start = min(arch.items, key=lambda it: search.key(
                 [sum(t.cost for t in ts) for ts in it[1]]))[1]
-            _walk(search, start, max_iters, arch, f"budget{k}")
+            search.run(start, max_iters, on_plan=lambda ns, tag=f"budget{k}": arch.add(ns, tag))
         splitter = _Splitter(model, capv)
         for _, start, _ in list(arch.items):
             cur = [list(ts) for ts in start]
@@ -666,31 +667,3 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
     return ParetoResult(front, chosen, rule, met, note, seeds, len(arch.items), arch.seen)
 
 
-def _walk(search, start, max_iters: int, arch: _Archive, tag: str) -> None:
-    """``_Search.run`` from ``start``, archiving every plan it passes through."""
-    from placement.weaveshare import weave
-
-    nodes = [list(ts) for ts in start]
-    N = len(nodes)
-    loads = [sum(t.cost for t in ts) for ts in nodes]
-    dirty = set(range(N))
-    for _ in range(max_iters):
-        rewoven = False
-        for j in sorted(dirty):
-            if len(nodes[j]) > 1:
-                ts = weave(nodes[j], search.model)
-                c = sum(t.cost for t in ts)
-                if c < loads[j] - REL * max(1.0, loads[j]):
-                    nodes[j], loads[j] = ts, c
-                    rewoven = True
-        if rewoven:
-            arch.add(nodes, tag)
-        dirty.clear()
-        move = search.best_move(nodes, loads)
-        if move is None:
-            if rewoven:
-                continue
-            break
-        search.apply(nodes, loads, move)
-        arch.add(nodes, tag)
-        dirty |= {move[1], move[3]}
