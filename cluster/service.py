@@ -441,7 +441,9 @@ class Service:
             at, t_unreg = self._registration_time()
             by_tree: dict[str, list[str]] = {}
             for tid, t in self.trees.items():
-                gone = [q for q in t["active"] if q in set(ids)]
+                # the tree running the query, and any tree that handed it off and may still
+                # answer its windows from before the hand-off (those get capped at T_unreg)
+                gone = [q for q in t["active"] + t.get("handed", []) if q in set(ids)]
                 if gone:
                     by_tree[tid] = gone
             changes = [(self.trees[tid]["node"], tid, at, [], gone)
@@ -449,8 +451,10 @@ class Service:
             self.dep.apply_changes(changes, [])
             streams = sorted({self.queries[i]["stream"] for i in ids})
             for tid, gone in by_tree.items():
-                self.trees[tid]["active"] = [q for q in self.trees[tid]["active"]
-                                             if q not in gone]
+                t = self.trees[tid]
+                t["active"] = [q for q in t["active"] if q not in gone]
+                if t.get("handed"):
+                    t["handed"] = [q for q in t["handed"] if q not in gone]
             for i in ids:
                 del self.queries[i]
             self.write_plan()
@@ -640,6 +644,7 @@ class Service:
         for tid, c in changes.items():
             t = self.trees[tid]
             t["active"] = [q for q in t["active"] if q not in c["handoff"]] + c["add"]
+            t["handed"] = [q for q in t.get("handed", []) if q not in c["add"]] + c["handoff"]
         for tid, t, node in new_trees:
             self.trees[tid] = {"node": node, "stream": t.stream,
                                "active": [q.id for q in t.queries]}

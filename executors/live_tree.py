@@ -183,12 +183,16 @@ class LiveTree:
         queries (unregistered at ``at``: windows ending at or before it).  ``handoff``: queries
         that leave this tree for another one that takes them from ``at`` on (re-weaving): this
         tree still answers their windows *starting* before ``at``, so together the two trees
-        answer every window once.  ``at`` must be later than every timestamp consumed.
-        Returns ``at``."""
+        answer every window once; a handed-off query removed later (at the tree that took it)
+        must be removed here too, which only caps its windows left here.  ``at`` must be later
+        than every timestamp consumed.  Returns ``at``."""
         at = int(at)
         add = [normalize_query(q) for q in add]
         capped = [str(r) for r in remove]
-        remove = capped + [str(r) for r in handoff]
+        # a query this tree handed off earlier still has windows here (starting before the
+        # hand-off): its removal caps them too, and changes nothing else in this tree
+        handed = [r for r in capped if r not in self.active and r in self._index]
+        remove = [r for r in capped if r not in handed] + [str(r) for r in handoff]
         if self.kind == "count":
             raise ValueError("queries over count windows cannot be added to or removed from "
                              "a running tree")
@@ -213,15 +217,15 @@ class LiveTree:
         unknown = [r for r in remove if r not in self.active]
         if unknown:
             raise ValueError(f"unknown query ids (not running in this tree): {unknown}")
+        for old in self.gens:  # a removed query answers no window ending after T_unreg,
+            rm = np.isin(np.array([q.id for q in old.tree.queries], dtype=object),  # in any
+                         np.array(capped, dtype=object))                          # generation
+            old.ehi = np.where(rm, np.minimum(old.ehi, at), old.ehi)
         if not add and not remove:
             return at
         g = self.newest
         if g is not None:
             g.hi = np.minimum(g.hi, at)
-        for old in self.gens:  # a removed query answers no window ending after T_unreg,
-            rm = np.isin(np.array([q.id for q in old.tree.queries], dtype=object),  # in any
-                         np.array(capped, dtype=object))                          # generation
-            old.ehi = np.where(rm, np.minimum(old.ehi, at), old.ehi)
         keep = [self.queries[self._index[qid]] for qid in self.active if qid not in set(remove)]
         new = keep + add
         if new:

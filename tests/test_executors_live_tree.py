@@ -202,6 +202,9 @@ def test_handoff_between_trees(w, data):
             rm = [r for r in remove if r in mine]
             if t is not None and rm:
                 t.change(at, remove=rm)
+        handed_rm = [r for r in remove if r in in_b]
+        if handed_rm:  # a still answers their windows starting before the hand-off: cap them
+            a.change(at, remove=handed_rm)
         active = [x for x in active if x not in remove]
         in_b = [x for x in in_b if x not in remove]
         if add:
@@ -222,3 +225,21 @@ def test_handoff_between_trees(w, data):
             out += rows(t.flush_columns(), t)
     out.sort(key=lambda x: (x[0], x[1]))
     assert_same(out, want, float(np.abs(v).max()) if v.shape[0] else 1.0)
+
+
+def test_removal_after_handoff_caps_the_old_tree():
+    """A query handed from A to B at T and removed at T_unreg: A still holds its windows that
+    start before T; those ending after T_unreg must not be answered (found by the property
+    test above: ``q0`` (r 2, s 1) handed off and removed at 1 answered ``[0, 2)``)."""
+    q0 = {"id": "q0", "aggregate": "sum", "range": 2, "slide": 1}
+    a = LiveTree([q0, {"id": "q1", "aggregate": "sum", "range": 1, "slide": 1}])
+    out = rows(a.process_columns(np.zeros(3, dtype=np.int64), np.ones(3)), a)
+    a.change(1, handoff=["q0"])
+    b = LiveTree([q0], t_start=1)
+    b.change(1, remove=["q0"])
+    a.change(1, remove=["q0"])        # cap-only: q0 is no longer active in A
+    assert a.active == ["q1"]
+    with pytest.raises(ValueError, match="unknown query ids"):
+        a.change(1, remove=["zz"])
+    out += rows(a.flush_columns(), a) + rows(b.flush_columns(), b)
+    assert sorted(o[:4] for o in out) == [("q0", -1, 1, 3.0), ("q1", 0, 1, 3.0)]
