@@ -229,6 +229,33 @@ class FeedStats:
         return self.rows / self.seconds if self.seconds else 0.0
 
 
+def push_batches(deployment, batches, st: FeedStats, t0: float, *,
+                 keep: Sequence[str] | None = None, max_rows: int | None = None,
+                 skip_empty: bool = False) -> None:
+    """Feed ``batches`` (Arrow tables) to ``deployment`` in order, counting into ``st``: the
+    producer's time (Spark, or a reader) apart from the push, a rows/s timeline from ``t0``,
+    at most ``max_rows`` rows, only the ``keep`` columns."""
+    while True:
+        t1 = time.perf_counter()
+        b = next(batches, None)
+        st.spark_seconds += time.perf_counter() - t1
+        if b is None:
+            break
+        if skip_empty and not b.num_rows:
+            continue
+        if max_rows is not None and st.rows + b.num_rows > max_rows:
+            b = b.slice(0, max_rows - st.rows)
+        if keep is not None:
+            b = b.select(keep)
+        deployment.feed(None, b)
+        st.rows += b.num_rows
+        st.batches += 1
+        now = time.perf_counter()
+        st.timeline.append({"t_s": now - t0, "rows": b.num_rows / max(now - t1, 1e-9)})
+        if max_rows is not None and st.rows >= max_rows:
+            break
+
+
 def feed_raw(deployment, spark, path: str, *, streams: Sequence[str] | None = None,
              batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000, order: str = "auto",
              max_rows: int | None = None) -> FeedStats:
@@ -245,23 +272,7 @@ def feed_raw(deployment, spark, path: str, *, streams: Sequence[str] | None = No
     cs: dict = {}
     it = ordered_arrow_batches(df, batch_rows=batch_rows, chunk_rows=chunk_rows, order=order,
                                stats=cs, path=path)
-    keep = ["ts_ms"] + streams
-    while True:
-        t1 = time.perf_counter()
-        b = next(it, None)
-        st.spark_seconds += time.perf_counter() - t1
-        if b is None:
-            break
-        if max_rows is not None and st.rows + b.num_rows > max_rows:
-            b = b.slice(0, max_rows - st.rows)
-        b = b.select(keep)
-        deployment.feed(None, b)
-        st.rows += b.num_rows
-        st.batches += 1
-        now = time.perf_counter()
-        st.timeline.append({"t_s": now - t0, "rows": b.num_rows / max(now - t1, 1e-9)})
-        if max_rows is not None and st.rows >= max_rows:
-            break
+    push_batches(deployment, it, st, t0, keep=["ts_ms"] + streams, max_rows=max_rows)
     st.seconds = time.perf_counter() - t0
     st.chunks, st.sorted_chunks = cs.get("chunks", 0), cs.get("sorted_chunks", 0)
     return st

@@ -43,7 +43,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .spark_feed import FeedStats, feed_raw, feed_sliced
+from .spark_feed import FeedStats, feed_raw, feed_sliced, push_batches
 
 #: byte range per Spark task at most (64 MiB: ~400 K lines, ~0.3 s of parsing, ~60 MB of
 #: parsed columns in the task's memory at worst)
@@ -236,22 +236,6 @@ def _feed_parts(deployment, stage: TextStage, streams: list[str], batch_rows: in
     st = FeedStats()
     t0 = time.perf_counter()
     it = _stage_batches(stage, ["ts_ms", *streams], batch_rows)
-    while True:
-        t1 = time.perf_counter()
-        b = next(it, None)
-        st.spark_seconds += time.perf_counter() - t1
-        if b is None:
-            break
-        if not b.num_rows:
-            continue
-        if max_rows is not None and st.rows + b.num_rows > max_rows:
-            b = b.slice(0, max_rows - st.rows)
-        deployment.feed(None, b)
-        st.rows += b.num_rows
-        st.batches += 1
-        now = time.perf_counter()
-        st.timeline.append({"t_s": now - t0, "rows": b.num_rows / max(now - t1, 1e-9)})
-        if max_rows is not None and st.rows >= max_rows:
-            break
+    push_batches(deployment, it, st, t0, max_rows=max_rows, skip_empty=True)
     st.chunks = len(stage.parts)
     return st

@@ -555,7 +555,6 @@ def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[in
     states are remembered; compiled with numba, resumable in chunks so the deadline holds;
     ``checks`` counts chunks of at most 200,000 expansions). Why not CP-SAT: its LP bound of a min-max set partition is weak
     (20 queries, 8 nodes: not proven in minutes); the search proves it in seconds."""
-    full = (1 << n) - 1
     cols = sorted((v, m) for m, v in fam.best.items() if v <= ub * (1 + REL))
     values = sorted({v for v, _ in cols})
     checks = [0]
