@@ -153,8 +153,6 @@ class LiveDeployment(Deployment):
         is replayed twice or lost (``lose_node``, for a node that is gone, replays instead)."""
         import ray
 
-        from .recovery import RestoreSource
-
         t0 = time.perf_counter()
         if nid not in self.nodes:
             raise DeploymentError(f"unknown node {nid!r}; nodes: {', '.join(self.nodes)}")
@@ -171,11 +169,7 @@ class LiveDeployment(Deployment):
                 raise DeploymentError(f"tree {t['id']!r} cannot move to {dest!r}")
             groups.setdefault(dest, []).append(t)
         for dest, trees in sorted(groups.items()):
-            n = self.nodes[dest]
-            ray.get(n.actor.add_trees.remote(trees, src.blob))
-            n.spec = {**n.spec, "trees": n.spec["trees"] + trees}
-            n.sources.append(RestoreSource(trees, src.blob, src.seq, nid))
-            n.added += len(trees)
+            self._restore_trees_on(dest, trees, src, nid)
         try:
             ray.kill(gone.actor, no_restart=True)
         except Exception:
@@ -188,6 +182,19 @@ class LiveDeployment(Deployment):
         return {"node": nid, "trees": {str(t["id"]): d for d, ts in groups.items() for t in ts},
                 "moved": sum(len(ts) for ts in groups.values()),
                 "seconds": time.perf_counter() - t0}
+
+    def _restore_trees_on(self, dest: str, trees: list[dict], src, origin: str) -> None:
+        """Node ``dest`` restores ``trees`` from ``src`` (the host's last snapshot, a
+        ``RestoreSource``) and keeps that source for its own recovery."""
+        import ray
+
+        from .recovery import RestoreSource
+
+        n = self.nodes[dest]
+        ray.get(n.actor.add_trees.remote(trees, src.blob))
+        n.spec = {**n.spec, "trees": n.spec["trees"] + trees}
+        n.sources.append(RestoreSource(trees, src.blob, src.seq, origin))
+        n.added += len(trees)
 
     def move_trees(self, moves: dict[str, str]) -> int:
         """Move whole trees (tree id -> destination node) at a checkpoint: every node is
@@ -213,11 +220,7 @@ class LiveDeployment(Deployment):
             for t in mv:
                 groups.setdefault(moves[str(t["id"])], []).append(t)
             for dest, trees in sorted(groups.items()):
-                n = self.nodes[dest]
-                ray.get(n.actor.add_trees.remote(trees, base.blob))
-                n.spec = {**n.spec, "trees": n.spec["trees"] + trees}
-                n.sources.append(RestoreSource(trees, base.blob, base.seq, hid))
-                n.added += len(trees)
+                self._restore_trees_on(dest, trees, base, hid)
             ids = [str(t["id"]) for t in mv]
             ray.get(h.actor.drop_trees.remote(ids))
             h.spec = {**h.spec, "trees": [t for t in h.spec["trees"] if str(t["id"]) not in ids]}
