@@ -35,14 +35,15 @@ units; ``cost_check``: the mean measured/plan ratio over nodes and the ratio per
 ``finish`` in each row: where ``Deployment.finish`` spent its time (nodes working off their
 queues, flush, answers handed over, driver merge).
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -65,8 +66,11 @@ def _spark_jobs(spark, path, queries):
     from pyspark.sql import functions as F
 
     fn = {"sum": F.sum, "count": F.count, "avg": F.avg, "min": F.min, "max": F.max}
-    df = spark.read.parquet(str(path)).select("ts_ms", *STREAMS) \
+    df = (
+        spark.read.parquet(str(path))
+        .select("ts_ms", *STREAMS)
         .withColumn("t", F.timestamp_millis("ts_ms"))
+    )
     groups: dict[tuple[int, int], list] = defaultdict(list)
     for q in queries:
         groups[(q.range, q.slide)].append(q)
@@ -93,13 +97,23 @@ def spark_sql_answers(spark, path, queries) -> pa.Table:
 
     parts = []
     for _, qs, d in _spark_jobs(spark, path, queries):
-        t = d.select(F.unix_millis("w.start").alias("ws"), F.unix_millis("w.end").alias("we"),
-                     *[F.col(q.id).cast("double") for q in qs]).toArrow()
+        t = d.select(
+            F.unix_millis("w.start").alias("ws"),
+            F.unix_millis("w.end").alias("we"),
+            *[F.col(q.id).cast("double") for q in qs],
+        ).toArrow()
         ws, we = t.column("ws"), t.column("we")
         for q in qs:
-            parts.append(pa.table({"query_id": pa.array([q.id] * t.num_rows, pa.string()),
-                                   "window_start": ws, "window_end": we,
-                                   "value": t.column(q.id)}))
+            parts.append(
+                pa.table(
+                    {
+                        "query_id": pa.array([q.id] * t.num_rows, pa.string()),
+                        "window_start": ws,
+                        "window_end": we,
+                        "value": t.column(q.id),
+                    }
+                )
+            )
     out = pa.concat_tables(parts)
     return out.sort_by([("query_id", "ascending"), ("window_start", "ascending")])
 
@@ -130,20 +144,22 @@ def _warm_python_workers(spark) -> None:
     sc = spark.sparkContext
     n = max(1, int(sc.defaultParallelism))
     sc.parallelize(range(n), n).mapPartitions(
-        lambda it: [__import__("executors.slice_input").__name__]).collect()
+        lambda it: [__import__("executors.slice_input").__name__]
+    ).collect()
 
 
 def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight, count_ops):
+    import ray
+
     from .deploy import Deployment
     from .spark_feed import feed_raw, feed_sliced
-
-    import ray
 
     if mode == "sliced":
         _warm_python_workers(spark)
 
-    with Deployment(plan, mode=mode, max_in_flight=max_in_flight, count_ops=count_ops,
-                    auto_recover=False) as dep:
+    with Deployment(
+        plan, mode=mode, max_in_flight=max_in_flight, count_ops=count_ops, auto_recover=False
+    ) as dep:
         # new actor processes load numba kernels on first use (~0.5-1 s): not the feed's cost
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
         t = time.perf_counter()
@@ -199,10 +215,19 @@ def _measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
             lam["trees"] += 1
             lam["plan"] += rates.get(t["stream"], 0.0)
             folded = (m["stream_tuples"] if mode == "raw" else m["stream_slices"]).get(
-                t["stream"], 0)
+                t["stream"], 0
+            )
             lam["measured"] += folded / span_ms
-            p = parts.setdefault(tech, {"trees": 0, "plan": 0.0, "measured": 0.0,
-                                        "plan_edges_per_ms": 0.0, "edges_per_ms": 0.0})
+            p = parts.setdefault(
+                tech,
+                {
+                    "trees": 0,
+                    "plan": 0.0,
+                    "measured": 0.0,
+                    "plan_edges_per_ms": 0.0,
+                    "edges_per_ms": 0.0,
+                },
+            )
             p["trees"] += 1
             p["plan"] += float(t["edge_rate"]) * float(t["omega"])
             p["measured"] += tm.get("final_ops", 0) / PRIMITIVES.get(agg, 1) / span_ms
@@ -215,11 +240,14 @@ def _measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
             for k in ("plan", "measured", "plan_edges_per_ms", "edges_per_ms"):
                 if k in v:
                     v[k] = round(v[k], 4)
-        out[n["id"]] = {"plan_cost": round(plan_cost, 4), "plan_cost_in_plan": round(
-                            float(n.get("cost") or 0.0), 4),
-                        "measured_cost": round(meas, 4),
-                        "ratio": round(meas / plan_cost, 4) if plan_cost else None,
-                        "parts": parts, "busy_s": round(m["busy_s"], 3)}
+        out[n["id"]] = {
+            "plan_cost": round(plan_cost, 4),
+            "plan_cost_in_plan": round(float(n.get("cost") or 0.0), 4),
+            "measured_cost": round(meas, 4),
+            "ratio": round(meas / plan_cost, 4) if plan_cost else None,
+            "parts": parts,
+            "busy_s": round(m["busy_s"], 3),
+        }
     return out
 
 
@@ -237,19 +265,34 @@ def cost_summary(node_cost: dict) -> dict:
     for q in parts.values():
         q["ratio"] = round(q["measured"] / q["plan"], 4) if q["plan"] else None
         q["plan"], q["measured"] = round(q["plan"], 4), round(q["measured"], 4)
-    return {"mean_node_ratio": round(sum(ratios) / len(ratios), 4) if ratios else None,
-            "node_ratios": {k: v["ratio"] for k, v in node_cost.items()}, "parts": parts}
+    return {
+        "mean_node_ratio": round(sum(ratios) / len(ratios), 4) if ratios else None,
+        "node_ratios": {k: v["ratio"] for k, v in node_cost.items()},
+        "parts": parts,
+    }
 
 
-def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
-                  modes: Sequence[str] = ("raw", "sliced"), duration_s: float = 2000,
-                  rate_hz: float = 100, *, nodes: int = 2, spark_sql: bool = True,
-                  check_max_queries: int = 100, check_sample: int = 0,
-                  data_dir: str | Path = "/tmp/weaveplace-bench-e2e",
-                  batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000,
-                  max_in_flight: int = 4, count_ops: bool = True, spark_master: str = "local[2]",
-                  seed: int = 0, repeat: int = 2, sql_repeat_below_s: float = 60.0,
-                  log=print) -> list[dict]:
+def run_e2e_bench(
+    queries_list: Sequence[int] = (1, 10, 100, 1000),
+    modes: Sequence[str] = ("raw", "sliced"),
+    duration_s: float = 2000,
+    rate_hz: float = 100,
+    *,
+    nodes: int = 2,
+    spark_sql: bool = True,
+    check_max_queries: int = 100,
+    check_sample: int = 0,
+    data_dir: str | Path = "/tmp/weaveplace-bench-e2e",
+    batch_rows: int = 1 << 18,
+    chunk_rows: int = 1_000_000,
+    max_in_flight: int = 4,
+    count_ops: bool = True,
+    spark_master: str = "local[2]",
+    seed: int = 0,
+    repeat: int = 2,
+    sql_repeat_below_s: float = 60.0,
+    log=print,
+) -> list[dict]:
     """Run the benchmark; one row (dict) per (query count, mode) including ``spark_sql``.
 
     Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
@@ -280,28 +323,43 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
             if spark_sql:
                 spark_sql_time(spark, path, e2e_queries(3))
             for mode in modes:
-                _run_mode(warm, mode, spark, path, batch_rows=batch_rows,
-                          chunk_rows=chunk_rows, max_in_flight=max_in_flight,
-                          count_ops=count_ops)
+                _run_mode(
+                    warm,
+                    mode,
+                    spark,
+                    path,
+                    batch_rows=batch_rows,
+                    chunk_rows=chunk_rows,
+                    max_in_flight=max_in_flight,
+                    count_ops=count_ops,
+                )
             for nq in queries_list:
                 qs = e2e_queries(nq, seed=seed)
                 plan = round_robin_plan(qs, nodes, rate_hz / 1000)
                 avg_ids = {q.id for q in qs if q.aggregate == "avg"}
                 ref = None
                 check_qs = []
-                base = {"queries": nq, "rows": n_rows,
-                        "trees": sum(len(n["trees"]) for n in plan["nodes"]),
-                        "distinct_rs": len({(q.range, q.slide) for q in qs}),
-                        "r_mod_s_ne_0": sum(1 for q in qs if q.range % q.slide)}
+                base = {
+                    "queries": nq,
+                    "rows": n_rows,
+                    "trees": sum(len(n["trees"]) for n in plan["nodes"]),
+                    "distinct_rs": len({(q.range, q.slide) for q in qs}),
+                    "r_mod_s_ne_0": sum(1 for q in qs if q.range % q.slide),
+                }
                 if spark_sql:
                     secs, jobs = spark_sql_time(spark, path, qs)
                     runs = [secs]
                     while len(runs) < repeat and max(runs) < sql_repeat_below_s:
                         runs.append(spark_sql_time(spark, path, qs)[0])
                     secs = min(runs)
-                    row = {**base, "mode": "spark_sql", "seconds": round(secs, 3),
-                           "runs_s": [round(x, 3) for x in runs],
-                           "tuples_per_s": round(n_rows / secs), "spark_jobs": jobs}
+                    row = {
+                        **base,
+                        "mode": "spark_sql",
+                        "seconds": round(secs, 3),
+                        "runs_s": [round(x, 3) for x in runs],
+                        "tuples_per_s": round(n_rows / secs),
+                        "spark_jobs": jobs,
+                    }
                     if nq <= check_max_queries:
                         check_qs = qs
                     else:  # a random sample of the queries (checking all is one job per r, s)
@@ -318,27 +376,42 @@ def run_e2e_bench(queries_list: Sequence[int] = (1, 10, 100, 1000),
                 for mode in modes:
                     best, runs = None, []
                     for _ in range(max(1, repeat)):
-                        got = _run_mode(plan, mode, spark, path, batch_rows=batch_rows,
-                                        chunk_rows=chunk_rows, max_in_flight=max_in_flight,
-                                        count_ops=count_ops)
+                        got = _run_mode(
+                            plan,
+                            mode,
+                            spark,
+                            path,
+                            batch_rows=batch_rows,
+                            chunk_rows=chunk_rows,
+                            max_in_flight=max_in_flight,
+                            count_ops=count_ops,
+                        )
                         runs.append(got[2])
                         if best is None or got[2] < best[2]:
                             best = got
                     fs, res, wall = best
                     answers[mode] = res.answers
-                    row = {**base, "mode": mode, "seconds": round(wall, 3),
-                           "runs_s": [round(x, 3) for x in runs],
-                           "tuples_per_s": round(n_rows / wall),
-                           "feed_s": round(fs.seconds, 3),
-                           "spark_wait_s": round(fs.spark_seconds, 3),
-                           "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
-                           "answers": res.answers.num_rows,
-                           "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()}}
+                    row = {
+                        **base,
+                        "mode": mode,
+                        "seconds": round(wall, 3),
+                        "runs_s": [round(x, 3) for x in runs],
+                        "tuples_per_s": round(n_rows / wall),
+                        "feed_s": round(fs.seconds, 3),
+                        "spark_wait_s": round(fs.spark_seconds, 3),
+                        "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
+                        "answers": res.answers.num_rows,
+                        "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()},
+                    }
                     if ref is not None:
                         ours = res.answers
                         if len(check_qs) < nq:
-                            ours = ours.filter(pc.is_in(ours.column("query_id"), value_set=pa.array(
-                                [q.id for q in check_qs])))
+                            ours = ours.filter(
+                                pc.is_in(
+                                    ours.column("query_id"),
+                                    value_set=pa.array([q.id for q in check_qs]),
+                                )
+                            )
                         diff = compare_answers(ours, ref, avg_ids)
                         row["checked_queries"] = len(check_qs)
                         row["equal_to_spark_sql"] = diff is None
@@ -376,13 +449,23 @@ def format_table(rows: list[dict]) -> str:
         cells = [f"{v[m]['tuples_per_s']:>16,}" if m in v else f"{'-':>16}" for m in modes]
         if "spark_sql" in v:
             sql = v["spark_sql"]["tuples_per_s"]
-            cells += [f"{v[m]['tuples_per_s'] / sql:>11.1f}x" if m in v else f"{'-':>12}"
-                      for m in modes if m != "spark_sql"]
-        chk = ",".join(f"{m}={'ok' if v[m]['equal_to_spark_sql'] else 'DIFF'}"
-                       for m in ("raw", "sliced") if m in v and "equal_to_spark_sql" in v[m])
+            cells += [
+                f"{v[m]['tuples_per_s'] / sql:>11.1f}x" if m in v else f"{'-':>12}"
+                for m in modes
+                if m != "spark_sql"
+            ]
+        chk = ",".join(
+            f"{m}={'ok' if v[m]['equal_to_spark_sql'] else 'DIFF'}"
+            for m in ("raw", "sliced")
+            if m in v and "equal_to_spark_sql" in v[m]
+        )
         lines.append(f"{n:>8} " + " ".join(cells) + f"  {chk or 'not checked'}")
-    cost = [(n, m, v[m]["cost_check"]) for n, v in sorted(by_n.items()) for m in ("raw", "sliced")
-            if m in v and "cost_check" in v[m]]
+    cost = [
+        (n, m, v[m]["cost_check"])
+        for n, v in sorted(by_n.items())
+        for m in ("raw", "sliced")
+        if m in v and "cost_check" in v[m]
+    ]
     if cost:
         lines.append("cost check (measured / plan): mean over nodes; per part")
         for n, m, c in cost:
@@ -392,8 +475,11 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cluster.bench_e2e", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m cluster.bench_e2e",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--queries", type=int, nargs="+", default=[1, 10, 100, 1000])
     ap.add_argument("--modes", nargs="+", default=["raw", "sliced"], choices=["raw", "sliced"])
     ap.add_argument("--duration-s", type=float, default=2000)
@@ -401,19 +487,32 @@ def main(argv=None) -> int:
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--no-spark-sql", action="store_true")
     ap.add_argument("--check-max-queries", type=int, default=100)
-    ap.add_argument("--check-sample", type=int, default=0,
-                    help="above --check-max-queries, check this many random queries")
+    ap.add_argument(
+        "--check-sample",
+        type=int,
+        default=0,
+        help="above --check-max-queries, check this many random queries",
+    )
     ap.add_argument("--batch-rows", type=int, default=1 << 18)
     ap.add_argument("--chunk-rows", type=int, default=1_000_000)
     ap.add_argument("--no-count-ops", action="store_true")
     ap.add_argument("--repeat", type=int, default=2, help="runs per mode; the best counts")
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     a = ap.parse_args(argv)
-    rows = run_e2e_bench(a.queries, a.modes, a.duration_s, a.rate_hz, nodes=a.nodes,
-                         spark_sql=not a.no_spark_sql, check_max_queries=a.check_max_queries,
-                         check_sample=a.check_sample,
-                         batch_rows=a.batch_rows, chunk_rows=a.chunk_rows,
-                         count_ops=not a.no_count_ops, repeat=max(1, a.repeat))
+    rows = run_e2e_bench(
+        a.queries,
+        a.modes,
+        a.duration_s,
+        a.rate_hz,
+        nodes=a.nodes,
+        spark_sql=not a.no_spark_sql,
+        check_max_queries=a.check_max_queries,
+        check_sample=a.check_sample,
+        batch_rows=a.batch_rows,
+        chunk_rows=a.chunk_rows,
+        count_ops=not a.no_count_ops,
+        repeat=max(1, a.repeat),
+    )
     print(format_table(rows))
     if a.out:
         Path(a.out).write_text(json.dumps(rows, indent=1))

@@ -9,6 +9,7 @@ random sliding queries over mf01-mf03 (slides multiples of 100 ms, ranges 1-10 s
 with ``r mod s != 0``), woven by WeaveShare and dealt round-robin over ``--nodes`` nodes.
 Prints one JSON line: feed rows/s, startup and per-node busy seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,12 @@ STREAMS = ("mf01", "mf02", "mf03")
 def bench_queries(n: int, seed: int = 0):
     from placement.queries import Query
 
-    qs = [Query("debs_avg1s", 1000, 1000, "avg", "mf01"),
-          Query("debs_min1s", 1000, 1000, "min", "mf01"),
-          Query("debs_max1s", 1000, 1000, "max", "mf01"),
-          Query("debs_cnt1s", 1000, 1000, "count", "mf01")]
+    qs = [
+        Query("debs_avg1s", 1000, 1000, "avg", "mf01"),
+        Query("debs_min1s", 1000, 1000, "min", "mf01"),
+        Query("debs_max1s", 1000, 1000, "max", "mf01"),
+        Query("debs_cnt1s", 1000, 1000, "count", "mf01"),
+    ]
     qs += [Query(f"debs_avg60s_{s}", 60_000, 1000, "avg", s) for s in STREAMS]
     rng = np.random.default_rng(seed)
     aggs = ("sum", "count", "avg", "min", "max")
@@ -85,26 +88,47 @@ def main(argv=None) -> int:
     plan = round_robin_plan(bench_queries(a.queries), a.nodes, a.rate_hz / 1000)
     t_plan = time.perf_counter() - t
     t = time.perf_counter()
-    res = run_live(plan, data, out / "run", spark_master=a.master, batch_rows=a.batch_rows,
-                   order=a.order, chunk_rows=a.chunk_rows,
-                   max_in_flight=a.max_in_flight, checkpoint_every=a.checkpoint_every,
-                   max_log_bytes=a.max_log_mib << 20)
+    res = run_live(
+        plan,
+        data,
+        out / "run",
+        spark_master=a.master,
+        batch_rows=a.batch_rows,
+        order=a.order,
+        chunk_rows=a.chunk_rows,
+        max_in_flight=a.max_in_flight,
+        checkpoint_every=a.checkpoint_every,
+        max_log_bytes=a.max_log_mib << 20,
+    )
     total = time.perf_counter() - t
     m = res.metrics
-    print(json.dumps({
-        "rows": m["feed"]["rows"], "queries": len(plan["queries"]), "nodes": a.nodes,
-        "trees": sum(len(n["trees"]) for n in plan["nodes"]), "batch_rows": a.batch_rows,
-        "order": a.order, "feed_s": round(m["feed"]["seconds"], 2),
-        "feed_rows_per_s": round(m["feed"]["rows_per_s"]),
-        "spark_wait_s": round(m["feed"]["spark_seconds"], 2),
-        "finish_s": round(m["finish_s"], 2), "checkpoints": m["checkpoints"],
-        "answers": res.answers.num_rows,
-        "startup_ray_s": round(m["startup"]["ray_s"], 1),
-        "startup_spark_s": round(m["startup"]["spark_s"], 1),
-        "plan_s": round(t_plan, 2), "total_s": round(total, 1),
-        "node_busy_s": {k: round(v["busy_s"], 2) for k, v in m["nodes"].items()},
-        "driver_blocked_s": {k: round(v["driver_blocked_s"], 2) for k, v in m["nodes"].items()},
-    }), flush=True)
+    print(
+        json.dumps(
+            {
+                "rows": m["feed"]["rows"],
+                "queries": len(plan["queries"]),
+                "nodes": a.nodes,
+                "trees": sum(len(n["trees"]) for n in plan["nodes"]),
+                "batch_rows": a.batch_rows,
+                "order": a.order,
+                "feed_s": round(m["feed"]["seconds"], 2),
+                "feed_rows_per_s": round(m["feed"]["rows_per_s"]),
+                "spark_wait_s": round(m["feed"]["spark_seconds"], 2),
+                "finish_s": round(m["finish_s"], 2),
+                "checkpoints": m["checkpoints"],
+                "answers": res.answers.num_rows,
+                "startup_ray_s": round(m["startup"]["ray_s"], 1),
+                "startup_spark_s": round(m["startup"]["spark_s"], 1),
+                "plan_s": round(t_plan, 2),
+                "total_s": round(total, 1),
+                "node_busy_s": {k: round(v["busy_s"], 2) for k, v in m["nodes"].items()},
+                "driver_blocked_s": {
+                    k: round(v["driver_blocked_s"], 2) for k, v in m["nodes"].items()
+                },
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ new answer part (Ray and Spark start-up included).
 The deployment is ``sim.serve_cli.run_service`` (what ``weaveplace serve`` runs) in a thread of
 this process, driven through its control API like a user would.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import yaml
@@ -37,11 +38,19 @@ def make_queries(prefix: str, n: int, seed: int) -> list[dict]:
     out = []
     for i in range(n):
         s = int(rng.choice(SLIDES))
-        r = s * int(rng.integers(1, 7)) + (int(rng.integers(1, s // 100)) * 100 if i % 3 == 0
-                                           else 0)
-        out.append({"id": f"{prefix}{i:04d}", "stream": STREAMS[int(rng.integers(0, 3))],
-                    "aggregate": AGGS[int(rng.integers(0, len(AGGS)))], "range": r,
-                    "slide": s, "kind": "time"})
+        r = s * int(rng.integers(1, 7)) + (
+            int(rng.integers(1, s // 100)) * 100 if i % 3 == 0 else 0
+        )
+        out.append(
+            {
+                "id": f"{prefix}{i:04d}",
+                "stream": STREAMS[int(rng.integers(0, 3))],
+                "aggregate": AGGS[int(rng.integers(0, len(AGGS)))],
+                "range": r,
+                "slide": s,
+                "kind": "time",
+            }
+        )
     return out
 
 
@@ -49,10 +58,18 @@ def _pct(xs, q):
     return float(np.percentile(np.asarray(xs), q)) if len(xs) else None
 
 
-def run_serve_bench(out: Path, queries: int = 300, add_every_s: float = 1.0,
-                    speed: float = 10.0, file_s: float = 10.0, nodes: int = 3,
-                    initial: int = 12, control_samples: int = 5, resume: bool = True,
-                    say: Callable[[str], None] = print) -> dict:
+def run_serve_bench(
+    out: Path,
+    queries: int = 300,
+    add_every_s: float = 1.0,
+    speed: float = 10.0,
+    file_s: float = 10.0,
+    nodes: int = 3,
+    initial: int = 12,
+    control_samples: int = 5,
+    resume: bool = True,
+    say: Callable[[str], None] = print,
+) -> dict:
     from cluster.control import call
     from sim.config import load_config
     from sim.debs import generate_debs
@@ -77,12 +94,15 @@ def run_serve_bench(out: Path, queries: int = 300, add_every_s: float = 1.0,
 
     table = pq.read_table(data)
     rel = pc.subtract(table.column("ts_ms"), int(table.column("ts_ms")[0].as_py()))
-    cfg = {"name": "bench-serve", "workload": {"queries": make_queries("q", initial, 1)},
-           "streams": {s: {"rate": 0.1} for s in STREAMS}, "cluster": {"nodes": nodes},
-           "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
-           "data": {"directory": {"path": str(incoming), "poll_s": 0.25,
-                                  "files_per_batch": 4}},
-           "run": {"mode": "live", "output_dir": str(run_dir)}}
+    cfg = {
+        "name": "bench-serve",
+        "workload": {"queries": make_queries("q", initial, 1)},
+        "streams": {s: {"rate": 0.1} for s in STREAMS},
+        "cluster": {"nodes": nodes},
+        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
+        "data": {"directory": {"path": str(incoming), "poll_s": 0.25, "files_per_batch": 4}},
+        "run": {"mode": "live", "output_dir": str(run_dir)},
+    }
     cpath = out / "bench_serve.yaml"
     cpath.write_text(yaml.safe_dump(cfg))
     config = load_config(cpath)
@@ -113,8 +133,12 @@ def run_serve_bench(out: Path, queries: int = 300, add_every_s: float = 1.0,
     dropped: list[float] = []
 
     def drop(k: int) -> None:
-        part = table.filter(pc.and_(pc.greater_equal(rel, int(k * file_s * 1000)),
-                                    pc.less(rel, int((k + 1) * file_s * 1000))))
+        part = table.filter(
+            pc.and_(
+                pc.greater_equal(rel, int(k * file_s * 1000)),
+                pc.less(rel, int((k + 1) * file_s * 1000)),
+            )
+        )
         tmp = incoming / f".f{k:05d}.parquet"
         pq.write_table(part, tmp)
         os.replace(tmp, incoming / f"f{k:05d}.parquet")
@@ -134,8 +158,10 @@ def run_serve_bench(out: Path, queries: int = 300, add_every_s: float = 1.0,
     dth.start()
     time.sleep(2 * file_s / speed)
     st0 = call(run_dir, "GET", "/status")
-    mem0 = {"driver": st0["driver_rss_bytes"],
-            "actors": {n: v["measured"]["rss_bytes"] for n, v in st0["nodes"].items()}}
+    mem0 = {
+        "driver": st0["driver_rss_bytes"],
+        "actors": {n: v["measured"]["rss_bytes"] for n, v in st0["nodes"].items()},
+    }
     adds = make_queries("a", queries, 2)
     lat_cmd = []
     t_start = time.monotonic()
@@ -160,8 +186,10 @@ def run_serve_bench(out: Path, queries: int = 300, add_every_s: float = 1.0,
     stop_drop.set()
     dth.join(60)
     st1 = call(run_dir, "GET", "/status")
-    mem1 = {"driver": st1["driver_rss_bytes"],
-            "actors": {n: v["measured"]["rss_bytes"] for n, v in st1["nodes"].items()}}
+    mem1 = {
+        "driver": st1["driver_rss_bytes"],
+        "actors": {n: v["measured"]["rss_bytes"] for n, v in st1["nodes"].items()},
+    }
     # the running plan vs a fresh plan of the final queries
     from placement.distributed import optimize
     from placement.queries import query_from_mapping
@@ -180,24 +208,45 @@ def run_serve_bench(out: Path, queries: int = 300, add_every_s: float = 1.0,
         raise box["error"]
     svc_lat = st1["answer_latency_s"]
     res = {
-        "queries_added": queries, "add_every_s": add_every_s, "speed": speed, "file_s": file_s,
-        "nodes": nodes, "initial_queries": initial, "churn_wall_s": churn_s,
-        "files_fed": st1["files"], "rows_fed": st1["rows"], "answers": st1["answers"],
+        "queries_added": queries,
+        "add_every_s": add_every_s,
+        "speed": speed,
+        "file_s": file_s,
+        "nodes": nodes,
+        "initial_queries": initial,
+        "churn_wall_s": churn_s,
+        "files_fed": st1["files"],
+        "rows_fed": st1["rows"],
+        "answers": st1["answers"],
         "late": st1["late"],
-        "answer_latency_s": {"p50": svc_lat["p50"], "p99": svc_lat["p99"],
-                             "max": svc_lat["max"], "files": svc_lat["n"]},
-        "add_queries_s_during_churn": {"p50": _pct(lat_cmd, 50), "p99": _pct(lat_cmd, 99),
-                                       "max": max(lat_cmd)},
-        "control_latency_s": {"samples": ctl_lat, "p50": _pct(ctl_lat, 50),
-                              "max": max(ctl_lat), "running_queries": len(plan_now["queries"])},
-        "running_total_cost": plan_now["total_cost"], "running_max_cost": plan_now["max_cost"],
-        "fresh_total_cost": fresh.total_cost, "fresh_max_cost": fresh.max_cost,
+        "answer_latency_s": {
+            "p50": svc_lat["p50"],
+            "p99": svc_lat["p99"],
+            "max": svc_lat["max"],
+            "files": svc_lat["n"],
+        },
+        "add_queries_s_during_churn": {
+            "p50": _pct(lat_cmd, 50),
+            "p99": _pct(lat_cmd, 99),
+            "max": max(lat_cmd),
+        },
+        "control_latency_s": {
+            "samples": ctl_lat,
+            "p50": _pct(ctl_lat, 50),
+            "max": max(ctl_lat),
+            "running_queries": len(plan_now["queries"]),
+        },
+        "running_total_cost": plan_now["total_cost"],
+        "running_max_cost": plan_now["max_cost"],
+        "fresh_total_cost": fresh.total_cost,
+        "fresh_max_cost": fresh.max_cost,
         "fresh_plan_s": fresh_s,
         "total_ratio": plan_now["total_cost"] / fresh.total_cost,
         "max_ratio": plan_now["max_cost"] / fresh.max_cost,
         "trees_moved": sum(int(e.get("trees_moved") or 0) for e in events),
         "replans": sum(1 for e in events if e["command"] in ("drift", "rebalance")),
-        "memory_start": mem0, "memory_end": mem1,
+        "memory_start": mem0,
+        "memory_end": mem1,
     }
     if resume:
         res["resume"] = _resume(run_dir, out, incoming, drop, box.get("files_dropped", 0), say)
@@ -212,18 +261,22 @@ def _resume(run_dir: Path, out: Path, incoming: Path, drop, next_file: int, say)
     ans = run_dir / "answers.parquet"
     before = {p.name for p in ans.iterdir()}
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + \
-        env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = (
+        str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    )
     drop(next_file)  # waiting in the directory: the resumed run's first file
     t0 = time.monotonic()
     log = open(out / "resume.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "serve", "--resume",
-                             str(run_dir)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim.cli", "serve", "--resume", str(run_dir)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     first = None
     try:
         while time.monotonic() - t0 < 600:
-            new = [p for p in ans.iterdir() if p.name not in before and not
-                   p.name.startswith(".")]
+            new = [p for p in ans.iterdir() if p.name not in before and not p.name.startswith(".")]
             if new:
                 first = time.monotonic() - t0
                 break

@@ -13,6 +13,7 @@ fed) for text.  Best wall time per input counts (all in ``runs_s``); rows/s = ro
 Ray and Spark start-up are excluded, both warm (one small run of each input first).  The text
 run's answers must equal the Parquet run's exactly, else the row says so.
 """
+
 from __future__ import annotations
 
 import time
@@ -42,9 +43,17 @@ def _one_run(plan, kind: str, spark, path: Path, stage_dir: Path, batch_rows: in
     return fs, res, wall, parse_s
 
 
-def run_text_bench(rows: int = 1_000_000, queries: int = 100, *, nodes: int = 2,
-                   repeat: int = 2, batch_rows: int = 1 << 18, spark_master: str = "local[2]",
-                   data_dir: str | Path = "/tmp/weaveplace-bench-text", log=print) -> list[dict]:
+def run_text_bench(
+    rows: int = 1_000_000,
+    queries: int = 100,
+    *,
+    nodes: int = 2,
+    repeat: int = 2,
+    batch_rows: int = 1 << 18,
+    spark_master: str = "local[2]",
+    data_dir: str | Path = "/tmp/weaveplace-bench-text",
+    log=print,
+) -> list[dict]:
     """Rows/s of text vs Parquet input; one dict per input (``parquet``, ``text``)."""
     from sim.debs import convert_debs, generate_debs
 
@@ -63,8 +72,10 @@ def run_text_bench(rows: int = 1_000_000, queries: int = 100, *, nodes: int = 2,
     st = convert_debs(text, parq)
     convert_s = time.perf_counter() - t0
     n_rows = st.rows_read
-    log(f"data: {n_rows:,} rows, text {text.stat().st_size / 2**20:.0f} MiB, Parquet "
-        f"{parq.stat().st_size / 2**20:.0f} MiB (convert {convert_s:.1f} s, one core)")
+    log(
+        f"data: {n_rows:,} rows, text {text.stat().st_size / 2**20:.0f} MiB, Parquet "
+        f"{parq.stat().st_size / 2**20:.0f} MiB (convert {convert_s:.1f} s, one core)"
+    )
     plan = round_robin_plan(bench_queries(queries)[:queries], nodes, 0.1)
     out: dict[str, dict] = {}
     answers = {}
@@ -76,13 +87,22 @@ def run_text_bench(rows: int = 1_000_000, queries: int = 100, *, nodes: int = 2,
                 _one_run(warm, kind, spark, path, data_dir, batch_rows)
             for i in range(max(1, repeat)):
                 for kind, path in (("parquet", parq), ("text", text)):
-                    fs, res, wall, parse_s = _one_run(plan, kind, spark, path, data_dir,
-                                                      batch_rows)
-                    log(f"{kind:8s} run {i + 1}: {wall:.2f} s ({fs.rows / wall:,.0f} rows/s"
-                        + (f"; Spark parse {parse_s:.2f} s" if kind == "text" else "") + ")")
-                    r = out.setdefault(kind, {"input": kind, "queries": queries,
-                                              "rows": fs.rows, "runs_s": [],
-                                              "parse_s": []})
+                    fs, res, wall, parse_s = _one_run(plan, kind, spark, path, data_dir, batch_rows)
+                    log(
+                        f"{kind:8s} run {i + 1}: {wall:.2f} s ({fs.rows / wall:,.0f} rows/s"
+                        + (f"; Spark parse {parse_s:.2f} s" if kind == "text" else "")
+                        + ")"
+                    )
+                    r = out.setdefault(
+                        kind,
+                        {
+                            "input": kind,
+                            "queries": queries,
+                            "rows": fs.rows,
+                            "runs_s": [],
+                            "parse_s": [],
+                        },
+                    )
                     r["runs_s"].append(wall)
                     r["parse_s"].append(parse_s)
                     answers.setdefault(kind, res.answers)
@@ -103,11 +123,15 @@ def run_text_bench(rows: int = 1_000_000, queries: int = 100, *, nodes: int = 2,
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = [f"{'input':8s} {'queries':>7s} {'rows':>10s} {'best s':>7s} {'rows/s':>10s} "
-             f"{'parse s':>8s}  answers equal"]
+    lines = [
+        f"{'input':8s} {'queries':>7s} {'rows':>10s} {'best s':>7s} {'rows/s':>10s} "
+        f"{'parse s':>8s}  answers equal"
+    ]
     for r in rows:
-        lines.append(f"{r['input']:8s} {r['queries']:7d} {r['rows']:10,d} {r['seconds']:7.2f} "
-                     f"{r['rows_per_s']:10,.0f} {min(r['parse_s']):8.2f}  {r['answers_equal']}")
+        lines.append(
+            f"{r['input']:8s} {r['queries']:7d} {r['rows']:10,d} {r['seconds']:7.2f} "
+            f"{r['rows_per_s']:10,.0f} {min(r['parse_s']):8.2f}  {r['answers_equal']}"
+        )
     t = rows[-1]
     lines.append(f"text / Parquet rows/s: {t['text_over_parquet']:.2f}")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /r
 ``{"ids": [...]}``; ``POST /add-node`` ``{"id", "capacity"}``; ``POST /retire-node`` ``{"id"}``;
 ``POST /rebalance``; ``POST /stop``; ``GET /`` the live load page.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -47,8 +48,9 @@ class ControlServer:
         self._thread = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="weaveplace-control",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name="weaveplace-control", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -57,8 +59,15 @@ class ControlServer:
 
     def write_file(self, path: Path) -> None:
         """``control.json``: address and token, readable by its owner only (0600)."""
-        text = json.dumps({"url": self.url, "host": "127.0.0.1", "port": self.port,
-                           "token": self.token, "pid": os.getpid()})
+        text = json.dumps(
+            {
+                "url": self.url,
+                "host": "127.0.0.1",
+                "port": self.port,
+                "token": self.token,
+                "pid": os.getpid(),
+            }
+        )
         tmp = path.with_name(f".{path.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -110,7 +119,8 @@ def _handler_for(server: ControlServer):
                     return True
                 c = SimpleCookie(self.headers.get("Cookie", ""))
                 if "weaveplace_token" in c and hmac.compare_digest(
-                        c["weaveplace_token"].value, token):
+                    c["weaveplace_token"].value, token
+                ):
                     return True
             return False
 
@@ -137,10 +147,19 @@ def _handler_for(server: ControlServer):
                 from .live_page import render_page
 
                 q = parse_qs(urlparse(self.path).query).get("token", [""])[0]
-                extra = [("Set-Cookie", f"weaveplace_token={server.token}; HttpOnly; "
-                                        "SameSite=Strict; Path=/")] if q else []
-                return self._send(200, render_page(server.service).encode(),
-                                  "text/html; charset=utf-8", extra)
+                extra = (
+                    [
+                        (
+                            "Set-Cookie",
+                            f"weaveplace_token={server.token}; HttpOnly; SameSite=Strict; Path=/",
+                        )
+                    ]
+                    if q
+                    else []
+                )
+                return self._send(
+                    200, render_page(server.service).encode(), "text/html; charset=utf-8", extra
+                )
             code, obj = server.dispatch("GET", path, None)
             self._send(code, obj)
 
@@ -176,23 +195,29 @@ class ControlError(Exception):
 def read_control(run_dir: str | Path) -> dict:
     p = Path(run_dir) / "control.json"
     if not p.is_file():
-        raise ControlError(f"{p}: not found; is `weaveplace serve` running with this run "
-                           "directory (run.output_dir)?")
+        raise ControlError(
+            f"{p}: not found; is `weaveplace serve` running with this run "
+            "directory (run.output_dir)?"
+        )
     try:
         return json.loads(p.read_text())
     except ValueError as e:
         raise ControlError(f"{p}: not valid JSON ({e})") from None
 
 
-def call(run_dir: str | Path, method: str, path: str, body: Any = None,
-         timeout: float = 120.0) -> Any:
+def call(
+    run_dir: str | Path, method: str, path: str, body: Any = None, timeout: float = 120.0
+) -> Any:
     """Send one command to the deployment of ``run_dir``; returns the JSON reply or raises
     ``ControlError`` with the deployment's one-line message."""
     c = read_control(run_dir)
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(c["url"] + path, data=data, method=method,
-                                 headers={"Authorization": f"Bearer {c['token']}",
-                                          "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        c["url"] + path,
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {c['token']}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"null")
@@ -204,5 +229,6 @@ def call(run_dir: str | Path, method: str, path: str, body: Any = None,
         raise ControlError(f"{msg or e.reason} (HTTP {e.code})") from None
     except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
         reason = getattr(e, "reason", e)
-        raise ControlError(f"no deployment answering at {c['url']} ({reason}); is it "
-                           "running?") from None
+        raise ControlError(
+            f"no deployment answering at {c['url']} ({reason}); is it running?"
+        ) from None

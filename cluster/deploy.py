@@ -27,11 +27,13 @@ The driver-side sorting in ``finish`` is by ``(query_id, window_start)``.  The p
 is checked in ``plan_specs.py`` (``node_specs``), fault drills in ``fault_drills.py``; their
 names are importable from here as before.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,16 +41,24 @@ import pyarrow.compute as pc
 from .fault_drills import check_faults
 from .membership import MembershipMixin, next_node_id
 from .node_actor import AnswerBlocks, NodeActor, empty_late, merge_blocks
-from .pinning import (pin_round_robin, ray_nodes_for_pinning, resolve_pins,
-                      with_node_affinity)
+from .pinning import pin_round_robin, ray_nodes_for_pinning, resolve_pins, with_node_affinity
 from .plan_specs import PLAN_SCHEMA, DeploymentError, node_specs
 from .recovery import DriverNode, RecoveryMixin, RestoreSource
 from .running_plan import Layout
 
 _Layout = Layout  # the name tests import
 
-__all__ = ["PLAN_SCHEMA", "Deployment", "DeploymentError", "RunResult", "check_faults",
-           "next_node_id", "node_specs", "pin_round_robin", "ray_nodes_for_pinning"]
+__all__ = [
+    "PLAN_SCHEMA",
+    "Deployment",
+    "DeploymentError",
+    "RunResult",
+    "check_faults",
+    "next_node_id",
+    "node_specs",
+    "pin_round_robin",
+    "ray_nodes_for_pinning",
+]
 
 
 @dataclass
@@ -95,13 +105,22 @@ class Deployment(RecoveryMixin, MembershipMixin):
     ``add_node`` from ``MembershipMixin`` (``membership.py``).
     """
 
-    def __init__(self, plan: Mapping[str, Any], *, technique: str | None = None,
-                 allowed_lateness: int = 0, max_in_flight: int = 4,
-                 checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
-                 auto_recover: bool = True, actor_options: Mapping[str, Any] | None = None,
-                 mode: str = "raw", count_ops: bool = False,
-                 pin_nodes: bool | Mapping[str, str] = False,
-                 faults: list[Mapping[str, Any]] | None = None):
+    def __init__(
+        self,
+        plan: Mapping[str, Any],
+        *,
+        technique: str | None = None,
+        allowed_lateness: int = 0,
+        max_in_flight: int = 4,
+        checkpoint_every: int | None = None,
+        max_log_bytes: int | None = 128 << 20,
+        auto_recover: bool = True,
+        actor_options: Mapping[str, Any] | None = None,
+        mode: str = "raw",
+        count_ops: bool = False,
+        pin_nodes: bool | Mapping[str, str] = False,
+        faults: list[Mapping[str, Any]] | None = None,
+    ):
         import ray
 
         if not ray.is_initialized():
@@ -124,19 +143,29 @@ class Deployment(RecoveryMixin, MembershipMixin):
         self.nodes: dict[str, DriverNode] = {}
         specs = node_specs(plan)
         if mode == "sliced":
-            cq = [q["id"] for sp in specs for t in sp["trees"] for q in t["queries"]
-                  if q["kind"] != "time"]
+            cq = [
+                q["id"]
+                for sp in specs
+                for t in sp["trees"]
+                for q in t["queries"]
+                if q["kind"] != "time"
+            ]
             if cq:
-                raise DeploymentError(f"sliced mode runs time windows only; count-window "
-                                      f"queries: {cq[:10]}")
+                raise DeploymentError(
+                    f"sliced mode runs time windows only; count-window queries: {cq[:10]}"
+                )
         self.faults = check_faults(faults, [sp["node_id"] for sp in specs])
         pins = resolve_pins(pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
-        self._pinning = bool(pin_nodes)   # add_node pins a new node too
-        self._created = len(specs)         # plan nodes started so far (add_node's pin index)
+        self._pinning = bool(pin_nodes)  # add_node pins a new node too
+        self._created = len(specs)  # plan nodes started so far (add_node's pin index)
         for spec in specs:
             nid = spec["node_id"]
-            n = DriverNode(spec, None, [RestoreSource(list(spec["trees"]), None, -1, nid)],
-                      ray_node=pins.get(nid))
+            n = DriverNode(
+                spec,
+                None,
+                [RestoreSource(list(spec["trees"]), None, -1, nid)],
+                ray_node=pins.get(nid),
+            )
             self.nodes[nid] = n
             n.actor = self._new_actor(nid, spec["trees"])
         self.stream_nodes: dict[str, list[str]] = {}
@@ -166,8 +195,14 @@ class Deployment(RecoveryMixin, MembershipMixin):
     def _new_actor(self, node_id: str, trees: list[dict]):
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
         cls = NodeActor.options(**opts) if opts else NodeActor
-        return cls.remote(node_id, list(trees), self.technique, self.allowed_lateness,
-                          "slices" if self.mode == "sliced" else "tuples", self.count_ops)
+        return cls.remote(
+            node_id,
+            list(trees),
+            self.technique,
+            self.allowed_lateness,
+            "slices" if self.mode == "sliced" else "tuples",
+            self.count_ops,
+        )
 
     def _route(self) -> None:
         """Which nodes host which streams (batches go only there)."""
@@ -188,8 +223,13 @@ class Deployment(RecoveryMixin, MembershipMixin):
         between nodes does not change it."""
         from executors.slicing import edge_classes
 
-        rs = {(int(q["range"]), int(q["slide"])) for n in self.nodes.values()
-              for t in n.spec["trees"] if t["stream"] == stream for q in t["queries"]}
+        rs = {
+            (int(q["range"]), int(q["slide"]))
+            for n in self.nodes.values()
+            for t in n.spec["trees"]
+            if t["stream"] == stream
+            for q in t["queries"]
+        }
         return edge_classes(sorted(rs))
 
     def actor(self, node_id: str):
@@ -203,8 +243,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         import ray
 
         nids = list(self.nodes)
-        return dict(zip(nids, ray.get([self.nodes[n].actor.ray_node_id.remote()
-                                       for n in nids])))
+        return dict(zip(nids, ray.get([self.nodes[n].actor.ray_node_id.remote() for n in nids])))
 
     # -- feeding ----------------------------------------------------------------------------
     def feed(self, stream: str | None, batch) -> int:
@@ -217,8 +256,11 @@ class Deployment(RecoveryMixin, MembershipMixin):
             raise DeploymentError("deployment already finished")
         self._fire_faults(self._seq + 1)
         if isinstance(batch, pa.Table):
-            batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else \
-                pa.RecordBatch.from_pylist([], schema=batch.schema)
+            batch = (
+                batch.combine_chunks().to_batches()[0]
+                if batch.num_rows
+                else pa.RecordBatch.from_pylist([], schema=batch.schema)
+            )
         names = set(batch.schema.names)
         streams = [stream] if stream is not None else [s for s in self.streams if s in names]
         targets = sorted({nid for s in streams for nid in self.stream_nodes.get(s, [])})
@@ -238,9 +280,9 @@ class Deployment(RecoveryMixin, MembershipMixin):
             if nid in self.nodes:
                 self._submit(nid, stream, ref, seq)
         self._since_ckpt += 1
-        if (self.checkpoint_every and self._since_ckpt >= self.checkpoint_every) or \
-                (self.auto_recover and self.max_log_bytes
-                 and self._log_bytes >= self.max_log_bytes):
+        if (self.checkpoint_every and self._since_ckpt >= self.checkpoint_every) or (
+            self.auto_recover and self.max_log_bytes and self._log_bytes >= self.max_log_bytes
+        ):
             self.checkpoint()
         return seq
 
@@ -254,8 +296,11 @@ class Deployment(RecoveryMixin, MembershipMixin):
             if f["kind"] == "lose":
                 self.lose_node(f["node"], reason=f"fault drill at batch {f['at_batch']}")
             elif f["kind"] == "add":
-                self.add_node(f["node"], capacity=f.get("capacity"),
-                              reason=f"fault drill at batch {f['at_batch']}")
+                self.add_node(
+                    f["node"],
+                    capacity=f.get("capacity"),
+                    reason=f"fault drill at batch {f['at_batch']}",
+                )
             elif f["node"] in self.nodes:
                 ray.kill(self.nodes[f["node"]].actor, no_restart=True)
 
@@ -343,8 +388,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 break
         for t in parts:
             for vc in pc.value_counts(t.column("tree_id")).to_pylist():
-                self._late_seen[vc["values"]] = self._late_seen.get(vc["values"], 0) \
-                    + vc["counts"]
+                self._late_seen[vc["values"]] = self._late_seen.get(vc["values"], 0) + vc["counts"]
         return pa.concat_tables(parts) if parts else empty_late()
 
     # -- results ----------------------------------------------------------------------------
@@ -357,7 +401,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         self._fire_faults(self._seq + 1)  # a drill "at" the batch after the last one
         self._wait_all()
         t1 = time.perf_counter()
-        for nid, n in self.nodes.items():  # flush goes through the same recovery path
+        for _nid, n in self.nodes.items():  # flush goes through the same recovery path
             n.flushed = True
             n.inflight.append(n.actor.flush.remote())
         self._wait_all()
@@ -368,14 +412,21 @@ class Deployment(RecoveryMixin, MembershipMixin):
         t3 = time.perf_counter()
         table = merge_blocks(self._committed + list(answers))
         t4 = time.perf_counter()
-        late = pa.concat_tables([x for x in lates if x.num_rows]) if any(
-            x.num_rows for x in lates) else empty_late()
+        late = (
+            pa.concat_tables([x for x in lates if x.num_rows])
+            if any(x.num_rows for x in lates)
+            else empty_late()
+        )
         metrics = self.metrics()
         metrics["answers"] = table.num_rows
         # where finish spends its time: the nodes working off their queues, flushing, handing
         # over answers (drain + transfer), the driver merging them
-        metrics["finish"] = {"queue_s": t1 - t0, "flush_s": t2 - t1, "collect_s": t3 - t2,
-                             "merge_s": t4 - t3}
+        metrics["finish"] = {
+            "queue_s": t1 - t0,
+            "flush_s": t2 - t1,
+            "collect_s": t3 - t2,
+            "merge_s": t4 - t3,
+        }
         self._finished = True
         return RunResult(table, late, metrics)
 
@@ -387,18 +438,31 @@ class Deployment(RecoveryMixin, MembershipMixin):
         nids = list(self.nodes)
         per = ray.get([self.nodes[nid].actor.metrics.remote() for nid in nids])
         wall = time.perf_counter() - self.t_start
-        out = {"rows_fed": self.rows_fed, "bytes_fed": self.bytes_fed, "batches": self._seq + 1,
-               "wall_s": wall, "technique": self.technique, "checkpoints": self.checkpoints,
-               "nodes": {}, "lost_nodes": dict(self.lost),
-               "replacements": list(self.replacements),
-               "additions": list(self.additions),
-               "faults": [dict(f) for f in self.faults]}
+        out = {
+            "rows_fed": self.rows_fed,
+            "bytes_fed": self.bytes_fed,
+            "batches": self._seq + 1,
+            "wall_s": wall,
+            "technique": self.technique,
+            "checkpoints": self.checkpoints,
+            "nodes": {},
+            "lost_nodes": dict(self.lost),
+            "replacements": list(self.replacements),
+            "additions": list(self.additions),
+            "faults": [dict(f) for f in self.faults],
+        }
         for nid, m in zip(nids, per):
             n = self.nodes[nid]
-            m.update(queue_depth=len(n.inflight), max_queue_depth=n.max_depth,
-                     driver_blocked_s=n.blocked_s, recoveries=n.recoveries,
-                     adopted_trees=n.adopted, added_trees=n.added, ray_node=n.ray_node,
-                     utilisation=m["busy_s"] / wall if wall > 0 else 0.0)
+            m.update(
+                queue_depth=len(n.inflight),
+                max_queue_depth=n.max_depth,
+                driver_blocked_s=n.blocked_s,
+                recoveries=n.recoveries,
+                adopted_trees=n.adopted,
+                added_trees=n.added,
+                ray_node=n.ray_node,
+                utilisation=m["busy_s"] / wall if wall > 0 else 0.0,
+            )
             out["nodes"][nid] = m
         return out
 
@@ -415,7 +479,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 pass
         self._log.clear()
 
-    def __enter__(self) -> "Deployment":
+    def __enter__(self) -> Deployment:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

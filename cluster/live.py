@@ -18,31 +18,41 @@ Outputs in ``out_dir``:
 * ``plan_final.json``: only if a node was lost or added: the plan as it ran at the end (moved
   trees on their new nodes; verifiable like any plan).
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from .deploy import Deployment, RunResult
-from .ray_runtime import RayRuntime
 from sim.debs import is_parquet_name
 
+from .deploy import Deployment, RunResult
+from .ray_runtime import RayRuntime
 from .spark_feed import feed_raw, feed_sliced, spark_session
 from .text_feed import feed_text
 
 
-def write_result(result: RunResult, out_dir: str | Path, *, csv: bool = False,
-                 extra: Mapping[str, Any] | None = None) -> dict[str, Path]:
+def write_result(
+    result: RunResult,
+    out_dir: str | Path,
+    *,
+    csv: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {"answers": out / "answers.parquet", "late": out / "late.parquet",
-             "metrics": out / "metrics.json"}
+    paths = {
+        "answers": out / "answers.parquet",
+        "late": out / "late.parquet",
+        "metrics": out / "metrics.json",
+    }
     pq.write_table(result.answers, paths["answers"])
     pq.write_table(result.late, paths["late"])
     if csv:
@@ -65,8 +75,13 @@ def default_pinning(pin_nodes: bool | None, ray_address: str | None) -> bool:
 
 
 @contextmanager
-def started_runtimes(ray_address: str | None, num_cpus: int, spark, spark_master: str,
-                     on_new_spark: Callable[[], None] | None = None) -> Iterator[tuple]:
+def started_runtimes(
+    ray_address: str | None,
+    num_cpus: int,
+    spark,
+    spark_master: str,
+    on_new_spark: Callable[[], None] | None = None,
+) -> Iterator[tuple]:
     """Ray (started unless one is running or ``ray_address`` is given) and a Spark session
     (started unless ``spark`` is given), each stopped on exit if this run started it.  Yields
     ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, spark_s}`` for the metrics.
@@ -75,8 +90,7 @@ def started_runtimes(ray_address: str | None, num_cpus: int, spark, spark_master
     own_spark = spark is None
     t0 = time.perf_counter()
     with RayRuntime(address=ray_address, num_cpus=num_cpus) as rt:
-        startup = {"ray_s": time.perf_counter() - t0, "ray_owned": rt.owned,
-                   "ray_auth": rt.auth}
+        startup = {"ray_s": time.perf_counter() - t0, "ray_owned": rt.owned, "ray_auth": rt.auth}
         try:
             t1 = time.perf_counter()
             if own_spark:
@@ -100,16 +114,31 @@ def write_final_plan(out_dir: str | Path, plan: Mapping[str, Any], changed: bool
         final.unlink()
 
 
-def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
-             out_dir: str | Path, *, ray_address: str | None = None, num_cpus: int = 2,
-             spark=None, spark_master: str = "local[*]", technique: str | None = None,
-             allowed_lateness: int = 0, mode: str = "raw", batch_rows: int = 1 << 18,
-             chunk_rows: int = 1_000_000, order: str = "auto", max_in_flight: int = 4,
-             checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
-             max_rows: int | None = None, pin_nodes: bool | None = None,
-             faults: list[Mapping[str, Any]] | None = None,
-             csv: bool = False, extra_columns: str = "reject",
-             text_range_bytes: int | None = None) -> RunResult:
+def run_live(
+    plan: Mapping[str, Any] | str | Path,
+    data_path: str | Path,
+    out_dir: str | Path,
+    *,
+    ray_address: str | None = None,
+    num_cpus: int = 2,
+    spark=None,
+    spark_master: str = "local[*]",
+    technique: str | None = None,
+    allowed_lateness: int = 0,
+    mode: str = "raw",
+    batch_rows: int = 1 << 18,
+    chunk_rows: int = 1_000_000,
+    order: str = "auto",
+    max_in_flight: int = 4,
+    checkpoint_every: int | None = None,
+    max_log_bytes: int | None = 128 << 20,
+    max_rows: int | None = None,
+    pin_nodes: bool | None = None,
+    faults: list[Mapping[str, Any]] | None = None,
+    csv: bool = False,
+    extra_columns: str = "reject",
+    text_range_bytes: int | None = None,
+) -> RunResult:
     """Deploy ``plan`` (dict or JSON path) on Ray, feed ``data_path`` through Spark, write
     answers, late tuples and metrics to ``out_dir``; return the ``RunResult``.
 
@@ -135,33 +164,74 @@ def run_live(plan: Mapping[str, Any] | str | Path, data_path: str | Path,
     pin_nodes = default_pinning(pin_nodes, ray_address)
     text_metrics = None
     with started_runtimes(ray_address, num_cpus, spark, spark_master) as (spark, startup):
-        with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
-                        max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
-                        max_log_bytes=max_log_bytes, mode=mode, pin_nodes=pin_nodes,
-                        faults=faults) as dep:
+        with Deployment(
+            plan,
+            technique=technique,
+            allowed_lateness=allowed_lateness,
+            max_in_flight=max_in_flight,
+            checkpoint_every=checkpoint_every,
+            max_log_bytes=max_log_bytes,
+            mode=mode,
+            pin_nodes=pin_nodes,
+            faults=faults,
+        ) as dep:
             if not is_parquet_name(Path(data_path).name):
-                fs, stage = feed_text(dep, spark, data_path, out_dir, mode=mode,
-                                      batch_rows=batch_rows, chunk_rows=chunk_rows, order=order,
-                                      max_rows=max_rows, extra_columns=extra_columns,
-                                      range_bytes=text_range_bytes)
+                fs, stage = feed_text(
+                    dep,
+                    spark,
+                    data_path,
+                    out_dir,
+                    mode=mode,
+                    batch_rows=batch_rows,
+                    chunk_rows=chunk_rows,
+                    order=order,
+                    max_rows=max_rows,
+                    extra_columns=extra_columns,
+                    range_bytes=text_range_bytes,
+                )
                 text_metrics = stage.metrics()
             elif mode == "sliced":
-                fs = feed_sliced(dep, spark, str(data_path), batch_rows=batch_rows,
-                                 chunk_rows=chunk_rows, order=order)
+                fs = feed_sliced(
+                    dep,
+                    spark,
+                    str(data_path),
+                    batch_rows=batch_rows,
+                    chunk_rows=chunk_rows,
+                    order=order,
+                )
             else:
-                fs = feed_raw(dep, spark, str(data_path), batch_rows=batch_rows,
-                              chunk_rows=chunk_rows, order=order, max_rows=max_rows)
+                fs = feed_raw(
+                    dep,
+                    spark,
+                    str(data_path),
+                    batch_rows=batch_rows,
+                    chunk_rows=chunk_rows,
+                    order=order,
+                    max_rows=max_rows,
+                )
             t2 = time.perf_counter()
             result = dep.finish()
             t_finish = time.perf_counter() - t2
             final_plan = dep.plan
-    extra = {"feed": {"mode": mode, "rows": fs.rows, "batches": fs.batches,
-                      "seconds": fs.seconds, "spark_seconds": fs.spark_seconds,
-                      "rows_per_s": fs.rows_per_s, "batch_rows": batch_rows,
-                      "chunks": fs.chunks, "sorted_chunks": fs.sorted_chunks,
-                      "slices": fs.slices, "timeline": fs.timeline,
-                      "order": order},
-             "startup": startup, "finish_s": t_finish, "data_path": str(data_path)}
+    extra = {
+        "feed": {
+            "mode": mode,
+            "rows": fs.rows,
+            "batches": fs.batches,
+            "seconds": fs.seconds,
+            "spark_seconds": fs.spark_seconds,
+            "rows_per_s": fs.rows_per_s,
+            "batch_rows": batch_rows,
+            "chunks": fs.chunks,
+            "sorted_chunks": fs.sorted_chunks,
+            "slices": fs.slices,
+            "timeline": fs.timeline,
+            "order": order,
+        },
+        "startup": startup,
+        "finish_s": t_finish,
+        "data_path": str(data_path),
+    }
     if text_metrics is not None:
         extra["text"] = text_metrics
     result.metrics.update(extra)

@@ -12,6 +12,7 @@ Tree specs on the driver list a tree's *lineage*: every query it answered or ans
 query's last windows may still come out of an old generation), which is what a restored
 ``LiveTree`` reports as ``queries`` (``NodeCore.add_trees`` checks it).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,15 @@ from .plan_specs import DeploymentError
 class LiveNodeCore(_ActorCore):
     """A node whose trees are ``LiveTree`` s (tuple input only)."""
 
-    def __init__(self, node_id, trees, technique="slickdeque", allowed_lateness=0,
-                 input_mode="tuples", count_ops=False):
+    def __init__(
+        self,
+        node_id,
+        trees,
+        technique="slickdeque",
+        allowed_lateness=0,
+        input_mode="tuples",
+        count_ops=False,
+    ):
         if input_mode != "tuples":
             raise ValueError("live trees take tuple input (raw mode) only")
         super().__init__(node_id, trees, technique, allowed_lateness, input_mode, count_ops)
@@ -38,8 +46,9 @@ class LiveNodeCore(_ActorCore):
     def _tree_cls(self):
         return LiveTree
 
-    def change_tree(self, tid: str, at: int, add: list[dict], remove: list[str],
-                    handoff: list[str] = ()) -> list[dict]:
+    def change_tree(
+        self, tid: str, at: int, add: list[dict], remove: list[str], handoff: list[str] = ()
+    ) -> list[dict]:
         """Add/remove/hand off queries of tree ``tid`` at event time ``at``
         (``LiveTree.change``); returns its lineage."""
         tree = self.trees[tid]
@@ -55,10 +64,14 @@ class LiveNodeCore(_ActorCore):
         """Start a new tree for queries registered at ``t_start`` (windows from it on); it
         takes the batches after ``seq``."""
         tech = pick_technique(self.spec["technique"], [q["aggregate"] for q in spec["queries"]])
-        tree = LiveTree(spec["queries"], technique=tech,
-                        allowed_lateness=self.spec["allowed_lateness"],
-                        count_ops=self.spec["count_ops"], slicing=spec.get("slicing", "pairs"),
-                        t_start=t_start)
+        tree = LiveTree(
+            spec["queries"],
+            technique=tech,
+            allowed_lateness=self.spec["allowed_lateness"],
+            count_ops=self.spec["count_ops"],
+            slicing=spec.get("slicing", "pairs"),
+            t_start=t_start,
+        )
         self._host(spec, tree, seq)
         self.spec["trees"].append(spec)
         return str(spec["id"])
@@ -72,9 +85,15 @@ class LiveNodeCore(_ActorCore):
 
     def tree_state(self) -> dict[str, dict]:
         """Per tree: active queries, generations, newest timestamp seen (status, tests)."""
-        return {tid: {"active": list(t.active), "generations": len(t.gens),
-                      "max_ts": int(t.max_ts), "lineage": [q.id for q in t.queries]}
-                for tid, t in self.trees.items()}
+        return {
+            tid: {
+                "active": list(t.active),
+                "generations": len(t.gens),
+                "max_ts": int(t.max_ts),
+                "lineage": [q.id for q in t.queries],
+            }
+            for tid, t in self.trees.items()
+        }
 
 
 def rss_bytes() -> int | None:
@@ -117,11 +136,15 @@ class LiveDeployment(Deployment):
 
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
         cls = LiveNodeActor.options(**opts) if opts else LiveNodeActor
-        return cls.remote(node_id, list(trees), self.technique, self.allowed_lateness,
-                          "tuples", self.count_ops)
+        return cls.remote(
+            node_id, list(trees), self.technique, self.allowed_lateness, "tuples", self.count_ops
+        )
 
-    def apply_changes(self, changes: list[tuple[str, str, int, list[dict], list[str]]],
-                      new_trees: list[tuple[str, dict, int | None]]) -> None:
+    def apply_changes(
+        self,
+        changes: list[tuple[str, str, int, list[dict], list[str]]],
+        new_trees: list[tuple[str, dict, int | None]],
+    ) -> None:
         """Apply tree changes ``(node, tree id, at, add, remove)`` and start new trees
         ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc)."""
         import ray
@@ -129,19 +152,29 @@ class LiveDeployment(Deployment):
         self._wait_all()
         refs = []
         for nid, tid, at, add, remove, *rest in changes:
-            refs.append((nid, tid, self.nodes[nid].actor.change_tree.remote(
-                tid, at, add, remove, rest[0] if rest else [])))
+            refs.append(
+                (
+                    nid,
+                    tid,
+                    self.nodes[nid].actor.change_tree.remote(
+                        tid, at, add, remove, rest[0] if rest else []
+                    ),
+                )
+            )
         for nid, spec, t0 in new_trees:
-            refs.append((nid, None, self.nodes[nid].actor.host_tree.remote(spec, t0,
-                                                                           self._seq)))
+            refs.append((nid, None, self.nodes[nid].actor.host_tree.remote(spec, t0, self._seq)))
         for nid, tid, ref in refs:
             out = ray.get(ref)
             n = self.nodes[nid]
             if tid is None:
                 n.spec = {**n.spec, "trees": n.spec["trees"] + [spec_of(new_trees, out)]}
             else:
-                n.spec = {**n.spec, "trees": [dict(t, queries=out) if str(t["id"]) == tid
-                                              else t for t in n.spec["trees"]]}
+                n.spec = {
+                    **n.spec,
+                    "trees": [
+                        dict(t, queries=out) if str(t["id"]) == tid else t for t in n.spec["trees"]
+                    ],
+                }
         self._route()
         self.checkpoint()
 
@@ -157,8 +190,10 @@ class LiveDeployment(Deployment):
         if nid not in self.nodes:
             raise DeploymentError(f"unknown node {nid!r}; nodes: {', '.join(self.nodes)}")
         if len(self.nodes) == 1:
-            raise DeploymentError(f"cannot retire node {nid!r}: it is the last node, its "
-                                  "queries would have nowhere to run")
+            raise DeploymentError(
+                f"cannot retire node {nid!r}: it is the last node, its "
+                "queries would have nowhere to run"
+            )
         self.checkpoint()
         gone = self.nodes[nid]
         src = gone.sources[0]
@@ -175,13 +210,20 @@ class LiveDeployment(Deployment):
         except Exception:
             pass
         del self.nodes[nid]
-        self.lost[nid] = {"reason": reason, "before_batch": self._seq + 1,
-                          "ray_node": gone.ray_node, "recoveries": gone.recoveries}
+        self.lost[nid] = {
+            "reason": reason,
+            "before_batch": self._seq + 1,
+            "ray_node": gone.ray_node,
+            "recoveries": gone.recoveries,
+        }
         self._route()
         self.checkpoint()
-        return {"node": nid, "trees": {str(t["id"]): d for d, ts in groups.items() for t in ts},
-                "moved": sum(len(ts) for ts in groups.values()),
-                "seconds": time.perf_counter() - t0}
+        return {
+            "node": nid,
+            "trees": {str(t["id"]): d for d, ts in groups.items() for t in ts},
+            "moved": sum(len(ts) for ts in groups.values()),
+            "seconds": time.perf_counter() - t0,
+        }
 
     def _restore_trees_on(self, dest: str, trees: list[dict], src, origin: str) -> None:
         """Node ``dest`` restores ``trees`` from ``src`` (the host's last snapshot, a
@@ -211,8 +253,9 @@ class LiveDeployment(Deployment):
         self.checkpoint()
         moved = 0
         for hid, h in list(self.nodes.items()):
-            mv = [t for t in h.spec["trees"] if str(t["id"]) in moves
-                  and moves[str(t["id"])] != hid]
+            mv = [
+                t for t in h.spec["trees"] if str(t["id"]) in moves and moves[str(t["id"])] != hid
+            ]
             if not mv:
                 continue
             base = h.sources[0]
@@ -224,8 +267,13 @@ class LiveDeployment(Deployment):
             ids = [str(t["id"]) for t in mv]
             ray.get(h.actor.drop_trees.remote(ids))
             h.spec = {**h.spec, "trees": [t for t in h.spec["trees"] if str(t["id"]) not in ids]}
-            h.sources[0] = RestoreSource([t for t in base.trees if str(t["id"]) not in ids],
-                                         base.blob, base.seq, base.origin, base.dropped + mv)
+            h.sources[0] = RestoreSource(
+                [t for t in base.trees if str(t["id"]) not in ids],
+                base.blob,
+                base.seq,
+                base.origin,
+                base.dropped + mv,
+            )
             moved += len(mv)
         self._route()
         self.checkpoint()
@@ -279,10 +327,16 @@ def plan_from_state(nodes: dict, model: dict, capacity: dict) -> dict:
             own = [q for q in t["queries"] if q["id"] not in seen]  # handed-off: listed once
             seen |= {q["id"] for q in own}
             queries += [{**q, "stream": t["stream"]} for q in own]
-            trees.append({"id": str(t["id"]), "stream": t["stream"],
-                          "queries": [q["id"] for q in own]})
+            trees.append(
+                {"id": str(t["id"]), "stream": t["stream"], "queries": [q["id"] for q in own]}
+            )
         pnodes.append({"id": nid, "capacity": capacity.get(nid), "trees": trees})
-    return {"schema": "weaveplace.plan/1", "optimizer": "resume", "ie": model["ie"],
-            "slicing": model["slicing"], "queries": queries,
-            "streams": {s: {"rate": r} for s, r in model["rates"].items()}, "nodes": pnodes}
-
+    return {
+        "schema": "weaveplace.plan/1",
+        "optimizer": "resume",
+        "ie": model["ie"],
+        "slicing": model["slicing"],
+        "queries": queries,
+        "streams": {s: {"rate": r} for s, r in model["rates"].items()},
+        "nodes": pnodes,
+    }

@@ -6,6 +6,7 @@ re-fetches ``/status`` every 2 s (the token travels in the cookie ``GET /?token=
 redraws: per node planned cost vs measured load (bars: planned cost share, measured busy share),
 trees and queries per node, watermark lag, backlog, late tuples, answers and the event log.
 """
+
 from __future__ import annotations
 
 import html

@@ -11,6 +11,7 @@ moved trees from their hosts' snapshots and the hosts drop them.  Until the next
 both are ``RestoreSource``s of the nodes involved, so a recovery or a further loss rebuilds
 them (``recovery.py``).
 """
+
 from __future__ import annotations
 
 import time
@@ -56,11 +57,15 @@ class MembershipMixin:
         if node_id not in self.nodes:
             raise DeploymentError(f"unknown node {node_id!r}; nodes: {', '.join(self.nodes)}")
         if len(self.nodes) == 1:
-            raise DeploymentError(f"cannot lose node {node_id!r}: it is the last node, its "
-                                  "queries would have nowhere to run")
+            raise DeploymentError(
+                f"cannot lose node {node_id!r}: it is the last node, its "
+                "queries would have nowhere to run"
+            )
         if not self.auto_recover:
-            raise DeploymentError(f"cannot re-place node {node_id!r}: its state (checkpoints "
-                                  "and replay log) is kept only with auto_recover=True")
+            raise DeploymentError(
+                f"cannot re-place node {node_id!r}: its state (checkpoints "
+                "and replay log) is kept only with auto_recover=True"
+            )
         if self._layout is None:
             self._layout = Layout(self.plan)
         target, record = self._layout.remove(node_id)  # decided before anything changes
@@ -90,16 +95,32 @@ class MembershipMixin:
                 replayed += self._adopt(dest, src)
         for dest in sorted({d for d, _ in adopt}):
             self._wait(dest, 0)  # surface failures of the adoption now
-        record = {"node": node_id, "reason": reason, "before_batch": self._seq + 1,
-                  "snapshot_seq": gone.snapshot_seq, **record,
-                  "replayed_batches": replayed, "seconds": time.perf_counter() - t0}
-        self.lost[node_id] = {"reason": reason, "before_batch": self._seq + 1,
-                              "ray_node": gone.ray_node, "recoveries": gone.recoveries}
+        record = {
+            "node": node_id,
+            "reason": reason,
+            "before_batch": self._seq + 1,
+            "snapshot_seq": gone.snapshot_seq,
+            **record,
+            "replayed_batches": replayed,
+            "seconds": time.perf_counter() - t0,
+        }
+        self.lost[node_id] = {
+            "reason": reason,
+            "before_batch": self._seq + 1,
+            "ray_node": gone.ray_node,
+            "recoveries": gone.recoveries,
+        }
         self.replacements.append(record)
         return record
 
-    def add_node(self, node_id: str | None = None, *, capacity: float | None = None,
-                 ray_node: str | None = None, reason: str = "added") -> dict[str, Any]:
+    def add_node(
+        self,
+        node_id: str | None = None,
+        *,
+        capacity: float | None = None,
+        ray_node: str | None = None,
+        reason: str = "added",
+    ) -> dict[str, Any]:
         """Scale out: start a new node and move trees to it, exactly once.
 
         ``placement.replace.add_node`` (on the running layout re-priced from its queries)
@@ -123,27 +144,39 @@ class MembershipMixin:
         t0 = time.perf_counter()
         if self._finished:
             raise DeploymentError("deployment already finished: add nodes while it runs")
-        nid = next_node_id(set(self.nodes) | set(self.lost)) if node_id is None \
-            else str(node_id)
+        nid = next_node_id(set(self.nodes) | set(self.lost)) if node_id is None else str(node_id)
         if not nid:
             raise DeploymentError("add_node: the node id must be a non-empty string")
         if nid in self.nodes or nid in self.lost:
-            raise DeploymentError(f"cannot add node {nid!r}: "
-                                  + ("it already exists" if nid in self.nodes else
-                                     "it was lost (ids of lost nodes are not reused)")
-                                  + "; an added node needs a new id")
+            raise DeploymentError(
+                f"cannot add node {nid!r}: "
+                + (
+                    "it already exists"
+                    if nid in self.nodes
+                    else "it was lost (ids of lost nodes are not reused)"
+                )
+                + "; an added node needs a new id"
+            )
         caps = [n.get("capacity") for n in self.plan["nodes"]]
         if capacity is None and any(c is not None for c in caps):
             if len(set(caps)) != 1:
-                raise DeploymentError(f"cannot add node {nid!r}: the plan's nodes have "
-                                      f"different capacities {caps}; give capacity=")
+                raise DeploymentError(
+                    f"cannot add node {nid!r}: the plan's nodes have "
+                    f"different capacities {caps}; give capacity="
+                )
             capacity = caps[0]
         if capacity is not None and (isinstance(capacity, bool) or not float(capacity) > 0):
-            raise DeploymentError(f"cannot add node {nid!r}: capacity {capacity!r}; expected "
-                                  "a number > 0")
+            raise DeploymentError(
+                f"cannot add node {nid!r}: capacity {capacity!r}; expected a number > 0"
+            )
         capacity = None if capacity is None else float(capacity)
-        pin = pin_for_added_node(nid, ray_node, pinning=self._pinning,
-                                 actor_options=self.actor_options, created=self._created)
+        pin = pin_for_added_node(
+            nid,
+            ray_node,
+            pinning=self._pinning,
+            actor_options=self.actor_options,
+            created=self._created,
+        )
         if self._layout is None:  # fails here (no input rates, ...) before anything changes
             self._layout = Layout(self.plan)
         # the moved trees start from this snapshot of their hosts; nothing is fed until they
@@ -152,8 +185,12 @@ class MembershipMixin:
         if any(len(x.sources) != 1 for x in self.nodes.values()):  # checkpoint() ensures it
             raise DeploymentError("internal: a node still has adopted sources after a checkpoint")
         moves, record = self._layout.add(nid, capacity)
-        n = DriverNode({"node_id": nid, "trees": []}, None,
-                       [RestoreSource([], None, self._seq, nid)], ray_node=pin)
+        n = DriverNode(
+            {"node_id": nid, "trees": []},
+            None,
+            [RestoreSource([], None, self._seq, nid)],
+            ray_node=pin,
+        )
         self.nodes[nid] = n
         self._created += 1
         n.actor = self._new_actor(nid, [])
@@ -166,8 +203,13 @@ class MembershipMixin:
             ids = [t["id"] for t in mv]
             base = h.sources[0]  # the checkpoint left every node with its own snapshot only
             h.spec = {**h.spec, "trees": [t for t in h.spec["trees"] if t["id"] not in ids]}
-            h.sources[0] = RestoreSource([t for t in base.trees if t["id"] not in ids], base.blob,
-                                   base.seq, base.origin, base.dropped + mv)
+            h.sources[0] = RestoreSource(
+                [t for t in base.trees if t["id"] not in ids],
+                base.blob,
+                base.seq,
+                base.origin,
+                base.dropped + mv,
+            )
             src = RestoreSource(mv, base.blob, base.seq, hid)
             n.spec = {**n.spec, "trees": n.spec["trees"] + mv}
             n.sources.append(src)
@@ -187,8 +229,15 @@ class MembershipMixin:
                 h.inflight.append(h.actor.drop_trees.remote(ids))
         for x in [nid] + [d[0] for d in drops]:
             self._wait(x, 0)  # surface failures of the move now
-        record = {"node": nid, "reason": reason, "before_batch": self._seq + 1,
-                  "snapshot_seq": self._seq, "ray_node": pin, **record,
-                  "executed_trees": n.added, "seconds": time.perf_counter() - t0}
+        record = {
+            "node": nid,
+            "reason": reason,
+            "before_batch": self._seq + 1,
+            "snapshot_seq": self._seq,
+            "ray_node": pin,
+            **record,
+            "executed_trees": n.added,
+            "seconds": time.perf_counter() - t0,
+        }
         self.additions.append(record)
         return record

@@ -28,13 +28,15 @@ so a batch that reaches a tree both by replay and by the live feed counts once. 
 to a running deployment (``Deployment.add_node``) takes trees the same way, and their old hosts
 ``drop_trees`` them.
 """
+
 from __future__ import annotations
 
 import io
 import json
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,8 +50,14 @@ from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 
 INPUT_MODES = ("tuples", "slices")
 
-ANSWER_SCHEMA_INT = pa.schema([("query_id", pa.string()), ("window_start", pa.int64()),
-                               ("window_end", pa.int64()), ("value", pa.int64())])
+ANSWER_SCHEMA_INT = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("window_start", pa.int64()),
+        ("window_end", pa.int64()),
+        ("value", pa.int64()),
+    ]
+)
 ANSWER_SCHEMA_FLOAT = ANSWER_SCHEMA_INT.set(3, pa.field("value", pa.float64()))
 
 
@@ -58,8 +66,10 @@ def _as_table(batch) -> pa.Table | pa.RecordBatch:
         return batch
     if isinstance(batch, dict):
         return pa.table(batch)
-    raise TypeError(f"ingest expects a pyarrow RecordBatch/Table or a dict of columns, "
-                    f"got {type(batch).__name__}")
+    raise TypeError(
+        f"ingest expects a pyarrow RecordBatch/Table or a dict of columns, "
+        f"got {type(batch).__name__}"
+    )
 
 
 def _column(batch, name: str) -> np.ndarray:
@@ -102,16 +112,27 @@ class NodeCore:
     only).  ``ingest`` tells the two apart by the ``slice_start`` column and refuses the wrong one.
     """
 
-    def __init__(self, node_id: str, trees: list[dict[str, Any]], technique: str = "slickdeque",
-                 allowed_lateness: int = 0, input_mode: str = "tuples",
-                 count_ops: bool = False):
+    def __init__(
+        self,
+        node_id: str,
+        trees: list[dict[str, Any]],
+        technique: str = "slickdeque",
+        allowed_lateness: int = 0,
+        input_mode: str = "tuples",
+        count_ops: bool = False,
+    ):
         if input_mode not in INPUT_MODES:
             raise ValueError(f"input_mode must be one of {INPUT_MODES}, got {input_mode!r}")
         self.node_id = str(node_id)
         self.input_mode = input_mode
-        self.spec = {"node_id": self.node_id, "trees": [], "technique": technique,
-                     "allowed_lateness": int(allowed_lateness), "input_mode": input_mode,
-                     "count_ops": bool(count_ops)}
+        self.spec = {
+            "node_id": self.node_id,
+            "trees": [],
+            "technique": technique,
+            "allowed_lateness": int(allowed_lateness),
+            "input_mode": input_mode,
+            "count_ops": bool(count_ops),
+        }
         self.trees: dict[str, ExecutionTree] = {}
         self._ranks = None  # (query ids sorted, {tree id: rank of each of its queries})
         self._union_classes: dict[tuple, list] = {}  # slices mode: trees -> union of edges
@@ -127,9 +148,17 @@ class NodeCore:
         # answers since the last drain: (tree id, (qidx, window_start, window_end, value))
         self._pending: list[tuple[str, tuple]] = []
         self.last_seq = -1
-        self.counters = {"batches": 0, "tuples": 0, "tree_tuples": 0, "answers": 0,
-                         "busy_s": 0.0, "slices_in": 0, "tree_slices": 0, "replayed_batches": 0,
-                         "compile_s": 0.0}
+        self.counters = {
+            "batches": 0,
+            "tuples": 0,
+            "tree_tuples": 0,
+            "answers": 0,
+            "busy_s": 0.0,
+            "slices_in": 0,
+            "tree_slices": 0,
+            "replayed_batches": 0,
+            "compile_s": 0.0,
+        }
         # one-off kernel loading (numba compile or cache load) per (tree, data kind), done
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
         self._warm_tids: set[tuple[str, str]] = set()
@@ -146,10 +175,13 @@ class NodeCore:
             raise ValueError(f"node {self.node_id}: duplicate tree id {tid!r}")
         tech = pick_technique(self.spec["technique"], [q["aggregate"] for q in t["queries"]])
         if tree is None:
-            tree = self._tree_cls(t["queries"], technique=tech,
-                                  allowed_lateness=self.spec["allowed_lateness"],
-                                  count_ops=self.spec["count_ops"],
-                                  slicing=t.get("slicing", "pairs"))
+            tree = self._tree_cls(
+                t["queries"],
+                technique=tech,
+                allowed_lateness=self.spec["allowed_lateness"],
+                count_ops=self.spec["count_ops"],
+                slicing=t.get("slicing", "pairs"),
+            )
         self.trees[tid] = tree
         self.tree_stream[tid] = stream
         self.tree_technique[tid] = tree.technique
@@ -167,8 +199,9 @@ class NodeCore:
     def streams(self) -> list[str]:
         return sorted(self.by_stream)
 
-    def ingest(self, stream: str | None, batch, seq: int | None = None,
-               trees: Iterable[str] | None = None) -> int:
+    def ingest(
+        self, stream: str | None, batch, seq: int | None = None, trees: Iterable[str] | None = None
+    ) -> int:
         """Feed one batch to the trees on ``stream`` (``None``: every hosted stream present).
 
         ``seq`` (optional, increasing) records the last batch applied, per node and per tree;
@@ -183,8 +216,10 @@ class NodeCore:
         batch = _as_table(batch)
         names = set(batch.schema.names)
         if ("slice_start" in names) != (self.input_mode == "slices"):
-            raise ValueError(f"node {self.node_id} (input_mode {self.input_mode!r}) got a "
-                             f"{'slice' if 'slice_start' in names else 'tuple'} batch")
+            raise ValueError(
+                f"node {self.node_id} (input_mode {self.input_mode!r}) got a "
+                f"{'slice' if 'slice_start' in names else 'tuple'} batch"
+            )
         only = None if trees is None else set(trees)
         if self.input_mode == "slices":
             return self._ingest_slices(stream, batch, seq, t0, only)
@@ -192,8 +227,10 @@ class NodeCore:
             streams = [s for s in self.streams if s in names]
         else:
             if stream not in names:
-                raise KeyError(f"node {self.node_id}: batch has no column {stream!r} "
-                               f"(columns: {sorted(names)})")
+                raise KeyError(
+                    f"node {self.node_id}: batch has no column {stream!r} "
+                    f"(columns: {sorted(names)})"
+                )
             streams = [stream] if stream in self.by_stream else []
         produced = 0
         if streams and batch.num_rows:
@@ -234,8 +271,11 @@ class NodeCore:
             kind = "i"
             if self.input_mode == "tuples" and pa.types.is_floating(batch.schema.field(s).type):
                 kind = "f"
-            todo += [(tid, kind) for tid in tids if (tid, kind) not in self._warm_tids
-                     and (only is None or tid in only)]
+            todo += [
+                (tid, kind)
+                for tid in tids
+                if (tid, kind) not in self._warm_tids and (only is None or tid in only)
+            ]
         if todo:
             self.warmup(todo)
 
@@ -258,16 +298,19 @@ class NodeCore:
     def _targets(self, stream: str, seq: int | None, only: set[str] | None) -> list[str]:
         """The trees on ``stream`` that take batch ``seq`` (marked as applied): in ``only`` if
         given, and not already past ``seq``."""
-        tids = [tid for tid in self.by_stream.get(stream, ())
-                if (only is None or tid in only)
-                and (seq is None or self.tree_seq[tid] < seq)]
+        tids = [
+            tid
+            for tid in self.by_stream.get(stream, ())
+            if (only is None or tid in only) and (seq is None or self.tree_seq[tid] < seq)
+        ]
         if seq is not None:
             for tid in tids:
                 self.tree_seq[tid] = int(seq)
         return tids
 
-    def _ingest_slices(self, stream: str | None, batch, seq, t0: float,
-                       only: set[str] | None = None) -> int:
+    def _ingest_slices(
+        self, stream: str | None, batch, seq, t0: float, only: set[str] | None = None
+    ) -> int:
         """One stream's pre-aggregated slices to every tree on that stream.  ``tuples``
         counts the tuples the slices stand for; ``slices_in`` the slice rows."""
         if stream is None:
@@ -282,10 +325,16 @@ class NodeCore:
             sb = SliceBatch.of(batch)
             key = tuple(tids)
             if key not in self._union_classes:
-                self._union_classes[key] = edge_classes(sorted(
-                    {rs for tid in tids for rs in self.trees[tid].slicer.rs}))
-            check_slice_edges(self._union_classes[key], sb.start, sb.end, sb.ts,
-                              f"a tree of node {self.node_id} on {stream!r}")
+                self._union_classes[key] = edge_classes(
+                    sorted({rs for tid in tids for rs in self.trees[tid].slicer.rs})
+                )
+            check_slice_edges(
+                self._union_classes[key],
+                sb.start,
+                sb.end,
+                sb.ts,
+                f"a tree of node {self.node_id} on {stream!r}",
+            )
             for tid in tids:
                 out = self.trees[tid].process_slice_batch(sb, edges_checked=True)
                 produced += self._keep(tid, out)
@@ -322,7 +371,7 @@ class NodeCore:
         """
         return self.drain_blocks().table()
 
-    def drain_blocks(self) -> "AnswerBlocks":
+    def drain_blocks(self) -> AnswerBlocks:
         """``drain`` as ``AnswerBlocks``: the answers as one block per query, in query id
         order, each block's windows in order.
 
@@ -342,8 +391,9 @@ class NodeCore:
             by_tree.setdefault(tid, []).append(c)
         blocks = []
         for tid, cs in by_tree.items():
-            q, st, va = (np.concatenate([c[i] for c in cs]) if len(cs) > 1 else cs[0][i]
-                         for i in (0, 1, 3))
+            q, st, va = (
+                np.concatenate([c[i] for c in cs]) if len(cs) > 1 else cs[0][i] for i in (0, 1, 3)
+            )
             tree = self.trees[tid]
             nq = len(tree.queries)
             if nq > 1:
@@ -359,11 +409,17 @@ class NodeCore:
                     o = np.lexsort((st, q))
                     q, st, va = q[o], st[o], va[o]
             r = ranks[tid]
-            blocks += [(int(r[i]), tree.queries[i].range, st[off[i]:off[i + 1]],
-                        va[off[i]:off[i + 1]]) for i in np.flatnonzero(cnt)]
+            blocks += [
+                (int(r[i]), tree.queries[i].range, st[off[i] : off[i + 1]], va[off[i] : off[i + 1]])
+                for i in np.flatnonzero(cnt)
+            ]
         blocks.sort(key=lambda b: b[0])
-        return AnswerBlocks([ids[b[0]] for b in blocks], [b[1] for b in blocks],
-                            [b[2] for b in blocks], [b[3] for b in blocks])
+        return AnswerBlocks(
+            [ids[b[0]] for b in blocks],
+            [b[1] for b in blocks],
+            [b[2] for b in blocks],
+            [b[3] for b in blocks],
+        )
 
     def _query_ranks(self):
         """(query ids of every hosted tree, sorted; per tree: the rank of each of its queries
@@ -373,8 +429,10 @@ class NodeCore:
             qids = sorted({q.id for t in self.trees.values() for q in t.queries})
             pos = {q: i for i, q in enumerate(qids)}
             dt = np.uint16 if len(qids) <= 1 << 16 else np.uint32
-            ranks = {tid: np.array([pos[q.id] for q in t.queries], dtype=dt)
-                     for tid, t in self.trees.items()}
+            ranks = {
+                tid: np.array([pos[q.id] for q in t.queries], dtype=dt)
+                for tid, t in self.trees.items()
+            }
             self._ranks = (qids, ranks)
         return self._ranks
 
@@ -391,37 +449,59 @@ class NodeCore:
             if lt.count > k:
                 ts, vals = lt.ts[k:], lt.values[k:]
                 n = ts.shape[0]
-                rows.append(pa.table({
-                    "node_id": pa.array([self.node_id] * n, pa.string()),
-                    "tree_id": pa.array([tid] * n, pa.string()),
-                    "stream": pa.array([self.tree_stream[tid]] * n, pa.string()),
-                    "ts_ms": pa.array(ts, pa.int64()),
-                    "value": pa.array(vals.astype(np.float64), pa.float64())}))
+                rows.append(
+                    pa.table(
+                        {
+                            "node_id": pa.array([self.node_id] * n, pa.string()),
+                            "tree_id": pa.array([tid] * n, pa.string()),
+                            "stream": pa.array([self.tree_stream[tid]] * n, pa.string()),
+                            "ts_ms": pa.array(ts, pa.int64()),
+                            "value": pa.array(vals.astype(np.float64), pa.float64()),
+                        }
+                    )
+                )
         return pa.concat_tables(rows) if rows else empty_late()
 
     def metrics(self) -> dict[str, Any]:
         """Counters for this node.  Queue depth is known only to the driver (in-flight calls);
         ``Deployment.metrics()`` adds it."""
         late = sum(t.late.count for t in self.trees.values())
-        return {"node_id": self.node_id, **self.counters, "late_tuples": int(late),
-                "pending_answers": int(sum(c[0].shape[0] for _, c in self._pending)),
-                "last_seq": self.last_seq, "stream_tuples": dict(self.stream_tuples),
-                "stream_slices": dict(self.stream_slices),
-                "trees": {tid: {"stream": self.tree_stream[tid],
-                                "technique": self.tree_technique[tid],
-                                "slicing": t.slicing, "queries": len(t.queries), **_plain(t.stats()),
-                                **(_ops(t) if t.count_ops else {})}
-                          for tid, t in sorted(self.trees.items())}}
+        return {
+            "node_id": self.node_id,
+            **self.counters,
+            "late_tuples": int(late),
+            "pending_answers": int(sum(c[0].shape[0] for _, c in self._pending)),
+            "last_seq": self.last_seq,
+            "stream_tuples": dict(self.stream_tuples),
+            "stream_slices": dict(self.stream_slices),
+            "trees": {
+                tid: {
+                    "stream": self.tree_stream[tid],
+                    "technique": self.tree_technique[tid],
+                    "slicing": t.slicing,
+                    "queries": len(t.queries),
+                    **_plain(t.stats()),
+                    **(_ops(t) if t.count_ops else {}),
+                }
+                for tid, t in sorted(self.trees.items())
+            },
+        }
 
     # -- checkpoints ------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         """All trees' state + counters + ``last_seq`` + per-tree ``tree_seq``.  Undrained
         answers are *not* included: use ``checkpoint()`` to take answers and snapshot at the
         same point."""
-        meta = {"version": 1, "spec": self.spec, "last_seq": self.last_seq,
-                "counters": self.counters, "stream_tuples": self.stream_tuples,
-                "stream_slices": self.stream_slices,
-                "trees": sorted(self.trees), "tree_seq": self.tree_seq}
+        meta = {
+            "version": 1,
+            "spec": self.spec,
+            "last_seq": self.last_seq,
+            "counters": self.counters,
+            "stream_tuples": self.stream_tuples,
+            "stream_slices": self.stream_slices,
+            "trees": sorted(self.trees),
+            "tree_seq": self.tree_seq,
+        }
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         for tid in sorted(self.trees):
             arrays[f"tree/{tid}"] = np.frombuffer(self.trees[tid].snapshot(), np.uint8)
@@ -434,7 +514,7 @@ class NodeCore:
         runs one call at a time)."""
         return self.snapshot(), self.drain(), self.last_seq
 
-    def checkpoint_blocks(self) -> tuple[bytes, "AnswerBlocks", int]:
+    def checkpoint_blocks(self) -> tuple[bytes, AnswerBlocks, int]:
         """``checkpoint`` with the answers as ``AnswerBlocks`` (what the driver takes)."""
         return self.snapshot(), self.drain_blocks(), self.last_seq
 
@@ -443,8 +523,10 @@ class NodeCore:
         snapshot's ``last_seq`` so the caller can replay the batches after it."""
         arrays, meta = _load_snapshot(data)
         if sorted(meta["trees"]) != sorted(self.trees):
-            raise ValueError(f"snapshot of node {meta['spec']['node_id']!r} has trees "
-                             f"{meta['trees']}, this node has {sorted(self.trees)}")
+            raise ValueError(
+                f"snapshot of node {meta['spec']['node_id']!r} has trees "
+                f"{meta['trees']}, this node has {sorted(self.trees)}"
+            )
         seqs = meta.get("tree_seq") or {}
         for tid in self.trees:
             self.trees[tid] = self._tree_cls.restore(arrays[f"tree/{tid}"].tobytes())
@@ -458,16 +540,19 @@ class NodeCore:
         self._pending = []
         return self.last_seq
 
-    def add_trees(self, trees: list[dict[str, Any]], snapshot: bytes | None = None
-                  ) -> dict[str, int]:
+    def add_trees(
+        self, trees: list[dict[str, Any]], snapshot: bytes | None = None
+    ) -> dict[str, int]:
         """Host more trees: fresh (``snapshot=None``: the initial state), or restored from a
         snapshot of another node that holds them (a lost node's last checkpoint).  Returns each
         added tree's ``tree_seq``: the batches after it must be replayed to it (``ingest(...,
         trees=)``).  Nothing is added if any tree is refused."""
         arrays, meta = _load_snapshot(snapshot) if snapshot is not None else ({}, {})
         if meta and meta["spec"].get("input_mode", "tuples") != self.input_mode:
-            raise ValueError(f"node {self.node_id} (input_mode {self.input_mode!r}) cannot adopt "
-                             f"trees of a {meta['spec'].get('input_mode')!r} node")
+            raise ValueError(
+                f"node {self.node_id} (input_mode {self.input_mode!r}) cannot adopt "
+                f"trees of a {meta['spec'].get('input_mode')!r} node"
+            )
         seqs = meta.get("tree_seq") or {}
         staged = []
         for t in trees:
@@ -478,13 +563,17 @@ class NodeCore:
             if snapshot is not None:
                 key = f"tree/{tid}"
                 if key not in arrays:
-                    raise ValueError(f"snapshot of node {meta['spec']['node_id']!r} has no tree "
-                                     f"{tid!r} (trees: {meta['trees']})")
+                    raise ValueError(
+                        f"snapshot of node {meta['spec']['node_id']!r} has no tree "
+                        f"{tid!r} (trees: {meta['trees']})"
+                    )
                 tree = self._tree_cls.restore(arrays[key].tobytes())
                 want = sorted(str(q["id"]) for q in t["queries"])
                 if sorted(q.id for q in tree.queries) != want:
-                    raise ValueError(f"tree {tid!r} in the snapshot answers "
-                                     f"{sorted(q.id for q in tree.queries)}, expected {want}")
+                    raise ValueError(
+                        f"tree {tid!r} in the snapshot answers "
+                        f"{sorted(q.id for q in tree.queries)}, expected {want}"
+                    )
                 seq = int(seqs.get(tid, meta["last_seq"]))
             staged.append(({**t, "id": tid}, tree, seq))
         for t, tree, seq in staged:
@@ -519,10 +608,16 @@ class NodeCore:
         return len(gone)
 
     @classmethod
-    def from_snapshot(cls, data: bytes) -> "NodeCore":
+    def from_snapshot(cls, data: bytes) -> NodeCore:
         s = _load_snapshot(data)[1]["spec"]
-        node = cls(s["node_id"], s["trees"], s["technique"], s["allowed_lateness"],
-                   s.get("input_mode", "tuples"), s.get("count_ops", False))
+        node = cls(
+            s["node_id"],
+            s["trees"],
+            s["technique"],
+            s["allowed_lateness"],
+            s.get("input_mode", "tuples"),
+            s.get("count_ops", False),
+        )
         node.restore(data)
         return node
 
@@ -545,14 +640,20 @@ class NodeCore:
         for tid, kind in which:
             self._warm_tids.add((tid, kind))
             t = self.trees[tid]
-            key = (self.tree_technique[tid], t.slicing, t.count_ops, kind,
-                   tuple(sorted(str(p) for p in _prims_of(t.queries))))
+            key = (
+                self.tree_technique[tid],
+                t.slicing,
+                t.count_ops,
+                kind,
+                tuple(sorted(str(p) for p in _prims_of(t.queries))),
+            )
             if key in self._warm_keys:
                 continue
             self._warm_keys.add(key)
             qs = [q.as_dict() for q in t.queries]
-            tmp = tree_cls(qs, technique=self.tree_technique[tid], count_ops=t.count_ops,
-                           slicing=t.slicing)
+            tmp = tree_cls(
+                qs, technique=self.tree_technique[tid], count_ops=t.count_ops, slicing=t.slicing
+            )
             mr = max(q["range"] for q in qs)
             ts = np.arange(0, 3 * mr, max(1, mr // 32), dtype=np.int64)
             v = (ts % 7).astype(np.float64 if kind == "f" else np.int64)
@@ -598,9 +699,15 @@ def empty_answers(int_values: bool = True) -> pa.Table:
 
 
 def empty_late() -> pa.Table:
-    return pa.schema([("node_id", pa.string()), ("tree_id", pa.string()),
-                      ("stream", pa.string()), ("ts_ms", pa.int64()),
-                      ("value", pa.float64())]).empty_table()
+    return pa.schema(
+        [
+            ("node_id", pa.string()),
+            ("tree_id", pa.string()),
+            ("stream", pa.string()),
+            ("ts_ms", pa.int64()),
+            ("value", pa.float64()),
+        ]
+    ).empty_table()
 
 
 class AnswerBlocks:
@@ -615,7 +722,7 @@ class AnswerBlocks:
         self.qids, self.ranges, self.starts, self.values = qids, ranges, starts, values
 
     @classmethod
-    def empty(cls) -> "AnswerBlocks":
+    def empty(cls) -> AnswerBlocks:
         return cls([], [], [], [])
 
     @property
@@ -660,11 +767,16 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]]) -> pa.Table:
             pa.array(iv).cast(pa.float64())  # raises ArrowInvalid, naming the value
         vt, vdt = pa.float64(), np.float64
     if int(pos[-1]) >= 1 << 31:  # beyond 32-bit string offsets: not expected
-        big = pa.table({"query_id": pa.array([x.decode() for x in raw]).take(
-            pa.array(np.repeat(np.arange(len(raw)), counts))),
-            "window_start": pa.array(np.concatenate(starts)),
-            "window_end": pa.array(np.concatenate([s + r for s, r in zip(starts, ranges)])),
-            "value": pa.array(np.concatenate(values).astype(vdt))})
+        big = pa.table(
+            {
+                "query_id": pa.array([x.decode() for x in raw]).take(
+                    pa.array(np.repeat(np.arange(len(raw)), counts))
+                ),
+                "window_start": pa.array(np.concatenate(starts)),
+                "window_end": pa.array(np.concatenate([s + r for s, r in zip(starts, ranges)])),
+                "value": pa.array(np.concatenate(values).astype(vdt)),
+            }
+        )
         return big
     start = np.empty(n, dtype=np.int64)
     end = np.empty(n, dtype=np.int64)
@@ -681,10 +793,10 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]]) -> pa.Table:
             np.add(starts[j], ranges[j], out=end[a:z])
             value[a:z] = values[j]
             if k:
-                data[q:q + k * c].reshape(c, k)[:] = np.frombuffer(raw[j], np.uint8)
-                offsets[a + 1:z + 1] = np.arange(q + k, q + k * c + 1, k)
+                data[q : q + k * c].reshape(c, k)[:] = np.frombuffer(raw[j], np.uint8)
+                offsets[a + 1 : z + 1] = np.arange(q + k, q + k * c + 1, k)
             else:
-                offsets[a + 1:z + 1] = q
+                offsets[a + 1 : z + 1] = q
 
     # block ranges of about equal rows
     cuts = np.searchsorted(bounds, np.linspace(0, n, MERGE_THREADS + 1)).tolist()
@@ -695,10 +807,15 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]]) -> pa.Table:
             list(ex.map(lambda j: fill(*j), jobs))
     else:
         fill(0, len(order))
-    qid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
-                                                 pa.py_buffer(data)])
-    return pa.table({"query_id": qid, "window_start": pa.array(start, pa.int64()),
-                     "window_end": pa.array(end, pa.int64()), "value": pa.array(value, vt)})
+    qid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.table(
+        {
+            "query_id": qid,
+            "window_start": pa.array(start, pa.int64()),
+            "window_end": pa.array(end, pa.int64()),
+            "value": pa.array(value, vt),
+        }
+    )
 
 
 def merge_blocks(parts: list[AnswerBlocks]) -> pa.Table:
@@ -711,8 +828,9 @@ def merge_blocks(parts: list[AnswerBlocks]) -> pa.Table:
     order.sort(key=lambda b: (b[0].qids[b[1]], int(b[0].starts[b[1]][0])))
     for (p, i), (q, j) in zip(order, order[1:]):
         if p.qids[i] == q.qids[j] and int(p.starts[i][-1]) >= int(q.starts[j][0]):
-            return _blocks_table(order).sort_by([("query_id", "ascending"),
-                                                 ("window_start", "ascending")])
+            return _blocks_table(order).sort_by(
+                [("query_id", "ascending"), ("window_start", "ascending")]
+            )
     return _blocks_table(order)
 
 

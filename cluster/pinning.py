@@ -6,9 +6,11 @@ node, so placement is checkable; hard, because a plan node that silently ran els
 break the plan's per-node costs.  When a pinned Ray node is gone (``ray_node_gone``) the
 deployment loses the plan node for good and re-places its trees.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .plan_specs import DeploymentError
 
@@ -22,8 +24,14 @@ def ray_nodes_for_pinning() -> list[dict[str, Any]]:
 
     alive = [n for n in ray.nodes() if n.get("Alive")]
     head = "node:__internal_head__"
-    return sorted(alive, key=lambda n: (head in n.get("Resources", {}),
-                                        n.get("NodeManagerAddress", ""), n["NodeID"]))
+    return sorted(
+        alive,
+        key=lambda n: (
+            head in n.get("Resources", {}),
+            n.get("NodeManagerAddress", ""),
+            n["NodeID"],
+        ),
+    )
 
 
 def pin_round_robin(plan_nodes, ray_nodes) -> dict[str, str]:
@@ -34,15 +42,17 @@ def pin_round_robin(plan_nodes, ray_nodes) -> dict[str, str]:
     return {str(nid): ray_ids[i % len(ray_ids)] for i, nid in enumerate(plan_nodes)}
 
 
-def resolve_pins(pin_nodes, node_ids: list[str],
-                 actor_options: Mapping[str, Any]) -> dict[str, str]:
+def resolve_pins(
+    pin_nodes, node_ids: list[str], actor_options: Mapping[str, Any]
+) -> dict[str, str]:
     """Plan node -> Ray node for ``Deployment(pin_nodes=...)``: ``True`` round robin, a
     mapping checked (every plan node named, every Ray node alive); ``{}`` for no pinning."""
     if not pin_nodes:
         return {}
     if "scheduling_strategy" in actor_options:
-        raise DeploymentError("pin_nodes and actor_options['scheduling_strategy'] both "
-                              "place the actors: give one")
+        raise DeploymentError(
+            "pin_nodes and actor_options['scheduling_strategy'] both place the actors: give one"
+        )
     alive = [r["NodeID"] for r in ray_nodes_for_pinning()]
     if pin_nodes is True:
         return pin_round_robin(node_ids, alive)
@@ -59,21 +69,24 @@ def resolve_pins(pin_nodes, node_ids: list[str],
     return pins
 
 
-def pin_for_added_node(nid: str, ray_node: str | None, *, pinning: bool,
-                       actor_options: Mapping[str, Any], created: int) -> str | None:
+def pin_for_added_node(
+    nid: str, ray_node: str | None, *, pinning: bool, actor_options: Mapping[str, Any], created: int
+) -> str | None:
     """The Ray node a node added while running is pinned to (None: Ray's choice): the one
     asked for, else with pinning on Ray node ``created mod R`` (``created``: plan nodes
     started so far), as ``pin_nodes=True`` would have given it."""
     if ray_node is None and not pinning:
         return None
     if "scheduling_strategy" in actor_options:
-        raise DeploymentError("ray_node and actor_options['scheduling_strategy'] both "
-                              "place the actors: give one")
+        raise DeploymentError(
+            "ray_node and actor_options['scheduling_strategy'] both place the actors: give one"
+        )
     alive = [r["NodeID"] for r in ray_nodes_for_pinning()]
     if ray_node is not None:
         if str(ray_node) not in alive:
-            raise DeploymentError(f"cannot add node {nid!r}: Ray node {ray_node!r} is not "
-                                  f"alive; alive: {alive}")
+            raise DeploymentError(
+                f"cannot add node {nid!r}: Ray node {ray_node!r} is not alive; alive: {alive}"
+            )
         return str(ray_node)
     if not alive:
         raise DeploymentError(f"cannot add node {nid!r}: no alive Ray node to pin it to")

@@ -4,9 +4,11 @@ Why a module of its own: every other part of the deployment (actors, recovery, r
 fault drills, pinning) raises ``DeploymentError`` and names trees the way the specs do, so
 this sits at the bottom of the imports and depends on nothing else in ``cluster``.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 PLAN_SCHEMA = "weaveplace.plan/1"
 
@@ -45,38 +47,60 @@ def node_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
                 if qid not in queries:
                     raise DeploymentError(f"tree {t.get('id')!r} names unknown query {qid!r}")
                 if qid in seen:
-                    raise DeploymentError(f"query {qid!r} is in trees {seen[qid]!r} and "
-                                          f"{t.get('id')!r}: each query runs once")
+                    raise DeploymentError(
+                        f"query {qid!r} is in trees {seen[qid]!r} and "
+                        f"{t.get('id')!r}: each query runs once"
+                    )
                 seen[qid] = t.get("id")
                 q = queries[qid]
                 stream = q.get("stream", "s0")
                 if t.get("stream", stream) != stream:
-                    raise DeploymentError(f"tree {t.get('id')!r} (stream {t.get('stream')!r}) "
-                                          f"holds query {qid!r} on stream {stream!r}")
-                qs.append({"id": qid, "aggregate": q.get("aggregate", "sum"),
-                           "range": q["range"], "slide": q["slide"],
-                           "kind": q.get("kind", "time")})
+                    raise DeploymentError(
+                        f"tree {t.get('id')!r} (stream {t.get('stream')!r}) "
+                        f"holds query {qid!r} on stream {stream!r}"
+                    )
+                qs.append(
+                    {
+                        "id": qid,
+                        "aggregate": q.get("aggregate", "sum"),
+                        "range": q["range"],
+                        "slide": q["slide"],
+                        "kind": q.get("kind", "time"),
+                    }
+                )
             if not qs:
                 continue
             stream = str(t.get("stream") or queries[t["queries"][0]].get("stream", "s0"))
             if len({q["kind"] for q in qs}) > 1:
-                raise DeploymentError(f"tree {t.get('id')!r} mixes count and time windows, "
-                                      f"which cannot share a slicing: re-plan it")
-            trees.append({"id": str(t["id"]), "stream": stream, "plan_tree": str(t["id"]),
-                          "queries": qs, "slicing": slicing})
+                raise DeploymentError(
+                    f"tree {t.get('id')!r} mixes count and time windows, "
+                    f"which cannot share a slicing: re-plan it"
+                )
+            trees.append(
+                {
+                    "id": str(t["id"]),
+                    "stream": stream,
+                    "plan_tree": str(t["id"]),
+                    "queries": qs,
+                    "slicing": slicing,
+                }
+            )
         specs.append({"node_id": str(n["id"]), "trees": trees})
     missing = sorted(set(queries) - set(seen))
     if missing:
-        raise DeploymentError(f"queries not placed in any tree: {missing[:10]}"
-                              f"{' ...' if len(missing) > 10 else ''}")
+        raise DeploymentError(
+            f"queries not placed in any tree: {missing[:10]}{' ...' if len(missing) > 10 else ''}"
+        )
     if len({s["node_id"] for s in specs}) != len(specs):
         raise DeploymentError("duplicate node ids in plan")
     where: dict[str, str] = {}
     for s in specs:  # a tree can move to another node (lose_node): ids name it plan-wide
         for t in s["trees"]:
             if t["id"] in where:
-                raise DeploymentError(f"tree id {t['id']!r} is used on nodes {where[t['id']]!r} "
-                                      f"and {s['node_id']!r}: tree ids must be unique in a plan")
+                raise DeploymentError(
+                    f"tree id {t['id']!r} is used on nodes {where[t['id']]!r} "
+                    f"and {s['node_id']!r}: tree ids must be unique in a plan"
+                )
             where[t["id"]] = s["node_id"]
     return specs
 

@@ -37,6 +37,7 @@ directory in ``RAY_TMPDIR``.
 ``__exit__`` runs on exceptions and on ``KeyboardInterrupt`` alike (both are BaseException), so a
 Ctrl-C during a run still stops the Ray processes this process started.
 """
+
 from __future__ import annotations
 
 import logging
@@ -70,15 +71,21 @@ def token_source() -> tuple[str | None, str]:
             tok = Path(path).expanduser().read_text().strip()
         except OSError:
             tok = ""
-        return (tok or None), (f"RAY_AUTH_TOKEN_PATH ({path})" if tok else
-                               f"RAY_AUTH_TOKEN_PATH ({path}: unreadable or empty)")
+        return (tok or None), (
+            f"RAY_AUTH_TOKEN_PATH ({path})"
+            if tok
+            else f"RAY_AUTH_TOKEN_PATH ({path}: unreadable or empty)"
+        )
     home = Path.home() / ".ray" / "auth_token"
     try:
         tok = home.read_text().strip()
     except OSError:
         tok = ""
-    return (tok or None), ("~/.ray/auth_token" if tok else
-                           "none (no RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
+    return (tok or None), (
+        "~/.ray/auth_token"
+        if tok
+        else "none (no RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)"
+    )
 
 
 def _enable_token_mode() -> None:
@@ -93,8 +100,10 @@ def _enable_token_mode() -> None:
         pass
 
 
-AUTH_HINT = ("the cluster's token is needed: copy the head node's ~/.ray/auth_token to this "
-             "machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH to a file holding it)")
+AUTH_HINT = (
+    "the cluster's token is needed: copy the head node's ~/.ray/auth_token to this "
+    "machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH to a file holding it)"
+)
 
 
 def attach_auth(address: str) -> str:
@@ -121,10 +130,14 @@ def attach_auth(address: str) -> str:
     try:
         GcsClient(address=address).internal_kv_get(b"weaveplace_probe", None, timeout=5)
     except AuthenticationError:
-        hint = AUTH_HINT if mode is None or mode.lower() == "token" else \
-            f"unset RAY_AUTH_MODE (or set it to token); {AUTH_HINT}"
-        raise ConnectionError(f"InvalidAuthToken: the cluster refused the connection with "
-                              f"{auth}; {hint}") from None
+        hint = (
+            AUTH_HINT
+            if mode is None or mode.lower() == "token"
+            else f"unset RAY_AUTH_MODE (or set it to token); {AUTH_HINT}"
+        )
+        raise ConnectionError(
+            f"InvalidAuthToken: the cluster refused the connection with {auth}; {hint}"
+        ) from None
     except Exception:  # noqa: BLE001  (unreachable etc.: ray.init reports it)
         pass
     return auth
@@ -171,10 +184,16 @@ class RayRuntime:
     ``owned`` tells whether this object started Ray (and therefore stops it).
     """
 
-    def __init__(self, address: str | None = None, *, num_cpus: int | None = 2,
-                 object_store_memory: int | None = 512 * 1024 ** 2,
-                 tmpdir: str | None = None, namespace: str | None = "weaveplace",
-                 quiet: bool = True):
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        num_cpus: int | None = 2,
+        object_store_memory: int | None = 512 * 1024**2,
+        tmpdir: str | None = None,
+        namespace: str | None = "weaveplace",
+        quiet: bool = True,
+    ):
         self.address = address
         self.num_cpus = num_cpus
         self.object_store_memory = object_store_memory
@@ -187,22 +206,29 @@ class RayRuntime:
         self.auth: str | None = None
         self._restore = None  # undoes the loopback-only setting of an embedded Ray
 
-    def start(self) -> "RayRuntime":
+    def start(self) -> RayRuntime:
         import ray
 
         if ray.is_initialized():  # borrowed: a fixture or the caller owns it
             self.started, self.owned = True, False
             return self
         env = _worker_env()
-        kw = dict(include_dashboard=False, namespace=self.namespace,
-                  logging_level=logging.WARNING if self.quiet else logging.INFO,
-                  log_to_driver=not self.quiet)
+        kw = dict(
+            include_dashboard=False,
+            namespace=self.namespace,
+            logging_level=logging.WARNING if self.quiet else logging.INFO,
+            log_to_driver=not self.quiet,
+        )
         if self.address in (None, "", "local"):
             os.environ["RAY_TMPDIR"] = self.tmpdir
             Path(self.tmpdir).mkdir(parents=True, exist_ok=True)
-            kw.update(address="local", num_cpus=self.num_cpus,
-                      object_store_memory=self.object_store_memory,
-                      _node_ip_address="127.0.0.1", _temp_dir=self.tmpdir)
+            kw.update(
+                address="local",
+                num_cpus=self.num_cpus,
+                object_store_memory=self.object_store_memory,
+                _node_ip_address="127.0.0.1",
+                _temp_dir=self.tmpdir,
+            )
             self._restore = _loopback_only()
             self.owned = True
         else:  # attach: the cluster's own resources apply; ship our env to its workers
@@ -217,8 +243,10 @@ class RayRuntime:
             self._undo_loopback()
 
             if isinstance(exc, AuthenticationError) or "InvalidAuthToken" in str(exc):
-                raise ConnectionError(f"InvalidAuthToken: the cluster refused the connection "
-                                      f"with {self.auth}; {AUTH_HINT}") from None
+                raise ConnectionError(
+                    f"InvalidAuthToken: the cluster refused the connection "
+                    f"with {self.auth}; {AUTH_HINT}"
+                ) from None
             raise
         if self.owned:
             self.auth = "embedded: " + _embedded_auth()
@@ -240,12 +268,14 @@ class RayRuntime:
             self._restore()
             self._restore = None
 
-    def __enter__(self) -> "RayRuntime":
+    def __enter__(self) -> RayRuntime:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.stop()
 
     def __repr__(self) -> str:  # pragma: no cover
-        return (f"RayRuntime(address={self.address!r}, owned={self.owned}, "
-                f"started={self.started}, tmpdir={self.tmpdir!r})")
+        return (
+            f"RayRuntime(address={self.address!r}, owned={self.owned}, "
+            f"started={self.started}, tmpdir={self.tmpdir!r})"
+        )

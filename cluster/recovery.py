@@ -10,6 +10,7 @@ replayed.  A node's state is a list of ``RestoreSource``s: its own snapshot, the
 adopted since (from a lost node, or as an added node) with their own snapshots; the same
 replay rebuilds them (``_adopt``), and trees skip a batch ``seq`` they already applied.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -50,13 +51,13 @@ class DriverNode:
     sources: list[RestoreSource]
     inflight: deque = field(default_factory=deque)
     recoveries: int = 0
-    submitted_seq: int = -1         # last batch seq sent to this node (replay bound)
+    submitted_seq: int = -1  # last batch seq sent to this node (replay bound)
     flushed: bool = False
     max_depth: int = 0
     blocked_s: float = 0.0
-    ray_node: str | None = None     # the Ray node it is pinned to (None: Ray's choice)
-    adopted: int = 0                # executor trees taken over from lost nodes
-    added: int = 0                  # executor trees taken over as an added node (add_node)
+    ray_node: str | None = None  # the Ray node it is pinned to (None: Ray's choice)
+    adopted: int = 0  # executor trees taken over from lost nodes
+    added: int = 0  # executor trees taken over as an added node (add_node)
 
     @property
     def snapshot(self) -> bytes | None:
@@ -100,8 +101,11 @@ class RecoveryMixin:
             self._wait_all()
             refs = {}
             for nid, n in self.nodes.items():
-                refs[nid] = (n.actor.checkpoint_blocks.remote(), list(n.spec["trees"]),
-                             len(n.sources))
+                refs[nid] = (
+                    n.actor.checkpoint_blocks.remote(),
+                    list(n.spec["trees"]),
+                    len(n.sources),
+                )
             for nid, (ref, trees, k) in refs.items():
                 if nid not in self.nodes:  # lost while we collected the others
                     continue
@@ -149,8 +153,9 @@ class RecoveryMixin:
         import ray
 
         if not self.auto_recover:
-            raise DeploymentError(f"cannot recover node {node_id}: the replay log is kept only "
-                                  f"with auto_recover=True")
+            raise DeploymentError(
+                f"cannot recover node {node_id}: the replay log is kept only with auto_recover=True"
+            )
         n = self.nodes[node_id]
         try:
             ray.kill(n.actor, no_restart=True)

@@ -5,9 +5,11 @@ re-priced from their queries (``Layout``), while ``Deployment.plan`` stays a pla
 follows the running layout and still verifies (``plan_after_loss``, ``plan_after_addition``).
 Nothing here touches actors: these only decide and describe.
 """
+
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .plan_specs import DeploymentError
 
@@ -23,22 +25,32 @@ class Layout:
         from placement.trees import CostModel
 
         streams = plan.get("streams") or {}
-        queries = {str(q["id"]): query_from_mapping(q, i)
-                   for i, q in enumerate(plan.get("queries", []))}
-        used = sorted({queries[str(qid)].stream for n in plan["nodes"] for t in n["trees"]
-                       for qid in t["queries"]})
+        queries = {
+            str(q["id"]): query_from_mapping(q, i) for i, q in enumerate(plan.get("queries", []))
+        }
+        used = sorted(
+            {
+                queries[str(qid)].stream
+                for n in plan["nodes"]
+                for t in n["trees"]
+                for qid in t["queries"]
+            }
+        )
         missing = [s for s in used if "rate" not in (streams.get(s) or {})]
         if missing:
-            raise DeploymentError(f"the plan has no input rate for stream(s) {missing} "
-                                  "(plan 'streams'); re-placement prices trees with them")
+            raise DeploymentError(
+                f"the plan has no input rate for stream(s) {missing} "
+                "(plan 'streams'); re-placement prices trees with them"
+            )
         rates = {s: float(streams[s]["rate"]) for s in used}
         ie = plan.get("ie") or "slickdeque"
         try:
             self.model = CostModel(ie, rates, slicing=plan.get("slicing", "pairs"))
         except (KeyError, ValueError) as e:
-            raise DeploymentError(f"the plan's ie {ie!r} has no cost model for re-placement: "
-                                  f"{e}") from None
-        self.tree_id: dict[int, str] = {}     # id(Tree) -> plan tree id
+            raise DeploymentError(
+                f"the plan's ie {ie!r} has no cost model for re-placement: {e}"
+            ) from None
+        self.tree_id: dict[int, str] = {}  # id(Tree) -> plan tree id
         nodes = []
         for n in plan["nodes"]:
             trees = []
@@ -80,20 +92,33 @@ class Layout:
             host = next(n for n in rep.plan.nodes if n.id == dest)
             if not any(x is t for x in host.trees):
                 woven.append(tid)
-        nodes = [Node(n.id, list(n.trees) + moved_to.get(n.id, []), n.capacity)
-                 for n in before.nodes if n.id != node_id]
+        nodes = [
+            Node(n.id, list(n.trees) + moved_to.get(n.id, []), n.capacity)
+            for n in before.nodes
+            if n.id != node_id
+        ]
         self.plan = Plan(before.optimizer, before.ie, nodes, before.rates)
-        record = {"moved": len(target), "trees": dict(sorted(target.items())),
-                  "woven_in_plan": sorted(woven),
-                  "planned": {"total_before": rep.total_before, "max_before": rep.max_before,
-                              "total_after": rep.plan.total_cost,
-                              "max_after": rep.plan.max_cost,
-                              "total_change": rep.total_change, "max_change": rep.max_change},
-                  "executed": {"total_before": before.total_cost, "max_before": before.max_cost,
-                               "total_after": self.plan.total_cost,
-                               "max_after": self.plan.max_cost,
-                               "total_change": self.plan.total_cost - before.total_cost,
-                               "max_change": self.plan.max_cost - before.max_cost}}
+        record = {
+            "moved": len(target),
+            "trees": dict(sorted(target.items())),
+            "woven_in_plan": sorted(woven),
+            "planned": {
+                "total_before": rep.total_before,
+                "max_before": rep.max_before,
+                "total_after": rep.plan.total_cost,
+                "max_after": rep.plan.max_cost,
+                "total_change": rep.total_change,
+                "max_change": rep.max_change,
+            },
+            "executed": {
+                "total_before": before.total_cost,
+                "max_before": before.max_cost,
+                "total_after": self.plan.total_cost,
+                "max_after": self.plan.max_cost,
+                "total_change": self.plan.total_cost - before.total_cost,
+                "max_change": self.plan.max_cost - before.max_cost,
+            },
+        }
         return target, record
 
     def add(self, node_id: str, capacity: float | None) -> tuple[dict[str, str], dict[str, Any]]:
@@ -112,15 +137,21 @@ class Layout:
         host = {id(t): n.id for n in before.nodes for t in n.trees}
         moves = {self.tree_id[id(t)]: host[id(t)] for t in rep.plan.nodes[-1].trees}
         self.plan = rep.plan
-        record = {"moved": rep.moved, "trees": dict(sorted(moves.items())),
-                  "capacity": capacity,
-                  "planned": {"total_before": rep.total_before, "max_before": rep.max_before,
-                              "total_after": rep.plan.total_cost,
-                              "max_after": rep.plan.max_cost,
-                              "total_change": rep.total_change, "max_change": rep.max_change,
-                              "node_costs": {n.id: n.cost for n in rep.plan.nodes}}}
+        record = {
+            "moved": rep.moved,
+            "trees": dict(sorted(moves.items())),
+            "capacity": capacity,
+            "planned": {
+                "total_before": rep.total_before,
+                "max_before": rep.max_before,
+                "total_after": rep.plan.total_cost,
+                "max_after": rep.plan.max_cost,
+                "total_change": rep.total_change,
+                "max_change": rep.max_change,
+                "node_costs": {n.id: n.cost for n in rep.plan.nodes},
+            },
+        }
         return moves, record
-
 
 
 def _trees_cost(trees) -> float:
@@ -130,12 +161,17 @@ def _trees_cost(trees) -> float:
 def _with_nodes(plan: Mapping[str, Any], nodes: list[dict]) -> dict[str, Any]:
     """``plan`` with these nodes, plan costs re-summed."""
     costs = [n["cost"] for n in nodes]
-    return {**plan, "nodes": nodes, "total_cost": float(sum(costs)),
-            "max_cost": max(costs, default=0.0)}
+    return {
+        **plan,
+        "nodes": nodes,
+        "total_cost": float(sum(costs)),
+        "max_cost": max(costs, default=0.0),
+    }
 
 
-def plan_after_loss(plan: Mapping[str, Any], node_id: str,
-                    target: dict[str, str]) -> dict[str, Any]:
+def plan_after_loss(
+    plan: Mapping[str, Any], node_id: str, target: dict[str, str]
+) -> dict[str, Any]:
     """The plan without lost node ``node_id``: its tree entries move to their new nodes
     (``target``: plan tree id -> node; as separate trees), node and plan costs are re-summed,
     so the plan still verifies (``placement.plan.verify_plan``)."""
@@ -145,14 +181,16 @@ def plan_after_loss(plan: Mapping[str, Any], node_id: str,
     for nid, n in old.items():
         if nid == node_id:
             continue
-        trees = list(n["trees"]) + [dict(t, moved_from=node_id) for t in moving
-                                    if target.get(str(t["id"])) == nid]
+        trees = list(n["trees"]) + [
+            dict(t, moved_from=node_id) for t in moving if target.get(str(t["id"])) == nid
+        ]
         nodes.append({**n, "trees": trees, "cost": _trees_cost(trees)})
     return _with_nodes(plan, nodes)
 
 
-def plan_after_addition(plan: Mapping[str, Any], nid: str, moves: dict[str, str],
-                        capacity: float | None) -> dict[str, Any]:
+def plan_after_addition(
+    plan: Mapping[str, Any], nid: str, moves: dict[str, str], capacity: float | None
+) -> dict[str, Any]:
     """The plan with added node ``nid`` (last): the moved tree entries (``moves``: plan tree
     id -> node it leaves) leave their nodes for it, node and plan costs are re-summed (it
     verifies)."""

@@ -25,6 +25,7 @@ before and after), ``plan_current.json`` (the running plan; ``weaveplace verify-
 ``answers.parquet/``, ``late.parquet/``, ``rejects/`` as in ``cluster.streaming``.
 Answers are float64 for the whole run (queries added later may need it).
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ import posixpath
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -106,7 +108,7 @@ class ServiceStream(DirectoryStream):
     outputs and fed files that survive a resume, the service's state saved after every
     micro-batch, and a stop that keeps open windows for a resume (unless ``flush``)."""
 
-    service: "Service"
+    service: Service
 
     def answer_schema(self) -> pa.Schema:
         return ANSWER_SCHEMA_FLOAT
@@ -116,10 +118,12 @@ class ServiceStream(DirectoryStream):
             return
         r = self.service.resume_state
         fresh = r is None
-        self._answers = _Parts(out / "answers.parquet", ANSWER_SCHEMA_FLOAT,
-                               0 if fresh else r["answer_parts"], fresh)
-        self._late = _Parts(out / "late.parquet", LATE_SCHEMA,
-                            0 if fresh else r["late_parts"], fresh)
+        self._answers = _Parts(
+            out / "answers.parquet", ANSWER_SCHEMA_FLOAT, 0 if fresh else r["answer_parts"], fresh
+        )
+        self._late = _Parts(
+            out / "late.parquet", LATE_SCHEMA, 0 if fresh else r["late_parts"], fresh
+        )
         self._rejects = out / "rejects"
         if fresh and self._rejects.is_dir():
             for p in self._rejects.glob("*.rejects.tsv"):
@@ -136,7 +140,8 @@ class ServiceStream(DirectoryStream):
             for rec in self.stats.files_log[n:]:
                 try:
                     self.service.file_latency.append(
-                        now - os.stat(self.directory / rec.name).st_mtime)
+                        now - os.stat(self.directory / rec.name).st_mtime
+                    )
                 except OSError:
                     pass
             for rec in self.stats.files_log[n:]:
@@ -171,11 +176,23 @@ class Service:
     changes; ``default_rate``: the input rate of a stream the plan did not have.
     """
 
-    def __init__(self, dep: LiveDeployment, spark, directory: str | Path, run_dir: str | Path,
-                 plan: dict, model, *, options: StreamOptions | None = None,
-                 default_rate: float = 0.1, progress: Callable[[StreamStats], None] | None = None,
-                 tolerance: float = 0.25, max_moves: int = 8, optimizer: str | None = None,
-                 resume_state: dict | None = None):
+    def __init__(
+        self,
+        dep: LiveDeployment,
+        spark,
+        directory: str | Path,
+        run_dir: str | Path,
+        plan: dict,
+        model,
+        *,
+        options: StreamOptions | None = None,
+        default_rate: float = 0.1,
+        progress: Callable[[StreamStats], None] | None = None,
+        tolerance: float = 0.25,
+        max_moves: int = 8,
+        optimizer: str | None = None,
+        resume_state: dict | None = None,
+    ):
         self.dep = dep
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -191,10 +208,10 @@ class Service:
         self._tree_cache: dict[tuple, Any] = {}
         self._events: list[dict] = []
         self._events_path = self.run_dir / "events.jsonl"
-        self._cmd_lock = threading.Lock()   # one command at a time
+        self._cmd_lock = threading.Lock()  # one command at a time
         self._last_sample: dict[str, tuple[float, dict]] = {}
         self._state_gen = 0
-        self.file_latency: list[float] = []   # s from a file's arrival to its answers written
+        self.file_latency: list[float] = []  # s from a file's arrival to its answers written
         self.state = "starting"
         self.control = None
         r = resume_state
@@ -204,11 +221,13 @@ class Service:
             self.trees: dict[str, dict] = {}
             for n in plan["nodes"]:
                 for t in n["trees"]:
-                    self.trees[str(t["id"])] = {"node": str(n["id"]), "stream": t["stream"],
-                                                "active": [str(q) for q in t["queries"]]}
+                    self.trees[str(t["id"])] = {
+                        "node": str(n["id"]),
+                        "stream": t["stream"],
+                        "active": [str(q) for q in t["queries"]],
+                    }
             self.capacity = {str(n["id"]): n.get("capacity") for n in plan["nodes"]}
-            self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()]
-                                      or [-1])
+            self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()] or [-1])
             self.fed_names: set[str] = set()
             for p in (self._events_path, self.run_dir / "load.jsonl"):
                 if p.exists():
@@ -227,8 +246,11 @@ class Service:
                 setattr(st, k, v)
             st.files_log = [FileRecord(name, -1) for name in r["fed"]]
             if self._events_path.exists():
-                self._events = [json.loads(x) for x in
-                                self._events_path.read_text().splitlines()[-20:] if x.strip()]
+                self._events = [
+                    json.loads(x)
+                    for x in self._events_path.read_text().splitlines()[-20:]
+                    if x.strip()
+                ]
 
     # -- plan ---------------------------------------------------------------------------------
     def _tree(self, qids: list[str]):
@@ -254,8 +276,9 @@ class Service:
                     trees.append(self._tree(t["active"]))
                     order.append(tid)
             nodes.append(Node(nid, trees, self.capacity.get(nid)))
-        return Plan(self.optimizer, self.model.technique, nodes, self._rates(),
-                    self.model.slicing), order
+        return Plan(
+            self.optimizer, self.model.technique, nodes, self._rates(), self.model.slicing
+        ), order
 
     def _rates(self) -> dict[str, float]:
         rates = self.model.rates if isinstance(self.model.rates, dict) else {}
@@ -281,7 +304,7 @@ class Service:
     def write_plan(self) -> dict:
         d = self.plan_dict()
         _atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=1))
-        self.dep.plan = d        # membership changes (add_node, lose_node) follow it
+        self.dep.plan = d  # membership changes (add_node, lose_node) follow it
         self.dep._layout = None
         return d
 
@@ -292,10 +315,17 @@ class Service:
 
     def _event(self, command: str, before: tuple[float, float], **detail) -> dict:
         after = self._costs()
-        ev = {"wall_time": time.time(), "event_time": self.event_time, "command": command,
-              "trees_moved": int(detail.pop("trees_moved", 0)),
-              "total_cost_before": before[0], "max_cost_before": before[1],
-              "total_cost_after": after[0], "max_cost_after": after[1], **detail}
+        ev = {
+            "wall_time": time.time(),
+            "event_time": self.event_time,
+            "command": command,
+            "trees_moved": int(detail.pop("trees_moved", 0)),
+            "total_cost_before": before[0],
+            "max_cost_before": before[1],
+            "total_cost_after": after[0],
+            "max_cost_after": after[1],
+            **detail,
+        }
         self._events.append(ev)
         with open(self._events_path, "a") as f:
             f.write(json.dumps(ev, default=_jsonable) + "\n")
@@ -312,12 +342,23 @@ class Service:
             return
         plan, _ = self.placement_plan()
         planned = {n.id: n.cost for n in plan.nodes}
-        row = {"wall_time": time.time(), "event_time": self.event_time,
-               "files": self.stream.stats.files, "answers": self.stream.stats.answers,
-               "nodes": {nid: {"planned_cost": planned.get(nid), "tuples": m["tuples"],
-                               "tree_tuples": m["tree_tuples"], "busy_s": m["busy_s"],
-                               "answers": m["answers"], "queue_depth": m.get("queue_depth")}
-                         for nid, m in nodes.items()}}
+        row = {
+            "wall_time": time.time(),
+            "event_time": self.event_time,
+            "files": self.stream.stats.files,
+            "answers": self.stream.stats.answers,
+            "nodes": {
+                nid: {
+                    "planned_cost": planned.get(nid),
+                    "tuples": m["tuples"],
+                    "tree_tuples": m["tree_tuples"],
+                    "busy_s": m["busy_s"],
+                    "answers": m["answers"],
+                    "queue_depth": m.get("queue_depth"),
+                }
+                for nid, m in nodes.items()
+            },
+        }
         with open(self.run_dir / "load.jsonl", "a") as f:
             f.write(json.dumps(row, default=_jsonable) + "\n")
 
@@ -345,30 +386,43 @@ class Service:
         if isinstance(raw, dict) and "queries" in raw:
             raw = raw["queries"]
         if not isinstance(raw, list) or not raw:
-            raise ServiceError(400, "add-queries: expected a non-empty list of queries "
-                                    "(the schema of config workload.queries)")
+            raise ServiceError(
+                400,
+                "add-queries: expected a non-empty list of queries "
+                "(the schema of config workload.queries)",
+            )
         qs, seen = [], set()
         for i, r in enumerate(raw):
             try:
                 q = query_from_mapping(r, i)
                 from executors.aggregates import get_aggregate
+
                 get_aggregate(q.aggregate)
             except (QueryError, ValueError, TypeError, KeyError) as e:
                 raise ServiceError(400, f"add-queries: {_line(e)}") from None
             if q.kind != "time":
-                raise ServiceError(400, f"add-queries: queries[{i}] ({q.id!r}): kind "
-                                        f"{q.kind!r}; a running deployment adds time windows only")
+                raise ServiceError(
+                    400,
+                    f"add-queries: queries[{i}] ({q.id!r}): kind "
+                    f"{q.kind!r}; a running deployment adds time windows only",
+                )
             if q.stream not in VALUE_COLUMNS or q.stream == "index":
-                raise ServiceError(400, f"add-queries: queries[{i}] ({q.id!r}): stream "
-                                        f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)")
+                raise ServiceError(
+                    400,
+                    f"add-queries: queries[{i}] ({q.id!r}): stream "
+                    f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)",
+                )
             if q.id in seen:
                 raise ServiceError(400, f"add-queries: duplicate query id {q.id!r} in the request")
             if q.id in self.queries:
                 raise ServiceError(409, f"add-queries: query id {q.id!r} is already running")
             if q.id in self.used_ids:
-                raise ServiceError(409, f"add-queries: query id {q.id!r} was used before in "
-                                        "this deployment (ids are never reused: answers are "
-                                        "keyed by query and window)")
+                raise ServiceError(
+                    409,
+                    f"add-queries: query id {q.id!r} was used before in "
+                    "this deployment (ids are never reused: answers are "
+                    "keyed by query and window)",
+                )
             seen.add(q.id)
             qs.append(q)
         with self._locked():
@@ -397,17 +451,27 @@ class Service:
                     dicts = [_exec_query(self.queries[q.id]) for q in add]
                     if old:
                         tid = tree_of[old[0]]
-                        if any(tree_of[o] != tid for o in old) or \
-                                self.trees[tid]["node"] != node.id:
+                        if (
+                            any(tree_of[o] != tid for o in old)
+                            or self.trees[tid]["node"] != node.id
+                        ):
                             raise ServiceError(500, "internal: placement merged running trees")
                         changes.append((node.id, tid, at, dicts, []))
                     else:
                         tid = f"t{self._next_tree}"
                         self._next_tree += 1
-                        new_trees.append((node.id, {"id": tid, "stream": t.stream,
-                                                    "queries": dicts,
-                                                    "slicing": self.model.slicing},
-                                          None if t_reg is None else at))
+                        new_trees.append(
+                            (
+                                node.id,
+                                {
+                                    "id": tid,
+                                    "stream": t.stream,
+                                    "queries": dicts,
+                                    "slicing": self.model.slicing,
+                                },
+                                None if t_reg is None else at,
+                            )
+                        )
                         self.trees[tid] = {"node": node.id, "stream": t.stream, "active": []}
                     self.trees[tid]["active"] += [q.id for q in add]
                     for q in add:
@@ -418,8 +482,9 @@ class Service:
             self._flush_outputs()
             streams = sorted({q.stream for q in qs})
             reply = {"accepted_at": {s: t_reg for s in streams}, "queries": where}
-            self._event("add-queries", before, queries=sorted(new_ids), accepted_at=t_reg,
-                        placement=where)
+            self._event(
+                "add-queries", before, queries=sorted(new_ids), accepted_at=t_reg, placement=where
+            )
             self._check_drift()
             return reply
 
@@ -435,8 +500,9 @@ class Service:
             self._check_running()
             unknown = [i for i in ids if i not in self.queries]
             if unknown:
-                raise ServiceError(404, f"remove-queries: unknown query id(s) {unknown} "
-                                        f"(not running)")
+                raise ServiceError(
+                    404, f"remove-queries: unknown query id(s) {unknown} (not running)"
+                )
             before = self._costs()
             at, t_unreg = self._registration_time()
             by_tree: dict[str, list[str]] = {}
@@ -446,8 +512,10 @@ class Service:
                 gone = [q for q in t["active"] + t.get("handed", []) if q in set(ids)]
                 if gone:
                     by_tree[tid] = gone
-            changes = [(self.trees[tid]["node"], tid, at, [], gone)
-                       for tid, gone in sorted(by_tree.items())]
+            changes = [
+                (self.trees[tid]["node"], tid, at, [], gone)
+                for tid, gone in sorted(by_tree.items())
+            ]
             self.dep.apply_changes(changes, [])
             streams = sorted({self.queries[i]["stream"] for i in ids})
             for tid, gone in by_tree.items():
@@ -483,8 +551,7 @@ class Service:
                     self.trees[tid]["node"] = new
             self.write_plan()
             self._flush_outputs()
-            self._event("add-node", before, node=new, trees_moved=rec["moved"],
-                        trees=rec["trees"])
+            self._event("add-node", before, node=new, trees_moved=rec["moved"], trees=rec["trees"])
             return {"node": new, "moved": rec["trees"]}
 
     def retire_node(self, body: Any) -> dict:
@@ -499,11 +566,14 @@ class Service:
         with self._locked():
             self._check_running()
             if nid not in self.dep.nodes:
-                raise ServiceError(404, f"retire-node: unknown node {nid!r}; nodes: "
-                                        f"{', '.join(self.dep.nodes)}")
+                raise ServiceError(
+                    404, f"retire-node: unknown node {nid!r}; nodes: {', '.join(self.dep.nodes)}"
+                )
             if len(self.dep.nodes) == 1:
-                raise ServiceError(409, f"retire-node: {nid!r} is the last node; its queries "
-                                        "would have nowhere to run")
+                raise ServiceError(
+                    409,
+                    f"retire-node: {nid!r} is the last node; its queries would have nowhere to run",
+                )
             before = self._costs()
             plan, order = self.placement_plan()
             rep = remove_node(plan, nid, self.model)
@@ -524,8 +594,9 @@ class Service:
             self.capacity.pop(nid, None)
             self.write_plan()
             self._flush_outputs()
-            self._event("retire-node", before, node=nid, trees_moved=rec["moved"],
-                        trees=rec["trees"])
+            self._event(
+                "retire-node", before, node=nid, trees_moved=rec["moved"], trees=rec["trees"]
+            )
             return {"retired": nid, "moved": rec["trees"]}
 
     # -- re-planning ----------------------------------------------------------------------
@@ -544,8 +615,11 @@ class Service:
         for key, ids in by_key.items():
             k = (key, tuple(sorted(ids)))
             if k not in cache:
-                cache[k] = plan_cost(weaveshare([query_from_mapping(self.queries[i])
-                                                 for i in sorted(ids)], self.model))
+                cache[k] = plan_cost(
+                    weaveshare(
+                        [query_from_mapping(self.queries[i]) for i in sorted(ids)], self.model
+                    )
+                )
             fresh[k] = cache[k]
             total += cache[k]
         self._ws_cache = fresh
@@ -560,8 +634,13 @@ class Service:
         running, _ = self._costs()
         ws = self._reference_total()
         ref = ws * getattr(self, "_opt_factor", 1.0)
-        return {"running_total": running, "weaveshare_total": ws, "reference_total": ref,
-                "drift": running / ref - 1.0 if ref > 0 else 0.0, "tolerance": self.tolerance}
+        return {
+            "running_total": running,
+            "weaveshare_total": ws,
+            "reference_total": ref,
+            "drift": running / ref - 1.0 if ref > 0 else 0.0,
+            "tolerance": self.tolerance,
+        }
 
     def rebalance(self, body: Any = None, cause: str = "rebalance") -> dict:
         """Re-plan (the command, or a drift past ``placement.tolerance``): a fresh plan of the
@@ -585,19 +664,26 @@ class Service:
         caps = [self.capacity.get(n) for n in nids]
         qs = [query_from_mapping(self.queries[i]) for i in sorted(self.queries)]
         try:
-            fresh = optimize(self.optimizer, qs, self.model,
-                             caps if any(c is not None for c in caps) else len(nids))
+            fresh = optimize(
+                self.optimizer,
+                qs,
+                self.model,
+                caps if any(c is not None for c in caps) else len(nids),
+            )
         except (ValueError, KeyError) as e:
-            raise ServiceError(409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: "
-                                    f"{_line(e)}") from None
+            raise ServiceError(
+                409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {_line(e)}"
+            ) from None
         # fresh tree -> running tree of the same key with the largest overlap (greedy, the
         # costliest fresh trees first), else a new tree
         running = {tid: set(t["active"]) for tid, t in self.trees.items() if t["active"]}
         tree_of = {q: tid for tid, ids in running.items() for q in ids}
         taken: set[str] = set()
         assign, new_trees, moves = [], [], []
-        fresh_trees = sorted(((t, nids[j]) for j, ts in enumerate([n.trees for n in fresh.nodes])
-                              for t in ts), key=lambda x: -x[0].cost)
+        fresh_trees = sorted(
+            ((t, nids[j]) for j, ts in enumerate([n.trees for n in fresh.nodes]) for t in ts),
+            key=lambda x: -x[0].cost,
+        )
         for t, node in fresh_trees:
             ids = {q.id for q in t.queries}
             cand = {}
@@ -633,34 +719,66 @@ class Service:
                     changes.setdefault(new, {"add": [], "handoff": []})["add"].append(q)
         new_specs = []
         for tid, t, node in new_trees:
-            new_specs.append((node, {"id": tid, "stream": t.stream, "slicing": self.model.slicing,
-                                     "queries": [_exec_query(self.queries[q.id])
-                                                 for q in t.queries]},
-                              None if t_at is None else at))
-        ch = [(self.trees[tid]["node"], tid, at,
-               [_exec_query(self.queries[q]) for q in c["add"]], [], c["handoff"])
-              for tid, c in sorted(changes.items())]
+            new_specs.append(
+                (
+                    node,
+                    {
+                        "id": tid,
+                        "stream": t.stream,
+                        "slicing": self.model.slicing,
+                        "queries": [_exec_query(self.queries[q.id]) for q in t.queries],
+                    },
+                    None if t_at is None else at,
+                )
+            )
+        ch = [
+            (
+                self.trees[tid]["node"],
+                tid,
+                at,
+                [_exec_query(self.queries[q]) for q in c["add"]],
+                [],
+                c["handoff"],
+            )
+            for tid, c in sorted(changes.items())
+        ]
         self.dep.apply_changes(ch, new_specs)
         for tid, c in changes.items():
             t = self.trees[tid]
             t["active"] = [q for q in t["active"] if q not in c["handoff"]] + c["add"]
             t["handed"] = [q for q in t.get("handed", []) if q not in c["add"]] + c["handoff"]
         for tid, t, node in new_trees:
-            self.trees[tid] = {"node": node, "stream": t.stream,
-                               "active": [q.id for q in t.queries]}
+            self.trees[tid] = {
+                "node": node,
+                "stream": t.stream,
+                "active": [q.id for q in t.queries],
+            }
         moved = self.dep.move_trees(do_moves)
         for r, node in do_moves.items():
             self.trees[r]["node"] = node
         self.write_plan()
         self._flush_outputs()
-        self._event(cause, before, trees_moved=moved, moves=do_moves,
-                    handoffs=len(handoffs), handed_at=t_at,
-                    moves_skipped=max(0, len(moves) - self.max_moves),
-                    fresh_total=fresh.total_cost, fresh_max=fresh.max_cost)
-        return {"moved": do_moves, "handoffs": handoffs, "handed_at": t_at,
-                "moves_skipped": max(0, len(moves) - self.max_moves),
-                "total_cost": self._costs()[0], "max_cost": self._costs()[1],
-                "fresh_total_cost": fresh.total_cost, "fresh_max_cost": fresh.max_cost}
+        self._event(
+            cause,
+            before,
+            trees_moved=moved,
+            moves=do_moves,
+            handoffs=len(handoffs),
+            handed_at=t_at,
+            moves_skipped=max(0, len(moves) - self.max_moves),
+            fresh_total=fresh.total_cost,
+            fresh_max=fresh.max_cost,
+        )
+        return {
+            "moved": do_moves,
+            "handoffs": handoffs,
+            "handed_at": t_at,
+            "moves_skipped": max(0, len(moves) - self.max_moves),
+            "total_cost": self._costs()[0],
+            "max_cost": self._costs()[1],
+            "fresh_total_cost": fresh.total_cost,
+            "fresh_max_cost": fresh.max_cost,
+        }
 
     def _check_drift(self) -> None:
         """After a change: re-plan when the running TotalCost is more than ``tolerance`` above
@@ -670,8 +788,9 @@ class Service:
             try:
                 self._rebalance("drift")
             except ServiceError as e:  # the change itself stands: record why no re-plan
-                self._event("drift-not-replanned", self._costs(), reason=e.message,
-                            drift=d["drift"])
+                self._event(
+                    "drift-not-replanned", self._costs(), reason=e.message, drift=d["drift"]
+                )
 
     def request_stop(self, body: Any = None) -> dict:
         """Stop after the micro-batch in progress: answers the watermark released are written,
@@ -721,23 +840,49 @@ class Service:
                     f.write(src.blob)
                     f.flush()
                     os.fsync(f.fileno())
-            nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq,
-                          "ray_node": n.ray_node}
+            nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq, "ray_node": n.ray_node}
         st = self.stream.stats
-        state = {"version": 1, "final": final, "gen": gen, "queries": self.queries,
-                 "used_ids": sorted(self.used_ids), "trees": self.trees,
-                 "capacity": self.capacity, "next_tree": self._next_tree,
-                 "fed": sorted(self.fed_names), "nodes": nodes, "seq": dep._seq,
-                 "late_seen": dep._late_seen, "lost": sorted(dep.lost),
-                 "answer_parts": self.stream._answers.next, "late_parts": self.stream._late.next,
-                 "stats": {k: getattr(st, k) for k in ("files", "rows", "answers", "late",
-                                                       "batches", "max_ts", "files_rejected",
-                                                       "rows_rejected")},
-                 "model": {"ie": self.model.technique, "rates": self._rates(),
-                           "slicing": self.model.slicing, "default_rate": self.default_rate},
-                 "optimizer": self.optimizer, "allowed_lateness": dep.allowed_lateness,
-                 "tolerance": self.tolerance, "max_moves": self.max_moves,
-                 "opt_factor": getattr(self, "_opt_factor", 1.0)}
+        state = {
+            "version": 1,
+            "final": final,
+            "gen": gen,
+            "queries": self.queries,
+            "used_ids": sorted(self.used_ids),
+            "trees": self.trees,
+            "capacity": self.capacity,
+            "next_tree": self._next_tree,
+            "fed": sorted(self.fed_names),
+            "nodes": nodes,
+            "seq": dep._seq,
+            "late_seen": dep._late_seen,
+            "lost": sorted(dep.lost),
+            "answer_parts": self.stream._answers.next,
+            "late_parts": self.stream._late.next,
+            "stats": {
+                k: getattr(st, k)
+                for k in (
+                    "files",
+                    "rows",
+                    "answers",
+                    "late",
+                    "batches",
+                    "max_ts",
+                    "files_rejected",
+                    "rows_rejected",
+                )
+            },
+            "model": {
+                "ie": self.model.technique,
+                "rates": self._rates(),
+                "slicing": self.model.slicing,
+                "default_rate": self.default_rate,
+            },
+            "optimizer": self.optimizer,
+            "allowed_lateness": dep.allowed_lateness,
+            "tolerance": self.tolerance,
+            "max_moves": self.max_moves,
+            "opt_factor": getattr(self, "_opt_factor", 1.0),
+        }
         _atomic_write(sd / "service.json", json.dumps(state, default=_jsonable))
         keep = {v["blob"] for v in nodes.values()}
         for p in sd.glob("*.npz"):
@@ -765,37 +910,60 @@ class Service:
             nid = n["id"]
             m = metrics.get(nid, {}) if isinstance(metrics, dict) else {}
             prev = self._last_sample.get(nid)
-            load = {"tuples_per_s": None, "tree_tuples_per_s": None, "busy_share": None,
-                    "answers_per_s": None}
+            load = {
+                "tuples_per_s": None,
+                "tree_tuples_per_s": None,
+                "busy_share": None,
+                "answers_per_s": None,
+            }
             if m and prev is not None and now > prev[0]:
                 dt = now - prev[0]
                 pm = prev[1]
-                load = {"tuples_per_s": (m["tuples"] - pm["tuples"]) / dt,
-                        "tree_tuples_per_s": (m["tree_tuples"] - pm["tree_tuples"]) / dt,
-                        "busy_share": (m["busy_s"] - pm["busy_s"]) / dt,
-                        "answers_per_s": (m["answers"] - pm["answers"]) / dt,
-                        "interval_s": dt}
+                load = {
+                    "tuples_per_s": (m["tuples"] - pm["tuples"]) / dt,
+                    "tree_tuples_per_s": (m["tree_tuples"] - pm["tree_tuples"]) / dt,
+                    "busy_share": (m["busy_s"] - pm["busy_s"]) / dt,
+                    "answers_per_s": (m["answers"] - pm["answers"]) / dt,
+                    "interval_s": dt,
+                }
             if m:
-                self._last_sample[nid] = (now, {k: m[k] for k in
-                                                ("tuples", "tree_tuples", "busy_s", "answers")})
-            nodes[nid] = {"planned_cost": n["cost"], "capacity": n.get("capacity"),
-                          "trees": {t["id"]: t["queries"] for t in n["trees"]},
-                          "queries": sum(len(t["queries"]) for t in n["trees"]),
-                          "measured": {**load, "queue_depth": m.get("queue_depth"),
-                                       "tuples": m.get("tuples"),
-                                       "late_tuples": m.get("late_tuples"),
-                                       "rss_bytes": m.get("rss_bytes"),
-                                       "generations": m.get("generations")}}
+                self._last_sample[nid] = (
+                    now,
+                    {k: m[k] for k in ("tuples", "tree_tuples", "busy_s", "answers")},
+                )
+            nodes[nid] = {
+                "planned_cost": n["cost"],
+                "capacity": n.get("capacity"),
+                "trees": {t["id"]: t["queries"] for t in n["trees"]},
+                "queries": sum(len(t["queries"]) for t in n["trees"]),
+                "measured": {
+                    **load,
+                    "queue_depth": m.get("queue_depth"),
+                    "tuples": m.get("tuples"),
+                    "late_tuples": m.get("late_tuples"),
+                    "rss_bytes": m.get("rss_bytes"),
+                    "generations": m.get("generations"),
+                },
+            }
         wm = st.watermark
-        return {"state": self.state, "event_time": st.max_ts,
-                "watermark": {s: wm for s in sorted({q["stream"]
-                                                     for q in self.queries.values()})},
-                "queries": sorted(self.queries), "total_cost": plan["total_cost"],
-                "max_cost": plan["max_cost"], "nodes": nodes,
-                "backlog": self.backlog(), "files": st.files, "rows": st.rows,
-                "late": st.late, "answers": st.answers, "events": self._events[-20:],
-                "answer_latency_s": _percentiles(self.file_latency[-1000:]),
-                "driver_rss_bytes": _rss(), "drift": self.drift()}
+        return {
+            "state": self.state,
+            "event_time": st.max_ts,
+            "watermark": {s: wm for s in sorted({q["stream"] for q in self.queries.values()})},
+            "queries": sorted(self.queries),
+            "total_cost": plan["total_cost"],
+            "max_cost": plan["max_cost"],
+            "nodes": nodes,
+            "backlog": self.backlog(),
+            "files": st.files,
+            "rows": st.rows,
+            "late": st.late,
+            "answers": st.answers,
+            "events": self._events[-20:],
+            "answer_latency_s": _percentiles(self.file_latency[-1000:]),
+            "driver_rss_bytes": _rss(),
+            "drift": self.drift(),
+        }
 
     def backlog(self) -> dict:
         """Files in the watched directory not fed yet (and their bytes)."""
@@ -806,8 +974,12 @@ class Service:
         pat = self.stream.options.pattern
         try:
             for e in os.scandir(self.stream.directory):
-                if e.is_file() and not e.name.startswith((".", "_")) and \
-                        fnmatch.fnmatch(e.name, pat) and e.name not in fed:
+                if (
+                    e.is_file()
+                    and not e.name.startswith((".", "_"))
+                    and fnmatch.fnmatch(e.name, pat)
+                    and e.name not in fed
+                ):
                     files += 1
                     nbytes += e.stat().st_size
         except OSError:
@@ -819,10 +991,14 @@ class Service:
         m = dict(stats.deployment_metrics or {})
         m["answers"] = stats.answers
         m["stream"] = stats.to_dict()
-        m["feed"] = {"mode": "serve", "rows": stats.rows, "batches": stats.batches,
-                     "seconds": stats.seconds,
-                     "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
-                     "timeline": stats.timeline}
+        m["feed"] = {
+            "mode": "serve",
+            "rows": stats.rows,
+            "batches": stats.batches,
+            "seconds": stats.seconds,
+            "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
+            "timeline": stats.timeline,
+        }
         m["data_path"] = str(self.stream.directory)
         _atomic_write(self.run_dir / "metrics.json", json.dumps(m, indent=1, default=_jsonable))
 
@@ -842,13 +1018,22 @@ class Service:
             self.control.write_file(self.run_dir / "control.json")
             self.state = "running"
             resumed = self.resume_state is not None
-            self._event("resume" if resumed else "start", self._costs(),
-                        nodes=sorted(self.dep.nodes), queries=len(self.queries))
+            self._event(
+                "resume" if resumed else "start",
+                self._costs(),
+                nodes=sorted(self.dep.nodes),
+                queries=len(self.queries),
+            )
             stats = self.stream.run()
             self.state = "stopped"
             self._write_metrics(stats)
-            self._event("stop", self._costs(), reason=stats.stop_reason,
-                        answers=stats.answers, late=stats.late)
+            self._event(
+                "stop",
+                self._costs(),
+                reason=stats.stop_reason,
+                answers=stats.answers,
+                late=stats.late,
+            )
             return stats
         finally:
             self.state = "stopped" if self.state != "running" else "failed"
@@ -862,8 +1047,12 @@ def _percentiles(xs: list[float]) -> dict:
     import numpy as np
 
     a = np.asarray(xs)
-    return {"n": int(a.size), "p50": float(np.percentile(a, 50)),
-            "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+    return {
+        "n": int(a.size),
+        "p50": float(np.percentile(a, 50)),
+        "p99": float(np.percentile(a, 99)),
+        "max": float(a.max()),
+    }
 
 
 def _rss() -> int | None:
@@ -880,8 +1069,9 @@ def _node_args(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, 
         raise ServiceError(400, f"{cmd}: id {nid!r}; expected a non-empty string")
     if need_id and nid is None:
         raise ServiceError(400, f"{cmd}: the node id is required")
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
-                            or not cap > 0):
+    if cap is not None and (
+        isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0
+    ):
         raise ServiceError(400, f"{cmd}: capacity {cap!r}; expected a number > 0")
     return nid, (None if cap is None else float(cap))
 
@@ -900,9 +1090,14 @@ class _Both:
 
 
 def _qdict(q) -> dict:
-    return {"id": str(q["id"]), "stream": q.get("stream", "s0"),
-            "aggregate": q.get("aggregate", "sum"), "range": int(q["range"]),
-            "slide": int(q["slide"]), "kind": q.get("kind", "time")}
+    return {
+        "id": str(q["id"]),
+        "stream": q.get("stream", "s0"),
+        "aggregate": q.get("aggregate", "sum"),
+        "range": int(q["range"]),
+        "slide": int(q["slide"]),
+        "kind": q.get("kind", "time"),
+    }
 
 
 def _exec_query(q: dict) -> dict:

@@ -37,6 +37,7 @@ Spark time; ``reader="spark"`` keeps Spark's own reader + ``mapInArrow`` (any so
 reads).  Both cut the same time-range chunks; a chunk's span comes from the Parquet footer when
 the file is local (``parquet_span``), not from an aggregate Spark job (~0.4 s a run).
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,17 +45,21 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 
-def spark_session(master: str = "local[*]", app_name: str = "weaveplace",
-                  conf: dict[str, str] | None = None, log_level: str = "ERROR"):
+def spark_session(
+    master: str = "local[*]",
+    app_name: str = "weaveplace",
+    conf: dict[str, str] | None = None,
+    log_level: str = "ERROR",
+):
     """A quiet local Spark session (UI off, UTC, loopback, Arrow on).
 
     ``PYSPARK_PYTHON`` is set to this interpreter *before* the session is built, otherwise
@@ -66,15 +71,18 @@ def spark_session(master: str = "local[*]", app_name: str = "weaveplace",
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    b = (SparkSession.builder.master(master).appName(app_name)
-         .config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.host", "127.0.0.1")
-         .config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "4")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.driver.memory", "2g"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+    )
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -88,8 +96,10 @@ def read_debs_df(spark, path: str, streams: Sequence[str] | None = None):
     cols = ["ts_ms"] + (["index"] if "index" in df.columns else [])
     missing = [s for s in (streams or []) if s not in df.columns]
     if missing:
-        raise KeyError(f"{path}: no column(s) {missing}; streams must be column names "
-                       f"(have {df.columns[:8]}...)")
+        raise KeyError(
+            f"{path}: no column(s) {missing}; streams must be column names "
+            f"(have {df.columns[:8]}...)"
+        )
     if streams is not None:
         df = df.select(*cols, *[s for s in streams if s not in cols])
     return df
@@ -124,8 +134,9 @@ def _time_chunks(df, chunk_rows: int, path=None) -> tuple[int, int, int, list[in
 
     span = parquet_span(path) if path is not None else None
     if span is None:
-        row = df.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi"),
-                     F.count(F.lit(1)).alias("n")).collect()[0]
+        row = df.agg(
+            F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi"), F.count(F.lit(1)).alias("n")
+        ).collect()[0]
         span = (int(row["n"] or 0), row["lo"], row["hi"])
     if not span[0]:
         return 0, 0, 0, []
@@ -135,9 +146,16 @@ def _time_chunks(df, chunk_rows: int, path=None) -> tuple[int, int, int, list[in
     return n, k, step, list(range(lo, hi + 1, step))
 
 
-def ordered_arrow_batches(df, *, batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000,
-                          order: str = "auto", prefetch: bool = True,
-                          stats: dict | None = None, path=None) -> Iterator[pa.RecordBatch]:
+def ordered_arrow_batches(
+    df,
+    *,
+    batch_rows: int = 1 << 18,
+    chunk_rows: int = 1_000_000,
+    order: str = "auto",
+    prefetch: bool = True,
+    stats: dict | None = None,
+    path=None,
+) -> Iterator[pa.RecordBatch]:
     """Yield the DataFrame's rows as Arrow batches in stream order.
 
     ``order``:
@@ -215,12 +233,12 @@ def ordered_arrow_batches(df, *, batch_rows: int = 1 << 18, chunk_rows: int = 1_
 class FeedStats:
     rows: int = 0
     batches: int = 0
-    seconds: float = 0.0       # wall time of the whole feed (Spark + pushes)
+    seconds: float = 0.0  # wall time of the whole feed (Spark + pushes)
     spark_seconds: float = 0.0  # time spent waiting for Spark to hand over batches
-    chunks: int = 0            # Spark jobs pulling data (time ranges)
-    sorted_chunks: int = 0     # order="auto": chunks found out of order and re-pulled sorted
-    slices: int = 0            # sliced mode: slice rows shipped (all streams)
-    reader: str = ""           # sliced mode: who read the file for slicing (arrow | spark)
+    chunks: int = 0  # Spark jobs pulling data (time ranges)
+    sorted_chunks: int = 0  # order="auto": chunks found out of order and re-pulled sorted
+    slices: int = 0  # sliced mode: slice rows shipped (all streams)
+    reader: str = ""  # sliced mode: who read the file for slicing (arrow | spark)
     # raw mode: per batch, wall-clock seconds since the feed started and the rows/s of the batch
     timeline: list = field(default_factory=list)
 
@@ -229,9 +247,16 @@ class FeedStats:
         return self.rows / self.seconds if self.seconds else 0.0
 
 
-def push_batches(deployment, batches, st: FeedStats, t0: float, *,
-                 keep: Sequence[str] | None = None, max_rows: int | None = None,
-                 skip_empty: bool = False) -> None:
+def push_batches(
+    deployment,
+    batches,
+    st: FeedStats,
+    t0: float,
+    *,
+    keep: Sequence[str] | None = None,
+    max_rows: int | None = None,
+    skip_empty: bool = False,
+) -> None:
     """Feed ``batches`` (Arrow tables) to ``deployment`` in order, counting into ``st``: the
     producer's time (Spark, or a reader) apart from the push, a rows/s timeline from ``t0``,
     at most ``max_rows`` rows, only the ``keep`` columns."""
@@ -256,9 +281,17 @@ def push_batches(deployment, batches, st: FeedStats, t0: float, *,
             break
 
 
-def feed_raw(deployment, spark, path: str, *, streams: Sequence[str] | None = None,
-             batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000, order: str = "auto",
-             max_rows: int | None = None) -> FeedStats:
+def feed_raw(
+    deployment,
+    spark,
+    path: str,
+    *,
+    streams: Sequence[str] | None = None,
+    batch_rows: int = 1 << 18,
+    chunk_rows: int = 1_000_000,
+    order: str = "auto",
+    max_rows: int | None = None,
+) -> FeedStats:
     """Push the tuples of ``path`` to ``deployment`` (mode ``raw``), all its streams at once.
 
     Only ``ts_ms`` and the deployment's stream columns leave Spark (``index`` orders ties and is
@@ -270,8 +303,9 @@ def feed_raw(deployment, spark, path: str, *, streams: Sequence[str] | None = No
     st = FeedStats()
     t0 = time.perf_counter()
     cs: dict = {}
-    it = ordered_arrow_batches(df, batch_rows=batch_rows, chunk_rows=chunk_rows, order=order,
-                               stats=cs, path=path)
+    it = ordered_arrow_batches(
+        df, batch_rows=batch_rows, chunk_rows=chunk_rows, order=order, stats=cs, path=path
+    )
     push_batches(deployment, it, st, t0, keep=["ts_ms"] + streams, max_rows=max_rows)
     st.seconds = time.perf_counter() - t0
     st.chunks, st.sorted_chunks = cs.get("chunks", 0), cs.get("sorted_chunks", 0)
@@ -303,8 +337,9 @@ def _slice_partition(batches, streams, classes, as_float):
         o = slice_aggregates(ts, v, classes[s])
         k = o["count"].shape[0]
         arrs = [pa.array(np.full(k, i, np.int32), pa.int32())]
-        arrs += [pa.array(o[c], pa.int64()) for c in ("slice_start", "slice_end", "ts_max",
-                                                      "count")]
+        arrs += [
+            pa.array(o[c], pa.int64()) for c in ("slice_start", "slice_end", "ts_max", "count")
+        ]
         arrs += [pa.array(o[c], vt) for c in ("sum", "min", "max", "sq")]
         names = ["sid", "slice_start", "slice_end", "ts_max", "count", "sum", "min", "max", "sq"]
         if as_float:
@@ -329,8 +364,9 @@ def _order_slices(t: pa.Table) -> pa.Table:
         ok = (st[1:] > st[:-1]) | ((st[1:] == st[:-1]) & (tm[1:] >= tm[:-1]))
         if bool((~same | ok).all()):
             return t.take(pa.array(o))
-    return t.sort_by([("sid", "ascending"), ("slice_start", "ascending"),
-                      ("ts_max", "ascending")]).combine_chunks()
+    return t.sort_by(
+        [("sid", "ascending"), ("slice_start", "ascending"), ("ts_max", "ascending")]
+    ).combine_chunks()
 
 
 def parquet_row_groups(path) -> list[tuple[int, int, int, int]] | None:
@@ -403,10 +439,17 @@ def _prefetched(pull, ranges: list[int], prefetch: bool, stats: dict) -> Iterato
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
-                        chunk_rows: int = 1_000_000, prefetch: bool = True,
-                        stats: dict | None = None, path=None,
-                        reader: str = "auto") -> Iterator[pa.Table]:
+def sliced_arrow_tables(
+    df,
+    streams: Sequence[str],
+    classes: dict,
+    *,
+    chunk_rows: int = 1_000_000,
+    prefetch: bool = True,
+    stats: dict | None = None,
+    path=None,
+    reader: str = "auto",
+) -> Iterator[pa.Table]:
     """Yield, per time-range chunk (one Spark job each, as ``ordered_arrow_batches``), the
     chunk's slices of every stream: columns ``sid`` (index into ``streams``) + the
     ``SLICE_COLUMNS`` (+ ``sum_lo``/``sq_lo`` when a stream is float), sorted by
@@ -439,24 +482,32 @@ def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
     if reader != "spark" and path is not None:
         groups = parquet_row_groups(path)
     if reader == "arrow" and groups is None:
-        raise ValueError(f"reader 'arrow' needs a local Parquet file with ts_ms statistics; "
-                         f"{path!r} is not one (use reader='spark')")
+        raise ValueError(
+            f"reader 'arrow' needs a local Parquet file with ts_ms statistics; "
+            f"{path!r} is not one (use reader='spark')"
+        )
     if groups is not None:
-        yield from _arrow_sliced_tables(df, str(path), groups, streams, classes, as_float,
-                                        chunk_rows, prefetch, stats)
+        yield from _arrow_sliced_tables(
+            df, str(path), groups, streams, classes, as_float, chunk_rows, prefetch, stats
+        )
         return
     stats["reader"] = "spark"
     vt = T.DoubleType() if as_float else T.LongType()
     fields = [T.StructField("sid", T.IntegerType(), False)]
-    fields += [T.StructField(c, T.LongType(), False)
-               for c in ("slice_start", "slice_end", "ts_max", "count")]
+    fields += [
+        T.StructField(c, T.LongType(), False)
+        for c in ("slice_start", "slice_end", "ts_max", "count")
+    ]
     fields += [T.StructField(c, vt, False) for c in ("sum", "min", "max", "sq")]
     if as_float:
         fields += [T.StructField(c, T.DoubleType(), False) for c in ("sum_lo", "sq_lo")]
     schema = T.StructType(fields)
-    fn = functools.partial(_slice_partition, streams=streams,
-                           classes={s: [tuple(c) for c in classes[s]] for s in streams},
-                           as_float=as_float)
+    fn = functools.partial(
+        _slice_partition,
+        streams=streams,
+        classes={s: [tuple(c) for c in classes[s]] for s in streams},
+        as_float=as_float,
+    )
     df = df.select("ts_ms", *streams)
     n, k, step, ranges = _time_chunks(df, chunk_rows, path)
     stats.setdefault("chunks", 0)
@@ -471,15 +522,20 @@ def sliced_arrow_tables(df, streams: Sequence[str], classes: dict, *,
     yield from _prefetched(pull, ranges, prefetch, stats)
 
 
-def _arrow_sliced_tables(df, path, groups, streams, classes, as_float, chunk_rows, prefetch,
-                         stats) -> Iterator[pa.Table]:
+def _arrow_sliced_tables(
+    df, path, groups, streams, classes, as_float, chunk_rows, prefetch, stats
+) -> Iterator[pa.Table]:
     """``sliced_arrow_tables`` with the ``arrow`` reader: per time-range chunk one Spark job
     (an RDD of pieces, one task each), the next job prefetched while the current slices are
     fed."""
     sc = df.sparkSession.sparkContext
-    fn = functools.partial(_slice_pieces, path=path, streams=streams,
-                           classes={s: [tuple(c) for c in classes[s]] for s in streams},
-                           as_float=as_float)
+    fn = functools.partial(
+        _slice_pieces,
+        path=path,
+        streams=streams,
+        classes={s: [tuple(c) for c in classes[s]] for s in streams},
+        as_float=as_float,
+    )
     n, k, step, ranges = _time_chunks(df, chunk_rows, path)
     stats.setdefault("chunks", 0)
     stats["rows"] = n
@@ -507,9 +563,17 @@ def _arrow_sliced_tables(df, path, groups, streams, classes, as_float, chunk_row
     yield from _prefetched(pull, ranges, prefetch, stats)
 
 
-def feed_sliced(deployment, spark, path: str, *, streams: Sequence[str] | None = None,
-                batch_rows: int = 1 << 18, chunk_rows: int = 1_000_000,
-                order: str = "auto", reader: str = "auto") -> FeedStats:
+def feed_sliced(
+    deployment,
+    spark,
+    path: str,
+    *,
+    streams: Sequence[str] | None = None,
+    batch_rows: int = 1 << 18,
+    chunk_rows: int = 1_000_000,
+    order: str = "auto",
+    reader: str = "auto",
+) -> FeedStats:
     """Push the slices of ``path`` to ``deployment`` (built with ``mode="sliced"``).
 
     Per stream the slice boundaries are ``deployment.edge_classes(stream)``, the union of the
@@ -520,8 +584,10 @@ def feed_sliced(deployment, spark, path: str, *, streams: Sequence[str] | None =
     tasks (``sliced_arrow_tables``).  ``FeedStats.rows`` counts tuples, ``slices`` slice rows.
     """
     if order == "file":
-        raise ValueError("sliced mode aggregates the data as if sorted by time; replaying a "
-                         "file's disorder (order='file', late tuples) needs mode 'raw'")
+        raise ValueError(
+            "sliced mode aggregates the data as if sorted by time; replaying a "
+            "file's disorder (order='file', late tuples) needs mode 'raw'"
+        )
     if order not in ("auto", "sort"):
         raise ValueError(f"order must be 'auto' or 'sort' in sliced mode, got {order!r}")
     if getattr(deployment, "mode", "raw") != "sliced":
@@ -532,8 +598,9 @@ def feed_sliced(deployment, spark, path: str, *, streams: Sequence[str] | None =
     st = FeedStats()
     t0 = time.perf_counter()
     cs: dict = {}
-    it = sliced_arrow_tables(df, streams, classes, chunk_rows=chunk_rows, stats=cs, path=path,
-                             reader=reader)
+    it = sliced_arrow_tables(
+        df, streams, classes, chunk_rows=chunk_rows, stats=cs, path=path, reader=reader
+    )
     keep = None
     while True:
         t1 = time.perf_counter()

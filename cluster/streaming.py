@@ -67,6 +67,7 @@ files directly in the directory are read: subdirectories are ignored, except tha
 ``name=value`` subdirectories for partitions (avoid such names there).  Empty files are skipped
 by Spark's scan (not even counted).
 """
+
 from __future__ import annotations
 
 import io
@@ -79,18 +80,19 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .deploy import Deployment
-from .node_actor import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
 from .live import default_pinning, load_plan, started_runtimes, write_final_plan
+from .node_actor import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
 from .spark_feed import _nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
@@ -108,14 +110,14 @@ class StreamError(RuntimeError):
 class StreamOptions:
     """How to watch the directory and when to stop (``None``: no such limit)."""
 
-    pattern: str = "*"              # glob over file names (Spark's pathGlobFilter)
-    files_per_batch: int = 8        # Spark's maxFilesPerTrigger
-    poll_s: float = 1.0             # trigger interval: one directory listing per poll
+    pattern: str = "*"  # glob over file names (Spark's pathGlobFilter)
+    files_per_batch: int = 8  # Spark's maxFilesPerTrigger
+    poll_s: float = 1.0  # trigger interval: one directory listing per poll
     idle_timeout_s: float | None = None
     max_files: int | None = None
     timeout_s: float | None = None
-    batch_rows: int = 1 << 18       # rows per Deployment.feed call
-    extra_columns: str = "reject"   # a text line's trailing 57th field: "reject" or "ignore"
+    batch_rows: int = 1 << 18  # rows per Deployment.feed call
+    extra_columns: str = "reject"  # a text line's trailing 57th field: "reject" or "ignore"
 
     def __post_init__(self):
         if self.files_per_batch < 1:
@@ -127,11 +129,14 @@ class StreamOptions:
             if v is not None and v <= 0:
                 raise ValueError(f"{k} must be > 0 or None")
         if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
-            raise ValueError(f"idle_timeout_s ({self.idle_timeout_s}) must exceed poll_s "
-                             f"({self.poll_s}): Spark looks for new files once per poll")
+            raise ValueError(
+                f"idle_timeout_s ({self.idle_timeout_s}) must exceed poll_s "
+                f"({self.poll_s}): Spark looks for new files once per poll"
+            )
         if self.extra_columns not in ("reject", "ignore"):
-            raise ValueError(f"extra_columns must be 'reject' or 'ignore', "
-                             f"got {self.extra_columns!r}")
+            raise ValueError(
+                f"extra_columns must be 'reject' or 'ignore', got {self.extra_columns!r}"
+            )
         if not self.pattern or "/" in self.pattern:
             raise ValueError(f"pattern must be a non-empty file-name glob, got {self.pattern!r}")
 
@@ -144,12 +149,12 @@ class FileRecord:
     batch: int
     rows: int = 0
     rejected_rows: int = 0
-    glued_lines: int = 0           # text lines holding two records, split (sim.debs)
-    extra_column_lines: int = 0    # text lines whose trailing extra field was dropped
-    error: str | None = None       # set when the whole file was rejected
+    glued_lines: int = 0  # text lines holding two records, split (sim.debs)
+    extra_column_lines: int = 0  # text lines whose trailing extra field was dropped
+    error: str | None = None  # set when the whole file was rejected
     ts_min: int | None = None
     ts_max: int | None = None
-    t_s: float = 0.0               # seconds after the stream started when it was fed
+    t_s: float = 0.0  # seconds after the stream started when it was fed
 
 
 @dataclass
@@ -157,19 +162,19 @@ class StreamStats:
     """Counters of a stream, updated after every micro-batch (read them from any thread)."""
 
     directory: str = ""
-    files: int = 0                 # files handed over and read (rejected ones included)
-    files_rejected: int = 0        # files rejected whole (unreadable, too big, vanished)
-    rows: int = 0                  # tuples fed
-    rows_rejected: int = 0         # malformed lines of text files
-    glued_lines: int = 0           # text lines holding two records, split into two rows
-    batches: int = 0               # micro-batches that brought files
-    answers: int = 0               # answer rows written
-    late: int = 0                  # late-tuple rows written (per tree)
-    parts: int = 0                 # answer parts written
-    max_ts: int | None = None      # newest event time fed (ms)
+    files: int = 0  # files handed over and read (rejected ones included)
+    files_rejected: int = 0  # files rejected whole (unreadable, too big, vanished)
+    rows: int = 0  # tuples fed
+    rows_rejected: int = 0  # malformed lines of text files
+    glued_lines: int = 0  # text lines holding two records, split into two rows
+    batches: int = 0  # micro-batches that brought files
+    answers: int = 0  # answer rows written
+    late: int = 0  # late-tuple rows written (per tree)
+    parts: int = 0  # answer parts written
+    max_ts: int | None = None  # newest event time fed (ms)
     allowed_lateness: int = 0
     seconds: float = 0.0
-    idle_s: float = 0.0            # seconds since the last file (or the start)
+    idle_s: float = 0.0  # seconds since the last file (or the start)
     stop_reason: str | None = None
     files_log: list[FileRecord] = field(default_factory=list)
     timeline: list[dict] = field(default_factory=list)
@@ -183,13 +188,14 @@ class StreamStats:
         """One short progress line: files, micro-batches, rows, answers, late tuples, the
         watermark (event time, UTC) and the seconds since the last file."""
         wm = self.watermark
-        wm_s = "-" if wm is None else datetime.fromtimestamp(wm / 1000, timezone.utc) \
-            .strftime("%H:%M:%S")
+        wm_s = "-" if wm is None else datetime.fromtimestamp(wm / 1000, UTC).strftime("%H:%M:%S")
         rej = f" ({self.files_rejected} rejected)" if self.files_rejected else ""
         bad = f" ({self.rows_rejected:,} bad)" if self.rows_rejected else ""
-        return (f"{self.files} files{rej}, {self.batches} batches, {self.rows:,} rows{bad}, "
-                f"{self.answers:,} answers, {self.late:,} late, wm {wm_s}, "
-                f"idle {self.idle_s:.0f}s")
+        return (
+            f"{self.files} files{rej}, {self.batches} batches, {self.rows:,} rows{bad}, "
+            f"{self.answers:,} answers, {self.late:,} late, wm {wm_s}, "
+            f"idle {self.idle_s:.0f}s"
+        )
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -228,11 +234,16 @@ class _PartWriter:
 def _clear_dataset(path: Path) -> None:
     """Remove a previous run's output at ``path`` (a file, or a directory of our parts only)."""
     if path.is_dir():
-        foreign = [p.name for p in path.iterdir()
-                   if not (_PART_RE.fullmatch(p.name) or p.name.startswith("."))]
+        foreign = [
+            p.name
+            for p in path.iterdir()
+            if not (_PART_RE.fullmatch(p.name) or p.name.startswith("."))
+        ]
         if foreign:
-            raise StreamError(f"{path} holds files weaveplace did not write ({foreign[:3]}); "
-                              f"choose another output directory")
+            raise StreamError(
+                f"{path} holds files weaveplace did not write ({foreign[:3]}); "
+                f"choose another output directory"
+            )
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
@@ -249,18 +260,23 @@ def answer_schema(deployment: Deployment) -> pa.Schema:
     for n in deployment.nodes.values():
         for t in n.spec["trees"]:
             col_int = pa.types.is_integer(DEBS_SCHEMA.field(t["stream"]).type)
-            all_int &= all(get_aggregate(q["aggregate"]).output_is_int(col_int)
-                           for q in t["queries"])
+            all_int &= all(
+                get_aggregate(q["aggregate"]).output_is_int(col_int) for q in t["queries"]
+            )
     return ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
 
 
 def _binary_file_schema():
     from pyspark.sql import types as T
 
-    return T.StructType([T.StructField("path", T.StringType(), False),
-                         T.StructField("modificationTime", T.TimestampType(), False),
-                         T.StructField("length", T.LongType(), False),
-                         T.StructField("content", T.BinaryType(), True)])
+    return T.StructType(
+        [
+            T.StructField("path", T.StringType(), False),
+            T.StructField("modificationTime", T.TimestampType(), False),
+            T.StructField("length", T.LongType(), False),
+            T.StructField("content", T.BinaryType(), True),
+        ]
+    )
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:
@@ -279,9 +295,15 @@ class DirectoryStream:
 
     tick_s = 0.25
 
-    def __init__(self, deployment: Deployment, spark, directory: str | Path,
-                 out_dir: str | Path, options: StreamOptions | None = None,
-                 progress: Callable[[StreamStats], None] | None = None):
+    def __init__(
+        self,
+        deployment: Deployment,
+        spark,
+        directory: str | Path,
+        out_dir: str | Path,
+        options: StreamOptions | None = None,
+        progress: Callable[[StreamStats], None] | None = None,
+    ):
         from sim.debs import DEBS_SCHEMA
 
         self.dep, self.spark = deployment, spark
@@ -292,15 +314,18 @@ class DirectoryStream:
         if not self.directory.is_dir():
             raise StreamError(f"watched directory not found: {str(self.directory)!r}")
         if self.out == self.directory:
-            raise StreamError(f"the output directory must not be the watched directory "
-                              f"({str(self.out)!r}): outputs would be read as input")
+            raise StreamError(
+                f"the output directory must not be the watched directory "
+                f"({str(self.out)!r}): outputs would be read as input"
+            )
         self.streams = list(deployment.streams)
         unknown = [s for s in self.streams if s not in DEBS_SCHEMA.names or s == "ts_ms"]
         if unknown:
             raise StreamError(f"plan streams {unknown} are not DEBS columns")
-        self.stats = StreamStats(directory=str(self.directory),
-                                 allowed_lateness=deployment.allowed_lateness)
-        self._lock = threading.Lock()      # held while a micro-batch is processed
+        self.stats = StreamStats(
+            directory=str(self.directory), allowed_lateness=deployment.allowed_lateness
+        )
+        self._lock = threading.Lock()  # held while a micro-batch is processed
         self._stop_reason: str | None = None
         self._error: BaseException | None = None
         self._interrupts = 0
@@ -341,8 +366,9 @@ class DirectoryStream:
                 try:
                     query = self._start(ckpt)
                 except Exception as exc:  # e.g. Spark refusing the directory's layout
-                    raise StreamError(f"Spark cannot watch {self.directory}: "
-                                      f"{_one_line(exc)}") from exc
+                    raise StreamError(
+                        f"Spark cannot watch {self.directory}: {_one_line(exc)}"
+                    ) from exc
                 self._t0 = self._last_file = time.monotonic()
                 self._watch(query)
                 with self._lock:  # let a micro-batch in progress finish: files go whole
@@ -370,17 +396,22 @@ class DirectoryStream:
     # -- Spark ----------------------------------------------------------------------------------
     def _start(self, checkpoint_dir: str):
         o = self.options
-        df = (self.spark.readStream.format("binaryFile").schema(_binary_file_schema())
-              .option("pathGlobFilter", o.pattern)
-              .option("maxFilesPerTrigger", o.files_per_batch)
-              .option("maxFileAge", "36500d")        # never skip a file for its age
-              .option("ignoreMissingFiles", "true")  # a file deleted before it was read
-              .load(str(self.directory)))
-        return (df.writeStream.foreachBatch(self._on_batch)
-                .trigger(processingTime=f"{int(o.poll_s * 1000)} milliseconds")
-                .option("checkpointLocation", checkpoint_dir)
-                .queryName(f"weaveplace-{os.getpid()}-{id(self)}")
-                .start())
+        df = (
+            self.spark.readStream.format("binaryFile")
+            .schema(_binary_file_schema())
+            .option("pathGlobFilter", o.pattern)
+            .option("maxFilesPerTrigger", o.files_per_batch)
+            .option("maxFileAge", "36500d")  # never skip a file for its age
+            .option("ignoreMissingFiles", "true")  # a file deleted before it was read
+            .load(str(self.directory))
+        )
+        return (
+            df.writeStream.foreachBatch(self._on_batch)
+            .trigger(processingTime=f"{int(o.poll_s * 1000)} milliseconds")
+            .option("checkpointLocation", checkpoint_dir)
+            .queryName(f"weaveplace-{os.getpid()}-{id(self)}")
+            .start()
+        )
 
     def _watch(self, query) -> None:
         """Poll until a stop condition.  Idle means: no micro-batch running, Spark between
@@ -394,12 +425,17 @@ class DirectoryStream:
         while self._stop_reason is None:
             if not query.isActive:  # Spark ended the query by itself
                 exc = query.exception()
-                raise StreamError(f"Spark stopped the stream over {self.directory}: "
-                                  f"{_one_line(exc) if exc else 'no reason given'}")
+                raise StreamError(
+                    f"Spark stopped the stream over {self.directory}: "
+                    f"{_one_line(exc) if exc else 'no reason given'}"
+                )
             now = time.monotonic()
             status = query.status
-            spark_idle = not status["isTriggerActive"] and not status["isDataAvailable"] \
+            spark_idle = (
+                not status["isTriggerActive"]
+                and not status["isDataAvailable"]
                 and not status["message"].startswith("Initializing")
+            )
             if not ready and spark_idle:
                 ready = True
                 self._last_file = max(self._last_file, now)
@@ -407,8 +443,12 @@ class DirectoryStream:
             self.stats.idle_s = now - self._last_file if ready and not busy else 0.0
             if o.timeout_s is not None and now - self._t0 >= o.timeout_s:
                 self.request_stop("timeout")
-            elif o.idle_timeout_s is not None and spark_idle and not busy and \
-                    self.stats.idle_s >= o.idle_timeout_s:
+            elif (
+                o.idle_timeout_s is not None
+                and spark_idle
+                and not busy
+                and self.stats.idle_s >= o.idle_timeout_s
+            ):
                 self.request_stop("idle")
             else:
                 try:
@@ -422,8 +462,7 @@ class DirectoryStream:
         """Wait (a little) until Spark is between triggers: stopping a query interrupts its
         thread, and an interrupted Spark job logs errors even though nothing is lost."""
         t = time.monotonic()
-        while query.isActive and query.status["isTriggerActive"] and \
-                time.monotonic() - t < wait_s:
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() - t < wait_s:
             time.sleep(0.02)
 
     def _stop_quietly(self, query) -> None:
@@ -471,8 +510,10 @@ class DirectoryStream:
         from pyspark.sql import functions as F
 
         t1 = time.monotonic()
-        meta = sorted(batch_df.select("path", "modificationTime", "length").collect(),
-                      key=lambda r: (r["modificationTime"], r["path"]))
+        meta = sorted(
+            batch_df.select("path", "modificationTime", "length").collect(),
+            key=lambda r: (r["modificationTime"], r["path"]),
+        )
         meta = [r for r in meta if not self._already_fed(r)]
         if self.options.max_files is not None:
             meta = meta[: max(0, self.options.max_files - self.stats.files)]
@@ -481,9 +522,14 @@ class DirectoryStream:
         content: dict[str, Any] = {}
         if any(r["length"] <= MAX_FILE_BYTES for r in meta):
             # the length filter is pushed into the binaryFile reader: big files are not read
-            tbl = batch_df.where((F.col("length") <= MAX_FILE_BYTES)
-                                 & F.col("path").isin([r["path"] for r in meta])) \
-                .select("path", "content").toArrow()
+            tbl = (
+                batch_df.where(
+                    (F.col("length") <= MAX_FILE_BYTES)
+                    & F.col("path").isin([r["path"] for r in meta])
+                )
+                .select("path", "content")
+                .toArrow()
+            )
             col = tbl.column("content")
             content = {p: col[i].as_buffer() for i, p in enumerate(tbl.column("path").to_pylist())}
         batch = self.stats.batches
@@ -519,10 +565,15 @@ class DirectoryStream:
         st.parts = self._answers.parts
         st.batches += 1
         now = time.monotonic()
-        st.timeline.append({
-            "t_s": now - self._t0, "rows": rows / max(now - t1, 1e-9), "files": len(recs),
-            "answers": ans.num_rows if ans is not None else 0,
-            "late": late.num_rows if late is not None else 0})
+        st.timeline.append(
+            {
+                "t_s": now - self._t0,
+                "rows": rows / max(now - t1, 1e-9),
+                "files": len(recs),
+                "answers": ans.num_rows if ans is not None else 0,
+                "late": late.num_rows if late is not None else 0,
+            }
+        )
         self._last_file = now
         if self.options.max_files is not None and st.files >= self.options.max_files:
             self.request_stop("max_files")
@@ -533,14 +584,18 @@ class DirectoryStream:
         from sim.debs import read_debs_buffer
 
         if length > MAX_FILE_BYTES:
-            return self._reject_file(rec, f"file larger than {MAX_FILE_BYTES >> 20} MiB; "
-                                          f"split it")
+            return self._reject_file(rec, f"file larger than {MAX_FILE_BYTES >> 20} MiB; split it")
         if data is None:
             return self._reject_file(rec, "file vanished before it was read")
         rej = io.BytesIO()
         try:
-            reader = read_debs_buffer(data, rec.name, rejects=rej, batch_rows=1 << 20,
-                                      extra_columns=self.options.extra_columns)
+            reader = read_debs_buffer(
+                data,
+                rec.name,
+                rejects=rej,
+                batch_rows=1 << 20,
+                extra_columns=self.options.extra_columns,
+            )
             table = reader.read_all()
         except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             return self._reject_file(rec, f"unreadable: {_one_line(exc)}")
@@ -601,9 +656,14 @@ class DirectoryStream:
         self.stats.deployment_metrics = res.metrics
 
 
-def stream_directory(deployment: Deployment, spark, directory: str | Path, out_dir: str | Path,
-                     options: StreamOptions | None = None,
-                     progress: Callable[[StreamStats], None] | None = None) -> StreamStats:
+def stream_directory(
+    deployment: Deployment,
+    spark,
+    directory: str | Path,
+    out_dir: str | Path,
+    options: StreamOptions | None = None,
+    progress: Callable[[StreamStats], None] | None = None,
+) -> StreamStats:
     """Watch ``directory`` and feed ``deployment`` until a stop condition; see the module
     docstring.  Writes ``answers.parquet/``, ``late.parquet/`` and ``rejects/`` in ``out_dir``."""
     return DirectoryStream(deployment, spark, directory, out_dir, options, progress).run()
@@ -645,14 +705,25 @@ class StreamResult:
     out_dir: Path
 
 
-def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
-               out_dir: str | Path, *, options: StreamOptions | None = None,
-               ray_address: str | None = None, num_cpus: int = 2, spark=None,
-               spark_master: str = "local[*]", technique: str | None = None,
-               allowed_lateness: int = 0, max_in_flight: int = 4,
-               checkpoint_every: int | None = None, max_log_bytes: int | None = 128 << 20,
-               pin_nodes: bool | None = None, faults: list[Mapping[str, Any]] | None = None,
-               progress: Callable[[StreamStats], None] | None = None) -> StreamResult:
+def run_stream(
+    plan: Mapping[str, Any] | str | Path,
+    directory: str | Path,
+    out_dir: str | Path,
+    *,
+    options: StreamOptions | None = None,
+    ray_address: str | None = None,
+    num_cpus: int = 2,
+    spark=None,
+    spark_master: str = "local[*]",
+    technique: str | None = None,
+    allowed_lateness: int = 0,
+    max_in_flight: int = 4,
+    checkpoint_every: int | None = None,
+    max_log_bytes: int | None = 128 << 20,
+    pin_nodes: bool | None = None,
+    faults: list[Mapping[str, Any]] | None = None,
+    progress: Callable[[StreamStats], None] | None = None,
+) -> StreamResult:
     """``run_live`` for a directory: deploy ``plan`` on Ray, stream ``directory`` through
     Spark until a stop condition, write the answers as they come plus ``metrics.json`` (and
     ``plan_final.json`` if a node was lost for good or added, as ``run_live`` does).
@@ -674,12 +745,19 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
     guard.install()
     try:
         # a new SparkContext installs PySpark's SIGINT handler: take it back
-        with started_runtimes(ray_address, num_cpus, spark, spark_master,
-                              on_new_spark=guard.install) as (spark, startup):
-            with Deployment(plan, technique=technique, allowed_lateness=allowed_lateness,
-                            max_in_flight=max_in_flight, checkpoint_every=checkpoint_every,
-                            max_log_bytes=max_log_bytes, pin_nodes=pin_nodes,
-                            faults=faults) as dep:
+        with started_runtimes(
+            ray_address, num_cpus, spark, spark_master, on_new_spark=guard.install
+        ) as (spark, startup):
+            with Deployment(
+                plan,
+                technique=technique,
+                allowed_lateness=allowed_lateness,
+                max_in_flight=max_in_flight,
+                checkpoint_every=checkpoint_every,
+                max_log_bytes=max_log_bytes,
+                pin_nodes=pin_nodes,
+                faults=faults,
+            ) as dep:
                 stats = stream_directory(dep, spark, directory, out_dir, options, progress)
                 guard.quiet = True  # only teardown left: let it complete
                 final_plan = dep.plan
@@ -688,10 +766,14 @@ def run_stream(plan: Mapping[str, Any] | str | Path, directory: str | Path,
     metrics = dict(stats.deployment_metrics)
     metrics["answers"] = stats.answers  # finish() counted only the last (flushed) part
     metrics["stream"] = stats.to_dict()
-    metrics["feed"] = {"mode": "stream", "rows": stats.rows, "batches": stats.batches,
-                       "seconds": stats.seconds,
-                       "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
-                       "timeline": stats.timeline}
+    metrics["feed"] = {
+        "mode": "stream",
+        "rows": stats.rows,
+        "batches": stats.batches,
+        "seconds": stats.seconds,
+        "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
+        "timeline": stats.timeline,
+    }
     metrics["startup"] = startup
     metrics["data_path"] = str(directory)
     out = Path(out_dir)

@@ -27,6 +27,7 @@ pass over a small columnar copy (a few int64 columns, zstd), not over the text. 
 remote Spark master the input file and the output directory must be on a file system every
 Spark worker sees.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,9 +37,9 @@ import os
 import shutil
 import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -67,14 +68,25 @@ class TextStage:
     rejects_by_reason: dict = field(default_factory=dict)
 
     def metrics(self) -> dict:
-        return {"source": str(self.source), "ranges": self.ranges, "in_order": self.in_order,
-                "parse_seconds": self.seconds, **self.counts,
-                "rejects_by_reason": dict(self.rejects_by_reason),
-                "rejects": str(self.rejects_path)}
+        return {
+            "source": str(self.source),
+            "ranges": self.ranges,
+            "in_order": self.in_order,
+            "parse_seconds": self.seconds,
+            **self.counts,
+            "rejects_by_reason": dict(self.rejects_by_reason),
+            "rejects": str(self.rejects_path),
+        }
 
 
-_COUNTS = ("lines", "rows_read", "rows_rejected", "header_lines", "glued_lines",
-           "extra_column_lines")
+_COUNTS = (
+    "lines",
+    "rows_read",
+    "rows_rejected",
+    "header_lines",
+    "glued_lines",
+    "extra_column_lines",
+)
 
 
 def _parse_ranges(it, path: str, stage: str, columns: list[str], extra_columns: str):
@@ -90,16 +102,20 @@ def _parse_ranges(it, path: str, stage: str, columns: list[str], extra_columns: 
     for k, a, b in it:
         part = Path(stage) / "parts" / f"part-{k:05d}.parquet"
         rows, lo, hi, ordered, prev = 0, None, None, True, None
-        with open(Path(stage) / "rejects" / f"{k:05d}.tsv", "wb") as rej, \
-                pq.ParquetWriter(part, schema, compression="zstd") as w:
-            r = read_debs_tsv_range(path, a, b, rejects=rej, batch_rows=1 << 17,
-                                    extra_columns=extra_columns)
+        with (
+            open(Path(stage) / "rejects" / f"{k:05d}.tsv", "wb") as rej,
+            pq.ParquetWriter(part, schema, compression="zstd") as w,
+        ):
+            r = read_debs_tsv_range(
+                path, a, b, rejects=rej, batch_rows=1 << 17, extra_columns=extra_columns
+            )
             for bt in r:
                 bt = bt.select(columns)
                 ts = bt.column(0).to_numpy()
                 if len(ts):
-                    if ordered and ((prev is not None and ts[0] < prev)
-                                    or bool((ts[1:] < ts[:-1]).any())):
+                    if ordered and (
+                        (prev is not None and ts[0] < prev) or bool((ts[1:] < ts[:-1]).any())
+                    ):
                         ordered = False
                     prev = int(ts[-1])
                     lo = int(ts.min()) if lo is None else min(lo, int(ts.min()))
@@ -107,13 +123,29 @@ def _parse_ranges(it, path: str, stage: str, columns: list[str], extra_columns: 
                     rows += len(ts)
                 w.write_batch(pa.RecordBatch.from_arrays(bt.columns, schema=schema))
         st = r.stats
-        yield json.dumps({"k": k, "rows": rows, "ts_min": lo, "ts_max": hi, "ordered": ordered,
-                          **{c: getattr(st, c) for c in _COUNTS},
-                          "reasons": dict(st.rejects_by_reason), "seconds": st.seconds})
+        yield json.dumps(
+            {
+                "k": k,
+                "rows": rows,
+                "ts_min": lo,
+                "ts_max": hi,
+                "ordered": ordered,
+                **{c: getattr(st, c) for c in _COUNTS},
+                "reasons": dict(st.rejects_by_reason),
+                "seconds": st.seconds,
+            }
+        )
 
 
-def stage_text(spark, path: str | Path, out_dir: str | Path, columns: Sequence[str], *,
-               extra_columns: str = "reject", range_bytes: int | None = None) -> TextStage:
+def stage_text(
+    spark,
+    path: str | Path,
+    out_dir: str | Path,
+    columns: Sequence[str],
+    *,
+    extra_columns: str = "reject",
+    range_bytes: int | None = None,
+) -> TextStage:
     """Parse the DEBS text file ``path`` with Spark tasks into ``<out_dir>/.text-stage``
     (module docstring) and write its rejects to ``<out_dir>/rejects/<name>.rejects.tsv``.
 
@@ -123,8 +155,9 @@ def stage_text(spark, path: str | Path, out_dir: str | Path, columns: Sequence[s
     from sim.debs import EXTRA_COLUMNS_CHOICES, text_line_ranges
 
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
-        raise ValueError(f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, "
-                         f"got {extra_columns!r}")
+        raise ValueError(
+            f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, got {extra_columns!r}"
+        )
     src = Path(path).resolve()
     out = Path(out_dir).resolve()
     stage = out / STAGE_DIR
@@ -140,11 +173,17 @@ def stage_text(spark, path: str | Path, out_dir: str | Path, columns: Sequence[s
         range_bytes = max(1 << 20, math.ceil(size / (par * waves)))
     ranges = text_line_ranges(src, range_bytes)
     job = [(k, a, b) for k, (a, b) in enumerate(ranges)]
-    fn = functools.partial(_parse_ranges, path=str(src), stage=str(stage),
-                           columns=list(columns), extra_columns=extra_columns)
-    res = sorted((json.loads(x) for x in
-                  sc.parallelize(job, len(job)).mapPartitions(fn).collect()),
-                 key=lambda d: d["k"])
+    fn = functools.partial(
+        _parse_ranges,
+        path=str(src),
+        stage=str(stage),
+        columns=list(columns),
+        extra_columns=extra_columns,
+    )
+    res = sorted(
+        (json.loads(x) for x in sc.parallelize(job, len(job)).mapPartitions(fn).collect()),
+        key=lambda d: d["k"],
+    )
     if [d["k"] for d in res] != list(range(len(job))):
         raise RuntimeError(f"{src}: Spark returned {len(res)} of {len(job)} text ranges")
     rejects = out / "rejects" / f"{src.name}.rejects.tsv"
@@ -160,11 +199,18 @@ def stage_text(spark, path: str | Path, out_dir: str | Path, columns: Sequence[s
         if not d["ordered"] or (prev is not None and d["ts_min"] < prev):
             in_order = False
         prev = d["ts_max"]
-    return TextStage(source=src, directory=stage,
-                     parts=[stage / "parts" / f"part-{k:05d}.parquet" for k in range(len(job))],
-                     rejects_path=rejects, ranges=len(job), rows=sum(d["rows"] for d in res),
-                     in_order=in_order, seconds=time.perf_counter() - t0, counts=counts,
-                     rejects_by_reason=reasons)
+    return TextStage(
+        source=src,
+        directory=stage,
+        parts=[stage / "parts" / f"part-{k:05d}.parquet" for k in range(len(job))],
+        rejects_path=rejects,
+        ranges=len(job),
+        rows=sum(d["rows"] for d in res),
+        in_order=in_order,
+        seconds=time.perf_counter() - t0,
+        counts=counts,
+        rejects_by_reason=reasons,
+    )
 
 
 def _merge_rejects(parts_dir: Path, res: list[dict], dest: Path) -> None:
@@ -186,18 +232,29 @@ def _merge_rejects(parts_dir: Path, res: list[dict], dest: Path) -> None:
     os.replace(tmp, dest)
 
 
-def _stage_batches(stage: TextStage, columns: list[str],
-                   batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _stage_batches(
+    stage: TextStage, columns: list[str], batch_rows: int
+) -> Iterator[pa.RecordBatch]:
     for p in stage.parts:
         f = pq.ParquetFile(p)
         yield from f.iter_batches(batch_size=batch_rows, columns=columns)
 
 
-def feed_text(deployment, spark, path: str | Path, out_dir: str | Path, *, mode: str = "raw",
-              streams: Sequence[str] | None = None, batch_rows: int = 1 << 18,
-              chunk_rows: int = 1_000_000, order: str = "auto", max_rows: int | None = None,
-              extra_columns: str = "reject",
-              range_bytes: int | None = None) -> tuple[FeedStats, TextStage]:
+def feed_text(
+    deployment,
+    spark,
+    path: str | Path,
+    out_dir: str | Path,
+    *,
+    mode: str = "raw",
+    streams: Sequence[str] | None = None,
+    batch_rows: int = 1 << 18,
+    chunk_rows: int = 1_000_000,
+    order: str = "auto",
+    max_rows: int | None = None,
+    extra_columns: str = "reject",
+    range_bytes: int | None = None,
+) -> tuple[FeedStats, TextStage]:
     """Feed the DEBS text file ``path`` to ``deployment`` (raw or sliced mode, as
     ``feed_raw``/``feed_sliced`` feed Parquet; module docstring for the order).  Returns the
     feed's stats (``seconds`` includes the Spark parsing) and the stage's (rejects, glued lines,
@@ -207,22 +264,45 @@ def feed_text(deployment, spark, path: str | Path, out_dir: str | Path, *, mode:
     if order not in ("auto", "sort", "file"):
         raise ValueError(f"order must be 'auto', 'sort' or 'file', got {order!r}")
     if mode == "sliced" and order == "file":
-        raise ValueError("sliced mode aggregates the data as if sorted by time; replaying a "
-                         "file's disorder (order='file', late tuples) needs mode 'raw'")
+        raise ValueError(
+            "sliced mode aggregates the data as if sorted by time; replaying a "
+            "file's disorder (order='file', late tuples) needs mode 'raw'"
+        )
     streams = list(streams or deployment.streams)
     t0 = time.perf_counter()
-    stage = stage_text(spark, path, out_dir, ["ts_ms", "index", *streams],
-                       extra_columns=extra_columns, range_bytes=range_bytes)
+    stage = stage_text(
+        spark,
+        path,
+        out_dir,
+        ["ts_ms", "index", *streams],
+        extra_columns=extra_columns,
+        range_bytes=range_bytes,
+    )
     try:
         parts_dir = str(stage.directory / "parts")
         if mode == "sliced":
-            fs = feed_sliced(deployment, spark, parts_dir, streams=streams,
-                             batch_rows=batch_rows, chunk_rows=chunk_rows, order=order)
+            fs = feed_sliced(
+                deployment,
+                spark,
+                parts_dir,
+                streams=streams,
+                batch_rows=batch_rows,
+                chunk_rows=chunk_rows,
+                order=order,
+            )
         elif order == "file" or stage.in_order:
             fs = _feed_parts(deployment, stage, streams, batch_rows, max_rows)
         else:
-            fs = feed_raw(deployment, spark, parts_dir, streams=streams, batch_rows=batch_rows,
-                          chunk_rows=chunk_rows, order="sort", max_rows=max_rows)
+            fs = feed_raw(
+                deployment,
+                spark,
+                parts_dir,
+                streams=streams,
+                batch_rows=batch_rows,
+                chunk_rows=chunk_rows,
+                order="sort",
+                max_rows=max_rows,
+            )
     finally:
         shutil.rmtree(stage.directory, ignore_errors=True)
     fs.spark_seconds += stage.seconds
@@ -230,8 +310,9 @@ def feed_text(deployment, spark, path: str | Path, out_dir: str | Path, *, mode:
     return fs, stage
 
 
-def _feed_parts(deployment, stage: TextStage, streams: list[str], batch_rows: int,
-                max_rows: int | None) -> FeedStats:
+def _feed_parts(
+    deployment, stage: TextStage, streams: list[str], batch_rows: int, max_rows: int | None
+) -> FeedStats:
     """The stage's rows in file order, read on the driver with pyarrow (no Spark job)."""
     st = FeedStats()
     t0 = time.perf_counter()

@@ -14,6 +14,7 @@ watermark/lateness), one module per final-aggregation technique (``panes``,
 ``slickdeque_noninv``, ``twostacks``, ``daba``), ``tree`` (ExecutionTree),
 ``oracle`` (brute force), ``bench`` (micro-benchmarks).  Never imports ray or pyspark.
 """
+
 from .aggregates import AGGREGATES, Aggregate, Primitive, get_aggregate
 from .base import TECHNIQUES, FinalAggregator
 from .oracle import brute_force
@@ -21,7 +22,19 @@ from .slicing import QuerySpec, StreamSlicer, edge_classes, edges_between, norma
 from .tree import ALL_TECHNIQUES, ExecutionTree, LateTuples
 
 __all__ = [
-    "AGGREGATES", "Aggregate", "Primitive", "get_aggregate", "TECHNIQUES", "FinalAggregator",
-    "brute_force", "QuerySpec", "StreamSlicer", "edge_classes", "edges_between",
-    "normalize_query", "ALL_TECHNIQUES", "ExecutionTree", "LateTuples",
+    "AGGREGATES",
+    "Aggregate",
+    "Primitive",
+    "get_aggregate",
+    "TECHNIQUES",
+    "FinalAggregator",
+    "brute_force",
+    "QuerySpec",
+    "StreamSlicer",
+    "edge_classes",
+    "edges_between",
+    "normalize_query",
+    "ALL_TECHNIQUES",
+    "ExecutionTree",
+    "LateTuples",
 ]

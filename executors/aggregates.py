@@ -33,11 +33,12 @@ mean and a small spread does not cancel catastrophically.
 A window with no tuples never reaches ``lower`` (it produces no answer), so the
 identities (0, +inf, -inf, INT64_MAX/MIN) never leak into answers.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from numba import njit, types
@@ -479,65 +480,134 @@ def _register(a: Aggregate):
     return a
 
 
-SUM = _register(Aggregate(
-    "sum", True, False,
-    _lift=lambda x: (x,), _combine=lambda a, b: (a[0] + b[0],), _lower=lambda a: a[0],
-    _identity=(0,), _inverse=lambda a, b: (a[0] - b[0],),
-    _prims=lambda i: (Primitive(OP_SUM, "v", _dt(i)),),
-    _lower_cols=_lower_sum, _int_out=lambda i: i))
-COUNT = _register(Aggregate(
-    "count", True, False,
-    _lift=lambda x: (1,), _combine=lambda a, b: (a[0] + b[0],), _lower=lambda a: a[0],
-    _identity=(0,), _inverse=lambda a, b: (a[0] - b[0],),
-    _prims=lambda i: (Primitive(OP_SUM, "one", "i8"),),
-    _lower_cols=lambda i, cols: cols[0][0].copy(), _int_out=lambda i: True))
-MIN = _register(Aggregate(
-    "min", False, True,
-    _lift=lambda x: (x,), _combine=lambda a, b: (min(a[0], b[0]),), _lower=lambda a: a[0],
-    _identity=(math.inf,), _inverse=None,
-    _prims=lambda i: (Primitive(OP_MIN, "v", _dt(i)),),
-    _lower_cols=lambda i, cols: cols[0][0].copy(), _int_out=lambda i: i))
-MAX = _register(Aggregate(
-    "max", False, True,
-    _lift=lambda x: (x,), _combine=lambda a, b: (max(a[0], b[0]),), _lower=lambda a: a[0],
-    _identity=(-math.inf,), _inverse=None,
-    _prims=lambda i: (Primitive(OP_MAX, "v", _dt(i)),),
-    _lower_cols=lambda i, cols: cols[0][0].copy(), _int_out=lambda i: i))
-RANGE = _register(Aggregate(
-    "range", False, True,
-    _lift=lambda x: (x, x), _combine=_minmax, _lower=lambda a: a[1] - a[0],
-    _identity=(math.inf, -math.inf), _inverse=None,
-    _prims=lambda i: (Primitive(OP_MIN, "v", _dt(i)), Primitive(OP_MAX, "v", _dt(i))),
-    _lower_cols=lambda i, cols: cols[1][0] - cols[0][0], _int_out=lambda i: i))
-AVG = _register(Aggregate(
-    "avg", True, False,
-    _lift=lambda x: (x, 1), _combine=lambda a, b: (a[0] + b[0], a[1] + b[1]),
-    _lower=lambda a: a[0] / a[1] if a[1] else math.nan,
-    _identity=(0, 0), _inverse=lambda a, b: (a[0] - b[0], a[1] - b[1]),
-    _prims=lambda i: (Primitive(OP_SUM, "v", _dt(i)), Primitive(OP_SUM, "one", "i8")),
-    _lower_cols=_lower_avg, _int_out=lambda i: False))
-STDDEV = _register(Aggregate(
-    "stddev", True, False,
-    _lift=lambda x: (1, x, x * x),
-    _combine=lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2]),
-    _lower=_py_std,
-    _identity=(0, 0, 0), _inverse=lambda a, b: (a[0] - b[0], a[1] - b[1], a[2] - b[2]),
-    _prims=lambda i: (Primitive(OP_SUM, "one", "i8"), Primitive(OP_SUM, "v", "f8"),
-                      Primitive(OP_SUM, "v2", "f8")),
-    _lower_cols=_lower_stddev, _int_out=lambda i: False))
+SUM = _register(
+    Aggregate(
+        "sum",
+        True,
+        False,
+        _lift=lambda x: (x,),
+        _combine=lambda a, b: (a[0] + b[0],),
+        _lower=lambda a: a[0],
+        _identity=(0,),
+        _inverse=lambda a, b: (a[0] - b[0],),
+        _prims=lambda i: (Primitive(OP_SUM, "v", _dt(i)),),
+        _lower_cols=_lower_sum,
+        _int_out=lambda i: i,
+    )
+)
+COUNT = _register(
+    Aggregate(
+        "count",
+        True,
+        False,
+        _lift=lambda x: (1,),
+        _combine=lambda a, b: (a[0] + b[0],),
+        _lower=lambda a: a[0],
+        _identity=(0,),
+        _inverse=lambda a, b: (a[0] - b[0],),
+        _prims=lambda i: (Primitive(OP_SUM, "one", "i8"),),
+        _lower_cols=lambda i, cols: cols[0][0].copy(),
+        _int_out=lambda i: True,
+    )
+)
+MIN = _register(
+    Aggregate(
+        "min",
+        False,
+        True,
+        _lift=lambda x: (x,),
+        _combine=lambda a, b: (min(a[0], b[0]),),
+        _lower=lambda a: a[0],
+        _identity=(math.inf,),
+        _inverse=None,
+        _prims=lambda i: (Primitive(OP_MIN, "v", _dt(i)),),
+        _lower_cols=lambda i, cols: cols[0][0].copy(),
+        _int_out=lambda i: i,
+    )
+)
+MAX = _register(
+    Aggregate(
+        "max",
+        False,
+        True,
+        _lift=lambda x: (x,),
+        _combine=lambda a, b: (max(a[0], b[0]),),
+        _lower=lambda a: a[0],
+        _identity=(-math.inf,),
+        _inverse=None,
+        _prims=lambda i: (Primitive(OP_MAX, "v", _dt(i)),),
+        _lower_cols=lambda i, cols: cols[0][0].copy(),
+        _int_out=lambda i: i,
+    )
+)
+RANGE = _register(
+    Aggregate(
+        "range",
+        False,
+        True,
+        _lift=lambda x: (x, x),
+        _combine=_minmax,
+        _lower=lambda a: a[1] - a[0],
+        _identity=(math.inf, -math.inf),
+        _inverse=None,
+        _prims=lambda i: (Primitive(OP_MIN, "v", _dt(i)), Primitive(OP_MAX, "v", _dt(i))),
+        _lower_cols=lambda i, cols: cols[1][0] - cols[0][0],
+        _int_out=lambda i: i,
+    )
+)
+AVG = _register(
+    Aggregate(
+        "avg",
+        True,
+        False,
+        _lift=lambda x: (x, 1),
+        _combine=lambda a, b: (a[0] + b[0], a[1] + b[1]),
+        _lower=lambda a: a[0] / a[1] if a[1] else math.nan,
+        _identity=(0, 0),
+        _inverse=lambda a, b: (a[0] - b[0], a[1] - b[1]),
+        _prims=lambda i: (Primitive(OP_SUM, "v", _dt(i)), Primitive(OP_SUM, "one", "i8")),
+        _lower_cols=_lower_avg,
+        _int_out=lambda i: False,
+    )
+)
+STDDEV = _register(
+    Aggregate(
+        "stddev",
+        True,
+        False,
+        _lift=lambda x: (1, x, x * x),
+        _combine=lambda a, b: (a[0] + b[0], a[1] + b[1], a[2] + b[2]),
+        _lower=_py_std,
+        _identity=(0, 0, 0),
+        _inverse=lambda a, b: (a[0] - b[0], a[1] - b[1], a[2] - b[2]),
+        _prims=lambda i: (
+            Primitive(OP_SUM, "one", "i8"),
+            Primitive(OP_SUM, "v", "f8"),
+            Primitive(OP_SUM, "v2", "f8"),
+        ),
+        _lower_cols=_lower_stddev,
+        _int_out=lambda i: False,
+    )
+)
+
 
 def _check_query_aggregates() -> None:
     """The executors run exactly the aggregates a query may ask for (``placement.queries``):
     a name accepted by validation but unknown here crashed live runs (issue 11, product)."""
-    from placement.queries import AGGREGATES as NAMES, INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
+    from placement.queries import AGGREGATES as NAMES
+    from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 
     if set(AGGREGATES) != set(NAMES):
-        raise ImportError(f"executors.aggregates registers {sorted(AGGREGATES)} but "
-                          f"placement.queries.AGGREGATES is {sorted(NAMES)}")
-    if {a for a, g in AGGREGATES.items() if g.invertible} != set(INVERTIBLE_AGGREGATES) or \
-            {a for a, g in AGGREGATES.items() if g.selective} != set(SELECTIVE_AGGREGATES):
-        raise ImportError("executors.aggregates: invertible/selective flags differ from "
-                          "placement.queries")
+        raise ImportError(
+            f"executors.aggregates registers {sorted(AGGREGATES)} but "
+            f"placement.queries.AGGREGATES is {sorted(NAMES)}"
+        )
+    if {a for a, g in AGGREGATES.items() if g.invertible} != set(INVERTIBLE_AGGREGATES) or {
+        a for a, g in AGGREGATES.items() if g.selective
+    } != set(SELECTIVE_AGGREGATES):
+        raise ImportError(
+            "executors.aggregates: invertible/selective flags differ from placement.queries"
+        )
 
 
 _check_query_aggregates()
@@ -554,8 +624,7 @@ def get_aggregate(name: str | Aggregate) -> Aggregate:
     try:
         return AGGREGATES[key]
     except KeyError:
-        raise ValueError(
-            f"unknown aggregate {name!r}; known: {sorted(AGGREGATES)}") from None
+        raise ValueError(f"unknown aggregate {name!r}; known: {sorted(AGGREGATES)}") from None
 
 
 def require_selective(agg: Aggregate, technique: str = "slickdeque_noninv") -> None:
@@ -563,11 +632,13 @@ def require_selective(agg: Aggregate, technique: str = "slickdeque_noninv") -> N
     if not agg.selective:
         raise ValueError(
             f"{technique} needs an aggregate whose combine returns one of its arguments "
-            f"(min, max, range); {agg.name!r} is not")
+            f"(min, max, range); {agg.name!r} is not"
+        )
 
 
 def require_invertible(agg: Aggregate, technique: str) -> None:
     if not agg.invertible:
         raise ValueError(
             f"{technique} needs an invertible aggregate (sum, count, avg, stddev); "
-            f"{agg.name!r} is not invertible")
+            f"{agg.name!r} is not invertible"
+        )

@@ -35,6 +35,7 @@ identity (the dissertation counts Panes this way: 4 Max operations per step in
 Example 3 even before the window fills).  Position/pointer arithmetic and deque
 index comparisons are not aggregate operations and are not counted.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -100,12 +101,13 @@ class FinalAggregator(ABC):
         lo, hi = _due_range(due_n)
         if hi > self.wsize or lo < 1:
             raise ValueError(
-                f"{self.name}: window spans {lo}..{hi} partials, "
-                f"outside 1..wsize={self.wsize}")
+                f"{self.name}: window spans {lo}..{hi} partials, outside 1..wsize={self.wsize}"
+            )
         if not self.multi_query and (lo != self.wsize or hi != self.wsize):
             raise ValueError(
                 f"{self.name} answers a single window length ({self.wsize} partials) "
-                f"and cannot answer windows of {sorted(set(due_n.tolist()))} partials")
+                f"and cannot answer windows of {sorted(set(due_n.tolist()))} partials"
+            )
 
     def run(self, new_hi, new_lo, due_ptr, due_n, count_ops: bool = False, out=None):
         """Insert and answer (see the module docstring).  ``out``: optional (hi, lo) arrays of
@@ -127,10 +129,16 @@ class FinalAggregator(ABC):
         else:
             out_hi, out_lo = out
             for a in (out_hi, out_lo):
-                if (not isinstance(a, np.ndarray) or a.dtype != self.prim.np_dtype
-                        or a.ndim != 1 or a.shape[0] < m or not a.flags.c_contiguous):
-                    raise ValueError(f"out: two contiguous {self.prim.np_dtype} arrays of "
-                                     f"length >= {m} expected")
+                if (
+                    not isinstance(a, np.ndarray)
+                    or a.dtype != self.prim.np_dtype
+                    or a.ndim != 1
+                    or a.shape[0] < m
+                    or not a.flags.c_contiguous
+                ):
+                    raise ValueError(
+                        f"out: two contiguous {self.prim.np_dtype} arrays of length >= {m} expected"
+                    )
             out_hi = out_hi[:m]
             out_lo = out_lo[:m]
         ops = np.zeros(new_hi.shape[0], dtype=np.int64) if count_ops else _EMPTY_OPS

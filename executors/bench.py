@@ -22,6 +22,7 @@ every n' in 1..n per slide (the dissertation's upper bound).  Each cell:
 ``numpy`` is the naive vectorised baseline: a cumulative-sum difference for Sum,
 ``sliding_window_view(...).max`` for Max (O(n) per slide).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,8 +33,17 @@ import numpy as np
 from .aggregates import OP_MAX, OP_SUM, Primitive
 from .base import TECHNIQUES
 
-DEFAULT_TECHNIQUES = ("numpy", "panes", "panes_inv", "flatfat", "bint", "flatfit",
-                      "slickdeque", "twostacks", "daba")
+DEFAULT_TECHNIQUES = (
+    "numpy",
+    "panes",
+    "panes_inv",
+    "flatfat",
+    "bint",
+    "flatfit",
+    "slickdeque",
+    "twostacks",
+    "daba",
+)
 
 
 def _cls_for(technique: str, op: int):
@@ -62,7 +72,7 @@ def _numpy_cell(op, x, n, budget):
         out = []
         done = 0
         while done < m and time.perf_counter() - t0 < budget:
-            w = np.lib.stride_tricks.sliding_window_view(x[done:done + step + n - 1], n)
+            w = np.lib.stride_tricks.sliding_window_view(x[done : done + step + n - 1], n)
             out.append(w.max(axis=1))
             done += w.shape[0]
         m = done
@@ -72,11 +82,19 @@ def _numpy_cell(op, x, n, budget):
     return m, el, cpu
 
 
-def run_executor_bench(techniques=DEFAULT_TECHNIQUES, aggregates=("sum", "max"),
-                       windows=None, modes=("single", "max-multi"), dtype="f8",
-                       cell_seconds: float = 0.5, max_slices: int = 1 << 23,
-                       latency_samples: int = 2000, max_multi_window: int = 1 << 12,
-                       seed: int = 0, progress=None) -> list[dict]:
+def run_executor_bench(
+    techniques=DEFAULT_TECHNIQUES,
+    aggregates=("sum", "max"),
+    windows=None,
+    modes=("single", "max-multi"),
+    dtype="f8",
+    cell_seconds: float = 0.5,
+    max_slices: int = 1 << 23,
+    latency_samples: int = 2000,
+    max_multi_window: int = 1 << 12,
+    seed: int = 0,
+    progress=None,
+) -> list[dict]:
     """Benchmark rows, one per (technique, aggregate, mode, window).
 
     Row keys: technique, aggregate, mode, window, queries, slices, seconds,
@@ -99,8 +117,9 @@ def run_executor_bench(techniques=DEFAULT_TECHNIQUES, aggregates=("sum", "max"),
                 if mode == "max-multi" and n > max_multi_window:
                     continue
                 for tech in techniques:
-                    row = _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices,
-                                latency_samples)
+                    row = _cell(
+                        tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_samples
+                    )
                     if row is not None:
                         rows.append(row)
                         if progress:
@@ -119,11 +138,26 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
         m, el, cpu = _numpy_cell(op, x.astype(dt), n, cell_seconds)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        return dict(technique="numpy", aggregate=agg, mode=mode, window=n, queries=1,
-                    slices=m, seconds=el, throughput=m / el if el else float("inf"),
-                    cpu_seconds=cpu, throughput_cpu=m / cpu if cpu else float("inf"),
-                    lat_p50_us=None, lat_p99_us=None, lat_p999_us=None, lat_max_us=None,
-                    ops_mean=None, ops_max=None, state_bytes=None, peak_bytes=peak)
+        return dict(
+            technique="numpy",
+            aggregate=agg,
+            mode=mode,
+            window=n,
+            queries=1,
+            slices=m,
+            seconds=el,
+            throughput=m / el if el else float("inf"),
+            cpu_seconds=cpu,
+            throughput_cpu=m / cpu if cpu else float("inf"),
+            lat_p50_us=None,
+            lat_p99_us=None,
+            lat_p999_us=None,
+            lat_max_us=None,
+            ops_mean=None,
+            ops_max=None,
+            state_bytes=None,
+            peak_bytes=peak,
+        )
     cls = _cls_for(tech, op)
     if cls is None or (mode == "max-multi" and not cls.multi_query):
         return None
@@ -182,19 +216,33 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
     no_ops = np.zeros(0, np.int64)
     lat = np.empty(latency_samples)
     for i in range(latency_samples):
-        x1 = xs[i:i + 1]
+        x1 = xs[i : i + 1]
         t0 = time.perf_counter()
         a._kernel(x1, lo1, ptr1, ns_slide, out_hi, out_lo, no_ops)
         lat[i] = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     p = np.percentile(lat, [50, 99, 99.9]) * 1e6
-    return dict(technique=tech, aggregate=agg, mode=mode, window=n, queries=q, slices=done,
-                seconds=el, throughput=done / el if el else float("inf"),
-                cpu_seconds=cpu, throughput_cpu=done / cpu if cpu else float("inf"),
-                lat_p50_us=float(p[0]), lat_p99_us=float(p[1]), lat_p999_us=float(p[2]),
-                lat_max_us=float(lat.max() * 1e6), ops_mean=float(ops.mean()),
-                ops_max=int(ops.max()), state_bytes=a.memory_bytes(), peak_bytes=peak)
+    return dict(
+        technique=tech,
+        aggregate=agg,
+        mode=mode,
+        window=n,
+        queries=q,
+        slices=done,
+        seconds=el,
+        throughput=done / el if el else float("inf"),
+        cpu_seconds=cpu,
+        throughput_cpu=done / cpu if cpu else float("inf"),
+        lat_p50_us=float(p[0]),
+        lat_p99_us=float(p[1]),
+        lat_p999_us=float(p[2]),
+        lat_max_us=float(lat.max() * 1e6),
+        ops_mean=float(ops.mean()),
+        ops_max=int(ops.max()),
+        state_bytes=a.memory_bytes(),
+        peak_bytes=peak,
+    )
 
 
 def slicing_workload(nq: int = 20, seed: int = 0) -> list[dict]:
@@ -208,9 +256,15 @@ def slicing_workload(nq: int = 20, seed: int = 0) -> list[dict]:
     return out
 
 
-def run_slicing_bench(queries=None, techniques=("slickdeque", "panes", "flatfat", "flatfit"),
-                      n_tuples: int = 1_000_000, batch: int = 200_000, repeats: int = 3,
-                      seed: int = 0, progress=None) -> list[dict]:
+def run_slicing_bench(
+    queries=None,
+    techniques=("slickdeque", "panes", "flatfat", "flatfit"),
+    n_tuples: int = 1_000_000,
+    batch: int = 200_000,
+    repeats: int = 3,
+    seed: int = 0,
+    progress=None,
+) -> list[dict]:
     """Pairs vs Cutty on one tree: tuples/s of ``process`` (best of ``repeats``, the two
     slicings alternating so machine load hits both alike), slices handed to final
     aggregation, and operations per slice / per tuple (a separate counted run).
@@ -232,7 +286,7 @@ def run_slicing_bench(queries=None, techniques=("slickdeque", "panes", "flatfat"
                 tree.process(ts[:1000], v[:1000])  # compile / warm up
                 t0 = time.perf_counter()
                 for a in range(1000, n_tuples, batch):
-                    tree.process(ts[a:a + batch], v[a:a + batch])
+                    tree.process(ts[a : a + batch], v[a : a + batch])
                 el = time.perf_counter() - t0
                 if slicing not in best or el < best[slicing][0]:
                     best[slicing] = (el, tree.stats()["slices"])
@@ -243,10 +297,18 @@ def run_slicing_bench(queries=None, techniques=("slickdeque", "panes", "flatfat"
             answers[slicing] = tab.column("value").to_pylist()
             oc = tree.op_counts()
             el, slices = best[slicing]
-            row = dict(technique=tech, slicing=slicing, queries=len(qs), tuples=n_tuples - 1000,
-                       seconds=el, throughput=(n_tuples - 1000) / el, slices=slices,
-                       ops_per_slice=oc["omega"], ops_per_tuple=oc["total"] / n_tuples,
-                       wsize=tree.wsize)
+            row = dict(
+                technique=tech,
+                slicing=slicing,
+                queries=len(qs),
+                tuples=n_tuples - 1000,
+                seconds=el,
+                throughput=(n_tuples - 1000) / el,
+                slices=slices,
+                ops_per_slice=oc["omega"],
+                ops_per_tuple=oc["total"] / n_tuples,
+                wsize=tree.wsize,
+            )
             rows.append(row)
             if progress:
                 progress(row)
@@ -273,33 +335,145 @@ def _twostacks_literal_op():
         return impl(op, *args)
 
     @njit(cache=False)
-    def entry(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d, e, f, g, h,
-              ih, il, meta):
+    def entry(
+        op,
+        new_hi,
+        new_lo,
+        due_ptr,
+        due_n,
+        out_hi,
+        out_lo,
+        ops,
+        a,
+        b,
+        c,
+        d,
+        e,
+        f,
+        g,
+        h,
+        ih,
+        il,
+        meta,
+    ):
         if op == OP_MAX:
-            return lit(OP_MAX, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d,
-                       e, f, g, h, ih, il, meta)
+            return lit(
+                OP_MAX,
+                new_hi,
+                new_lo,
+                due_ptr,
+                due_n,
+                out_hi,
+                out_lo,
+                ops,
+                a,
+                b,
+                c,
+                d,
+                e,
+                f,
+                g,
+                h,
+                ih,
+                il,
+                meta,
+            )
         if op == OP_MIN:
-            return lit(OP_MIN, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d,
-                       e, f, g, h, ih, il, meta)
-        return lit(OP_SUM, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, a, b, c, d, e,
-                   f, g, h, ih, il, meta)
+            return lit(
+                OP_MIN,
+                new_hi,
+                new_lo,
+                due_ptr,
+                due_n,
+                out_hi,
+                out_lo,
+                ops,
+                a,
+                b,
+                c,
+                d,
+                e,
+                f,
+                g,
+                h,
+                ih,
+                il,
+                meta,
+            )
+        return lit(
+            OP_SUM,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            a,
+            b,
+            c,
+            d,
+            e,
+            f,
+            g,
+            h,
+            ih,
+            il,
+            meta,
+        )
 
     class TwoStacksLiteralOp(TwoStacks):
         name = "twostacks_literal_op"
 
         def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
             s = self.state
-            entry(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                  s["f_val_hi"], s["f_val_lo"], s["f_agg_hi"], s["f_agg_lo"],
-                  s["b_val_hi"], s["b_val_lo"], s["b_agg_hi"], s["b_agg_lo"],
-                  s["ident_hi"], s["ident_lo"], s["meta"])
+            entry(
+                self.op,
+                new_hi,
+                new_lo,
+                due_ptr,
+                due_n,
+                out_hi,
+                out_lo,
+                ops,
+                s["f_val_hi"],
+                s["f_val_lo"],
+                s["f_agg_hi"],
+                s["f_agg_lo"],
+                s["b_val_hi"],
+                s["b_val_lo"],
+                s["b_agg_hi"],
+                s["b_agg_lo"],
+                s["ident_hi"],
+                s["ident_lo"],
+                s["meta"],
+            )
 
     return TwoStacksLiteralOp
 
 
-def max_side_by_side(windows=(16, 64, 256, 512, 1024, 2048, 4096, 1 << 13, 1 << 14, 1 << 15,
-                              1 << 16, 1 << 17, 1 << 20, 1 << 22),
-                     reps: int = 7, batch: int = 1 << 18, seed: int = 0, progress=None):
+def max_side_by_side(
+    windows=(
+        16,
+        64,
+        256,
+        512,
+        1024,
+        2048,
+        4096,
+        1 << 13,
+        1 << 14,
+        1 << 15,
+        1 << 16,
+        1 << 17,
+        1 << 20,
+        1 << 22,
+    ),
+    reps: int = 7,
+    batch: int = 1 << 18,
+    seed: int = 0,
+    progress=None,
+):
     """Single-query Max, slide 1, float64: SlickDeque (Non-Inv), TwoStacks as the benchmark
     runs it, and TwoStacks with a literal ``op`` (fairness check), in one process.
 
@@ -309,8 +483,12 @@ def max_side_by_side(windows=(16, 64, 256, 512, 1024, 2048, 4096, 1 << 13, 1 << 
     so TwoStacks' flips are amortised exactly); best batch over the thread's CPU time.
     Returns rows {window, technique: M slides/s}."""
     from .twostacks import TwoStacks
-    techs = {"slickdeque": TECHNIQUES["slickdeque_noninv"], "twostacks": TwoStacks,
-             "twostacks_literal_op": _twostacks_literal_op()}
+
+    techs = {
+        "slickdeque": TECHNIQUES["slickdeque_noninv"],
+        "twostacks": TwoStacks,
+        "twostacks_literal_op": _twostacks_literal_op(),
+    }
     prim = Primitive(OP_MAX, "v", "f8")
     rng = np.random.default_rng(seed)
     rows = []
@@ -330,7 +508,7 @@ def max_side_by_side(windows=(16, 64, 256, 512, 1024, 2048, 4096, 1 << 13, 1 << 
         best = dict.fromkeys(techs, 0.0)
         for r in range(reps):
             x = rng.standard_normal(b)
-            for name in (list(aggs) if r % 2 == 0 else list(aggs)[::-1]):
+            for name in list(aggs) if r % 2 == 0 else list(aggs)[::-1]:
                 c0 = time.thread_time()
                 aggs[name].run(x, zero, ptr, due, out=out)
                 cpu = time.thread_time() - c0

@@ -9,6 +9,7 @@ O(log n) combines, slower look-ups than FlatFAT by a constant factor as the
 dissertation reports.  Counted operations: every combine (interval builds, and
 joining the intervals of an answer).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,8 +64,9 @@ def _bint_answer(op, due_n, out_hi, out_lo, lv_hi, lv_lo, off, cap, meta):
 
 
 @njit(cache=True)
-def _bint_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                 lv_hi, lv_lo, off, cap, meta):
+def _bint_kernel(
+    op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, lv_hi, lv_lo, off, cap, meta
+):
     K = off.shape[0]
     g = meta[0]
     count = ops.shape[0] > 0
@@ -108,15 +110,34 @@ class BInt(FinalAggregator):
         off[1:] = np.cumsum(cap)[:-1]
         total = int(cap.sum()) + 1  # last cell: a permanent identity
         hi, lo = self._ident_ring(total)
-        self.state = {"lv_hi": hi, "lv_lo": lo, "off": off, "cap": cap,
-                      "meta": np.zeros(1, dtype=np.int64)}
+        self.state = {
+            "lv_hi": hi,
+            "lv_lo": lo,
+            "off": off,
+            "cap": cap,
+            "meta": np.zeros(1, dtype=np.int64),
+        }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _bint_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                     s["lv_hi"], s["lv_lo"], s["off"], s["cap"], s["meta"])
+        _bint_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["lv_hi"],
+            s["lv_lo"],
+            s["off"],
+            s["cap"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
-        return _bint_answer(self.op, due_n, out_hi, out_lo, s["lv_hi"], s["lv_lo"], s["off"],
-                            s["cap"], s["meta"])
+        return _bint_answer(
+            self.op, due_n, out_hi, out_lo, s["lv_hi"], s["lv_lo"], s["off"], s["cap"], s["meta"]
+        )

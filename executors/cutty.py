@@ -27,6 +27,7 @@ index of the last Cutty slice inserted before the answer (-1: inserted by an ear
 tree then asks the aggregator's ``answer`` before this chunk's inserts), ``due_end`` and
 ``due_frag`` (whether the open partial ``frag[prim]`` is combined in).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,15 +71,16 @@ class CuttySlicer(StreamSlicer):
         self.start_classes = sorted({(s, 0) for _, s in self.rs})
         mods = sorted({s for s, _ in self.start_classes})
         # a multiple of s starts nothing new: (2, 0) covers (4, 0)
-        self._start_mods = np.array([m for m in mods if not any(m % d == 0 for d in mods
-                                                                  if d < m)], dtype=np.int64)
+        self._start_mods = np.array(
+            [m for m in mods if not any(m % d == 0 for d in mods if d < m)], dtype=np.int64
+        )
         self.wsize, self.ns, self.exact_ns = window_lengths(self.rs, self.start_classes, "cutty")
         self._hflags = self._is_start(self.hist)
         self._staged = None
-        self.open: dict = {}           # prim -> (hi[1], lo[1]): the open slice's partial
+        self.open: dict = {}  # prim -> (hi[1], lo[1]): the open slice's partial
         self.open_count = 0
-        self.open_start = None         # window start where the open slice began
-        self.n_cuts = 0                # Pairs sub-slices sealed
+        self.open_start = None  # window start where the open slice began
+        self.n_cuts = 0  # Pairs sub-slices sealed
 
     # -- helpers ---------------------------------------------------------------
     def _is_start(self, t: np.ndarray) -> np.ndarray:
@@ -91,7 +93,7 @@ class CuttySlicer(StreamSlicer):
         if span <= 8 * k + 1024:  # a bitmap of the span: one strided write per slide
             mark = np.zeros(span, dtype=np.bool_)
             for m in self._start_mods.tolist():
-                mark[(-a) % m::m] = True
+                mark[(-a) % m :: m] = True
             return mark[t - a]
         out = np.zeros(k, dtype=np.bool_)
         for m in self._start_mods.tolist():
@@ -101,7 +103,7 @@ class CuttySlicer(StreamSlicer):
     def _set_hist(self, hist):
         self.hist = hist
         if self._staged is not None:  # flags of (old hist + chunk ends): keep the suffix
-            self._hflags = self._staged[self._staged.shape[0] - hist.shape[0]:]
+            self._hflags = self._staged[self._staged.shape[0] - hist.shape[0] :]
             self._staged = None
         else:
             self._hflags = self._is_start(hist)
@@ -132,7 +134,7 @@ class CuttySlicer(StreamSlicer):
         sub = super()._make_chunk(starts, ends)  # Pairs sub-slices, due windows, state
         self.n_cuts += ends.shape[0]
         self.n_slices -= ends.shape[0]
-        done = np.flatnonzero(flags)             # sub-slices that complete a Cutty slice
+        done = np.flatnonzero(flags)  # sub-slices that complete a Cutty slice
         kc = done.shape[0]
         # Cutty slice partials and open partials: one segmented fold per primitive
         pref = {}
@@ -143,7 +145,7 @@ class CuttySlicer(StreamSlicer):
             pref[p] = (hi, lo)
         partials = {p: (hi[done], lo[done]) for p, (hi, lo) in pref.items()}
         # counts per Cutty slice (the open one's carried over)
-        before = np.cumsum(flags) - flags          # completed Cutty slices before sub-slice i
+        before = np.cumsum(flags) - flags  # completed Cutty slices before sub-slice i
         cnt = np.bincount(before, weights=sub.counts, minlength=kc + 1).astype(np.int64)
         cnt[0] += self.open_count
         self.open_count = int(cnt[kc])
@@ -159,7 +161,7 @@ class CuttySlicer(StreamSlicer):
         cum = np.zeros(flag_all.shape[0] + 1, dtype=np.int64)
         np.cumsum(flag_all, out=cum[1:])
         ie = h + i
-        ix = ie - sub.due_n                        # Pairs n = cuts in [x, e)
+        ix = ie - sub.due_n  # Pairs n = cuts in [x, e)
         fe = flags[i]
         nc = cum[ie] - cum[ix] - 1 + fe
         attach = np.cumsum(flags)[i] - 1
@@ -169,8 +171,16 @@ class CuttySlicer(StreamSlicer):
         # (for one end, n under Cutty grows with n under Pairs: equal (end, n) stay adjacent)
         o = np.argsort((attach + 1) * (self.wsize + 2) + (self.wsize - nc), kind="stable")
         frag = {p: (hi[i[o]], lo[i[o]]) for p, (hi, lo) in pref.items()}
-        ch = SliceChunk(c_starts, c_ends, cnt[:kc], partials, attach[o], sub.due_query[o],
-                        nc[o], sub.due_nonempty[o])
+        ch = SliceChunk(
+            c_starts,
+            c_ends,
+            cnt[:kc],
+            partials,
+            attach[o],
+            sub.due_query[o],
+            nc[o],
+            sub.due_nonempty[o],
+        )
         ch.due_end = end[o]
         ch.due_frag = ~fe[o]
         ch.frag = frag
@@ -180,8 +190,9 @@ class CuttySlicer(StreamSlicer):
     def state_dict(self) -> dict:
         st = super().state_dict()
         st["open_count"] = np.array([self.open_count], dtype=np.int64)
-        st["open_start"] = np.array([] if self.open_start is None else [self.open_start],
-                                    dtype=np.int64)
+        st["open_start"] = np.array(
+            [] if self.open_start is None else [self.open_start], dtype=np.int64
+        )
         st["n_cuts"] = np.array([self.n_cuts], dtype=np.int64)
         for j, p in enumerate(self.primitives):
             oh, ol = self._open(p)

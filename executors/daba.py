@@ -7,6 +7,7 @@ shifts or shrinks (3 combines), so every slice costs at most 8 operations
 (amortised 5).  Written from the algorithm's published invariants; positions are
 absolute counters over a circular buffer.  Single window length only.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -73,8 +74,23 @@ def _fixup(op, val_hi, val_lo, agg_hi, agg_lo, ih, il, m):
 
 
 @njit(cache=True)
-def _daba_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                 val_hi, val_lo, agg_hi, agg_lo, ident_hi, ident_lo, m):
+def _daba_kernel(
+    op,
+    new_hi,
+    new_lo,
+    due_ptr,
+    due_n,
+    out_hi,
+    out_lo,
+    ops,
+    val_hi,
+    val_lo,
+    agg_hi,
+    agg_lo,
+    ident_hi,
+    ident_lo,
+    m,
+):
     cap = val_hi.shape[0]
     W = m[_W]
     ih = ident_hi[0]
@@ -162,16 +178,45 @@ class DABA(FinalAggregator):
         ih, il = self._ident_ring(1)
         meta = np.zeros(7, dtype=np.int64)
         meta[_W] = self.wsize
-        self.state = {"val_hi": vh, "val_lo": vl, "agg_hi": ah, "agg_lo": al,
-                      "ident_hi": ih, "ident_lo": il, "meta": meta}
+        self.state = {
+            "val_hi": vh,
+            "val_lo": vl,
+            "agg_hi": ah,
+            "agg_lo": al,
+            "ident_hi": ih,
+            "ident_lo": il,
+            "meta": meta,
+        }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _daba_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                     s["val_hi"], s["val_lo"], s["agg_hi"], s["agg_lo"],
-                     s["ident_hi"], s["ident_lo"], s["meta"])
+        _daba_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["val_hi"],
+            s["val_lo"],
+            s["agg_hi"],
+            s["agg_lo"],
+            s["ident_hi"],
+            s["ident_lo"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
-        return _daba_answer(self.op, out_hi, out_lo, s["agg_hi"], s["agg_lo"], s["ident_hi"],
-                            s["ident_lo"], s["meta"])
+        return _daba_answer(
+            self.op,
+            out_hi,
+            out_lo,
+            s["agg_hi"],
+            s["agg_lo"],
+            s["ident_hi"],
+            s["ident_lo"],
+            s["meta"],
+        )

@@ -7,6 +7,7 @@ when it wraps around the ring); the root answers a window spanning all P leaves
 with no operation.  Counted operations: combines between two tree cells; the
 first cell taken on each side is a copy, not an operation.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -90,8 +91,9 @@ def _flatfat_answer(op, due_n, out_hi, out_lo, tree_hi, tree_lo, meta):
 
 
 @njit(cache=True)
-def _flatfat_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                    tree_hi, tree_lo, meta):
+def _flatfat_kernel(
+    op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, tree_hi, tree_lo, meta
+):
     P = tree_hi.shape[0] // 2
     cur = meta[0]
     count = ops.shape[0] > 0
@@ -102,8 +104,9 @@ def _flatfat_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
         tree_lo[i] = new_lo[j]
         i >>= 1
         while i >= 1:
-            h, l = combine2(op, tree_hi[2 * i], tree_lo[2 * i],
-                            tree_hi[2 * i + 1], tree_lo[2 * i + 1])
+            h, l = combine2(
+                op, tree_hi[2 * i], tree_lo[2 * i], tree_hi[2 * i + 1], tree_lo[2 * i + 1]
+            )
             tree_hi[i] = h
             tree_lo[i] = l
             c += 1
@@ -135,10 +138,22 @@ class FlatFAT(FinalAggregator):
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _flatfat_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                        s["tree_hi"], s["tree_lo"], s["meta"])
+        _flatfat_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["tree_hi"],
+            s["tree_lo"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
-        return _flatfat_answer(self.op, due_n, out_hi, out_lo, s["tree_hi"], s["tree_lo"],
-                               s["meta"])
+        return _flatfat_answer(
+            self.op, due_n, out_hi, out_lo, s["tree_hi"], s["tree_lo"], s["meta"]
+        )

@@ -12,6 +12,7 @@ Deviation from the printed pseudocode: when the pointer walk visits a single slo
 return that slot's partial with no operation.  Combines are written
 ``older (+) newer`` so the order is right for non-commutative operations too.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,11 +27,11 @@ def _query(op, part_hi, part_lo, pointers, stack, curr, n):
     """Lines 26-43: the window of the n slots before ``curr``; returns (h, l, ops)."""
     W = part_hi.shape[0]
     c = 0
-    start = curr - n                   # lines 26-29
+    start = curr - n  # lines 26-29
     if start < 0:
         start += W
     sp = 0
-    while True:                        # lines 30-34
+    while True:  # lines 30-34
         stack[sp] = start
         sp += 1
         start = pointers[start]
@@ -38,9 +39,9 @@ def _query(op, part_hi, part_lo, pointers, stack, curr, n):
             break
     sp -= 1
     top = stack[sp]
-    ah = part_hi[top]                  # line 35
+    ah = part_hi[top]  # line 35
     al = part_lo[top]
-    while sp > 1:                      # lines 36-41
+    while sp > 1:  # lines 36-41
         sp -= 1
         tmp = stack[sp]
         ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
@@ -48,7 +49,7 @@ def _query(op, part_hi, part_lo, pointers, stack, curr, n):
         part_hi[tmp] = ah
         part_lo[tmp] = al
         pointers[tmp] = curr
-    if sp == 1:                        # lines 42-43
+    if sp == 1:  # lines 42-43
         tmp = stack[0]
         ah, al = combine2(op, part_hi[tmp], part_lo[tmp], ah, al)
         c += 1
@@ -69,23 +70,24 @@ def _flatfit_answer(op, due_n, out_hi, out_lo, part_hi, part_lo, pointers, stack
 
 
 @njit(cache=True)
-def _flatfit_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                    part_hi, part_lo, pointers, stack, meta):
+def _flatfit_kernel(
+    op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, part_hi, part_lo, pointers, stack, meta
+):
     W = part_hi.shape[0]
     curr = meta[0]
     prev = meta[1]
     count = ops.shape[0] > 0
     for j in range(new_hi.shape[0]):
         c = 0
-        part_hi[prev] = new_hi[j]          # line 22
+        part_hi[prev] = new_hi[j]  # line 22
         part_lo[prev] = new_lo[j]
-        pointers[prev] = curr              # line 23
+        pointers[prev] = curr  # line 23
         for q in range(due_ptr[j], due_ptr[j + 1]):
             ah, al, k = _query(op, part_hi, part_lo, pointers, stack, curr, due_n[q])
             c += k
             out_hi[q] = ah
             out_lo[q] = al
-        prev = curr                        # lines 46-50
+        prev = curr  # lines 46-50
         curr += 1
         if curr == W:
             curr = 0
@@ -104,16 +106,42 @@ class FlatFIT(FinalAggregator):
         hi, lo = self._ident_ring(W)
         pointers = np.arange(1, W + 1, dtype=np.int64)
         pointers[W - 1] = 0
-        self.state = {"part_hi": hi, "part_lo": lo, "pointers": pointers,
-                      "stack": np.zeros(W + 1, dtype=np.int64),
-                      "meta": np.array([0, W - 1], dtype=np.int64)}
+        self.state = {
+            "part_hi": hi,
+            "part_lo": lo,
+            "pointers": pointers,
+            "stack": np.zeros(W + 1, dtype=np.int64),
+            "meta": np.array([0, W - 1], dtype=np.int64),
+        }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _flatfit_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                        s["part_hi"], s["part_lo"], s["pointers"], s["stack"], s["meta"])
+        _flatfit_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["part_hi"],
+            s["part_lo"],
+            s["pointers"],
+            s["stack"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
-        return _flatfit_answer(self.op, due_n, out_hi, out_lo, s["part_hi"], s["part_lo"],
-                               s["pointers"], s["stack"], s["meta"])
+        return _flatfit_answer(
+            self.op,
+            due_n,
+            out_hi,
+            out_lo,
+            s["part_hi"],
+            s["part_lo"],
+            s["pointers"],
+            s["stack"],
+            s["meta"],
+        )

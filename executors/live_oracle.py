@@ -18,12 +18,14 @@ A *schedule* is the arrival order of a run: a list of ``("data", ts, values)`` a
 ``("change", at, add, remove)`` items (``add``: query dicts, ``remove``: ids; ``at`` is the
 ``T`` of the change, later than every timestamp before it).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from .oracle import _evaluate, _exact, brute_force
 from .slicing import normalize_query
+
 
 def registrations(initial, schedule) -> list[tuple[dict, int | None, int | None]]:
     """``(query, T_reg, T_unreg)`` for every query of a schedule (None: unbounded)."""
@@ -92,7 +94,7 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
         if not add and not remove:
             continue
         g = gens[-1]
-        for qid, dom in g[2].items():
+        for dom in g[2].values():
             dom[1] = at if dom[1] is None else min(dom[1], at)
         for old in gens:
             for qid, dom in old[2].items():
@@ -115,8 +117,11 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
         late |= {(gi, idx[j]) for j in lt}
         for qid, start, end, val in got:
             lo, hi, ehi = dom[qid]
-            if (lo is None or start >= lo) and (hi is None or start < hi) \
-                    and (ehi is None or end <= ehi):
+            if (
+                (lo is None or start >= lo)
+                and (hi is None or start < hi)
+                and (ehi is None or end <= ehi)
+            ):
                 answers.append((qid, start, end, val))
     answers.sort(key=lambda x: (x[0], x[1]))
     return answers, late

@@ -29,6 +29,7 @@ containing it, has ended; otherwise it lies outside every window (``stats()["out
 Oracles: ``executors.live_oracle`` (section 9 itself, and the generations spelled out by brute
 force); tests: ``tests/test_executors_live_tree.py``.
 """
+
 from __future__ import annotations
 
 import io
@@ -74,8 +75,7 @@ class _Gen:
     identity: bool = field(default=False)
 
     def bounded(self) -> bool:
-        return bool((self.lo != NEG_INF).any() or (self.hi != INF).any()
-                    or (self.ehi != INF).any())
+        return bool((self.lo != NEG_INF).any() or (self.hi != INF).any() or (self.ehi != INF).any())
 
     def last_end(self) -> int:
         """An upper bound of the end of every window in the domain (INF: open ended)."""
@@ -118,9 +118,17 @@ class LiveTree:
     ``active`` the ids registered now.
     """
 
-    def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
-                 count_ops: bool = False, dtype=None, slicing: str = "pairs",
-                 t_start: int | None = None, as_arrow: bool = True):
+    def __init__(
+        self,
+        queries,
+        technique: str = "slickdeque",
+        allowed_lateness: int = 0,
+        count_ops: bool = False,
+        dtype=None,
+        slicing: str = "pairs",
+        t_start: int | None = None,
+        as_arrow: bool = True,
+    ):
         qs = [normalize_query(q) for q in queries]
         if not qs:
             raise ValueError("a tree needs at least one query")
@@ -145,19 +153,30 @@ class LiveTree:
         self.kind = self.gens[-1].tree.kind
 
     # -- generations -----------------------------------------------------------------------
-    def _start_gen(self, qs: list[QuerySpec], t0: int, lo: int | None = None,
-                   lo_of: dict[str, int] | None = None) -> None:
+    def _start_gen(
+        self,
+        qs: list[QuerySpec],
+        t0: int,
+        lo: int | None = None,
+        lo_of: dict[str, int] | None = None,
+    ) -> None:
         for q in qs:
             if q.id not in self._index:
                 self._index[q.id] = len(self.queries)
                 self.queries.append(q)
         qs = sorted(qs, key=lambda q: self._index[q.id])
-        tree = ExecutionTree([q.as_dict() for q in qs], technique=technique_for(self.technique, qs),
-                             allowed_lateness=self.allowed_lateness, count_ops=self.count_ops,
-                             dtype=self._dtype(), slicing=self.slicing)
+        tree = ExecutionTree(
+            [q.as_dict() for q in qs],
+            technique=technique_for(self.technique, qs),
+            allowed_lateness=self.allowed_lateness,
+            count_ops=self.count_ops,
+            dtype=self._dtype(),
+            slicing=self.slicing,
+        )
         qmap = np.array([self._index[q.id] for q in qs], dtype=np.int64)
-        los = np.array([(lo_of or {}).get(q.id, NEG_INF if lo is None else lo) for q in qs],
-                       dtype=np.int64)
+        los = np.array(
+            [(lo_of or {}).get(q.id, NEG_INF if lo is None else lo) for q in qs], dtype=np.int64
+        )
         n = len(qs)
         g = _Gen(tree, t0, qmap, los, np.full(n, INF, np.int64), np.full(n, INF, np.int64))
         g.identity = bool(np.array_equal(qmap, np.arange(n)))
@@ -194,16 +213,20 @@ class LiveTree:
         handed = [r for r in capped if r not in self.active and r in self._index]
         remove = [r for r in capped if r not in handed] + [str(r) for r in handoff]
         if self.kind == "count":
-            raise ValueError("queries over count windows cannot be added to or removed from "
-                             "a running tree")
+            raise ValueError(
+                "queries over count windows cannot be added to or removed from a running tree"
+            )
         if self.flushed:
             raise ValueError("the tree was flushed (end of input)")
         if self.max_ts != NEG_INF and at <= self.max_ts:
-            raise ValueError(f"change at {at} must be later than every timestamp consumed "
-                             f"(newest: {self.max_ts})")
+            raise ValueError(
+                f"change at {at} must be later than every timestamp consumed "
+                f"(newest: {self.max_ts})"
+            )
         if self.gens and at < self.gens[-1].t_start:
-            raise ValueError(f"change at {at} is before the newest generation's start "
-                             f"{self.gens[-1].t_start}")
+            raise ValueError(
+                f"change at {at} is before the newest generation's start {self.gens[-1].t_start}"
+            )
         ids = [q.id for q in add]
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate query ids in one change: {sorted(ids)}")
@@ -212,14 +235,17 @@ class LiveTree:
                 raise ValueError(f"query id {qid!r} was already used in this tree")
         for q in add:
             if q.kind != "time":
-                raise ValueError(f"query {q.id!r}: only time windows can be added to a "
-                                 "running tree")
+                raise ValueError(
+                    f"query {q.id!r}: only time windows can be added to a running tree"
+                )
         unknown = [r for r in remove if r not in self.active]
         if unknown:
             raise ValueError(f"unknown query ids (not running in this tree): {unknown}")
         for old in self.gens:  # a removed query answers no window ending after T_unreg,
-            rm = np.isin(np.array([q.id for q in old.tree.queries], dtype=object),  # in any
-                         np.array(capped, dtype=object))                          # generation
+            rm = np.isin(
+                np.array([q.id for q in old.tree.queries], dtype=object),  # in any
+                np.array(capped, dtype=object),
+            )  # generation
             old.ehi = np.where(rm, np.minimum(old.ehi, at), old.ehi)
         if not add and not remove:
             return at
@@ -259,8 +285,8 @@ class LiveTree:
         n = g.tree.slicer.late.count
         if n > g.late_seen:
             lt = g.tree.late
-            self._late_ts.append(lt.ts[g.late_seen:])
-            self._late_v.append(lt.values[g.late_seen:])
+            self._late_ts.append(lt.ts[g.late_seen :])
+            self._late_v.append(lt.values[g.late_seen :])
             self._late_count += n - g.late_seen
             g.late_seen = n
 
@@ -273,14 +299,18 @@ class LiveTree:
     def gens_lateness(self) -> int:
         return 0 if self.kind == "count" else self.allowed_lateness
 
-    def process_columns(self, ts, values, *, ordered: bool = False, in_order: bool | None = None,
-                        copy: bool = True):
+    def process_columns(
+        self, ts, values, *, ordered: bool = False, in_order: bool | None = None, copy: bool = True
+    ):
         """As ``ExecutionTree.process_columns``; ``qidx`` indexes ``queries``."""
-        if self.kind == "count" or (len(self.gens) == 1 and self.gens[0].t_start == NEG_INF
-                                    and self.gens[0].identity and not self.gens[0].bounded()):
+        if self.kind == "count" or (
+            len(self.gens) == 1
+            and self.gens[0].t_start == NEG_INF
+            and self.gens[0].identity
+            and not self.gens[0].bounded()
+        ):
             g = self.gens[0]
-            cols = g.tree.process_columns(ts, values, ordered=ordered, in_order=in_order,
-                                          copy=copy)
+            cols = g.tree.process_columns(ts, values, ordered=ordered, in_order=in_order, copy=copy)
             if self.kind != "count" and ts is not None and len(ts):
                 self.max_ts = max(self.max_ts, int(np.max(ts)))
             else:
@@ -297,14 +327,16 @@ class LiveTree:
         first_start = min((g.t_start for g in self.gens), default=INF)
         for g in list(self.gens):
             if g.t_start == NEG_INF or t_min >= g.t_start:
-                cols = g.tree.process_columns(ts, values, ordered=ordered, in_order=in_order,
-                                              copy=copy)
+                cols = g.tree.process_columns(
+                    ts, values, ordered=ordered, in_order=in_order, copy=copy
+                )
             else:
                 m = ts >= g.t_start
                 if not m.any():
                     continue
-                cols = g.tree.process_columns(ts[m], values[m], ordered=ordered,
-                                              in_order=in_order, copy=False)
+                cols = g.tree.process_columns(
+                    ts[m], values[m], ordered=ordered, in_order=in_order, copy=False
+                )
             c = g.keep(cols)
             if c is not None:
                 out.append(c)
@@ -362,16 +394,26 @@ class LiveTree:
 
     def _table(self, cols):
         import pyarrow as pa
+
         if cols is None:
-            return pa.table({"query_id": pa.array([], pa.string()),
-                             "window_start": pa.array([], pa.int64()),
-                             "window_end": pa.array([], pa.int64()),
-                             "value": pa.array([], pa.float64())})
+            return pa.table(
+                {
+                    "query_id": pa.array([], pa.string()),
+                    "window_start": pa.array([], pa.int64()),
+                    "window_end": pa.array([], pa.int64()),
+                    "value": pa.array([], pa.float64()),
+                }
+            )
         q, st, en, va = cols
         ids = np.array([x.id for x in self.queries], dtype=object)
-        return pa.table({"query_id": pa.array(ids[q], pa.string()),
-                         "window_start": pa.array(st, pa.int64()),
-                         "window_end": pa.array(en, pa.int64()), "value": pa.array(va)})
+        return pa.table(
+            {
+                "query_id": pa.array(ids[q], pa.string()),
+                "window_start": pa.array(st, pa.int64()),
+                "window_end": pa.array(en, pa.int64()),
+                "value": pa.array(va),
+            }
+        )
 
     @property
     def late(self) -> LateTuples:
@@ -410,16 +452,33 @@ class LiveTree:
     # -- snapshot -------------------------------------------------------------------------
     def snapshot(self) -> bytes:
         """numpy .npz bytes: JSON metadata + each running generation's own snapshot."""
-        meta = {"version": 1, "live": True, "technique": self.technique,
-                "allowed_lateness": self.allowed_lateness, "count_ops": self.count_ops,
-                "slicing": self.slicing, "queries": [q.as_dict() for q in self.queries],
-                "active": self.active, "max_ts": int(self.max_ts), "outside": self.outside,
-                "late_count": self._late_count, "flushed": self.flushed,
-                "dtype": None if self._dtype() is None else np.dtype(self._dtype()).name,
-                "retired": [[int(t), [list(x) for x in rs]] for t, rs in self.retired],
-                "gens": [{"t_start": int(g.t_start), "qmap": g.qmap.tolist(),
-                          "lo": g.lo.tolist(), "hi": g.hi.tolist(), "ehi": g.ehi.tolist(),
-                          "late_seen": g.late_seen} for g in self.gens]}
+        meta = {
+            "version": 1,
+            "live": True,
+            "technique": self.technique,
+            "allowed_lateness": self.allowed_lateness,
+            "count_ops": self.count_ops,
+            "slicing": self.slicing,
+            "queries": [q.as_dict() for q in self.queries],
+            "active": self.active,
+            "max_ts": int(self.max_ts),
+            "outside": self.outside,
+            "late_count": self._late_count,
+            "flushed": self.flushed,
+            "dtype": None if self._dtype() is None else np.dtype(self._dtype()).name,
+            "retired": [[int(t), [list(x) for x in rs]] for t, rs in self.retired],
+            "gens": [
+                {
+                    "t_start": int(g.t_start),
+                    "qmap": g.qmap.tolist(),
+                    "lo": g.lo.tolist(),
+                    "hi": g.hi.tolist(),
+                    "ehi": g.ehi.tolist(),
+                    "late_seen": g.late_seen,
+                }
+                for g in self.gens
+            ],
+        }
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         lt = self.late
         arrays["late_ts"], arrays["late_v"] = lt.ts, lt.values
@@ -430,7 +489,7 @@ class LiveTree:
         return buf.getvalue()
 
     @classmethod
-    def restore(cls, data: bytes) -> "LiveTree":
+    def restore(cls, data: bytes) -> LiveTree:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays["meta"].tobytes().decode())
@@ -454,9 +513,15 @@ class LiveTree:
         self.gens = []
         for i, gm in enumerate(meta["gens"]):
             tree = ExecutionTree.restore(arrays[f"gen{i}"].tobytes())
-            g = _Gen(tree, int(gm["t_start"]), np.array(gm["qmap"], np.int64),
-                     np.array(gm["lo"], np.int64), np.array(gm["hi"], np.int64),
-                     np.array(gm["ehi"], np.int64), int(gm["late_seen"]))
+            g = _Gen(
+                tree,
+                int(gm["t_start"]),
+                np.array(gm["qmap"], np.int64),
+                np.array(gm["lo"], np.int64),
+                np.array(gm["hi"], np.int64),
+                np.array(gm["ehi"], np.int64),
+                int(gm["late_seen"]),
+            )
             g.identity = bool(np.array_equal(g.qmap, np.arange(len(g.qmap))))
             self.gens.append(g)
         kinds = [g.tree.kind for g in self.gens]

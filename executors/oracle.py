@@ -8,6 +8,7 @@ watermark has passed counts as emitted even if it was empty), and evaluates each
 non-empty window exactly (Python ints / ``fractions.Fraction``), rounding once at
 the end.  Slow (O(tuples x windows per tuple)); for tests and spot checks only.
 """
+
 from __future__ import annotations
 
 import math

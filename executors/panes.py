@@ -5,6 +5,7 @@ partials initialised with the identity; a window of n partials costs n-1 combine
 Multi-query: any n <= wsize.  Kept deliberately simple: it is also the reference
 the other techniques are checked against.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,7 @@ from .base import FinalAggregator, register
 
 
 @njit(cache=True)
-def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                  ring_hi, ring_lo, meta):
+def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, ring_hi, ring_lo, meta):
     W = ring_hi.shape[0]
     cur = meta[0]
     count = ops.shape[0] > 0
@@ -64,10 +64,20 @@ class Panes(FinalAggregator):
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _panes_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                      s["ring_hi"], s["ring_lo"], s["meta"])
+        _panes_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["ring_hi"],
+            s["ring_lo"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
-        return _panes_answer(self.op, due_n, out_hi, out_lo, s["ring_hi"], s["ring_lo"],
-                             s["meta"])
+        return _panes_answer(self.op, due_n, out_hi, out_lo, s["ring_hi"], s["ring_lo"], s["meta"])

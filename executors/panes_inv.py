@@ -5,6 +5,7 @@ only (the dissertation: "does not allow MQ processing"); SlickDeque Inv is its
 multi-query generalisation.  Float drift is guarded by the double-double sums of
 ``aggregates`` (int64 sums are exact).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,9 @@ from .base import FinalAggregator, register
 
 
 @njit(cache=True)
-def _panes_inv_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                      ring_hi, ring_lo, run_hi, run_lo, meta):
+def _panes_inv_kernel(
+    op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, ring_hi, ring_lo, run_hi, run_lo, meta
+):
     W = ring_hi.shape[0]
     cur = meta[0]
     rh = run_hi[0]
@@ -49,13 +51,31 @@ class PanesInv(FinalAggregator):
     def reset(self):
         hi, lo = self._ident_ring(self.wsize)
         rh, rl = self._ident_ring(1)
-        self.state = {"ring_hi": hi, "ring_lo": lo, "run_hi": rh, "run_lo": rl,
-                      "meta": np.zeros(1, dtype=np.int64)}
+        self.state = {
+            "ring_hi": hi,
+            "ring_lo": lo,
+            "run_hi": rh,
+            "run_lo": rl,
+            "meta": np.zeros(1, dtype=np.int64),
+        }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _panes_inv_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                          s["ring_hi"], s["ring_lo"], s["run_hi"], s["run_lo"], s["meta"])
+        _panes_inv_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["ring_hi"],
+            s["ring_lo"],
+            s["run_hi"],
+            s["run_lo"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         out_hi[:] = self.state["run_hi"][0]

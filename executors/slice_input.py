@@ -46,14 +46,21 @@ Contract and limitation (event time):
 ``slice_aggregates`` is the reference producer (pure numpy): the Spark feed runs it inside
 ``mapInArrow`` and the tests use it directly.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from .aggregates import OP_MAX, OP_MIN, OP_SUM, Primitive, lift_square, reduce_slices
 from .cutty import CuttySlicer
-from .slicing import (StreamSlicer, edges_between, estimate_edges, floor_edge, next_edge,
-                      normalize_query)
+from .slicing import (
+    StreamSlicer,
+    edges_between,
+    estimate_edges,
+    floor_edge,
+    next_edge,
+    normalize_query,
+)
 from .tree import ExecutionTree, LateTuples
 
 #: columns of a slice batch (``sum``, ``min``, ``max``, ``sq`` are int64 for int streams,
@@ -66,8 +73,17 @@ FLOAT_LO_COLUMNS = ("sum_lo", "sq_lo")
 def slice_dtype(is_int: bool) -> np.dtype:
     """The structured record of one incoming slice."""
     t = np.int64 if is_int else np.float64
-    return np.dtype([("c", np.int64), ("s", t), ("sl", np.float64), ("mn", t), ("mx", t),
-                     ("q", t), ("ql", np.float64)])
+    return np.dtype(
+        [
+            ("c", np.int64),
+            ("s", t),
+            ("sl", np.float64),
+            ("mn", t),
+            ("mx", t),
+            ("q", t),
+            ("ql", np.float64),
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- producer
@@ -116,8 +132,7 @@ def _slice_bounds(ts: np.ndarray, classes) -> tuple[np.ndarray, np.ndarray]:
             st = _floor_edges(classes, t)
             first = np.flatnonzero(np.r_[True, st[1:] != st[:-1]])
             start[a:b] = st
-            end[a:b] = np.repeat(_next_edges(classes, st[first]),
-                                 np.diff(np.r_[first, b - a]))
+            end[a:b] = np.repeat(_next_edges(classes, st[first]), np.diff(np.r_[first, b - a]))
     return start, end
 
 
@@ -142,9 +157,16 @@ def slice_aggregates(ts, values, classes, *, with_sq: bool = True) -> dict[str, 
     if n == 0:
         t = np.int64 if is_int else np.float64
         z = np.zeros(0, np.int64)
-        out = {"slice_start": z, "slice_end": z, "ts_max": z, "count": z,
-               "sum": np.zeros(0, t), "min": np.zeros(0, t), "max": np.zeros(0, t),
-               "sq": np.zeros(0, t)}
+        out = {
+            "slice_start": z,
+            "slice_end": z,
+            "ts_max": z,
+            "count": z,
+            "sum": np.zeros(0, t),
+            "min": np.zeros(0, t),
+            "max": np.zeros(0, t),
+            "sq": np.zeros(0, t),
+        }
         if not is_int:
             out.update(sum_lo=np.zeros(0), sq_lo=np.zeros(0))
         return out
@@ -156,9 +178,14 @@ def slice_aggregates(ts, values, classes, *, with_sq: bool = True) -> dict[str, 
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     start, end = key[first], ends[first]
     count = np.diff(np.r_[first, n]).astype(np.int64)
-    out = {"slice_start": start, "slice_end": end,
-           "ts_max": ts[np.r_[first[1:], n] - 1], "count": count,
-           "min": np.minimum.reduceat(v, first), "max": np.maximum.reduceat(v, first)}
+    out = {
+        "slice_start": start,
+        "slice_end": end,
+        "ts_max": ts[np.r_[first[1:], n] - 1],
+        "count": count,
+        "min": np.minimum.reduceat(v, first),
+        "max": np.maximum.reduceat(v, first),
+    }
     if is_int:
         out["sum"] = np.add.reduceat(v, first)
         out["sq"] = np.add.reduceat(v * v, first) if with_sq else np.zeros_like(out["sum"])
@@ -194,19 +221,23 @@ class SliceStreamSlicer(StreamSlicer):
     def _values(self, values):
         v = np.asarray(values)
         if v.dtype.names is None or not {"c", "s", "sl", "mn", "mx", "q", "ql"} <= set(
-                v.dtype.names):
-            raise ValueError("a slice-fed tree takes slice records (use "
-                             "SlicedExecutionTree.process_slices), not raw values")
+            v.dtype.names
+        ):
+            raise ValueError(
+                "a slice-fed tree takes slice records (use "
+                "SlicedExecutionTree.process_slices), not raw values"
+            )
         if v.ndim != 1:
             raise ValueError(f"slice records must be one-dimensional, got shape {v.shape}")
         is_int = bool(np.issubdtype(v.dtype["s"], np.integer))
         if self.is_int is None and v.shape[0]:
             self.is_int = is_int
         if self.is_int is not None and v.shape[0] and is_int != self.is_int:
-            raise ValueError(f"this tree aggregates {'int64' if self.is_int else 'float64'} "
-                             f"slices; got {v.dtype['s']}")
-        return v.astype(slice_dtype(self.is_int if self.is_int is not None else is_int),
-                        copy=False)
+            raise ValueError(
+                f"this tree aggregates {'int64' if self.is_int else 'float64'} "
+                f"slices; got {v.dtype['s']}"
+            )
+        return v.astype(slice_dtype(self.is_int if self.is_int is not None else is_int), copy=False)
 
     def _lift(self, p: Primitive, vals):
         dt = p.np_dtype
@@ -254,15 +285,30 @@ class SlicedExecutionTree(ExecutionTree):
     slicer_cls = SliceStreamSlicer
     cutty_slicer_cls = SliceCuttySlicer
 
-    def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
-                 count_ops: bool = False, dtype=None, as_arrow: bool = True,
-                 check_edges: bool = True, slicing: str = "pairs"):
+    def __init__(
+        self,
+        queries,
+        technique: str = "slickdeque",
+        allowed_lateness: int = 0,
+        count_ops: bool = False,
+        dtype=None,
+        as_arrow: bool = True,
+        check_edges: bool = True,
+        slicing: str = "pairs",
+    ):
         qs = [normalize_query(q) for q in queries]
         bad = [q.id for q in qs if q.kind != "time"]
         if bad:
             raise ValueError(f"slice-fed trees run time windows only; count windows: {bad}")
-        super().__init__(qs, technique=technique, allowed_lateness=allowed_lateness,
-                         count_ops=count_ops, dtype=dtype, as_arrow=as_arrow, slicing=slicing)
+        super().__init__(
+            qs,
+            technique=technique,
+            allowed_lateness=allowed_lateness,
+            count_ops=count_ops,
+            dtype=dtype,
+            as_arrow=as_arrow,
+            slicing=slicing,
+        )
         self.check_edges = bool(check_edges)
         self.slices_in = 0
 
@@ -278,8 +324,9 @@ class SlicedExecutionTree(ExecutionTree):
         """``process_slices`` returning answer columns, as ``ExecutionTree.process_columns``."""
         return self.process_slice_batch(SliceBatch.of(slices), ordered=ordered)
 
-    def process_slice_batch(self, sb: "SliceBatch", *, ordered: bool = False,
-                            edges_checked: bool = False):
+    def process_slice_batch(
+        self, sb: SliceBatch, *, ordered: bool = False, edges_checked: bool = False
+    ):
         """Take a prepared ``SliceBatch`` (a node prepares one per stream batch for all its
         trees: the record array is built once).  ``edges_checked``: the caller checked the
         slices against a superset of this tree's edges (a node checks the union of its trees'
@@ -303,8 +350,11 @@ class SlicedExecutionTree(ExecutionTree):
         if not lb.values:
             return LateTuples(0, np.zeros(0, np.int64), np.zeros(0, np.float64))
         rec = np.concatenate(lb.values)
-        return LateTuples(lb.count, np.concatenate(lb.ts),
-                          rec["s"].astype(np.float64) if rec.shape[0] else np.zeros(0))
+        return LateTuples(
+            lb.count,
+            np.concatenate(lb.ts),
+            rec["s"].astype(np.float64) if rec.shape[0] else np.zeros(0),
+        )
 
 
 def check_slice_edges(classes, start, end, ts, what: str = "this tree") -> None:
@@ -331,7 +381,8 @@ def check_slice_edges(classes, start, end, ts, what: str = "this tree") -> None:
             raise ValueError(
                 f"slice [{int(start[i])}, {int(end[i])}) straddles an edge of {what}: the "
                 f"slice boundaries must include every edge of the tree's queries "
-                f"(classes {classes[:6]}{' ...' if len(classes) > 6 else ''})")
+                f"(classes {classes[:6]}{' ...' if len(classes) > 6 else ''})"
+            )
 
 
 class SliceBatch:
@@ -342,7 +393,7 @@ class SliceBatch:
     __slots__ = ("ts", "rec", "start", "end", "has_sq", "copy", "n")
 
     @classmethod
-    def of(cls, slices) -> "SliceBatch":
+    def of(cls, slices) -> SliceBatch:
         cols = _columns(slices)
         sb = cls()
         sb.start, sb.end, sb.ts = cols["slice_start"], cols["slice_end"], cols["ts_max"]
@@ -376,6 +427,7 @@ def _columns(slices) -> dict[str, np.ndarray]:
             if c.null_count:
                 raise ValueError(f"slice column {k!r} contains nulls")
             return c.to_numpy(zero_copy_only=False)
+
     need = [c for c in SLICE_COLUMNS if c != "sq"]
     missing = [c for c in need if c not in names]
     if missing:

@@ -37,6 +37,7 @@ with one search per slice; folding them into slice partials runs in the numba ke
 ``fold_runs``/``fold_runs_v`` (the combine sequence of ``aggregates.reduce_slices``:
 double-double float sums, bit-identical).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,10 +45,9 @@ from dataclasses import dataclass, field
 from functools import reduce
 
 import numpy as np
+from numba import njit
 
 from placement.slicing import window_lengths as _shared_window_lengths
-
-from numba import njit
 
 from .aggregates import OP_SUM, Aggregate, Primitive, combine2, get_aggregate
 
@@ -74,16 +74,24 @@ class QuerySpec:
     kind: str = "time"
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "aggregate": self.aggregate.name, "range": self.range,
-                "slide": self.slide, "kind": self.kind}
+        return {
+            "id": self.id,
+            "aggregate": self.aggregate.name,
+            "range": self.range,
+            "slide": self.slide,
+            "kind": self.kind,
+        }
 
 
 def normalize_query(q) -> QuerySpec:
     """Accept a dict or any object with id/aggregate/range/slide[/kind] attributes."""
     if isinstance(q, QuerySpec):
         return q
-    get = (lambda k, d=None: q.get(k, d)) if isinstance(q, dict) else \
-        (lambda k, d=None: getattr(q, k, d))
+    get = (
+        (lambda k, d=None: q.get(k, d))
+        if isinstance(q, dict)
+        else (lambda k, d=None: getattr(q, k, d))
+    )
     qid = get("id")
     if qid is None:
         raise ValueError(f"query {q!r} has no id")
@@ -388,8 +396,13 @@ class StreamSlicer:
     slices are now closed; ``flush()`` closes everything that holds data.
     """
 
-    def __init__(self, queries: list[QuerySpec], primitives: list[Primitive],
-                 allowed_lateness: int = 0, is_int: bool | None = None):
+    def __init__(
+        self,
+        queries: list[QuerySpec],
+        primitives: list[Primitive],
+        allowed_lateness: int = 0,
+        is_int: bool | None = None,
+    ):
         if not queries:
             raise ValueError("a tree needs at least one query")
         kinds = {q.kind for q in queries}
@@ -403,14 +416,21 @@ class StreamSlicer:
         self.primitives = primitives
         self.is_int = is_int
         self.rs = sorted({(q.range, q.slide) for q in queries})
-        self.rs_queries = {rs: np.array([i for i, q in enumerate(queries)
-                                         if (q.range, q.slide) == rs], dtype=np.int64)
-                           for rs in self.rs}
+        self.rs_queries = {
+            rs: np.array(
+                [i for i, q in enumerate(queries) if (q.range, q.slide) == rs], dtype=np.int64
+            )
+            for rs in self.rs
+        }
         # the same per (r, s) group as flat arrays (r, s, #queries, offset, query indices)
         nq = np.array([self.rs_queries[rs].shape[0] for rs in self.rs], dtype=np.int64)
-        self._groups = (np.array([r for r, _ in self.rs], dtype=np.int64),
-                        np.array([s for _, s in self.rs], dtype=np.int64), nq,
-                        np.cumsum(nq) - nq, np.concatenate(list(self.rs_queries.values())))
+        self._groups = (
+            np.array([r for r, _ in self.rs], dtype=np.int64),
+            np.array([s for _, s in self.rs], dtype=np.int64),
+            nq,
+            np.cumsum(nq) - nq,
+            np.concatenate(list(self.rs_queries.values())),
+        )
         self.classes = edge_classes(self.rs)
         self.max_r = max(r for r, _ in self.rs)
         self.cover_slide = cover_slide(self.rs)
@@ -420,15 +440,15 @@ class StreamSlicer:
         self.gap = self.wsize + 2  # slice numbers skipped at a jump: no window spans the gap
         # mutable state (everything below goes into snapshots)
         self.max_ts = NEG_INF
-        self.position = 0              # next position for count windows
-        self.cursor = None             # start of the first open slice (an edge)
-        self.hist = np.zeros(0, dtype=np.int64)   # recent edges, >= cursor - max_r
+        self.position = 0  # next position for count windows
+        self.cursor = None  # start of the first open slice (an edge)
+        self.hist = np.zeros(0, dtype=np.int64)  # recent edges, >= cursor - max_r
         # pending tuples: segments (ts, values), each sorted by ts, segment after segment (a
         # batch appends one instead of copying everything pending into a new array)
         self._pts: list[np.ndarray] = []
         self._pv: list[np.ndarray] = []
-        self.last_data_end = NEG_INF   # 1 + largest ts folded into a closed slice
-        self.g = 0                     # global number of the next slice
+        self.last_data_end = NEG_INF  # 1 + largest ts folded into a closed slice
+        self.g = 0  # global number of the next slice
         self.last_nonempty = -(1 << 62)
         self.late = _LateBuf()
         self.outside = 0
@@ -454,7 +474,8 @@ class StreamSlicer:
             if v.shape[0] and not np.issubdtype(v.dtype, np.integer):
                 raise ValueError(
                     f"this tree aggregates int64 values (first batch); got {v.dtype}: "
-                    "create the tree with dtype='float64' to mix")
+                    "create the tree with dtype='float64' to mix"
+                )
             return v.astype(np.int64, copy=False)
         return v.astype(np.float64, copy=False)
 
@@ -583,8 +604,7 @@ class StreamSlicer:
             if not has_pending:
                 return chunks
             self.cursor = floor_edge(self.classes, min(int(self._pts[0][0]), W - self.max_r))
-            self._set_hist(edges_between(self.classes, self.cursor - self.max_r,
-                                         self.cursor + 1))
+            self._set_hist(edges_between(self.classes, self.cursor - self.max_r, self.cursor + 1))
         reset_next = False
         while True:
             cur = self.cursor
@@ -680,7 +700,6 @@ class StreamSlicer:
         compiled pass (``_due_entries``); the (slice, group) entries are then sorted and
         expanded to queries in another (``_due_rows``)."""
         g_r, g_s, g_nq, g_off, g_q = self._groups
-        G = g_r.shape[0]
         e0, e1 = int(ends[0]), int(ends[-1])
         first = e0 + (g_r - e0) % g_s
         cnt = np.where(first <= e1, (e1 - first) // g_s + 1, 0)
@@ -742,8 +761,7 @@ class StreamSlicer:
         self.g += k
         self.last_nonempty = int(last_ne[-1])
         self.n_slices += k
-        return SliceChunk(starts, ends, counts, partials, due_slice, due_query, due_n,
-                          nonempty)
+        return SliceChunk(starts, ends, counts, partials, due_slice, due_query, due_n, nonempty)
 
     def _set_hist(self, hist: np.ndarray) -> None:
         """Replace the recent-edge history (a subclass may keep data aligned with it)."""
@@ -766,22 +784,34 @@ class StreamSlicer:
         return hi + self.max_r
 
     # -- snapshot -------------------------------------------------------------
-    SCALARS = ("max_ts", "position", "last_data_end", "g", "last_nonempty", "outside",
-               "n_slices", "n_resets")
+    SCALARS = (
+        "max_ts",
+        "position",
+        "last_data_end",
+        "g",
+        "last_nonempty",
+        "outside",
+        "n_slices",
+        "n_resets",
+    )
 
     def state_dict(self) -> dict:
         late_ts = np.concatenate(self.late.ts) if self.late.ts else np.zeros(0, np.int64)
         vdt = np.int64 if self.is_int else np.float64
         late_v = np.concatenate(self.late.values) if self.late.values else np.zeros(0, vdt)
         st = {k: np.array([getattr(self, k)], dtype=np.int64) for k in self.SCALARS}
-        st.update({
-            "cursor": np.array([] if self.cursor is None else [self.cursor], dtype=np.int64),
-            "hist": self.hist, "pend_ts": self.pend_ts,
-            "pend_v": self.pend_v if self.pend_v is not None else np.zeros(0, vdt),
-            "late_ts": late_ts, "late_v": late_v,
-            "late_count": np.array([self.late.count], dtype=np.int64),
-            "is_int": np.array([-1 if self.is_int is None else int(self.is_int)], np.int64),
-        })
+        st.update(
+            {
+                "cursor": np.array([] if self.cursor is None else [self.cursor], dtype=np.int64),
+                "hist": self.hist,
+                "pend_ts": self.pend_ts,
+                "pend_v": self.pend_v if self.pend_v is not None else np.zeros(0, vdt),
+                "late_ts": late_ts,
+                "late_v": late_v,
+                "late_count": np.array([self.late.count], dtype=np.int64),
+                "is_int": np.array([-1 if self.is_int is None else int(self.is_int)], np.int64),
+            }
+        )
         return st
 
     def load_state_dict(self, st: dict) -> None:
@@ -791,7 +821,9 @@ class StreamSlicer:
         self._set_hist(st["hist"].astype(np.int64))
         ii = int(st["is_int"][0])
         self.is_int = None if ii < 0 else bool(ii)
-        self._set_pending(st["pend_ts"].astype(np.int64),
-                          st["pend_v"].copy() if self.is_int is not None else None)
-        self.late = _LateBuf([st["late_ts"].copy()], [st["late_v"].copy()],
-                             int(st["late_count"][0]))
+        self._set_pending(
+            st["pend_ts"].astype(np.int64), st["pend_v"].copy() if self.is_int is not None else None
+        )
+        self.late = _LateBuf(
+            [st["late_ts"].copy()], [st["late_v"].copy()], int(st["late_count"][0])
+        )

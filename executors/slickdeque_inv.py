@@ -24,6 +24,7 @@ Speed: one registered length (a single query) takes ``_sdi_single``, which keeps
 running sum in registers for the whole batch; the arithmetic is the generic kernel's, so
 both give the same bits (``tests/test_executors_kernels.py``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,24 @@ _NONNEG = 0x3FFFFFFFFFFFFFFF
 
 
 @njit(cache=True)
-def _sdi_kernel(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                ring_hi, ring_lo, key_n, key_hi, key_lo, key_x, key_of_n, meta, op):
+def _sdi_kernel(
+    new_hi,
+    new_lo,
+    due_ptr,
+    due_n,
+    out_hi,
+    out_lo,
+    ops,
+    ring_hi,
+    ring_lo,
+    key_n,
+    key_hi,
+    key_lo,
+    key_x,
+    key_of_n,
+    meta,
+    op,
+):
     """Any number of window lengths; running sums in (key_hi, key_lo, key_x)."""
     W = ring_hi.shape[0]
     cur = meta[0]
@@ -54,8 +71,9 @@ def _sdi_kernel(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
             start = cur - key_n[k]
             if start < 0:
                 start += W
-            S, C, D = run_slide(key_hi[k], key_lo[k], key_x[k], nh, nl,
-                                ring_hi[start], ring_lo[start])
+            S, C, D = run_slide(
+                key_hi[k], key_lo[k], key_x[k], nh, nl, ring_hi[start], ring_lo[start]
+            )
             if renorm:
                 S, C, D = run_renorm(S, C, D)
             key_hi[k] = S
@@ -91,8 +109,22 @@ def _sdi_kernel(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
 
 
 @njit(cache=True)
-def _sdi_single(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                ring_hi, ring_lo, key_n, key_hi, key_lo, key_x, meta):
+def _sdi_single(
+    new_hi,
+    new_lo,
+    due_ptr,
+    due_n,
+    out_hi,
+    out_lo,
+    ops,
+    ring_hi,
+    ring_lo,
+    key_n,
+    key_hi,
+    key_lo,
+    key_x,
+    meta,
+):
     """Fast path for exactly one registered length n (a single query): the running sum
     stays in registers for the whole batch instead of a store/load per slice, and the
     evicted slot is found without the key loop.  The arithmetic is ``_sdi_kernel``'s,
@@ -150,8 +182,9 @@ def _any_unknown(key_of_n, due_n):
 
 
 @njit(cache=True)
-def _sdi_answer(op, due_n, out_hi, out_lo, ring_hi, ring_lo, key_n, key_hi, key_lo, key_x,
-                key_of_n, meta):
+def _sdi_answer(
+    op, due_n, out_hi, out_lo, ring_hi, ring_lo, key_n, key_hi, key_lo, key_x, key_of_n, meta
+):
     W = ring_hi.shape[0]
     last = meta[0] - 1
     if last < 0:
@@ -194,9 +227,16 @@ class SlickDequeInv(FinalAggregator):
             key_of_n[n] = i
         meta = np.array([0, len(ns)], dtype=np.int64)
         # a running sum is the unevaluated triple key_hi + key_lo + key_x (aggregates.py)
-        self.state = {"ring_hi": hi, "ring_lo": lo, "key_n": key_n, "key_hi": kh,
-                      "key_lo": kl, "key_x": np.zeros_like(kl), "key_of_n": key_of_n,
-                      "meta": meta}
+        self.state = {
+            "ring_hi": hi,
+            "ring_lo": lo,
+            "key_n": key_n,
+            "key_hi": kh,
+            "key_lo": kl,
+            "key_x": np.zeros_like(kl),
+            "key_of_n": key_of_n,
+            "meta": meta,
+        }
 
     def _grow_keys(self, due_n):
         """Room for the lengths in ``due_n`` not registered yet (lazy registration)."""
@@ -216,28 +256,67 @@ class SlickDequeInv(FinalAggregator):
     def _answer_kernel(self, due_n, out_hi, out_lo):
         self._grow_keys(due_n)
         s = self.state
-        return _sdi_answer(self.op, due_n, out_hi, out_lo, s["ring_hi"], s["ring_lo"],
-                           s["key_n"], s["key_hi"], s["key_lo"], s["key_x"], s["key_of_n"],
-                           s["meta"])
+        return _sdi_answer(
+            self.op,
+            due_n,
+            out_hi,
+            out_lo,
+            s["ring_hi"],
+            s["ring_lo"],
+            s["key_n"],
+            s["key_hi"],
+            s["key_lo"],
+            s["key_x"],
+            s["key_of_n"],
+            s["meta"],
+        )
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
         done = 0
         if s["meta"][1] == 1:
-            done = _sdi_single(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                               s["ring_hi"], s["ring_lo"], s["key_n"], s["key_hi"],
-                               s["key_lo"], s["key_x"], s["meta"])
+            done = _sdi_single(
+                new_hi,
+                new_lo,
+                due_ptr,
+                due_n,
+                out_hi,
+                out_lo,
+                ops,
+                s["ring_hi"],
+                s["ring_lo"],
+                s["key_n"],
+                s["key_hi"],
+                s["key_lo"],
+                s["key_x"],
+                s["meta"],
+            )
             if done == new_hi.shape[0]:
                 return
             # another length is asked from slice `done` on: the generic kernel goes on
             new_hi, new_lo, due_ptr = new_hi[done:], new_lo[done:], due_ptr[done:]
             if ops.shape[0]:
                 ops = ops[done:]
-        self._grow_keys(due_n[due_ptr[0]:due_ptr[-1]])
+        self._grow_keys(due_n[due_ptr[0] : due_ptr[-1]])
         s = self.state
-        _sdi_kernel(new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                    s["ring_hi"], s["ring_lo"], s["key_n"], s["key_hi"], s["key_lo"],
-                    s["key_x"], s["key_of_n"], s["meta"], self.op)
+        _sdi_kernel(
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["ring_hi"],
+            s["ring_lo"],
+            s["key_n"],
+            s["key_hi"],
+            s["key_lo"],
+            s["key_x"],
+            s["key_of_n"],
+            s["meta"],
+            self.op,
+        )
 
     def load_state_dict(self, state):
         # key arrays may have grown: take their sizes from the snapshot

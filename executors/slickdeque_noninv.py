@@ -18,6 +18,7 @@ Amortised < 2 comparisons per slice; worst case n (probability ~ 1/n!).
 Non-selective aggregates are refused with a ValueError naming the aggregate
 (``aggregates.require_selective``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,19 +45,19 @@ def _sdn_kernel(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, met
     """Entry points: pick the op's compiled kernel (a ``literally`` argument at the Python
     boundary would be re-typed on every call, ~50 ms)."""
     if op == OP_MAX:
-        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
-                         OP_MAX, 0)
-    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
-                     OP_MIN, 0)
+        return _sdn_impl(
+            new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MAX, 0
+        )
+    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MIN, 0)
 
 
 @njit(cache=True)
 def _sdn_single(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, op):
     if op == OP_MAX:
-        return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
-                         OP_MAX, 1)
-    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
-                     OP_MIN, 1)
+        return _sdn_impl(
+            new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MAX, 1
+        )
+    return _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta, OP_MIN, 1)
 
 
 @njit(cache=True)
@@ -92,11 +93,11 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
     op = literally(op)
     single = literally(single)
     mask = (dq_pos.shape[0] - 1) & _NONNEG
-    t = meta[0]       # absolute number of the slice being inserted
-    head = meta[1]    # ring index of the deque head
+    t = meta[0]  # absolute number of the slice being inserted
+    head = meta[1]  # ring index of the deque head
     size = meta[2]
     W = meta[3]
-    T = head + size - 1   # ring index of the tail
+    T = head + size - 1  # ring index of the tail
     E = dq_pos[head & mask] + W  # slice at which the head expires (if size > 0)
     r0 = dq_val[T & mask]
     r1 = dq_val[(T - 1) & mask]
@@ -230,13 +231,33 @@ class SlickDequeNonInv(FinalAggregator):
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
         if not ops.shape[0]:
-            done = _sdn_single(new_hi, due_ptr, due_n, out_hi, out_lo, ops, s["dq_pos"],
-                               s["dq_val"], s["meta"], self.op)
+            done = _sdn_single(
+                new_hi,
+                due_ptr,
+                due_n,
+                out_hi,
+                out_lo,
+                ops,
+                s["dq_pos"],
+                s["dq_val"],
+                s["meta"],
+                self.op,
+            )
             if done == new_hi.shape[0]:
                 return
             new_hi, due_ptr = new_hi[done:], due_ptr[done:]
-        _sdn_kernel(new_hi, due_ptr, due_n, out_hi, out_lo, ops, s["dq_pos"], s["dq_val"],
-                    s["meta"], self.op)
+        _sdn_kernel(
+            new_hi,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["dq_pos"],
+            s["dq_val"],
+            s["meta"],
+            self.op,
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
@@ -255,8 +276,7 @@ class SlickDequeNonInv(FinalAggregator):
             nval = np.zeros(cap, val.dtype)
             npos[:size] = pos[idx]
             nval[:size] = val[idx]
-            state = dict(state, dq_pos=npos, dq_val=nval,
-                         meta=np.array([t, 0, size, w], np.int64))
+            state = dict(state, dq_pos=npos, dq_val=nval, meta=np.array([t, 0, size, w], np.int64))
         super().load_state_dict(state)
 
     def deque(self):

@@ -25,6 +25,7 @@ The ``value`` column is int64 when every query of the tree has an integer answer
 (sum/count/min/max/range over integer input), float64 otherwise; a tree mixing
 integer sums beyond 2^53 with float aggregates should be split.
 """
+
 from __future__ import annotations
 
 import io
@@ -33,8 +34,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import bint, daba, flatfat, flatfit, panes, panes_inv, slickdeque_inv  # noqa: F401
-from . import slickdeque_noninv, twostacks  # noqa: F401
+from . import (  # noqa: F401  # noqa: F401
+    bint,
+    daba,
+    flatfat,
+    flatfit,
+    panes,
+    panes_inv,
+    slickdeque_inv,
+    slickdeque_noninv,
+    twostacks,
+)
 from .aggregates import OP_SUM, Primitive, require_invertible, require_selective
 from .base import TECHNIQUES, FinalAggregator
 from .cutty import CuttySlicer, combine_columns
@@ -46,9 +56,14 @@ except ImportError:  # pragma: no cover
     pa = None
 
 TECHNIQUE_ALIASES = {
-    "naive": "panes", "soe": "panes_inv", "subtract_on_evict": "panes_inv",
-    "b-int": "bint", "b_int": "bint", "slickdeque-inv": "slickdeque_inv",
-    "slickdeque-noninv": "slickdeque_noninv", "slickdeque_non_inv": "slickdeque_noninv",
+    "naive": "panes",
+    "soe": "panes_inv",
+    "subtract_on_evict": "panes_inv",
+    "b-int": "bint",
+    "b_int": "bint",
+    "slickdeque-inv": "slickdeque_inv",
+    "slickdeque-noninv": "slickdeque_noninv",
+    "slickdeque_non_inv": "slickdeque_noninv",
     "two_stacks": "twostacks",
 }
 ALL_TECHNIQUES = ("slickdeque",) + tuple(sorted(TECHNIQUES))
@@ -64,8 +79,10 @@ def _check_priced_techniques() -> None:
 
     missing = [t for t in PRICED if t not in ALL_TECHNIQUES]
     if missing or tuple(PRICED_SLICINGS) != SLICINGS:
-        raise ImportError(f"executors.tree cannot run priced technique(s) {missing} or "
-                          f"slicings {PRICED_SLICINGS} != {SLICINGS}")
+        raise ImportError(
+            f"executors.tree cannot run priced technique(s) {missing} or "
+            f"slicings {PRICED_SLICINGS} != {SLICINGS}"
+        )
 
 
 _check_priced_techniques()
@@ -97,8 +114,12 @@ class Answers:
         return len(self.window_end)
 
     def to_pydict(self):
-        return {"query_id": list(self.query_id), "window_start": self.window_start.tolist(),
-                "window_end": self.window_end.tolist(), "value": self.value.tolist()}
+        return {
+            "query_id": list(self.query_id),
+            "window_start": self.window_start.tolist(),
+            "window_end": self.window_end.tolist(),
+            "value": self.value.tolist(),
+        }
 
 
 def normalize_technique(t: str) -> str:
@@ -122,9 +143,16 @@ class ExecutionTree:
     #: the same under Cutty slicing (a subclass of ``CuttySlicer``)
     cutty_slicer_cls = CuttySlicer
 
-    def __init__(self, queries, technique: str = "slickdeque", allowed_lateness: int = 0,
-                 count_ops: bool = False, dtype=None, as_arrow: bool = True,
-                 slicing: str = "pairs"):
+    def __init__(
+        self,
+        queries,
+        technique: str = "slickdeque",
+        allowed_lateness: int = 0,
+        count_ops: bool = False,
+        dtype=None,
+        as_arrow: bool = True,
+        slicing: str = "pairs",
+    ):
         self.queries: list[QuerySpec] = [normalize_query(q) for q in queries]
         slicing = str(slicing).strip().lower()
         if slicing not in SLICINGS:
@@ -148,8 +176,9 @@ class ExecutionTree:
         self._ids = np.array(ids, dtype=object)
         self._ids_arrow = None
         self._agg_list = list({q.aggregate.name: q.aggregate for q in self.queries}.values())
-        self._agg_idx = np.array([self._agg_list.index(q.aggregate) for q in self.queries],
-                                 dtype=np.int64)
+        self._agg_idx = np.array(
+            [self._agg_list.index(q.aggregate) for q in self.queries], dtype=np.int64
+        )
         self._r = np.array([q.range for q in self.queries], dtype=np.int64)
         self.aggs: dict[Primitive, FinalAggregator] = {}
         self._built = False
@@ -172,7 +201,8 @@ class ExecutionTree:
             if len(rs) > 1:
                 raise ValueError(
                     f"{t} answers one window length per tree; this tree has "
-                    f"{len(rs)} distinct (range, slide): {sorted(rs)}")
+                    f"{len(rs)} distinct (range, slide): {sorted(rs)}"
+                )
 
     def _technique_for(self, prim: Primitive) -> type[FinalAggregator]:
         if self.technique == "slickdeque":
@@ -222,8 +252,9 @@ class ExecutionTree:
         cols = self.flush_columns(ordered=True)
         return self._empty() if cols is None else self._table(*cols)
 
-    def process_columns(self, ts, values, *, ordered: bool = False, in_order: bool | None = None,
-                        copy: bool = True):
+    def process_columns(
+        self, ts, values, *, ordered: bool = False, in_order: bool | None = None, copy: bool = True
+    ):
         """``process`` without building a table: ``(qidx, window_start, window_end, value)``
         numpy arrays (``qidx`` indexes ``queries``) or None when nothing is due.
 
@@ -269,10 +300,17 @@ class ExecutionTree:
     def stats(self) -> dict:
         sl = self.slicer
         extra = {"cuts": sl.n_cuts} if self.slicing == "cutty" else {}
-        return {"slices": sl.n_slices, **extra, "resets": sl.n_resets, "late": sl.late.count,
-                "outside_windows": sl.outside, "pending": int(sl.n_pending),
-                "wsize": sl.wsize, "exact_wsize": sl.exact_ns,
-                "memory_bytes": sum(a.memory_bytes() for a in self.aggs.values())}
+        return {
+            "slices": sl.n_slices,
+            **extra,
+            "resets": sl.n_resets,
+            "late": sl.late.count,
+            "outside_windows": sl.outside,
+            "pending": int(sl.n_pending),
+            "wsize": sl.wsize,
+            "exact_wsize": sl.exact_ns,
+            "memory_bytes": sum(a.memory_bytes() for a in self.aggs.values()),
+        }
 
     def op_counts(self) -> dict:
         """Exact combine/inverse counts of final aggregation (needs count_ops=True).
@@ -285,31 +323,42 @@ class ExecutionTree:
         """
         if not self.count_ops:
             raise ValueError("create the tree with count_ops=True to count operations")
-        per_slice = (np.concatenate(self._ops_slices) if self._ops_slices
-                     else np.zeros(0, np.int64))
+        per_slice = np.concatenate(self._ops_slices) if self._ops_slices else np.zeros(0, np.int64)
         total = int(sum(self._ops_total.values()))
         n = self.slicer.n_slices
-        return {"slices": n, "total": total, "per_primitive": dict(self._ops_total),
-                "per_slice": per_slice, "omega": total / n if n else 0.0}
+        return {
+            "slices": n,
+            "total": total,
+            "per_primitive": dict(self._ops_total),
+            "per_slice": per_slice,
+            "omega": total / n if n else 0.0,
+        }
 
     # -- internals ------------------------------------------------------------
     def _empty(self):
         vdt = np.int64 if (self._built and self.out_int) else np.float64
-        return self._table(np.zeros(0, dtype=np.int64), np.zeros(0, np.int64),
-                           np.zeros(0, np.int64), np.zeros(0, vdt))
+        return self._table(
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, vdt),
+        )
 
     def _table(self, qidx, start, end, value):
         """Build the answers; ``qidx`` indexes the tree's queries."""
         if self.as_arrow:
             if self._ids_arrow is None:
                 self._ids_arrow = pa.array([q.id for q in self.queries], type=pa.string())
-            return pa.table({
-                "query_id": self._ids_arrow.take(pa.array(qidx, type=pa.int64())),
-                "window_start": pa.array(start, type=pa.int64()),
-                "window_end": pa.array(end, type=pa.int64()),
-                "value": pa.array(value, type=pa.int64() if value.dtype == np.int64
-                                  else pa.float64()),
-            })
+            return pa.table(
+                {
+                    "query_id": self._ids_arrow.take(pa.array(qidx, type=pa.int64())),
+                    "window_start": pa.array(start, type=pa.int64()),
+                    "window_end": pa.array(end, type=pa.int64()),
+                    "value": pa.array(
+                        value, type=pa.int64() if value.dtype == np.int64 else pa.float64()
+                    ),
+                }
+            )
         return Answers(self._ids[qidx], start, end, value)
 
     def _emit(self, chunks: list[SliceChunk], ordered: bool = True):
@@ -388,8 +437,10 @@ class ExecutionTree:
         values = np.empty(dq.shape[0], dtype=np.int64 if self.out_int else np.float64)
         if len(self._agg_list) == 1:
             agg = self._agg_list[0]
-            values[:] = agg.lower_columns(self.is_int, [(ans[p][0][rows_u], ans[p][1][rows_u])
-                                                        for p in agg.primitives(self.is_int)])
+            values[:] = agg.lower_columns(
+                self.is_int,
+                [(ans[p][0][rows_u], ans[p][1][rows_u]) for p in agg.primitives(self.is_int)],
+            )
         else:
             agg_of = self._agg_idx[dq]
             for a, agg in enumerate(self._agg_list):
@@ -397,8 +448,10 @@ class ExecutionTree:
                 if rows.shape[0] == 0:
                     continue
                 ru = rows_u[rows]
-                values[rows] = agg.lower_columns(self.is_int, [(ans[p][0][ru], ans[p][1][ru])
-                                                              for p in agg.primitives(self.is_int)])
+                values[rows] = agg.lower_columns(
+                    self.is_int,
+                    [(ans[p][0][ru], ans[p][1][ru]) for p in agg.primitives(self.is_int)],
+                )
         end = ch.ends[rows_s]
         start = end - self._r[dq]
         if ordered and len(self.queries) > 1:  # (window_end, query): slice, then query
@@ -470,12 +523,12 @@ class ExecutionTree:
         values = np.empty(idx.shape[0], dtype=np.int64 if self.out_int else np.float64)
         agg_of = self._agg_idx[dq]
         for a, agg in enumerate(self._agg_list):
-            rows = np.nonzero(agg_of == a)[0] if len(self._agg_list) > 1 else \
-                np.arange(dq.shape[0])
+            rows = np.nonzero(agg_of == a)[0] if len(self._agg_list) > 1 else np.arange(dq.shape[0])
             if rows.shape[0] == 0:
                 continue
-            cols = [(ans[p][0][idx[rows]], ans[p][1][idx[rows]])
-                    for p in agg.primitives(self.is_int)]
+            cols = [
+                (ans[p][0][idx[rows]], ans[p][1][idx[rows]]) for p in agg.primitives(self.is_int)
+            ]
             values[rows] = agg.lower_columns(self.is_int, cols)
         end = ch.due_end[idx]
         start = end - self._r[dq]
@@ -538,7 +591,7 @@ class ExecutionTree:
         return buf.getvalue()
 
     @classmethod
-    def restore(cls, data: bytes) -> "ExecutionTree":
+    def restore(cls, data: bytes) -> ExecutionTree:
         """Rebuild a tree from ``snapshot()`` bytes; replaying the rest of the input
         then gives exactly the answers of an uninterrupted run."""
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
@@ -548,19 +601,26 @@ class ExecutionTree:
             raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
         is_int = meta["is_int"]
         extra = {"slicing": meta["slicing"]} if meta.get("slicing", "pairs") != "pairs" else {}
-        tree = cls(meta["queries"], technique=meta["technique"],
-                   allowed_lateness=meta["allowed_lateness"], count_ops=meta["count_ops"],
-                   dtype=None if is_int is None else (np.int64 if is_int else np.float64),
-                   as_arrow=meta["as_arrow"], **extra)
+        tree = cls(
+            meta["queries"],
+            technique=meta["technique"],
+            allowed_lateness=meta["allowed_lateness"],
+            count_ops=meta["count_ops"],
+            dtype=None if is_int is None else (np.int64 if is_int else np.float64),
+            as_arrow=meta["as_arrow"],
+            **extra,
+        )
         tree.slicer.load_state_dict(
-            {k[len("slicer/"):]: v for k, v in arrays.items() if k.startswith("slicer/")})
+            {k[len("slicer/") :]: v for k, v in arrays.items() if k.startswith("slicer/")}
+        )
         if tree._built:
             if [str(p) for p in tree.prims] != meta["prims"]:
                 raise ValueError("snapshot primitives do not match the queries")
             for i, p in enumerate(tree.prims):
                 pre = f"agg{i}/"
                 tree.aggs[p].load_state_dict(
-                    {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)})
+                    {k[len(pre) :]: v for k, v in arrays.items() if k.startswith(pre)}
+                )
             tree._ops_total.update(meta["ops_total"])
             tree._ops_unattached = int(meta.get("ops_unattached", 0))
         if "ops_slices" in arrays:

@@ -6,6 +6,7 @@ the front stack, first flipping the whole back stack onto it when it is empty
 Amortised 3 operations per slice, worst case n.  Single window length (one
 distinct (range, slide) per tree): the window is the last ``wsize`` partials.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,9 +17,27 @@ from .base import FinalAggregator, register
 
 
 @njit(cache=True)
-def _twostacks_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                      f_val_hi, f_val_lo, f_agg_hi, f_agg_lo,
-                      b_val_hi, b_val_lo, b_agg_hi, b_agg_lo, ident_hi, ident_lo, meta):
+def _twostacks_kernel(
+    op,
+    new_hi,
+    new_lo,
+    due_ptr,
+    due_n,
+    out_hi,
+    out_lo,
+    ops,
+    f_val_hi,
+    f_val_lo,
+    f_agg_hi,
+    f_agg_lo,
+    b_val_hi,
+    b_val_lo,
+    b_agg_hi,
+    b_agg_lo,
+    ident_hi,
+    ident_lo,
+    meta,
+):
     W = meta[2]
     fs = meta[0]
     bs = meta[1]
@@ -83,8 +102,9 @@ def _twostacks_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
 
 
 @njit(cache=True)
-def _twostacks_answer(op, out_hi, out_lo, f_agg_hi, f_agg_lo, b_agg_hi, b_agg_lo,
-                      ident_hi, ident_lo, meta):
+def _twostacks_answer(
+    op, out_hi, out_lo, f_agg_hi, f_agg_lo, b_agg_hi, b_agg_lo, ident_hi, ident_lo, meta
+):
     """The query alone: aggF (+) aggB (1 combine)."""
     fs = meta[0]
     bs = meta[1]
@@ -112,13 +132,39 @@ class TwoStacks(FinalAggregator):
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _twostacks_kernel(self.op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops,
-                          s["f_val_hi"], s["f_val_lo"], s["f_agg_hi"], s["f_agg_lo"],
-                          s["b_val_hi"], s["b_val_lo"], s["b_agg_hi"], s["b_agg_lo"],
-                          s["ident_hi"], s["ident_lo"], s["meta"])
+        _twostacks_kernel(
+            self.op,
+            new_hi,
+            new_lo,
+            due_ptr,
+            due_n,
+            out_hi,
+            out_lo,
+            ops,
+            s["f_val_hi"],
+            s["f_val_lo"],
+            s["f_agg_hi"],
+            s["f_agg_lo"],
+            s["b_val_hi"],
+            s["b_val_lo"],
+            s["b_agg_hi"],
+            s["b_agg_lo"],
+            s["ident_hi"],
+            s["ident_lo"],
+            s["meta"],
+        )
 
     def _answer_kernel(self, due_n, out_hi, out_lo):
         s = self.state
-        return _twostacks_answer(self.op, out_hi, out_lo, s["f_agg_hi"], s["f_agg_lo"],
-                                 s["b_agg_hi"], s["b_agg_lo"], s["ident_hi"], s["ident_lo"],
-                                 s["meta"])
+        return _twostacks_answer(
+            self.op,
+            out_hi,
+            out_lo,
+            s["f_agg_hi"],
+            s["f_agg_lo"],
+            s["b_agg_hi"],
+            s["b_agg_lo"],
+            s["ident_hi"],
+            s["ident_lo"],
+            s["meta"],
+        )

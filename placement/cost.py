@@ -77,13 +77,17 @@ combine per distinct (end, complete slices), as the executor shares it):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
-from typing import Iterable
 
 from placement.queries import INVERTIBLE_AGGREGATES
-from placement.slicing import (SLICINGS, cutty_lengths_at_zero, cutty_profile,
-                               distinct_window_lengths)
+from placement.slicing import (
+    SLICINGS,
+    cutty_lengths_at_zero,
+    cutty_profile,
+    distinct_window_lengths,
+)
 
 #: The IE techniques a plan may be priced with: the one list config validation
 #: (``placement.ie``), ``weaveplace plan --ie`` and the live run share; every one of them is an
@@ -113,8 +117,12 @@ def check_slicing(slicing: str) -> str:
     return slicing
 
 
-def omega(technique: str, windows: Iterable[tuple[int, int]], edge_rate: Fraction | float,
-          slicing: str = "pairs") -> float:
+def omega(
+    technique: str,
+    windows: Iterable[tuple[int, int]],
+    edge_rate: Fraction | float,
+    slicing: str = "pairs",
+) -> float:
     """Final-aggregation operations per edge for distinct windows ``(range, slide)``;
     ``edge_rate`` is the tree's under ``slicing``."""
     wins = list(windows)
@@ -204,8 +212,9 @@ def running_aggregates(windows: frozenset) -> tuple[int, bool]:
     return n, True
 
 
-def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value: float,
-                slicing: str = "pairs") -> float:
+def omega_floor(
+    technique: str, windows: Iterable[tuple[int, int]], omega_value: float, slicing: str = "pairs"
+) -> float:
     """A lower bound of Omega for any tree whose windows include ``windows`` (0 if none known).
 
     WeaveShare prunes merges with it. Panes, FlatFIT and SlickDeque Non-Inv grow with the window
@@ -235,8 +244,15 @@ def omega_floor(technique: str, windows: Iterable[tuple[int, int]], omega_value:
     return omega_value
 
 
-def merged_omega(technique: str, x_windows: frozenset, x_omega: float, y_windows: frozenset,
-                 y_omega: float, edge_rate: Fraction, slicing: str = "pairs") -> float:
+def merged_omega(
+    technique: str,
+    x_windows: frozenset,
+    x_omega: float,
+    y_windows: frozenset,
+    y_omega: float,
+    edge_rate: Fraction,
+    slicing: str = "pairs",
+) -> float:
     """Omega of the union of two window sets, reusing the parts' Omegas where it is additive."""
     if slicing != "pairs":
         if technique == "panes" and x_windows.isdisjoint(y_windows):
@@ -254,8 +270,9 @@ def _noninv(r_max: int, edge_rate: Fraction) -> float:
     return 2.0 - 2.0 / max(1.0, float(r_max * edge_rate))
 
 
-def tree_cost(rate: float, edge_rate: Fraction | float, omega_value: float,
-              scale: float = 1.0) -> float:
+def tree_cost(
+    rate: float, edge_rate: Fraction | float, omega_value: float, scale: float = 1.0
+) -> float:
     """``lambda + E * scale * Omega``: ``E`` per unit of the tree's axis, ``scale`` axis units
     per time unit (1 for time windows, lambda for count windows: ``placement.trees``)."""
     if scale == 1.0:

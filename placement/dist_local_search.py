@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from math import lcm
-from typing import Sequence
 
 import numpy as np
 
@@ -108,7 +108,8 @@ class _Search:
             st = self._counts[t.uid] = (
                 Counter(c for p in t.queries for c in self.model.query_classes(p)),
                 Counter((p.range, p.slide) for p in t.queries),
-                Counter(p.slide for p in t.queries))
+                Counter(p.slide for p in t.queries),
+            )
         return st
 
     def _without_parts(self, t: Tree, q: Query):
@@ -130,15 +131,17 @@ class _Search:
             cls, wins, cs = self._without_parts(t, q)
             e = self.model.engine.density(cls)
             tech = t.technique
-            v = self._without[k] = tree_cost(self.model.rate(t.stream), e,
-                                                     self.model.omega(tech, wins, e), t.scale)
+            v = self._without[k] = tree_cost(
+                self.model.rate(t.stream), e, self.model.omega(tech, wins, e), t.scale
+            )
         return v
 
     def without(self, t: Tree, q: Query) -> Tree:
         cls, wins, cs = self._without_parts(t, q)
         rest = [p for p in t.queries if p.id != q.id]
-        return self.model._price(t.stream, t.aggregate, rest, cls, wins, cs,
-                                 self.model.engine.density(cls), t.kind)
+        return self.model._price(
+            t.stream, t.aggregate, rest, cls, wins, cs, self.model.engine.density(cls), t.kind
+        )
 
     def key(self, loads: Sequence[float]) -> tuple[float, float, float]:
         total = sum(loads)
@@ -214,8 +217,12 @@ class _Search:
             om = 0.0
         else:
             count = Counter(item_of(p.range, p.slide)[0] for p in t.queries)
-            om = np.array([t.omega - (w if count[it] == 1 else 0.0)
-                           for it, w in (item_of(q.range, q.slide) for q in qs)])
+            om = np.array(
+                [
+                    t.omega - (w if count[it] == 1 else 0.0)
+                    for it, w in (item_of(q.range, q.slide) for q in qs)
+                ]
+            )
         v = self._lbs[k] = (self.model.rate(t.stream) + e * t.scale * om) * (1 - REL)
         return v
 
@@ -254,11 +261,15 @@ class _Search:
             items: dict = {}
             rows = []
             for _, _, t in flat:
-                rows.append({items.setdefault(it, (len(items), w))[0]
-                             for it, w in (item_of(r, s) for r, s in t.windows)})
+                rows.append(
+                    {
+                        items.setdefault(it, (len(items), w))[0]
+                        for it, w in (item_of(r, s) for r, s in t.windows)
+                    }
+                )
             inc = np.zeros((len(flat), len(items)))
             wt = np.zeros(len(items))
-            for it, (j, w) in items.items():
+            for j, w in items.values():
                 wt[j] = w
             for n, r in enumerate(rows):
                 inc[n, list(r)] = 1.0
@@ -270,8 +281,11 @@ class _Search:
 
         def block(kind, t, u, rep, a, la, b, lb):
             n = np.broadcast(t, u, rep, a, la, b, lb).shape
-            cols.append(tuple(np.broadcast_to(x, n).ravel() for x in
-                              (np.int8(kind), t, u, rep, a, la, b, lb)))
+            cols.append(
+                tuple(
+                    np.broadcast_to(x, n).ravel() for x in (np.int8(kind), t, u, rep, a, la, b, lb)
+                )
+            )
 
         # Kinds 0/1 (exact): a whole tree to or from the most loaded node, a swap with it.
         # (Elsewhere a move keeps TotalCost and cannot lower the key.)
@@ -283,8 +297,16 @@ class _Search:
             block(0, off_h, -1, -1, a_, ld[a_] - cost[off_h], h, ld[h] + cost[off_h])
         if on_h.size and off_h.size:
             t_, u_ = np.repeat(on_h, off_h.size), np.tile(off_h, on_h.size)
-            block(1, t_, u_, -1, h, ld[h] - cost[t_] + cost[u_], node[u_],
-                  ld[node[u_]] + cost[t_] - cost[u_])
+            block(
+                1,
+                t_,
+                u_,
+                -1,
+                h,
+                ld[h] - cost[t_] + cost[u_],
+                node[u_],
+                ld[node[u_]] + cost[t_] - cost[u_],
+            )
         # Kind 2 (bounded): a tree woven into a same-key tree on another node.
         ti, ui = np.nonzero((kid[:, None] == kid[None, :]) & (node[:, None] != node[None, :]))
         if ti.size:
@@ -293,8 +315,16 @@ class _Search:
             else:  # any merge's Omega is at least each part's floor
                 om_m = np.maximum(omf[ti], omf[ui])
             mlb = lam[ti] + np.maximum(E[ti], E[ui]) * om_m
-            block(2, ti, ui, -1, node[ti], ld[node[ti]] - cost[ti], node[ui],
-                  ld[node[ui]] - cost[ui] + mlb)
+            block(
+                2,
+                ti,
+                ui,
+                -1,
+                node[ti],
+                ld[node[ti]] - cost[ti],
+                node[ui],
+                ld[node[ui]] - cost[ui] + mlb,
+            )
         # Kinds 3/4 (bounded): one query out of a tree on the most loaded node, alone to
         # another node (3) or woven into a same-key tree there (4).
         for t in on_h:
@@ -308,23 +338,40 @@ class _Search:
             lh = ld[h] - cost[t] + self._without_lbs(tree, qs)
             sq = [self.single(q) for q in qs]
             qc = np.array([x.cost for x in sq])
-            block(3, t, -1, rep[:, None], h, lh[:, None], others[None, :],
-                  ld[others][None, :] + qc[:, None])
+            block(
+                3,
+                t,
+                -1,
+                rep[:, None],
+                h,
+                lh[:, None],
+                others[None, :],
+                ld[others][None, :] + qc[:, None],
+            )
             us = np.flatnonzero((kid == kid[t]) & (node != h))
             if us.size:
                 qE = np.array([x.time_edge_rate for x in sq])[:, None]
                 qo = np.array([x.omega for x in sq])[:, None]
                 if item_of is not None:
                     it = [items.get(item_of(q.range, q.slide)) for q in qs]
-                    shared = np.array([[inc[u, j[0]] * j[1] for u in us] if j else
-                                       [0.0] * us.size for j in it])
+                    shared = np.array(
+                        [[inc[u, j[0]] * j[1] for u in us] if j else [0.0] * us.size for j in it]
+                    )
                     om_m = (qo + om[us][None, :] - shared) * (1 - REL)
                 else:
                     qf = np.array([self.model.omega_floor(x) for x in sq])[:, None]
                     om_m = np.maximum(qf, omf[us][None, :])
                 mlb = lam[t] + np.maximum(qE, E[us][None, :]) * om_m
-                block(4, t, us[None, :], rep[:, None], h, lh[:, None], node[us][None, :],
-                      ld[node[us]][None, :] - cost[us][None, :] + mlb)
+                block(
+                    4,
+                    t,
+                    us[None, :],
+                    rep[:, None],
+                    h,
+                    lh[:, None],
+                    node[us][None, :],
+                    ld[node[us]][None, :] - cost[us][None, :] + mlb,
+                )
         if not cols:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
@@ -369,13 +416,15 @@ class _Search:
                 q = reps[int(R[i])][1]
                 qt = self.single(q)
                 la = float(ld[h] - cost[t]) + self.without_cost(tree, q)
-                lb = (float(ld[b]) + qt.cost if k == 3 else
-                      float(ld[b] - cost[u]) + self.merged_cost(qt, flat[u][2]))
+                lb = (
+                    float(ld[b]) + qt.cost
+                    if k == 3
+                    else float(ld[b] - cost[u]) + self.merged_cost(qt, flat[u][2])
+                )
             offer(self._key1(ctx, a, la, b, lb), i)
         return None if best["i"] is None else move_of(best["i"])
 
-    def run(self, nodes: list[list[Tree]], max_iters: int,
-            on_plan=None) -> list[list[Tree]]:
+    def run(self, nodes: list[list[Tree]], max_iters: int, on_plan=None) -> list[list[Tree]]:
         """Re-weave, then the best improving move, until none is left; ``on_plan(nodes)`` sees
         every plan passed through (WG_PF archives them: ``placement.pareto``)."""
         nodes = [list(ts) for ts in nodes]
@@ -433,12 +482,17 @@ class _Search:
 
 
 def _layout(plan: Plan) -> tuple:
-    return tuple(tuple(sorted(tuple(q.id for q in t.queries) for t in n.trees))
-                 for n in plan.nodes)
+    return tuple(tuple(sorted(tuple(q.id for q in t.queries) for t in n.trees)) for n in plan.nodes)
 
 
-def wg_ls(queries: Sequence[Query], model: CostModel, caps: list, seed: int = 0,
-          preprocess: bool | str = False, max_iters: int = 100) -> Plan:
+def wg_ls(
+    queries: Sequence[Query],
+    model: CostModel,
+    caps: list,
+    seed: int = 0,
+    preprocess: bool | str = False,
+    max_iters: int = 100,
+) -> Plan:
     """WG_LS (see module docstring). Deterministic: no randomness beyond WG_I's seeded start.
 
     The search runs from WG_TN, WG_I and WG_TN-stopped-at-N (once when two are the same
@@ -455,8 +509,7 @@ def wg_ls(queries: Sequence[Query], model: CostModel, caps: list, seed: int = 0,
     search = _Search(model, caps, min(tn.total_cost, wi.total_cost), min(util(tn), util(wi)))
     tl = optimize("WG_TL", queries, model, caps, **opt)
     tn_stop = optimize("WG_TN", queries, model, caps, stop_at_nodes=True, **opt)
-    best_nodes, best_key = [list(n.trees) for n in tl.nodes], search.key(
-        [n.cost for n in tl.nodes])
+    best_nodes, best_key = [list(n.trees) for n in tl.nodes], search.key([n.cost for n in tl.nodes])
     seen = set()
     for start in (tn, wi, tn_stop):
         if _layout(start) in seen:

@@ -56,8 +56,9 @@ import random
 import time
 import weakref
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from placement.plan import Node, Plan
 from placement.queries import Query, validate_unique
@@ -69,8 +70,10 @@ NodesArg = int | Sequence[float | None]
 
 # ---- shared helpers ---------------------------------------------------------------------------
 
-def make_units(queries: Iterable[Query], model: CostModel, preprocess: bool | str = False
-               ) -> list[Tree]:
+
+def make_units(
+    queries: Iterable[Query], model: CostModel, preprocess: bool | str = False
+) -> list[Tree]:
     """The starting trees ("an execution tree per query", optionally preprocessed; see module)."""
     qs = list(queries)
     if preprocess in (False, None, "none"):
@@ -145,16 +148,22 @@ def _rates(queries: Sequence[Query], model: CostModel) -> dict[str, float]:
     return {s: model.rate(s) for s in sorted({q.stream for q in queries})}
 
 
-def build_plan(name: str, model: CostModel, node_trees: Sequence[Sequence[Tree]],
-               caps: Sequence[float | None], queries: Sequence[Query]) -> Plan:
+def build_plan(
+    name: str,
+    model: CostModel,
+    node_trees: Sequence[Sequence[Tree]],
+    caps: Sequence[float | None],
+    queries: Sequence[Query],
+) -> Plan:
     nodes = [Node(f"node-{j}", list(ts), caps[j]) for j, ts in enumerate(node_trees)]
     return Plan(name, model.technique, nodes, _rates(queries, model), model.slicing)
 
 
 def infeasible_nodes(plan: Plan, rel_tol: float = 1e-12) -> list[str]:
     """Nodes whose cost exceeds their capacity (paper 003: such a plan cannot keep up)."""
-    return [n.id for n in plan.nodes
-            if n.capacity is not None and n.cost > n.capacity * (1 + rel_tol)]
+    return [
+        n.id for n in plan.nodes if n.capacity is not None and n.cost > n.capacity * (1 + rel_tol)
+    ]
 
 
 def _lpt(trees: Sequence[Tree], st: _State) -> None:
@@ -165,9 +174,16 @@ def _lpt(trees: Sequence[Tree], st: _State) -> None:
 
 # ---- non-cost-based (6.4) ---------------------------------------------------------------------
 
-def _non_cost(units: list[Tree], model: CostModel, st: _State, category: str,
-              pick_node: Callable[[int], int], pick_weave: Callable[[int], bool],
-              pick_tree: Callable[[int, int], int]) -> None:
+
+def _non_cost(
+    units: list[Tree],
+    model: CostModel,
+    st: _State,
+    category: str,
+    pick_node: Callable[[int], int],
+    pick_weave: Callable[[int], bool],
+    pick_tree: Callable[[int, int], int],
+) -> None:
     for i, u in enumerate(units):
         j = pick_node(i)
         same = st.same_key(j, u.key)
@@ -186,8 +202,15 @@ def random_placement(units, model, st, category, seed):
     """RAND: node uniformly at random; WG: a fair coin for weave vs separate, then a uniformly
     random same-key tree of the node."""
     rng = random.Random(seed)
-    _non_cost(units, model, st, category, lambda i: rng.randrange(st.n),
-              lambda j: rng.random() < 0.5, lambda j, k: rng.randrange(k))
+    _non_cost(
+        units,
+        model,
+        st,
+        category,
+        lambda i: rng.randrange(st.n),
+        lambda j: rng.random() < 0.5,
+        lambda j, k: rng.randrange(k),
+    )
 
 
 def round_robin_placement(units, model, st, category, seed):
@@ -209,6 +232,7 @@ def round_robin_placement(units, model, st, category, seed):
 
 # ---- To Lowest (Algorithm 4) ------------------------------------------------------------------
 
+
 def to_lowest(units, model, st, category, seed):
     for u in sorted(units, key=lambda t: -t.cost):
         j = st.min_node()
@@ -229,6 +253,7 @@ def to_lowest(units, model, st, category, seed):
 
 # ---- To Nodes (Algorithm 5) -------------------------------------------------------------------
 
+
 def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[Tree]:
     """Keep merging the same-key pair with the largest benefit (possibly negative) until at most
     ``target`` trees remain or no same-key pair is left. Ties: lower creation uids first.
@@ -238,7 +263,7 @@ def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[T
     return sorted(weave(trees, model, stop_at=target, floor=-math.inf), key=lambda t: t.uid)
 
 
-_WOVEN: "weakref.WeakKeyDictionary[CostModel, dict]" = weakref.WeakKeyDictionary()
+_WOVEN: weakref.WeakKeyDictionary[CostModel, dict] = weakref.WeakKeyDictionary()
 
 
 def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tree]:
@@ -267,6 +292,7 @@ def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
 
 
 # ---- Inserted (Algorithm 6) -------------------------------------------------------------------
+
 
 def _seed_units(units: list[Tree], st: _State, seed: int, init: str) -> list[Tree]:
     """Place one unit per node (random choice, or the first N); return the rest in input order."""
@@ -324,6 +350,7 @@ def inserted(units, model, st, category, seed, init: str = "random"):
 
 # ---- registry ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class OptimizerSpec:
     name: str
@@ -334,27 +361,38 @@ class OptimizerSpec:
 
 OPTIMIZERS: dict[str, OptimizerSpec] = {}
 for _cat in ("G", "W", "WG"):
-    OPTIMIZERS[f"{_cat}_RAND"] = OptimizerSpec(f"{_cat}_RAND", _cat, random_placement,
-                                               "random node per query (6.4)")
-    OPTIMIZERS[f"{_cat}_RR"] = OptimizerSpec(f"{_cat}_RR", _cat, round_robin_placement,
-                                             "round-robin node per query (6.4)")
-    OPTIMIZERS[f"{_cat}_TL"] = OptimizerSpec(f"{_cat}_TL", _cat, to_lowest,
-                                             "To Lowest, Algorithm 4")
+    OPTIMIZERS[f"{_cat}_RAND"] = OptimizerSpec(
+        f"{_cat}_RAND", _cat, random_placement, "random node per query (6.4)"
+    )
+    OPTIMIZERS[f"{_cat}_RR"] = OptimizerSpec(
+        f"{_cat}_RR", _cat, round_robin_placement, "round-robin node per query (6.4)"
+    )
+    OPTIMIZERS[f"{_cat}_TL"] = OptimizerSpec(
+        f"{_cat}_TL", _cat, to_lowest, "To Lowest, Algorithm 4"
+    )
 for _cat in ("W", "WG"):
     OPTIMIZERS[f"{_cat}_TN"] = OptimizerSpec(f"{_cat}_TN", _cat, to_nodes, "To Nodes, Algorithm 5")
     OPTIMIZERS[f"{_cat}_I"] = OptimizerSpec(f"{_cat}_I", _cat, inserted, "Inserted, Algorithm 6")
 TABLE7 = tuple(OPTIMIZERS)  # the thirteen of Table 7
 # Ours (placement.dist_local_search); ``strategy`` None: ``optimize`` dispatches it by name.
-OPTIMIZERS["WG_LS"] = OptimizerSpec("WG_LS", "WG", None,
-                                    "local search from WG_TN and WG_I (dist_local_search)")
-OPTIMIZERS["WG_PF"] = OptimizerSpec("WG_PF", "WG", None,
-                                    "Pareto front of TotalCost vs MaxCost, plan picked by a rule "
-                                    "(pareto)")
+OPTIMIZERS["WG_LS"] = OptimizerSpec(
+    "WG_LS", "WG", None, "local search from WG_TN and WG_I (dist_local_search)"
+)
+OPTIMIZERS["WG_PF"] = OptimizerSpec(
+    "WG_PF", "WG", None, "Pareto front of TotalCost vs MaxCost, plan picked by a rule (pareto)"
+)
 ALL_OPTIMIZERS = tuple(OPTIMIZERS)
 
 
-def optimize(name: str, queries: Iterable[Query], model: CostModel, nodes: NodesArg,
-             seed: int = 0, preprocess: bool | str = False, **options: Any) -> Plan:
+def optimize(
+    name: str,
+    queries: Iterable[Query],
+    model: CostModel,
+    nodes: NodesArg,
+    seed: int = 0,
+    preprocess: bool | str = False,
+    **options: Any,
+) -> Plan:
     """Run one optimizer by name (a key of ``OPTIMIZERS``: Table 7's thirteen, WG_LS, WG_PF).
 
     ``options`` go to the strategy: ``stop_at_nodes`` (W_TN/WG_TN), ``init`` (W_I/WG_I),
@@ -379,13 +417,19 @@ def optimize(name: str, queries: Iterable[Query], model: CostModel, nodes: Nodes
     return build_plan(name, model, st.trees, caps, qs)
 
 
-
 # ---- experiment grid --------------------------------------------------------------------------
 
-def run_grid(specs: Iterable[Any], node_counts: Iterable[int], technique: str = "panes",
-             optimizers: Sequence[str] = ALL_OPTIMIZERS, seed: int = 0,
-             preprocess: bool | str = False, exact_max_queries: int = 0,
-             engine: str = "fast") -> list[dict[str, Any]]:
+
+def run_grid(
+    specs: Iterable[Any],
+    node_counts: Iterable[int],
+    technique: str = "panes",
+    optimizers: Sequence[str] = ALL_OPTIMIZERS,
+    seed: int = 0,
+    preprocess: bool | str = False,
+    exact_max_queries: int = 0,
+    engine: str = "fast",
+) -> list[dict[str, Any]]:
     """Run optimizers on every WorkloadSpec x node count; one row per (config, optimizer).
 
     Rows: ``config`` (the spec's fields plus ``nodes``, ``technique``), ``optimizer``,
@@ -402,8 +446,7 @@ def run_grid(specs: Iterable[Any], node_counts: Iterable[int], technique: str = 
         queries = generate(spec)
         model = CostModel(technique, {spec.stream: spec.rate}, engine)
         for n in node_counts:
-            config = {**asdict(spec), "nodes": n, "technique": technique,
-                      "preprocess": preprocess}
+            config = {**asdict(spec), "nodes": n, "technique": technique, "preprocess": preprocess}
             ex = None
             if len(queries) <= exact_max_queries:
                 from placement.exact import solve_exact
@@ -413,13 +456,24 @@ def run_grid(specs: Iterable[Any], node_counts: Iterable[int], technique: str = 
                 t0 = time.perf_counter()
                 plan = optimize(name, queries, model, n, seed=seed, preprocess=preprocess)
                 dt = time.perf_counter() - t0
-                row = {"config": config, "optimizer": name, "total_cost": plan.total_cost,
-                       "max_cost": plan.max_cost, "node_costs": [nd.cost for nd in plan.nodes],
-                       "runtime_s": dt, "exact_total": None, "exact_max": None,
-                       "gap_total": None, "gap_max": None}
+                row = {
+                    "config": config,
+                    "optimizer": name,
+                    "total_cost": plan.total_cost,
+                    "max_cost": plan.max_cost,
+                    "node_costs": [nd.cost for nd in plan.nodes],
+                    "runtime_s": dt,
+                    "exact_total": None,
+                    "exact_max": None,
+                    "gap_total": None,
+                    "gap_max": None,
+                }
                 if ex is not None:
-                    row.update(exact_total=ex.min_total.total_cost, exact_max=ex.min_max.max_cost,
-                               gap_total=plan.total_cost / ex.min_total.total_cost - 1,
-                               gap_max=plan.max_cost / ex.min_max.max_cost - 1)
+                    row.update(
+                        exact_total=ex.min_total.total_cost,
+                        exact_max=ex.min_max.max_cost,
+                        gap_total=plan.total_cost / ex.min_total.total_cost - 1,
+                        gap_max=plan.max_cost / ex.min_max.max_cost - 1,
+                    )
                 rows.append(row)
     return rows

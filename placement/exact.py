@@ -35,8 +35,8 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from placement.distributed import NodesArg, build_plan, node_capacities
 from placement.plan import Plan
@@ -55,9 +55,9 @@ class SubsetTable:
     """Exact prices of every single-key subset (bitmask over ``queries``) and best partitions."""
 
     queries: list[Query]
-    cost: list[float]        # cost of the subset as ONE tree (inf: mixed keys)
-    best: list[float]        # cheapest partition of the subset into trees
-    split: list[int]         # 0: the subset itself is the best tree; else one part of a best split
+    cost: list[float]  # cost of the subset as ONE tree (inf: mixed keys)
+    best: list[float]  # cheapest partition of the subset into trees
+    split: list[int]  # 0: the subset itself is the best tree; else one part of a best split
     kept: list[int] = field(default_factory=list)  # candidate trees (not beaten by a split)
 
     def partition(self, mask: int) -> list[int]:
@@ -123,13 +123,13 @@ class ExactResult:
     min_max: Plan
     front: list[Plan]
     method: str
-    optimal: bool          # proven optimal (always True for exhaustive)
-    abs_tol: float         # cost differences below this may be misranked (integer scaling)
+    optimal: bool  # proven optimal (always True for exhaustive)
+    abs_tol: float  # cost differences below this may be misranked (integer scaling)
     candidate_trees: int
-    bound_total: float | None = None   # proven lower bound of min TotalCost (None: = optimum)
-    bound_max: float | None = None     # proven lower bound of min MaxCost (None: = optimum)
+    bound_total: float | None = None  # proven lower bound of min TotalCost (None: = optimum)
+    bound_max: float | None = None  # proven lower bound of min MaxCost (None: = optimum)
     optimal_total: bool | None = None  # min TotalCost proven (None: as ``optimal``)
-    optimal_max: bool | None = None    # min MaxCost proven (None: as ``optimal``)
+    optimal_max: bool | None = None  # min MaxCost proven (None: as ``optimal``)
     seeded: list[str] = field(default_factory=list)  # hint plans that beat the solver's answer
     front_exact: bool = True  # ``front`` is the exact Pareto front (False: method ``sets``)
     stats: dict = field(default_factory=dict)  # solver statistics (method ``sets``)
@@ -150,8 +150,9 @@ class ExactResult:
         that meets its bound is proven optimal."""
         self.bound_total = min(self.bound_total, self.min_total.total_cost)
         self.bound_max = min(self.bound_max, self.min_max.max_cost)
-        self.optimal_total = bool(self.optimal_total or
-                                  self.min_total.total_cost <= self.bound_total)
+        self.optimal_total = bool(
+            self.optimal_total or self.min_total.total_cost <= self.bound_total
+        )
         self.optimal_max = bool(self.optimal_max or self.min_max.max_cost <= self.bound_max)
 
     @property
@@ -172,7 +173,8 @@ def _rel_gap(value: float, bound: float) -> float:
 
 def _fits(plan: Plan, caps: Sequence[float | None]) -> bool:
     return len(plan.nodes) == len(caps) and all(
-        c is None or nd.cost <= c * (1 + 1e-12) for nd, c in zip(plan.nodes, caps))
+        c is None or nd.cost <= c * (1 + 1e-12) for nd, c in zip(plan.nodes, caps)
+    )
 
 
 def _lex_better(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -183,8 +185,9 @@ def _lex_better(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return abs(a[0] - b[0]) <= tol and a[1] < b[1] - 1e-12 * max(1.0, abs(b[1]))
 
 
-def seed_result(res: ExactResult, hints: Sequence[Plan], caps: Sequence[float | None]
-                ) -> ExactResult:
+def seed_result(
+    res: ExactResult, hints: Sequence[Plan], caps: Sequence[float | None]
+) -> ExactResult:
     """Never worse than a known plan: a hint that fits the capacities and beats the solver's
     min-TotalCost (or min-MaxCost) plan lexicographically replaces it, and joins the front.
     Hint plans are taken as given (their costs are their trees' exact prices)."""
@@ -193,19 +196,23 @@ def seed_result(res: ExactResult, hints: Sequence[Plan], caps: Sequence[float | 
         return res
     bt = min(ok, key=lambda p: (p.total_cost, p.max_cost))
     bm = min(ok, key=lambda p: (p.max_cost, p.total_cost))
-    if _lex_better((bt.total_cost, bt.max_cost), (res.min_total.total_cost,
-                                                  res.min_total.max_cost)):
+    if _lex_better(
+        (bt.total_cost, bt.max_cost), (res.min_total.total_cost, res.min_total.max_cost)
+    ):
         res.seeded.append(f"min_total:{bt.optimizer}")
         res.min_total = copy.deepcopy(bt)
-    if _lex_better((bm.max_cost, bm.total_cost), (res.min_max.max_cost,
-                                                  res.min_max.total_cost)):
+    if _lex_better((bm.max_cost, bm.total_cost), (res.min_max.max_cost, res.min_max.total_cost)):
         res.seeded.append(f"min_max:{bm.optimizer}")
         res.min_max = copy.deepcopy(bm)
     pool = [res.min_total] + list(res.front) + [res.min_max] + ok
     keep = _front_points([(p.total_cost, p.max_cost) for p in pool])
     res.front = [next(p for p in pool if (p.total_cost, p.max_cost) == k) for k in keep]
-    res.front = [p if any(p is r for r in (res.min_total, res.min_max)) or
-                 not any(p is h for h in ok) else copy.deepcopy(p) for p in res.front]
+    res.front = [
+        p
+        if any(p is r for r in (res.min_total, res.min_max)) or not any(p is h for h in ok)
+        else copy.deepcopy(p)
+        for p in res.front
+    ]
     res._settle()
     return res
 
@@ -229,8 +236,9 @@ def _front_points(points):
     return out
 
 
-def exact_exhaustive(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
-                     table: SubsetTable | None = None) -> ExactResult:
+def exact_exhaustive(
+    queries: Sequence[Query], model: CostModel, nodes: NodesArg, table: SubsetTable | None = None
+) -> ExactResult:
     """Enumerate node-set partitions (symmetry-broken when all capacities are equal)."""
     qs = validate_unique(queries)
     caps = node_capacities(nodes)
@@ -261,17 +269,26 @@ def exact_exhaustive(queries: Sequence[Query], model: CostModel, nodes: NodesArg
     if not points:
         raise InfeasibleError("no assignment of the queries fits the node capacities")
     front = _front_points(points)
-    plans = [_plan("EXACT_PARETO", table, model, caps, [table.partition(m) for m in points[p]])
-             for p in front]
+    plans = [
+        _plan("EXACT_PARETO", table, model, caps, [table.partition(m) for m in points[p]])
+        for p in front
+    ]
     lo_t, lo_m = plans[0], plans[-1]
     lo_t.optimizer, lo_m.optimizer = "EXACT_TOTAL", "EXACT_MAX"
     return ExactResult(lo_t, lo_m, plans, "exhaustive", True, 0.0, len(table.kept))
 
 
-def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
-                table: SubsetTable | None = None, time_limit_s: float = 60.0, workers: int = 1,
-                front: bool = True, hint: bool = True, hints: Sequence[Plan] = ()
-                ) -> ExactResult:
+def exact_cpsat(
+    queries: Sequence[Query],
+    model: CostModel,
+    nodes: NodesArg,
+    table: SubsetTable | None = None,
+    time_limit_s: float = 60.0,
+    workers: int = 1,
+    front: bool = True,
+    hint: bool = True,
+    hints: Sequence[Plan] = (),
+) -> ExactResult:
     """Set partition + assignment in CP-SAT over the kept candidate trees (see module).
 
     ``hint``: also start from WG_LS's plan; ``hints``: further plans (e.g. every heuristic plan
@@ -312,12 +329,14 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
         if len(plan.nodes) != N:
             return None
         try:
-            node_masks = [sum(1 << pos[q.id] for t in nd.trees for q in t.queries)
-                          for nd in plan.nodes]
+            node_masks = [
+                sum(1 << pos[q.id] for t in nd.trees for q in t.queries) for nd in plan.nodes
+            ]
         except KeyError:
             return None
-        if sum(bin(m).count("1") for m in node_masks) != n or \
-                any(table.best[m] == INF for m in node_masks if m):
+        if sum(bin(m).count("1") for m in node_masks) != n or any(
+            table.best[m] == INF for m in node_masks if m
+        ):
             return None
         parts = [table.partition(m) if m else [] for m in node_masks]
         loads = [sum(w[t] for t in ps) for ps in parts]
@@ -363,8 +382,10 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
             for j in range(N - 1):
                 if caps[j] == caps[j + 1]:
                     mdl.add(load[j] >= load[j + 1])  # equal nodes are interchangeable
-            var = {"total": mdl.new_int_var(0, ub * N, "total"),
-                   "max": mdl.new_int_var(0, ub, "max")}
+            var = {
+                "total": mdl.new_int_var(0, ub * N, "total"),
+                "max": mdl.new_int_var(0, ub, "max"),
+            }
             mdl.add(var["total"] == sum(load))
             mdl.add_max_equality(var["max"], load)
             # Redundant bounds that the LP relaxation misses: no plan beats the cheapest
@@ -395,8 +416,9 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
             all_optimal &= st == cp_model.OPTIMAL
             if step == 0 and not bounds:
                 proof[objective] = st == cp_model.OPTIMAL
-                bound[objective] = max(bound[objective],
-                                       int(math.ceil(solver.best_objective_bound - 1e-6)))
+                bound[objective] = max(
+                    bound[objective], int(math.ceil(solver.best_objective_bound - 1e-6))
+                )
             result[objective] = int(solver.value(var[objective]))
             sol = [[m for m in trees if solver.value(x[m, j])] for j in range(N)]
         return result["total"], result["max"], sol
@@ -416,8 +438,10 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
     if first is None:
         if all_optimal:
             raise InfeasibleError("no assignment of the queries fits the node capacities")
-        raise InfeasibleError("no plan found within the time limit (none fits the capacities "
-                              "or the limit is too short)")
+        raise InfeasibleError(
+            "no plan found within the time limit (none fits the capacities "
+            "or the limit is too short)"
+        )
     pts = [first]
     last = solve("max", {}, 2)
     if last is None:  # time ran out before a plan: the best hint or the min-total plan
@@ -445,9 +469,19 @@ def exact_cpsat(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
     # Proven lower bounds (module doc): integer bound less the rounding, and combinatorial ones.
     bt = max((bound["total"] - slack) / scale, table.best[full])
     bm = max((bound["max"] - slack) / scale, table.best[full] / N)
-    res = ExactResult(lo_t, lo_m, plans, "cpsat", all_optimal and proof["total"] and
-                      proof["max"], abs_tol, len(trees), bound_total=bt, bound_max=bm,
-                      optimal_total=proof["total"], optimal_max=proof["max"])
+    res = ExactResult(
+        lo_t,
+        lo_m,
+        plans,
+        "cpsat",
+        all_optimal and proof["total"] and proof["max"],
+        abs_tol,
+        len(trees),
+        bound_total=bt,
+        bound_max=bm,
+        optimal_total=proof["total"],
+        optimal_max=proof["max"],
+    )
     return seed_result(res, plans_fitting(hints, caps), caps)
 
 
@@ -460,7 +494,7 @@ def exhaustive_leaves(n: int, caps: Sequence[float | None]) -> int:
     nodes (restricted growth strings), ``N ** n`` otherwise."""
     N = len(caps)
     if len(set(caps)) > 1:
-        return N ** n
+        return N**n
     s = [[0] * (N + 1) for _ in range(n + 1)]
     s[0][0] = 1
     for i in range(1, n + 1):
@@ -469,8 +503,14 @@ def exhaustive_leaves(n: int, caps: Sequence[float | None]) -> int:
     return sum(s[n][1:])
 
 
-def solve_exact(queries: Sequence[Query], model: CostModel, nodes: NodesArg,
-                method: str = "auto", hints: Sequence[Plan] = (), **options) -> ExactResult:
+def solve_exact(
+    queries: Sequence[Query],
+    model: CostModel,
+    nodes: NodesArg,
+    method: str = "auto",
+    hints: Sequence[Plan] = (),
+    **options,
+) -> ExactResult:
     """Exact optimum. ``auto``: exhaustive when it has at most 2 million leaves (12 queries on 4
     equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact_sets``: branch and bound
     for TotalCost, node-set columns for MaxCost; reaches 20+ queries) when ``front=False`` is

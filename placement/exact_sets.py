@@ -37,8 +37,8 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from numba import njit, types
@@ -70,8 +70,9 @@ class Pricer:
         self.model = model
         keys = sorted({(q.stream, q.aggregate) for q in self.qs})
         self.key = [keys.index((q.stream, q.aggregate)) for q in self.qs]
-        self.key_mask = [sum(1 << i for i, k in enumerate(self.key) if k == kk)
-                         for kk in range(len(keys))]
+        self.key_mask = [
+            sum(1 << i for i, k in enumerate(self.key) if k == kk) for kk in range(len(keys))
+        ]
         self.lam = [model.rate(q.stream) for q in self.qs]
         self.additive = model.omega_is_additive()
         self._cache: dict[int, tuple[float, float, float]] = {}
@@ -79,8 +80,7 @@ class Pricer:
         single = [self.price(1 << i) for i in range(len(self.qs))]
         self.e1 = [s[2] for s in single]
         # omega of the query alone (additive techniques: what it adds to any tree)
-        self.om1 = [(c - lam) / e if e > 0 else 0.0
-                    for (c, _, e), lam in zip(single, self.lam)]
+        self.om1 = [(c - lam) / e if e > 0 else 0.0 for (c, _, e), lam in zip(single, self.lam)]
         self.windows = [(q.range, q.slide) for q in self.qs]
 
     def price(self, mask: int) -> tuple[float, float, float]:
@@ -101,17 +101,19 @@ class Pricer:
 
 # ---- min TotalCost: branch and bound over partitions into trees ---------------------------
 
+
 @dataclass
 class TotalResult:
-    total: float                   # best total found
-    bound: float                   # proven lower bound (== total when proven)
+    total: float  # best total found
+    bound: float  # proven lower bound (== total when proven)
     proven: bool
-    partitions: list[list[int]]    # optimal (or best) partitions into tree masks, ties kept
+    partitions: list[list[int]]  # optimal (or best) partitions into tree masks, ties kept
     nodes: int = 0
 
 
-def min_total_partition(pr: Pricer, ub: float = INF, deadline: float = INF,
-                        ub_partition: list[int] | None = None) -> TotalResult:
+def min_total_partition(
+    pr: Pricer, ub: float = INF, deadline: float = INF, ub_partition: list[int] | None = None
+) -> TotalResult:
     """Cheapest partition of all queries into one-key trees (depth-first branch and bound).
 
     ``ub``: a known total (e.g. the best hint's); partitions within ``REL`` of the best are all
@@ -195,8 +197,10 @@ def min_total_partition(pr: Pricer, ub: float = INF, deadline: float = INF,
         cost, floor, e = pr.price(1 << i)
         nb = blocks + [[pr.key[i], 1 << i, cost, floor, e, frozenset({pr.windows[i]})]]
         kids.append((base + floor, nb))
-        scored = sorted(((b + rest_bound(k + 1, nb), j, b, nb) for j, (b, nb) in enumerate(kids)),
-                        key=lambda x: (x[0], x[1]))
+        scored = sorted(
+            ((b + rest_bound(k + 1, nb), j, b, nb) for j, (b, nb) in enumerate(kids)),
+            key=lambda x: (x[0], x[1]),
+        )
         for pos, (lb, _, b, nb) in enumerate(scored):
             if lb > best["total"] * (1 + REL) + 1e-300:
                 break
@@ -204,7 +208,7 @@ def min_total_partition(pr: Pricer, ub: float = INF, deadline: float = INF,
                 rec(k + 1, nb, b)
             except OutOfTime as stop:
                 # Everything not explored below this frame is bounded by its children's floors.
-                pending = [getattr(stop, "bound", lb)] + [x[0] for x in scored[pos + 1:]]
+                pending = [getattr(stop, "bound", lb)] + [x[0] for x in scored[pos + 1 :]]
                 stop.bound = min(pending)
                 raise
         return INF
@@ -220,6 +224,7 @@ def min_total_partition(pr: Pricer, ub: float = INF, deadline: float = INF,
 
 
 # ---- node-set family ------------------------------------------------------------------------
+
 
 @dataclass
 class Family:
@@ -242,8 +247,9 @@ class Family:
         return sorted(out)
 
 
-def node_set_family(pr: Pricer, limit: float, max_sets: int = 400_000,
-                    deadline: float = INF) -> Family:
+def node_set_family(
+    pr: Pricer, limit: float, max_sets: int = 400_000, deadline: float = INF
+) -> Family:
     """Level-wise enumeration of the downward-closed family (module doc)."""
     n = len(pr.qs)
     fam = Family()
@@ -275,8 +281,7 @@ def node_set_family(pr: Pricer, limit: float, max_sets: int = 400_000,
                     continue
                 checks += 1
                 if checks % 512 == 0 and time.perf_counter() > deadline:
-                    raise FamilyTooLarge(f"node-set family: time ran out at {len(fam.best)} "
-                                         "sets")
+                    raise FamilyTooLarge(f"node-set family: time ran out at {len(fam.best)} sets")
                 one_key = any(m & km == m for km in pr.key_mask)
                 if one_key:
                     c, f, _ = pr.price(m)
@@ -303,27 +308,37 @@ def node_set_family(pr: Pricer, limit: float, max_sets: int = 400_000,
                 fam.best[m], fam.floor[m], fam.split[m] = b, bf, arg
                 nxt.append(m)
                 if len(fam.best) > max_sets:
-                    raise FamilyTooLarge(f"node-set family over {max_sets} sets "
-                                         f"(limit {limit:.6g})")
+                    raise FamilyTooLarge(
+                        f"node-set family over {max_sets} sets (limit {limit:.6g})"
+                    )
         level = nxt
     return fam
 
 
 # ---- CP-SAT over node sets -------------------------------------------------------------------
 
+
 @dataclass
 class SetSolve:
-    sets: list[int]          # the chosen node sets (may be fewer than N: empty nodes)
-    classes: list[int]       # capacity class of each set
+    sets: list[int]  # the chosen node sets (may be fewer than N: empty nodes)
+    classes: list[int]  # capacity class of each set
     total: float
     max: float
-    proven: bool             # the primary objective proven optimal
-    bound: float             # proven lower bound of the primary objective
+    proven: bool  # the primary objective proven optimal
+    bound: float  # proven lower bound of the primary objective
 
 
-def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: str,
-               limit: float, time_limit_s: float, hint: list[int] | None = None,
-               workers: int = 1, lexicographic: bool = True) -> SetSolve | None:
+def solve_sets(
+    pr: Pricer,
+    fam: Family,
+    caps: Sequence[float | None],
+    primary: str,
+    limit: float,
+    time_limit_s: float,
+    hint: list[int] | None = None,
+    workers: int = 1,
+    lexicographic: bool = True,
+) -> SetSolve | None:
     """At most N disjoint node sets (``best <= limit`` and within a capacity) covering all
     queries; lexicographic min of ``primary`` ("max" or "total") then the other. None when
     infeasible within the family; ``proven`` False when the time ran out.
@@ -347,8 +362,7 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
     if primary == "feasible":  # any cover within ``limit``: no objective
         objectives: tuple = ("feasible",)
     else:
-        objectives = (primary, "total" if primary == "max" else "max")[:2 if lexicographic
-                                                                        else 1]
+        objectives = (primary, "total" if primary == "max" else "max")[: 2 if lexicographic else 1]
     for step, obj in enumerate(objectives):
         mdl = cp_model.CpModel()
         y = {}
@@ -357,7 +371,7 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
                 if cc is None or v <= cc * (1 + 1e-12):
                     y[m, k] = mdl.new_bool_var(f"y{m}_{k}")
         by_q = [[] for _ in range(n)]
-        for (m, k), var in y.items():
+        for (m, _k), var in y.items():
             r = m
             while r:
                 low = r & -r
@@ -371,9 +385,8 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
             mdl.add(sum(v for (m, kk), v in y.items() if kk == k) <= cls_count[k])
         w = {m: int(round(v * scale)) for m, v in cols}
         top = max(w.values())
-        var = {"max": mdl.new_int_var(0, top, "max"),
-               "total": mdl.new_int_var(0, top * N, "total")}
-        for (m, k), v in y.items():
+        var = {"max": mdl.new_int_var(0, top, "max"), "total": mdl.new_int_var(0, top * N, "total")}
+        for (m, _k), v in y.items():
             mdl.add(var["max"] >= w[m]).only_enforce_if(v)
         mdl.add(var["total"] == sum(w[m] * v for (m, k), v in y.items()))
         mdl.add(N * var["max"] >= var["total"])
@@ -382,7 +395,7 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
         hs = chosen if chosen is not None else hint
         if hs is not None and all(any((m, k) in y for k in range(len(cls_caps))) for m in hs):
             hset = set(hs)
-            for (m, k), v in y.items():
+            for (m, _k), v in y.items():
                 mdl.add_hint(v, m in hset)
         if obj != "feasible":
             mdl.minimize(var[obj])
@@ -398,8 +411,14 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
             if step == 0:
                 if st == cp_model.INFEASIBLE:
                     return None
-                return SetSolve([], [], INF, INF, False,
-                                max(0.0, (solver.best_objective_bound - _slack(obj, N)) / scale))
+                return SetSolve(
+                    [],
+                    [],
+                    INF,
+                    INF,
+                    False,
+                    max(0.0, (solver.best_objective_bound - _slack(obj, N)) / scale),
+                )
             break
         if obj == "feasible":
             chosen = [m for (m, k), v in y.items() if solver.value(v)]
@@ -416,8 +435,9 @@ def solve_sets(pr: Pricer, fam: Family, caps: Sequence[float | None], primary: s
     if primary == "feasible":
         return SetSolve(chosen, chosen_cls, total, mx, True, 0.0)
     bound = max(0.0, (bound_int - _slack(primary, N)) / scale)
-    return SetSolve(chosen, chosen_cls, total, mx, proven,
-                    min(bound, total if primary == "total" else mx))
+    return SetSolve(
+        chosen, chosen_cls, total, mx, proven, min(bound, total if primary == "total" else mx)
+    )
 
 
 def _slack(obj: str, n_nodes: int) -> float:
@@ -425,8 +445,9 @@ def _slack(obj: str, n_nodes: int) -> float:
     return 0.5 if obj == "max" else 0.5 * n_nodes
 
 
-def schedule_trees(costs: Sequence[float], caps: Sequence[float | None],
-                   time_limit_s: float = 10.0) -> tuple[list[int], bool]:
+def schedule_trees(
+    costs: Sequence[float], caps: Sequence[float | None], time_limit_s: float = 10.0
+) -> tuple[list[int], bool]:
     """Trees (costs) to nodes minimising the largest node cost (CP-SAT; trees as items).
     Returns the node of each tree and whether the assignment is proven optimal."""
     from ortools.sat.python import cp_model
@@ -464,12 +485,19 @@ def schedule_trees(costs: Sequence[float], caps: Sequence[float | None],
             where[t] = j
             loads[j] += costs[t]
         return where, False
-    return [next(j for j in range(N) if solver.value(x[t][j])) for t in range(T)], \
-        st == cp_model.OPTIMAL
+    return [
+        next(j for j in range(N) if solver.value(x[t][j])) for t in range(T)
+    ], st == cp_model.OPTIMAL
 
 
-def plan_from_sets(name: str, pr: Pricer, fam_partition, sets: Sequence[int],
-                   classes: Sequence[int], caps: Sequence[float | None]) -> Plan:
+def plan_from_sets(
+    name: str,
+    pr: Pricer,
+    fam_partition,
+    sets: Sequence[int],
+    classes: Sequence[int],
+    caps: Sequence[float | None],
+) -> Plan:
     """Node sets -> a plan: each set on a node of its capacity class (larger sets first)."""
     cls_caps = sorted({c for c in caps}, key=lambda c: (c is None, c or 0.0))
     free = {k: [j for j, c in enumerate(caps) if c == cc] for k, cc in enumerate(cls_caps)}
@@ -481,6 +509,7 @@ def plan_from_sets(name: str, pr: Pricer, fam_partition, sets: Sequence[int],
 
 
 # ---- min MaxCost without capacities: exact cover by bisection --------------------------------
+
 
 @dataclass
 class MaxResult:
@@ -501,8 +530,7 @@ def _popcount(x):
 
 
 @njit(cache=True)
-def _cover_steps(cols, start, end, n, kmax, big, state, masks, pos, lowq, chosen, dead,
-                 max_steps):
+def _cover_steps(cols, start, end, n, kmax, big, state, masks, pos, lowq, chosen, dead, max_steps):
     """Resumable exact-cover search (``min_max_cover``): at most ``max_steps`` expansions.
     ``state[0]``: depth (-1: exhausted). Returns 1 (covered: ``chosen[:state[0]]``), 0 (no
     cover), -1 (step budget used up; call again with the same arrays)."""
@@ -547,8 +575,9 @@ def _cover_steps(cols, start, end, n, kmax, big, state, masks, pos, lowq, chosen
     return 0
 
 
-def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[int] | None,
-                  deadline: float = INF) -> MaxResult:
+def min_max_cover(
+    fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[int] | None, deadline: float = INF
+) -> MaxResult:
     """Smallest ``M`` such that at most ``n_nodes`` disjoint sets of the family with
     ``best <= M`` cover all queries (equal nodes): bisection over the sets' costs, each step an
     exact-cover search (the lowest uncovered query picks its set; failed (covered, nodes left)
@@ -602,11 +631,12 @@ def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[in
         chosen = np.zeros(k + 2, dtype=np.int64)
         dead = Dict.empty(key_type=types.int64, value_type=types.int64)
         while True:
-            r = _cover_steps(arr, start, end, n, k, big, state, masks, pos, lowq, chosen,
-                             dead, 200_000)
+            r = _cover_steps(
+                arr, start, end, n, k, big, state, masks, pos, lowq, chosen, dead, 200_000
+            )
             checks[0] += 1
             if r == 1:
-                return [back[int(c)] for c in chosen[:state[0]]]
+                return [back[int(c)] for c in chosen[: state[0]]]
             if r == 0:
                 return None
             if time.perf_counter() > deadline:
@@ -636,8 +666,9 @@ def min_max_cover(fam: Family, n: int, n_nodes: int, ub: float, ub_sets: list[in
     return MaxResult(mx, min(bound, mx), proven, best_sets or [], checks[0])
 
 
-def _min_max_capped(pr: Pricer, fam: Family, caps, ub: float, deadline: float, hint,
-                    workers: int, stats: dict) -> SetSolve | None:
+def _min_max_capped(
+    pr: Pricer, fam: Family, caps, ub: float, deadline: float, hint, workers: int, stats: dict
+) -> SetSolve | None:
     """Min MaxCost with capacities: bisection over the sets' costs, each step a CP-SAT
     feasibility check (fast, unlike CP-SAT's min-max objective whose LP bound is weak), then
     the least TotalCost within the found MaxCost."""
@@ -656,9 +687,9 @@ def _min_max_capped(pr: Pricer, fam: Family, caps, ub: float, deadline: float, h
         mid = (lo + hi) // 2
         checks += 1
         got = solve_sets(pr, fam, caps, "feasible", values[mid], left, hint, workers)
-        if got is None:          # proven: no cover within values[mid]
+        if got is None:  # proven: no cover within values[mid]
             lo = mid + 1
-        elif not got.sets:       # time ran out
+        elif not got.sets:  # time ran out
             proven = False
             break
         else:
@@ -668,23 +699,54 @@ def _min_max_capped(pr: Pricer, fam: Family, caps, ub: float, deadline: float, h
             hi = min(values.index(got.max), mid) - 1
     stats["capped_checks"] = checks
     if best is None:
-        return None if proven else SetSolve([], [], INF, INF, False, values[lo] if
-                                            lo < len(values) else 0.0)
+        return (
+            None
+            if proven
+            else SetSolve([], [], INF, INF, False, values[lo] if lo < len(values) else 0.0)
+        )
     bound = values[lo] if lo < len(values) else best.max
     left = deadline - time.perf_counter()
-    tie = solve_sets(pr, fam, caps, "total", best.max, max(0.1, left), best.sets, workers,
-                     lexicographic=False) if left > 0 else None
+    tie = (
+        solve_sets(
+            pr,
+            fam,
+            caps,
+            "total",
+            best.max,
+            max(0.1, left),
+            best.sets,
+            workers,
+            lexicographic=False,
+        )
+        if left > 0
+        else None
+    )
     if tie is not None and tie.sets and tie.max <= best.max * (1 + REL):
         best = tie
-    return SetSolve(best.sets, best.classes, best.total, best.max,
-                    proven and bound >= best.max * (1 - REL), min(bound, best.max))
+    return SetSolve(
+        best.sets,
+        best.classes,
+        best.total,
+        best.max,
+        proven and bound >= best.max * (1 - REL),
+        min(bound, best.max),
+    )
 
 
 # ---- the solver -----------------------------------------------------------------------------
 
-def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequence[Plan] = (),
-               time_limit_s: float = 60.0, hint: bool = True, max_sets: int = 400_000,
-               workers: int = 1, max_ties: int = 16):
+
+def exact_sets(
+    queries: Sequence[Query],
+    model: CostModel,
+    nodes,
+    hints: Sequence[Plan] = (),
+    time_limit_s: float = 60.0,
+    hint: bool = True,
+    max_sets: int = 400_000,
+    workers: int = 1,
+    max_ties: int = 16,
+):
     """Min TotalCost and min MaxCost (module doc) within ``time_limit_s`` for the whole call;
     an objective not proven keeps its best plan (never worse than ``hints``) and a proven
     bound. ``front`` of the result: the two plans and the hints' non-dominated ones (not the
@@ -697,8 +759,10 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
     deadline = start + time_limit_s
     qs = validate_unique(queries)
     if len(qs) > 60:
-        raise ValueError(f"exact search is for small instances: {len(qs)} queries > 60 "
-                         "(node sets are 64-bit masks)")
+        raise ValueError(
+            f"exact search is for small instances: {len(qs)} queries > 60 "
+            "(node sets are 64-bit masks)"
+        )
     caps = node_capacities(nodes)
     N = len(caps)
     pr = Pricer(qs, model)
@@ -725,9 +789,12 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
     plan_t = None
     if uncapped:
         share = 0.15 if len(qs) <= SUBSET_TABLE_MAX else 0.45
-        tr = min_total_partition(pr, ht.total_cost if ht else INF,
-                                 start + share * time_limit_s,
-                                 tree_masks(ht) if ht else None)
+        tr = min_total_partition(
+            pr,
+            ht.total_cost if ht else INF,
+            start + share * time_limit_s,
+            tree_masks(ht) if ht else None,
+        )
         stats["bb_nodes"] = tr.nodes
         if not tr.proven and len(qs) <= SUBSET_TABLE_MAX and time.perf_counter() < deadline:
             # Few queries: price every subset instead (placement.exact.subset_table, exact;
@@ -737,8 +804,9 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
             table = subset_table(qs, model)
             full = (1 << len(qs)) - 1
             if table.best[full] <= tr.total * (1 + REL):
-                tr = TotalResult(table.best[full], table.best[full], True,
-                                 [table.partition(full)], tr.nodes)
+                tr = TotalResult(
+                    table.best[full], table.best[full], True, [table.partition(full)], tr.nodes
+                )
             else:
                 tr = TotalResult(tr.total, tr.total, True, tr.partitions, tr.nodes)
             stats["subset_table"] = True
@@ -756,21 +824,31 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
                 best_sched = (key, parts, where)
         if best_sched is not None:
             _, parts, where = best_sched
-            node_trees = [[pr.model.tree(pr.queries_of(m)) for m, j in zip(parts, where)
-                           if j == jj] for jj in range(N)]
+            node_trees = [
+                [pr.model.tree(pr.queries_of(m)) for m, j in zip(parts, where) if j == jj]
+                for jj in range(N)
+            ]
             plan_t = build_plan("EXACT_TOTAL", model, node_trees, caps, qs)
     else:
         try:
             fam = node_set_family(pr, max(caps), max_sets, start + 0.45 * time_limit_s)
-            got = solve_sets(pr, fam, caps, "total", max(caps),
-                             max(0.1, start + 0.45 * time_limit_s - time.perf_counter()),
-                             None, workers)
+            got = solve_sets(
+                pr,
+                fam,
+                caps,
+                "total",
+                max(caps),
+                max(0.1, start + 0.45 * time_limit_s - time.perf_counter()),
+                None,
+                workers,
+            )
             if got is None:
                 raise InfeasibleError("no assignment of the queries fits the node capacities")
             proven_t, bound_t = got.proven, got.bound
             if got.sets:
-                plan_t = plan_from_sets("EXACT_TOTAL", pr, fam.partition, got.sets,
-                                        got.classes, caps)
+                plan_t = plan_from_sets(
+                    "EXACT_TOTAL", pr, fam.partition, got.sets, got.classes, caps
+                )
         except FamilyTooLarge:
             proven_t, bound_t = False, 0.0
     if plan_t is None:
@@ -800,16 +878,29 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
             # MaxCost settled: the least TotalCost among covers within it (CP-SAT, hinted)
             stats["t_cover"] = time.perf_counter() - start
             left = deadline - time.perf_counter()
-            got = solve_sets(pr, fam, caps, "total", cov.max,
-                             max(0.1, min(left, 0.25 * time_limit_s)), cov.sets, workers,
-                             lexicographic=False)
+            got = solve_sets(
+                pr,
+                fam,
+                caps,
+                "total",
+                cov.max,
+                max(0.1, min(left, 0.25 * time_limit_s)),
+                cov.sets,
+                workers,
+                lexicographic=False,
+            )
             stats["secondary_proven"] = bool(got is not None and got.proven)
             if not cov.sets:
                 raise FamilyTooLarge("no cover of the queries within the best known MaxCost")
             if got is None or not got.sets or got.max > cov.max * (1 + REL):
-                got = SetSolve(cov.sets, [0] * len(cov.sets),
-                               math.fsum(fam.best[m] for m in cov.sets), cov.max, cov.proven,
-                               cov.bound)
+                got = SetSolve(
+                    cov.sets,
+                    [0] * len(cov.sets),
+                    math.fsum(fam.best[m] for m in cov.sets),
+                    cov.max,
+                    cov.proven,
+                    cov.bound,
+                )
             got.proven, got.bound = cov.proven, cov.bound
         else:
             got = _min_max_capped(pr, fam, caps, ub_m, deadline, hint_sets, workers, stats)
@@ -817,19 +908,29 @@ def exact_sets(queries: Sequence[Query], model: CostModel, nodes, hints: Sequenc
             proven_m = got.proven
             bound_m = max(bound_m, got.bound)
             if got.sets:
-                plan_m = plan_from_sets("EXACT_MAX", pr, fam.partition, got.sets, got.classes,
-                                        caps)
+                plan_m = plan_from_sets("EXACT_MAX", pr, fam.partition, got.sets, got.classes, caps)
     except FamilyTooLarge:
         pass
     if plan_m is None:
-        plan_m = copy.deepcopy(min([plan_t] + ([hm] if hm else []),
-                                   key=lambda p: (p.max_cost, p.total_cost)))
+        plan_m = copy.deepcopy(
+            min([plan_t] + ([hm] if hm else []), key=lambda p: (p.max_cost, p.total_cost))
+        )
     stats["priced"] = pr.priced
     stats["t_all"] = time.perf_counter() - start
     plan_t.optimizer, plan_m.optimizer = "EXACT_TOTAL", "EXACT_MAX"
-    res = ExactResult(plan_t, plan_m, [plan_t, plan_m], "sets", proven_t and proven_m, 0.0,
-                      pr.priced, bound_total=bound_t, bound_max=bound_m,
-                      optimal_total=proven_t, optimal_max=proven_m)
+    res = ExactResult(
+        plan_t,
+        plan_m,
+        [plan_t, plan_m],
+        "sets",
+        proven_t and proven_m,
+        0.0,
+        pr.priced,
+        bound_total=bound_t,
+        bound_max=bound_m,
+        optimal_total=proven_t,
+        optimal_max=proven_m,
+    )
     res.front_exact = False
     res.stats.update(stats)
     return seed_result(res, pool, caps)

@@ -17,7 +17,7 @@ exact benefits (lazy greedy). Each pair lives in exactly one row: that of the la
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -42,21 +42,41 @@ def _grow(arr: np.ndarray, need: int) -> np.ndarray:
     if need <= len(arr):
         return arr
     new = np.zeros(max(need, 2 * len(arr)), dtype=arr.dtype)
-    new[:len(arr)] = arr
+    new[: len(arr)] = arr
     return new
 
 
 class KernelTable:
     """Alive trees in slots (struct of arrays), classes in a flat pool, buckets as linked lists."""
 
-    _SLOT_ARRAYS = (("alive", np.bool_), ("key", np.int64), ("uid", np.int64),
-                    ("e", np.float64), ("om", np.float64), ("cost", np.float64),
-                    ("smod", np.int64), ("kcls", np.int64), ("cstart", np.int64),
-                    ("bucket", np.int64), ("nxt", np.int64), ("rpos", np.int64),
-                    ("rn", np.int64), ("rcap", np.int64), ("rfull", np.bool_), ("cutv", np.float64),
-                    ("cutu", np.int64), ("hv", np.float64))
-    _BUCKET_ARRAYS = (("b_key", np.int64), ("b_mod", np.int64), ("b_kmin", np.int64),
-                      ("b_kmax", np.int64), ("b_om", np.float64), ("b_head", np.int64))
+    _SLOT_ARRAYS = (
+        ("alive", np.bool_),
+        ("key", np.int64),
+        ("uid", np.int64),
+        ("e", np.float64),
+        ("om", np.float64),
+        ("cost", np.float64),
+        ("smod", np.int64),
+        ("kcls", np.int64),
+        ("cstart", np.int64),
+        ("bucket", np.int64),
+        ("nxt", np.int64),
+        ("rpos", np.int64),
+        ("rn", np.int64),
+        ("rcap", np.int64),
+        ("rfull", np.bool_),
+        ("cutv", np.float64),
+        ("cutu", np.int64),
+        ("hv", np.float64),
+    )
+    _BUCKET_ARRAYS = (
+        ("b_key", np.int64),
+        ("b_mod", np.int64),
+        ("b_kmin", np.int64),
+        ("b_kmax", np.int64),
+        ("b_om", np.float64),
+        ("b_head", np.int64),
+    )
 
     def __init__(self, model: CostModel, trees: Sequence[Tree], floor: float):
         self.model = model
@@ -98,7 +118,7 @@ class KernelTable:
             for name, _ in self._SLOT_ARRAYS:
                 setattr(self, name, _grow(getattr(self, name), size))
             hi = np.zeros((size, 4), dtype=np.int64)
-            hi[:len(self.hi)] = self.hi
+            hi[: len(self.hi)] = self.hi
             self.hi = hi
 
     def _bucket(self, key: int, mod: int, k: int) -> int:
@@ -169,8 +189,8 @@ class KernelTable:
             self.cstart[first] = cstart[0]
             self.bucket[first] = bucket[0]
             self.nxt[first] = -1
-            self.pm[self.npool:pos] = ms
-            self.pr[self.npool:pos] = rs
+            self.pm[self.npool : pos] = ms
+            self.pr[self.npool : pos] = rs
             self.npool = pos
             return [first]
         sl = slice(first, first + n)
@@ -186,8 +206,8 @@ class KernelTable:
         self.cstart[sl] = cstart
         self.bucket[sl] = bucket
         self.nxt[sl] = -1
-        self.pm[self.npool:pos] = ms
-        self.pr[self.npool:pos] = rs
+        self.pm[self.npool : pos] = ms
+        self.pr[self.npool : pos] = rs
         self.npool = pos
         return list(range(first, first + n))
 
@@ -203,8 +223,16 @@ class KernelTable:
         use_open = fill and 1 < self.nb <= MASK_BUCKETS
         ptr, idx = _NO_LIST, _NO_LIST
         if use_open:  # per bucket, the buckets it may weave with (CSR)
-            open_ = wk.bucket_pairs(self.nb, self.b_key, self.b_mod, self.b_kmin, self.b_kmax,
-                                    self.b_om, lam, self.floor)
+            open_ = wk.bucket_pairs(
+                self.nb,
+                self.b_key,
+                self.b_mod,
+                self.b_kmin,
+                self.b_kmax,
+                self.b_om,
+                lam,
+                self.floor,
+            )
             idx = np.nonzero(open_)[1].astype(np.int64)
             ptr = np.zeros(self.nb + 1, dtype=np.int64)
             np.cumsum(open_.sum(axis=1), out=ptr[1:])
@@ -212,12 +240,52 @@ class KernelTable:
         else:
             fkeys, fcnt, fmul = _NO_LIST, _NO_LIST, 1
         wk.rows(
-            np.asarray(slots, dtype=np.int64), self.floor, lam, self.alive, self.key, self.uid,
-            self.e, self.om, self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr,
-            self.bucket, self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
-            self.b_head, self.nb, self.wmax, ptr, idx, use_open, fkeys, fcnt, fmul, self._hist,
-            ROW_CAP, False, self.rcap, self.cutv, self.cutu, self.rfull, self.rj, self.rv, self.rx,
-            self.rpos, self.rn, self.hv, self.hi, self.sizes)
+            np.asarray(slots, dtype=np.int64),
+            self.floor,
+            lam,
+            self.alive,
+            self.key,
+            self.uid,
+            self.e,
+            self.om,
+            self.cost,
+            self.smod,
+            self.kcls,
+            self.cstart,
+            self.pm,
+            self.pr,
+            self.bucket,
+            self.nxt,
+            self.b_key,
+            self.b_mod,
+            self.b_kmin,
+            self.b_kmax,
+            self.b_om,
+            self.b_head,
+            self.nb,
+            self.wmax,
+            ptr,
+            idx,
+            use_open,
+            fkeys,
+            fcnt,
+            fmul,
+            self._hist,
+            ROW_CAP,
+            False,
+            self.rcap,
+            self.cutv,
+            self.cutu,
+            self.rfull,
+            self.rj,
+            self.rv,
+            self.rx,
+            self.rpos,
+            self.rn,
+            self.hv,
+            self.hi,
+            self.sizes,
+        )
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Per single-modulus bucket and residue, how many alive trees hold it: sorted keys
@@ -254,12 +322,46 @@ class KernelTable:
         by the engine and go back as exact benefits (lazy greedy)."""
         while True:
             kind, a, b = wk.pop(
-                self.floor, self.lams, self.alive, self.key, self.uid, self.e, self.om,
-                self.cost, self.smod, self.kcls, self.cstart, self.pm, self.pr, self.bucket,
-                self.nxt, self.b_key, self.b_mod, self.b_kmin, self.b_kmax, self.b_om,
-                self.b_head, self.nb, self.wmax, self._hist, ROW_CAP, self.rcap, self.cutv,
-                self.cutu, self.rfull, self.rj, self.rv, self.rx, self.rpos, self.rn, self.hv,
-                self.hi, self.ev, self.ei, self.sizes)
+                self.floor,
+                self.lams,
+                self.alive,
+                self.key,
+                self.uid,
+                self.e,
+                self.om,
+                self.cost,
+                self.smod,
+                self.kcls,
+                self.cstart,
+                self.pm,
+                self.pr,
+                self.bucket,
+                self.nxt,
+                self.b_key,
+                self.b_mod,
+                self.b_kmin,
+                self.b_kmax,
+                self.b_om,
+                self.b_head,
+                self.nb,
+                self.wmax,
+                self._hist,
+                ROW_CAP,
+                self.rcap,
+                self.cutv,
+                self.cutu,
+                self.rfull,
+                self.rj,
+                self.rv,
+                self.rx,
+                self.rpos,
+                self.rn,
+                self.hv,
+                self.hi,
+                self.ev,
+                self.ei,
+                self.sizes,
+            )
             if kind == 0:
                 return None
             if kind == 1:
@@ -310,8 +412,10 @@ def warm() -> float:
     from placement.queries import Query
 
     start = time.perf_counter()
-    qs = [Query(f"w{i}", r, s) for i, (r, s) in enumerate(
-        [(7, 5), (12, 5), (9, 3), (10, 4), (14, 6), (11, 2)])]
+    qs = [
+        Query(f"w{i}", r, s)
+        for i, (r, s) in enumerate([(7, 5), (12, 5), (9, 3), (10, 4), (14, 6), (11, 2)])
+    ]
     model = CostModel("panes", 1.0, "fast")
     table = KernelTable(model, [model.tree([q]) for q in qs], 1e-12)
     table.fill()

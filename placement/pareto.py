@@ -56,8 +56,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from placement.distributed import TABLE7, build_plan, node_capacities, optimize
 from placement.plan import Plan
@@ -71,6 +72,7 @@ RULES = ("max_cost_at_most", "max_cost_within", "total_cost_within", "capacities
 
 
 # ---- points, dominance, hypervolume ------------------------------------------------------------
+
 
 def _le(x: float, y: float) -> bool:
     return x <= y + REL * max(1.0, abs(x), abs(y))
@@ -114,6 +116,7 @@ def front_distance(point: Sequence[float], front: Sequence[Sequence[float]]) -> 
     """Multiplicative epsilon distance of ``point`` to ``front``: the smallest ``e >= 0`` such
     that ``point`` is within a factor ``1 + e`` of some front point in both objectives, i.e.
     ``min_f max_i point_i / f_i - 1`` (0: on the front or better)."""
+
     def ratio(p: float, f: float) -> float:
         return p / f if f > 0 else (1.0 if p <= 0 else math.inf)
 
@@ -138,29 +141,36 @@ class Choose:
     value: float | None = None
 
     @staticmethod
-    def parse(raw: Any, where: str = "placement.choose") -> "Choose":
+    def parse(raw: Any, where: str = "placement.choose") -> Choose:
         """``"capacities"``, ``{max_cost_at_most: N}``, ``{max_cost_within: "10%"}`` or
         ``{total_cost_within: "5%"}``; a one-line ``ChooseError`` otherwise."""
-        allowed = ("capacities, {max_cost_at_most: N}, {max_cost_within: \"p%\"} or "
-                   "{total_cost_within: \"p%\"}")
+        allowed = (
+            'capacities, {max_cost_at_most: N}, {max_cost_within: "p%"} or '
+            '{total_cost_within: "p%"}'
+        )
         if isinstance(raw, Choose):
             return raw
         if raw == "capacities" or raw == {"capacities": True}:
             return Choose("capacities")
         if not isinstance(raw, dict) or len(raw) != 1:
             raise ChooseError(f"{where}: expected {allowed}, got {raw!r}")
-        (k, v), = raw.items()
+        ((k, v),) = raw.items()
         if k == "max_cost_at_most":
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 \
-                    or not math.isfinite(v):
-                raise ChooseError(f"{where}.max_cost_at_most: expected a number > 0 "
-                                  f"(operations per time unit), got {v!r}")
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not v > 0
+                or not math.isfinite(v)
+            ):
+                raise ChooseError(
+                    f"{where}.max_cost_at_most: expected a number > 0 "
+                    f"(operations per time unit), got {v!r}"
+                )
             return Choose(k, float(v))
         if k in ("max_cost_within", "total_cost_within"):
             m = _PCT.match(v) if isinstance(v, str) else None
             if m is None:
-                raise ChooseError(f"{where}.{k}: expected a percentage such as \"5%\", "
-                                  f"got {v!r}")
+                raise ChooseError(f'{where}.{k}: expected a percentage such as "5%", got {v!r}')
             return Choose(k, float(m.group(1)) / 100.0)
         raise ChooseError(f"{where}: unknown rule {k!r}; expected {allowed}")
 
@@ -208,9 +218,11 @@ def shedding_note(plans: Sequence[Plan]) -> str:
     i, s = best
     drops = ", ".join(f"{st} {100 * d:.3g} %" for st, d in sorted(s.drop.items()) if d > 1e-12)
     lost = 100 * (1 - s.kept_value / s.full_value) if s.full_value else 0.0
-    return (head + f"; proposal: shed at the sources of front plan {i} (TotalCost "
-            f"{plans[i].total_cost:.6g}) the input fraction {drops}, losing {lost:.3g} % of "
-            "the (tuple x query) pairs the answers aggregate (`weaveplace shed` on the plan)")
+    return (
+        head + f"; proposal: shed at the sources of front plan {i} (TotalCost "
+        f"{plans[i].total_cost:.6g}) the input fraction {drops}, losing {lost:.3g} % of "
+        "the (tuple x query) pairs the answers aggregate (`weaveplace shed` on the plan)"
+    )
 
 
 def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
@@ -232,9 +244,15 @@ def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
         ok = [i for i in idx if _le(M[i], rule.value)]
         if ok:
             return cheapest(ok), True, ""
-        return balanced, False, (f"placement.choose: no plan of the WG_PF front has MaxCost <= "
-                                 f"{rule.value:g} (smallest: {M[balanced]:.6g}); chose the most "
-                                 "balanced plan")
+        return (
+            balanced,
+            False,
+            (
+                f"placement.choose: no plan of the WG_PF front has MaxCost <= "
+                f"{rule.value:g} (smallest: {M[balanced]:.6g}); chose the most "
+                "balanced plan"
+            ),
+        )
     if rule.rule == "max_cost_within":
         cap = min(M) * (1 + rule.value)
         return cheapest([i for i in idx if _le(M[i], cap)]), True, ""
@@ -248,8 +266,10 @@ def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
 def _least_overload(plans: Sequence[Plan]) -> int:
     from placement.shedding import overloads
 
-    return min(range(len(plans)), key=lambda i: (
-        sum(o.excess for o in overloads(plans[i])), plans[i].total_cost, i))
+    return min(
+        range(len(plans)),
+        key=lambda i: (sum(o.excess for o in overloads(plans[i])), plans[i].total_cost, i),
+    )
 
 
 # ---- the archive of layouts --------------------------------------------------------------------
@@ -283,6 +303,7 @@ class _Archive:
 
 # ---- moves that split a tree -------------------------------------------------------------------
 
+
 def _split_groups(t: Tree, max_groups: int) -> list[list[Query]]:
     """Query subsets of ``t`` to move out of it: one per slide (largest cost share first) and the
     half of its queries with the largest slides. Never the whole tree (that is a tree move)."""
@@ -291,11 +312,12 @@ def _split_groups(t: Tree, max_groups: int) -> list[list[Query]]:
         by_slide.setdefault(q.slide, []).append(q)
     out: list[list[Query]] = []
     if len(by_slide) > 1:
-        groups = sorted(by_slide.values(), key=lambda g: (-sum(q.range / q.slide for q in g),
-                                                          g[0].slide))
+        groups = sorted(
+            by_slide.values(), key=lambda g: (-sum(q.range / q.slide for q in g), g[0].slide)
+        )
         out += groups[:max_groups]
         ordered = sorted(t.queries, key=lambda q: (q.slide, q.range, q.id))
-        half = ordered[len(ordered) // 2:]
+        half = ordered[len(ordered) // 2 :]
         if 0 < len(half) < len(ordered) and all(half != g for g in out):
             out.append(half)
     return out
@@ -304,8 +326,7 @@ def _split_groups(t: Tree, max_groups: int) -> list[list[Query]]:
 class _Splitter:
     """Split moves from the busiest node (module docstring, step 3), priced exactly."""
 
-    def __init__(self, model: CostModel, caps: list[float], max_groups: int = 4,
-                 targets: int = 2):
+    def __init__(self, model: CostModel, caps: list[float], max_groups: int = 4, targets: int = 2):
         self.model, self.caps = model, caps
         self.max_groups, self.targets = max_groups, targets
         self._tree: dict[tuple, Tree] = {}
@@ -342,10 +363,13 @@ class _Splitter:
                 part = self.tree(g)
                 new_h = list(nodes[h])
                 new_h[ti] = rest
-                for b in others[:self.targets]:
+                for b in others[: self.targets]:
                     options = [(None, part)]
-                    options += [(ui, self.merged(u, part)) for ui, u in enumerate(nodes[b])
-                                if u.key == part.key]
+                    options += [
+                        (ui, self.merged(u, part))
+                        for ui, u in enumerate(nodes[b])
+                        if u.key == part.key
+                    ]
                     for ui, placed in options:
                         new_b = list(nodes[b])
                         if ui is None:
@@ -359,6 +383,7 @@ class _Splitter:
 
 
 # ---- Pareto local search (small instances) -----------------------------------------------------
+
 
 class _Pls:
     """Pareto local search over single-query moves: every query of every tree, to every node,
@@ -386,8 +411,11 @@ class _Pls:
         for a in range(N):
             for ti, t in enumerate(nodes[a]):
                 for q in t.queries:
-                    rest = self.tree([p for p in t.queries if p.id != q.id]) \
-                        if len(t.queries) > 1 else None
+                    rest = (
+                        self.tree([p for p in t.queries if p.id != q.id])
+                        if len(t.queries) > 1
+                        else None
+                    )
                     la = loads[a] - t.cost + (rest.cost if rest is not None else 0.0)
                     alone = self.tree([q])
                     for b in range(N):
@@ -399,13 +427,15 @@ class _Pls:
                                 opts.append((ui, self.tree(list(u.queries) + [q])))
                         for ui, placed in opts:
                             base_b = la if b == a else loads[b]
-                            lb = base_b + placed.cost - (nodes[b][ui].cost if ui is not None
-                                                         else 0.0)
+                            lb = (
+                                base_b
+                                + placed.cost
+                                - (nodes[b][ui].cost if ui is not None else 0.0)
+                            )
                             new_loads = list(loads)
                             new_loads[a] = la
                             new_loads[b] = lb  # (b == a: the node's load after both steps)
-                            p = (math.fsum(new_loads),
-                                 max(l / c for l, c in zip(new_loads, caps)))
+                            p = (math.fsum(new_loads), max(l / c for l, c in zip(new_loads, caps)))
                             if any(weakly_dominates(it[0], p) for it in arch.items):
                                 arch.seen += 1
                                 continue
@@ -437,8 +467,9 @@ class _Pls:
                 parts = [(None, t)]
                 for g in _split_groups(t, 4) if len(t.queries) > 2 else []:
                     ids = {q.id for q in g}
-                    parts.append((self.tree([q for q in t.queries if q.id not in ids]),
-                                  self.tree(g)))
+                    parts.append(
+                        (self.tree([q for q in t.queries if q.id not in ids]), self.tree(g))
+                    )
                 for b in range(N):
                     if b == a:
                         continue
@@ -469,7 +500,7 @@ class _Pls:
         where = [(j, ti, q) for j in range(N) for ti, t in enumerate(nodes[j]) for q in t.queries]
         for x, (a, ti, q) in enumerate(where):
             t = nodes[a][ti]
-            for b, ui, p in where[x + 1:]:
+            for b, ui, p in where[x + 1 :]:
                 if b == a:
                     continue
                 u = nodes[b][ui]
@@ -520,11 +551,11 @@ class _Pls:
 
 
 def _layout_key(nodes: Layout) -> tuple:
-    return tuple(tuple(sorted(tuple(sorted(q.id for q in t.queries)) for t in ts))
-                 for ts in nodes)
+    return tuple(tuple(sorted(tuple(sorted(q.id for q in t.queries)) for t in ts)) for ts in nodes)
 
 
 # ---- WG_PF -------------------------------------------------------------------------------------
+
 
 @dataclass
 class ParetoResult:
@@ -536,8 +567,8 @@ class ParetoResult:
     met: bool
     note: str
     seeds: dict[str, Plan] = field(default_factory=dict)
-    archived: int = 0       # non-dominated layouts found before truncation
-    visited: int = 0        # layouts offered to the archive
+    archived: int = 0  # non-dominated layouts found before truncation
+    visited: int = 0  # layouts offered to the archive
 
     @property
     def plan(self) -> Plan:
@@ -557,8 +588,9 @@ class ParetoResult:
         return out
 
 
-def _select(points: list[tuple[float, float]], k: int, must: list[int],
-            seeds: list[tuple[float, float]]) -> list[int]:
+def _select(
+    points: list[tuple[float, float]], k: int, must: list[int], seeds: list[tuple[float, float]]
+) -> list[int]:
     """Up to ``k`` indices of ``points`` (a front sorted by TotalCost): ``must`` first (the
     chosen plan survives even ``k = 1``), the ends, then cover of ``seeds`` (greedy), then the
     largest hypervolume gain (module docstring)."""
@@ -571,8 +603,11 @@ def _select(points: list[tuple[float, float]], k: int, must: list[int],
             chosen.append(i)
     uncovered = [s for s in seeds if not any(weakly_dominates(points[i], s) for i in chosen)]
     while uncovered and len(chosen) < k:
-        gain = [(sum(weakly_dominates(points[i], s) for s in uncovered), -i) for i in range(n)
-                if i not in chosen]
+        gain = [
+            (sum(weakly_dominates(points[i], s) for s in uncovered), -i)
+            for i in range(n)
+            if i not in chosen
+        ]
         g, neg_i = max(gain)
         if g == 0:
             break
@@ -581,9 +616,10 @@ def _select(points: list[tuple[float, float]], k: int, must: list[int],
     ref = (1.1 * max(p[0] for p in points), 1.1 * max(p[1] for p in points))
     while len(chosen) < k:
         base = hypervolume([points[i] for i in chosen], ref)
-        i = max((i for i in range(n) if i not in chosen),
-                key=lambda i: (hypervolume([points[j] for j in chosen] + [points[i]], ref)
-                               - base, -i))
+        i = max(
+            (i for i in range(n) if i not in chosen),
+            key=lambda i: (hypervolume([points[j] for j in chosen] + [points[i]], ref) - base, -i),
+        )
         chosen.append(i)
     return sorted(chosen[:k])
 
@@ -596,11 +632,21 @@ def budgets(t_lo: float, t_hi: float, count: int) -> list[float]:
     return [t_lo + (t_hi - t_lo) * ((i + 1) / (count + 1)) ** 2 for i in range(count)]
 
 
-def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
-          preprocess: bool | str = False, front_size: int = DEFAULT_FRONT_SIZE,
-          rule: Choose | Any | None = None, walks: int | None = None, max_iters: int = 40,
-          split_rounds: int | None = None, pls_max_queries: int = 24,
-          pls_max_explored: int = 400, seeds: dict[str, Plan] | None = None) -> ParetoResult:
+def wg_pf(
+    queries: Sequence[Query],
+    model: CostModel,
+    nodes,
+    seed: int = 0,
+    preprocess: bool | str = False,
+    front_size: int = DEFAULT_FRONT_SIZE,
+    rule: Choose | Any | None = None,
+    walks: int | None = None,
+    max_iters: int = 40,
+    split_rounds: int | None = None,
+    pls_max_queries: int = 24,
+    pls_max_explored: int = 400,
+    seeds: dict[str, Plan] | None = None,
+) -> ParetoResult:
     """The WG_PF front and chosen plan (module docstring). Deterministic.
 
     ``walks``: budget walks (default 2 x front_size for up to 64 queries, else 3);
@@ -633,8 +679,9 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
         lo, hi = arch.items[0][0][0], arch.items[-1][0][0]
         for k, b in enumerate(budgets(lo, hi, walks)):
             search.t_ref, search.m_ref = b, math.inf
-            start = min(arch.items, key=lambda it: search.key(
-                [sum(t.cost for t in ts) for ts in it[1]]))[1]
+            start = min(
+                arch.items, key=lambda it: search.key([sum(t.cost for t in ts) for ts in it[1]])
+            )[1]
             search.run(start, max_iters, on_plan=lambda ns, tag=f"budget{k}": arch.add(ns, tag))
         splitter = _Splitter(model, capv)
         for _, start, _ in list(arch.items):
@@ -655,8 +702,9 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
         if len(qs) <= pls_max_queries:
             _Pls(model, arch).run(pls_max_explored)
     pts = [it[0] for it in arch.items]
-    plans_all = [build_plan("WG_PF", model, [list(ts) for ts in it[1]], caps, qs)
-                 for it in arch.items]
+    plans_all = [
+        build_plan("WG_PF", model, [list(ts) for ts in it[1]], caps, qs) for it in arch.items
+    ]
     ci, met, note = choose(plans_all, rule)
     seed_pts = [arch.point([n.trees for n in p.nodes]) for p in seeds.values()]
     keep = _select(pts, front_size, [ci], seed_pts)
@@ -665,5 +713,3 @@ def wg_pf(queries: Sequence[Query], model: CostModel, nodes, seed: int = 0,
     if rule.rule == "capacities" and not met:
         note = shedding_note(front) if front else note
     return ParetoResult(front, chosen, rule, met, note, seeds, len(arch.items), arch.seen)
-
-

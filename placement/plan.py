@@ -21,10 +21,11 @@ re-plan it.  An old count tree priced per tuple reports an ``edge_rate``/``cost`
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from math import isclose
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from placement.queries import KINDS, Query, query_from_mapping, validate_unique
 from placement.slicing import SLICINGS
@@ -62,8 +63,9 @@ class Plan:
         if self.slicing is None:
             self.slicing = found.pop() if found else "pairs"
         elif found and found != {self.slicing}:
-            raise ValueError(f"plan slicing {self.slicing!r} but its trees are priced "
-                             f"under {sorted(found)}")
+            raise ValueError(
+                f"plan slicing {self.slicing!r} but its trees are priced under {sorted(found)}"
+            )
 
     @property
     def trees(self) -> list[Tree]:
@@ -124,10 +126,12 @@ class Plan:
         return path
 
 
-def single_node_plan(optimizer: str, trees: Iterable[Tree], model: CostModel,
-                     rates: Mapping[str, float]) -> Plan:
-    return Plan(optimizer, model.technique, [Node("node-0", list(trees))], dict(rates),
-                model.slicing)
+def single_node_plan(
+    optimizer: str, trees: Iterable[Tree], model: CostModel, rates: Mapping[str, float]
+) -> Plan:
+    return Plan(
+        optimizer, model.technique, [Node("node-0", list(trees))], dict(rates), model.slicing
+    )
 
 
 class PlanError(ValueError):
@@ -138,8 +142,9 @@ def plan_slicing(data: Mapping[str, Any]) -> str:
     """The plan's ``slicing`` (default ``"pairs"``), or ``PlanError`` naming what is allowed."""
     v = data.get("slicing", "pairs")
     if v not in SLICINGS:
-        raise PlanError(f"slicing: expected one of {', '.join(SLICINGS)} (default pairs), "
-                        f"got {v!r}")
+        raise PlanError(
+            f"slicing: expected one of {', '.join(SLICINGS)} (default pairs), got {v!r}"
+        )
     return v
 
 
@@ -163,13 +168,17 @@ def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Pla
                 raise PlanError(f"tree {t.get('id')!r} names unknown queries {missing}")
             qs = [by_id[qid] for qid in t["queries"]]
             if t.get("axis", "time") not in KINDS:
-                raise PlanError(f"tree {t.get('id')!r}: axis: expected one of "
-                                f"{', '.join(KINDS)}, got {t.get('axis')!r}")
+                raise PlanError(
+                    f"tree {t.get('id')!r}: axis: expected one of "
+                    f"{', '.join(KINDS)}, got {t.get('axis')!r}"
+                )
             kinds = sorted({q.kind for q in qs})
             if len(kinds) > 1:
-                raise PlanError(f"tree {t.get('id')!r} mixes count and time windows, which "
-                                f"cannot share a slicing (plans before issue 16 allowed it): "
-                                f"re-plan its queries")
+                raise PlanError(
+                    f"tree {t.get('id')!r} mixes count and time windows, which "
+                    f"cannot share a slicing (plans before issue 16 allowed it): "
+                    f"re-plan its queries"
+                )
             trees.append(model.tree(qs))
         nodes.append(Node(n["id"], trees, n.get("capacity")))
     return Plan(data["optimizer"], data["ie"], nodes, rates, slicing)
@@ -186,8 +195,11 @@ def verify_plan(data: Mapping[str, Any], rel_tol: float = 1e-9) -> list[str]:
             for name, value in (("edges", t.edges), ("composite_slide", t.composite_slide)):
                 if t_raw[name] != value:
                     problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
-            for name, value in (("edge_rate", t.time_edge_rate), ("omega", t.omega),
-                                ("cost", t.cost)):
+            for name, value in (
+                ("edge_rate", t.time_edge_rate),
+                ("omega", t.omega),
+                ("cost", t.cost),
+            ):
                 if not isclose(t_raw[name], value, rel_tol=rel_tol):
                     problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
         if not isclose(n_raw["cost"], n.cost, rel_tol=rel_tol):

@@ -7,8 +7,9 @@ placement work on their residue classes, not on the objects.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 #: The aggregates a query may ask for: the one list that config validation (``sim.config``),
 #: query construction, pricing (``placement.cost``) and execution (``executors.aggregates``

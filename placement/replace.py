@@ -21,8 +21,8 @@ Utilisation is cost / capacity with capacities, cost otherwise (as ``placement.d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from placement.distributed import _State, inserted, make_units
 from placement.plan import Node, Plan
@@ -70,8 +70,9 @@ def remove_node(plan: Plan, node_id: str, model: CostModel) -> Replacement:
     if len(ids) == 1:
         raise ValueError("cannot remove the only node of a plan")
     gone = plan.nodes[ids.index(node_id)]
-    survivors = Plan(plan.optimizer, plan.ie, [n for n in plan.nodes if n.id != node_id],
-                     plan.rates)
+    survivors = Plan(
+        plan.optimizer, plan.ie, [n for n in plan.nodes if n.id != node_id], plan.rates
+    )
     st = _state(survivors)
     for u in sorted(gone.trees, key=lambda t: -t.cost):
         j = st.min_node()
@@ -83,8 +84,12 @@ def remove_node(plan: Plan, node_id: str, model: CostModel) -> Replacement:
                 st.replace(j, t, woven)
                 continue
         st.add(j, u)
-    return Replacement(_plan(plan, st, [n.id for n in survivors.nodes]), len(gone.trees),
-                       plan.total_cost, plan.max_cost)
+    return Replacement(
+        _plan(plan, st, [n.id for n in survivors.nodes]),
+        len(gone.trees),
+        plan.total_cost,
+        plan.max_cost,
+    )
 
 
 def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replacement:
@@ -101,8 +106,9 @@ def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replace
     caps = [n.capacity for n in plan.nodes]
     if (capacity is None) != all(c is None for c in caps):
         raise ValueError("give a capacity for the new node exactly when the others have one")
-    grown = Plan(plan.optimizer, plan.ie, list(plan.nodes) + [Node(node_id, [], capacity)],
-                 plan.rates)
+    grown = Plan(
+        plan.optimizer, plan.ie, list(plan.nodes) + [Node(node_id, [], capacity)], plan.rates
+    )
     st = _state(grown)
     new = st.n - 1
     eps = 1e-12
@@ -115,8 +121,12 @@ def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replace
         return a[0] < b[0] - eps or (a[0] <= b[0] + eps and a[1] < b[1])
 
     moved = 0
-    best = (max(st.util_key(j)[0] for j in range(st.n)), 0,
-            [list(ts) for ts in st.trees], list(st.load))
+    best = (
+        max(st.util_key(j)[0] for j in range(st.n)),
+        0,
+        [list(ts) for ts in st.trees],
+        list(st.load),
+    )
     for _ in range(len(grown.trees) * st.n):  # each move lowers key(); a cap all the same
         util = [st.util_key(j)[0] for j in range(st.n)]
         src = max(range(st.n - 1), key=lambda j: (util[j], -j))
@@ -154,8 +164,9 @@ def add_queries(plan: Plan, queries: Iterable[Query], model: CostModel) -> Repla
     # Existing nodes are already seeded, so every unit goes through the insertion rule.
     for u in units:
         inserted([u], model, st, "WG", seed=0, init="none")
-    return Replacement(_plan(plan, st, [n.id for n in plan.nodes]), 0, plan.total_cost,
-                       plan.max_cost)
+    return Replacement(
+        _plan(plan, st, [n.id for n in plan.nodes]), 0, plan.total_cost, plan.max_cost
+    )
 
 
 def remove_queries(plan: Plan, ids: Iterable[str], model: CostModel) -> Replacement:
@@ -174,5 +185,6 @@ def remove_queries(plan: Plan, ids: Iterable[str], model: CostModel) -> Replacem
             elif rest:
                 trees.append(model.tree(rest))
         nodes.append(Node(n.id, trees, n.capacity))
-    return Replacement(Plan(plan.optimizer, plan.ie, nodes, dict(plan.rates)), 0,
-                       plan.total_cost, plan.max_cost)
+    return Replacement(
+        Plan(plan.optimizer, plan.ie, nodes, dict(plan.rates)), 0, plan.total_cost, plan.max_cost
+    )

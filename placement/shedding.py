@@ -37,8 +37,11 @@ class Overload:
 
 def overloads(plan: Plan, rel_tol: float = 1e-12) -> list[Overload]:
     """Nodes whose cost exceeds their capacity, with the excess (empty: the plan is feasible)."""
-    return [Overload(n.id, n.cost, n.capacity) for n in plan.nodes
-            if n.capacity is not None and n.cost > n.capacity * (1 + rel_tol)]
+    return [
+        Overload(n.id, n.cost, n.capacity)
+        for n in plan.nodes
+        if n.capacity is not None and n.cost > n.capacity * (1 + rel_tol)
+    ]
 
 
 class InfeasibleEvenWhenShedding(ValueError):
@@ -80,14 +83,20 @@ def shed_load(plan: Plan) -> SheddingPlan:
     value = {s: weight[s] * plan.rates[s] for s in streams}
     full = sum(value.values())
     terms = [(n, fixed, coef) for n, fixed, coef in _node_terms(plan) if n.capacity is not None]
-    hopeless = [Overload(n.id, fixed, n.capacity) for n, fixed, _ in terms
-                if fixed > n.capacity * (1 + 1e-12)]
+    hopeless = [
+        Overload(n.id, fixed, n.capacity)
+        for n, fixed, _ in terms
+        if fixed > n.capacity * (1 + 1e-12)
+    ]
     if hopeless:
         raise InfeasibleEvenWhenShedding(
             "no shedding makes the plan feasible: with every tuple dropped, "
-            + ", ".join(f"{o.node} still needs {o.cost:.6g} > capacity {o.capacity:.6g} "
-                        f"(+{o.excess:.6g})" for o in hopeless)
-            + "; add capacity or re-place trees")
+            + ", ".join(
+                f"{o.node} still needs {o.cost:.6g} > capacity {o.capacity:.6g} (+{o.excess:.6g})"
+                for o in hopeless
+            )
+            + "; add capacity or re-place trees"
+        )
     if not overloads(plan):
         return SheddingPlan({s: 1.0 for s in streams}, full, full)
     if len(terms) == 1:

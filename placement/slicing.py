@@ -9,11 +9,11 @@ Everything here is exact integer arithmetic.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from math import gcd, lcm
-from typing import Iterable
 
 import numpy as np
 
@@ -123,9 +123,7 @@ class Weaveability:
         return Fraction(self.common, self.distinct) if self.distinct else Fraction(1)
 
 
-def weaveability(
-    x: Iterable[Query], y: Iterable[Query], engine=None
-) -> Weaveability:
+def weaveability(x: Iterable[Query], y: Iterable[Query], engine=None) -> Weaveability:
     """Weaveability of two trees, counted exactly with the given edge engine (default: fast)."""
     from placement.edges import get_engine
 
@@ -152,8 +150,9 @@ def slicing_classes(windows: Iterable[Window], slicing: str = "pairs") -> frozen
     return frozenset(out)
 
 
-def window_lengths(windows: Iterable[Window], slicing: str = "pairs",
-                   limit: int = WINDOW_SCAN_LIMIT) -> dict[Window, tuple[int, ...]] | None:
+def window_lengths(
+    windows: Iterable[Window], slicing: str = "pairs", limit: int = WINDOW_SCAN_LIMIT
+) -> dict[Window, tuple[int, ...]] | None:
     """Every number of slices a window spans, per distinct ``(r, s)``: exact, or None over budget.
 
     Why it matters: SlickDeque Inv keeps one running aggregate per distinct length, and in a woven
@@ -178,7 +177,7 @@ def window_lengths(windows: Iterable[Window], slicing: str = "pairs",
     wi, ni = np.divmod(keys, width)
     bounds = np.searchsorted(wi, np.arange(len(wins) + 1))
     for j, w in enumerate(wins):
-        out[w] = tuple(ni[bounds[j]:bounds[j + 1]].tolist())
+        out[w] = tuple(ni[bounds[j] : bounds[j + 1]].tolist())
     return out
 
 
@@ -216,8 +215,9 @@ def _lengths(windows: Iterable[Window], slicing: str, limit: int, ends: bool = F
         def is_cut(t):
             return mark[t % period] > 0
     else:
-        cuts = np.unique(np.concatenate([np.arange(c, period, m, dtype=np.int64)
-                                         for m, c in classes]))
+        cuts = np.unique(
+            np.concatenate([np.arange(c, period, m, dtype=np.int64) for m, c in classes])
+        )
         k = cuts.shape[0]
 
         def cuts_below(t):
@@ -226,6 +226,7 @@ def _lengths(windows: Iterable[Window], slicing: str, limit: int, ends: bool = F
         def is_cut(t):
             tm = t % period
             return cuts[np.minimum(np.searchsorted(cuts, tm), k - 1)] == tm
+
     n = cuts_below(y) - cuts_below(x)
     if not ends:
         return wins, idx, n
@@ -240,14 +241,21 @@ def _checked(windows: Iterable[Window]) -> list[Window]:
     if all(type(r) is int and type(s) is int and r >= 1 and s >= 1 for r, s in wins):
         return wins
     for r, s in wins:
-        if not (isinstance(r, (int, np.integer)) and isinstance(s, (int, np.integer))
-                and not isinstance(r, bool) and not isinstance(s, bool) and r >= 1 and s >= 1):
+        if not (
+            isinstance(r, (int, np.integer))
+            and isinstance(s, (int, np.integer))
+            and not isinstance(r, bool)
+            and not isinstance(s, bool)
+            and r >= 1
+            and s >= 1
+        ):
             raise ValueError(f"window (range {r!r}, slide {s!r}): both must be integers >= 1")
     return wins
 
 
-def distinct_window_lengths(windows: Iterable[Window], slicing: str = "pairs",
-                            limit: int = WINDOW_SCAN_LIMIT) -> int | None:
+def distinct_window_lengths(
+    windows: Iterable[Window], slicing: str = "pairs", limit: int = WINDOW_SCAN_LIMIT
+) -> int | None:
     """How many distinct window lengths (in slices) a tree has over all its windows, or None."""
     got = _lengths(windows, slicing, limit)
     return None if got is None else int(np.unique(got[2]).shape[0])

@@ -17,8 +17,8 @@ Both minimise the TotalCost of a single-node plan (a partition of the queries in
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import networkx as nx
 
@@ -64,7 +64,7 @@ class ContiguousPlan:
         out, i = [], start
         while i < len(self.queries):
             j = self.right[i]
-            out.append(self.queries[i:j + 1])
+            out.append(self.queries[i : j + 1])
             i = j + 1
         return out
 

@@ -14,13 +14,19 @@ re-pricing a merge reuses its parts.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import lcm
-from typing import Iterable, Mapping
 
-from placement.cost import (check_slicing, merged_omega, omega, omega_floor, resolve_technique,
-                            tree_cost)
+from placement.cost import (
+    check_slicing,
+    merged_omega,
+    omega,
+    omega_floor,
+    resolve_technique,
+    tree_cost,
+)
 from placement.edges import EdgeEngine, get_engine
 from placement.queries import Query
 from placement.slicing import ResidueClass, query_classes
@@ -43,8 +49,8 @@ class Tree:
     cost: float
     technique: str
     slicing: str = "pairs"
-    kind: str = "time"   # the axis of its windows: "time" or "count" (tuple positions)
-    scale: float = 1.0   # axis units per time unit: 1 (time), the stream's rate (count)
+    kind: str = "time"  # the axis of its windows: "time" or "count" (tuple positions)
+    scale: float = 1.0  # axis units per time unit: 1 (time), the stream's rate (count)
     uid: int = field(default_factory=lambda: next(_uids))
 
     @property
@@ -106,16 +112,31 @@ class CostModel:
         the stream's rate for count windows (their axis is the tuple positions)."""
         return self.rate(stream) if kind == "count" else 1.0
 
-    def _price(self, stream, aggregate, queries, classes, windows, cs, e,
-               kind: str = "time") -> Tree:
+    def _price(
+        self, stream, aggregate, queries, classes, windows, cs, e, kind: str = "time"
+    ) -> Tree:
         tech = resolve_technique(self.technique, [aggregate])
         om = omega(tech, windows, e, self.slicing)
         sc = self.scale(stream, kind)
-        return Tree(stream, aggregate, queries, classes, windows, cs, e, om,
-                    tree_cost(self.rate(stream), e, om, sc), tech, self.slicing, kind, sc)
+        return Tree(
+            stream,
+            aggregate,
+            queries,
+            classes,
+            windows,
+            cs,
+            e,
+            om,
+            tree_cost(self.rate(stream), e, om, sc),
+            tech,
+            self.slicing,
+            kind,
+            sc,
+        )
 
-    def tree(self, queries: Iterable[Query],
-             classes: frozenset[ResidueClass] | None = None) -> Tree:
+    def tree(
+        self, queries: Iterable[Query], classes: frozenset[ResidueClass] | None = None
+    ) -> Tree:
         """The tree of ``queries``; ``classes``: the union of their residue classes when the
         caller already has it (``initial_trees`` groups queries by it)."""
         qs = list(queries)
@@ -127,7 +148,8 @@ class CostModel:
                 raise ValueError(
                     f"query {q.id!r} ({q.stream}/{q.aggregate}/{q.kind}) cannot share a tree "
                     f"with {stream}/{aggregate}/{kind}: trees hold one stream, one aggregate "
-                    f"and one window kind")
+                    f"and one window kind"
+                )
         if classes is None:
             union: set[ResidueClass] = set()
             for q in qs:
@@ -144,17 +166,30 @@ class CostModel:
         if x.key != y.key:
             raise ValueError(f"cannot weave trees of {x.key} and {y.key}")
         if x.slicing != self.slicing or y.slicing != self.slicing:
-            raise ValueError(f"cannot weave {x.slicing} and {y.slicing} trees with a "
-                             f"{self.slicing} cost model")
+            raise ValueError(
+                f"cannot weave {x.slicing} and {y.slicing} trees with a {self.slicing} cost model"
+            )
         e = self.engine.merged_density(x.classes, y.classes)
         om = merged_omega(x.technique, x.windows, x.omega, y.windows, y.omega, e, self.slicing)
         return e, om, tree_cost(self.rate(x.stream), e, om, x.scale)
 
     def merge(self, x: Tree, y: Tree) -> Tree:
         e, om, cost = self.merged_price(x, y)
-        return Tree(x.stream, x.aggregate, x.queries + y.queries, x.classes | y.classes,
-                    x.windows | y.windows, lcm(x.composite_slide, y.composite_slide), e, om,
-                    cost, x.technique, self.slicing, x.kind, x.scale)
+        return Tree(
+            x.stream,
+            x.aggregate,
+            x.queries + y.queries,
+            x.classes | y.classes,
+            x.windows | y.windows,
+            lcm(x.composite_slide, y.composite_slide),
+            e,
+            om,
+            cost,
+            x.technique,
+            self.slicing,
+            x.kind,
+            x.scale,
+        )
 
     def benefit(self, x: Tree, y: Tree) -> float:
         """Cost saved by weaving x and y (negative: weaving costs more)."""

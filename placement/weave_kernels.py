@@ -175,17 +175,26 @@ def bucket_pairs(nb, b_key, b_mod, b_kmin, b_kmax, b_om, lam, floor):
             kb = b_kmax[b] / mb
             c0 = min(ka, kb)  # without the gcd first: most pairs stop here
             scale = abs(lam) + b_om[a] * ka + b_om[b] * kb
-            bound = (lam + b_om[a] * min(c0 - b_kmin[b] / mb, 0.0)
-                     + b_om[b] * min(c0 - b_kmin[a] / ma, 0.0))
+            bound = (
+                lam
+                + b_om[a] * min(c0 - b_kmin[b] / mb, 0.0)
+                + b_om[b] * min(c0 - b_kmin[a] / ma, 0.0)
+            )
             if bound + INFLATE * (abs(bound) + scale) <= floor:
                 continue
             g = _gcd(ma, mb)
             den = np.float64(ma) * np.float64(mb)
-            cmax = min(b_kmax[a] * min(b_kmax[b], mb // g) * g / den,
-                       b_kmax[b] * min(b_kmax[a], ma // g) * g / den,
-                       b_kmax[a] / ma, b_kmax[b] / mb)
-            bound = (lam + b_om[a] * min(cmax - b_kmin[b] / mb, 0.0)
-                     + b_om[b] * min(cmax - b_kmin[a] / ma, 0.0))
+            cmax = min(
+                b_kmax[a] * min(b_kmax[b], mb // g) * g / den,
+                b_kmax[b] * min(b_kmax[a], ma // g) * g / den,
+                b_kmax[a] / ma,
+                b_kmax[b] / mb,
+            )
+            bound = (
+                lam
+                + b_om[a] * min(cmax - b_kmin[b] / mb, 0.0)
+                + b_om[b] * min(cmax - b_kmin[a] / ma, 0.0)
+            )
             scale = abs(bound) + lam + b_om[a] * b_kmax[a] / ma + b_om[b] * b_kmax[b] / mb
             if bound + INFLATE * scale > floor:
                 out[a, b] = out[b, a] = True
@@ -193,6 +202,7 @@ def bucket_pairs(nb, b_key, b_mod, b_kmin, b_kmax, b_om, lam, floor):
 
 
 # ---- a row's best entries: a bounded max-heap keyed (-value, partner uid) -------------------
+
 
 @njit(cache=True, inline="always")
 def _worse(v, u, w, x):
@@ -274,6 +284,7 @@ def _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rx, n):
 
 # ---- heaps keyed by (-value, uid lo, uid hi): the eager table's order -----------------------
 
+
 @njit(cache=True, inline="always")
 def _less(v, a1, a2, w, b1, b2):
     return v < w or (v == w and (a1 < b1 or (a1 == b1 and a2 < b2)))
@@ -353,10 +364,53 @@ def _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh):
 
 
 @njit(cache=True)
-def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket,
-         nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, open_ptr, open_idx, use_open,
-         fkeys, fcnt, fmul, hist, cap, refill, rcap, cutv, cutu, rfull, rj, rv, rx, rpos, rn, hv,
-         hi, sizes):
+def rows(
+    zs_,
+    floor,
+    lam,
+    alive,
+    key,
+    uid,
+    e,
+    om,
+    cost,
+    smod,
+    kcls,
+    cstart,
+    pm,
+    pr,
+    slot_bucket,
+    nxt,
+    b_key,
+    b_mod,
+    b_kmin,
+    b_kmax,
+    b_om,
+    b_head,
+    nb,
+    wmax,
+    open_ptr,
+    open_idx,
+    use_open,
+    fkeys,
+    fcnt,
+    fmul,
+    hist,
+    cap,
+    refill,
+    rcap,
+    cutv,
+    cutu,
+    rfull,
+    rj,
+    rv,
+    rx,
+    rpos,
+    rn,
+    hv,
+    hi,
+    sizes,
+):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
     fill of many slots prices every pair once. With ``use_open`` only the buckets
@@ -411,8 +465,9 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
             mb = b_mod[b]
             bb = np.inf
             if mb > 0:
-                bb = bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b],
-                                  b_kmax[b], b_om[b])
+                bb = bucket_bound(
+                    z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
+                )
                 if bb <= floor:
                     continue
                 if use_open and mb == mz:  # residues shared with some other tree of b
@@ -424,8 +479,7 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
                         if c - (1 if b == bz else 0) >= 1:
                             shared += 1
                     c = min(shared / mb, b_kmax[b] / mb, e[z])
-                    bound = (lam + om[z] * min(c - b_kmin[b] / mb, 0.0)
-                             + b_om[b] * (c - e[z]))
+                    bound = lam + om[z] * min(c - b_kmin[b] / mb, 0.0) + b_om[b] * (c - e[z])
                     bound += INFLATE * (abs(bound) + 2.0 * cost[z])
                     if bound <= floor:
                         continue
@@ -456,8 +510,7 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
             flat = exact and g == 1 and b_kmin[b] == b_kmax[b]
             exy = 0.0
             if flat:
-                exy = (np.float64(zn * lz + b_kmin[b] * ls - zn * b_kmin[b])
-                       / np.float64(big))
+                exy = np.float64(zn * lz + b_kmin[b] * ls - zn * b_kmin[b]) / np.float64(big)
                 cz = cost[z]
                 oz = om[z]
             if use_hist:
@@ -512,9 +565,47 @@ def rows(zs_, floor, lam, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, 
 
 
 @njit(cache=True)
-def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, slot_bucket, nxt,
-        b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, hist, cap, rcap, cutv, cutu, rfull,
-        rj, rv, rx, rpos, rn, hv, hi, ev, ei, sizes):
+def pop(
+    floor,
+    lams,
+    alive,
+    key,
+    uid,
+    e,
+    om,
+    cost,
+    smod,
+    kcls,
+    cstart,
+    pm,
+    pr,
+    slot_bucket,
+    nxt,
+    b_key,
+    b_mod,
+    b_kmin,
+    b_kmax,
+    b_om,
+    b_head,
+    nb,
+    wmax,
+    hist,
+    cap,
+    rcap,
+    cutv,
+    cutu,
+    rfull,
+    rj,
+    rv,
+    rx,
+    rpos,
+    rn,
+    hv,
+    hi,
+    ev,
+    ei,
+    sizes,
+):
     """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
     1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
     top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``),
@@ -530,10 +621,53 @@ def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, s
         if sizes[2] + cap > len(rj):
             return 4, cap, -1
         one[0] = z
-        rows(one, floor, lams[key[z]], alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr,
-             slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax, none, none,
-             False, none, none, 1, hist, cap, False, rcap, cutv, cutu, rfull, rj, rv, rx, rpos,
-             rn, hv, hi, sizes)
+        rows(
+            one,
+            floor,
+            lams[key[z]],
+            alive,
+            key,
+            uid,
+            e,
+            om,
+            cost,
+            smod,
+            kcls,
+            cstart,
+            pm,
+            pr,
+            slot_bucket,
+            nxt,
+            b_key,
+            b_mod,
+            b_kmin,
+            b_kmax,
+            b_om,
+            b_head,
+            nb,
+            wmax,
+            none,
+            none,
+            False,
+            none,
+            none,
+            1,
+            hist,
+            cap,
+            False,
+            rcap,
+            cutv,
+            cutu,
+            rfull,
+            rj,
+            rv,
+            rx,
+            rpos,
+            rn,
+            hv,
+            hi,
+            sizes,
+        )
         sizes[4] = -1
     while True:
         nh = sizes[0]
@@ -551,8 +685,7 @@ def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, s
             nh = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
         sizes[0] = nh
         sizes[1] = ne
-        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1],
-                                            ev[0], ei[0, 0], ei[0, 1])):
+        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1], ev[0], ei[0, 0], ei[0, 1])):
             if ne > 0:
                 a = ei[0, 2]
                 b = ei[0, 3]
@@ -567,10 +700,53 @@ def pop(floor, lams, alive, key, uid, e, om, cost, smod, kcls, cstart, pm, pr, s
             sizes[0] = _heap_pop(hv, hi, nh)
             sizes[3] += 1
             one[0] = slot
-            rows(one, floor, lams[key[slot]], alive, key, uid, e, om, cost, smod, kcls, cstart,
-                 pm, pr, slot_bucket, nxt, b_key, b_mod, b_kmin, b_kmax, b_om, b_head, nb, wmax,
-                 none, none, False, none, none, 1, hist, 0, True, rcap, cutv, cutu, rfull, rj,
-                 rv, rx, rpos, rn, hv, hi, sizes)
+            rows(
+                one,
+                floor,
+                lams[key[slot]],
+                alive,
+                key,
+                uid,
+                e,
+                om,
+                cost,
+                smod,
+                kcls,
+                cstart,
+                pm,
+                pr,
+                slot_bucket,
+                nxt,
+                b_key,
+                b_mod,
+                b_kmin,
+                b_kmax,
+                b_om,
+                b_head,
+                nb,
+                wmax,
+                none,
+                none,
+                False,
+                none,
+                none,
+                1,
+                hist,
+                0,
+                True,
+                rcap,
+                cutv,
+                cutu,
+                rfull,
+                rj,
+                rv,
+                rx,
+                rpos,
+                rn,
+                hv,
+                hi,
+                sizes,
+            )
             continue
         nh = _heap_pop(hv, hi, nh)
         p = rpos[slot]

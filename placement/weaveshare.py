@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,9 @@ EPS = 1e-12  # benefits within rounding noise of zero are not merges
 PAD = 4  # trees with at most this many classes keep them in arrays for vectorised bounds
 
 
-def initial_trees(queries: Iterable[Query], model: CostModel, preprocess: bool = True) -> list[Tree]:
+def initial_trees(
+    queries: Iterable[Query], model: CostModel, preprocess: bool = True
+) -> list[Tree]:
     """One tree per query, or with ``preprocess`` one per group of identical slicing.
 
     Queries with the same stream, aggregate, window kind and residue classes weave perfectly
@@ -60,8 +62,9 @@ class _Table:
     the common-edge density bounded by pairs of classes (``1/lcm`` per compatible pair).
     """
 
-    def __init__(self, model: CostModel, trees: Sequence[Tree], eager: bool = False,
-                 floor: float = EPS):
+    def __init__(
+        self, model: CostModel, trees: Sequence[Tree], eager: bool = False, floor: float = EPS
+    ):
         self.model = model
         self.floor = floor  # merges with a benefit <= floor are never candidates
         self.eager = eager
@@ -247,8 +250,14 @@ def _windows_disjoint(trees: Sequence[Tree]) -> bool:
 STRATEGIES = ("lazy", "paper")
 
 
-def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
-          strategy: str = "lazy", stop_at: int = 0, floor: float = EPS) -> list[Tree]:
+def weave(
+    trees: Sequence[Tree],
+    model: CostModel,
+    progress: Progress = None,
+    strategy: str = "lazy",
+    stop_at: int = 0,
+    floor: float = EPS,
+) -> list[Tree]:
     """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop),
     or, with ``stop_at``, as soon as at most ``stop_at`` trees remain. ``floor``: merges whose
     benefit is not above it are never made (``-math.inf``: keep merging the best pair even at a
@@ -277,8 +286,13 @@ def weave(trees: Sequence[Tree], model: CostModel, progress: Progress = None,
     return table.result()
 
 
-def weaveshare(queries: Iterable[Query], model: CostModel, preprocess: bool = True,
-               progress: Progress = None, strategy: str = "lazy") -> list[Tree]:
+def weaveshare(
+    queries: Iterable[Query],
+    model: CostModel,
+    preprocess: bool = True,
+    progress: Progress = None,
+    strategy: str = "lazy",
+) -> list[Tree]:
     """WeaveShare: weave from no sharing (optionally after identical-slicing grouping)."""
     return weave(initial_trees(queries, model, preprocess), model, progress, strategy)
 
@@ -296,8 +310,9 @@ def shared(queries: Iterable[Query], model: CostModel) -> list[Tree]:
     return [model.tree(g) for g in groups.values()]
 
 
-def insert_then_weave(queries: Iterable[Query], model: CostModel, preprocess: bool = True,
-                      progress: Progress = None) -> list[Tree]:
+def insert_then_weave(
+    queries: Iterable[Query], model: CostModel, preprocess: bool = True, progress: Progress = None
+) -> list[Tree]:
     """Insert queries one at a time (input order) into the tree they weave best with (a new tree
     when no insertion reduces cost), then run the weaving phase (WeaveShare paper, section 6)."""
     trees: list[Tree] = []
@@ -318,21 +333,27 @@ def insert_then_weave(queries: Iterable[Query], model: CostModel, preprocess: bo
     return weave(trees, model)
 
 
-def run_single_node(name: str, queries: Iterable[Query], model: CostModel,
-                    progress: Progress = None) -> list[Tree]:
+def run_single_node(
+    name: str, queries: Iterable[Query], model: CostModel, progress: Progress = None
+) -> list[Tree]:
     """One single-node optimizer by name (a key of ``SINGLE_NODE_OPTIMIZERS``); ``progress`` is
     ticked by the ones that take long (weaveshare, insert_then_weave)."""
     if name not in SINGLE_NODE_OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {name!r}; allowed: "
-                         f"{', '.join(SINGLE_NODE_OPTIMIZERS)}")
+        raise ValueError(
+            f"unknown optimizer {name!r}; allowed: {', '.join(SINGLE_NODE_OPTIMIZERS)}"
+        )
     fn = SINGLE_NODE_OPTIMIZERS[name]
     return fn(queries, model, progress=progress) if name in _WITH_PROGRESS else fn(queries, model)
 
 
 #: The single-node optimizers: the one list config validation (``sim.config``), ``weaveplace
 #: plan --optimizer``, simulation and live runs share (with ``placement.distributed.OPTIMIZERS``).
-SINGLE_NODE_OPTIMIZERS = {"weaveshare": weaveshare, "insert_then_weave": insert_then_weave,
-                          "no_share": no_share, "shared": shared}
+SINGLE_NODE_OPTIMIZERS = {
+    "weaveshare": weaveshare,
+    "insert_then_weave": insert_then_weave,
+    "no_share": no_share,
+    "shared": shared,
+}
 _WITH_PROGRESS = ("weaveshare", "insert_then_weave")
 
 
@@ -390,8 +411,12 @@ class IncrementalWeaveShare:
         tolerance 0 rebuilds on every change, as in the paper."""
         n = len(self.queries)
         expected = self.extrapolated_cost(n)
-        if (self.tolerance <= 0 or expected is None or expected <= 0
-                or abs(self.cost / expected - 1) > self.tolerance):
+        if (
+            self.tolerance <= 0
+            or expected is None
+            or expected <= 0
+            or abs(self.cost / expected - 1) > self.tolerance
+        ):
             self.rebuild()
 
     def add(self, queries: Iterable[Query]) -> None:

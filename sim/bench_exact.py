@@ -14,7 +14,8 @@ is done by a warm-up before the first timed instance.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.exact import solve_exact
@@ -31,10 +32,17 @@ def warm_up() -> None:
     solve_exact(qs, CostModel("panes", 1.0), 2, method="sets", hint=False, time_limit_s=10)
 
 
-def run(qnums: Sequence[int] = (8, 12, 16, 20, 24), nodes: Sequence[int] = (2, 4, 8),
-        seeds: Sequence[int] = (0,), rate: float = 20.0, smax: int = 20, omax: float = 5.0,
-        gen: str = "nrm", time_limit_s: float = 60.0,
-        on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def run(
+    qnums: Sequence[int] = (8, 12, 16, 20, 24),
+    nodes: Sequence[int] = (2, 4, 8),
+    seeds: Sequence[int] = (0,),
+    rate: float = 20.0,
+    smax: int = 20,
+    omax: float = 5.0,
+    gen: str = "nrm",
+    time_limit_s: float = 60.0,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     warm_up()
     rows = []
     for qnum in qnums:
@@ -47,8 +55,15 @@ def run(qnums: Sequence[int] = (8, 12, 16, 20, 24), nodes: Sequence[int] = (2, 4
                 plans = [optimize(h, qs, model, n_nodes) for h in HEURISTICS]
                 heur_s = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                res = solve_exact(qs, model, n_nodes, hints=plans, hint=False,
-                                  time_limit_s=time_limit_s, front=False)
+                res = solve_exact(
+                    qs,
+                    model,
+                    n_nodes,
+                    hints=plans,
+                    hint=False,
+                    time_limit_s=time_limit_s,
+                    front=False,
+                )
                 wall = time.perf_counter() - t0
                 st = res.stats
                 exhaustive = res.method == "exhaustive"
@@ -56,21 +71,37 @@ def run(qnums: Sequence[int] = (8, 12, 16, 20, 24), nodes: Sequence[int] = (2, 4
                 t_max = wall if exhaustive else st.get("t_cover", st.get("t_all"))
                 best_t = min(p.total_cost for p in plans)
                 best_m = min(p.max_cost for p in plans)
-                rows.append({
-                    "qnum": qnum, "nodes": n_nodes, "seed": seed, "rate": rate, "smax": smax,
-                    "omax": omax, "gen": gen, "method": res.method,
-                    "proven_total": bool(res.optimal_total), "proven_max": bool(res.optimal_max),
-                    "proven_both": bool(res.optimal_total and res.optimal_max),
-                    "time_s": wall, "time_total_s": t_total, "time_max_s": t_max,
-                    "heuristics_s": heur_s,
-                    "exact_total": res.min_total.total_cost, "bound_total": res.bound_total,
-                    "exact_max": res.min_max.max_cost, "bound_max": res.bound_max,
-                    "rel_gap_total": res.gap_total, "rel_gap_max": res.gap_max,
-                    "best_heuristic_total": best_t, "best_heuristic_max": best_m,
-                    "heuristic_gap_max_pct": 100 * (best_m / res.min_max.max_cost - 1),
-                    "node_sets": st.get("sets"), "bb_nodes": st.get("bb_nodes"),
-                    "trees_priced": st.get("priced"),
-                })
+                rows.append(
+                    {
+                        "qnum": qnum,
+                        "nodes": n_nodes,
+                        "seed": seed,
+                        "rate": rate,
+                        "smax": smax,
+                        "omax": omax,
+                        "gen": gen,
+                        "method": res.method,
+                        "proven_total": bool(res.optimal_total),
+                        "proven_max": bool(res.optimal_max),
+                        "proven_both": bool(res.optimal_total and res.optimal_max),
+                        "time_s": wall,
+                        "time_total_s": t_total,
+                        "time_max_s": t_max,
+                        "heuristics_s": heur_s,
+                        "exact_total": res.min_total.total_cost,
+                        "bound_total": res.bound_total,
+                        "exact_max": res.min_max.max_cost,
+                        "bound_max": res.bound_max,
+                        "rel_gap_total": res.gap_total,
+                        "rel_gap_max": res.gap_max,
+                        "best_heuristic_total": best_t,
+                        "best_heuristic_max": best_m,
+                        "heuristic_gap_max_pct": 100 * (best_m / res.min_max.max_cost - 1),
+                        "node_sets": st.get("sets"),
+                        "bb_nodes": st.get("bb_nodes"),
+                        "trees_priced": st.get("priced"),
+                    }
+                )
                 if on_row:
                     on_row(rows[-1])
     return rows

@@ -24,18 +24,26 @@ from pathlib import Path
 
 # (experiment, varied parameter, values, fixed parameters) as in Table 5.
 EXPERIMENTS: dict[int, tuple[str, list, dict]] = {
-    1: ("qnum", [100, 1_000, 10_000, 100_000, 1_000_000],
-        dict(smax=1000, rate=0.002, zskew=0.5, omax=10, gen="nrm")),
-    2: ("smax", [100, 300, 1_000, 3_000, 10_000],
-        dict(qnum=1000, rate=1.0, zskew=3, omax=100, gen="div")),
-    3: ("rate", [100, 1_000, 10_000, 100_000, 1_000_000],
-        dict(qnum=1000, smax=100, zskew=1, omax=1000, gen="nrm")),
-    4: ("zskew", [0, 0.5, 1, 2, 5, 100],
-        dict(qnum=50, smax=500, rate=0.1, omax=100, gen="nrm")),
-    5: ("omax", [100, 30, 10, 3, 1],
-        dict(qnum=1000, smax=600, rate=1.0, zskew=3, gen="div")),
+    1: (
+        "qnum",
+        [100, 1_000, 10_000, 100_000, 1_000_000],
+        dict(smax=1000, rate=0.002, zskew=0.5, omax=10, gen="nrm"),
+    ),
+    2: (
+        "smax",
+        [100, 300, 1_000, 3_000, 10_000],
+        dict(qnum=1000, rate=1.0, zskew=3, omax=100, gen="div"),
+    ),
+    3: (
+        "rate",
+        [100, 1_000, 10_000, 100_000, 1_000_000],
+        dict(qnum=1000, smax=100, zskew=1, omax=1000, gen="nrm"),
+    ),
+    4: ("zskew", [0, 0.5, 1, 2, 5, 100], dict(qnum=50, smax=500, rate=0.1, omax=100, gen="nrm")),
+    5: ("omax", [100, 30, 10, 3, 1], dict(qnum=1000, smax=600, rate=1.0, zskew=3, gen="div")),
 }
 from placement.edges import ENGINES  # noqa: E402  (the one list)
+
 # A configuration is "<engine>" (our lazy WeaveShare) or "<engine>/paper" (the paper's eager cost
 # lookup table): "f1/paper" and "bitset/paper" are the dissertation's own set-ups.
 CONFIGS = ("fast", "f1", "bitset", "f1/paper", "bitset/paper")
@@ -101,8 +109,9 @@ def _child(args: dict) -> dict:
     }
 
 
-def run_point(experiment: int, value, engine: str, cap_s: float, mem_bytes: int,
-              seed: int = 0) -> Result:
+def run_point(
+    experiment: int, value, engine: str, cap_s: float, mem_bytes: int, seed: int = 0
+) -> Result:
     param, _, fixed = EXPERIMENTS[experiment]
     spec = dict(fixed, seed=seed)
     spec[param] = value
@@ -110,8 +119,9 @@ def run_point(experiment: int, value, engine: str, cap_s: float, mem_bytes: int,
     cmd = [sys.executable, "-m", "sim.bench_f1", json.dumps(args)]
     res = Result(experiment, param, value, engine, "DNF")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap_s,
-                              env=dict(os.environ))
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=cap_s, env=dict(os.environ)
+        )
     except subprocess.TimeoutExpired:
         res.status = f"DNF (> {cap_s:g} s)"
         return res
@@ -125,9 +135,16 @@ def run_point(experiment: int, value, engine: str, cap_s: float, mem_bytes: int,
     return res
 
 
-def run(experiments=(1, 2, 3, 4, 5), engines=("fast", "f1", "f1/paper", "bitset/paper"), baseline_cap_s: float = 60.0,
-        fast_cap_s: float = 1800.0, mem_gb: float = 8.0, seed: int = 0, on_result=None,
-        values: dict[int, list] | None = None) -> list[Result]:
+def run(
+    experiments=(1, 2, 3, 4, 5),
+    engines=("fast", "f1", "f1/paper", "bitset/paper"),
+    baseline_cap_s: float = 60.0,
+    fast_cap_s: float = 1800.0,
+    mem_gb: float = 8.0,
+    seed: int = 0,
+    on_result=None,
+    values: dict[int, list] | None = None,
+) -> list[Result]:
     """All points of the chosen experiments; BitSet and F1 are capped, ``fast`` gets a big cap."""
     results = []
     for exp in experiments:
@@ -167,21 +184,30 @@ def speedups_over(results: list[Result], baseline: str) -> dict[int, dict]:
         order = [v for v in EXPERIMENTS[exp][1]]
         last = max(f1_ok, key=lambda r: order.index(r.value) if r.value in order else -1)
         f = fast.get(last.value)
-        out[exp] = {"f1_largest": last.value,
-                    "speedup": (last.seconds / f.seconds) if f and f.seconds else None}
+        out[exp] = {
+            "f1_largest": last.value,
+            "speedup": (last.seconds / f.seconds) if f and f.seconds else None,
+        }
     return out
 
 
 def to_markdown(results: list[Result]) -> str:
-    lines = ["| exp | param | value | engine | status | plan time (s) | peak MB | trees | plan |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| exp | param | value | engine | status | plan time (s) | peak MB | trees | plan |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         lines.append(
             f"| {r.experiment} | {r.param} | {r.value:g} | {r.engine} | {r.status} | "
-            + (f"{r.seconds:.3f}" if r.seconds is not None else "-") + " | "
-            + (f"{r.peak_mb:.0f}" if r.peak_mb is not None else "-") + " | "
-            + (str(r.trees) if r.trees is not None else "-") + " | "
-            + (r.plan_hash or "-") + " |")
+            + (f"{r.seconds:.3f}" if r.seconds is not None else "-")
+            + " | "
+            + (f"{r.peak_mb:.0f}" if r.peak_mb is not None else "-")
+            + " | "
+            + (str(r.trees) if r.trees is not None else "-")
+            + " | "
+            + (r.plan_hash or "-")
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -197,8 +223,13 @@ if __name__ == "__main__":  # child process entry
     print(json.dumps(_child(json.loads(sys.argv[1]))))
 
 
-def engine_micro(sizes=(4, 8, 12, 16, 20, 24, 32, 64, 256, 1024), smaxes=(100, 1000),
-                 budget_s: float = 20.0, seed: int = 0, on_row=None) -> list[dict]:
+def engine_micro(
+    sizes=(4, 8, 12, 16, 20, 24, 32, 64, 256, 1024),
+    smaxes=(100, 1000),
+    budget_s: float = 20.0,
+    seed: int = 0,
+    on_row=None,
+) -> list[dict]:
     """Engine-only comparison: the edge rate of one tree of ``n`` generated queries (nrm, omax 10)
     with each engine, cold caches, each engine under a ``budget_s`` time budget (bitset also under
     a 2 GiB bitmap cap). Densities of engines that finish must agree exactly."""

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from placement.distributed import optimize
 from placement.pareto import SEED_OPTIMIZERS, hypervolume, weakly_dominates, wg_pf
@@ -47,22 +48,33 @@ def mixed_queries(n: int, rng: random.Random) -> tuple[list[Query], dict[str, fl
     return qs, rates
 
 
-def mixed_instances(count: int, seed: int = 0, sizes=(12, 24, 36, 48), nodes=(2, 3, 4)
-                    ) -> list[dict[str, Any]]:
+def mixed_instances(
+    count: int, seed: int = 0, sizes=(12, 24, 36, 48), nodes=(2, 3, 4)
+) -> list[dict[str, Any]]:
     """``count`` instances cycling sizes x nodes x techniques, workloads from ``seed + i``."""
     out = []
     for i in range(count):
         rng = random.Random(seed + i)
         n = sizes[i % len(sizes)]
         qs, rates = mixed_queries(n, rng)
-        out.append({"i": i, "qnum": n, "nodes": nodes[(i // len(sizes)) % len(nodes)],
-                    "ie": TECHNIQUES[(i // (len(sizes) * len(nodes))) % len(TECHNIQUES)],
-                    "queries": qs, "rates": rates})
+        out.append(
+            {
+                "i": i,
+                "qnum": n,
+                "nodes": nodes[(i // len(sizes)) % len(nodes)],
+                "ie": TECHNIQUES[(i // (len(sizes) * len(nodes))) % len(TECHNIQUES)],
+                "queries": qs,
+                "rates": rates,
+            }
+        )
     return out
 
 
-def dominance(instances: list[dict[str, Any]], front_size: int = 8,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def dominance(
+    instances: list[dict[str, Any]],
+    front_size: int = 8,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """One row per (instance, seed optimizer): weakly dominated by WG_PF's front?"""
     rows = []
     for inst in instances:
@@ -73,19 +85,32 @@ def dominance(instances: list[dict[str, Any]], front_size: int = 8,
         pts = [(p.total_cost, p.max_cost) for p in res.front]
         for name in SEED_OPTIMIZERS:
             p = optimize(name, qs, CostModel(inst["ie"], inst["rates"]), nodes)
-            rows.append({"i": inst["i"], "qnum": inst["qnum"], "nodes": nodes, "ie": inst["ie"],
-                         "optimizer": name, "total_cost": p.total_cost,
-                         "max_cost": p.max_cost, "front_points": len(pts), "wg_pf_s": pf_s,
-                         "weakly_dominated": any(weakly_dominates(f, (p.total_cost,
-                                                                      p.max_cost))
-                                                 for f in pts)})
+            rows.append(
+                {
+                    "i": inst["i"],
+                    "qnum": inst["qnum"],
+                    "nodes": nodes,
+                    "ie": inst["ie"],
+                    "optimizer": name,
+                    "total_cost": p.total_cost,
+                    "max_cost": p.max_cost,
+                    "front_points": len(pts),
+                    "wg_pf_s": pf_s,
+                    "weakly_dominated": any(
+                        weakly_dominates(f, (p.total_cost, p.max_cost)) for f in pts
+                    ),
+                }
+            )
         if on_row:
             on_row(rows[-1])
     return rows
 
 
-def hv_vs_exact(instances: list[dict[str, Any]], front_size: int = 8,
-                on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def hv_vs_exact(
+    instances: list[dict[str, Any]],
+    front_size: int = 8,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
     """Hypervolume ratio WG_PF / exact on small instances (``placement.exact.solve_exact``)."""
     from placement.exact import solve_exact
 
@@ -98,16 +123,25 @@ def hv_vs_exact(instances: list[dict[str, Any]], front_size: int = 8,
         ref = (1.1 * max(p[0] for p in ep), 1.1 * max(p[1] for p in ep))
         hv = hypervolume(ep, ref)
         got = hypervolume([(p.total_cost, p.max_cost) for p in res.front], ref)
-        rows.append({"i": inst["i"], "qnum": inst["qnum"], "nodes": inst["nodes"],
-                     "ie": inst["ie"], "exact_points": len(ep), "front_points": len(res.front),
-                     "hv_ratio": got / hv if hv > 0 else 1.0})
+        rows.append(
+            {
+                "i": inst["i"],
+                "qnum": inst["qnum"],
+                "nodes": inst["nodes"],
+                "ie": inst["ie"],
+                "exact_points": len(ep),
+                "front_points": len(res.front),
+                "hv_ratio": got / hv if hv > 0 else 1.0,
+            }
+        )
         if on_row:
             on_row(rows[-1])
     return rows
 
 
-def runtime(points: list[dict[str, Any]], nodes: int,
-            on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+def runtime(
+    points: list[dict[str, Any]], nodes: int, on_row: Callable[[dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
     """WG_PF's whole front vs WG_LS at generator points (``sim.workload.WorkloadSpec`` kwargs),
     fresh cost models, both orders (caches of the edge engine may favour the second run)."""
     from sim.workload import WorkloadSpec, generate
@@ -156,10 +190,16 @@ def run_summary(run_dir) -> dict[str, Any]:
         ref = (1.1 * max(p[0] for p in sf), 1.1 * max(p[1] for p in sf))
         hs = hypervolume(sf, ref)
         ls = g[g.optimizer == "WG_LS"]
-        row = {"config_id": cid, "qnum": pf.qnum, "nodes": pf.nodes, "front_points": len(fp),
-               "new_points": sum(not any(weakly_dominates(s, f) for s in sf) for f in fp),
-               "hv_over_seeds": hypervolume(fp, ref) / hs if hs > 0 else 1.0,
-               "pf_s": pf.runtime_s, "ls_s": float(ls.runtime_s.iloc[0]) if len(ls) else None}
+        row = {
+            "config_id": cid,
+            "qnum": pf.qnum,
+            "nodes": pf.nodes,
+            "front_points": len(fp),
+            "new_points": sum(not any(weakly_dominates(s, f) for s in sf) for f in fp),
+            "hv_over_seeds": hypervolume(fp, ref) / hs if hs > 0 else 1.0,
+            "pf_s": pf.runtime_s,
+            "ls_s": float(ls.runtime_s.iloc[0]) if len(ls) else None,
+        }
         ex = run / f"plans/c{cid:04d}_EXACT_front.json"
         if ex.exists():
             ep = [(x["total_cost"], x["max_cost"]) for x in json.loads(ex.read_text())]
@@ -170,23 +210,31 @@ def run_summary(run_dir) -> dict[str, Any]:
         rows.append(row)
     r = pd.DataFrame(rows)
     dom = d[d.optimizer != "WG_PF"].groupby("optimizer", sort=False)["pf_weakly_dominates"]
-    out = {"configs": len(r), "weak_dominance_pct_min": 100 * float(dom.mean().min()),
-           "weak_dominance_pct_all": 100 * float(d.loc[d.optimizer != "WG_PF",
-                                                       "pf_weakly_dominates"].mean()),
-           "front_points_mean": float(r.front_points.mean()),
-           "configs_with_new_points_pct": 100 * float((r.new_points > 0).mean()),
-           "hv_over_seeds_mean": float(r.hv_over_seeds.mean()),
-           "hv_over_seeds_max": float(r.hv_over_seeds.max())}
+    out = {
+        "configs": len(r),
+        "weak_dominance_pct_min": 100 * float(dom.mean().min()),
+        "weak_dominance_pct_all": 100
+        * float(d.loc[d.optimizer != "WG_PF", "pf_weakly_dominates"].mean()),
+        "front_points_mean": float(r.front_points.mean()),
+        "configs_with_new_points_pct": 100 * float((r.new_points > 0).mean()),
+        "hv_over_seeds_mean": float(r.hv_over_seeds.mean()),
+        "hv_over_seeds_max": float(r.hv_over_seeds.max()),
+    }
     if "hv_over_exact" in r:
-        out.update(hv_over_exact_mean=float(r.hv_over_exact.mean()),
-                   hv_over_exact_min=float(r.hv_over_exact.min()),
-                   hv_within_1pct_pct=100 * float((r.hv_over_exact >= 0.99).mean()),
-                   hv_seeds_over_exact_mean=float(r.hv_seeds_over_exact.mean()))
+        out.update(
+            hv_over_exact_mean=float(r.hv_over_exact.mean()),
+            hv_over_exact_min=float(r.hv_over_exact.min()),
+            hv_within_1pct_pct=100 * float((r.hv_over_exact >= 0.99).mean()),
+            hv_seeds_over_exact_mean=float(r.hv_seeds_over_exact.mean()),
+        )
     if r.ls_s.notna().all():
         ratio = r.pf_s / r.ls_s
         big = (r.qnum == r.qnum.max()) & (r.nodes == r.nodes.max())
-        out.update(runtime_ratio_median=float(ratio.median()),
-                   runtime_ratio_largest_point_max=float(ratio[big].max()),
-                   runtime_ratio_largest_point_mean=float(ratio[big].mean()),
-                   pf_s_total=float(r.pf_s.sum()), ls_s_total=float(r.ls_s.sum()))
+        out.update(
+            runtime_ratio_median=float(ratio.median()),
+            runtime_ratio_largest_point_max=float(ratio[big].max()),
+            runtime_ratio_largest_point_mean=float(ratio[big].mean()),
+            pf_s_total=float(r.pf_s.sum()),
+            ls_s_total=float(r.ls_s.sum()),
+        )
     return out

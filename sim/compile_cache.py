@@ -19,12 +19,13 @@ Now:
 numba keys its cache on each kernel's source file: after editing ``executors/aggregates.py``
 (shared combine functions) clear the cache directory (``executors/README.md``, Caveats).
 """
+
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = REPO / ".cache" / "numba"
@@ -64,7 +65,7 @@ def executor_cases() -> list[tuple[str, str, str, tuple[str, ...], bool]]:
     """(technique, slicing, value kind, aggregates, sliced input) for every executor
     configuration a run can use: every technique and slicing, int and float values, the
     aggregates the technique runs, tuple and pre-aggregated slice input."""
-    from executors.tree import ALL_TECHNIQUES, SINGLE_LENGTH, SLICINGS
+    from executors.tree import ALL_TECHNIQUES, SLICINGS
     from placement.queries import AGGREGATES, INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 
     cases = []
@@ -82,8 +83,9 @@ def executor_cases() -> list[tuple[str, str, str, tuple[str, ...], bool]]:
     return cases
 
 
-def warm_executor_case(tech: str, slicing: str, kind: str, aggs: tuple[str, ...],
-                       sliced: bool) -> None:
+def warm_executor_case(
+    tech: str, slicing: str, kind: str, aggs: tuple[str, ...], sliced: bool
+) -> None:
     """Run one small tree of this configuration (compiles or loads its kernels)."""
     import numpy as np
 
@@ -91,8 +93,11 @@ def warm_executor_case(tech: str, slicing: str, kind: str, aggs: tuple[str, ...]
     from executors.tree import SINGLE_LENGTH, ExecutionTree
 
     wins = [(10, 4)] if tech in SINGLE_LENGTH else [(10, 4), (7, 3), (12, 6)]
-    qs = [{"id": f"{a}{j}", "aggregate": a, "range": r, "slide": s}
-          for a in aggs for j, (r, s) in enumerate(wins)]
+    qs = [
+        {"id": f"{a}{j}", "aggregate": a, "range": r, "slide": s}
+        for a in aggs
+        for j, (r, s) in enumerate(wins)
+    ]
     ts = np.arange(0, 200, dtype=np.int64)
     v = (ts % 7).astype(np.float64 if kind == "f" else np.int64)
     cls = SlicedExecutionTree if sliced else ExecutionTree
@@ -115,8 +120,10 @@ def warm_all(progress: Callable[[str], None] | None = None) -> dict[str, float]:
     out["placement_s"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     for case in executor_cases():
-        say(f"executors: {case[0]} {case[1]} {'float' if case[2] == 'f' else 'int'}"
-            f"{' slices' if case[4] else ''}")
+        say(
+            f"executors: {case[0]} {case[1]} {'float' if case[2] == 'f' else 'int'}"
+            f"{' slices' if case[4] else ''}"
+        )
         warm_executor_case(*case)
     out["executors_s"] = time.perf_counter() - t1
     return out

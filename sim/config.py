@@ -35,11 +35,21 @@ import itertools
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag,
-                      ValidationError, ValidationInfo, field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from placement.cost import TECHNIQUES
 from placement.distributed import ALL_OPTIMIZERS
@@ -54,11 +64,11 @@ from sim.workload import GENERATORS
 # engines: placement.edges; optimizers: placement.distributed + placement.weaveshare).
 SINGLE_NODE_OPTIMIZERS = tuple(_SINGLE)
 OPTIMIZER_NAMES = tuple(ALL_OPTIMIZERS) + SINGLE_NODE_OPTIMIZERS
-EXACT_LIMIT = 24          # beyond ~24 queries the exact search rarely proves within a minute
-EXACT_DEFAULT = 12        # ``exact: true``: ~3 s per (workload, 4 nodes) with the exhaustive solver
+EXACT_LIMIT = 24  # beyond ~24 queries the exact search rarely proves within a minute
+EXACT_DEFAULT = 12  # ``exact: true``: ~3 s per (workload, 4 nodes) with the exhaustive solver
 MAX_GRID_POINTS = 100_000  # a typo like ``seed: [0, ..., 99999]`` x 13 optimizers is refused
 MAX_QNUM = 10_000_000
-MAX_SMAX = 10_000_000      # the generator materialises the candidate slides 1..Smax
+MAX_SMAX = 10_000_000  # the generator materialises the candidate slides 1..Smax
 SECTIONS = ("name", "workload", "streams", "cluster", "placement", "data", "run")
 
 
@@ -67,6 +77,7 @@ class ConfigError(ValueError):
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
 
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
@@ -77,8 +88,8 @@ def _one_or_list(item: Any) -> Any:
     """``x`` or a non-empty list of ``x``; a discriminator keeps errors to the branch used
     (a plain Union would report every branch's complaint)."""
     return Annotated[
-        Union[Annotated[item, Tag("__one__")],
-              Annotated[list[item], Field(min_length=1), Tag("__many__")]],
+        Annotated[item, Tag("__one__")]
+        | Annotated[list[item], Field(min_length=1), Tag("__many__")],
         Discriminator(lambda v: "__many__" if isinstance(v, list) else "__one__"),
     ]
 
@@ -90,8 +101,9 @@ def _as_list(value: Any) -> list:
 class Strict(BaseModel):
     """Base: unknown keys refused, no type coercion, no NaN/inf, assignments re-validated."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False,
-                              validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, allow_inf_nan=False, validate_default=True
+    )
 
 
 PosInt = Annotated[int, Field(ge=1)]
@@ -104,6 +116,7 @@ def _id_to_str(v: Any) -> Any:
 
 
 # ---- workload ---------------------------------------------------------------------------------
+
 
 class QuerySpec(Strict):
     """One explicit ACQ (DESIGN.md s. 1)."""
@@ -146,22 +159,28 @@ class Workload(Strict):
     generator: GeneratorSpec | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> "Workload":
+    def _one_source(self) -> Workload:
         if (self.queries is None) == (self.generator is None):
-            raise ConfigError("workload: give exactly one of 'queries' (explicit list) or "
-                              "'generator' (qnum, smax, rate, zskew, omax, gen, seed)")
+            raise ConfigError(
+                "workload: give exactly one of 'queries' (explicit list) or "
+                "'generator' (qnum, smax, rate, zskew, omax, gen, seed)"
+            )
         if self.queries is not None:
             first: dict[str, int] = {}
             for i, q in enumerate(self.queries):
                 if q.id in first:
-                    raise ConfigError(f"workload.queries[{i}].id: duplicate query id {q.id!r} "
-                                      f"(also workload.queries[{first[q.id]}]); ids must be unique")
+                    raise ConfigError(
+                        f"workload.queries[{i}].id: duplicate query id {q.id!r} "
+                        f"(also workload.queries[{first[q.id]}]); ids must be unique"
+                    )
                 first[q.id] = i
         if self.generator is not None:
             g = self.generator
             if "div" in _as_list(g.gen) and min(_as_list(g.smax)) < 2:
-                raise ConfigError(f"workload.generator.smax: gen 'div' draws prime slides and "
-                                  f"needs smax >= 2 (got {min(_as_list(g.smax))})")
+                raise ConfigError(
+                    f"workload.generator.smax: gen 'div' draws prime slides and "
+                    f"needs smax >= 2 (got {min(_as_list(g.smax))})"
+                )
         return self
 
 
@@ -170,6 +189,7 @@ class StreamSpec(Strict):
 
 
 # ---- cluster ----------------------------------------------------------------------------------
+
 
 class NodeSpec(Strict):
     """One node; ``capacity`` in aggregate operations per time unit (``null``: unbounded)."""
@@ -189,13 +209,17 @@ def _nodes_tag(v: Any) -> str | None:
 
 
 NodesField = Annotated[
-    Union[Annotated[Annotated[int, Field(ge=1, le=100_000)], Tag("__count__")],
-          Annotated[list[Annotated[int, Field(ge=1, le=100_000)]], Field(min_length=1),
-                    Tag("__counts__")],
-          Annotated[list[NodeSpec], Field(min_length=1), Tag("__specs__")]],
-    Discriminator(_nodes_tag, custom_error_type="nodes_shape",
-                  custom_error_message="expected a node count (>= 1), a list of counts (a grid "
-                                       "axis) or a list of {id, capacity} mappings"),
+    Annotated[Annotated[int, Field(ge=1, le=100000)], Tag("__count__")]
+    | Annotated[
+        list[Annotated[int, Field(ge=1, le=100000)]], Field(min_length=1), Tag("__counts__")
+    ]
+    | Annotated[list[NodeSpec], Field(min_length=1), Tag("__specs__")],
+    Discriminator(
+        _nodes_tag,
+        custom_error_type="nodes_shape",
+        custom_error_message="expected a node count (>= 1), a list of counts (a grid "
+        "axis) or a list of {id, capacity} mappings",
+    ),
 ]
 
 
@@ -213,19 +237,23 @@ class Cluster(Strict):
     spark: SparkSpec = SparkSpec()
 
     @model_validator(mode="after")
-    def _capacities(self) -> "Cluster":
+    def _capacities(self) -> Cluster:
         if isinstance(self.nodes, list) and self.nodes and isinstance(self.nodes[0], NodeSpec):
             caps = [n.capacity for n in self.nodes]
             if any(c is None for c in caps) and not all(c is None for c in caps):
                 i = caps.index(None)
-                raise ConfigError(f"cluster.nodes[{i}].capacity: missing; give a capacity for "
-                                  "every node or for none")
+                raise ConfigError(
+                    f"cluster.nodes[{i}].capacity: missing; give a capacity for "
+                    "every node or for none"
+                )
             seen: dict[str, int] = {}
             for i, n in enumerate(self.nodes):
                 if n.id is not None:
                     if n.id in seen:
-                        raise ConfigError(f"cluster.nodes[{i}].id: duplicate node id {n.id!r} "
-                                          f"(also cluster.nodes[{seen[n.id]}])")
+                        raise ConfigError(
+                            f"cluster.nodes[{i}].id: duplicate node id {n.id!r} "
+                            f"(also cluster.nodes[{seen[n.id]}])"
+                        )
                     seen[n.id] = i
         return self
 
@@ -262,13 +290,15 @@ class Placement(Strict):
     slicing: Literal[SLICINGS] = "pairs"  # type: ignore[valid-type]
     engine: Literal[ENGINES] = "fast"  # type: ignore[valid-type]
     preprocess: Annotated[
-        Union[Annotated[bool, Tag("__bool__")],
-              Annotated[Literal["none", "classes", "slides"], Tag("__str__")]],
-        Discriminator(_preprocess_tag)] = False
+        Annotated[bool, Tag("__bool__")]
+        | Annotated[Literal["none", "classes", "slides"], Tag("__str__")],
+        Discriminator(_preprocess_tag),
+    ] = False
     exact: Annotated[
-        Union[Annotated[bool, Tag("__bool__")],
-              Annotated[int, Field(ge=0, le=EXACT_LIMIT), Tag("__int__")]],
-        Discriminator(_exact_tag)] = False
+        Annotated[bool, Tag("__bool__")]
+        | Annotated[int, Field(ge=0, le=EXACT_LIMIT), Tag("__int__")],
+        Discriminator(_exact_tag),
+    ] = False
     #: seconds the exact solver may spend per workload and node layout before it reports its
     #: best plan (never worse than the run's heuristics) with a proven bound (placement.exact)
     exact_time_limit: Annotated[float, Field(gt=0, le=86400)] = 60.0
@@ -309,10 +339,12 @@ class Placement(Strict):
         names = _as_list(v)
         for i, name in enumerate(names):
             if name not in OPTIMIZER_NAMES:
-                where = f"placement.optimizers[{i}]" if isinstance(v, list) else \
-                    "placement.optimizers"
-                raise ConfigError(f"{where}: unknown optimizer {name!r}; allowed: "
-                                  f"{', '.join(OPTIMIZER_NAMES)}")
+                where = (
+                    f"placement.optimizers[{i}]" if isinstance(v, list) else "placement.optimizers"
+                )
+                raise ConfigError(
+                    f"{where}: unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZER_NAMES)}"
+                )
             if name in names[:i]:
                 raise ConfigError(f"placement.optimizers[{i}]: {name!r} is listed twice")
         return v
@@ -350,16 +382,20 @@ class DirectorySpec(Strict):
     @classmethod
     def _file_glob(cls, v: str) -> str:
         if "/" in v:
-            raise ConfigError(f"data.directory.pattern: {v!r} is a path; expected a glob over "
-                              "file names such as '*.tsv' (the directory is data.directory.path)")
+            raise ConfigError(
+                f"data.directory.pattern: {v!r} is a path; expected a glob over "
+                "file names such as '*.tsv' (the directory is data.directory.path)"
+            )
         return v
 
     @model_validator(mode="after")
-    def _idle_after_poll(self) -> "DirectorySpec":
+    def _idle_after_poll(self) -> DirectorySpec:
         if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
-            raise ConfigError(f"data.directory.idle_timeout_s: {self.idle_timeout_s:g} must "
-                              f"exceed poll_s ({self.poll_s:g}): Spark looks for new files once "
-                              "per poll")
+            raise ConfigError(
+                f"data.directory.idle_timeout_s: {self.idle_timeout_s:g} must "
+                f"exceed poll_s ({self.poll_s:g}): Spark looks for new files once "
+                "per poll"
+            )
         return self
 
 
@@ -376,39 +412,51 @@ class Data(Strict):
     seed: Annotated[int, Field(ge=0)] = 0
 
     @model_validator(mode="after")
-    def _resolve(self, info: ValidationInfo) -> "Data":
+    def _resolve(self, info: ValidationInfo) -> Data:
         if self.path is None and self.directory is None:
             if "extra_columns" in self.model_fields_set:
-                raise ConfigError("data.extra_columns: applies to DEBS text input; give "
-                                  "data.path or data.directory (generated data has no "
-                                  "extra columns)")
+                raise ConfigError(
+                    "data.extra_columns: applies to DEBS text input; give "
+                    "data.path or data.directory (generated data has no "
+                    "extra columns)"
+                )
             return self
         if self.path is not None and self.directory is not None:
-            raise ConfigError("data.directory: next to data.path; give one input: a file "
-                              "(data.path) or a directory of arriving files (data.directory)")
+            raise ConfigError(
+                "data.directory: next to data.path; give one input: a file "
+                "(data.path) or a directory of arriving files (data.directory)"
+            )
         key = "data.path" if self.path is not None else "data.directory"
         synthetic = self.model_fields_set & {"duration_s", "rate_hz", "seed"}
         if synthetic:
-            raise ConfigError(f"data.{sorted(synthetic)[0]}: a synthetic-feed parameter next to "
-                              f"{key}; give either {key} or {{duration_s, rate_hz, seed}}")
+            raise ConfigError(
+                f"data.{sorted(synthetic)[0]}: a synthetic-feed parameter next to "
+                f"{key}; give either {key} or {{duration_s, rate_hz, seed}}"
+            )
         base = Path((info.context or {}).get("base_dir", "."))
         if self.directory is not None:
             p = Path(self.directory.path).expanduser()
             p = (p if p.is_absolute() else base / p).resolve()
             if p.is_file():
-                raise ConfigError(f"data.directory.path: {str(p)!r} is a file; a directory is "
-                                  "watched for arriving files (one file: data.path)")
+                raise ConfigError(
+                    f"data.directory.path: {str(p)!r} is a file; a directory is "
+                    "watched for arriving files (one file: data.path)"
+                )
             if not p.is_dir():
-                raise ConfigError(f"data.directory.path: directory not found: {str(p)!r} "
-                                  "(create it first; relative paths are relative to the "
-                                  "config file)")
+                raise ConfigError(
+                    f"data.directory.path: directory not found: {str(p)!r} "
+                    "(create it first; relative paths are relative to the "
+                    "config file)"
+                )
             object.__setattr__(self.directory, "path", str(p))
             return self
         p = Path(self.path).expanduser()
         p = p if p.is_absolute() else base / p
         if not p.is_file():
-            raise ConfigError(f"data.path: file not found: {str(p)!r} (relative paths are "
-                              "relative to the config file)")
+            raise ConfigError(
+                f"data.path: file not found: {str(p)!r} (relative paths are "
+                "relative to the config file)"
+            )
         object.__setattr__(self, "path", str(p.resolve()))
         return self
 
@@ -443,30 +491,35 @@ class Run(Strict):
     # simulate: processes, each taking whole workloads (default 1: in this process)
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     batch_rows: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 18  # live feed batch size
-    checkpoint_every: Annotated[int, Field(ge=1)] | None = None   # batches; null: by log size
+    checkpoint_every: Annotated[int, Field(ge=1)] | None = None  # batches; null: by log size
     faults: list[FaultSpec] = []
     control: ControlSpec = ControlSpec()
 
     @model_validator(mode="after")
-    def _fault_fields(self) -> "Run":
+    def _fault_fields(self) -> Run:
         for i, f in enumerate(self.faults):
             if f.kind != "add" and f.node is None:
-                raise ConfigError(f"run.faults[{i}].node: required for kind {f.kind} (the node "
-                                  "to act on)")
+                raise ConfigError(
+                    f"run.faults[{i}].node: required for kind {f.kind} (the node to act on)"
+                )
             if f.kind != "add" and f.capacity is not None:
-                raise ConfigError(f"run.faults[{i}].capacity: only a node added (kind: add) "
-                                  f"takes a capacity, not kind {f.kind}")
+                raise ConfigError(
+                    f"run.faults[{i}].capacity: only a node added (kind: add) "
+                    f"takes a capacity, not kind {f.kind}"
+                )
         return self
 
-    def check_faults(self, node_ids: list[str],
-                     capacities: list[float | None] | None = None) -> None:
+    def check_faults(
+        self, node_ids: list[str], capacities: list[float | None] | None = None
+    ) -> None:
         """A drill names known nodes (or nodes it added earlier), touches no node after losing
         it, adds no existing id and leaves one node; an added node has a capacity exactly when
         the cluster's nodes do (the same rules as ``cluster.deploy.check_faults`` and
         ``Deployment.add_node``, without importing the cluster)."""
         order = sorted(range(len(self.faults)), key=lambda i: (self.faults[i].at_batch, i))
-        explicit = {f.node: i for i, f in enumerate(self.faults)
-                    if f.kind == "add" and f.node is not None}
+        explicit = {
+            f.node: i for i, f in enumerate(self.faults) if f.kind == "add" and f.node is not None
+        }
         caps = capacities or [None] * len(node_ids)
         lost: dict[str, int] = {}
         added: dict[str, int] = {}
@@ -482,35 +535,48 @@ class Run(Strict):
                     node = f"node-{k}"
                 if node in node_ids or node in added:
                     by = "cluster.nodes" if node in node_ids else f"run.faults[{added[node]}]"
-                    raise ConfigError(f"run.faults[{i}].node: node {node!r} already exists (in "
-                                      f"{by}); an added node needs a new id")
-                if f.capacity is None and any(c is not None for c in caps) \
-                        and len(set(caps)) != 1:
-                    raise ConfigError(f"run.faults[{i}].capacity: required: the cluster's "
-                                      "nodes have different capacities")
+                    raise ConfigError(
+                        f"run.faults[{i}].node: node {node!r} already exists (in "
+                        f"{by}); an added node needs a new id"
+                    )
+                if f.capacity is None and any(c is not None for c in caps) and len(set(caps)) != 1:
+                    raise ConfigError(
+                        f"run.faults[{i}].capacity: required: the cluster's "
+                        "nodes have different capacities"
+                    )
                 if f.capacity is not None and all(c is None for c in caps):
-                    raise ConfigError(f"run.faults[{i}].capacity: the cluster's nodes have no "
-                                      "capacity, so an added node takes none")
+                    raise ConfigError(
+                        f"run.faults[{i}].capacity: the cluster's nodes have no "
+                        "capacity, so an added node takes none"
+                    )
                 added[node] = i
                 alive.add(node)
                 continue
             if f.node not in node_ids and f.node not in added:
                 if f.node in explicit:
                     j = explicit[f.node]
-                    raise ConfigError(f"run.faults[{i}]: node {f.node!r} is added only by "
-                                      f"run.faults[{j}] at batch {self.faults[j].at_batch}, "
-                                      f"after this fault (batch {f.at_batch})")
-                raise ConfigError(f"run.faults[{i}].node: unknown node {f.node!r}; nodes: "
-                                  f"{', '.join(list(node_ids) + list(added))}")
+                    raise ConfigError(
+                        f"run.faults[{i}]: node {f.node!r} is added only by "
+                        f"run.faults[{j}] at batch {self.faults[j].at_batch}, "
+                        f"after this fault (batch {f.at_batch})"
+                    )
+                raise ConfigError(
+                    f"run.faults[{i}].node: unknown node {f.node!r}; nodes: "
+                    f"{', '.join(list(node_ids) + list(added))}"
+                )
             if f.node in lost:
-                raise ConfigError(f"run.faults[{i}]: node {f.node!r} is already lost (by "
-                                  f"run.faults[{lost[f.node]}]); nothing to {f.kind}")
+                raise ConfigError(
+                    f"run.faults[{i}]: node {f.node!r} is already lost (by "
+                    f"run.faults[{lost[f.node]}]); nothing to {f.kind}"
+                )
             if f.kind == "lose":
                 lost[f.node] = i
                 alive.discard(f.node)
                 if not alive:
-                    raise ConfigError(f"run.faults[{i}]: losing node {f.node!r} loses every "
-                                      "node; at least one must survive to run the queries")
+                    raise ConfigError(
+                        f"run.faults[{i}]: losing node {f.node!r} loses every "
+                        "node; at least one must survive to run the queries"
+                    )
 
 
 class Config(Strict):
@@ -525,36 +591,46 @@ class Config(Strict):
     run: Run = Run()
 
     @model_validator(mode="after")
-    def _cross(self) -> "Config":
+    def _cross(self) -> Config:
         wl = self.workload
         if wl.generator is not None:
             if self.streams is not None:
-                raise ConfigError("streams: only used with workload.queries; the generator's "
-                                  "input rate is workload.generator.rate")
+                raise ConfigError(
+                    "streams: only used with workload.queries; the generator's "
+                    "input rate is workload.generator.rate"
+                )
             n = wl.generator.size() * len(self.cluster.layouts())
             if n > MAX_GRID_POINTS:
-                raise ConfigError(f"workload.generator: the grid has {n} points (x node counts); "
-                                  f"allowed: at most {MAX_GRID_POINTS}")
+                raise ConfigError(
+                    f"workload.generator: the grid has {n} points (x node counts); "
+                    f"allowed: at most {MAX_GRID_POINTS}"
+                )
         if self.run.faults:
             if self.run.mode != "live":
                 raise ConfigError("run.faults: a fault drill needs a live run (run.mode: live)")
             layouts = self.cluster.layouts()
             if len(layouts) == 1:  # (a live run refuses several layouts with its own message)
                 self.run.check_faults(*layouts[0])
-        if self.placement.choose is not None and \
-                self.placement.choose_rule([None]).rule == "capacities" and \
-                all(c is None for _, caps in self.cluster.layouts() for c in caps):
-            raise ConfigError("placement.choose: 'capacities' needs node capacities "
-                              "(cluster.nodes: [{id, capacity}, ...]); allowed without them: "
-                              "{max_cost_at_most: N}, {max_cost_within: \"p%\"}, "
-                              "{total_cost_within: \"p%\"}")
+        if (
+            self.placement.choose is not None
+            and self.placement.choose_rule([None]).rule == "capacities"
+            and all(c is None for _, caps in self.cluster.layouts() for c in caps)
+        ):
+            raise ConfigError(
+                "placement.choose: 'capacities' needs node capacities "
+                "(cluster.nodes: [{id, capacity}, ...]); allowed without them: "
+                '{max_cost_at_most: N}, {max_cost_within: "p%"}, '
+                '{total_cost_within: "p%"}'
+            )
         if wl.generator is None:
             rates = self.streams or {}
             for i, q in enumerate(wl.queries or []):
                 if q.stream not in rates:
-                    raise ConfigError(f"streams: no rate for stream {q.stream!r} used by "
-                                      f"workload.queries[{i}]; add streams: {{{q.stream}: "
-                                      "{rate: <tuples per time unit>}}")
+                    raise ConfigError(
+                        f"streams: no rate for stream {q.stream!r} used by "
+                        f"workload.queries[{i}]; add streams: {{{q.stream}: "
+                        "{rate: <tuples per time unit>}}"
+                    )
         return self
 
     # ---- expansion ----
@@ -574,8 +650,11 @@ class Config(Strict):
         wl = self.workload
         if wl.generator is not None:
             g = wl.generator
-            axes = [f"{k}={getattr(g, k)}" for k in GeneratorSpec.GRID_KEYS
-                    if isinstance(getattr(g, k), list)]
+            axes = [
+                f"{k}={getattr(g, k)}"
+                for k in GeneratorSpec.GRID_KEYS
+                if isinstance(getattr(g, k), list)
+            ]
             work = f"generator, {g.size()} workload(s)" + (f" ({', '.join(axes)})" if axes else "")
         else:
             work = f"{len(wl.queries)} explicit queries on {len(self.streams or {})} stream(s)"
@@ -583,12 +662,14 @@ class Config(Strict):
         nodes = ", ".join(str(len(ids)) for ids, _ in layouts)
         opts = self.placement.optimizer_list
         n = len(self.points())
-        return (f"{work}; nodes: {nodes}; {n} configuration(s) x {len(opts)} optimizer(s) "
-                f"[{', '.join(opts)}]; ie={self.placement.ie}; "
-                f"slicing={self.placement.slicing}; "
-                f"exact: {'qnum <= ' + str(self.placement.exact_max_queries) if self.placement.exact_max_queries else 'off'}; "
-                f"mode={self.run.mode}; output_dir={self.run.output_dir}"
-                + (f"; fault drill: {len(self.run.faults)} fault(s)" if self.run.faults else ""))
+        return (
+            f"{work}; nodes: {nodes}; {n} configuration(s) x {len(opts)} optimizer(s) "
+            f"[{', '.join(opts)}]; ie={self.placement.ie}; "
+            f"slicing={self.placement.slicing}; "
+            f"exact: {'qnum <= ' + str(self.placement.exact_max_queries) if self.placement.exact_max_queries else 'off'}; "
+            f"mode={self.run.mode}; output_dir={self.run.output_dir}"
+            + (f"; fault drill: {len(self.run.faults)} fault(s)" if self.run.faults else "")
+        )
 
 
 # ---- loading and error messages ---------------------------------------------------------------
@@ -666,7 +747,7 @@ def _message(err: dict[str, Any]) -> str:
         return f"{path}: required key is missing"
     msg = err.get("msg", "invalid value")
     if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+        msg = msg[len("Value error, ") :]
     msg = msg.replace("Input should be", "expected").replace("Input", "value")
     if typ == "too_short":
         msg = "expected a non-empty list"
@@ -710,11 +791,14 @@ def _check_keys(node: Any, path: str = "", seen: set[int] | None = None) -> None
 def config_from_mapping(raw: Any, base_dir: str | Path = ".") -> Config:
     """Validate an already-parsed mapping; ``base_dir`` resolves ``data.path``."""
     if raw is None:
-        raise ConfigError("config: the file is empty; expected a mapping with sections "
-                          + ", ".join(SECTIONS))
+        raise ConfigError(
+            "config: the file is empty; expected a mapping with sections " + ", ".join(SECTIONS)
+        )
     if not isinstance(raw, dict):
-        raise ConfigError(f"config: expected a mapping with sections {', '.join(SECTIONS)}; "
-                          f"got {type(raw).__name__} {_short(raw)}")
+        raise ConfigError(
+            f"config: expected a mapping with sections {', '.join(SECTIONS)}; "
+            f"got {type(raw).__name__} {_short(raw)}"
+        )
     _check_keys(raw)
     try:
         return Config.model_validate(raw, context={"base_dir": str(base_dir)})
@@ -748,4 +832,3 @@ def load_config(path: str | Path) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: cannot read config: {exc}") from None
     return load_config_text(text, p.parent, str(p))
-

@@ -12,6 +12,7 @@ operations per ms) plus, over the count trees alone, planned vs measured edges a
 final-aggregation operations per ms and what the unconverted model (edges per tuple taken as
 edges per ms) would have planned.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,14 +31,28 @@ def count_workload(qnum: int = 40, smax: int = 50, omax: float = 20.0, seed: int
     from sim.workload import WorkloadSpec, generate
 
     qs = generate(WorkloadSpec(qnum=qnum, smax=smax, rate=1.0, omax=omax, gen="nrm", seed=seed))
-    return [replace(q, stream=STREAMS[i % 2], aggregate=AGGS[i % 3],
-                    kind="count" if i % 2 == 0 else "time") for i, q in enumerate(qs)]
+    return [
+        replace(
+            q, stream=STREAMS[i % 2], aggregate=AGGS[i % 3], kind="count" if i % 2 == 0 else "time"
+        )
+        for i, q in enumerate(qs)
+    ]
 
 
-def run_count_check(qnum: int = 40, smax: int = 50, omax: float = 20.0, rate: float = 0.5,
-                    tuples: int = 1_000_000, nodes: int = 2, technique: str = "slickdeque",
-                    optimizer: str = "WG_LS", live: bool = True, seed: int = 0,
-                    batch_rows: int = 1 << 17, log=print) -> dict:
+def run_count_check(
+    qnum: int = 40,
+    smax: int = 50,
+    omax: float = 20.0,
+    rate: float = 0.5,
+    tuples: int = 1_000_000,
+    nodes: int = 2,
+    technique: str = "slickdeque",
+    optimizer: str = "WG_LS",
+    live: bool = True,
+    seed: int = 0,
+    batch_rows: int = 1 << 17,
+    log=print,
+) -> dict:
     """Plan, run with operation counting, compare (module docstring). ``tuples`` per stream,
     timestamps ``floor(i / rate)`` ms."""
     import pyarrow as pa
@@ -55,13 +70,14 @@ def run_count_check(qnum: int = 40, smax: int = 50, omax: float = 20.0, rate: fl
     problems = verify_plan(plan)
     if problems:
         raise RuntimeError(f"plan does not verify: {problems[:3]}")
-    log(f"{optimizer}: {sum(len(n['trees']) for n in plan['nodes'])} trees for {len(qs)} "
+    log(
+        f"{optimizer}: {sum(len(n['trees']) for n in plan['nodes'])} trees for {len(qs)} "
         f"queries on {nodes} nodes, TotalCost {plan['total_cost']:.6g} "
-        f"({time.perf_counter() - t0:.1f} s)")
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     ts = np.floor(np.arange(tuples) / rate).astype(np.int64)
     rng = np.random.default_rng(seed)
-    data = pa.record_batch({"ts_ms": ts, **{s: rng.integers(0, 1 << 20, tuples)
-                                            for s in STREAMS}})
+    data = pa.record_batch({"ts_ms": ts, **{s: rng.integers(0, 1 << 20, tuples) for s in STREAMS}})
     span = float(ts[-1] - ts[0] + 1)
     t0 = time.perf_counter()
     if live:
@@ -84,16 +100,26 @@ def run_count_check(qnum: int = 40, smax: int = 50, omax: float = 20.0, rate: fl
                 node.ingest(None, data.slice(i, batch_rows))
             node.flush()
             metrics["nodes"][sp["node_id"]] = node.metrics()
-    log(f"ran {tuples} tuples per stream {'on Ray actors' if live else 'in process'} "
-        f"({time.perf_counter() - t0:.1f} s)")
+    log(
+        f"ran {tuples} tuples per stream {'on Ray actors' if live else 'in process'} "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     node_cost = _measured_cost(plan, metrics, span, "raw")
     axes: dict[str, dict] = {}
     for n in plan["nodes"]:
         for t in n["trees"]:
             tm = metrics["nodes"][n["id"]]["trees"][t["id"]]
-            a = axes.setdefault(t["axis"], {"trees": 0, "plan_edges_per_ms": 0.0,
-                                            "edges_per_ms": 0.0, "plan_ops_per_ms": 0.0,
-                                            "ops_per_ms": 0.0, "unconverted_ops_per_ms": 0.0})
+            a = axes.setdefault(
+                t["axis"],
+                {
+                    "trees": 0,
+                    "plan_edges_per_ms": 0.0,
+                    "edges_per_ms": 0.0,
+                    "plan_ops_per_ms": 0.0,
+                    "ops_per_ms": 0.0,
+                    "unconverted_ops_per_ms": 0.0,
+                },
+            )
             e_axis = t["edges"] / t["composite_slide"]  # per ms or per tuple
             a["trees"] += 1
             a["plan_edges_per_ms"] += t["edge_rate"]
@@ -105,28 +131,45 @@ def run_count_check(qnum: int = 40, smax: int = 50, omax: float = 20.0, rate: fl
         a["edges_ratio"] = a["edges_per_ms"] / a["plan_edges_per_ms"]
         a["ops_ratio"] = a["ops_per_ms"] / a["plan_ops_per_ms"]
         a["unconverted_ratio"] = a["ops_per_ms"] / a["unconverted_ops_per_ms"]
-    return {"config": dict(qnum=qnum, smax=smax, omax=omax, rate=rate, tuples=tuples,
-                           nodes=nodes, technique=technique, optimizer=optimizer, live=live,
-                           seed=seed),
-            "total_cost": plan["total_cost"], "cost_check": cost_summary(node_cost),
-            "node_cost": node_cost, "axes": axes}
+    return {
+        "config": dict(
+            qnum=qnum,
+            smax=smax,
+            omax=omax,
+            rate=rate,
+            tuples=tuples,
+            nodes=nodes,
+            technique=technique,
+            optimizer=optimizer,
+            live=live,
+            seed=seed,
+        ),
+        "total_cost": plan["total_cost"],
+        "cost_check": cost_summary(node_cost),
+        "node_cost": node_cost,
+        "axes": axes,
+    }
 
 
 def format_count_check(res: dict) -> str:
-    lines = ["| axis | trees | edges/ms plan | measured | ratio | final ops/ms plan | measured "
-             "| ratio | unconverted model: measured / it |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| axis | trees | edges/ms plan | measured | ratio | final ops/ms plan | measured "
+        "| ratio | unconverted model: measured / it |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for axis, a in sorted(res["axes"].items()):
         lines.append(
             f"| {axis} | {a['trees']} | {a['plan_edges_per_ms']:.6g} | {a['edges_per_ms']:.6g} | "
             f"{a['edges_ratio']:.4f} | {a['plan_ops_per_ms']:.6g} | {a['ops_per_ms']:.6g} | "
-            f"{a['ops_ratio']:.4f} | {a['unconverted_ratio']:.4g} |")
+            f"{a['ops_ratio']:.4f} | {a['unconverted_ratio']:.4g} |"
+        )
     cc = res["cost_check"]
     parts = ", ".join(f"{k} {v['ratio']}" for k, v in sorted(cc["parts"].items()))
-    lines.append(f"\nnode cost measured / plan: mean {cc['mean_node_ratio']} "
-                 f"({', '.join(f'{k} {v}' for k, v in cc['node_ratios'].items())}); "
-                 f"per part: {parts}")
-    worst = max((abs(r - 1) for r in cc["node_ratios"].values() if r is not None),
-                default=math.nan)
+    lines.append(
+        f"\nnode cost measured / plan: mean {cc['mean_node_ratio']} "
+        f"({', '.join(f'{k} {v}' for k, v in cc['node_ratios'].items())}); "
+        f"per part: {parts}"
+    )
+    worst = max((abs(r - 1) for r in cc["node_ratios"].values() if r is not None), default=math.nan)
     lines.append(f"largest node deviation: {100 * worst:.3f} %")
     return "\n".join(lines)

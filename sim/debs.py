@@ -45,11 +45,12 @@ import os
 import sys
 import time
 from collections import Counter, deque
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -89,8 +90,11 @@ PC_COLUMNS: tuple[str, ...] = ("pc13", "pc14", "pc15", "pc25", "pc26", "pc27")
 INT_COLUMNS: tuple[str, ...] = ("index", *ENERGY_COLUMNS, *PC_COLUMNS, "res")
 NAMED_BOOL_COLUMNS: tuple[str, ...] = ("bm05", "bm06", "bm07", "bm08", "bm09", "bm10")
 EXTRA_BOOL_COLUMNS: tuple[str, ...] = (
-    tuple(f"pp{i:02d}" for i in range(1, 22)) + tuple(f"pp{i}" for i in range(31, 37))
-    + tuple(f"pc{i:02d}" for i in range(1, 7)) + tuple(f"pc{i}" for i in range(19, 24)))
+    tuple(f"pp{i:02d}" for i in range(1, 22))
+    + tuple(f"pp{i}" for i in range(31, 37))
+    + tuple(f"pc{i:02d}" for i in range(1, 7))
+    + tuple(f"pc{i}" for i in range(19, 24))
+)
 BOOL_COLUMNS: tuple[str, ...] = NAMED_BOOL_COLUMNS + EXTRA_BOOL_COLUMNS
 #: Field order of one text line (column 0 is the ISO timestamp).
 TSV_COLUMNS: tuple[str, ...] = ("ts", *INT_COLUMNS, *BOOL_COLUMNS)
@@ -161,8 +165,15 @@ def _ts_matrix(ticks: np.ndarray) -> np.ndarray:
         raise ValueError("timestamp outside years 0000-9999")
     mat = np.empty((n, _TS_LEN), dtype=np.uint8)
     mat[:] = np.frombuffer(b"0000-00-00T00:00:00.0000000+00:00", dtype=np.uint8)
-    for pos, width, v in ((0, 4, y), (5, 2, mo), (8, 2, d), (11, 2, hh), (14, 2, mi),
-                          (17, 2, ss), (20, 7, frac)):
+    for pos, width, v in (
+        (0, 4, y),
+        (5, 2, mo),
+        (8, 2, d),
+        (11, 2, hh),
+        (14, 2, mi),
+        (17, 2, ss),
+        (20, 7, frac),
+    ):
         for k in range(width - 1, -1, -1):
             v, r = np.divmod(v, 10)
             mat[:, pos + k] = 48 + r
@@ -189,7 +200,7 @@ def _int_matrix(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ndig = np.ones(n, dtype=np.int64)
     top = int(mag.max()) if n else 0
     for k in range(1, len(str(top))):
-        ndig += mag >= np.uint64(10 ** k)
+        ndig += mag >= np.uint64(10**k)
     length = ndig + neg
     width = int(length.max()) if n else 1
     mat = np.empty((n, width), dtype=np.uint8)
@@ -234,8 +245,9 @@ def _tsv_bytes(ticks: np.ndarray, cols: dict[str, np.ndarray]) -> bytes:
     parts.append(tail)
     masks.append(None)
     mat = np.concatenate(parts, axis=1)
-    keep = np.concatenate([np.ones(p.shape, dtype=bool) if k is None else k
-                           for p, k in zip(parts, masks)], axis=1)
+    keep = np.concatenate(
+        [np.ones(p.shape, dtype=bool) if k is None else k for p, k in zip(parts, masks)], axis=1
+    )
     return mat[keep].tobytes()
 
 
@@ -248,7 +260,11 @@ def _tsv_bytes(ticks: np.ndarray, cols: dict[str, np.ndarray]) -> bytes:
 
 def _ts_shape(nfrac: int, zlen: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """Length, digit columns, literal columns and literal bytes of one timestamp shape."""
-    text = "0000-00-00T00:00:00" + ("." + "0" * nfrac if nfrac else "") + ("Z" if zlen == 1 else "+00:00")
+    text = (
+        "0000-00-00T00:00:00"
+        + ("." + "0" * nfrac if nfrac else "")
+        + ("Z" if zlen == 1 else "+00:00")
+    )
     b = np.frombuffer(text.encode(), dtype=np.uint8)
     digit = np.flatnonzero(b == ord("0"))
     lit = np.flatnonzero(b != ord("0"))
@@ -257,7 +273,9 @@ def _ts_shape(nfrac: int, zlen: int) -> tuple[int, np.ndarray, np.ndarray, np.nd
     return len(b), digit, lit, b[lit]
 
 
-def _parse_ts_group(data: np.ndarray, s: np.ndarray, nfrac: int, zlen: int) -> tuple[np.ndarray, np.ndarray]:
+def _parse_ts_group(
+    data: np.ndarray, s: np.ndarray, nfrac: int, zlen: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Parse timestamps that all have the same shape (fraction digits, zone form).
 
     Gathers each row's bytes into an (n, L) matrix (contiguous reads), then checks digits and
@@ -293,7 +311,9 @@ def _parse_ts_group(data: np.ndarray, s: np.ndarray, nfrac: int, zlen: int) -> t
     return np.where(ok, secs * 1000 + ms, 0), ok
 
 
-def _parse_ts(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _parse_ts(
+    data: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """ISO-8601 ``YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|+HH:MM|-HH:MM)`` -> ms since epoch (UTC).
 
     Other offsets are converted to UTC; a missing offset is rejected (ambiguous), as are leap
@@ -334,7 +354,9 @@ def parse_ts(values) -> tuple[np.ndarray, np.ndarray]:
 _U63 = np.uint64(1 << 63)
 
 
-def _parse_int(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _parse_int(
+    data: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Strict decimal int64: ``-?[0-9]+`` within int64 range. No ``+``, spaces, hex or exponents.
 
     (pyarrow's CSV conversion accepts `` 5`` and ``0x10``; a corrupted sensor value must not
@@ -391,7 +413,7 @@ class ReadStats:
     rows_read: int = 0
     rows_rejected: int = 0
     header_lines: int = 0
-    glued_lines: int = 0         # lines holding two records (a missing line break), split
+    glued_lines: int = 0  # lines holding two records (a missing line break), split
     extra_column_lines: int = 0  # lines whose trailing 57th field was dropped (extra_columns)
     rejects_by_reason: Counter = field(default_factory=Counter)
     seconds: float = 0.0
@@ -429,8 +451,9 @@ _REASON_TEXT = {
 }
 
 
-def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int,
-                 file_start: bool = True) -> Iterator[tuple[str, bytes]]:
+def _iter_blocks(
+    f: BinaryIO, block_bytes: int, max_line_bytes: int, file_start: bool = True
+) -> Iterator[tuple[str, bytes]]:
     """Yield ("lines", buf) with whole LF-terminated lines, or ("too_long", head) for a line
     that exceeds ``max_line_bytes`` (its rest is skipped), so memory stays bounded even on a file
     with no newline at all. A last line without LF gets one appended. A UTF-8 BOM at the
@@ -451,7 +474,7 @@ def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int,
             if nl < 0:
                 continue
             skipping = False
-            data = data[nl + 1:]
+            data = data[nl + 1 :]
         buf = carry + data if carry else data
         cut = buf.rfind(b"\n") + 1
         if cut:
@@ -465,17 +488,24 @@ def _iter_blocks(f: BinaryIO, block_bytes: int, max_line_bytes: int,
             skipping = True
 
 
-def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch_rows: int,
-              block_bytes: int, max_line_bytes: int, stats: ReadStats,
-              extra_columns: str = "reject",
-              file_start: bool = True) -> Iterator[pa.RecordBatch]:
+def _read_tsv(
+    path: Path | BinaryIO,
+    rejects_path: Path | BinaryIO | None,
+    batch_rows: int,
+    block_bytes: int,
+    max_line_bytes: int,
+    stats: ReadStats,
+    extra_columns: str = "reject",
+    file_start: bool = True,
+) -> Iterator[pa.RecordBatch]:
     """``path``/``rejects_path`` may also be open binary files (in-memory files of a stream);
     those are read/written but not closed here.  ``file_start``: ``path`` starts at the
     file's first byte (a BOM and a header line are possible), else at a line of a byte range
     (``read_debs_tsv_range``)."""
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
-        raise ValueError(f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, "
-                         f"got {extra_columns!r}")
+        raise ValueError(
+            f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, got {extra_columns!r}"
+        )
     own_rej = rejects_path is not None and not hasattr(rejects_path, "write")
     rej = open(rejects_path, "wb") if own_rej else rejects_path
     line_no = 0  # lines consumed so far; the next line is line_no + 1 (1-based)
@@ -484,7 +514,7 @@ def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch
     try:
         if rej:
             rej.write(b"line\treason\traw\n")
-        with (open(path, "rb") if not hasattr(path, "read") else nullcontext(path)) as f:
+        with open(path, "rb") if not hasattr(path, "read") else nullcontext(path) as f:
             blocks = _iter_blocks(f, block_bytes, max_line_bytes, file_start)
             while True:
                 t0 = time.perf_counter()  # stats.seconds: our time only, not the consumer's
@@ -496,8 +526,9 @@ def _read_tsv(path: Path | BinaryIO, rejects_path: Path | BinaryIO | None, batch
                     stats.lines += 1
                     _reject(stats, rej, np.array([line_no]), ["too_long"], [buf])
                 else:
-                    batch, n_lines = _parse_block(buf, line_no, stats, rej, max_line_bytes,
-                                                  extra_columns, file_start)
+                    batch, n_lines = _parse_block(
+                        buf, line_no, stats, rej, max_line_bytes, extra_columns, file_start
+                    )
                     line_no += n_lines
                     stats.lines += n_lines
                     if batch.num_rows:
@@ -533,8 +564,14 @@ def _take(pending: deque[pa.RecordBatch], rows: int) -> pa.RecordBatch:
     return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
 
-def _reject(stats: ReadStats, rej: BinaryIO | None, lines: np.ndarray, codes: list[str],
-            raws: list[bytes], details: list[str] | None = None) -> None:
+def _reject(
+    stats: ReadStats,
+    rej: BinaryIO | None,
+    lines: np.ndarray,
+    codes: list[str],
+    raws: list[bytes],
+    details: list[str] | None = None,
+) -> None:
     for i, (ln, code, raw) in enumerate(zip(lines.tolist(), codes, raws)):
         stats.rows_rejected += 1
         stats.rejects_by_reason[code] += 1
@@ -543,8 +580,9 @@ def _reject(stats: ReadStats, rej: BinaryIO | None, lines: np.ndarray, codes: li
             rej.write(b"%d\t%s\t" % (ln, text.encode()) + raw + b"\n")
 
 
-def _split_glued(buf: bytes, arr: np.ndarray, nl: np.ndarray, tabpos: np.ndarray
-                 ) -> tuple[bytes, np.ndarray, np.ndarray] | None:
+def _split_glued(
+    buf: bytes, arr: np.ndarray, nl: np.ndarray, tabpos: np.ndarray
+) -> tuple[bytes, np.ndarray, np.ndarray] | None:
     """Two records glued on one line (the original file's missing line break: 111 fields, the
     first record's last boolean run into the second's timestamp, e.g. ``...\t0\t12012-02-22T``;
     also with a lone CR left between them) -> the block with a line break inserted there.
@@ -583,9 +621,15 @@ def _split_glued(buf: bytes, arr: np.ndarray, nl: np.ndarray, tabpos: np.ndarray
     return b"".join(parts), line_of, part
 
 
-def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
-                 max_line_bytes: int = 1 << 16, extra_columns: str = "reject",
-                 file_start: bool = True) -> tuple[pa.RecordBatch, int]:
+def _parse_block(
+    buf: bytes,
+    line0: int,
+    stats: ReadStats,
+    rej: BinaryIO | None,
+    max_line_bytes: int = 1 << 16,
+    extra_columns: str = "reject",
+    file_start: bool = True,
+) -> tuple[pa.RecordBatch, int]:
     """Parse whole lines (``buf`` ends with LF) into a batch of good rows; report the bad ones.
 
     Returns (batch, number of lines). Tokenising is numpy on the raw bytes: one pass finds line
@@ -602,8 +646,9 @@ def _parse_block(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
         g = _split_glued(buf, arr, nl, tabpos)
         if g is not None:
             stats.glued_lines += int((g[2] == 2).sum())
-            return _parse_lines(g[0], line0, stats, rej, max_line_bytes, extra_columns,
-                                file_start, g[1], g[2]), n
+            return _parse_lines(
+                g[0], line0, stats, rej, max_line_bytes, extra_columns, file_start, g[1], g[2]
+            ), n
     return _parse_lines(buf, line0, stats, rej, max_line_bytes, extra_columns, file_start), n
 
 
@@ -619,10 +664,17 @@ def _uniform_tabs(tabpos: np.ndarray, nl: np.ndarray, per: int) -> bool:
     return bool((tabs[:, -1] < nl).all() and (tabs[1:, 0] > nl[:-1]).all())
 
 
-def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
-                 max_line_bytes: int, extra_columns: str, file_start: bool = True,
-                 line_of: np.ndarray | None = None,
-                 part: np.ndarray | None = None) -> pa.RecordBatch:
+def _parse_lines(
+    buf: bytes,
+    line0: int,
+    stats: ReadStats,
+    rej: BinaryIO | None,
+    max_line_bytes: int,
+    extra_columns: str,
+    file_start: bool = True,
+    line_of: np.ndarray | None = None,
+    part: np.ndarray | None = None,
+) -> pa.RecordBatch:
     """``_parse_block`` on lines with no glued line left; ``line_of[i]``: the block line that
     line i came from (None: itself), ``part``: its glued part (``_split_glued``).
     ``file_start``: line ``line0 + 1`` is the file's first line (a header is possible)."""
@@ -641,7 +693,7 @@ def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
     # fast path: exactly nt tabs per line <=> count matches and each line's tabs lie inside it
     # (with extra_columns "ignore" also: exactly nt + 1 tabs per line, the last field dropped)
     clean = False
-    for per in ((nt, nt + 1) if ignore else (nt,)):
+    for per in (nt, nt + 1) if ignore else (nt,):
         if len(tabpos) == n * per:
             tabs = tabpos.reshape(n, per)
             if bool((tabs[:, 0] > starts).all() and (tabs[:, -1] < nl).all()):
@@ -696,7 +748,7 @@ def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
     ts_ms, k = _parse_ts(arr, starts_g, tabs[:, 0])
     first_bad[~k] = 0
     ints = []
-    int_tabs = tabs[:, :len(INT_COLUMNS) + 1].T.copy()  # contiguous rows: ~2x faster parsing
+    int_tabs = tabs[:, : len(INT_COLUMNS) + 1].T.copy()  # contiguous rows: ~2x faster parsing
     for j in range(1, 1 + len(INT_COLUMNS)):
         v, k = _parse_int(arr, int_tabs[j - 1] + 1, int_tabs[j])
         first_bad[~k & (first_bad == N_FIELDS)] = j
@@ -706,13 +758,13 @@ def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
     # booleans: each field's first char must be 0/1 (so no field is empty), and the 44 fields
     # plus 43 tabs must span exactly 87 bytes (so none is longer than 1 char). No (m, 44) index
     # temporaries: arr[1:] shifts the gather by one byte.
-    chars = arr[1:][tabs[:, j0 - 1:]]
+    chars = arr[1:][tabs[:, j0 - 1 :]]
     cok = (chars - np.uint8(48)) <= 1
     span_ok = ends_g - tabs[:, j0 - 1] == 2 * nb
     bad_b = ~(cok.all(axis=1) & span_ok)
     if bad_b.any():
         for r in np.flatnonzero(bad_b & (first_bad == N_FIELDS)).tolist():
-            fields = buf[tabs[r, j0 - 1] + 1:ends_g[r]].split(b"\t")
+            fields = buf[tabs[r, j0 - 1] + 1 : ends_g[r]].split(b"\t")
             first_bad[r] = j0 + next(i for i, f in enumerate(fields) if f not in (b"0", b"1"))
     row_ok = first_bad == N_FIELDS
 
@@ -733,14 +785,15 @@ def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
                 t = f"{c}: bad value in column {TSV_COLUMNS[j]}"
             else:
                 c = _CODES[code[li]]
-                t = (_field_count_text(int(ntabs[li]) + 1)
-                     if c == "field_count" else _REASON_TEXT[c])
+                t = _field_count_text(int(ntabs[li]) + 1) if c == "field_count" else _REASON_TEXT[c]
             cl.append(c)
             texts.append(t)
-            raws.append(buf[starts[li]:min(line_ends[li], starts[li] + max_line_bytes)])
+            raws.append(buf[starts[li] : min(line_ends[li], starts[li] + max_line_bytes)])
         if part is not None:
-            texts = [("glued record %d of 2: " % part[li] if part[li] else "") + t
-                     for li, t in zip(lines.tolist(), texts)]
+            texts = [
+                (f"glued record {part[li]} of 2: " if part[li] else "") + t
+                for li, t in zip(lines.tolist(), texts)
+            ]
         src = line_of[lines] if line_of is not None else lines
         _reject(stats, rej, src + line0 + 1, cl, raws, texts)
 
@@ -756,18 +809,25 @@ def _parse_lines(buf: bytes, line0: int, stats: ReadStats, rej: BinaryIO | None,
 def _field_count_text(got: int) -> str:
     t = f"field_count: expected {N_FIELDS} fields, got {got}"
     if got == N_FIELDS + 1:
-        t += (" (a trailing extra column? data.extra_columns: ignore drops it; "
-              "weaveplace data convert --extra-columns ignore)")
+        t += (
+            " (a trailing extra column? data.extra_columns: ignore drops it; "
+            "weaveplace data convert --extra-columns ignore)"
+        )
     return t
 
 
 _CODES = ["", "empty", "non_ascii", "stray_cr", "field_count", "header", "too_long"]
 
 
-def read_debs_tsv(path: str | os.PathLike, *, rejects_path: str | os.PathLike | None = None,
-                  batch_rows: int = 1 << 17, block_bytes: int = 4 << 20,
-                  max_line_bytes: int = 1 << 16,
-                  extra_columns: str = "reject") -> DebsReader:
+def read_debs_tsv(
+    path: str | os.PathLike,
+    *,
+    rejects_path: str | os.PathLike | None = None,
+    batch_rows: int = 1 << 17,
+    block_bytes: int = 4 << 20,
+    max_line_bytes: int = 1 << 16,
+    extra_columns: str = "reject",
+) -> DebsReader:
     """Stream a DEBS 2012 text file as ``DEBS_SCHEMA`` record batches of ``batch_rows`` rows
     (the last one may be shorter; default ~13 MB per batch: big batches move faster to Ray).
 
@@ -802,18 +862,27 @@ def read_debs_tsv(path: str | os.PathLike, *, rejects_path: str | os.PathLike | 
     """
     _check_read_args(batch_rows, block_bytes, max_line_bytes, extra_columns)
     stats = ReadStats()
-    it = _read_tsv(Path(path), Path(rejects_path) if rejects_path is not None else None,
-                   batch_rows, block_bytes, max_line_bytes, stats, extra_columns)
+    it = _read_tsv(
+        Path(path),
+        Path(rejects_path) if rejects_path is not None else None,
+        batch_rows,
+        block_bytes,
+        max_line_bytes,
+        stats,
+        extra_columns,
+    )
     return DebsReader(it, stats)
 
 
-def _check_read_args(batch_rows: int, block_bytes: int, max_line_bytes: int,
-                     extra_columns: str) -> None:
+def _check_read_args(
+    batch_rows: int, block_bytes: int, max_line_bytes: int, extra_columns: str
+) -> None:
     if batch_rows < 1 or block_bytes < 1 or max_line_bytes < 1:
         raise ValueError("batch_rows, block_bytes and max_line_bytes must be >= 1")
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
-        raise ValueError(f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, "
-                         f"got {extra_columns!r}")
+        raise ValueError(
+            f"extra_columns must be one of {EXTRA_COLUMNS_CHOICES}, got {extra_columns!r}"
+        )
 
 
 def _line_start_at_or_after(f: BinaryIO, pos: int, size: int) -> int:
@@ -873,10 +942,17 @@ class _Window:
         self._f.close()
 
 
-def read_debs_tsv_range(path: str | os.PathLike, begin: int, end: int, *,
-                        rejects: BinaryIO | None = None, batch_rows: int = 1 << 17,
-                        block_bytes: int = 4 << 20, max_line_bytes: int = 1 << 16,
-                        extra_columns: str = "reject") -> DebsReader:
+def read_debs_tsv_range(
+    path: str | os.PathLike,
+    begin: int,
+    end: int,
+    *,
+    rejects: BinaryIO | None = None,
+    batch_rows: int = 1 << 17,
+    block_bytes: int = 4 << 20,
+    max_line_bytes: int = 1 << 16,
+    extra_columns: str = "reject",
+) -> DebsReader:
     """``read_debs_tsv`` over the lines in bytes ``[begin, end)`` of ``path``, a range of
     ``text_line_ranges`` (it must start and end at line starts).  Line numbers in ``rejects``
     and ``stats.lines`` count from the range's first line (1-based); add the lines of the
@@ -885,26 +961,40 @@ def read_debs_tsv_range(path: str | os.PathLike, begin: int, end: int, *,
     _check_read_args(batch_rows, block_bytes, max_line_bytes, extra_columns)
     stats = ReadStats()
     src = _Window(open(path, "rb"), begin, end)
-    it = _read_tsv(src, rejects, batch_rows, block_bytes, max_line_bytes, stats, extra_columns,
-                   file_start=begin == 0)
+    it = _read_tsv(
+        src,
+        rejects,
+        batch_rows,
+        block_bytes,
+        max_line_bytes,
+        stats,
+        extra_columns,
+        file_start=begin == 0,
+    )
     return DebsReader(_closing(it, src), stats)
 
 
-def _closing(it: Iterator, src: "_Window") -> Iterator:
+def _closing(it: Iterator, src: _Window) -> Iterator:
     try:
         yield from it
     finally:
         src.__exit__()
 
 
-def read_debs(path: str | os.PathLike, *, rejects_path: str | os.PathLike | None = None,
-              batch_rows: int = 1 << 17, extra_columns: str = "reject") -> DebsReader:
+def read_debs(
+    path: str | os.PathLike,
+    *,
+    rejects_path: str | os.PathLike | None = None,
+    batch_rows: int = 1 << 17,
+    extra_columns: str = "reject",
+) -> DebsReader:
     """Open DEBS data by suffix: ``.parquet``/``.pq`` -> Parquet (schema checked), else text
     (``extra_columns``: see ``read_debs_tsv``)."""
     p = Path(path)
     if not is_parquet_name(p.name):
-        return read_debs_tsv(p, rejects_path=rejects_path, batch_rows=batch_rows,
-                             extra_columns=extra_columns)
+        return read_debs_tsv(
+            p, rejects_path=rejects_path, batch_rows=batch_rows, extra_columns=extra_columns
+        )
     return _read_parquet(pq.ParquetFile(p), str(p), rejects_path, batch_rows)
 
 
@@ -913,8 +1003,14 @@ def is_parquet_name(name: str) -> bool:
     return Path(name).suffix.lower() in (".parquet", ".pq")
 
 
-def read_debs_buffer(data, name: str, *, rejects: BinaryIO | None = None,
-                     batch_rows: int = 1 << 17, extra_columns: str = "reject") -> DebsReader:
+def read_debs_buffer(
+    data,
+    name: str,
+    *,
+    rejects: BinaryIO | None = None,
+    batch_rows: int = 1 << 17,
+    extra_columns: str = "reject",
+) -> DebsReader:
     """``read_debs`` over a file held in memory (``bytes`` or a ``pyarrow.Buffer``, e.g. a
     file's content handed over by Spark's ``binaryFile`` source); ``name``'s suffix picks the
     format as in ``read_debs``.  ``rejects``: an open binary file that receives the rejects
@@ -924,8 +1020,9 @@ def read_debs_buffer(data, name: str, *, rejects: BinaryIO | None = None,
     if not is_parquet_name(name):
         _check_read_args(batch_rows, 1, 1, extra_columns)
         stats = ReadStats()
-        return DebsReader(_read_tsv(src, rejects, batch_rows, 4 << 20, 1 << 16, stats,
-                                    extra_columns), stats)
+        return DebsReader(
+            _read_tsv(src, rejects, batch_rows, 4 << 20, 1 << 16, stats, extra_columns), stats
+        )
     return _read_parquet(pq.ParquetFile(src), name, rejects, batch_rows)
 
 
@@ -934,8 +1031,10 @@ def _read_parquet(pf: pq.ParquetFile, label: str, rejects_path, batch_rows: int)
     got = pf.schema_arrow
     want = DEBS_SCHEMA
     if got.names != want.names or [f.type for f in got] != [f.type for f in want]:
-        raise ValueError(f"{label}: not a DEBS Parquet file: columns/types differ from "
-                         f"DEBS_SCHEMA (got {got.names[:5]}...)")
+        raise ValueError(
+            f"{label}: not a DEBS Parquet file: columns/types differ from "
+            f"DEBS_SCHEMA (got {got.names[:5]}...)"
+        )
     stats = ReadStats()
 
     def gen() -> Iterator[pa.RecordBatch]:
@@ -980,9 +1079,15 @@ class _CountingReader:
         self._f.close()
 
 
-def convert_debs(src: str | os.PathLike, dest: str | os.PathLike, *,
-                 rejects_path: str | os.PathLike | None = None, extra_columns: str = "reject",
-                 row_group_rows: int = 1 << 20, progress=None) -> ReadStats:
+def convert_debs(
+    src: str | os.PathLike,
+    dest: str | os.PathLike,
+    *,
+    rejects_path: str | os.PathLike | None = None,
+    extra_columns: str = "reject",
+    row_group_rows: int = 1 << 20,
+    progress=None,
+) -> ReadStats:
     """Convert a DEBS text file to DEBS Parquet (``DEBS_SCHEMA``, zstd, row groups of
     ``row_group_rows`` with ``ts_ms`` statistics) with ``read_debs_tsv``'s rules: malformed
     lines go to ``rejects_path``, glued records are split, ``extra_columns`` as there.
@@ -998,13 +1103,23 @@ def convert_debs(src: str | os.PathLike, dest: str | os.PathLike, *,
     stats = ReadStats()
     tmp = dest.with_name(f".{dest.name}.tmp")
     try:
-        with _CountingReader(open(src, "rb"), progress) as f, \
-                pq.ParquetWriter(tmp, DEBS_SCHEMA, compression="zstd") as w:
-            it = _read_tsv(f, Path(rejects_path) if rejects_path is not None else None,
-                           row_group_rows, 4 << 20, 1 << 16, stats, extra_columns)
+        with (
+            _CountingReader(open(src, "rb"), progress) as f,
+            pq.ParquetWriter(tmp, DEBS_SCHEMA, compression="zstd") as w,
+        ):
+            it = _read_tsv(
+                f,
+                Path(rejects_path) if rejects_path is not None else None,
+                row_group_rows,
+                4 << 20,
+                1 << 16,
+                stats,
+                extra_columns,
+            )
             for b in it:
-                w.write_table(pa.Table.from_batches([b], schema=DEBS_SCHEMA),
-                              row_group_size=row_group_rows)
+                w.write_table(
+                    pa.Table.from_batches([b], schema=DEBS_SCHEMA), row_group_size=row_group_rows
+                )
         os.replace(tmp, dest)
     finally:
         if tmp.exists():
@@ -1022,16 +1137,17 @@ _CHUNK_ROWS = 1 << 20
 # Calibrated on the published figures of the real file (DESIGN.md s. 6): over the 17,000-line
 # public excerpt mf01 spans 12,466..18,224 and mf02 13,698..20,331; its first lines read
 # mf01/mf02/mf03 = 13056/14406/8119 and change by a few units per event, ~10 ms apart.
-_REGIME_LEVELS = np.array([[12700, 14000, 8100], [15300, 17000, 9600], [18000, 20100, 11100]],
-                          float)
+_REGIME_LEVELS = np.array(
+    [[12700, 14000, 8100], [15300, 17000, 9600], [18000, 20100, 11100]], float
+)
 _REGIME_MEAN_DWELL_S = 45.0
-_REGIME_RAMP_S = 8         # a load change takes this long (moving average on the 1 s grid)
+_REGIME_RAMP_S = 8  # a load change takes this long (moving average on the 1 s grid)
 _DRIFT_SLOW = (300.0, 250.0)  # (Gaussian kernel sigma in s, amplitude) of the slow drift
 _DRIFT_FAST = (15.0, 100.0)
-_NOISE_SD = 2.0            # per event: the real readings step by 0-5 units
-_GAP_SHAPE = 1000.0        # Gamma shape of the gaps between events: CV ~3 % (the real file's
+_NOISE_SD = 2.0  # per event: the real readings step by 0-5 units
+_GAP_SHAPE = 1000.0  # Gamma shape of the gaps between events: CV ~3 % (the real file's
 #                            gaps are ~9.99 ms, nearly regular)
-_POWER_MAX = 30000         # a physical bound; the levels never get near it
+_POWER_MAX = 30000  # a physical bound; the levels never get near it
 _PC_JITTER = ("pc13", "pc14", "pc15")
 _ZERO_PADDED = (*PC_COLUMNS, "res")  # written as 4 digits in text, as the original (``0071``)
 
@@ -1040,8 +1156,8 @@ def _parse_start(start: str | datetime) -> int:
     """Start time -> 100 ns ticks since epoch. Naive times are taken as UTC."""
     dt = datetime.fromisoformat(start) if isinstance(start, str) else start
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86400 + delta.seconds) * _TICKS_PER_S + delta.microseconds * 10
 
 
@@ -1052,13 +1168,16 @@ def _smooth_noise(rng: np.random.Generator, n: int, sigma: float, shape: tuple =
     """
     half = int(4 * sigma) + 1
     w = np.exp(-0.5 * (np.arange(-half, half + 1) / sigma) ** 2)
-    w /= np.sqrt((w ** 2).sum())
+    w /= np.sqrt((w**2).sum())
     m = n + 2 * half
     e = rng.standard_normal((m, *shape))
     size = 1 << int(math.ceil(math.log2(m + len(w))))
-    f = np.fft.irfft(np.fft.rfft(e, size, axis=0) * np.fft.rfft(w, size)[(...,) + (None,) * len(shape)],
-                     size, axis=0)
-    return f[2 * half: 2 * half + n]
+    f = np.fft.irfft(
+        np.fft.rfft(e, size, axis=0) * np.fft.rfft(w, size)[(...,) + (None,) * len(shape)],
+        size,
+        axis=0,
+    )
+    return f[2 * half : 2 * half + n]
 
 
 class _Steps:
@@ -1099,10 +1218,12 @@ class _Model:
         # the load level on the 1 s grid, ramped: regime changes take _REGIME_RAMP_S seconds
         lv = levels[self.regime(self.knots)]
         w = np.ones(_REGIME_RAMP_S) / _REGIME_RAMP_S
-        pad = np.concatenate([np.repeat(lv[:1], _REGIME_RAMP_S, 0), lv,
-                              np.repeat(lv[-1:], _REGIME_RAMP_S, 0)])
-        self.level = np.stack([np.convolve(pad[:, p], w, "same") for p in range(3)],
-                              axis=1)[_REGIME_RAMP_S:-_REGIME_RAMP_S]
+        pad = np.concatenate(
+            [np.repeat(lv[:1], _REGIME_RAMP_S, 0), lv, np.repeat(lv[-1:], _REGIME_RAMP_S, 0)]
+        )
+        self.level = np.stack([np.convolve(pad[:, p], w, "same") for p in range(3)], axis=1)[
+            _REGIME_RAMP_S:-_REGIME_RAMP_S
+        ]
         drift = np.zeros((n_knots, 3))
         for sigma, amp in (_DRIFT_SLOW, _DRIFT_FAST):
             common = _smooth_noise(rng, n_knots, sigma)
@@ -1124,14 +1245,19 @@ class _Model:
         # booleans: a fifth never change; the others flip every 20 s .. 2 h on average
         self.bools = []
         for _ in BOOL_COLUMNS:
-            rate = 0.0 if rng.random() < 0.2 else math.exp(rng.uniform(math.log(1 / 7200), math.log(1 / 20)))
+            rate = (
+                0.0
+                if rng.random() < 0.2
+                else math.exp(rng.uniform(math.log(1 / 7200), math.log(1 / 20)))
+            )
             times = _poisson_times(rng, rate, duration_s)
             v0 = rng.random() < 0.3
             self.bools.append(_Steps(times, (np.arange(len(times) + 1) % 2 == 1) ^ v0))
 
 
-def _event_chunks(duration_s: float, rate_hz: float, seed: int, start_ticks: int,
-                  chunk_rows: int) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+def _event_chunks(
+    duration_s: float, rate_hz: float, seed: int, start_ticks: int, chunk_rows: int
+) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
     """Yield (ticks, columns) chunk by chunk until ``duration_s`` of event time is covered.
 
     Each chunk draws from its own stream ``SeedSequence(seed, spawn_key=(1, k))``, so the output
@@ -1166,8 +1292,7 @@ def _event_chunks(duration_s: float, rate_hz: float, seed: int, start_ticks: int
         index0 += n
         noise = rng.standard_normal((n, 3)) * _NOISE_SD
         for p, name in enumerate(ENERGY_COLUMNS):
-            v = (np.interp(t, model.knots, model.level[:, p] + model.drift[:, p])
-                 + noise[:, p])
+            v = np.interp(t, model.knots, model.level[:, p] + model.drift[:, p]) + noise[:, p]
             cols[name] = np.clip(np.rint(v), 0, _POWER_MAX).astype(np.int64)
         for name, steps in zip((*PC_COLUMNS, "res"), model.ints):
             cols[name] = steps(t)  # int64 already
@@ -1180,9 +1305,16 @@ def _event_chunks(duration_s: float, rate_hz: float, seed: int, start_ticks: int
             break
 
 
-def generate_debs(path: str | os.PathLike, *, duration_s: float, rate_hz: float = 100.0,
-                  seed: int = 0, fmt: str = "parquet", start: str | datetime = "2012-02-22T16:46:28Z",
-                  chunk_rows: int = _CHUNK_ROWS) -> int:
+def generate_debs(
+    path: str | os.PathLike,
+    *,
+    duration_s: float,
+    rate_hz: float = 100.0,
+    seed: int = 0,
+    fmt: str = "parquet",
+    start: str | datetime = "2012-02-22T16:46:28Z",
+    chunk_rows: int = _CHUNK_ROWS,
+) -> int:
     """Write ``duration_s`` seconds of DEBS-style events to ``path``; return the event count.
 
     Values, calibrated on the real file's published figures (DESIGN.md s. 6;
@@ -1218,8 +1350,15 @@ def generate_debs(path: str | os.PathLike, *, duration_s: float, rate_hz: float 
     if fmt == "parquet":
         meta = dict(DEBS_SCHEMA.metadata)
         meta[b"weaveplace.debs.generator"] = json.dumps(
-            {"duration_s": duration_s, "rate_hz": rate_hz, "seed": seed, "start": str(start),
-             "chunk_rows": chunk_rows}, sort_keys=True).encode()
+            {
+                "duration_s": duration_s,
+                "rate_hz": rate_hz,
+                "seed": seed,
+                "start": str(start),
+                "chunk_rows": chunk_rows,
+            },
+            sort_keys=True,
+        ).encode()
         schema = DEBS_SCHEMA.with_metadata(meta)
         with pq.ParquetWriter(path, schema, compression="zstd") as w:
             for ticks, cols in chunks:
@@ -1251,19 +1390,24 @@ def _main(argv: list[str] | None = None) -> int:
     g.add_argument("--duration", type=float, required=True, help="seconds of event time")
     g.add_argument("--rate", type=float, default=100.0)
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--start", default="2012-02-22T16:46:28Z",
-                   help="first event time (ISO; naive = UTC), e.g. to write consecutive files")
+    g.add_argument(
+        "--start",
+        default="2012-02-22T16:46:28Z",
+        help="first event time (ISO; naive = UTC), e.g. to write consecutive files",
+    )
     b = sub.add_parser("bench", help="time generation and reading")
     b.add_argument("--rows", type=int, default=1_000_000)
     b.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     a = ap.parse_args(argv)
     if a.cmd == "generate":
         fmt = "parquet" if Path(a.path).suffix.lower() in (".parquet", ".pq") else "tsv"
-        n = generate_debs(a.path, duration_s=a.duration, rate_hz=a.rate, seed=a.seed, fmt=fmt,
-                          start=a.start)
+        n = generate_debs(
+            a.path, duration_s=a.duration, rate_hz=a.rate, seed=a.seed, fmt=fmt, start=a.start
+        )
         print(f"wrote {n} events to {a.path}")
         return 0
     import tempfile
+
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         dur = a.rows / 100.0
         for fmt, name in (("parquet", "x.parquet"), ("tsv", "x.tsv")):
@@ -1271,16 +1415,20 @@ def _main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             n = generate_debs(p, duration_s=dur, fmt=fmt)
             dt = time.perf_counter() - t0
-            print(f"generate {fmt:8s}: {n} rows in {dt:.2f} s = {n / dt / 1e6:.2f} M rows/s, "
-                  f"{p.stat().st_size / 2**20:.0f} MiB")
+            print(
+                f"generate {fmt:8s}: {n} rows in {dt:.2f} s = {n / dt / 1e6:.2f} M rows/s, "
+                f"{p.stat().st_size / 2**20:.0f} MiB"
+            )
         for name in ("x.tsv", "x.parquet"):
             p = Path(d) / name
             t0 = time.perf_counter()
             r = read_debs(p, rejects_path=Path(d) / "rejects.tsv")
             rows = sum(bt.num_rows for bt in r)
             dt = time.perf_counter() - t0
-            print(f"read {name:10s}: {rows} rows ({r.stats.rows_rejected} rejected) in {dt:.2f} s"
-                  f" = {rows / dt / 1e6:.2f} M rows/s, {p.stat().st_size / dt / 2**20:.0f} MiB/s")
+            print(
+                f"read {name:10s}: {rows} rows ({r.stats.rows_rejected} rejected) in {dt:.2f} s"
+                f" = {rows / dt / 1e6:.2f} M rows/s, {p.stat().st_size / dt / 2**20:.0f} MiB/s"
+            )
     return 0
 
 

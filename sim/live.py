@@ -47,14 +47,18 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
     hostport = address.split("://", 1)[-1].rstrip("/")
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise ConfigError(f"cluster.ray.address: {address!r} is not host:port "
-                          "(e.g. 'head:6379' or 'ray://head:10001'), 'auto' or null")
+        raise ConfigError(
+            f"cluster.ray.address: {address!r} is not host:port "
+            "(e.g. 'head:6379' or 'ray://head:10001'), 'auto' or null"
+        )
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
             pass
     except OSError as exc:
-        raise ConfigError(f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
-                          "is the head node running? null starts an embedded local Ray") from exc
+        raise ConfigError(
+            f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
+            "is the head node running? null starts an embedded local Ray"
+        ) from exc
 
 
 def drill_lines(metrics: dict[str, Any]) -> list[str]:
@@ -72,7 +76,8 @@ def drill_lines(metrics: dict[str, Any]) -> list[str]:
             f"node {a['node']} added before batch {a['before_batch']} ({a['reason']}): "
             f"{a['moved']} tree(s) moved to it (from {where}), restored from their hosts' "
             f"snapshots after batch {a['snapshot_seq']}; MaxCost "
-            f"{pl.get('max_change', 0.0):+.4g}, TotalCost {pl.get('total_change', 0.0):+.4g}")
+            f"{pl.get('max_change', 0.0):+.4g}, TotalCost {pl.get('total_change', 0.0):+.4g}"
+        )
     for r in metrics.get("replacements") or []:
         dest: dict[str, int] = {}
         for node in (r.get("trees") or {}).values():
@@ -85,8 +90,13 @@ def drill_lines(metrics: dict[str, Any]) -> list[str]:
             f"{r['moved']} tree(s) re-placed ({where}), restored from its snapshot after batch "
             f"{r['snapshot_seq']} + {r['replayed_batches']} replayed batch(es); TotalCost "
             f"{ex.get('total_change', 0.0):+.4g}, MaxCost {ex.get('max_change', 0.0):+.4g}"
-            + (f" (placement would weave {len(woven)} of them: TotalCost "
-               f"{pl.get('total_change', 0.0):+.4g}; run as separate trees)" if woven else ""))
+            + (
+                f" (placement would weave {len(woven)} of them: TotalCost "
+                f"{pl.get('total_change', 0.0):+.4g}; run as separate trees)"
+                if woven
+                else ""
+            )
+        )
     for nid, m in sorted((metrics.get("nodes") or {}).items()):
         if m.get("recoveries"):
             lines.append(f"node {nid} restarted {m['recoveries']} time(s) from its checkpoint")
@@ -94,9 +104,11 @@ def drill_lines(metrics: dict[str, Any]) -> list[str]:
     more = " or give the stream more files" if metrics.get("stream") else ""
     for f in metrics.get("faults") or []:
         if not f.get("fired"):
-            lines.append(f"fault drill: {f['kind']} {f['node']} at batch {f['at_batch']} did "
-                         f"not fire (the run fed {batches} batch(es); lower run.batch_rows"
-                         f"{more})")
+            lines.append(
+                f"fault drill: {f['kind']} {f['node']} at batch {f['at_batch']} did "
+                f"not fire (the run fed {batches} batch(es); lower run.batch_rows"
+                f"{more})"
+            )
     return lines
 
 
@@ -120,12 +132,15 @@ def _data_columns(path: str) -> tuple[list[str], str]:
         try:
             names = list(pq.read_schema(path).names)
         except Exception as exc:  # noqa: BLE001  (pyarrow raises several kinds)
-            raise ConfigError(f"data.path: cannot read {path!r} as Parquet: "
-                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                              ) from None
+            raise ConfigError(
+                f"data.path: cannot read {path!r} as Parquet: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            ) from None
         if "ts_ms" not in names:
-            raise ConfigError(f"data.path: {path!r} has no ts_ms column (event time in ms); "
-                              f"columns: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")
+            raise ConfigError(
+                f"data.path: {path!r} has no ts_ms column (event time in ms); "
+                f"columns: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}"
+            )
         return names, f"the columns of {Path(path).name}"
     try:
         with open(path, "rb") as f:
@@ -135,8 +150,7 @@ def _data_columns(path: str) -> tuple[list[str], str]:
     return list(VALUE_COLUMNS), "DEBS columns"
 
 
-def check_live(config: Config, out_dir: str | Path | None = None, *,
-               java: bool = True) -> None:
+def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool = True) -> None:
     """Every check ``weaveplace run`` makes before doing work, so that ``weaveplace validate``
     can make the same ones (issue 11): run.mode live, one workload and one cluster layout,
     one optimizer, a readable data source whose columns include every query's stream, an
@@ -146,18 +160,26 @@ def check_live(config: Config, out_dir: str | Path | None = None, *,
     import shutil
 
     if config.run.mode != "live":
-        raise ConfigError(f"run.mode: {config.run.mode!r}; `weaveplace run` needs run.mode: "
-                          "live (use `weaveplace simulate` to price plans)")
+        raise ConfigError(
+            f"run.mode: {config.run.mode!r}; `weaveplace run` needs run.mode: "
+            "live (use `weaveplace simulate` to price plans)"
+        )
     points = config.points()
     if len(points) != 1:
-        raise ConfigError(f"a live run takes one workload and one cluster layout; this config "
-                          f"expands to {len(points)} (remove the list-valued parameters)")
+        raise ConfigError(
+            f"a live run takes one workload and one cluster layout; this config "
+            f"expands to {len(points)} (remove the list-valued parameters)"
+        )
     names = config.placement.optimizer_list
     if len(names) != 1:
-        hint = "" if "optimizers" in config.placement.model_fields_set else \
-            " (the default; set placement.optimizers to one name, e.g. WG_TN)"
-        raise ConfigError(f"placement.optimizers: a live run takes one optimizer, got "
-                          f"{names}{hint}")
+        hint = (
+            ""
+            if "optimizers" in config.placement.model_fields_set
+            else " (the default; set placement.optimizers to one name, e.g. WG_TN)"
+        )
+        raise ConfigError(
+            f"placement.optimizers: a live run takes one optimizer, got {names}{hint}"
+        )
     if config.data.path is not None:
         columns, label = _data_columns(config.data.path)
     else:
@@ -167,14 +189,18 @@ def check_live(config: Config, out_dir: str | Path | None = None, *,
     for key, stream in _streams(config):
         if stream not in columns or stream in ("ts_ms", "ts"):
             shown = [c for c in columns if c not in ("ts_ms", "ts")]
-            raise ConfigError(f"{key}: {stream!r} is not a column of the data; live queries "
-                              f"read one of the {label}: {', '.join(shown[:8])}"
-                              f"{', ...' if len(shown) > 8 else ''}")
+            raise ConfigError(
+                f"{key}: {stream!r} is not a column of the data; live queries "
+                f"read one of the {label}: {', '.join(shown[:8])}"
+                f"{', ...' if len(shown) > 8 else ''}"
+            )
     watch = config.data.directory
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
     if watch is not None and out.resolve() == Path(watch.path):
-        raise ConfigError(f"run.output_dir: {str(out)!r} is the watched directory "
-                          "(data.directory.path); outputs would be read as input")
+        raise ConfigError(
+            f"run.output_dir: {str(out)!r} is the watched directory "
+            "(data.directory.path); outputs would be read as input"
+        )
     address = config.cluster.ray.address
     check_ray_address(address)
     if address not in (None, "", "auto", "local"):  # the token check ray.init would fail on
@@ -183,15 +209,19 @@ def check_live(config: Config, out_dir: str | Path | None = None, *,
         try:
             attach_auth(address)
         except ConnectionError as exc:
-            raise ConfigError(f"cluster.ray.address {address!r}: cannot connect to Ray "
-                              f"({exc})") from None
+            raise ConfigError(
+                f"cluster.ray.address {address!r}: cannot connect to Ray ({exc})"
+            ) from None
     if java and shutil.which("java") is None:
-        raise ConfigError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
-                          "(e.g. apt-get install openjdk-17-jre-headless)")
+        raise ConfigError(
+            "Java is not installed or not on PATH: PySpark 4 needs Java 17 "
+            "(e.g. apt-get install openjdk-17-jre-headless)"
+        )
 
 
-def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
-             spark=None) -> LiveSummary:
+def live_run(
+    config: Config, out_dir: str | Path | None = None, progress=None, spark=None
+) -> LiveSummary:
     """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
     ``data.directory``, with the stream's progress line about four times a second).
     ``spark``: a running session to use (and leave running), e.g. in tests.  Every check is
@@ -215,42 +245,73 @@ def live_run(config: Config, out_dir: str | Path | None = None, progress=None,
     if data_path is None and watch is None:
         say(f"generating {config.data.duration_s:g} s of DEBS-style data")
         data_path = out / "data.parquet"
-        generate_debs(data_path, duration_s=config.data.duration_s,
-                      rate_hz=config.data.rate_hz, seed=config.data.seed, fmt="parquet")
+        generate_debs(
+            data_path,
+            duration_s=config.data.duration_s,
+            rate_hz=config.data.rate_hz,
+            seed=config.data.seed,
+            fmt="parquet",
+        )
     say(f"placing {len(queries)} queries with {names[0]}")
-    model = CostModel(config.placement.ie, rates, config.placement.engine,
-                      config.placement.slicing)
+    model = CostModel(config.placement.ie, rates, config.placement.engine, config.placement.slicing)
     plan = plan_for(names[0], queries, model, point["capacities"], config, strict=True)
     for node, node_id in zip(plan.nodes, point["node_ids"]):
         node.id = node_id
     plan_dict = plan.to_dict()
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
     if watch is not None:
-        return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark,
-                           start)
+        return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark, start)
     from sim.debs import is_parquet_name
 
     text = not is_parquet_name(Path(data_path).name)
-    say("deploying on Ray and feeding through Spark"
-        + (" (DEBS text: Spark tasks parse byte ranges first)" if text else ""))
+    say(
+        "deploying on Ray and feeding through Spark"
+        + (" (DEBS text: Spark tasks parse byte ranges first)" if text else "")
+    )
     faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
     if faults:
         say(f"fault drill: {len(faults)} fault(s)")
-    result = run_live(plan_dict, data_path, out, ray_address=config.cluster.ray.address,
-                      spark=spark, spark_master=config.cluster.spark.master,
-                      allowed_lateness=config.run.allowed_lateness,
-                      batch_rows=config.run.batch_rows,
-                      checkpoint_every=config.run.checkpoint_every, faults=faults,
-                      extra_columns=config.data.extra_columns)
+    result = run_live(
+        plan_dict,
+        data_path,
+        out,
+        ray_address=config.cluster.ray.address,
+        spark=spark,
+        spark_master=config.cluster.spark.master,
+        allowed_lateness=config.run.allowed_lateness,
+        batch_rows=config.run.batch_rows,
+        checkpoint_every=config.run.checkpoint_every,
+        faults=faults,
+        extra_columns=config.data.extra_columns,
+    )
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
-    return LiveSummary(out, names[0], len(queries), len(plan.nodes), tuples,
-                       result.answers.num_rows, result.late.num_rows,
-                       time.perf_counter() - start, plan.total_cost, plan.max_cost, metrics)
+    return LiveSummary(
+        out,
+        names[0],
+        len(queries),
+        len(plan.nodes),
+        tuples,
+        result.answers.num_rows,
+        result.late.num_rows,
+        time.perf_counter() - start,
+        plan.total_cost,
+        plan.max_cost,
+        metrics,
+    )
 
 
-def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_queries: int,
-                say, spark, start: float) -> LiveSummary:
+def _stream_run(
+    config: Config,
+    plan,
+    plan_dict,
+    out: Path,
+    optimizer: str,
+    n_queries: int,
+    say,
+    spark,
+    start: float,
+) -> LiveSummary:
     """``data.directory``: Structured Streaming over the directory until a stop condition
     (``cluster.streaming.StreamError`` if the stream cannot start or go on).
 
@@ -261,19 +322,45 @@ def _stream_run(config: Config, plan, plan_dict, out: Path, optimizer: str, n_qu
     from cluster.streaming import StreamOptions, run_stream
 
     w = config.data.directory
-    opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch, poll_s=w.poll_s,
-                         idle_timeout_s=w.idle_timeout_s, max_files=w.max_files,
-                         timeout_s=w.timeout_s, batch_rows=config.run.batch_rows,
-                         extra_columns=config.data.extra_columns)
+    opts = StreamOptions(
+        pattern=w.pattern,
+        files_per_batch=w.files_per_batch,
+        poll_s=w.poll_s,
+        idle_timeout_s=w.idle_timeout_s,
+        max_files=w.max_files,
+        timeout_s=w.timeout_s,
+        batch_rows=config.run.batch_rows,
+        extra_columns=config.data.extra_columns,
+    )
     faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
-    say(f"starting Ray and Spark to watch {w.path}"
-        + (f" (fault drill: {len(faults)} fault(s))" if faults else ""))
-    res = run_stream(plan_dict, w.path, out, options=opts, ray_address=config.cluster.ray.address,
-                     spark=spark, spark_master=config.cluster.spark.master,
-                     allowed_lateness=config.run.allowed_lateness,
-                     checkpoint_every=config.run.checkpoint_every, faults=faults,
-                     progress=lambda st: say(f"watching: {st.line()}"))
+    say(
+        f"starting Ray and Spark to watch {w.path}"
+        + (f" (fault drill: {len(faults)} fault(s))" if faults else "")
+    )
+    res = run_stream(
+        plan_dict,
+        w.path,
+        out,
+        options=opts,
+        ray_address=config.cluster.ray.address,
+        spark=spark,
+        spark_master=config.cluster.spark.master,
+        allowed_lateness=config.run.allowed_lateness,
+        checkpoint_every=config.run.checkpoint_every,
+        faults=faults,
+        progress=lambda st: say(f"watching: {st.line()}"),
+    )
     st = res.stats
-    return LiveSummary(out, optimizer, n_queries, len(plan.nodes), st.rows, st.answers,
-                       st.late, time.perf_counter() - start, plan.total_cost, plan.max_cost,
-                       res.metrics)
+    return LiveSummary(
+        out,
+        optimizer,
+        n_queries,
+        len(plan.nodes),
+        st.rows,
+        st.answers,
+        st.late,
+        time.perf_counter() - start,
+        plan.total_cost,
+        plan.max_cost,
+        res.metrics,
+    )

@@ -21,6 +21,7 @@ Reported per technique: E-weighted totals ``sum E_t * measured_t`` vs ``sum E_t 
 (final-aggregation operations per time unit, the part of the plan cost Omega drives) and the
 per-tree % differences.  For SlickDeque Inv also the old formula ``2 x #unique ranges``.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,14 +51,14 @@ class TreeCheck:
     composite_slide: int
     edge_rate: float
     wsize: int
-    estimated: float      # the model's Omega (operations per edge)
-    measured: float       # measured operations per edge (mean over `slices`)
+    estimated: float  # the model's Omega (operations per edge)
+    measured: float  # measured operations per edge (mean over `slices`)
     slices: int
     old_formula: float | None = None  # SlickDeque Inv: 2 x #unique ranges
-    exact_scan: bool = True           # the model's composite-slide scan was in budget
+    exact_scan: bool = True  # the model's composite-slide scan was in budget
     slicing: str = "pairs"
-    open_model: float | None = None   # Cutty: open-partial combines per edge in the model
-    open_exact: float | None = None   # Cutty: the same counted exactly (cutty_profile)
+    open_model: float | None = None  # Cutty: open-partial combines per edge in the model
+    open_exact: float | None = None  # Cutty: the same counted exactly (cutty_profile)
 
     @property
     def diff_pct(self) -> float:
@@ -68,11 +69,19 @@ class TreeCheck:
 
 def _edges(classes, a: int, b: int) -> np.ndarray:
     from executors.slicing import edges_between
+
     return edges_between(sorted(classes), a, b)
 
 
-def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int = 4096,
-                 max_ops: float = 2e8, measure_cap: int = 1 << 20, seed: int = 0) -> TreeCheck:
+def measure_tree(
+    tree,
+    technique: str,
+    warm_cap: int = 1 << 18,
+    measure_min: int = 4096,
+    max_ops: float = 2e8,
+    measure_cap: int = 1 << 20,
+    seed: int = 0,
+) -> TreeCheck:
     """Run one planned tree with op counting; measured ops per edge after the warm-up.
 
     At most ``measure_cap`` slices (rounded up to whole composite slides) are measured: a tree
@@ -90,10 +99,14 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     per_period = tree.edges  # edges in one composite slide
     # Cutty: warm up for every technique (windows reaching before the first slice see fewer
     # complete slices, and their open-partial combines fall on the first slices)
-    warm = 0 if technique in ("panes", "slickdeque_inv") and slicing == "pairs" \
+    warm = (
+        0
+        if technique in ("panes", "slickdeque_inv") and slicing == "pairs"
         else min(wsize, warm_cap)
-    measure = min(max(measure_min, 2 * wsize if warm else 0, per_period),
-                  max(measure_cap, per_period))
+    )
+    measure = min(
+        max(measure_min, 2 * wsize if warm else 0, per_period), max(measure_cap, per_period)
+    )
     if technique == "panes":  # state-independent, but expensive: cap the work
         measure = min(measure, max(per_period, int(max_ops / max(tree.omega, 1.0))))
     measure = -(-measure // per_period) * per_period  # whole composite slides
@@ -113,29 +126,53 @@ def measure_tree(tree, technique: str, warm_cap: int = 1 << 18, measure_min: int
     # before the first tuple are answered), max_r before the watermark when the data is shorter
     # than the longest range: skip those empty slices, then slice i is [ts[i], ts[i+1]).
     from executors.slicing import floor_edge
+
     cursor = floor_edge(sorted(classes), min(int(ts[0]), int(ts[-1]) - max(r for r, _ in rs)))
     lead = _edges(classes, cursor, int(ts[0])).shape[0]
-    seg = per[lead + warm: lead + warm + measure]
+    seg = per[lead + warm : lead + warm + measure]
     if seg.shape[0] < measure:
         raise RuntimeError(f"only {per.shape[0]} slices closed, needed {warm + measure}")
-    old = 2.0 * len({r for r, _ in rs}) \
-        if technique == "slickdeque_inv" and slicing == "pairs" else None
+    old = (
+        2.0 * len({r for r, _ in rs})
+        if technique == "slickdeque_inv" and slicing == "pairs"
+        else None
+    )
     open_model = open_exact = None
     if slicing == "pairs":
         exact = running_aggregates(frozenset(rs))[1]
     else:
         _, f, exact = cutty_terms(frozenset(rs))
         open_exact = f if exact else None
-        open_model = f if technique == "slickdeque_inv" else (
-            0.0 if technique == "panes" else open_combines_estimate(rs, tree.edge_rate))
+        open_model = (
+            f
+            if technique == "slickdeque_inv"
+            else (0.0 if technique == "panes" else open_combines_estimate(rs, tree.edge_rate))
+        )
     # E per time unit (a count tree's edges per tuple x its stream's rate): totals add up
-    return TreeCheck(technique, len(tree.queries), tree.composite_slide, tree.time_edge_rate,
-                     wsize, tree.omega, float(seg.mean()), measure, old, exact, slicing,
-                     open_model, open_exact)
+    return TreeCheck(
+        technique,
+        len(tree.queries),
+        tree.composite_slide,
+        tree.time_edge_rate,
+        wsize,
+        tree.omega,
+        float(seg.mean()),
+        measure,
+        old,
+        exact,
+        slicing,
+        open_model,
+        open_exact,
+    )
 
 
-def run_omega_check(spec: WorkloadSpec | None = None, techniques=TECHNIQUES, progress=None,
-                    slicing: str = "pairs", **kw) -> dict[str, list[TreeCheck]]:
+def run_omega_check(
+    spec: WorkloadSpec | None = None,
+    techniques=TECHNIQUES,
+    progress=None,
+    slicing: str = "pairs",
+    **kw,
+) -> dict[str, list[TreeCheck]]:
     """Plan the workload with each technique's Omega (under ``slicing``); measure every tree
     of each plan."""
     spec = spec or WorkloadSpec(**CH7)
@@ -156,21 +193,26 @@ def run_omega_check(spec: WorkloadSpec | None = None, techniques=TECHNIQUES, pro
                 progress(rows[-1])
         out[tech] = rows
         if progress:
-            note = (f", {skipped} not measured (composite slide > {MAX_COMPOSITE_SLIDE:.0e})"
-                    if skipped else "")
+            note = (
+                f", {skipped} not measured (composite slide > {MAX_COMPOSITE_SLIDE:.0e})"
+                if skipped
+                else ""
+            )
             progress(f"{tech}: {len(rows)} trees in {time.perf_counter() - t0:.1f}s{note}")
     return out
 
 
-def slickdeque_inv_on_plan(spec: WorkloadSpec | None = None, plan_technique: str = "panes",
-                           slicing: str = "pairs") -> dict:
+def slickdeque_inv_on_plan(
+    spec: WorkloadSpec | None = None, plan_technique: str = "panes", slicing: str = "pairs"
+) -> dict:
     """SlickDeque Inv's model (new and old formula) vs measured on the trees of *another*
     technique's plan (Panes weaves more, so its trees show what the old formula misses)."""
     spec = spec or WorkloadSpec(**CH7)
     model = CostModel("slickdeque_inv", spec.rate, slicing=slicing)
-    trees = [model.tree(t.queries)
-             for t in weaveshare(generate(spec), CostModel(plan_technique, spec.rate,
-                                                           slicing=slicing))]
+    trees = [
+        model.tree(t.queries)
+        for t in weaveshare(generate(spec), CostModel(plan_technique, spec.rate, slicing=slicing))
+    ]
     checks, skipped = [], 0
     for t in trees:
         try:
@@ -179,13 +221,22 @@ def slickdeque_inv_on_plan(spec: WorkloadSpec | None = None, plan_technique: str
             skipped += 1
     new = math.fsum(c.edge_rate * c.estimated for c in checks)
     mea = math.fsum(c.edge_rate * c.measured for c in checks)
-    out = dict(plan=plan_technique, slicing=slicing, trees=len(checks), skipped=skipped,
-               model=new, measured=mea, trees_exact=sum(1 for c in checks
-                                                        if abs(c.measured - c.estimated) < 1e-9))
+    out = dict(
+        plan=plan_technique,
+        slicing=slicing,
+        trees=len(checks),
+        skipped=skipped,
+        model=new,
+        measured=mea,
+        trees_exact=sum(1 for c in checks if abs(c.measured - c.estimated) < 1e-9),
+    )
     if slicing == "pairs":
         old = math.fsum(c.edge_rate * c.old_formula for c in checks)
-        out.update(old_formula=old, old_diff_pct=100.0 * (old - mea) / mea,
-                   trees_old_wrong=sum(1 for c in checks if c.old_formula != c.measured))
+        out.update(
+            old_formula=old,
+            old_diff_pct=100.0 * (old - mea) / mea,
+            trees_old_wrong=sum(1 for c in checks if c.old_formula != c.measured),
+        )
     return out
 
 
@@ -198,13 +249,25 @@ def summarize(results: dict[str, list[TreeCheck]]) -> list[dict]:
         est = math.fsum(t.edge_rate * t.estimated for t in trees)
         mea = math.fsum(t.edge_rate * t.measured for t in trees)
         d = [t.diff_pct for t in trees]
-        row = dict(technique=tech, slicing=trees[0].slicing if trees else "pairs", trees=len(trees), estimated=est, measured=mea,
-                   diff_pct=100.0 * (mea - est) / est, tree_diff_min=min(d),
-                   tree_diff_median=float(np.median(d)), tree_diff_max=max(d),
-                   exact_trees=sum(1 for t in trees if abs(t.measured - t.estimated) < 1e-9),
-                   scan_exact_trees=sum(1 for t in trees if t.exact_scan))
-        if trees and trees[0].slicing != "pairs" and tech not in ("panes", "slickdeque_inv") \
-                and all(t.open_exact is not None for t in trees):
+        row = dict(
+            technique=tech,
+            slicing=trees[0].slicing if trees else "pairs",
+            trees=len(trees),
+            estimated=est,
+            measured=mea,
+            diff_pct=100.0 * (mea - est) / est,
+            tree_diff_min=min(d),
+            tree_diff_median=float(np.median(d)),
+            tree_diff_max=max(d),
+            exact_trees=sum(1 for t in trees if abs(t.measured - t.estimated) < 1e-9),
+            scan_exact_trees=sum(1 for t in trees if t.exact_scan),
+        )
+        if (
+            trees
+            and trees[0].slicing != "pairs"
+            and tech not in ("panes", "slickdeque_inv")
+            and all(t.open_exact is not None for t in trees)
+        ):
             om = math.fsum(t.edge_rate * t.open_model for t in trees)
             ox = math.fsum(t.edge_rate * t.open_exact for t in trees)
             row["open_model"], row["open_exact"] = om, ox
@@ -217,20 +280,31 @@ def summarize(results: dict[str, list[TreeCheck]]) -> list[dict]:
 
 
 def format_summary(rows: list[dict]) -> str:
-    lines = ["| technique | trees | sum E*Omega (model) | sum E*measured | diff | per-tree diff "
-             "min / median / max | trees exact |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| technique | trees | sum E*Omega (model) | sum E*measured | diff | per-tree diff "
+        "min / median / max | trees exact |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['technique']} | {r['trees']} | {r['estimated']:.6g} | {r['measured']:.6g} | "
             f"{r['diff_pct']:+.2f}% | {r['tree_diff_min']:+.2f}% / {r['tree_diff_median']:+.2f}% / "
-            f"{r['tree_diff_max']:+.2f}% | {r['exact_trees']}/{r['trees']} |")
+            f"{r['tree_diff_max']:+.2f}% | {r['exact_trees']}/{r['trees']} |"
+        )
     for r in rows:
         if "open_model" in r:
-            d = 100.0 * (r["open_model"] - r["open_exact"]) / r["open_exact"] \
-                if r["open_exact"] else 0.0
-            lines.append(f"\n{r['technique']}: open-partial combines per time unit, estimate "
-                         f"{r['open_model']:.6g} vs exact {r['open_exact']:.6g} ({d:+.2f}%)")
+            d = (
+                100.0 * (r["open_model"] - r["open_exact"]) / r["open_exact"]
+                if r["open_exact"]
+                else 0.0
+            )
+            lines.append(
+                f"\n{r['technique']}: open-partial combines per time unit, estimate "
+                f"{r['open_model']:.6g} vs exact {r['open_exact']:.6g} ({d:+.2f}%)"
+            )
         if "old_formula" in r:
-            lines.append(f"\nSlickDeque Inv, old formula 2 x #unique ranges: sum E*Omega = "
-                         f"{r['old_formula']:.6g} ({r['old_diff_pct']:+.2f}% measured vs it)")
+            lines.append(
+                f"\nSlickDeque Inv, old formula 2 x #unique ranges: sum E*Omega = "
+                f"{r['old_formula']:.6g} ({r['old_diff_pct']:+.2f}% measured vs it)"
+            )
     return "\n".join(lines)

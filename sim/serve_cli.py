@@ -7,11 +7,13 @@ until ``ctl ... stop`` (or Ctrl-C; both keep the state for ``--resume``).  ``RUN
 ``--resume`` takes no config).  ``ctl`` reads ``RUN_DIR/control.json`` and prints the JSON reply;
 a refused command prints its one-line reason and exits 2.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
 import time
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,10 @@ def _load_state(run_dir: Path) -> dict:
     except ValueError as e:
         raise ServeError(f"{p}: not valid JSON ({e})") from None
     if state.get("final"):
-        raise ServeError(f"--resume {run_dir}: the deployment was stopped with --flush (end of "
-                         "input); there is nothing to resume")
+        raise ServeError(
+            f"--resume {run_dir}: the deployment was stopped with --flush (end of "
+            "input); there is nothing to resume"
+        )
     return state
 
 
@@ -42,8 +46,9 @@ def prepare(config_path: Path | None, resume: Path | None):
     from sim.config import ConfigError, load_config, load_config_text
 
     if (config_path is None) == (resume is None):
-        raise ServeError("give a CONFIG to start a deployment, or --resume RUN_DIR to continue "
-                         "one (not both)")
+        raise ServeError(
+            "give a CONFIG to start a deployment, or --resume RUN_DIR to continue one (not both)"
+        )
     if resume is not None:
         run_dir = Path(resume)
         state = _load_state(run_dir)
@@ -64,18 +69,26 @@ def prepare(config_path: Path | None, resume: Path | None):
         run_dir = Path(cfg.run.output_dir)
         state = None
         if (run_dir / "state" / "service.json").exists():
-            raise ServeError(f"run.output_dir: {str(run_dir)!r} holds a deployment; continue it "
-                             f"with `weaveplace serve --resume {run_dir}` or choose another "
-                             "run.output_dir")
+            raise ServeError(
+                f"run.output_dir: {str(run_dir)!r} holds a deployment; continue it "
+                f"with `weaveplace serve --resume {run_dir}` or choose another "
+                "run.output_dir"
+            )
     if cfg.data.path is not None:
-        raise ServeError("data.path: `weaveplace serve` reads data.directory (files as they "
-                         "arrive) or, without both, a synthetic real-time feed at data.rate_hz")
-    if cfg.data.directory is not None and \
-            run_dir.resolve() == Path(cfg.data.directory.path).resolve():
+        raise ServeError(
+            "data.path: `weaveplace serve` reads data.directory (files as they "
+            "arrive) or, without both, a synthetic real-time feed at data.rate_hz"
+        )
+    if (
+        cfg.data.directory is not None
+        and run_dir.resolve() == Path(cfg.data.directory.path).resolve()
+    ):
         raise ServeError(f"run.output_dir: {str(run_dir)!r} is the watched directory")
     if shutil.which("java") is None:
-        raise ServeError("Java is not installed or not on PATH: PySpark 4 needs Java 17 "
-                         "(e.g. apt-get install openjdk-17-jre-headless)")
+        raise ServeError(
+            "Java is not installed or not on PATH: PySpark 4 needs Java 17 "
+            "(e.g. apt-get install openjdk-17-jre-headless)"
+        )
     return cfg, run_dir, state, text, base
 
 
@@ -88,8 +101,10 @@ def initial_plan(cfg) -> tuple[dict, Any]:
 
     points = cfg.points()
     if len(points) != 1:
-        raise ServeError(f"a deployment takes one workload and one cluster layout; this config "
-                         f"expands to {len(points)} (remove the list-valued parameters)")
+        raise ServeError(
+            f"a deployment takes one workload and one cluster layout; this config "
+            f"expands to {len(points)} (remove the list-valued parameters)"
+        )
     names = cfg.placement.optimizer_list
     if len(names) != 1:
         raise ServeError(f"placement.optimizers: a deployment takes one optimizer, got {names}")
@@ -103,8 +118,10 @@ def initial_plan(cfg) -> tuple[dict, Any]:
         raise ServeError(f"workload: stream(s) {bad} are not DEBS columns (e.g. mf01, mf02)")
     counts = [q.id for q in queries if q.kind != "time"]
     if counts:
-        raise ServeError(f"workload: count-window queries {counts[:5]}: a deployment whose "
-                         "queries change runs time windows only")
+        raise ServeError(
+            f"workload: count-window queries {counts[:5]}: a deployment whose "
+            "queries change runs time windows only"
+        )
     if cfg.streams is None:
         rates = {s: cfg.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
     model = CostModel(cfg.placement.ie, rates, cfg.placement.engine, cfg.placement.slicing)
@@ -114,8 +131,9 @@ def initial_plan(cfg) -> tuple[dict, Any]:
     return plan.to_dict(), model
 
 
-def run_service(cfg, run_dir: Path, state: dict | None, text: str, base: str, spark=None,
-                progress=None):
+def run_service(
+    cfg, run_dir: Path, state: dict | None, text: str, base: str, spark=None, progress=None
+):
     """Start (or resume) the deployment and serve until stopped; returns the stream stats."""
     from cluster.live import default_pinning, started_runtimes
     from cluster.live_node import LiveDeployment, plan_from_state
@@ -131,9 +149,15 @@ def run_service(cfg, run_dir: Path, state: dict | None, text: str, base: str, sp
         opts = StreamOptions(poll_s=0.5, files_per_batch=8, batch_rows=cfg.run.batch_rows)
         watch = feeder.directory
     else:
-        opts = StreamOptions(pattern=w.pattern, files_per_batch=w.files_per_batch,
-                             poll_s=w.poll_s, idle_timeout_s=None, max_files=None,
-                             timeout_s=w.timeout_s, batch_rows=cfg.run.batch_rows)
+        opts = StreamOptions(
+            pattern=w.pattern,
+            files_per_batch=w.files_per_batch,
+            poll_s=w.poll_s,
+            idle_timeout_s=None,
+            max_files=None,
+            timeout_s=w.timeout_s,
+            batch_rows=cfg.run.batch_rows,
+        )
         watch = w.path
     if state is None:
         plan, model = initial_plan(cfg)
@@ -150,18 +174,34 @@ def run_service(cfg, run_dir: Path, state: dict | None, text: str, base: str, sp
         optimizer = state["optimizer"]
     ray_address = cfg.cluster.ray.address
     with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, _):
-        with LiveDeployment(plan, allowed_lateness=cfg.run.allowed_lateness,
-                            checkpoint_every=cfg.run.checkpoint_every,
-                            pin_nodes=default_pinning(None, ray_address)) as dep:
+        with LiveDeployment(
+            plan,
+            allowed_lateness=cfg.run.allowed_lateness,
+            checkpoint_every=cfg.run.checkpoint_every,
+            pin_nodes=default_pinning(None, ray_address),
+        ) as dep:
             if state is not None:
                 sd = run_dir / "state"
-                blobs = {nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
-                         for nid, v in state["nodes"].items()}
+                blobs = {
+                    nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
+                    for nid, v in state["nodes"].items()
+                }
                 dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
-            svc = Service(dep, spark, watch, run_dir, plan, model, options=opts,
-                          default_rate=cfg.data.rate_hz / 1000.0,
-                          tolerance=cfg.placement.tolerance, max_moves=cfg.placement.max_moves,
-                          optimizer=optimizer, resume_state=state, progress=progress)
+            svc = Service(
+                dep,
+                spark,
+                watch,
+                run_dir,
+                plan,
+                model,
+                options=opts,
+                default_rate=cfg.data.rate_hz / 1000.0,
+                tolerance=cfg.placement.tolerance,
+                max_moves=cfg.placement.max_moves,
+                optimizer=optimizer,
+                resume_state=state,
+                progress=progress,
+            )
             if feeder is not None:
                 feeder.start()
             try:
@@ -198,25 +238,37 @@ class SyntheticFeed:
         self._thread.join(30)
 
     def _run(self) -> None:
-        from datetime import datetime, timedelta, timezone
+        from datetime import datetime, timedelta
 
         from sim.debs import generate_debs
 
-        t0 = datetime(2012, 2, 22, 16, 46, 28, tzinfo=timezone.utc)
+        t0 = datetime(2012, 2, 22, 16, 46, 28, tzinfo=UTC)
         k = len([p for p in self.directory.glob("f*.parquet")])
         nxt = time.monotonic() + self.chunk_s
         while not self._stop.wait(max(0.0, nxt - time.monotonic())):
             tmp = self.directory / f".f{k:07d}.parquet"
-            generate_debs(tmp, duration_s=self.chunk_s, rate_hz=self.rate_hz,
-                          seed=self.seed + k, start=t0 + timedelta(seconds=k * self.chunk_s))
+            generate_debs(
+                tmp,
+                duration_s=self.chunk_s,
+                rate_hz=self.rate_hz,
+                seed=self.seed + k,
+                start=t0 + timedelta(seconds=k * self.chunk_s),
+            )
             tmp.replace(self.directory / f"f{k:07d}.parquet")
             k += 1
             nxt += self.chunk_s
 
 
 # -- ctl --------------------------------------------------------------------------------------
-COMMANDS = ("status", "add-queries", "remove-queries", "add-node", "retire-node", "rebalance",
-            "stop")
+COMMANDS = (
+    "status",
+    "add-queries",
+    "remove-queries",
+    "add-node",
+    "retire-node",
+    "rebalance",
+    "stop",
+)
 
 
 def read_queries_file(path: Path) -> list[dict]:
@@ -234,13 +286,21 @@ def read_queries_file(path: Path) -> list[dict]:
     if isinstance(raw, dict):
         raw = raw.get("queries")
     if not isinstance(raw, list) or not raw:
-        raise ServeError(f"add-queries: {p}: expected a list of queries (or queries: [...]), "
-                         "the schema of config workload.queries")
+        raise ServeError(
+            f"add-queries: {p}: expected a list of queries (or queries: [...]), "
+            "the schema of config workload.queries"
+        )
     return raw
 
 
-def ctl(run_dir: Path, command: str, args: list[str], node_id: str | None = None,
-        capacity: float | None = None, flush: bool = False) -> Any:
+def ctl(
+    run_dir: Path,
+    command: str,
+    args: list[str],
+    node_id: str | None = None,
+    capacity: float | None = None,
+    flush: bool = False,
+) -> Any:
     """Send one command; returns the reply (``ServeError`` with the one-line reason)."""
     from cluster.control import ControlError, call
 
@@ -308,17 +368,30 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
         cfg, run_dir, state, text, base = prepare(config, resume)
     except ServeError as e:
         raise user_error(str(e)) from None
-    bar = Progress(SpinnerColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}", table_column=Column(overflow="fold")),
-                   console=console, transient=True)
-    console.print(f"serving {escape(str(run_dir))}: control with `weaveplace ctl "
-                  f"{escape(str(run_dir))} status|add-queries FILE|remove-queries ID...|"
-                  "add-node|retire-node ID|rebalance|stop`", soft_wrap=True)
+    bar = Progress(
+        SpinnerColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}", table_column=Column(overflow="fold")),
+        console=console,
+        transient=True,
+    )
+    console.print(
+        f"serving {escape(str(run_dir))}: control with `weaveplace ctl "
+        f"{escape(str(run_dir))} status|add-queries FILE|remove-queries ID...|"
+        "add-node|retire-node ID|rebalance|stop`",
+        soft_wrap=True,
+    )
     with bar:
         task = bar.add_task("starting Ray and Spark", total=None)
         try:
-            stats = run_service(cfg, run_dir, state, text, base,
-                                progress=lambda st: bar.update(task, description=st.line()))
+            stats = run_service(
+                cfg,
+                run_dir,
+                state,
+                text,
+                base,
+                progress=lambda st: bar.update(task, description=st.line()),
+            )
         except ServeError as e:
             raise user_error(str(e)) from None
         except (DeploymentError, StreamError) as e:
@@ -329,6 +402,9 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
             bar.stop()
             console.print("[red]interrupted[/red] while starting; nothing was fed")
             raise SystemExit(130) from None
-    console.print(f"stopped ({stats.stop_reason}): {stats.files} files, {stats.rows:,} rows, "
-                  f"{stats.answers:,} answers, {stats.late:,} late; resume with `weaveplace "
-                  f"serve --resume {escape(str(run_dir))}`", soft_wrap=True)
+    console.print(
+        f"stopped ({stats.stop_reason}): {stats.files} files, {stats.rows:,} rows, "
+        f"{stats.answers:,} answers, {stats.late:,} late; resume with `weaveplace "
+        f"serve --resume {escape(str(run_dir))}`",
+        soft_wrap=True,
+    )

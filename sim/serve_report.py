@@ -2,6 +2,7 @@
 per-node load over time (busy share of each node between two samples of ``load.jsonl``, and
 its planned cost) with every event of ``events.jsonl`` marked, plus the event log as a table.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,8 @@ def load_series(rows: list[dict]) -> tuple[float, dict[str, list[tuple[float, fl
             p = prev.get(nid)
             if p is not None and t > p[0] and m["busy_s"] >= p[1]:
                 series.setdefault(nid, []).append(
-                    (t - t0, (m["busy_s"] - p[1]) / (t - p[0]), m.get("planned_cost") or 0.0))
+                    (t - t0, (m["busy_s"] - p[1]) / (t - p[0]), m.get("planned_cost") or 0.0)
+                )
             prev[nid] = (t, m["busy_s"])
     return t0, series
 
@@ -59,8 +61,16 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
         x = e["wall_time"] - t0
         for ax in (ax1, ax2):
             ax.axvline(x, color="grey", lw=0.8, ls="--", alpha=0.7)
-        ax1.annotate(e["command"], (x, 1.0), xycoords=("data", "axes fraction"),
-                     rotation=90, fontsize=7, va="top", ha="right", color="dimgrey")
+        ax1.annotate(
+            e["command"],
+            (x, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize=7,
+            va="top",
+            ha="right",
+            color="dimgrey",
+        )
     ax1.set_ylabel("measured busy share")
     ax2.set_ylabel("planned cost")
     ax2.set_xlabel("wall-clock time since start (s)")
@@ -72,13 +82,37 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
         ax1.legend(fontsize=7, loc="upper left")
     plot = Plot("serve_load_over_time.png", title, _png(fig))
     table = html_table(
-        ["t (s)", "event time", "command / cause", "trees moved", "TotalCost before",
-         "TotalCost after", "MaxCost before", "MaxCost after"],
-        [[e["wall_time"] - t0, e.get("event_time"), e["command"], e.get("trees_moved"),
-          e.get("total_cost_before"), e.get("total_cost_after"), e.get("max_cost_before"),
-          e.get("max_cost_after")] for e in events],
-        ["g", "int", "g", "int", "g", "g", "g", "g"], table_id="serve-events")
-    body = ["<h2>Deployment over time (weaveplace serve)</h2>", plot.img(),
-            f"<h3>Events ({len(events)})</h3>", table,
-            f"<p>{_e(str(len(rows)))} load samples (load.jsonl).</p>"]
+        [
+            "t (s)",
+            "event time",
+            "command / cause",
+            "trees moved",
+            "TotalCost before",
+            "TotalCost after",
+            "MaxCost before",
+            "MaxCost after",
+        ],
+        [
+            [
+                e["wall_time"] - t0,
+                e.get("event_time"),
+                e["command"],
+                e.get("trees_moved"),
+                e.get("total_cost_before"),
+                e.get("total_cost_after"),
+                e.get("max_cost_before"),
+                e.get("max_cost_after"),
+            ]
+            for e in events
+        ],
+        ["g", "int", "g", "int", "g", "g", "g", "g"],
+        table_id="serve-events",
+    )
+    body = [
+        "<h2>Deployment over time (weaveplace serve)</h2>",
+        plot.img(),
+        f"<h3>Events ({len(events)})</h3>",
+        table,
+        f"<p>{_e(str(len(rows)))} load samples (load.jsonl).</p>",
+    ]
     return body, [plot]

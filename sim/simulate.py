@@ -43,9 +43,10 @@ import copy
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -53,8 +54,8 @@ from placement.distributed import OPTIMIZERS, build_plan, optimize
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
-from sim.compile_cache import warm_placement
 from sim import pareto_sim
+from sim.compile_cache import warm_placement
 from sim.config import SINGLE_NODE_OPTIMIZERS, Config, ConfigError
 from sim.workload import WorkloadSpec, generate
 
@@ -82,22 +83,44 @@ def _single_node(name: str, queries: list[Query], model: CostModel):
     return run_single_node(name, queries, model)
 
 
-def workload_point(config: Config, w: dict[str, Any] | None) -> tuple[list[Query], dict[str, float],
-                                                                 dict[str, Any]]:
+def workload_point(
+    config: Config, w: dict[str, Any] | None
+) -> tuple[list[Query], dict[str, float], dict[str, Any]]:
     """Queries, stream rates and the parameter columns of one workload point."""
     if w is not None:
         g = config.workload.generator
-        spec = WorkloadSpec(w["qnum"], w["smax"], float(w["rate"]), float(w["zskew"]),
-                            float(w["omax"]), w["gen"], w["seed"], g.stream, g.aggregate)
-        params = {**{k: w[k] for k in ("qnum", "smax", "rate", "zskew", "omax", "gen")},
-                  "workload_seed": w["seed"]}
+        spec = WorkloadSpec(
+            w["qnum"],
+            w["smax"],
+            float(w["rate"]),
+            float(w["zskew"]),
+            float(w["omax"]),
+            w["gen"],
+            w["seed"],
+            g.stream,
+            g.aggregate,
+        )
+        params = {
+            **{k: w[k] for k in ("qnum", "smax", "rate", "zskew", "omax", "gen")},
+            "workload_seed": w["seed"],
+        }
         return generate(spec), {spec.stream: float(spec.rate)}, params
-    queries = [Query(q.id, q.range, q.slide, q.aggregate, q.stream, q.kind)
-               for q in config.workload.queries]
-    rates = {s: v.rate for s, v in (config.streams or {}).items()
-             if s in {q.stream for q in queries}}
-    params = {"qnum": len(queries), "smax": max(q.slide for q in queries), "rate": None,
-              "zskew": None, "omax": None, "gen": "explicit", "workload_seed": None}
+    queries = [
+        Query(q.id, q.range, q.slide, q.aggregate, q.stream, q.kind)
+        for q in config.workload.queries
+    ]
+    rates = {
+        s: v.rate for s, v in (config.streams or {}).items() if s in {q.stream for q in queries}
+    }
+    params = {
+        "qnum": len(queries),
+        "smax": max(q.slide for q in queries),
+        "rate": None,
+        "zskew": None,
+        "omax": None,
+        "gen": "explicit",
+        "workload_seed": None,
+    }
     return queries, rates, params
 
 
@@ -119,8 +142,9 @@ def plan_for(name: str, queries, model, caps, config: Config, strict: bool = Fal
     if name in SINGLE_NODE_OPTIMIZERS:
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
-    return optimize(name, queries, model, caps, seed=config.run.seed,
-                    preprocess=config.placement.preprocess_arg)
+    return optimize(
+        name, queries, model, caps, seed=config.run.seed, preprocess=config.placement.preprocess_arg
+    )
 
 
 def _category(name: str) -> str:
@@ -130,20 +154,34 @@ def _category(name: str) -> str:
 def check_simulatable(config: Config) -> None:
     """``simulate`` prices plans; a ``live`` config asks for execution, which is not done here."""
     if config.run.mode != "simulate":
-        raise ConfigError("run.mode: 'live' executes plans on a cluster; `simulate` only prices "
-                          "plans (set run.mode: simulate)")
+        raise ConfigError(
+            "run.mode: 'live' executes plans on a cluster; `simulate` only prices "
+            "plans (set run.mode: simulate)"
+        )
 
 
-def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out: Path,
-                tick: Callable[[str], None]) -> list[dict[str, Any]]:
+def _point_rows(
+    config: Config,
+    i: int,
+    point: dict[str, Any],
+    work: tuple,
+    out: Path,
+    tick: Callable[[str], None],
+) -> list[dict[str, Any]]:
     """Every optimizer of ``config`` on configuration ``i`` (plans written under ``out``)."""
     queries, rates, params, model = work
     pl = config.placement
     ids, caps = point["node_ids"], point["capacities"]
-    base = {"config_id": i, **params, "nodes": len(ids),
-            "capacities": None if all(c is None for c in caps) else json.dumps(caps),
-            "ie": pl.ie, "slicing": pl.slicing, "engine": pl.engine,
-            "preprocess": str(pl.preprocess_arg)}
+    base = {
+        "config_id": i,
+        **params,
+        "nodes": len(ids),
+        "capacities": None if all(c is None for c in caps) else json.dumps(caps),
+        "ie": pl.ie,
+        "slicing": pl.slicing,
+        "engine": pl.engine,
+        "preprocess": str(pl.preprocess_arg),
+    }
     # numba's one-off kernel compile/load (first call in this process) before any timer:
     # reported as compile_s (on the first row that paid it), never inside runtime_s (Table 10)
     compile_s = warm_placement()
@@ -152,8 +190,9 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
         t0 = time.perf_counter()
         if name == "WG_PF":  # the chosen plan of its front (sim.pareto_sim)
             reused = {k: v for k, v in done.items() if k in pareto_sim.SEED_OPTIMIZERS}
-            pf_res = pareto_sim.pareto_for(queries, model, caps, config,
-                                           {k: p for k, (p, _) in reused.items()})
+            pf_res = pareto_sim.pareto_for(
+                queries, model, caps, config, {k: p for k, (p, _) in reused.items()}
+            )
             plan = pf_res.plan
             # WG_PF's time includes its seeds': reused plans count with their own runtimes
             runtime = time.perf_counter() - t0 + sum(t for _, t in reused.values())
@@ -167,19 +206,36 @@ def _point_rows(config: Config, i: int, point: dict[str, Any], work: tuple, out:
         dicts.append(d)
         rel = Path("plans") / f"c{i:04d}_{name}.json"
         (out / rel).write_text(json.dumps(d, indent=1))
-        rows.append({**base, "optimizer": name, "category": _category(name),
-                     "n_queries": len(queries),
-                     "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
-                     "total_cost": d["total_cost"], "max_cost": d["max_cost"],
-                     "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
-                     "runtime_s": runtime,
-                     "compile_s": 0.0 if rows else compile_s, "plan": str(rel)})
+        rows.append(
+            {
+                **base,
+                "optimizer": name,
+                "category": _category(name),
+                "n_queries": len(queries),
+                "n_trees": sum(len(n["trees"]) for n in d["nodes"]),
+                "total_cost": d["total_cost"],
+                "max_cost": d["max_cost"],
+                "node_costs": json.dumps([n["cost"] for n in d["nodes"]]),
+                "runtime_s": runtime,
+                "compile_s": 0.0 if rows else compile_s,
+                "plan": str(rel),
+            }
+        )
         tick(f"c{i} {name}")
     # After the heuristics: their plans (WG_PF's whole front too) seed the exact solvers, so
     # the exact answer is never worse than a known plan; the exact front only for WG_PF.
-    exact, exact_front = _exact(queries, model, caps, ids, pl.exact_max_queries, out / "plans",
-                                i, plans, pl.exact_time_limit,
-                                front=pf_res is not None)
+    exact, exact_front = _exact(
+        queries,
+        model,
+        caps,
+        ids,
+        pl.exact_max_queries,
+        out / "plans",
+        i,
+        plans,
+        pl.exact_time_limit,
+        front=pf_res is not None,
+    )
     for row in rows:
         row.update(exact)
         row.update(_gaps(row, exact))
@@ -211,9 +267,12 @@ def _workload_groups(points: list[dict[str, Any]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def simulate(config: Config, progress: Progress | None = None,
-             output_dir: str | Path | None = None, workers: int | None = None
-             ) -> SimulationSummary:
+def simulate(
+    config: Config,
+    progress: Progress | None = None,
+    output_dir: str | Path | None = None,
+    workers: int | None = None,
+) -> SimulationSummary:
     """Run every configuration x optimizer of ``config``, write plans and tables (module doc).
 
     ``workers`` (default ``run.workers``) processes each take whole workloads (all node layouts
@@ -248,8 +307,15 @@ def simulate(config: Config, progress: Progress | None = None,
     results = _with_quality(pd.DataFrame(rows))
     files = _write_tables(results, out, config)
     per_opt = _per_optimizer(results)
-    return SimulationSummary(out, len(points), len(rows), time.perf_counter() - start, files,
-                             per_opt, float(results["compile_s"].sum()))
+    return SimulationSummary(
+        out,
+        len(points),
+        len(rows),
+        time.perf_counter() - start,
+        files,
+        per_opt,
+        float(results["compile_s"].sum()),
+    )
 
 
 def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, tick):
@@ -281,13 +347,31 @@ def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, 
     return rows
 
 
-EXACT_COLUMNS = ("exact_total", "exact_max", "exact_method", "exact_proven_total",
-                 "exact_proven_max", "exact_bound_total", "exact_bound_max",
-                 "exact_rel_gap_total", "exact_rel_gap_max")
+EXACT_COLUMNS = (
+    "exact_total",
+    "exact_max",
+    "exact_method",
+    "exact_proven_total",
+    "exact_proven_max",
+    "exact_bound_total",
+    "exact_bound_max",
+    "exact_rel_gap_total",
+    "exact_rel_gap_max",
+)
 
 
-def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int, hints=(),
-           time_limit_s: float = 60.0, front: bool = False):
+def _exact(
+    queries,
+    model,
+    caps,
+    ids,
+    limit,
+    plans_dir: Path,
+    i: int,
+    hints=(),
+    time_limit_s: float = 60.0,
+    front: bool = False,
+):
     """Exact optima (placement.exact) when the workload is small enough; plans are written.
 
     Seeded with the run's plans (``hints``), so ``exact_total`` / ``exact_max`` are never worse
@@ -301,8 +385,9 @@ def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int, hints=(),
     from placement.exact import InfeasibleError, solve_exact
 
     try:
-        ex = solve_exact(queries, model, caps, hints=list(hints), time_limit_s=time_limit_s,
-                         front=front)
+        ex = solve_exact(
+            queries, model, caps, hints=list(hints), time_limit_s=time_limit_s, front=front
+        )
     except InfeasibleError:
         res["exact_method"] = "infeasible"
         return res, None
@@ -310,23 +395,34 @@ def _exact(queries, model, caps, ids, limit, plans_dir: Path, i: int, hints=(),
         for plan in ex.front:
             plan.optimizer = "EXACT_PARETO"
             _name_nodes(plan, ids)
-        pareto_sim.write_front(plans_dir / f"c{i:04d}_EXACT_front.json",
-                               [p.to_dict() for p in ex.front])
+        pareto_sim.write_front(
+            plans_dir / f"c{i:04d}_EXACT_front.json", [p.to_dict() for p in ex.front]
+        )
     for tag, plan in (("min_total", ex.min_total), ("min_max", ex.min_max)):
         plan = copy.deepcopy(plan)
         plan.optimizer = f"EXACT_{tag}"
         d = _name_nodes(plan, ids).to_dict()
-        d["exact"] = {"objective": tag, "method": ex.method,
-                      "proven": ex.optimal_total if tag == "min_total" else ex.optimal_max,
-                      "bound_total": ex.bound_total, "bound_max": ex.bound_max,
-                      "seeded_from": ex.seeded}
+        d["exact"] = {
+            "objective": tag,
+            "method": ex.method,
+            "proven": ex.optimal_total if tag == "min_total" else ex.optimal_max,
+            "bound_total": ex.bound_total,
+            "bound_max": ex.bound_max,
+            "seeded_from": ex.seeded,
+        }
         (plans_dir / f"c{i:04d}_EXACT_{tag}.json").write_text(json.dumps(d, indent=1))
-    res.update(exact_total=ex.min_total.total_cost, exact_max=ex.min_max.max_cost,
-               exact_method=ex.method + ("" if ex.optimal_total and ex.optimal_max
-                                         else " (not proven optimal)"),
-               exact_proven_total=ex.optimal_total, exact_proven_max=ex.optimal_max,
-               exact_bound_total=ex.bound_total, exact_bound_max=ex.bound_max,
-               exact_rel_gap_total=ex.gap_total, exact_rel_gap_max=ex.gap_max)
+    res.update(
+        exact_total=ex.min_total.total_cost,
+        exact_max=ex.min_max.max_cost,
+        exact_method=ex.method
+        + ("" if ex.optimal_total and ex.optimal_max else " (not proven optimal)"),
+        exact_proven_total=ex.optimal_total,
+        exact_proven_max=ex.optimal_max,
+        exact_bound_total=ex.bound_total,
+        exact_bound_max=ex.bound_max,
+        exact_rel_gap_total=ex.gap_total,
+        exact_rel_gap_max=ex.gap_max,
+    )
     return res, (ex.front if front and ex.front_exact and ex.front else None)
 
 
@@ -336,8 +432,12 @@ def _gaps(row: dict[str, Any], exact: dict[str, Any]) -> dict[str, Any]:
     and ``gap_*_hi = plan / bound - 1`` (the optimum is at least the proven bound); equal
     when the exact answer is proven optimal (up to CP-SAT's integer rounding, ~1e-6). Only a
     plan over the node capacities (heuristics do not refuse those) can have a negative gap."""
-    out: dict[str, Any] = {"gap_total": None, "gap_max": None, "gap_total_hi": None,
-                           "gap_max_hi": None}
+    out: dict[str, Any] = {
+        "gap_total": None,
+        "gap_max": None,
+        "gap_total_hi": None,
+        "gap_max_hi": None,
+    }
     if exact["exact_total"] is None:
         return out
     for short in ("total", "max"):
@@ -367,8 +467,11 @@ def _per_optimizer(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Table 9 / Figure 40 / Table 10 numbers per optimizer, in config order."""
     out = []
     for name, g in df.groupby("optimizer", sort=False):
-        row: dict[str, Any] = {"optimizer": name, "category": g["category"].iloc[0],
-                               "configs": len(g)}
+        row: dict[str, Any] = {
+            "optimizer": name,
+            "category": g["category"].iloc[0],
+            "configs": len(g),
+        }
         for short, _ in METRICS:
             best = g[f"best_{short}"]
             row[f"best_{short}_pct"] = float(100.0 * best.mean())
@@ -377,11 +480,16 @@ def _per_optimizer(df: pd.DataFrame) -> list[dict[str, Any]]:
             row[f"quality_{short}_mean_pct"] = float(g[f"quality_{short}_pct"].mean())
             row[f"quality_{short}_std_pct"] = float(g[f"quality_{short}_pct"].std(ddof=0))
             gaps = g[f"gap_{short}"].dropna()
-            row[f"exact_gap_{short}_mean_pct"] = float(gaps.astype(float).mean() * 100) \
-                if len(gaps) else None
+            row[f"exact_gap_{short}_mean_pct"] = (
+                float(gaps.astype(float).mean() * 100) if len(gaps) else None
+            )
         rt = g["runtime_s"]
-        row.update(runtime_mean_s=float(rt.mean()), runtime_std_s=float(rt.std(ddof=0)),
-                   runtime_min_s=float(rt.min()), runtime_max_s=float(rt.max()))
+        row.update(
+            runtime_mean_s=float(rt.mean()),
+            runtime_std_s=float(rt.std(ddof=0)),
+            runtime_min_s=float(rt.min()),
+            runtime_max_s=float(rt.max()),
+        )
         out.append(row)
     return out
 
@@ -390,10 +498,20 @@ def _write_tables(df: pd.DataFrame, out: Path, config: Config) -> dict[str, Path
     files = {"results_csv": out / "results.csv", "results_parquet": out / "results.parquet"}
     df.to_csv(files["results_csv"], index=False)
     df.to_parquet(files["results_parquet"], index=False)
-    params = ["config_id", "qnum", "smax", "rate", "zskew", "omax", "gen", "workload_seed",
-              "nodes", "capacities"]
+    params = [
+        "config_id",
+        "qnum",
+        "smax",
+        "rate",
+        "zskew",
+        "omax",
+        "gen",
+        "workload_seed",
+        "nodes",
+        "capacities",
+    ]
     best_rows = []
-    for cid, g in df.groupby("config_id", sort=True):
+    for _cid, g in df.groupby("config_id", sort=True):
         r = {k: g[k].iloc[0] for k in params}
         for short, col in METRICS:
             r[f"best_{short}_optimizers"] = "|".join(g.loc[g[f"best_{short}"], "optimizer"])
@@ -404,18 +522,40 @@ def _write_tables(df: pd.DataFrame, out: Path, config: Config) -> dict[str, Path
     pd.DataFrame(best_rows).to_csv(files["best_per_config"], index=False)
 
     per = _per_optimizer(df)
-    t9 = [{"optimizer": p["optimizer"], "metric": metric, "configs": p["configs"],
-           "best_pct": p[f"best_{s}_pct"], "not_best_pct": 100 - p[f"best_{s}_pct"],
-           "not_best_mean_gap_pct": p[f"not_best_{s}_mean_gap_pct"]}
-          for s, metric in (("max", "MaxCost"), ("total", "TotalCost")) for p in per]
-    f40 = [{"optimizer": p["optimizer"], "metric": metric,
+    t9 = [
+        {
+            "optimizer": p["optimizer"],
+            "metric": metric,
+            "configs": p["configs"],
+            "best_pct": p[f"best_{s}_pct"],
+            "not_best_pct": 100 - p[f"best_{s}_pct"],
+            "not_best_mean_gap_pct": p[f"not_best_{s}_mean_gap_pct"],
+        }
+        for s, metric in (("max", "MaxCost"), ("total", "TotalCost"))
+        for p in per
+    ]
+    f40 = [
+        {
+            "optimizer": p["optimizer"],
+            "metric": metric,
             "quality_mean_pct": p[f"quality_{s}_mean_pct"],
             "quality_std_pct": p[f"quality_{s}_std_pct"],
-            "exact_gap_mean_pct": p[f"exact_gap_{s}_mean_pct"]}
-           for s, metric in (("max", "MaxCost"), ("total", "TotalCost")) for p in per]
-    t10 = [{"optimizer": p["optimizer"], "runs": p["configs"], "mean_s": p["runtime_mean_s"],
-            "std_s": p["runtime_std_s"], "min_s": p["runtime_min_s"],
-            "max_s": p["runtime_max_s"]} for p in per]
+            "exact_gap_mean_pct": p[f"exact_gap_{s}_mean_pct"],
+        }
+        for s, metric in (("max", "MaxCost"), ("total", "TotalCost"))
+        for p in per
+    ]
+    t10 = [
+        {
+            "optimizer": p["optimizer"],
+            "runs": p["configs"],
+            "mean_s": p["runtime_mean_s"],
+            "std_s": p["runtime_std_s"],
+            "min_s": p["runtime_min_s"],
+            "max_s": p["runtime_max_s"],
+        }
+        for p in per
+    ]
     for key, rows in (("table9_best", t9), ("fig40_quality", f40), ("table10_runtime", t10)):
         files[key] = out / f"{key}.csv"
         pd.DataFrame(rows).to_csv(files[key], index=False)

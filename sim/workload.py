@@ -70,8 +70,11 @@ class WorkloadSpec:
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         for name in ("rate", "zskew", "omax"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
-                    or not np.isfinite(value):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float, np.number))
+                or not np.isfinite(value)
+            ):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
         if self.gen not in GENERATORS:
             raise ValueError(f"unknown generator {self.gen!r}; allowed: {', '.join(GENERATORS)}")

@@ -4,6 +4,7 @@ Why: ``ray.init`` costs 6-11 s and ~1 GB, a Spark session ~15 s (DESIGN.md s. 8)
 machine is shared: the whole test session starts at most one of each, lazily (only when a test
 asks for the fixture) and always stops them at the end, also after failures.
 """
+
 from __future__ import annotations
 
 import pytest

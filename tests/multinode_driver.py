@@ -13,6 +13,7 @@ directory) and ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: with it Ray resolves "th
 127.0.0.1 instead of the first non-loopback address, so the driver reaches a GCS that listens on
 127.0.0.1 only (otherwise ``ray.init`` rewrites ``127.0.0.1:port`` to ``<LAN IP>:port``).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,10 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
     Path(os.environ["RAY_TMPDIR"], "ray").mkdir(parents=True, exist_ok=True)
     plan = json.loads(Path(plan_path).read_text())
     batches = pq.read_table(data_path).to_batches(max_chunksize=250)
-    cluster = Cluster(initialize_head=True,
-                      head_node_args=dict(NODE, include_dashboard=False,
-                                          temp_dir=os.environ["RAY_TMPDIR"]))
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args=dict(NODE, include_dashboard=False, temp_dir=os.environ["RAY_TMPDIR"]),
+    )
     workers = [cluster.add_node(**NODE) for _ in range(2)]
     cluster.wait_for_nodes()
     res: dict = {"startup_s": time.perf_counter() - t0, "batches": len(batches)}
@@ -88,8 +90,7 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
             pq.write_table(faulty.answers, out / "faulty.parquet")
             res["replacements"] = faulty.replacements
             res["additions"] = faulty.additions
-            res["recoveries"] = {nid: m["recoveries"]
-                                 for nid, m in faulty.metrics["nodes"].items()}
+            res["recoveries"] = {nid: m["recoveries"] for nid, m in faulty.metrics["nodes"].items()}
             res["late_rows"] = [clean.late.num_rows, faulty.late.num_rows]
     finally:
         cluster.shutdown()

@@ -11,6 +11,7 @@ plan executed node by node in-process by ``cluster.node_actor.NodeCore`` (the st
 actor hosts: the same code minus Ray's transport), because a full live run costs ~5 s here
 (actor start-up) and the plans differ only in how trees are grouped and placed.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -31,8 +32,7 @@ from sim.cli import app
 from sim.config import OPTIMIZER_NAMES, load_config
 
 # (range, slide) per aggregate: r mod s != 0 for some (two Pairs fragments), shared slides
-WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400),
-           (800, 200)]
+WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400), (800, 200)]
 SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}  # (not priced: never in TECHNIQUES)
 
 
@@ -68,16 +68,17 @@ def _check_answers(raw, ts, v, rows):
     by_q = {}
     for row in rows:
         by_q.setdefault(row["query_id"], []).append(
-            (row["window_start"], row["window_end"], row["value"]))
+            (row["window_start"], row["window_end"], row["value"])
+        )
     assert sorted(by_q) == sorted(q["id"] for q in raw["workload"]["queries"])
     for q in raw["workload"]["queries"]:
-        want, late = brute_force([{k: q[k] for k in ("id", "aggregate", "range", "slide")}],
-                                 ts, v)
+        want, late = brute_force([{k: q[k] for k in ("id", "aggregate", "range", "slide")}], ts, v)
         assert not late
         mine = sorted(by_q.get(q["id"], []))
         assert [(s, e) for s, e, _ in mine] == [(s, e) for _, s, e, _ in want], q["id"]
-        np.testing.assert_allclose([x for *_, x in mine], [x for *_, x in want], rtol=1e-9,
-                                   err_msg=q["id"])
+        np.testing.assert_allclose(
+            [x for *_, x in mine], [x for *_, x in want], rtol=1e-9, err_msg=q["id"]
+        )
 
 
 def _validated(tmp_path, optimizer, ie, engine, slicing):
@@ -91,19 +92,22 @@ def _validated(tmp_path, optimizer, ie, engine, slicing):
 
 
 def _config(optimizer, ie, engine, slicing) -> dict:
-    queries = [{"id": f"q_{a}", "stream": "mf01", "aggregate": a, "range": r, "slide": s}
-               for a, (r, s) in zip(AGGREGATES, WINDOWS)]
-    return {"workload": {"queries": queries}, "streams": {"mf01": {"rate": 0.1}},
-            "cluster": {"nodes": 2},
-            "placement": {"optimizers": optimizer, "ie": ie, "engine": engine,
-                          "slicing": slicing},
-            "data": {"duration_s": 4, "rate_hz": 100, "seed": 3},
-            "run": {"mode": "live", "batch_rows": 128}}
+    queries = [
+        {"id": f"q_{a}", "stream": "mf01", "aggregate": a, "range": r, "slide": s}
+        for a, (r, s) in zip(AGGREGATES, WINDOWS)
+    ]
+    return {
+        "workload": {"queries": queries},
+        "streams": {"mf01": {"rate": 0.1}},
+        "cluster": {"nodes": 2},
+        "placement": {"optimizers": optimizer, "ie": ie, "engine": engine, "slicing": slicing},
+        "data": {"duration_s": 4, "rate_hz": 100, "seed": 3},
+        "run": {"mode": "live", "batch_rows": 128},
+    }
 
 
 @pytest.mark.parametrize("optimizer, ie, engine, slicing", LIVE_RUNS)
-def test_validate_plan_and_live_run(optimizer, ie, engine, slicing, ray_session, spark,
-                                    tmp_path):
+def test_validate_plan_and_live_run(optimizer, ie, engine, slicing, ray_session, spark, tmp_path):
     from sim.live import live_run
 
     raw, cfg = _validated(tmp_path, optimizer, ie, engine, slicing)
@@ -112,8 +116,9 @@ def test_validate_plan_and_live_run(optimizer, ie, engine, slicing, ray_session,
     plan = json.loads((out / "plan.json").read_text())
     assert plan["optimizer"] == optimizer and plan["ie"] == ie
     assert plan.get("slicing", "pairs") == slicing
-    assert sorted(q for n in plan["nodes"] for t in n["trees"] for q in t["queries"]) == \
-        sorted(f"q_{a}" for a in AGGREGATES)
+    assert sorted(q for n in plan["nodes"] for t in n["trees"] for q in t["queries"]) == sorted(
+        f"q_{a}" for a in AGGREGATES
+    )
     data = pq.read_table(out / "data.parquet", columns=["ts_ms", "mf01"])
     ts, v = data["ts_ms"].to_numpy(), data["mf01"].to_numpy()
     got = pq.read_table(out / "answers.parquet").to_pylist()

@@ -15,8 +15,14 @@ LIVE = (REPO / "configs" / "live_quickstart.yaml").read_text()
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
 
 
 def _closed_port() -> int:
@@ -29,8 +35,9 @@ def _closed_port() -> int:
 
 def test_unreachable_ray_address(tmp_path):
     cfg = tmp_path / "live.yaml"
-    cfg.write_text(LIVE.replace("cluster:\n", f"cluster:\n  ray: {{address: "
-                                               f"'127.0.0.1:{_closed_port()}'}}\n"))
+    cfg.write_text(
+        LIVE.replace("cluster:\n", f"cluster:\n  ray: {{address: '127.0.0.1:{_closed_port()}'}}\n")
+    )
     res = _cli("run", str(cfg), "--out", str(tmp_path / "out"))
     assert res.returncode == 2
     assert "cluster.ray.address" in res.stderr + res.stdout
@@ -39,21 +46,29 @@ def test_unreachable_ray_address(tmp_path):
 
 def test_java_missing(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path))  # no java on this PATH
-    res = _cli("run", str(REPO / "configs" / "live_quickstart.yaml"), "--out",
-               str(tmp_path / "out"), env=env)
+    res = _cli(
+        "run",
+        str(REPO / "configs" / "live_quickstart.yaml"),
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
     assert res.returncode == 2
     assert "Java" in res.stdout + res.stderr
     assert "Traceback" not in res.stderr + res.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["simulate", "no/such/config.yaml"], "no/such/config.yaml"),
-    (["verify-plan", "no/such/plan.json"], "plan file not found"),
-    (["report", "no/such/run"], "run directory not found"),
-    (["plan", "--qnum", "0"], "qnum"),
-    (["plan", "--gen", "weird"], "generator"),
-    (["bench", "f1", "--experiments", "9"], "experiments"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["simulate", "no/such/config.yaml"], "no/such/config.yaml"),
+        (["verify-plan", "no/such/plan.json"], "plan file not found"),
+        (["report", "no/such/run"], "run directory not found"),
+        (["plan", "--qnum", "0"], "qnum"),
+        (["plan", "--gen", "weird"], "generator"),
+        (["bench", "f1", "--experiments", "9"], "experiments"),
+    ],
+)
 def test_bad_arguments(args, needle):
     res = _cli(*args)
     assert res.returncode == 2, res.stdout + res.stderr
@@ -72,24 +87,35 @@ def test_stream_output_into_the_watched_directory(tmp_path):
     one line before Ray or Spark start."""
     (tmp_path / "in").mkdir()
     cfg = tmp_path / "live.yaml"
-    cfg.write_text(LIVE.replace("data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
-                                "data:\n  directory: {path: in}\n"))
+    cfg.write_text(
+        LIVE.replace(
+            "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+            "data:\n  directory: {path: in}\n",
+        )
+    )
     res = _cli("run", str(cfg), "--out", str(tmp_path / "in"))
     assert res.returncode == 2, res.stdout + res.stderr
     assert "run.output_dir" in res.stderr and "watched directory" in res.stderr
     assert "Traceback" not in res.stderr + res.stdout
 
 
-@pytest.mark.parametrize("flag, value, needle", [
-    ("--until-idle", "5", "only for a watched directory"),   # live_quickstart generates data
-    ("--max-files", "0", "expected a number > 0"),
-])
+@pytest.mark.parametrize(
+    "flag, value, needle",
+    [
+        ("--until-idle", "5", "only for a watched directory"),  # live_quickstart generates data
+        ("--max-files", "0", "expected a number > 0"),
+    ],
+)
 def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
     cfg = tmp_path / "live.yaml"
     if value == "0":
         (tmp_path / "in").mkdir()
-        cfg.write_text(LIVE.replace("data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
-                                    "data:\n  directory: {path: in}\n"))
+        cfg.write_text(
+            LIVE.replace(
+                "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                "data:\n  directory: {path: in}\n",
+            )
+        )
     else:
         cfg.write_text(LIVE)
     res = _cli("run", str(cfg), flag, value, "--out", str(tmp_path / "out"))
@@ -112,16 +138,27 @@ def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
 
     if shutil.which("java") is None:
         pytest.skip("weaveplace run checks for Java first")
-    exc = DeploymentError("faults[0]: node 'node-9' is unknown") if error == "deployment" \
+    exc = (
+        DeploymentError("faults[0]: node 'node-9' is unknown")
+        if error == "deployment"
         else StreamError("Spark cannot watch /x: refused")
+    )
 
     def failing(*args, **kwargs):
         raise exc
 
     monkeypatch.setattr(sim.live, "live_run", failing)
-    monkeypatch.setattr(sys, "argv", ["weaveplace", "run", str(REPO / "configs" /
-                                                               "live_quickstart.yaml"),
-                                      "--out", str(tmp_path / "out")])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "weaveplace",
+            "run",
+            str(REPO / "configs" / "live_quickstart.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     with pytest.raises(SystemExit) as ex:
         sim.cli.main()
     assert ex.value.code == code
@@ -177,10 +214,12 @@ def test_data_convert(tmp_path):
     res = _cli("data", "convert", str(src), str(out), "--extra-columns", "ignore")
     assert res.returncode == 0 and "1 extra columns dropped" in res.stdout
     assert pq.read_table(out).equals(read_debs_tsv(src, extra_columns="ignore").read_all())
-    for args, needle in ((["nope.txt", str(out)], "IN: file not found"),
-                         ([str(src), str(tmp_path / "o.csv")], "OUT:"),
-                         ([str(out), str(tmp_path / "o.parquet")], "already Parquet"),
-                         ([str(src), str(out), "--extra-columns", "x"], "--extra-columns")):
+    for args, needle in (
+        (["nope.txt", str(out)], "IN: file not found"),
+        ([str(src), str(tmp_path / "o.csv")], "OUT:"),
+        ([str(out), str(tmp_path / "o.parquet")], "already Parquet"),
+        ([str(src), str(out), "--extra-columns", "x"], "--extra-columns"),
+    ):
         res = _cli("data", "convert", *args)
         assert res.returncode == 2 and needle in res.stdout + res.stderr, args
         assert "Traceback" not in res.stdout + res.stderr

@@ -2,6 +2,7 @@
 ``merge_blocks`` equal the plain way (every tree's ``process`` tables concatenated and sorted
 by query id and window start), row for row, including int/float value unification, answers
 split by checkpoints, the threaded column fill, and the full-sort fallback.  No Ray needed."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,21 +17,40 @@ from executors import ExecutionTree
 
 KEY = [("query_id", "ascending"), ("window_start", "ascending")]
 TREES = [
-    {"id": "t0", "stream": "mf01", "queries": [
-        {"id": "q10", "aggregate": "sum", "range": 1000, "slide": 300},
-        {"id": "q02", "aggregate": "sum", "range": 500, "slide": 500},
-        {"id": "q7", "aggregate": "sum", "range": 1000, "slide": 300}]},   # same window as q10
-    {"id": "t1", "stream": "mf02", "queries": [
-        {"id": "q05", "aggregate": "avg", "range": 700, "slide": 200},
-        {"id": "q1", "aggregate": "max", "range": 450, "slide": 150}]},
-    {"id": "t2", "stream": "mf01", "queries": [
-        {"id": "q3", "aggregate": "count", "range": 2000, "slide": 1000}]}]
+    {
+        "id": "t0",
+        "stream": "mf01",
+        "queries": [
+            {"id": "q10", "aggregate": "sum", "range": 1000, "slide": 300},
+            {"id": "q02", "aggregate": "sum", "range": 500, "slide": 500},
+            {"id": "q7", "aggregate": "sum", "range": 1000, "slide": 300},
+        ],
+    },  # same window as q10
+    {
+        "id": "t1",
+        "stream": "mf02",
+        "queries": [
+            {"id": "q05", "aggregate": "avg", "range": 700, "slide": 200},
+            {"id": "q1", "aggregate": "max", "range": 450, "slide": 150},
+        ],
+    },
+    {
+        "id": "t2",
+        "stream": "mf01",
+        "queries": [{"id": "q3", "aggregate": "count", "range": 2000, "slide": 1000}],
+    },
+]
 
 
 def batch(n=5000, seed=0):
     rng = np.random.default_rng(seed)
-    return pa.record_batch({"ts_ms": np.sort(rng.integers(0, 40_000, n)).astype(np.int64),
-                            "mf01": rng.integers(0, 100, n), "mf02": rng.integers(0, 100, n)})
+    return pa.record_batch(
+        {
+            "ts_ms": np.sort(rng.integers(0, 40_000, n)).astype(np.int64),
+            "mf01": rng.integers(0, 100, n),
+            "mf02": rng.integers(0, 100, n),
+        }
+    )
 
 
 def reference(trees, b, step):
@@ -39,8 +59,7 @@ def reference(trees, b, step):
         tree = ExecutionTree(t["queries"])
         for i in range(0, b.num_rows, step):
             x = b.slice(i, step)
-            out.append(tree.process(x.column("ts_ms").to_numpy(),
-                                    x.column(t["stream"]).to_numpy()))
+            out.append(tree.process(x.column("ts_ms").to_numpy(), x.column(t["stream"]).to_numpy()))
         out.append(tree.flush())
     return concat_answers(out).sort_by(KEY)
 
@@ -91,11 +110,15 @@ def test_threaded_fill_and_overlap_fallback(monkeypatch):
     # two parts holding overlapping windows of one query (not produced by a run): the rows
     # are sorted in full, nothing is lost
     i = blocks.qids.index("q05")
-    half = AnswerBlocks(["q05"], [blocks.ranges[i]], [blocks.starts[i][::2]],
-                        [blocks.values[i][::2]])
-    rest = AnswerBlocks(list(blocks.qids), list(blocks.ranges),
-                        [s if j != i else s[1::2] for j, s in enumerate(blocks.starts)],
-                        [v if j != i else v[1::2] for j, v in enumerate(blocks.values)])
+    half = AnswerBlocks(
+        ["q05"], [blocks.ranges[i]], [blocks.starts[i][::2]], [blocks.values[i][::2]]
+    )
+    rest = AnswerBlocks(
+        list(blocks.qids),
+        list(blocks.ranges),
+        [s if j != i else s[1::2] for j, s in enumerate(blocks.starts)],
+        [v if j != i else v[1::2] for j, v in enumerate(blocks.values)],
+    )
     assert merge_blocks([half, rest]).equals(want)
 
 
@@ -125,11 +148,18 @@ def test_parquet_footer_span_and_row_groups(tmp_path):
 def test_drain_with_queries_without_answers():
     """A tree whose first and last queries have no answers yet (long windows): the block
     bookkeeping skips empty blocks at both ends."""
-    trees = [{"id": "t", "stream": "mf01", "queries": [
-        {"id": "long1", "aggregate": "sum", "range": 90_000, "slide": 90_000},
-        {"id": "mid", "aggregate": "sum", "range": 1000, "slide": 1000},
-        {"id": "mid2", "aggregate": "sum", "range": 2000, "slide": 1000},
-        {"id": "long2", "aggregate": "sum", "range": 80_000, "slide": 80_000}]}]
+    trees = [
+        {
+            "id": "t",
+            "stream": "mf01",
+            "queries": [
+                {"id": "long1", "aggregate": "sum", "range": 90_000, "slide": 90_000},
+                {"id": "mid", "aggregate": "sum", "range": 1000, "slide": 1000},
+                {"id": "mid2", "aggregate": "sum", "range": 2000, "slide": 1000},
+                {"id": "long2", "aggregate": "sum", "range": 80_000, "slide": 80_000},
+            ],
+        }
+    ]
     b = batch(n=2000)
     node = NodeCore("n", trees)
     node.ingest(None, b.slice(0, 1500))

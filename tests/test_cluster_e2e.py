@@ -8,6 +8,7 @@ requires the recovered run to equal the fault-free run exactly.
 
 One Ray and one Spark for the whole session (tests/conftest.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 
 from placement.plan import Node, Plan  # noqa: E402
 from placement.queries import Query  # noqa: E402
@@ -76,27 +76,50 @@ def spark_oracle(spark, path, queries) -> pa.Table:
     """
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(str(path)).select("ts_ms", *STREAMS) \
+    df = (
+        spark.read.parquet(str(path))
+        .select("ts_ms", *STREAMS)
         .withColumn("t", F.timestamp_millis("ts_ms"))
+    )
     parts = []
     for q in queries:
         if q.kind != "time":
             continue
         w = F.window("t", f"{q.range} milliseconds", f"{q.slide} milliseconds")
-        parts.append(df.select(F.lit(q.id).alias("query_id"), F.lit(q.aggregate).alias("agg"),
-                               w.alias("w"), F.col(q.stream).alias("v")))
+        parts.append(
+            df.select(
+                F.lit(q.id).alias("query_id"),
+                F.lit(q.aggregate).alias("agg"),
+                w.alias("w"),
+                F.col(q.stream).alias("v"),
+            )
+        )
     u = parts[0]
     for p in parts[1:]:
         u = u.unionByName(p)
     agg = F.col("agg")
-    out = (u.groupBy("query_id", "agg", "w")
-           .agg(F.sum("v").alias("sum"), F.count("v").alias("count"), F.avg("v").alias("avg"),
-                F.min("v").alias("min"), F.max("v").alias("max"))
-           .select("query_id", F.unix_millis("w.start").alias("window_start"),
-                   F.unix_millis("w.end").alias("window_end"),
-                   F.when(agg == "sum", F.col("sum")).when(agg == "count", F.col("count"))
-                   .when(agg == "avg", F.col("avg")).when(agg == "min", F.col("min"))
-                   .otherwise(F.col("max")).cast("double").alias("value")))
+    out = (
+        u.groupBy("query_id", "agg", "w")
+        .agg(
+            F.sum("v").alias("sum"),
+            F.count("v").alias("count"),
+            F.avg("v").alias("avg"),
+            F.min("v").alias("min"),
+            F.max("v").alias("max"),
+        )
+        .select(
+            "query_id",
+            F.unix_millis("w.start").alias("window_start"),
+            F.unix_millis("w.end").alias("window_end"),
+            F.when(agg == "sum", F.col("sum"))
+            .when(agg == "count", F.col("count"))
+            .when(agg == "avg", F.col("avg"))
+            .when(agg == "min", F.col("min"))
+            .otherwise(F.col("max"))
+            .cast("double")
+            .alias("value"),
+        )
+    )
     return out.toArrow().sort_by([("query_id", "ascending"), ("window_start", "ascending")])
 
 
@@ -108,8 +131,13 @@ def count_oracle(values: np.ndarray, q: Query) -> list[tuple]:
     while k * q.slide < n:
         a, b = max(k * q.slide, 0), min(k * q.slide + q.range, n)
         v = values[a:b]
-        val = {"sum": v.sum(), "max": v.max(), "min": v.min(), "count": len(v),
-               "avg": v.sum() / len(v)}[q.aggregate]
+        val = {
+            "sum": v.sum(),
+            "max": v.max(),
+            "min": v.min(),
+            "count": len(v),
+            "avg": v.sum() / len(v),
+        }[q.aggregate]
         out.append((q.id, k * q.slide, k * q.slide + q.range, float(val)))
         k += 1
     return out
@@ -121,8 +149,10 @@ def assert_answers_equal(ours: pa.Table, ref: pa.Table, avg_ids: set[str]):
         a, b = ours.column(c).to_pylist(), ref.column(c).to_pylist()
         if a != b:
             i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
-            raise AssertionError(f"{c} differs at row {i}: ours {ours.slice(i, 1).to_pylist()}"
-                                 f" ref {ref.slice(i, 1).to_pylist()}")
+            raise AssertionError(
+                f"{c} differs at row {i}: ours {ours.slice(i, 1).to_pylist()}"
+                f" ref {ref.slice(i, 1).to_pylist()}"
+            )
     qid = np.array(ours.column("query_id").to_pylist(), dtype=object)
     va = ours.column("value").to_numpy().astype(np.float64)
     vb = ref.column("value").to_numpy().astype(np.float64)
@@ -161,22 +191,33 @@ def test_time_windows_equal_spark_sql(workload, live_result, spark):
     qs = [q for q in workload["queries"] if q.kind == "time"]
     assert any(q.range % q.slide for q in qs) and any(q.range == q.slide for q in qs)
     ref = spark_oracle(spark, workload["path"], qs)
-    ours = live_result.answers.filter(pa.compute.is_in(
-        live_result.answers.column("query_id"), value_set=pa.array([q.id for q in qs])))
+    ours = live_result.answers.filter(
+        pa.compute.is_in(
+            live_result.answers.column("query_id"), value_set=pa.array([q.id for q in qs])
+        )
+    )
     assert ref.num_rows > 10_000
     assert set(ours.column("query_id").to_pylist()) == {q.id for q in qs}
     assert_answers_equal(ours, ref, {q.id for q in qs if q.aggregate == "avg"})
 
 
 def test_count_windows_equal_numpy(workload, live_result):
-    t = pq.read_table(workload["path"], columns=["ts_ms", "index", *STREAMS]) \
-        .sort_by([("ts_ms", "ascending"), ("index", "ascending")])
+    t = pq.read_table(workload["path"], columns=["ts_ms", "index", *STREAMS]).sort_by(
+        [("ts_ms", "ascending"), ("index", "ascending")]
+    )
     qs = [q for q in workload["queries"] if q.kind == "count"]
     rows = sorted(r for q in qs for r in count_oracle(t.column(q.stream).to_numpy(), q))
-    ref = pa.table({k: list(v) for k, v in zip(
-        ["query_id", "window_start", "window_end", "value"], zip(*rows))})
-    ours = live_result.answers.filter(pa.compute.is_in(
-        live_result.answers.column("query_id"), value_set=pa.array([q.id for q in qs])))
+    ref = pa.table(
+        {
+            k: list(v)
+            for k, v in zip(["query_id", "window_start", "window_end", "value"], zip(*rows))
+        }
+    )
+    ours = live_result.answers.filter(
+        pa.compute.is_in(
+            live_result.answers.column("query_id"), value_set=pa.array([q.id for q in qs])
+        )
+    )
     assert_answers_equal(ours, ref, {q.id for q in qs if q.aggregate == "avg"})
 
 
@@ -238,8 +279,12 @@ def test_take_answers_and_late_exactly_once_across_recovery(workload, ray_sessio
     df = read_debs_df(spark, str(workload["path"]), list(STREAMS))
     batches = [b.select(["ts_ms", *STREAMS]) for b in ordered_arrow_batches(df, batch_rows=900)]
     batches[4], batches[5] = batches[5], batches[4]  # one batch reaching back: late tuples
-    key = [("node_id", "ascending"), ("tree_id", "ascending"), ("ts_ms", "ascending"),
-           ("value", "ascending")]
+    key = [
+        ("node_id", "ascending"),
+        ("tree_id", "ascending"),
+        ("ts_ms", "ascending"),
+        ("value", "ascending"),
+    ]
 
     with Deployment(workload["plan"], allowed_lateness=50) as dep:
         for b in batches:
@@ -261,7 +306,8 @@ def test_take_answers_and_late_exactly_once_across_recovery(workload, ray_sessio
     assert res.metrics["nodes"]["node-0"]["recoveries"] == 1
     assert res.metrics["nodes"]["node-1"]["recoveries"] == 1
     got = concat_answers([*answers, res.answers]).sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")])
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     assert len([a for a in answers if a.num_rows]) >= 3 and got.equals(clean.answers)
     assert pa.concat_tables(late).sort_by(key).equals(clean.late.sort_by(key))
 
@@ -270,7 +316,8 @@ def _late_key(t: pa.Table) -> pa.Table:
     """Late tuples as rows (tree_id, stream, ts_ms, value) in a canonical order: what they are,
     not which node handed them over."""
     return t.select(["tree_id", "stream", "ts_ms", "value"]).sort_by(
-        [("tree_id", "ascending"), ("ts_ms", "ascending"), ("value", "ascending")])
+        [("tree_id", "ascending"), ("ts_ms", "ascending"), ("value", "ascending")]
+    )
 
 
 def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_session, spark):
@@ -310,12 +357,11 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
     def take(dep):
         answers.append(dep.take_answers())
         late.append(dep.take_late())
-        host_at_take.append({t["id"]: nid for nid, n in dep.nodes.items()
-                             for t in n.spec["trees"]})
+        host_at_take.append({t["id"]: nid for nid, n in dep.nodes.items() for t in n.spec["trees"]})
 
     with Deployment(plan, allowed_lateness=50) as dep:
         for i, b in enumerate(batches):
-            if i == 5:   # late tuples of batch 4 are on node-1, not taken yet
+            if i == 5:  # late tuples of batch 4 are on node-1, not taken yet
                 rec1 = dep.lose_node("node-1")
             if i == 13:  # batch 12 fed since the take at 11
                 rec2 = dep.lose_node("node-2")
@@ -332,7 +378,8 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
     assert res.metrics["nodes"]["node-0"]["recoveries"] == 1
 
     got = concat_answers([*answers, res.answers]).sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")])
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     assert got.equals(clean.answers)
     taken = pa.concat_tables(late)
     assert taken.num_rows == clean.late.num_rows
@@ -340,8 +387,7 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
     # moved trees handed over late tuples both before and after their move
     by_node = {}
     for part, hosts in zip(late, host_at_take):
-        for nid, tid in zip(part.column("node_id").to_pylist(),
-                            part.column("tree_id").to_pylist()):
+        for nid, tid in zip(part.column("node_id").to_pylist(), part.column("tree_id").to_pylist()):
             assert nid == hosts[tid]
             by_node.setdefault(tid, set()).add(nid)
     assert any(len(v) > 1 for tid, v in by_node.items() if tid in moved)
@@ -350,8 +396,14 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
 def test_run_live_writes_outputs(workload, live_result, ray_session, spark, tmp_path):
     from cluster.live import run_live
 
-    res = run_live(str(workload["dir"] / "plan.json"), workload["path"], tmp_path / "out",
-                   spark=spark, batch_rows=1024, checkpoint_every=2)
+    res = run_live(
+        str(workload["dir"] / "plan.json"),
+        workload["path"],
+        tmp_path / "out",
+        spark=spark,
+        batch_rows=1024,
+        checkpoint_every=2,
+    )
     assert res.metrics["checkpoints"] >= 2
     assert res.metrics["startup"]["ray_owned"] is False  # borrowed the session's Ray
     ans = pq.read_table(tmp_path / "out" / "answers.parquet")
@@ -363,8 +415,9 @@ def test_run_live_writes_outputs(workload, live_result, ray_session, spark, tmp_
     assert m["feed"]["rows"] == workload["rows"] and set(m["nodes"]) == {"node-0", "node-1"}
 
 
-def test_unordered_file_auto_sorts_and_file_mode_counts_late(workload, live_result, ray_session,
-                                                             spark, tmp_path):
+def test_unordered_file_auto_sorts_and_file_mode_counts_late(
+    workload, live_result, ray_session, spark, tmp_path
+):
     """A file whose rows are out of time order: ``order="auto"`` detects it per chunk and sorts
     (same answers as the ordered file); ``order="file"`` feeds the disorder, and the late tuples
     and answers equal an ExecutionTree fed the same file order directly."""
@@ -388,19 +441,25 @@ def test_unordered_file_auto_sorts_and_file_mode_counts_late(workload, live_resu
     assert auto.answers.equals(live_result.answers)
 
     q = next(q for q in workload["queries"] if q.kind == "time" and q.aggregate == "max")
-    plan = {"schema": "weaveplace.plan/1", "ie": "slickdeque", "streams": {},
-            "queries": [q.to_dict()],
-            "nodes": [{"id": "n0", "trees": [{"id": "t0", "stream": q.stream,
-                                              "queries": [q.id]}]}]}
+    plan = {
+        "schema": "weaveplace.plan/1",
+        "ie": "slickdeque",
+        "streams": {},
+        "queries": [q.to_dict()],
+        "nodes": [{"id": "n0", "trees": [{"id": "t0", "stream": q.stream, "queries": [q.id]}]}],
+    }
     with Deployment(plan, allowed_lateness=100) as dep:
         feed_raw(dep, spark, str(bad), batch_rows=1500, order="file")
         filed = dep.finish()
     shuffled = t.take(perm)
     tree = ExecutionTree([q.to_dict()], allowed_lateness=100)
-    parts = [tree.process(shuffled.column("ts_ms").to_numpy(),
-                          shuffled.column(q.stream).to_numpy()), tree.flush()]
-    ref = pa.concat_tables(parts).sort_by([("query_id", "ascending"),
-                                           ("window_start", "ascending")])
+    parts = [
+        tree.process(shuffled.column("ts_ms").to_numpy(), shuffled.column(q.stream).to_numpy()),
+        tree.flush(),
+    ]
+    ref = pa.concat_tables(parts).sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     assert tree.late.count > 0 and filed.late.num_rows == tree.late.count
     assert filed.late.column("ts_ms").to_pylist() == tree.late.ts.tolist()
     assert filed.answers.equals(ref)
@@ -468,8 +527,9 @@ def test_lost_node_replaced_exactly_with_kills(workload, live_result, small_batc
     assert m["replacements"] == res.replacements == [rec]
     assert set(m["nodes"]) == {"node-0", "node-2"} and set(m["lost_nodes"]) == {"node-1"}
     assert m["nodes"][adopter]["recoveries"] == 1 and m["nodes"]["node-2"]["recoveries"] == 1
-    moved_exec = sum(1 for n in m["nodes"].values() for t in n["trees"]
-                     if t.split("~")[0] in plan_trees_1)
+    moved_exec = sum(
+        1 for n in m["nodes"].values() for t in n["trees"] if t.split("~")[0] in plan_trees_1
+    )
     assert sum(n["adopted_trees"] for n in m["nodes"].values()) == moved_exec > 0
     # the deployment's plan follows the layout, keeps the surviving trees where they were,
     # and still verifies
@@ -481,15 +541,18 @@ def test_lost_node_replaced_exactly_with_kills(workload, live_result, small_batc
         assert set(before[nid]) <= set(now[nid])
 
 
-def test_lose_node_before_any_checkpoint_and_refusals(workload, live_result, small_batches,
-                                                       ray_session):
+def test_lose_node_before_any_checkpoint_and_refusals(
+    workload, live_result, small_batches, ray_session
+):
     """A fault drill kills node-0 and, before that is noticed, declares it lost (no checkpoint
     yet: its trees start from the initial state on node-1 and replay everything); losing the
     last node, an unknown node or a lost one is refused with a clear error."""
     from cluster.deploy import Deployment, DeploymentError
 
-    faults = [{"kind": "kill", "node": "node-0", "at_batch": 2},
-              {"kind": "lose", "node": "node-0", "at_batch": 4}]
+    faults = [
+        {"kind": "kill", "node": "node-0", "at_batch": 2},
+        {"kind": "lose", "node": "node-0", "at_batch": 4},
+    ]
     with Deployment(workload["plan"], max_in_flight=2, faults=faults) as dep:
         for b in small_batches:
             dep.feed(None, b)
@@ -507,14 +570,20 @@ def test_lose_node_before_any_checkpoint_and_refusals(workload, live_result, sma
     assert [f["fired"] for f in res.metrics["faults"]] == [True, True]
     assert res.metrics["nodes"]["node-1"]["tuples"] > 0
     with pytest.raises(DeploymentError, match=r"faults\[1\]: losing node 'node-1' loses every"):
-        Deployment(workload["plan"], faults=[{"kind": "lose", "node": "node-0", "at_batch": 1},
-                                             {"kind": "lose", "node": "node-1", "at_batch": 2}])
+        Deployment(
+            workload["plan"],
+            faults=[
+                {"kind": "lose", "node": "node-0", "at_batch": 1},
+                {"kind": "lose", "node": "node-1", "at_batch": 2},
+            ],
+        )
     with pytest.raises(DeploymentError, match=r"faults\[0\]\.node: unknown node 'x'"):
         Deployment(workload["plan"], faults=[{"kind": "kill", "node": "x", "at_batch": 1}])
 
 
-def test_run_live_fault_drill_writes_final_plan(workload, live_result, ray_session, spark,
-                                                tmp_path):
+def test_run_live_fault_drill_writes_final_plan(
+    workload, live_result, ray_session, spark, tmp_path
+):
     """The user path of a drill: ``run_live(faults=...)`` on 3 nodes (node-2 killed, node-1
     lost for good): same answers.parquet, the re-placement in metrics.json, plan_final.json
     verifies, and the summary lines say what happened."""
@@ -523,11 +592,20 @@ def test_run_live_fault_drill_writes_final_plan(workload, live_result, ray_sessi
     from sim.live import drill_lines
 
     plan = make_plan(workload["queries"], n_nodes=3)
-    faults = [{"kind": "kill", "node": "node-2", "at_batch": 2},
-              {"kind": "lose", "node": "node-1", "at_batch": 5},
-              {"kind": "kill", "node": "node-0", "at_batch": 99}]
-    res = run_live(plan, workload["path"], tmp_path / "out", spark=spark, batch_rows=1000,
-                   checkpoint_every=3, faults=faults)
+    faults = [
+        {"kind": "kill", "node": "node-2", "at_batch": 2},
+        {"kind": "lose", "node": "node-1", "at_batch": 5},
+        {"kind": "kill", "node": "node-0", "at_batch": 99},
+    ]
+    res = run_live(
+        plan,
+        workload["path"],
+        tmp_path / "out",
+        spark=spark,
+        batch_rows=1000,
+        checkpoint_every=3,
+        faults=faults,
+    )
     out = tmp_path / "out"
     assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
     m = json.loads((out / "metrics.json").read_text())
@@ -538,12 +616,16 @@ def test_run_live_fault_drill_writes_final_plan(workload, live_result, ray_sessi
     final = json.loads((out / "plan_final.json").read_text())
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-0", "node-2"]
     lines = drill_lines(res.metrics)
-    assert lines[0].startswith(f"node node-1 lost before batch 5 (fault drill at batch 5): "
-                               f"{rec['moved']} tree(s) re-placed (")
+    assert lines[0].startswith(
+        f"node node-1 lost before batch 5 (fault drill at batch 5): "
+        f"{rec['moved']} tree(s) re-placed ("
+    )
     assert "node node-2 restarted 1 time(s) from its checkpoint" in lines
     assert 5 < m["batches"] < 99
-    assert lines[-1] == (f"fault drill: kill node-0 at batch 99 did not fire (the run fed "
-                         f"{m['batches']} batch(es); lower run.batch_rows)")
+    assert lines[-1] == (
+        f"fault drill: kill node-0 at batch 99 did not fire (the run fed "
+        f"{m['batches']} batch(es); lower run.batch_rows)"
+    )
 
 
 def _exec_layout(dep) -> dict[str, list[str]]:
@@ -552,8 +634,9 @@ def _exec_layout(dep) -> dict[str, list[str]]:
     return {nid: sorted({t.split("~")[0] for t in m[nid]["trees"]}) for nid in m}
 
 
-def test_add_node_mid_stream_exactly_once_with_kills_and_loss(workload, live_result,
-                                                              small_batches, ray_session):
+def test_add_node_mid_stream_exactly_once_with_kills_and_loss(
+    workload, live_result, small_batches, ray_session
+):
     """Scale out on 2 nodes (pinned): node-2 is added before batch 4 (trees move there from the
     checkpoint add_node takes), then, before the next checkpoint, the new node and an old host
     are killed (rebuilt from the move's snapshots + replay), after a checkpoint the new node is
@@ -614,8 +697,9 @@ def test_add_node_mid_stream_exactly_once_with_kills_and_loss(workload, live_res
     assert after_add["max_cost"] == pytest.approx(pl["max_after"], rel=1e-9)
     moved = {t["id"] for t in after_add["nodes"][2]["trees"]}
     assert moved == set(rec["trees"])
-    assert {n["id"]: sorted(t["id"] for t in n["trees"]) for n in after_add["nodes"]} == \
-        layout_after_add
+    assert {
+        n["id"]: sorted(t["id"] for t in n["trees"]) for n in after_add["nodes"]
+    } == layout_after_add
     # kills and the loss: restarted once/twice, node-0's trees re-placed; the final plan
     # verifies and holds every query
     m = res.metrics
@@ -624,20 +708,22 @@ def test_add_node_mid_stream_exactly_once_with_kills_and_loss(workload, live_res
     assert m["nodes"]["node-2"]["added_trees"] == rec["executed_trees"] > 0
     assert lost["node"] == "node-0" and set(m["lost_nodes"]) == {"node-0"}
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
-    assert sorted(q for n in final["nodes"] for t in n["trees"] for q in t["queries"]) == \
-        sorted(q.id for q in workload["queries"])
+    assert sorted(q for n in final["nodes"] for t in n["trees"] for q in t["queries"]) == sorted(
+        q.id for q in workload["queries"]
+    )
 
 
-def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batches,
-                                               ray_session):
+def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batches, ray_session):
     """A drill adds a node before batch 2, kills node-0 at batch 3 (its snapshot still holds
     the moved trees: restored, then dropped) and loses the new node at batch 4, before any
     later checkpoint (its trees go back from the move's snapshots + replay): exactly once."""
     from cluster.deploy import Deployment, DeploymentError
 
-    faults = [{"kind": "add", "at_batch": 2, "node": "extra"},
-              {"kind": "kill", "node": "node-0", "at_batch": 3},
-              {"kind": "lose", "node": "extra", "at_batch": 4}]
+    faults = [
+        {"kind": "add", "at_batch": 2, "node": "extra"},
+        {"kind": "kill", "node": "node-0", "at_batch": 3},
+        {"kind": "lose", "node": "extra", "at_batch": 4},
+    ]
     with Deployment(workload["plan"], max_in_flight=2, faults=faults) as dep:
         for b in small_batches:
             dep.feed(None, b)
@@ -650,20 +736,28 @@ def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batc
     assert [f["fired"] for f in res.metrics["faults"]] == [True, True, True]
     assert res.metrics["nodes"]["node-0"]["recoveries"] == 1
     for faults, msg in [
-            ([{"kind": "kill", "node": "node-9", "at_batch": 1},
-              {"kind": "add", "node": "node-9", "at_batch": 3}],
-             r"faults\[0\]: node 'node-9' is added only by faults\[1\] at batch 3"),
-            ([{"kind": "add", "node": "node-1", "at_batch": 1}],
-             r"faults\[0\]\.node: node 'node-1' already exists"),
-            ([{"kind": "kill", "node": "node-1", "at_batch": 1, "capacity": 2}],
-             r"faults\[0\]\.capacity: only a node added"),
-            ([{"kind": "add", "at_batch": 1, "capacity": 0}], r"faults\[0\]\.capacity")]:
+        (
+            [
+                {"kind": "kill", "node": "node-9", "at_batch": 1},
+                {"kind": "add", "node": "node-9", "at_batch": 3},
+            ],
+            r"faults\[0\]: node 'node-9' is added only by faults\[1\] at batch 3",
+        ),
+        (
+            [{"kind": "add", "node": "node-1", "at_batch": 1}],
+            r"faults\[0\]\.node: node 'node-1' already exists",
+        ),
+        (
+            [{"kind": "kill", "node": "node-1", "at_batch": 1, "capacity": 2}],
+            r"faults\[0\]\.capacity: only a node added",
+        ),
+        ([{"kind": "add", "at_batch": 1, "capacity": 0}], r"faults\[0\]\.capacity"),
+    ]:
         with pytest.raises(DeploymentError, match=msg):
             Deployment(workload["plan"], faults=faults)
 
 
-def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session, spark,
-                                              tmp_path):
+def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session, spark, tmp_path):
     """The user path of a scale-out drill: ``run_live(faults=...)`` adds a node before batch 2,
     kills it before batch 4 and loses node-0 before batch 6: same answers.parquet, the
     addition in metrics.json, plan_final.json verifies, the summary line says what moved."""
@@ -671,11 +765,20 @@ def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session
     from placement.plan import verify_plan
     from sim.live import drill_lines
 
-    faults = [{"kind": "add", "at_batch": 2},
-              {"kind": "kill", "node": "node-2", "at_batch": 4},
-              {"kind": "lose", "node": "node-0", "at_batch": 6}]
-    res = run_live(workload["plan"], workload["path"], tmp_path / "out", spark=spark,
-                   batch_rows=1000, checkpoint_every=3, faults=faults)
+    faults = [
+        {"kind": "add", "at_batch": 2},
+        {"kind": "kill", "node": "node-2", "at_batch": 4},
+        {"kind": "lose", "node": "node-0", "at_batch": 6},
+    ]
+    res = run_live(
+        workload["plan"],
+        workload["path"],
+        tmp_path / "out",
+        spark=spark,
+        batch_rows=1000,
+        checkpoint_every=3,
+        faults=faults,
+    )
     out = tmp_path / "out"
     assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
     m = json.loads((out / "metrics.json").read_text())
@@ -686,5 +789,7 @@ def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session
     final = json.loads((out / "plan_final.json").read_text())
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
     lines = drill_lines(res.metrics)
-    assert lines[0].startswith(f"node node-2 added before batch 2 (fault drill at batch 2): "
-                               f"{add['moved']} tree(s) moved to it (from node-")
+    assert lines[0].startswith(
+        f"node node-2 added before batch 2 (fault drill at batch 2): "
+        f"{add['moved']} tree(s) moved to it (from node-"
+    )

@@ -9,6 +9,7 @@ nodes), the fault-free answers equal to the single-node run, and, after the Ray 
 trees re-placed on the surviving plan nodes and ``node-0`` restarted on its own Ray node; a plan
 node added after that (``add_node``) is pinned round robin over the Ray nodes still alive.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,9 @@ def _plan(n_nodes: int = 4) -> dict:
     for i in range(24):
         s = int(rng.choice([200, 250, 500, 1000, 1500]))
         r = s * int(rng.integers(1, 5)) + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
-        qs.append(Query(f"q{i:02d}", r, s, ("sum", "max", "avg", "min")[i % 4],
-                        STREAMS[i % 3], "time"))
+        qs.append(
+            Query(f"q{i:02d}", r, s, ("sum", "max", "avg", "min")[i % 4], STREAMS[i % 3], "time")
+        )
     qs.append(Query("c0", 40, 15, "sum", "mf02", "count"))
     rates = {s: 0.1 for s in STREAMS}
     trees = sorted(weaveshare(qs, CostModel("slickdeque", rates)), key=lambda t: -t.cost)
@@ -73,10 +75,15 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     raytmp = tempfile.mkdtemp(prefix="wp-mn-", dir="/tmp")
     env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(DRIVER), str(tmp_path / "plan.json"),
-                             str(data), str(tmp_path)], env=env, cwd=str(DRIVER.parents[1]),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
+        env=env,
+        cwd=str(DRIVER.parents[1]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         log, _ = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -92,8 +99,12 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     # pinning: 4 plan nodes round robin over workers then head; the actors really are there
     ray_nodes = res["ray_nodes"]
     w0, w1 = ray_nodes["workers"]
-    assert res["expected"] == {"node-0": w0, "node-1": w1, "node-2": ray_nodes["head"],
-                               "node-3": w0}
+    assert res["expected"] == {
+        "node-0": w0,
+        "node-1": w1,
+        "node-2": ray_nodes["head"],
+        "node-3": w0,
+    }
     assert res["pins"] == res["expected"] == res["placement"]
 
     # answers: fault-free multi-node run == single-node run, row for row, bit for bit
@@ -113,5 +124,7 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     after = res["placement_after"]
     assert after == {"node-0": w0, "node-2": ray_nodes["head"], "node-3": w0, "node-4": w0}
     assert res["late_rows"] == [0, 0]
-    print(f"multi-node: startup {res['startup_s']:.1f} s, driver {res['total_s']:.1f} s, "
-          f"test {elapsed:.1f} s")
+    print(
+        f"multi-node: startup {res['startup_s']:.1f} s, driver {res['total_s']:.1f} s, "
+        f"test {elapsed:.1f} s"
+    )

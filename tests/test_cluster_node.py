@@ -1,4 +1,5 @@
 """NodeCore (the logic inside a NodeActor) and plan checks, without starting Ray."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,11 +10,15 @@ from cluster.deploy import DeploymentError, node_specs
 from cluster.node_actor import NodeCore, concat_answers, pick_technique
 from executors import ExecutionTree
 
-Q1 = [{"id": "a", "aggregate": "sum", "range": 1000, "slide": 300, "kind": "time"},
-      {"id": "b", "aggregate": "sum", "range": 500, "slide": 500, "kind": "time"}]
+Q1 = [
+    {"id": "a", "aggregate": "sum", "range": 1000, "slide": 300, "kind": "time"},
+    {"id": "b", "aggregate": "sum", "range": 500, "slide": 500, "kind": "time"},
+]
 Q2 = [{"id": "c", "aggregate": "max", "range": 700, "slide": 200, "kind": "time"}]
-TREES = [{"id": "t0", "stream": "mf01", "queries": Q1}, {"id": "t1", "stream": "mf02",
-                                                          "queries": Q2}]
+TREES = [
+    {"id": "t0", "stream": "mf01", "queries": Q1},
+    {"id": "t1", "stream": "mf02", "queries": Q2},
+]
 
 
 def data(n=4000, seed=0, jitter=0):
@@ -21,14 +26,22 @@ def data(n=4000, seed=0, jitter=0):
     ts = np.sort(rng.integers(0, 20_000, n)).astype(np.int64)
     if jitter:  # some out-of-order tuples, to produce late ones
         ts = ts + rng.integers(-jitter, 1, n) * (rng.random(n) < 0.05)
-    return pa.record_batch({"ts_ms": ts, "mf01": rng.integers(0, 100, n),
-                            "mf02": rng.integers(0, 100, n), "other": np.zeros(n)})
+    return pa.record_batch(
+        {
+            "ts_ms": ts,
+            "mf01": rng.integers(0, 100, n),
+            "mf02": rng.integers(0, 100, n),
+            "other": np.zeros(n),
+        }
+    )
 
 
 def run_direct(batch, step, lateness=0):
     out = []
-    trees = {"t0": (ExecutionTree(Q1, allowed_lateness=lateness), "mf01"),
-             "t1": (ExecutionTree(Q2, allowed_lateness=lateness), "mf02")}
+    trees = {
+        "t0": (ExecutionTree(Q1, allowed_lateness=lateness), "mf01"),
+        "t1": (ExecutionTree(Q2, allowed_lateness=lateness), "mf02"),
+    }
     for i in range(0, batch.num_rows, step):
         b = batch.slice(i, step)
         for t, s in trees.values():
@@ -36,8 +49,9 @@ def run_direct(batch, step, lateness=0):
     for t, _ in trees.values():
         out.append(t.flush())
     late = sum(t.late.count for t, _ in trees.values())
-    return concat_answers(out).sort_by([("query_id", "ascending"),
-                                        ("window_start", "ascending")]), late
+    return concat_answers(out).sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    ), late
 
 
 @pytest.mark.parametrize("lateness", [0, 150])
@@ -55,7 +69,8 @@ def test_node_equals_trees_and_snapshot_resumes(lateness):
             assert seq == 2
     node.flush()
     got = concat_answers(parts + [node.drain()]).sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")])
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     assert got.equals(ref)
     assert node.metrics()["late_tuples"] == ref_late == node.late().num_rows
     # restore the checkpoint on a fresh node and replay the rest
@@ -65,7 +80,8 @@ def test_node_equals_trees_and_snapshot_resumes(lateness):
         node2.ingest(None, batch.slice(i, 700))
     node2.flush()
     got2 = concat_answers([parts[0], node2.drain()]).sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")])
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     assert got2.equals(ref)
     assert node2.late().equals(node.late())
 
@@ -109,29 +125,45 @@ def test_pick_technique_falls_back_for_mixed_invertibility():
 
 
 def plan(nodes, queries):
-    return {"schema": "weaveplace.plan/1", "ie": "slickdeque", "queries": queries,
-            "nodes": nodes, "streams": {}}
+    return {
+        "schema": "weaveplace.plan/1",
+        "ie": "slickdeque",
+        "queries": queries,
+        "nodes": nodes,
+        "streams": {},
+    }
 
 
 def test_node_specs_checks():
-    qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
-          {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5,
-           "kind": "count"}]
+    qs = [
+        {"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
+        {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5, "kind": "count"},
+    ]
     # count and time windows never share a tree (issue 16): refused, not split
     with pytest.raises(DeploymentError, match="mixes count and time"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01",
-                                                 "queries": ["x", "y"]}]}], qs))
+        node_specs(
+            plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01", "queries": ["x", "y"]}]}], qs)
+        )
     with pytest.raises(DeploymentError, match="not placed"):
         node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]}], qs))
     with pytest.raises(DeploymentError, match="each query runs once"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]},
-                                               {"id": "u", "queries": ["x"]}]}], qs))
+        node_specs(
+            plan(
+                [
+                    {
+                        "id": "n",
+                        "trees": [{"id": "t", "queries": ["x"]}, {"id": "u", "queries": ["x"]}],
+                    }
+                ],
+                qs,
+            )
+        )
     with pytest.raises(DeploymentError, match="unknown query"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y", "z"]}]}],
-                        qs))
+        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y", "z"]}]}], qs))
     with pytest.raises(DeploymentError, match="stream"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "stream": "mf02",
-                                                 "queries": ["x", "y"]}]}], qs))
+        node_specs(
+            plan([{"id": "n", "trees": [{"id": "t", "stream": "mf02", "queries": ["x", "y"]}]}], qs)
+        )
     with pytest.raises(DeploymentError, match="schema"):
         node_specs({"schema": "nope"})
 
@@ -172,17 +204,23 @@ def test_adopted_trees_resume_exactly_and_skip_seen_batches():
         b.ingest(None, p, seq)
     b.flush()
     everything = concat_answers(committed + [b.drain()]).sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")])
-    got = everything.filter(pa.compute.is_in(everything.column("query_id"),
-                                             value_set=pa.array(["a", "b", "c"])))
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    got = everything.filter(
+        pa.compute.is_in(everything.column("query_id"), value_set=pa.array(["a", "b", "c"]))
+    )
     assert got.equals(ref)
     lt = b.late()
-    assert lt.filter(pa.compute.is_in(lt.column("tree_id"), value_set=pa.array(["t0", "t1"]))
-                     ).num_rows == ref_late > 0
+    assert (
+        lt.filter(pa.compute.is_in(lt.column("tree_id"), value_set=pa.array(["t0", "t1"]))).num_rows
+        == ref_late
+        > 0
+    )
     # B's own tree is untouched by the adoption and the resent batch
-    d_ref = concat_answers([other.process(p.column("ts_ms").to_numpy(),
-                                          p.column("mf02").to_numpy()) for p in parts]
-                           + [other.flush()])
+    d_ref = concat_answers(
+        [other.process(p.column("ts_ms").to_numpy(), p.column("mf02").to_numpy()) for p in parts]
+        + [other.flush()]
+    )
     d_got = everything.filter(pa.compute.equal(everything.column("query_id"), "d"))
     assert d_ref.num_rows > 0 and d_got.equals(d_ref)
     b2 = NodeCore.from_snapshot(b.snapshot())  # a snapshot after adoption holds all trees
@@ -233,7 +271,8 @@ def test_moved_trees_resume_exactly_and_old_host_drops_them():
     a.flush()
     n.flush()
     got = concat_answers([committed, a.drain(), n.drain()]).sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")])
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     assert got.equals(ref)
     assert a.metrics()["late_tuples"] + n.metrics()["late_tuples"] == ref_late > 0
     assert sorted(NodeCore.from_snapshot(a.snapshot()).trees) == ["t0"]
@@ -243,27 +282,55 @@ def test_pin_round_robin_and_fault_drill_checks():
     from cluster.deploy import check_faults, pin_round_robin
 
     assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
-        "a": "w0", "b": "w1", "c": "head", "d": "w0", "e": "w1"}
+        "a": "w0",
+        "b": "w1",
+        "c": "head",
+        "d": "w0",
+        "e": "w1",
+    }
     with pytest.raises(DeploymentError, match="no alive Ray node"):
         pin_round_robin(["a"], [])
-    drill = check_faults([{"kind": "lose", "node": "b", "at_batch": 7},
-                          {"kind": "kill", "node": "a", "at_batch": 3}], ["a", "b"])
+    drill = check_faults(
+        [
+            {"kind": "lose", "node": "b", "at_batch": 7},
+            {"kind": "kill", "node": "a", "at_batch": 3},
+        ],
+        ["a", "b"],
+    )
     assert [(f["kind"], f["node"], f["at_batch"], f["fired"]) for f in drill] == [
-        ("kill", "a", 3, False), ("lose", "b", 7, False)]  # in firing order
+        ("kill", "a", 3, False),
+        ("lose", "b", 7, False),
+    ]  # in firing order
     for faults, msg in [
-            ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
-            ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
-            ([{"kind": "lose", "node": "a", "at_batch": 1},
-              {"kind": "kill", "node": "a", "at_batch": 1}], "already lost"),
-            ([{"kind": "lose", "node": "a", "at_batch": 1},
-              {"kind": "lose", "node": "b", "at_batch": 2}], "loses every node")]:
+        ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
+        ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
+        (
+            [
+                {"kind": "lose", "node": "a", "at_batch": 1},
+                {"kind": "kill", "node": "a", "at_batch": 1},
+            ],
+            "already lost",
+        ),
+        (
+            [
+                {"kind": "lose", "node": "a", "at_batch": 1},
+                {"kind": "lose", "node": "b", "at_batch": 2},
+            ],
+            "loses every node",
+        ),
+    ]:
         with pytest.raises(DeploymentError, match=msg):
             check_faults(faults, ["a", "b"])
     with pytest.raises(DeploymentError, match="tree ids must be unique in a plan"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
-                         {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]}],
-                        [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4,
-                                                               "slide": 2}]))
+        node_specs(
+            plan(
+                [
+                    {"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
+                    {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]},
+                ],
+                [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4, "slide": 2}],
+            )
+        )
 
 
 def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
@@ -275,11 +342,18 @@ def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
     from placement.queries import Query
     from placement.trees import CostModel
 
-    qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 1000, "slide": 300},
-          {"id": "y", "stream": "mf01", "aggregate": "max", "range": 700, "slide": 200}]
-    p = {**plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]},
-                                       {"id": "u", "queries": ["y"]}]}], qs),
-         "slicing": "cutty", "streams": {"mf01": {"rate": 0.2}}}
+    qs = [
+        {"id": "x", "stream": "mf01", "aggregate": "sum", "range": 1000, "slide": 300},
+        {"id": "y", "stream": "mf01", "aggregate": "max", "range": 700, "slide": 200},
+    ]
+    p = {
+        **plan(
+            [{"id": "n", "trees": [{"id": "t", "queries": ["x"]}, {"id": "u", "queries": ["y"]}]}],
+            qs,
+        ),
+        "slicing": "cutty",
+        "streams": {"mf01": {"rate": 0.2}},
+    }
     specs = node_specs(p)
     assert {t["slicing"] for t in specs[0]["trees"]} == {"cutty"}
     assert {t["slicing"] for t in node_specs({**p, "slicing": "pairs"})[0]["trees"]} == {"pairs"}

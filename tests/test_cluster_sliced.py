@@ -6,6 +6,7 @@ mode's answers exactly.
 Small data (40 s at 100 Hz) and small chunks/batches, so slices are cut by chunk, partition and
 batch boundaries too.  One Ray and one Spark for the session (tests/conftest.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +34,7 @@ def sliced_result(sliced_workload, ray_session, spark):
     from cluster.spark_feed import feed_sliced
 
     with Deployment(sliced_workload["plan"], mode="sliced", max_in_flight=3) as dep:
-        fs = feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300,
-                         chunk_rows=1500)
+        fs = feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         res = dep.finish()
     return fs, res
 
@@ -66,8 +66,9 @@ def test_sliced_equals_raw_mode_exactly(sliced_workload, sliced_result, ray_sess
     assert raw.answers.equals(sliced_result[1].answers)
 
 
-def test_sliced_fault_recovery_and_float_stream(sliced_workload, sliced_result, ray_session,
-                                                spark, tmp_path):
+def test_sliced_fault_recovery_and_float_stream(
+    sliced_workload, sliced_result, ray_session, spark, tmp_path
+):
     """(a) actors killed mid-stream in sliced mode are recovered exactly (slice batches are
     replayed from the log); (b) a float stream (double-double slice sums) agrees with raw mode
     to 1e-12 (min/max/count exactly)."""
@@ -80,8 +81,11 @@ def test_sliced_fault_recovery_and_float_stream(sliced_workload, sliced_result, 
     with Deployment(plan, mode="sliced", max_in_flight=2) as dep:
         streams = dep.streams
         df = read_debs_df(spark, str(sliced_workload["path"]), streams)
-        tables = list(sliced_arrow_tables(df, streams, {s: dep.edge_classes(s) for s in streams},
-                                          chunk_rows=2500))
+        tables = list(
+            sliced_arrow_tables(
+                df, streams, {s: dep.edge_classes(s) for s in streams}, chunk_rows=2500
+            )
+        )
         i = 0
         for tbl in tables:
             sid = tbl.column("sid").to_numpy()
@@ -107,8 +111,7 @@ def test_sliced_fault_recovery_and_float_stream(sliced_workload, sliced_result, 
     rng = np.random.default_rng(3)
     fv = t.column("mf01").to_numpy().astype(np.float64) + rng.normal(0, 0.37, t.num_rows)
     fpath = tmp_path / "float.parquet"
-    pq.write_table(pa.table({"ts_ms": t.column("ts_ms"), "mf01": fv}), fpath,
-                   row_group_size=1000)
+    pq.write_table(pa.table({"ts_ms": t.column("ts_ms"), "mf01": fv}), fpath, row_group_size=1000)
     fq = [q for q in sliced_workload["queries"] if q.stream == "mf01"]
     fplan = make_plan(fq, n_nodes=1)
     with Deployment(fplan, mode="sliced") as dep:
@@ -136,10 +139,11 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
     from cluster.spark_feed import feed_sliced
 
     plan = make_plan(sliced_workload["queries"], n_nodes=3)
-    faults = [{"kind": "lose", "node": "node-1", "at_batch": 4},
-              {"kind": "lose", "node": "node-0", "at_batch": 5}]
-    with Deployment(plan, mode="sliced", max_in_flight=2, checkpoint_every=3,
-                    faults=faults) as dep:
+    faults = [
+        {"kind": "lose", "node": "node-1", "at_batch": 4},
+        {"kind": "lose", "node": "node-0", "at_batch": 5},
+    ]
+    with Deployment(plan, mode="sliced", max_in_flight=2, checkpoint_every=3, faults=faults) as dep:
         feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         res = dep.finish()
     assert res.answers.equals(sliced_result[1].answers)
@@ -151,7 +155,8 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
     assert via0 and via0 < set(second["trees"])
     assert set(res.metrics["nodes"]) == {"node-2"}
     assert res.metrics["nodes"]["node-2"]["trees"].keys() == {
-        t["id"] for n in plan["nodes"] for t in n["trees"]}
+        t["id"] for n in plan["nodes"] for t in n["trees"]
+    }
 
 
 def test_sliced_mode_refusals(sliced_workload, ray_session, spark):
@@ -175,14 +180,20 @@ def test_node_core_slices_mode_without_ray(sliced_workload):
     t = pq.read_table(sliced_workload["path"], columns=["ts_ms", "mf02"])
     node = next(n for n in sliced_workload["plan"]["nodes"] if n["trees"])
     qmap = {q["id"]: q for q in sliced_workload["plan"]["queries"]}
-    trees = [{"id": tr["id"], "stream": "mf02",
-              "queries": [qmap[q] for q in tr["queries"] if qmap[q]["stream"] == "mf02"]}
-             for tr in node["trees"]]
+    trees = [
+        {
+            "id": tr["id"],
+            "stream": "mf02",
+            "queries": [qmap[q] for q in tr["queries"] if qmap[q]["stream"] == "mf02"],
+        }
+        for tr in node["trees"]
+    ]
     trees = [tr for tr in trees if tr["queries"]]
     assert trees
     rs = [(q["range"], q["slide"]) for tr in trees for q in tr["queries"]]
-    cols = slice_aggregates(t.column("ts_ms").to_numpy(), t.column("mf02").to_numpy(),
-                            edge_classes(rs + [(7000, 3000)]))
+    cols = slice_aggregates(
+        t.column("ts_ms").to_numpy(), t.column("mf02").to_numpy(), edge_classes(rs + [(7000, 3000)])
+    )
     sl = pa.table(cols)
     a = NodeCore("n", trees, input_mode="slices")
     a.warmup()
@@ -205,8 +216,9 @@ def test_node_core_slices_mode_without_ray(sliced_workload):
     assert b.metrics()["tuples"] == t.num_rows
 
 
-def test_arrow_and_spark_readers_agree(sliced_workload, sliced_result, ray_session, spark,
-                                       tmp_path):
+def test_arrow_and_spark_readers_agree(
+    sliced_workload, sliced_result, ray_session, spark, tmp_path
+):
     """The ``arrow`` reader (Spark tasks read their piece of the Parquet file with pyarrow;
     the default for a local file) and the ``spark`` reader (``mapInArrow`` over Spark's own
     reader) give the same answers; so does the ``arrow`` reader on a file whose row groups
@@ -218,8 +230,14 @@ def test_arrow_and_spark_readers_agree(sliced_workload, sliced_result, ray_sessi
     assert fs.reader == "arrow"
     plan = sliced_workload["plan"]
     with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
-        fs2 = feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300,
-                          chunk_rows=1500, reader="spark")
+        fs2 = feed_sliced(
+            dep,
+            spark,
+            str(sliced_workload["path"]),
+            batch_rows=300,
+            chunk_rows=1500,
+            reader="spark",
+        )
         res2 = dep.finish()
     assert fs2.reader == "spark" and fs2.rows == fs.rows and fs2.chunks == fs.chunks
     assert res2.answers.equals(res.answers)
@@ -228,8 +246,9 @@ def test_arrow_and_spark_readers_agree(sliced_workload, sliced_result, ray_sessi
     shuffled = tmp_path / "shuffled.parquet"
     pq.write_table(pa.concat_tables(groups[::-1]), shuffled, row_group_size=500)
     with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
-        fs3 = feed_sliced(dep, spark, str(shuffled), batch_rows=300, chunk_rows=1500,
-                          reader="arrow")
+        fs3 = feed_sliced(
+            dep, spark, str(shuffled), batch_rows=300, chunk_rows=1500, reader="arrow"
+        )
         res3 = dep.finish()
     assert fs3.reader == "arrow" and fs3.rows == fs.rows
     assert res3.answers.equals(res.answers)
@@ -247,11 +266,14 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
     from cluster.spark_feed import feed_sliced
     from placement.plan import verify_plan
 
-    faults = [{"kind": "add", "at_batch": 2},
-              {"kind": "kill", "node": "node-2", "at_batch": 3},
-              {"kind": "lose", "node": "node-0", "at_batch": 5}]
-    with Deployment(sliced_workload["plan"], mode="sliced", max_in_flight=2,
-                    checkpoint_every=3, faults=faults) as dep:
+    faults = [
+        {"kind": "add", "at_batch": 2},
+        {"kind": "kill", "node": "node-2", "at_batch": 3},
+        {"kind": "lose", "node": "node-0", "at_batch": 5},
+    ]
+    with Deployment(
+        sliced_workload["plan"], mode="sliced", max_in_flight=2, checkpoint_every=3, faults=faults
+    ) as dep:
         feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         res = dep.finish()
         final = dep.plan
@@ -263,8 +285,7 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
 
 
-def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, ray_session,
-                                                spark):
+def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, ray_session, spark):
     """A plan priced under Cutty (``slicing: cutty``; its trees differ from the Pairs plan's)
     runs Cutty trees on the actors, in sliced mode (the union of Pairs edges, unchanged) and
     in raw mode: both answer exactly as the Pairs plan's sliced run, row for row (int data)."""
@@ -275,12 +296,14 @@ def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, 
     plan = make_plan(sliced_workload["queries"], slicing="cutty")
     assert plan["slicing"] == "cutty"
     pairs_plan = sliced_workload["plan"]
-    assert [t["edges"] for n in plan["nodes"] for t in n["trees"]] != \
-        [t["edges"] for n in pairs_plan["nodes"] for t in n["trees"]]
+    assert [t["edges"] for n in plan["nodes"] for t in n["trees"]] != [
+        t["edges"] for n in pairs_plan["nodes"] for t in n["trees"]
+    ]
     with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
         for s in dep.streams:  # the sliced feed still cuts at the union of Pairs edges
-            assert dep.edge_classes(s) == edge_classes(sorted(
-                {(q.range, q.slide) for q in sliced_workload["queries"] if q.stream == s}))
+            assert dep.edge_classes(s) == edge_classes(
+                sorted({(q.range, q.slide) for q in sliced_workload["queries"] if q.stream == s})
+            )
         feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         sliced = dep.finish()
     with Deployment(plan, max_in_flight=3) as dep:

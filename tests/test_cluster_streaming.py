@@ -7,6 +7,7 @@ fresh Deployment of the same plan; where a file reaches back in time, the plan's
 be equal row for row.  One Ray and one Spark for the whole session (tests/conftest.py); three
 streams in all, to keep the file well under a minute.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from test_cluster_e2e import make_plan, make_queries
 
 from sim.debs import BOOL_COLUMNS, INT_COLUMNS, _tsv_bytes, generate_debs, read_debs
-from test_cluster_e2e import make_plan, make_queries
 
 DURATION_S, RATE_HZ = 60, 100
 SAFETY_S = 45.0  # every stream also stops on this timeout, so a broken test fails, not hangs
@@ -35,16 +36,22 @@ def data(tmp_path_factory):
     generate_debs(d / "all.parquet", duration_s=DURATION_S, rate_hz=RATE_HZ, seed=21)
     t = pq.read_table(d / "all.parquet")
     queries = make_queries(n_time=18, seed=5)
-    return {"dir": d, "table": t, "t0": int(t.column("ts_ms")[0].as_py()),
-            "queries": queries, "plan": make_plan(queries)}
+    return {
+        "dir": d,
+        "table": t,
+        "t0": int(t.column("ts_ms")[0].as_py()),
+        "queries": queries,
+        "plan": make_plan(queries),
+    }
 
 
 def span(data, lo_s: float, hi_s: float) -> pa.Table:
     """The rows with ``lo_s <= (ts_ms - first ts) / 1000 < hi_s``."""
     t = data["table"]
     rel = pc.subtract(t.column("ts_ms"), data["t0"])
-    return t.filter(pc.and_(pc.greater_equal(rel, int(lo_s * 1000)),
-                            pc.less(rel, int(hi_s * 1000))))
+    return t.filter(
+        pc.and_(pc.greater_equal(rel, int(lo_s * 1000)), pc.less(rel, int(hi_s * 1000)))
+    )
 
 
 def tsv_bytes(t: pa.Table) -> bytes:
@@ -89,8 +96,7 @@ def replay_reference(plan, tables: list[pa.Table], *, lateness: int):
     data = pa.concat_tables(tables).combine_chunks()
     answers, late = [], []
     for spec in node_specs(plan):
-        node = NodeCore(spec["node_id"], spec["trees"], plan.get("ie") or "slickdeque",
-                        lateness)
+        node = NodeCore(spec["node_id"], spec["trees"], plan.get("ie") or "slickdeque", lateness)
         for b in data.to_batches(max_chunksize=1 << 18):
             node.ingest(None, b)
         node.flush()
@@ -104,8 +110,14 @@ def by_window(t: pa.Table) -> pa.Table:
 
 
 def by_tuple(t: pa.Table) -> pa.Table:
-    return t.sort_by([("node_id", "ascending"), ("tree_id", "ascending"),
-                      ("ts_ms", "ascending"), ("value", "ascending")])
+    return t.sort_by(
+        [
+            ("node_id", "ascending"),
+            ("tree_id", "ascending"),
+            ("ts_ms", "ascending"),
+            ("value", "ascending"),
+        ]
+    )
 
 
 def assert_same_answers(ours: pa.Table, ref: pa.Table) -> None:
@@ -153,16 +165,21 @@ def wait_until(cond, what: str, timeout: float = 30.0) -> None:
 
 def six_files(data) -> list[tuple[str, pa.Table]]:
     """The data as six 10 s files in time order (text, one Parquet)."""
-    return [(f"{k:02d}-debs.{'parquet' if k == 2 else 'tsv'}", span(data, 10 * k, 10 * k + 10))
-            for k in range(6)]
+    return [
+        (f"{k:02d}-debs.{'parquet' if k == 2 else 'tsv'}", span(data, 10 * k, 10 * k + 10))
+        for k in range(6)
+    ]
 
 
 def with_bad_lines(t: pa.Table) -> bytes:
     """``t`` as text with three malformed lines *inserted* (no good row lost): a bad
     timestamp, too few fields, a non-integer index."""
     lines = tsv_bytes(t).split(b"\r\n")
-    bad = [lines[3].replace(b"2012-", b"2O12-", 1), b"\t".join(lines[50].split(b"\t")[:20]),
-           lines[90].replace(b"\t", b"\tx", 1)]
+    bad = [
+        lines[3].replace(b"2012-", b"2O12-", 1),
+        b"\t".join(lines[50].split(b"\t")[:20]),
+        lines[90].replace(b"\t", b"\tx", 1),
+    ]
     for at, line in zip((5, 100, 1000), bad):  # 1-based line numbers 6, 101, 1001
         lines.insert(at, line)
     return b"\r\n".join(lines)
@@ -203,8 +220,14 @@ def in_order(data, ray_session, spark, tmp_path_factory):
         seen["parts"] = sorted(p.name for p in (out / "answers.parquet").iterdir())
         drop(inp, *files[5])
 
-    stats = run_stream_with(data["plan"], spark, inp, out,
-                            StreamOptions(poll_s=0.2, max_files=8, timeout_s=SAFETY_S), writer)
+    stats = run_stream_with(
+        data["plan"],
+        spark,
+        inp,
+        out,
+        StreamOptions(poll_s=0.2, max_files=8, timeout_s=SAFETY_S),
+        writer,
+    )
     return {"dir": d, "out": out, "stats": stats, "files": files, **seen}
 
 
@@ -212,8 +235,15 @@ def test_streamed_answers_equal_batch_run(data, reference, in_order):
     stats, out = in_order["stats"], in_order["out"]
     assert stats.stop_reason == "max_files" and stats.files == 8
     assert [f.name for f in stats.files_log] == [  # arrival (modification time) order
-        "00-debs.tsv", "01-debs.tsv", "02-debs.parquet", "02x-junk.parquet", "03-debs.tsv",
-        "04-debs.tsv", "04x-other.parquet", "05-debs.tsv"]
+        "00-debs.tsv",
+        "01-debs.tsv",
+        "02-debs.parquet",
+        "02x-junk.parquet",
+        "03-debs.tsv",
+        "04-debs.tsv",
+        "04x-other.parquet",
+        "05-debs.tsv",
+    ]
     assert stats.rows == data["table"].num_rows and 3 <= stats.batches <= 8
     final = pq.read_table(out / "answers.parquet")
     assert_same_answers(final, reference.answers)
@@ -242,7 +272,10 @@ def test_malformed_rows_and_broken_files_are_rejected_not_fatal(in_order):
     assert stats.files_rejected == 2 and stats.rows_rejected == 3
     rej = in_order["out"] / "rejects"
     assert sorted(p.name for p in rej.iterdir()) == [
-        "02x-junk.parquet.rejects.tsv", "04-debs.tsv.rejects.tsv", "04x-other.parquet.rejects.tsv"]
+        "02x-junk.parquet.rejects.tsv",
+        "04-debs.tsv.rejects.tsv",
+        "04x-other.parquet.rejects.tsv",
+    ]
     read_debs(d / "bad.tsv", rejects_path=d / "bad.rejects.tsv").read_all()
     got = (rej / "04-debs.tsv.rejects.tsv").read_bytes()
     assert got == (d / "bad.rejects.tsv").read_bytes()
@@ -256,8 +289,9 @@ def test_malformed_rows_and_broken_files_are_rejected_not_fatal(in_order):
     assert log["02x-junk.parquet"].error and log["02x-junk.parquet"].rows == 0
 
 
-def test_file_reaching_back_in_time_gives_late_tuples_not_losses(data, ray_session, spark,
-                                                                  tmp_path):
+def test_file_reaching_back_in_time_gives_late_tuples_not_losses(
+    data, ray_session, spark, tmp_path
+):
     """Files A=[0,30) C=[32,45) B=[30,32) D=[45,60) s, all there before the start (one
     micro-batch, put in modification-time order; an empty file is skipped by Spark), stop when
     idle.  With allowed lateness 14 s, B's tuples older than the watermark after C are late
@@ -268,19 +302,27 @@ def test_file_reaching_back_in_time_gives_late_tuples_not_losses(data, ray_sessi
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
     lateness = 14_000
-    files = [("00-a.tsv", span(data, 0, 30)), ("01-c.tsv", span(data, 32, 45)),
-             ("02-b.tsv", span(data, 30, 32)), ("03-d.parquet", span(data, 45, 60))]
+    files = [
+        ("00-a.tsv", span(data, 0, 30)),
+        ("01-c.tsv", span(data, 32, 45)),
+        ("02-b.tsv", span(data, 30, 32)),
+        ("03-d.parquet", span(data, 45, 60)),
+    ]
     for name, t in files:
         drop(inp, name, t)
     drop(inp, "04-empty.tsv", b"")
-    stats = run_stream_with(data["plan"], spark, inp, out,
-                            StreamOptions(poll_s=0.2, idle_timeout_s=0.5, timeout_s=SAFETY_S),
-                            lateness=lateness)
+    stats = run_stream_with(
+        data["plan"],
+        spark,
+        inp,
+        out,
+        StreamOptions(poll_s=0.2, idle_timeout_s=0.5, timeout_s=SAFETY_S),
+        lateness=lateness,
+    )
     assert stats.stop_reason == "idle"
     assert [f.name for f in stats.files_log] == [n for n, _ in files]
 
-    ref_answers, ref_late = replay_reference(data["plan"], [t for _, t in files],
-                                             lateness=lateness)
+    ref_answers, ref_late = replay_reference(data["plan"], [t for _, t in files], lateness=lateness)
     late = pq.read_table(out / "late.parquet")
     assert late.num_rows == stats.late == ref_late.num_rows > 0
     assert by_tuple(late).equals(by_tuple(ref_late))
@@ -308,12 +350,16 @@ def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark,
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
     keys = ("id", "stream", "aggregate", "range", "slide", "kind")
-    cfg = {"workload": {"queries": [{k: q.to_dict()[k] for k in keys} for q in data["queries"]]},
-           "streams": {s: {"rate": 0.1} for s in ("mf01", "mf02", "mf03")},
-           "cluster": {"nodes": 1}, "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
-           "data": {"directory": {"path": "in", "poll_s": 0.2, "files_per_batch": 4,
-                                  "timeout_s": SAFETY_S}},
-           "run": {"mode": "live", "output_dir": "out"}}
+    cfg = {
+        "workload": {"queries": [{k: q.to_dict()[k] for k in keys} for q in data["queries"]]},
+        "streams": {s: {"rate": 0.1} for s in ("mf01", "mf02", "mf03")},
+        "cluster": {"nodes": 1},
+        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
+        "data": {
+            "directory": {"path": "in", "poll_s": 0.2, "files_per_batch": 4, "timeout_s": SAFETY_S}
+        },
+        "run": {"mode": "live", "output_dir": "out"},
+    }
     (tmp_path / "live.yaml").write_text(yaml.safe_dump(cfg))
     config = load_config(tmp_path / "live.yaml")
     for name, t in six_files(data):
@@ -355,21 +401,35 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
     lateness = 5_000
-    files = [("00-a.tsv", span(data, 0, 15)), ("01-c.tsv", span(data, 17, 30)),
-             ("02-b.tsv", span(data, 15, 17)), ("03-d.parquet", span(data, 30, 45)),
-             ("04-f.tsv", span(data, 47, 60)), ("05-e.tsv", span(data, 45, 47))]
+    files = [
+        ("00-a.tsv", span(data, 0, 15)),
+        ("01-c.tsv", span(data, 17, 30)),
+        ("02-b.tsv", span(data, 15, 17)),
+        ("03-d.parquet", span(data, 30, 45)),
+        ("04-f.tsv", span(data, 47, 60)),
+        ("05-e.tsv", span(data, 45, 47)),
+    ]
     for name, t in files:
         drop(inp, name, t)
     rows = 500
     first = np.cumsum([0] + [-(-t.num_rows // rows) for _, t in files])  # first batch per file
-    faults = [{"kind": "lose", "node": "node-1", "at_batch": int(first[3]) + 1},
-              {"kind": "kill", "node": "node-0", "at_batch": int(first[4]) + 1}]
+    faults = [
+        {"kind": "lose", "node": "node-1", "at_batch": int(first[3]) + 1},
+        {"kind": "kill", "node": "node-0", "at_batch": int(first[4]) + 1},
+    ]
     out.mkdir()
     (out / "plan.json").write_text(json.dumps(data["plan"]))  # as live_run writes it
-    res = run_stream(data["plan"], inp, out, spark=spark, allowed_lateness=lateness,
-                     faults=faults,
-                     options=StreamOptions(poll_s=0.2, files_per_batch=1, max_files=len(files),
-                                           timeout_s=SAFETY_S, batch_rows=rows))
+    res = run_stream(
+        data["plan"],
+        inp,
+        out,
+        spark=spark,
+        allowed_lateness=lateness,
+        faults=faults,
+        options=StreamOptions(
+            poll_s=0.2, files_per_batch=1, max_files=len(files), timeout_s=SAFETY_S, batch_rows=rows
+        ),
+    )
     st, m = res.stats, res.metrics
     assert st.stop_reason == "max_files" and st.batches == len(files)
     assert [f.name for f in st.files_log] == [n for n, _ in files]
@@ -379,17 +439,19 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
     assert rec["snapshot_seq"] == first[3] - 1  # the checkpoint at the end of B's micro-batch
     assert set(m["nodes"]) == {"node-0"} and m["nodes"]["node-0"]["recoveries"] == 1
 
-    ref_answers, ref_late = replay_reference(data["plan"], [t for _, t in files],
-                                             lateness=lateness)
+    ref_answers, ref_late = replay_reference(data["plan"], [t for _, t in files], lateness=lateness)
     assert_same_answers(pq.read_table(out / "answers.parquet"), ref_answers)
     late = pq.read_table(out / "late.parquet")
     key = lambda t: t.select(["tree_id", "stream", "ts_ms", "value"]).sort_by(  # noqa: E731
-        [("tree_id", "ascending"), ("ts_ms", "ascending"), ("value", "ascending")])
+        [("tree_id", "ascending"), ("ts_ms", "ascending"), ("value", "ascending")]
+    )
     assert late.num_rows == st.late == ref_late.num_rows > 0
     assert key(late).equals(key(ref_late))
     moved = set(rec["trees"])
-    names = {(n, t.split("~")[0] in moved) for n, t in zip(late.column("node_id").to_pylist(),
-                                                         late.column("tree_id").to_pylist())}
+    names = {
+        (n, t.split("~")[0] in moved)
+        for n, t in zip(late.column("node_id").to_pylist(), late.column("tree_id").to_pylist())
+    }
     assert names == {("node-0", False), ("node-1", True), ("node-0", True)}
 
     final = json.loads((out / "plan_final.json").read_text())
@@ -400,6 +462,9 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
     from test_report import Tables
 
     rows_by_node = {ra["data-node"]: f for ra, f in Tables(text).fields("live-nodes")}
-    assert int(rows_by_node["node-0"]["late_rows"][0]["data-value"]) == \
-        m["nodes"]["node-0"]["late_tuples"] == late.num_rows
+    assert (
+        int(rows_by_node["node-0"]["late_rows"][0]["data-value"])
+        == m["nodes"]["node-0"]["late_tuples"]
+        == late.num_rows
+    )
     assert int(rows_by_node["node-1"]["late_rows"][0]["data-value"]) == 0

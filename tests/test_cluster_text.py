@@ -6,6 +6,7 @@ records, a trailing extra column, garbage, disorder across Spark's byte ranges) 
 exactly those answers, the same as a live run over the converted file, with the rejects of a
 whole-file read in ``rejects/<file>.rejects.tsv``.  One Ray and one Spark for the session.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,20 +15,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_cluster_e2e import make_plan  # noqa: E402
 
 from executors.oracle import brute_force
 from placement.queries import Query
 from sim.debs import convert_debs, generate_debs
 
-from test_cluster_e2e import make_plan  # noqa: E402
-
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-QUERIES = [Query("s1", 1000, 1000, "sum", "mf01", "time"),
-           Query("m1", 2500, 500, "max", "mf02", "time"),
-           Query("a1", 1700, 400, "avg", "mf03", "time"),
-           Query("n1", 3000, 750, "min", "mf01", "time"),
-           Query("c1", 64, 24, "count", "mf02", "count")]
+QUERIES = [
+    Query("s1", 1000, 1000, "sum", "mf01", "time"),
+    Query("m1", 2500, 500, "max", "mf02", "time"),
+    Query("a1", 1700, 400, "avg", "mf03", "time"),
+    Query("n1", 3000, 750, "min", "mf01", "time"),
+    Query("c1", 64, 24, "count", "mf02", "count"),
+]
 
 
 def _damage(lines: list[bytes], swap: bool) -> bytes:
@@ -57,14 +59,18 @@ def texts(tmp_path_factory):
         p.write_bytes(_damage(lines, swap))
         for extra in ("ignore", "reject"):
             conv = d / f"{name}.{extra}.parquet"
-            st = convert_debs(p, conv, rejects_path=d / f"{name}.{extra}.rejects.tsv",
-                              extra_columns=extra)
+            st = convert_debs(
+                p, conv, rejects_path=d / f"{name}.{extra}.rejects.tsv", extra_columns=extra
+            )
             assert st.glued_lines == 2
-            assert (st.extra_column_lines, st.rows_rejected) == ((2, 2) if extra == "ignore"
-                                                                 else (0, 4))
+            assert (st.extra_column_lines, st.rows_rejected) == (
+                (2, 2) if extra == "ignore" else (0, 4)
+            )
             out[name, extra] = (p, conv)
-    plans = {"raw": make_plan(QUERIES, n_nodes=2),  # sliced mode runs time windows only
-             "sliced": make_plan([q for q in QUERIES if q.kind == "time"], n_nodes=2)}
+    plans = {
+        "raw": make_plan(QUERIES, n_nodes=2),  # sliced mode runs time windows only
+        "sliced": make_plan([q for q in QUERIES if q.kind == "time"], n_nodes=2),
+    }
     return {"dir": d, "files": out, "plans": plans}
 
 
@@ -77,9 +83,14 @@ def _oracle(table: pa.Table, queries) -> pa.Table:
         assert late == []
         rows += ans
     rows.sort(key=lambda r: (r[0], r[1]))
-    return pa.table({"query_id": [r[0] for r in rows], "window_start": [r[1] for r in rows],
-                     "window_end": [r[2] for r in rows],
-                     "value": [float(r[3]) for r in rows]})
+    return pa.table(
+        {
+            "query_id": [r[0] for r in rows],
+            "window_start": [r[1] for r in rows],
+            "window_end": [r[2] for r in rows],
+            "value": [float(r[3]) for r in rows],
+        }
+    )
 
 
 def _answers(res) -> pa.Table:
@@ -94,21 +105,36 @@ def _assert_same(a: pa.Table, b: pa.Table) -> None:
     np.testing.assert_allclose(a["value"].to_numpy(), b["value"].to_numpy(), rtol=1e-12)
 
 
-@pytest.mark.parametrize("mode,name,extra", [("raw", "ordered.txt", "ignore"),
-                                             ("raw", "swapped.txt", "reject"),
-                                             ("sliced", "swapped.txt", "ignore")])
-def test_text_run_equals_converted_and_oracle(texts, mode, name, extra, ray_session, spark,
-                                              tmp_path):
+@pytest.mark.parametrize(
+    "mode,name,extra",
+    [
+        ("raw", "ordered.txt", "ignore"),
+        ("raw", "swapped.txt", "reject"),
+        ("sliced", "swapped.txt", "ignore"),
+    ],
+)
+def test_text_run_equals_converted_and_oracle(
+    texts, mode, name, extra, ray_session, spark, tmp_path
+):
     from cluster.live import run_live
 
     text, conv = texts["files"][name, extra]
     qs = QUERIES if mode == "raw" else [q for q in QUERIES if q.kind == "time"]
     want = _oracle(pq.read_table(conv), qs)
     # small byte ranges: several Spark tasks, the glued and swapped lines in different ones
-    res_t = run_live(texts["plans"][mode], text, tmp_path / "t", spark=spark, mode=mode,
-                     batch_rows=700, extra_columns=extra, text_range_bytes=20_000)
-    res_p = run_live(texts["plans"][mode], conv, tmp_path / "p", spark=spark, mode=mode,
-                     batch_rows=700)
+    res_t = run_live(
+        texts["plans"][mode],
+        text,
+        tmp_path / "t",
+        spark=spark,
+        mode=mode,
+        batch_rows=700,
+        extra_columns=extra,
+        text_range_bytes=20_000,
+    )
+    res_p = run_live(
+        texts["plans"][mode], conv, tmp_path / "p", spark=spark, mode=mode, batch_rows=700
+    )
     _assert_same(_answers(res_t), want)
     _assert_same(_answers(res_p), want)
     assert res_t.late.num_rows == res_p.late.num_rows == 0

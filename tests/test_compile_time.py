@@ -4,6 +4,7 @@ The warm-ups are replaced by recorders that take a known time, so the accounting
 without timing the machine: the one-off work runs before the timers and is reported apart
 (``compile_s``), and the timed work does not contain it.
 """
+
 from __future__ import annotations
 
 import time
@@ -14,10 +15,12 @@ import pytest
 
 from sim.config import config_from_mapping
 
-TINY = {"workload": {"generator": {"qnum": 6, "smax": 10, "rate": 1.0, "omax": 4, "seed": [0, 1]}},
-        "cluster": {"nodes": 2},
-        "placement": {"optimizers": ["WG_TN", "weaveshare"], "ie": "panes"},
-        "run": {"mode": "simulate"}}
+TINY = {
+    "workload": {"generator": {"qnum": 6, "smax": 10, "rate": 1.0, "omax": 4, "seed": [0, 1]}},
+    "cluster": {"nodes": 2},
+    "placement": {"optimizers": ["WG_TN", "weaveshare"], "ie": "panes"},
+    "run": {"mode": "simulate"},
+}
 
 
 def test_simulation_runtimes_exclude_the_warm_up(tmp_path, monkeypatch):
@@ -59,9 +62,16 @@ LOAD_S = 2.5  # a simulated slow kernel load, well above any real busy time of t
 def test_node_busy_time_excludes_kernel_loading(monkeypatch):
     from cluster.node_actor import NodeCore
 
-    trees = [{"id": "t0", "stream": "mf01", "queries": [
-        {"id": "a", "aggregate": "max", "range": 10, "slide": 4, "kind": "time"},
-        {"id": "b", "aggregate": "avg", "range": 7, "slide": 3, "kind": "time"}]}]
+    trees = [
+        {
+            "id": "t0",
+            "stream": "mf01",
+            "queries": [
+                {"id": "a", "aggregate": "max", "range": 10, "slide": 4, "kind": "time"},
+                {"id": "b", "aggregate": "avg", "range": 7, "slide": 3, "kind": "time"},
+            ],
+        }
+    ]
     import cluster.node_actor as na
 
     node = NodeCore("n0", trees)
@@ -81,7 +91,7 @@ def test_node_busy_time_excludes_kernel_loading(monkeypatch):
     ts = np.arange(0, 100, dtype=np.int64)
     batch = pa.table({"ts_ms": ts, "mf01": (ts % 5).astype(np.int64)})
     node.ingest(None, batch.slice(0, 50), seq=0)
-    node.ingest(None, batch.slice(50), seq=1)          # warm already: no second load
+    node.ingest(None, batch.slice(50), seq=1)  # warm already: no second load
     fbatch = pa.table({"ts_ms": ts + 100, "mf01": (ts % 5).astype(np.float64)})
     m = node.metrics()
     assert calls == [[("t0", "i")]]
@@ -89,7 +99,7 @@ def test_node_busy_time_excludes_kernel_loading(monkeypatch):
     # loaded machine, it is far below LOAD_S for 100 tuples)
     assert m["compile_s"] >= LOAD_S and m["busy_s"] < LOAD_S
     node2 = NodeCore("n1", trees)
-    node2.ingest(None, fbatch, seq=0)                  # float values: their own kernels
+    node2.ingest(None, fbatch, seq=0)  # float values: their own kernels
     m2 = node2.metrics()
     assert calls[-1] == [("t0", "f")] and m2["compile_s"] >= LOAD_S and m2["busy_s"] < LOAD_S
 
@@ -102,7 +112,8 @@ def test_every_executor_case_warms(monkeypatch):
 
     cases = executor_cases()
     assert {c[0] for c in cases} == set(ALL_TECHNIQUES)
-    assert {(c[1], c[2], c[4]) for c in cases} == {(s, k, m) for s in SLICINGS
-                                                   for k in "if" for m in (False, True)}
+    assert {(c[1], c[2], c[4]) for c in cases} == {
+        (s, k, m) for s in SLICINGS for k in "if" for m in (False, True)
+    }
     for case in cases[::7]:  # a spread of them here; `make` runs all
         warm_executor_case(*case)

@@ -18,31 +18,59 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sim.cli import app
-from sim.config import (SECTIONS, Config, ConfigError, config_from_mapping, load_config,
-                        load_config_text)
+from sim.config import (
+    SECTIONS,
+    Config,
+    ConfigError,
+    config_from_mapping,
+    load_config,
+    load_config_text,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 GEN = {
     "name": "fuzz",
-    "workload": {"generator": {"qnum": [20, 30], "smax": 25, "rate": 10.0, "zskew": 1,
-                               "omax": 10, "gen": ["nrm", "div"], "seed": 0}},
+    "workload": {
+        "generator": {
+            "qnum": [20, 30],
+            "smax": 25,
+            "rate": 10.0,
+            "zskew": 1,
+            "omax": 10,
+            "gen": ["nrm", "div"],
+            "seed": 0,
+        }
+    },
     "cluster": {"nodes": [2, 4], "ray": {"address": None}},
-    "placement": {"optimizers": ["WG_TN", "WG_I", "WG_LS", "weaveshare"], "ie": "panes",
-                  "engine": "fast", "preprocess": False, "exact": 8},
+    "placement": {
+        "optimizers": ["WG_TN", "WG_I", "WG_LS", "weaveshare"],
+        "ie": "panes",
+        "engine": "fast",
+        "preprocess": False,
+        "exact": 8,
+    },
     "data": {"duration_s": 10.0, "rate_hz": 100.0, "seed": 1},
     "run": {"mode": "simulate", "allowed_lateness": 0, "output_dir": "out/x", "seed": 0},
 }
 EXPLICIT = {
-    "workload": {"queries": [
-        {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
-        {"id": "b", "stream": "mf01", "aggregate": "max", "range": 6, "slide": 3, "kind": "time"},
-        {"id": "c", "stream": "mf02", "aggregate": "avg", "range": 4, "slide": 4},
-    ]},
+    "workload": {
+        "queries": [
+            {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
+            {
+                "id": "b",
+                "stream": "mf01",
+                "aggregate": "max",
+                "range": 6,
+                "slide": 3,
+                "kind": "time",
+            },
+            {"id": "c", "stream": "mf02", "aggregate": "avg", "range": 4, "slide": 4},
+        ]
+    },
     "streams": {"mf01": {"rate": 0.1}, "mf02": {"rate": 2}},
     "cluster": {"nodes": [{"id": "n0", "capacity": 50.0}, {"id": "n1", "capacity": 80}]},
-    "placement": {"optimizers": "WG_I", "ie": "slickdeque", "preprocess": "classes",
-                  "exact": True},
+    "placement": {"optimizers": "WG_I", "ie": "slickdeque", "preprocess": "classes", "exact": True},
     "run": {"output_dir": "out/y"},
 }
 PATH_RE = re.compile(r"^([A-Za-z_][\w-]*|\[.+?\])((\[\d+\])|(\[.+?\])|(\.[A-Za-z_][\w-]*))*: ")
@@ -50,8 +78,17 @@ PATH_RE = re.compile(r"^([A-Za-z_][\w-]*|\[.+?\])((\[\d+\])|(\[.+?\])|(\.[A-Za-z
 
 # ---- valid configs ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "table8_grid.yaml", "fig41.yaml",
-                                  "live_quickstart.yaml", "live_drill.yaml"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "quickstart.yaml",
+        "table8_grid.yaml",
+        "fig41.yaml",
+        "live_quickstart.yaml",
+        "live_drill.yaml",
+    ],
+)
 def test_shipped_configs_load(name):
     cfg = load_config(ROOT / "configs" / name)
     assert cfg.points()
@@ -63,9 +100,18 @@ def test_table8_is_the_256_point_grid():
     points = cfg.points()
     assert len(points) == 256
     assert len(cfg.placement.optimizer_list) == 14
-    combos = {(p["workload"]["qnum"], len(p["node_ids"]), p["workload"]["rate"],
-               p["workload"]["smax"], p["workload"]["zskew"], p["workload"]["omax"],
-               p["workload"]["gen"]) for p in points}
+    combos = {
+        (
+            p["workload"]["qnum"],
+            len(p["node_ids"]),
+            p["workload"]["rate"],
+            p["workload"]["smax"],
+            p["workload"]["zskew"],
+            p["workload"]["omax"],
+            p["workload"]["gen"],
+        )
+        for p in points
+    }
     assert len(combos) == 256
     assert {c[1] for c in combos} == {4, 8, 16, 32}
 
@@ -90,22 +136,33 @@ def test_explicit_queries_capacities_and_exact_true():
 def test_data_path_relative_to_config(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "feed.tsv").write_text("x\n")
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(
-        {**GEN, "data": {"path": "sub/feed.tsv"}}))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**GEN, "data": {"path": "sub/feed.tsv"}}))
     cfg = load_config(tmp_path / "c.yaml")
     assert Path(cfg.data.path) == (tmp_path / "sub" / "feed.tsv").resolve()
 
 
 def test_data_directory_relative_to_config_and_defaults(tmp_path):
     (tmp_path / "sub" / "in").mkdir(parents=True)
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(
-        {**EXPLICIT, "data": {"directory": {"path": "in", "idle_timeout_s": 5}},
-         "run": {"mode": "live"}}))
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump(
+            {
+                **EXPLICIT,
+                "data": {"directory": {"path": "in", "idle_timeout_s": 5}},
+                "run": {"mode": "live"},
+            }
+        )
+    )
     (tmp_path / "c.yaml").rename(tmp_path / "sub" / "c.yaml")
     d = load_config(tmp_path / "sub" / "c.yaml").data.directory
     assert Path(d.path) == (tmp_path / "sub" / "in").resolve()
-    assert (d.pattern, d.files_per_batch, d.poll_s, d.idle_timeout_s, d.max_files,
-            d.timeout_s) == ("*", 8, 1.0, 5.0, None, None)
+    assert (d.pattern, d.files_per_batch, d.poll_s, d.idle_timeout_s, d.max_files, d.timeout_s) == (
+        "*",
+        8,
+        1.0,
+        5.0,
+        None,
+        None,
+    )
 
 
 def test_live_stream_example_loads(tmp_path):
@@ -119,22 +176,31 @@ def test_live_stream_example_loads(tmp_path):
     assert cfg.run.mode == "live" and cfg.data.directory.idle_timeout_s == 30
 
 
-@pytest.mark.parametrize("directory,extra,expected", [
-    ({"path": "nope"}, {}, "data.directory.path: directory not found"),
-    ({"path": "f.tsv"}, {}, "data.directory.path: "),
-    ({"path": "in", "pattern": "in/*.tsv"}, {}, "data.directory.pattern: 'in/*.tsv' is a path"),
-    ({"path": "in", "idle_timeout_s": 0}, {}, "data.directory.idle_timeout_s"),
-    ({"path": "in", "max_files": 1.5}, {}, "data.directory.max_files"),
-    ({"path": "in", "idle_timeout_s": 1, "poll_s": 2}, {}, "data.directory.idle_timeout_s: 1 "
-                                                          "must exceed poll_s (2)"),
-    ({"path": "in", "files_per_batch": 0}, {}, "data.directory.files_per_batch"),
-    ({"path": "in", "idle": 3}, {}, "data.directory.idle: unknown key"),
-    ({}, {}, "data.directory.path: required key is missing"),
-    ("in", {}, "data.directory: expected a mapping"),
-    ({"path": "in"}, {"path": "f.tsv"}, "data.directory: next to data.path"),
-    ({"path": "in"}, {"rate_hz": 5.0}, "data.rate_hz: a synthetic-feed parameter next to "
-                                       "data.directory"),
-])
+@pytest.mark.parametrize(
+    "directory,extra,expected",
+    [
+        ({"path": "nope"}, {}, "data.directory.path: directory not found"),
+        ({"path": "f.tsv"}, {}, "data.directory.path: "),
+        ({"path": "in", "pattern": "in/*.tsv"}, {}, "data.directory.pattern: 'in/*.tsv' is a path"),
+        ({"path": "in", "idle_timeout_s": 0}, {}, "data.directory.idle_timeout_s"),
+        ({"path": "in", "max_files": 1.5}, {}, "data.directory.max_files"),
+        (
+            {"path": "in", "idle_timeout_s": 1, "poll_s": 2},
+            {},
+            "data.directory.idle_timeout_s: 1 must exceed poll_s (2)",
+        ),
+        ({"path": "in", "files_per_batch": 0}, {}, "data.directory.files_per_batch"),
+        ({"path": "in", "idle": 3}, {}, "data.directory.idle: unknown key"),
+        ({}, {}, "data.directory.path: required key is missing"),
+        ("in", {}, "data.directory: expected a mapping"),
+        ({"path": "in"}, {"path": "f.tsv"}, "data.directory: next to data.path"),
+        (
+            {"path": "in"},
+            {"rate_hz": 5.0},
+            "data.rate_hz: a synthetic-feed parameter next to data.directory",
+        ),
+    ],
+)
 def test_bad_data_directory(tmp_path, directory, extra, expected):
     (tmp_path / "in").mkdir()
     (tmp_path / "f.tsv").write_text("")
@@ -146,6 +212,7 @@ def test_bad_data_directory(tmp_path, directory, extra, expected):
 
 
 # ---- specific errors: the message names the key path ------------------------------------------
+
 
 def _with(base, path, value=..., delete=False):
     d = copy.deepcopy(base)
@@ -196,13 +263,16 @@ def test_bad_values_name_the_key(path, value, expected):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("path,value,expected", [
-    (("workload", "queries", 1, "range"), 0, "workload.queries[1].range"),
-    (("workload", "queries", 1, "id"), "a", "workload.queries[1].id: duplicate"),
-    (("workload", "queries", 0, "aggregate"), "med", "workload.queries[0].aggregate"),
-    (("streams",), {"mf01": {"rate": 1}}, "streams: no rate for stream 'mf02'"),
-    (("streams", "mf01", "rate"), -1, "streams.mf01.rate"),
-])
+@pytest.mark.parametrize(
+    "path,value,expected",
+    [
+        (("workload", "queries", 1, "range"), 0, "workload.queries[1].range"),
+        (("workload", "queries", 1, "id"), "a", "workload.queries[1].id: duplicate"),
+        (("workload", "queries", 0, "aggregate"), "med", "workload.queries[0].aggregate"),
+        (("streams",), {"mf01": {"rate": 1}}, "streams: no rate for stream 'mf02'"),
+        (("streams", "mf01", "rate"), -1, "streams.mf01.rate"),
+    ],
+)
 def test_bad_explicit_queries(path, value, expected):
     with pytest.raises(ConfigError) as err:
         config_from_mapping(_with(EXPLICIT, path, value))
@@ -210,13 +280,16 @@ def test_bad_explicit_queries(path, value, expected):
 
 
 LIVE = _with(_with(EXPLICIT, ("run", "mode"), "live"), ("cluster", "nodes"), 3)
-DRILL = [{"kind": "kill", "node": "node-0", "at_batch": 2},
-         {"kind": "lose", "node": "node-1", "at_batch": 4}]
+DRILL = [
+    {"kind": "kill", "node": "node-0", "at_batch": 2},
+    {"kind": "lose", "node": "node-1", "at_batch": 4},
+]
 
 
 def test_fault_drill_and_live_feed_knobs():
-    cfg = config_from_mapping(_with(_with(LIVE, ("run", "faults"), DRILL),
-                                    ("run", "batch_rows"), 500))
+    cfg = config_from_mapping(
+        _with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 500)
+    )
     assert [f.model_dump(exclude_none=True) for f in cfg.run.faults] == DRILL
     assert cfg.run.batch_rows == 500 and cfg.run.checkpoint_every is None
     assert "fault drill: 2 fault(s)" in cfg.summary()
@@ -227,54 +300,100 @@ def test_fault_drill_and_live_feed_knobs():
 def test_fault_drill_adds_nodes():
     """``kind: add``: the node id is optional (node-<k>, the smallest unused k) and later faults
     may name the added node; a capacity is taken exactly when the cluster's nodes have one."""
-    drill = [{"kind": "add", "at_batch": 2}, {"kind": "add", "node": 7, "at_batch": 2},
-             {"kind": "kill", "node": "node-3", "at_batch": 3},
-             {"kind": "lose", "node": "7", "at_batch": 4}]
+    drill = [
+        {"kind": "add", "at_batch": 2},
+        {"kind": "add", "node": 7, "at_batch": 2},
+        {"kind": "kill", "node": "node-3", "at_batch": 3},
+        {"kind": "lose", "node": "7", "at_batch": 4},
+    ]
     cfg = config_from_mapping(_with(LIVE, ("run", "faults"), drill))
     assert [f.model_dump(exclude_none=True) for f in cfg.run.faults] == [
-        {"kind": "add", "at_batch": 2}, {"kind": "add", "node": "7", "at_batch": 2}, *drill[2:]]
+        {"kind": "add", "at_batch": 2},
+        {"kind": "add", "node": "7", "at_batch": 2},
+        *drill[2:],
+    ]
     caps = _with(LIVE, ("cluster", "nodes"), [{"capacity": 2}, {"capacity": 3}])
     with pytest.raises(ConfigError, match=r"run.faults\[0\].capacity: required"):
         config_from_mapping(_with(caps, ("run", "faults"), [{"kind": "add", "at_batch": 1}]))
-    ok = config_from_mapping(_with(caps, ("run", "faults"),
-                                   [{"kind": "add", "at_batch": 1, "capacity": 2}]))
+    ok = config_from_mapping(
+        _with(caps, ("run", "faults"), [{"kind": "add", "at_batch": 1, "capacity": 2}])
+    )
     assert ok.run.faults[0].capacity == 2.0
     # an unnamed add skips ids that a later add names explicitly
-    both = config_from_mapping(_with(LIVE, ("run", "faults"), [
-        {"kind": "add", "at_batch": 1}, {"kind": "add", "node": "node-3", "at_batch": 2},
-        {"kind": "lose", "node": "node-4", "at_batch": 3}]))
+    both = config_from_mapping(
+        _with(
+            LIVE,
+            ("run", "faults"),
+            [
+                {"kind": "add", "at_batch": 1},
+                {"kind": "add", "node": "node-3", "at_batch": 2},
+                {"kind": "lose", "node": "node-4", "at_batch": 3},
+            ],
+        )
+    )
     assert len(both.run.faults) == 3
 
 
-@pytest.mark.parametrize("faults,expected", [
-    ([{"kind": "explode", "node": "node-0", "at_batch": 1}], "run.faults[0].kind: expected"),
-    ([{"kind": "kill", "node": "node-0", "at_batch": -1}], "run.faults[0].at_batch"),
-    ([{"kind": "kill", "node": "node-0"}], "run.faults[0].at_batch: required"),
-    ([{"kind": "kill", "node": "n9", "at_batch": 1}],
-     "run.faults[0].node: unknown node 'n9'; nodes: node-0, node-1, node-2"),
-    ([{"kind": "lose", "node": "node-0", "at_batch": 5},
-      {"kind": "kill", "node": "node-0", "at_batch": 7}],
-     "run.faults[1]: node 'node-0' is already lost (by run.faults[0]); nothing to kill"),
-    ([{"kind": "lose", "node": f"node-{i}", "at_batch": i} for i in range(3)],
-     "run.faults[2]: losing node 'node-2' loses every node"),
-    ([{"kind": "lose", "node": "node-0", "at_batch": 1, "when": 3}], "run.faults[0].when: unknown"),
-    ([{"kind": "kill", "at_batch": 1}], "run.faults[0].node: required for kind kill"),
-    ([{"kind": "lose", "node": "node-0", "at_batch": 1, "capacity": 2}],
-     "run.faults[0].capacity: only a node added (kind: add) takes a capacity"),
-    ([{"kind": "add", "at_batch": 1, "capacity": 0}], "run.faults[0].capacity"),
-    ([{"kind": "add", "at_batch": 1, "capacity": 2.0}],
-     "run.faults[0].capacity: the cluster's nodes have no capacity"),
-    ([{"kind": "add", "node": "node-1", "at_batch": 1}],
-     "run.faults[0].node: node 'node-1' already exists (in cluster.nodes)"),
-    ([{"kind": "add", "node": "x", "at_batch": 1}, {"kind": "add", "node": "x", "at_batch": 2}],
-     "run.faults[1].node: node 'x' already exists (in run.faults[0])"),
-    ([{"kind": "kill", "node": "big", "at_batch": 1},
-      {"kind": "add", "node": "big", "at_batch": 3}],
-     "run.faults[0]: node 'big' is added only by run.faults[1] at batch 3, after this fault"),
-    ([{"kind": "add", "at_batch": 1}] + [{"kind": "lose", "node": f"node-{i}", "at_batch": 2}
-                                         for i in range(4)],
-     "run.faults[4]: losing node 'node-3' loses every node"),
-])
+@pytest.mark.parametrize(
+    "faults,expected",
+    [
+        ([{"kind": "explode", "node": "node-0", "at_batch": 1}], "run.faults[0].kind: expected"),
+        ([{"kind": "kill", "node": "node-0", "at_batch": -1}], "run.faults[0].at_batch"),
+        ([{"kind": "kill", "node": "node-0"}], "run.faults[0].at_batch: required"),
+        (
+            [{"kind": "kill", "node": "n9", "at_batch": 1}],
+            "run.faults[0].node: unknown node 'n9'; nodes: node-0, node-1, node-2",
+        ),
+        (
+            [
+                {"kind": "lose", "node": "node-0", "at_batch": 5},
+                {"kind": "kill", "node": "node-0", "at_batch": 7},
+            ],
+            "run.faults[1]: node 'node-0' is already lost (by run.faults[0]); nothing to kill",
+        ),
+        (
+            [{"kind": "lose", "node": f"node-{i}", "at_batch": i} for i in range(3)],
+            "run.faults[2]: losing node 'node-2' loses every node",
+        ),
+        (
+            [{"kind": "lose", "node": "node-0", "at_batch": 1, "when": 3}],
+            "run.faults[0].when: unknown",
+        ),
+        ([{"kind": "kill", "at_batch": 1}], "run.faults[0].node: required for kind kill"),
+        (
+            [{"kind": "lose", "node": "node-0", "at_batch": 1, "capacity": 2}],
+            "run.faults[0].capacity: only a node added (kind: add) takes a capacity",
+        ),
+        ([{"kind": "add", "at_batch": 1, "capacity": 0}], "run.faults[0].capacity"),
+        (
+            [{"kind": "add", "at_batch": 1, "capacity": 2.0}],
+            "run.faults[0].capacity: the cluster's nodes have no capacity",
+        ),
+        (
+            [{"kind": "add", "node": "node-1", "at_batch": 1}],
+            "run.faults[0].node: node 'node-1' already exists (in cluster.nodes)",
+        ),
+        (
+            [
+                {"kind": "add", "node": "x", "at_batch": 1},
+                {"kind": "add", "node": "x", "at_batch": 2},
+            ],
+            "run.faults[1].node: node 'x' already exists (in run.faults[0])",
+        ),
+        (
+            [
+                {"kind": "kill", "node": "big", "at_batch": 1},
+                {"kind": "add", "node": "big", "at_batch": 3},
+            ],
+            "run.faults[0]: node 'big' is added only by run.faults[1] at batch 3, after this fault",
+        ),
+        (
+            [{"kind": "add", "at_batch": 1}]
+            + [{"kind": "lose", "node": f"node-{i}", "at_batch": 2} for i in range(4)],
+            "run.faults[4]: losing node 'node-3' loses every node",
+        ),
+    ],
+)
 def test_bad_fault_drills_name_the_key(faults, expected):
     with pytest.raises(ConfigError) as err:
         config_from_mapping(_with(LIVE, ("run", "faults"), faults))
@@ -302,19 +421,60 @@ def test_yaml_syntax_and_top_level_errors(tmp_path):
 
 # ---- fuzz -------------------------------------------------------------------------------------
 
-REQUIRED = [("workload",), ("workload", "generator", "qnum"), ("workload", "generator", "smax"),
-            ("workload", "generator")]
-REQUIRED_EXPLICIT = [("workload", "queries"), ("workload", "queries", 0, "id"),
-                     ("workload", "queries", 2, "range"), ("workload", "queries", 1, "slide"),
-                     ("streams",), ("streams", "mf02")]
-NOT_POS_INT = st.one_of(st.integers(max_value=0), st.floats(allow_nan=True), st.text(max_size=5),
-                        st.booleans(), st.none(), st.lists(st.text(max_size=2), max_size=2))
-NOT_NUMBER = st.one_of(st.text(max_size=5), st.booleans(), st.none(),
-                       st.just(float("nan")), st.just(float("inf")))
-NOT_NAME = st.text(max_size=8).filter(lambda s: s not in {
-    "nrm", "div", "factors", "panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv",
-    "slickdeque_noninv", "fast", "f1", "bitset", "simulate", "live", "sum", "count", "min",
-    "max", "avg", "stddev", "range", "time"})
+REQUIRED = [
+    ("workload",),
+    ("workload", "generator", "qnum"),
+    ("workload", "generator", "smax"),
+    ("workload", "generator"),
+]
+REQUIRED_EXPLICIT = [
+    ("workload", "queries"),
+    ("workload", "queries", 0, "id"),
+    ("workload", "queries", 2, "range"),
+    ("workload", "queries", 1, "slide"),
+    ("streams",),
+    ("streams", "mf02"),
+]
+NOT_POS_INT = st.one_of(
+    st.integers(max_value=0),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.booleans(),
+    st.none(),
+    st.lists(st.text(max_size=2), max_size=2),
+)
+NOT_NUMBER = st.one_of(
+    st.text(max_size=5), st.booleans(), st.none(), st.just(float("nan")), st.just(float("inf"))
+)
+NOT_NAME = st.text(max_size=8).filter(
+    lambda s: (
+        s
+        not in {
+            "nrm",
+            "div",
+            "factors",
+            "panes",
+            "flatfat",
+            "flatfit",
+            "slickdeque",
+            "slickdeque_inv",
+            "slickdeque_noninv",
+            "fast",
+            "f1",
+            "bitset",
+            "simulate",
+            "live",
+            "sum",
+            "count",
+            "min",
+            "max",
+            "avg",
+            "stddev",
+            "range",
+            "time",
+        }
+    )
+)
 LEAF_BAD = {
     ("workload", "generator", "qnum"): NOT_POS_INT,
     ("workload", "generator", "smax"): NOT_POS_INT,
@@ -323,26 +483,40 @@ LEAF_BAD = {
     ("workload", "generator", "omax"): st.one_of(NOT_NUMBER, st.floats(max_value=0.999)),
     ("workload", "generator", "gen"): st.one_of(NOT_NAME, st.lists(NOT_NAME, max_size=3)),
     ("workload", "generator", "seed"): st.one_of(st.integers(max_value=-1), st.text(max_size=3)),
-    ("cluster", "nodes"): st.one_of(st.integers(max_value=0), st.text(max_size=4),
-                                    st.booleans(), st.just([]), st.just([1, "x"]),
-                                    st.just([{"capacity": -1}]), st.just([{"cap": 1}])),
+    ("cluster", "nodes"): st.one_of(
+        st.integers(max_value=0),
+        st.text(max_size=4),
+        st.booleans(),
+        st.just([]),
+        st.just([1, "x"]),
+        st.just([{"capacity": -1}]),
+        st.just([{"cap": 1}]),
+    ),
     ("cluster", "ray", "address"): st.one_of(st.integers(), st.lists(st.integers(), min_size=1)),
-    ("placement", "optimizers"): st.one_of(NOT_NAME.filter(lambda s: s not in (
-        "weaveshare", "no_share", "shared", "insert_then_weave")), st.just([]),
-        st.just(["WG_TN", "nope"]), st.integers()),
+    ("placement", "optimizers"): st.one_of(
+        NOT_NAME.filter(
+            lambda s: s not in ("weaveshare", "no_share", "shared", "insert_then_weave")
+        ),
+        st.just([]),
+        st.just(["WG_TN", "nope"]),
+        st.integers(),
+    ),
     ("placement", "ie"): NOT_NAME,
     ("placement", "engine"): NOT_NAME,
     ("placement", "slicing"): NOT_NAME.filter(lambda s: s not in ("pairs", "cutty")),
-    ("placement", "preprocess"): st.one_of(NOT_NAME.filter(
-        lambda s: s not in ("none", "classes", "slides")), st.integers()),
-    ("placement", "exact"): st.one_of(st.integers(min_value=25), st.integers(max_value=-1),
-                                      st.text(max_size=3), st.floats()),
+    ("placement", "preprocess"): st.one_of(
+        NOT_NAME.filter(lambda s: s not in ("none", "classes", "slides")), st.integers()
+    ),
+    ("placement", "exact"): st.one_of(
+        st.integers(min_value=25), st.integers(max_value=-1), st.text(max_size=3), st.floats()
+    ),
     ("data", "duration_s"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
     ("data", "rate_hz"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
     ("data", "seed"): st.one_of(st.integers(max_value=-1), st.floats(), st.text(max_size=3)),
     ("run", "mode"): NOT_NAME,
-    ("run", "allowed_lateness"): st.one_of(st.integers(max_value=-1), st.text(max_size=3),
-                                           st.floats()),
+    ("run", "allowed_lateness"): st.one_of(
+        st.integers(max_value=-1), st.text(max_size=3), st.floats()
+    ),
     ("run", "output_dir"): st.one_of(st.just(""), st.integers(), st.lists(st.text(), max_size=2)),
     ("run", "seed"): st.one_of(st.integers(max_value=-1), st.text(max_size=3)),
     ("name",): st.one_of(st.just(""), st.integers(), st.booleans()),
@@ -352,8 +526,9 @@ EXPLICIT_LEAF_BAD = {
     ("workload", "queries", 1, "slide"): NOT_POS_INT,
     ("workload", "queries", 2, "aggregate"): NOT_NAME,
     ("workload", "queries", 0, "kind"): NOT_NAME,
-    ("workload", "queries", 1, "id"): st.one_of(st.just(""), st.just("a"), st.booleans(),
-                                               st.none()),
+    ("workload", "queries", 1, "id"): st.one_of(
+        st.just(""), st.just("a"), st.booleans(), st.none()
+    ),
     ("streams", "mf01", "rate"): st.one_of(NOT_NUMBER, st.floats(max_value=0)),
     ("cluster", "nodes", 1, "capacity"): st.one_of(st.floats(max_value=0), st.text(max_size=3)),
 }
@@ -383,8 +558,11 @@ def broken_config(draw):
     d = copy.deepcopy(GEN if base_name == "gen" else EXPLICIT)
     leaves = {**LEAF_BAD, **(EXPLICIT_LEAF_BAD if base_name == "explicit" else {})}
     if base_name == "explicit":
-        leaves = {p: s for p, s in leaves.items() if p[:2] != ("workload", "generator")
-                  and p != ("cluster", "nodes")}
+        leaves = {
+            p: s
+            for p, s in leaves.items()
+            if p[:2] != ("workload", "generator") and p != ("cluster", "nodes")
+        }
     required = REQUIRED if base_name == "gen" else REQUIRED_EXPLICIT
     sections = set()
     for _ in range(draw(st.integers(1, 3))):
@@ -448,19 +626,51 @@ def test_fuzz_mutated_configs_raise_config_error(case):
 
 YAMLISH = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6)),
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.one_of(st.sampled_from(
-                                SECTIONS + ("generator", "qnum", "queries", "nodes")),
-                                st.text(max_size=4)), inner, max_size=3)),
-    max_leaves=12)
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(SECTIONS + ("generator", "qnum", "queries", "nodes")),
+                st.text(max_size=4),
+            ),
+            inner,
+            max_size=3,
+        ),
+    ),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.one_of(st.text(max_size=80),
-                 st.lists(st.sampled_from(["workload:", " generator:", "  qnum: 1", "- x",
-                                           "{", "}", "[", ":", "&a", "*a", "!!int x", "? x",
-                                           "\t", "'", "%YAML 1.1", "---", "..."]),
-                          max_size=8).map("\n".join)))
+@given(
+    st.one_of(
+        st.text(max_size=80),
+        st.lists(
+            st.sampled_from(
+                [
+                    "workload:",
+                    " generator:",
+                    "  qnum: 1",
+                    "- x",
+                    "{",
+                    "}",
+                    "[",
+                    ":",
+                    "&a",
+                    "*a",
+                    "!!int x",
+                    "? x",
+                    "\t",
+                    "'",
+                    "%YAML 1.1",
+                    "---",
+                    "...",
+                ]
+            ),
+            max_size=8,
+        ).map("\n".join),
+    )
+)
 def test_fuzz_random_yaml_text(text):
     with pytest.raises(ConfigError) as err:
         load_config_text(text)
@@ -484,6 +694,7 @@ def test_yaml_aliases_do_not_explode():
 
 
 # ---- CLI --------------------------------------------------------------------------------------
+
 
 def test_cli_validate_exit_codes(tmp_path):
     runner = CliRunner()
@@ -521,8 +732,11 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
     monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
-    raw = _with(_with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
-                ("run", "checkpoint_every"), 4)
+    raw = _with(
+        _with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
+        ("run", "checkpoint_every"),
+        4,
+    )
     raw["data"] = {"duration_s": 2.0}
     raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
     cfg = config_from_mapping(raw)
@@ -560,15 +774,24 @@ def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
     raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
     live_run(config_from_mapping(raw), tmp_path / "out")
     assert seen["faults"] == drill
-    assert [f["node"] for f in check_faults(seen["faults"], ["node-0", "node-1", "node-2"])] \
-        == ["node-3", "node-3"]
-    rec = {"node": "node-3", "before_batch": 1, "reason": "fault drill at batch 1", "moved": 2,
-           "trees": {"t0": "node-0", "t4": "node-0"}, "snapshot_seq": 0,
-           "planned": {"max_change": -1.5, "total_change": 0.0}}
+    assert [f["node"] for f in check_faults(seen["faults"], ["node-0", "node-1", "node-2"])] == [
+        "node-3",
+        "node-3",
+    ]
+    rec = {
+        "node": "node-3",
+        "before_batch": 1,
+        "reason": "fault drill at batch 1",
+        "moved": 2,
+        "trees": {"t0": "node-0", "t4": "node-0"},
+        "snapshot_seq": 0,
+        "planned": {"max_change": -1.5, "total_change": 0.0},
+    }
     assert drill_lines({"additions": [rec]}) == [
         "node node-3 added before batch 1 (fault drill at batch 1): 2 tree(s) moved to it "
         "(from node-0: 2), restored from their hosts' snapshots after batch 0; MaxCost -1.5, "
-        "TotalCost +0"]
+        "TotalCost +0"
+    ]
 
 
 def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
@@ -595,14 +818,21 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
     monkeypatch.setattr(cluster.streaming, "run_stream", fake_run_stream)
     (tmp_path / "in").mkdir()
-    raw = _with(_with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
-                ("run", "checkpoint_every"), 4)
+    raw = _with(
+        _with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
+        ("run", "checkpoint_every"),
+        4,
+    )
     raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
     spark = object()
-    live_run(config_from_mapping({**raw, "data": {"duration_s": 2.0}}), tmp_path / "o1",
-             spark=spark)
-    live_run(load_config_text(yaml.safe_dump({**raw, "data": {"directory": {"path": "in"}}}),
-                              tmp_path), tmp_path / "o2", spark=spark)
+    live_run(
+        config_from_mapping({**raw, "data": {"duration_s": 2.0}}), tmp_path / "o1", spark=spark
+    )
+    live_run(
+        load_config_text(yaml.safe_dump({**raw, "data": {"directory": {"path": "in"}}}), tmp_path),
+        tmp_path / "o2",
+        spark=spark,
+    )
     for kind in ("file", "stream"):
         kw = seen[kind]
         assert kw["faults"] == DRILL and kw["checkpoint_every"] == 4 and kw["spark"] is spark
@@ -626,20 +856,32 @@ def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path,
     monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
     feed = tmp_path / "feed.txt"
     feed.write_bytes(b"")
-    raw = dict(LIVE, data={"path": str(feed), "extra_columns": "ignore"},
-               placement={"optimizers": "WG_TN", "ie": "slickdeque"})
+    raw = dict(
+        LIVE,
+        data={"path": str(feed), "extra_columns": "ignore"},
+        placement={"optimizers": "WG_TN", "ie": "slickdeque"},
+    )
     live_run(config_from_mapping(raw), tmp_path / "out")
     assert seen["extra_columns"] == "ignore" and seen["data_path"] == str(feed.resolve())
     raw["data"] = {"path": str(feed)}
     live_run(config_from_mapping(raw), tmp_path / "out")
     assert seen["extra_columns"] == "reject"
-    for data, needle in (({"path": str(feed), "extra_columns": "keep"}, "data.extra_columns"),
-                         ({"extra_columns": "ignore"}, "data.extra_columns: applies to DEBS")):
+    for data, needle in (
+        ({"path": str(feed), "extra_columns": "keep"}, "data.extra_columns"),
+        ({"extra_columns": "ignore"}, "data.extra_columns: applies to DEBS"),
+    ):
         with pytest.raises(ConfigError) as err:
             config_from_mapping(dict(raw, data=data))
         assert str(err.value).startswith(needle) and "\n" not in str(err.value)
-    old = _with(raw, ("workload",), {"queries": [{"id": "q", "stream": "b11", "aggregate": "max",
-                                                  "range": 1000, "slide": 500}]})
+    old = _with(
+        raw,
+        ("workload",),
+        {
+            "queries": [
+                {"id": "q", "stream": "b11", "aggregate": "max", "range": 1000, "slide": 500}
+            ]
+        },
+    )
     old["streams"] = {"b11": {"rate": 0.1}}
     with pytest.raises(ConfigError, match=r"'b11' is not a column of the data"):
         live_run(config_from_mapping(old), tmp_path / "out")

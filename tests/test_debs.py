@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -97,12 +97,28 @@ def ref_int_ok(s: str) -> bool:
 
 
 def test_layout_matches_design():
-    assert TSV_COLUMNS[:12] == ("ts", "index", "mf01", "mf02", "mf03", "pc13", "pc14", "pc15",
-                                "pc25", "pc26", "pc27", "res")
+    assert TSV_COLUMNS[:12] == (
+        "ts",
+        "index",
+        "mf01",
+        "mf02",
+        "mf03",
+        "pc13",
+        "pc14",
+        "pc15",
+        "pc25",
+        "pc26",
+        "pc27",
+        "res",
+    )
     assert TSV_COLUMNS[12:18] == ("bm05", "bm06", "bm07", "bm08", "bm09", "bm10")
     # DESIGN.md s. 6: the 38 booleans after bm10, in file order
-    extra = ([f"pp{i:02d}" for i in range(1, 22)] + [f"pp{i}" for i in range(31, 37)]
-             + [f"pc{i:02d}" for i in range(1, 7)] + [f"pc{i}" for i in range(19, 24)])
+    extra = (
+        [f"pp{i:02d}" for i in range(1, 22)]
+        + [f"pp{i}" for i in range(31, 37)]
+        + [f"pc{i:02d}" for i in range(1, 7)]
+        + [f"pc{i}" for i in range(19, 24)]
+    )
     assert list(TSV_COLUMNS[18:]) == extra and len(extra) == 38
     assert TSV_COLUMNS[18] == "pp01" and TSV_COLUMNS[-1] == "pc23"
     assert N_FIELDS == len(TSV_COLUMNS) == len(set(TSV_COLUMNS)) == 56
@@ -190,7 +206,7 @@ def test_generator_arguments(tmp_path):
     p = tmp_path / "s.parquet"
     n = generate_debs(p, duration_s=10, rate_hz=20, start="2013-01-01T00:00:00+01:00")
     ts = pq.read_table(p)["ts_ms"].to_numpy()
-    t0 = int(datetime(2012, 12, 31, 23, tzinfo=timezone.utc).timestamp() * 1000)
+    t0 = int(datetime(2012, 12, 31, 23, tzinfo=UTC).timestamp() * 1000)
     assert t0 <= ts[0] < t0 + 100 and ts[-1] < t0 + 10_000
     assert 170 < n < 230
 
@@ -263,14 +279,18 @@ def test_states_flip_rarely(hour):
 def test_format_parse_ts_roundtrip(ticks):
     s = debs.format_ts(np.array([ticks])).to_pylist()[0]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00", s)
-    want = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=ticks // 10)
+    want = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ticks // 10)
     assert s[:26] == want.strftime("%Y-%m-%dT%H:%M:%S.%f")
     ms, ok = parse_ts([s])
     assert ok[0] and ms[0] == ticks // 10_000
 
 
-@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
-       st.integers(-23 * 60 - 59, 23 * 60 + 59), st.integers(0, 9), st.booleans())
+@given(
+    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    st.integers(-23 * 60 - 59, 23 * 60 + 59),
+    st.integers(0, 9),
+    st.booleans(),
+)
 def test_parse_ts_offsets_and_precision(dt, off_min, ndig, use_z):
     """Any offset is converted to UTC; 0..9 fraction digits; ms truncated (floor)."""
     if use_z:
@@ -287,34 +307,37 @@ def test_parse_ts_offsets_and_precision(dt, off_min, ndig, use_z):
     assert ms[0] == want
 
 
-@pytest.mark.parametrize("s,ok", [
-    ("2012-02-22T16:46:28.9670320+00:00", True),
-    ("2012-02-22T16:46:28.9670320+01:30", True),
-    ("2012-02-22T16:46:28.9670320-05:00", True),
-    ("2012-02-22T16:46:28Z", True),
-    ("2012-02-22T16:46:28.967Z", True),
-    ("2012-02-29T00:00:00+00:00", True),   # leap year
-    ("2011-02-29T00:00:00+00:00", False),  # not a leap year
-    ("1900-02-29T00:00:00+00:00", False),
-    ("2000-02-29T00:00:00+00:00", True),
-    ("2012-04-31T00:00:00+00:00", False),
-    ("2012-13-01T00:00:00+00:00", False),
-    ("2012-00-01T00:00:00+00:00", False),
-    ("2012-02-22T24:00:00+00:00", False),
-    ("2012-02-22T23:60:00+00:00", False),
-    ("2012-02-22T23:59:60+00:00", False),  # leap second: rejected
-    ("2012-02-22T16:46:28.9670320", False),  # no offset: ambiguous
-    ("2012-02-22 16:46:28.9670320+00:00", False),
-    ("2012-02-22T16:46:28.+00:00", False),
-    ("2012-02-22T16:46:28.1234567890+00:00", False),  # 10 digits
-    ("2012-02-22T16:46:28.9670320+0000", False),
-    ("2012-02-22T16:46:28.9670320+24:00", False),
-    ("2012-02-22T16:46:28.9670320z", False),
-    ("2012-02-22", False),
-    ("", False),
-    ("2012-02-22T16:46:28.96703a0+00:00", False),
-    ("2012-02-22T16:46:28.9670320+00:00 ", False),
-])
+@pytest.mark.parametrize(
+    "s,ok",
+    [
+        ("2012-02-22T16:46:28.9670320+00:00", True),
+        ("2012-02-22T16:46:28.9670320+01:30", True),
+        ("2012-02-22T16:46:28.9670320-05:00", True),
+        ("2012-02-22T16:46:28Z", True),
+        ("2012-02-22T16:46:28.967Z", True),
+        ("2012-02-29T00:00:00+00:00", True),  # leap year
+        ("2011-02-29T00:00:00+00:00", False),  # not a leap year
+        ("1900-02-29T00:00:00+00:00", False),
+        ("2000-02-29T00:00:00+00:00", True),
+        ("2012-04-31T00:00:00+00:00", False),
+        ("2012-13-01T00:00:00+00:00", False),
+        ("2012-00-01T00:00:00+00:00", False),
+        ("2012-02-22T24:00:00+00:00", False),
+        ("2012-02-22T23:60:00+00:00", False),
+        ("2012-02-22T23:59:60+00:00", False),  # leap second: rejected
+        ("2012-02-22T16:46:28.9670320", False),  # no offset: ambiguous
+        ("2012-02-22 16:46:28.9670320+00:00", False),
+        ("2012-02-22T16:46:28.+00:00", False),
+        ("2012-02-22T16:46:28.1234567890+00:00", False),  # 10 digits
+        ("2012-02-22T16:46:28.9670320+0000", False),
+        ("2012-02-22T16:46:28.9670320+24:00", False),
+        ("2012-02-22T16:46:28.9670320z", False),
+        ("2012-02-22", False),
+        ("", False),
+        ("2012-02-22T16:46:28.96703a0+00:00", False),
+        ("2012-02-22T16:46:28.9670320+00:00 ", False),
+    ],
+)
 def test_parse_ts_cases(s, ok):
     assert ref_ts_ok(s) == ok
     ms, k = parse_ts([s])
@@ -332,12 +355,28 @@ def _parse_ints(tokens: list[bytes]):
 
 
 def test_parse_int_is_strict():
-    cases = {b"5": 5, b"05": 5, b"-0": 0, b"-17": -17, b"9223372036854775807": 2**63 - 1,
-             b"-9223372036854775808": -(2**63), b"0000000000000000001": 1,
-             b" 5": None, b"5 ": None, b"+5": None, b"0x10": None, b"1e3": None, b"5.0": None,
-             b"": None, b"-": None, b"--5": None, b"9223372036854775808": None,
-             b"-9223372036854775809": None, b"99999999999999999999": None,
-             b"\xd9\xa1": None}  # Arabic-Indic digit one
+    cases = {
+        b"5": 5,
+        b"05": 5,
+        b"-0": 0,
+        b"-17": -17,
+        b"9223372036854775807": 2**63 - 1,
+        b"-9223372036854775808": -(2**63),
+        b"0000000000000000001": 1,
+        b" 5": None,
+        b"5 ": None,
+        b"+5": None,
+        b"0x10": None,
+        b"1e3": None,
+        b"5.0": None,
+        b"": None,
+        b"-": None,
+        b"--5": None,
+        b"9223372036854775808": None,
+        b"-9223372036854775809": None,
+        b"99999999999999999999": None,
+        b"\xd9\xa1": None,
+    }  # Arabic-Indic digit one
     v, ok = _parse_ints(list(cases))
     for (tok, want), got, k in zip(cases.items(), v.tolist(), ok.tolist()):
         assert k == (want is not None), tok
@@ -345,10 +384,16 @@ def test_parse_int_is_strict():
             assert got == want, tok
 
 
-@given(st.lists(st.one_of(
-    st.integers(-(2**63), 2**63 - 1).map(lambda i: str(i).encode()),
-    st.text(st.characters(codec="ascii", exclude_characters="\t\r\n"), max_size=22)
-    .map(str.encode))))
+@given(
+    st.lists(
+        st.one_of(
+            st.integers(-(2**63), 2**63 - 1).map(lambda i: str(i).encode()),
+            st.text(st.characters(codec="ascii", exclude_characters="\t\r\n"), max_size=22).map(
+                str.encode
+            ),
+        )
+    )
+)
 def test_parse_int_matches_reference(tokens):
     v, ok = _parse_ints(tokens)
     for t, got, k in zip(tokens, v.tolist(), ok.tolist()):
@@ -389,16 +434,19 @@ def _reframe_ts(line: bytes, off_min: int, ndig: int, use_z: bool) -> bytes:
 def corrupt(draw, line: bytes) -> tuple[bytes, bool]:
     """(new line content, still good?) for one clean line."""
     fields = line.split(b"\t")
-    kind = draw(st.sampled_from(["truncate", "ts", "int", "bool", "tab", "utf8", "reframe",
-                                 "semantic_ts"]))
+    kind = draw(
+        st.sampled_from(["truncate", "ts", "int", "bool", "tab", "utf8", "reframe", "semantic_ts"])
+    )
     event(f"modify: {kind}")  # see: pytest --hypothesis-show-statistics
     if kind == "truncate":
-        return line[:draw(st.integers(0, len(line) - 1))], False
+        return line[: draw(st.integers(0, len(line) - 1))], False
     if kind == "tab":
         p = draw(st.integers(0, len(line)))
         return line[:p] + b"\t" + line[p:], False
     if kind == "utf8":
-        bad = draw(st.binary(min_size=1, max_size=4).filter(lambda b: b"\n" not in b and b"\r" not in b))
+        bad = draw(
+            st.binary(min_size=1, max_size=4).filter(lambda b: b"\n" not in b and b"\r" not in b)
+        )
         bad = bytes([0x80 | bad[0]]) + bad[1:]  # at least one non-ASCII byte, maybe invalid UTF-8
         p = draw(st.integers(0, len(line)))
         return line[:p] + bad + line[p:], False
@@ -407,30 +455,64 @@ def corrupt(draw, line: bytes) -> tuple[bytes, bool]:
         fields[0] = s.encode()
     elif kind == "semantic_ts":
         s = fields[0].decode()
-        fields[0] = draw(st.sampled_from([
-            s[:5] + "13" + s[7:], s[:8] + "32" + s[10:], s[:11] + "24" + s[13:],
-            s[:17] + "60" + s[19:], s[:-6], s[:10] + " " + s[11:], s[:19] + s[27:-6] + "+0000",
-            s.replace("+00:00", "+25:00"), s[:20] + "x" + s[21:]])).encode()
+        fields[0] = draw(
+            st.sampled_from(
+                [
+                    s[:5] + "13" + s[7:],
+                    s[:8] + "32" + s[10:],
+                    s[:11] + "24" + s[13:],
+                    s[:17] + "60" + s[19:],
+                    s[:-6],
+                    s[:10] + " " + s[11:],
+                    s[:19] + s[27:-6] + "+0000",
+                    s.replace("+00:00", "+25:00"),
+                    s[:20] + "x" + s[21:],
+                ]
+            )
+        ).encode()
         assert not ref_ts_ok(fields[0].decode())
     elif kind == "int":
         j = draw(st.integers(1, len(INT_COLUMNS)))
-        near = [" 5", "5 ", "+5", "0x10", "5.0", "1e3", "", "-", "--1", "9223372036854775808",
-                "12345678901234567890", "\u0661", "NaN"]
-        fields[j] = draw(st.one_of(st.sampled_from(near), st.text(_TEXT, max_size=22))
-                         .filter(lambda s: not ref_int_ok(s))).encode()
+        near = [
+            " 5",
+            "5 ",
+            "+5",
+            "0x10",
+            "5.0",
+            "1e3",
+            "",
+            "-",
+            "--1",
+            "9223372036854775808",
+            "12345678901234567890",
+            "\u0661",
+            "NaN",
+        ]
+        fields[j] = draw(
+            st.one_of(st.sampled_from(near), st.text(_TEXT, max_size=22)).filter(
+                lambda s: not ref_int_ok(s)
+            )
+        ).encode()
     elif kind == "bool":
         j = draw(st.integers(1 + len(INT_COLUMNS), N_FIELDS - 1))
         near = ["00", "01", "10", "11", "1 ", " 0", "0.0", "", "2", "true", "-0", "1x"]
-        fields[j] = draw(st.one_of(st.sampled_from(near), st.text(_TEXT, max_size=3))
-                         .filter(lambda s: s not in ("0", "1"))).encode()
+        fields[j] = draw(
+            st.one_of(st.sampled_from(near), st.text(_TEXT, max_size=3)).filter(
+                lambda s: s not in ("0", "1")
+            )
+        ).encode()
     else:  # reframe: other offset / precision, same instant -> still good
-        return _reframe_ts(line, draw(st.integers(-14 * 60, 14 * 60)), draw(st.integers(3, 9)),
-                           draw(st.booleans())), True
+        return _reframe_ts(
+            line, draw(st.integers(-14 * 60, 14 * 60)), draw(st.integers(3, 9)), draw(st.booleans())
+        ), True
     return b"\t".join(fields), False
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_malformed_rows_are_rejected_with_line_numbers(base, tmp_path, data):
     lines, table = base
@@ -440,16 +522,24 @@ def test_malformed_rows_are_rejected_with_line_numbers(base, tmp_path, data):
         pos = data.draw(st.integers(0, len(entries)), "pos")
         kind = data.draw(st.sampled_from(["insert", "modify", "modify", "lf"]), "kind")
         if kind == "insert":  # a new junk line: blank, whitespace or random bytes
-            junk = data.draw(st.one_of(
-                st.just(b""), st.sampled_from([b" ", b"\t", b"\t\t", b"ts"]),
-                st.binary(max_size=60).filter(lambda b: b"\n" not in b and b"\r" not in b)))
+            junk = data.draw(
+                st.one_of(
+                    st.just(b""),
+                    st.sampled_from([b" ", b"\t", b"\t\t", b"ts"]),
+                    st.binary(max_size=60).filter(lambda b: b"\n" not in b and b"\r" not in b),
+                )
+            )
             eol = data.draw(st.sampled_from([b"\r\n", b"\n"]))
             entries.insert(pos, (junk, eol, False, None))
             event("insert junk line")
             continue
         # modify a pristine line near pos (never a line already modified: a second change
         # could undo the first)
-        cand = [k for k in range(len(entries)) if entries[k][2] and entries[k][0] == lines[entries[k][3]]]
+        cand = [
+            k
+            for k in range(len(entries))
+            if entries[k][2] and entries[k][0] == lines[entries[k][3]]
+        ]
         if not cand:
             continue
         k = min(cand, key=lambda c: abs(c - pos))
@@ -490,15 +580,15 @@ def test_reject_reasons_and_edge_cases(base, tmp_path):
     bad_int[2] = b" 5"
     content = [
         b"ts\t" + b"\t".join(c.encode() for c in TSV_COLUMNS[1:]),  # 1 header: skipped
-        good[0],                                 # 2
-        b"",                                     # 3 empty
-        good[1][:-1] + b"\r" + good[1][-1:],     # 4 stray CR
-        good[2] + b"\t",                         # 5 57 fields
-        b"x" * 300,                              # 6 too long (max_line_bytes=200)
-        bad_bool,                                # 7
-        b"\t".join(bad_int),                     # 8
-        b"\xff" + good[0],                       # 9 non-ASCII
-        lines[4],                                # 10 good
+        good[0],  # 2
+        b"",  # 3 empty
+        good[1][:-1] + b"\r" + good[1][-1:],  # 4 stray CR
+        good[2] + b"\t",  # 5 57 fields
+        b"x" * 300,  # 6 too long (max_line_bytes=200)
+        bad_bool,  # 7
+        b"\t".join(bad_int),  # 8
+        b"\xff" + good[0],  # 9 non-ASCII
+        lines[4],  # 10 good
     ]
     p = tmp_path / "e.tsv"
     p.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(content))  # BOM, no final newline
@@ -508,18 +598,29 @@ def test_reject_reasons_and_edge_cases(base, tmp_path):
     assert got.equals(table.take([0, 4]))
     rows = read_rejects(rej)
     assert [(ln, reason.split(":")[0]) for ln, reason, _ in rows] == [
-        (3, "empty line"), (4, "carriage return inside line"), (5, "field_count"),
-        (6, "line longer than max_line_bytes (raw truncated)"), (7, "boolean"), (8, "integer"),
-        (9, "non-ASCII byte in line")]
+        (3, "empty line"),
+        (4, "carriage return inside line"),
+        (5, "field_count"),
+        (6, "line longer than max_line_bytes (raw truncated)"),
+        (7, "boolean"),
+        (8, "integer"),
+        (9, "non-ASCII byte in line"),
+    ]
     assert rows[2][1].startswith("field_count: expected 56 fields, got 57 (")
     assert "data.extra_columns: ignore" in rows[2][1]  # the reason names the option
     assert rows[4][1] == "boolean: bad value in column pc23"
     assert rows[5][1] == "integer: bad value in column mf01"
     assert rows[3][2] == b"x" * 200
     assert r.stats.header_lines == 1 and r.stats.lines == 10
-    assert r.stats.rejects_by_reason == {"empty": 1, "stray_cr": 1, "field_count": 1,
-                                         "too_long": 1, "boolean": 1, "integer": 1,
-                                         "non_ascii": 1}
+    assert r.stats.rejects_by_reason == {
+        "empty": 1,
+        "stray_cr": 1,
+        "field_count": 1,
+        "too_long": 1,
+        "boolean": 1,
+        "integer": 1,
+        "non_ascii": 1,
+    }
 
     # a line longer than a block and than max_line_bytes, with no newline at all
     p.write_bytes(b"y" * 5000)
@@ -569,8 +670,10 @@ def test_read_debs_buffer_equals_reading_the_file(tmp_path):
         buf = io.BytesIO()
         mem = debs.read_debs_buffer(path.read_bytes(), path.name, rejects=buf)
         assert mem.read_all().equals(want) and want.num_rows > 100
-        assert (mem.stats.rows_read, mem.stats.rows_rejected) == \
-            (disk.stats.rows_read, disk.stats.rows_rejected)
+        assert (mem.stats.rows_read, mem.stats.rows_rejected) == (
+            disk.stats.rows_read,
+            disk.stats.rows_rejected,
+        )
         assert buf.getvalue() == rej.read_bytes() and len(read_rejects(rej)) == n_rejects
     with pytest.raises(ValueError):  # not Parquet at all: the caller decides what to do
         debs.read_debs_buffer(b"PAR1 junk", "x.parquet").read_all()
@@ -596,7 +699,8 @@ REAL_HEAD = (
     b"\t0\t0\t0\t0\t1\t0\t0\t1\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\r\n"
     b"2012-02-22T16:46:28.9870216+00:00\t2556003\t13049\t14404\t8119\t0070\t0194\t0152\t0000\t"
     b"0000\t0000\t0000\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t1\t1\t0\t0"
-    b"\t0\t0\t0\t0\t1\t0\t0\t1\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\r\n")
+    b"\t0\t0\t0\t0\t1\t0\t0\t1\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\t0\r\n"
+)
 
 
 def test_real_excerpt_reads_with_real_names(tmp_path):
@@ -622,9 +726,9 @@ def _lines(raw: bytes) -> list[bytes]:
 
 def test_glued_records_are_split(base, tmp_path):
     lines, table = base
-    glued = lines[1] + lines[2]                       # missing CRLF: 111 fields
-    glued_cr = lines[4] + b"\r" + lines[5]            # only the LF missing
-    bad_half = lines[6] + b"x" + lines[7][1:]          # the second half's timestamp broken
+    glued = lines[1] + lines[2]  # missing CRLF: 111 fields
+    glued_cr = lines[4] + b"\r" + lines[5]  # only the LF missing
+    bad_half = lines[6] + b"x" + lines[7][1:]  # the second half's timestamp broken
     content = [lines[0], glued, lines[3], glued_cr, bad_half, lines[8]]
     assert len(glued.split(b"\t")) == 111
     p = tmp_path / "g.txt"
@@ -637,7 +741,8 @@ def test_glued_records_are_split(base, tmp_path):
     assert r.stats.lines + r.stats.glued_lines == r.stats.rows_read + r.stats.rows_rejected
     rows = read_rejects(rej)
     assert [(ln, reason) for ln, reason, _ in rows] == [
-        (5, "glued record 2 of 2: timestamp: bad value in column ts")]
+        (5, "glued record 2 of 2: timestamp: bad value in column ts")
+    ]
     assert rows[0][2] == b"x" + lines[7][1:]
     # not two records: a 111-field line whose 56th field is not a boolean run into a timestamp
     p.write_bytes(lines[0][:-2] + b"\tx" + lines[1] + b"\r\n")
@@ -656,21 +761,31 @@ def test_extra_column_ignore_or_reject(base, tmp_path):
     r = read_debs_tsv(p)
     assert r.read_all().num_rows == 0 and r.stats.rejects_by_reason == {"field_count": 50}
     # ... and mixed with normal, glued and damaged lines
-    content = [lines[0] + b"\t42", lines[1], lines[2] + b"\t", lines[3] + b"\t1\t2",
-               lines[4] + lines[5], lines[6] + b"\t9"]
+    content = [
+        lines[0] + b"\t42",
+        lines[1],
+        lines[2] + b"\t",
+        lines[3] + b"\t1\t2",
+        lines[4] + lines[5],
+        lines[6] + b"\t9",
+    ]
     p.write_bytes(b"\r\n".join(content) + b"\r\n")
     rej = tmp_path / "rej.tsv"
     r = read_debs_tsv(p, rejects_path=rej, extra_columns="ignore")
     assert r.read_all().equals(table.take([0, 1, 2, 4, 5, 6]))
     assert r.stats.extra_column_lines == 3 and r.stats.glued_lines == 1
     assert [(ln, reason) for ln, reason, _ in read_rejects(rej)] == [
-        (4, "field_count: expected 56 fields, got 58")]
+        (4, "field_count: expected 56 fields, got 58")
+    ]
     with pytest.raises(ValueError, match="extra_columns"):
         read_debs_tsv(p, extra_columns="keep")
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
     """Oracle: reading ``text_line_ranges`` one by one and renumbering their rejects gives
@@ -679,12 +794,27 @@ def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
     content = list(lines[:40])
     for _ in range(data.draw(st.integers(0, 8))):
         k = data.draw(st.integers(0, len(content) - 1))
-        content[k] = data.draw(st.sampled_from([
-            b"", b"junk", content[k] + b"\t7", content[k][:-1] + b"2",
-            content[k] + lines[41], b"x" * 300]))
-    head = data.draw(st.sampled_from([b"", b"\xef\xbb\xbf",
-                                      b"ts\t" + b"\t".join(c.encode() for c in TSV_COLUMNS[1:])
-                                      + b"\r\n"]))
+        content[k] = data.draw(
+            st.sampled_from(
+                [
+                    b"",
+                    b"junk",
+                    content[k] + b"\t7",
+                    content[k][:-1] + b"2",
+                    content[k] + lines[41],
+                    b"x" * 300,
+                ]
+            )
+        )
+    head = data.draw(
+        st.sampled_from(
+            [
+                b"",
+                b"\xef\xbb\xbf",
+                b"ts\t" + b"\t".join(c.encode() for c in TSV_COLUMNS[1:]) + b"\r\n",
+            ]
+        )
+    )
     text = head + b"\r\n".join(content) + data.draw(st.sampled_from([b"", b"\r\n", b"\n"]))
     p = tmp_path / "r.txt"
     p.write_bytes(text)
@@ -698,7 +828,7 @@ def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
     got, rejects, lines_before = [], [], 0
     stats_sum = Counter()
     for a, b in ranges:
-        assert a == 0 or text[a - 1:a] == b"\n"
+        assert a == 0 or text[a - 1 : a] == b"\n"
         buf = io.BytesIO()
         rd = read_debs_tsv_range(p, a, b, rejects=buf, extra_columns=extra, max_line_bytes=250)
         got.append(rd.read_all())
@@ -706,8 +836,14 @@ def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
             no, rest = ln.split(b"\t", 1)
             rejects.append(b"%d\t" % (int(no) + lines_before) + rest)
         lines_before += rd.stats.lines
-        for k in ("lines", "rows_read", "rows_rejected", "header_lines", "glued_lines",
-                  "extra_column_lines"):
+        for k in (
+            "lines",
+            "rows_read",
+            "rows_rejected",
+            "header_lines",
+            "glued_lines",
+            "extra_column_lines",
+        ):
             stats_sum[k] += getattr(rd.stats, k)
     assert pa.concat_tables(got).equals(want)
     assert b"line\treason\traw\n" + b"".join(x + b"\n" for x in rejects) == rej.read_bytes()
@@ -723,9 +859,14 @@ PUBLISHED = {"lines": 17_000, "mf01": (12_466, 18_224), "mf02": (13_698, 20_331)
 def _power_stats(v: np.ndarray) -> dict:
     v = v.astype(np.float64)
     d = np.abs(np.diff(v))
-    return {"min": v.min(), "max": v.max(), "mean": v.mean(), "std": v.std(),
-            "lag1": float(np.corrcoef(v[1:], v[:-1])[0, 1]) if len(v) > 2 else float("nan"),
-            "med_step": float(np.median(d))}
+    return {
+        "min": v.min(),
+        "max": v.max(),
+        "mean": v.mean(),
+        "std": v.std(),
+        "lag1": float(np.corrcoef(v[1:], v[:-1])[0, 1]) if len(v) > 2 else float("nan"),
+        "med_step": float(np.median(d)),
+    }
 
 
 def test_generator_matches_published_figures(tmp_path):
@@ -741,8 +882,9 @@ def test_generator_matches_published_figures(tmp_path):
     rows = [f"{'':10s}{'min':>8s}{'max':>8s}{'mean':>8s}{'std':>7s}{'lag1':>10s}{'step':>6s}"]
     for c in ("mf01", "mf02"):
         lo, hi = PUBLISHED[c]
-        rows.append(f"real {c}  {lo:8d}{hi:8d}{'?':>8s}{'?':>7s}{'?':>10s}"
-                    f"{real[c]['med_step']:6.0f}")
+        rows.append(
+            f"real {c}  {lo:8d}{hi:8d}{'?':>8s}{'?':>7s}{'?':>10s}{real[c]['med_step']:6.0f}"
+        )
     gen = {c: [] for c in ("mf01", "mf02")}
     gaps = []
     for seed in range(6):
@@ -754,8 +896,10 @@ def test_generator_matches_published_figures(tmp_path):
         for c in gen:
             st_ = _power_stats(t[c].to_numpy())
             gen[c].append(st_)
-            rows.append(f"seed {seed} {c}{st_['min']:8.0f}{st_['max']:8.0f}{st_['mean']:8.0f}"
-                        f"{st_['std']:7.0f}{st_['lag1']:10.6f}{st_['med_step']:6.0f}")
+            rows.append(
+                f"seed {seed} {c}{st_['min']:8.0f}{st_['max']:8.0f}{st_['mean']:8.0f}"
+                f"{st_['std']:7.0f}{st_['lag1']:10.6f}{st_['med_step']:6.0f}"
+            )
     print("\n".join(rows))  # pytest -s shows the table
     for c, stats in gen.items():
         lo, hi = PUBLISHED[c]
@@ -783,8 +927,7 @@ def test_read_debs_buffer_repairs_like_the_file_reader(base, tmp_path):
     p.write_bytes(text)
     for extra in ("reject", "ignore"):
         rej_a, rej_b = io.BytesIO(), io.BytesIO()
-        a = debs.read_debs_buffer(text, "f.txt", rejects=rej_a,
-                                  extra_columns=extra)
+        a = debs.read_debs_buffer(text, "f.txt", rejects=rej_a, extra_columns=extra)
         b = read_debs_tsv_range(p, 0, len(text), rejects=rej_b, extra_columns=extra)
         assert a.read_all().equals(b.read_all())
         assert rej_a.getvalue() == rej_b.getvalue()

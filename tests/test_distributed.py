@@ -1,4 +1,5 @@
 """Distributed optimizers of dissertation Table 7 and WG_LS: hand-checked plans and invariants."""
+
 from __future__ import annotations
 
 import math
@@ -7,9 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import (
-    ALL_OPTIMIZERS, OPTIMIZERS, TABLE7, infeasible_nodes, make_units, optimize, run_grid)
 from placement.dist_local_search import _Search
+from placement.distributed import (
+    ALL_OPTIMIZERS,
+    OPTIMIZERS,
+    TABLE7,
+    infeasible_nodes,
+    make_units,
+    optimize,
+    run_grid,
+)
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -102,6 +110,7 @@ def test_wg_ls_hand_instance_is_optimal():
 
 # ---- invariants on generated workloads ------------------------------------------------------------
 
+
 def mixed_workload(n, seed):
     """Two streams and two aggregates: keys that cannot share a tree."""
     qs = []
@@ -129,8 +138,9 @@ def test_every_optimizer_valid_and_deterministic(name, preprocess):
     for n_nodes in (1, 3, 5):
         p1 = optimize(name, qs, model, n_nodes, seed=7, preprocess=preprocess)
         assert_valid(p1, qs, n_nodes)
-        p2 = optimize(name, qs, CostModel("slickdeque", rates), n_nodes, seed=7,
-                      preprocess=preprocess)
+        p2 = optimize(
+            name, qs, CostModel("slickdeque", rates), n_nodes, seed=7, preprocess=preprocess
+        )
         assert layout(p1) == layout(p2) and p1.to_dict()["nodes"] == p2.to_dict()["nodes"]
 
 
@@ -152,8 +162,11 @@ def test_category_structure():
 def test_random_seed_changes_random_optimizers_only():
     model = CostModel("panes", 1.0)
     qs = generate(WorkloadSpec(qnum=25, smax=15, rate=1, omax=3, seed=2))
-    differs = {name: layout(optimize(name, qs, model, 3, seed=0))
-               != layout(optimize(name, qs, model, 3, seed=1)) for name in TABLE7}
+    differs = {
+        name: layout(optimize(name, qs, model, 3, seed=0))
+        != layout(optimize(name, qs, model, 3, seed=1))
+        for name in TABLE7
+    }
     assert differs["G_RAND"] and differs["WG_I"]
     for name in ("G_RR", "W_RR", "WG_RR", "G_TL", "W_TL", "WG_TL", "W_TN", "WG_TN"):
         assert not differs[name], name
@@ -183,8 +196,12 @@ def test_errors_name_the_problem():
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 30), nodes=st.integers(1, 6),
-       lam=st.sampled_from([0.5, 10.0, 100.0]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(1, 6),
+    lam=st.sampled_from([0.5, 10.0, 100.0]),
+)
 def test_wg_ls_never_worse_than_its_starts(seed, n, nodes, lam):
     """WG_LS's objective (worst ratio to the references, then MaxCost, then TotalCost) is at most
     that of each of its starting plans."""
@@ -193,11 +210,16 @@ def test_wg_ls_never_worse_than_its_starts(seed, n, nodes, lam):
     tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
     ls = optimize("WG_LS", qs, model, nodes, seed=seed)
     assert_valid(ls, qs, nodes)
-    s = _Search(model, [None] * nodes, min(tn.total_cost, wi.total_cost),
-                min(tn.max_cost, wi.max_cost))
+    s = _Search(
+        model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
+    )
     k = s.key([x.cost for x in ls.nodes])
-    for start in (tn, wi, optimize("WG_TL", qs, model, nodes, seed=seed),
-                  optimize("WG_TN", qs, model, nodes, seed=seed, stop_at_nodes=True)):
+    for start in (
+        tn,
+        wi,
+        optimize("WG_TL", qs, model, nodes, seed=seed),
+        optimize("WG_TN", qs, model, nodes, seed=seed, stop_at_nodes=True),
+    ):
         assert not s.better(s.key([x.cost for x in start.nodes]), k)
 
 
@@ -215,8 +237,10 @@ def test_weave_only_with_more_keys_than_nodes():
     """W_* keep one tree per key per node; W_TN cannot weave keys together, so with more keys than
     nodes it ends with one tree per key, placed by G_TL."""
     model = CostModel("panes", {"s0": 1.0, "s1": 1.0})
-    qs = [Query(f"q{i}", 2 * (i % 3 + 1), i % 3 + 1, ("sum", "max", "min")[i % 3], "s0")
-          for i in range(9)]
+    qs = [
+        Query(f"q{i}", 2 * (i % 3 + 1), i % 3 + 1, ("sum", "max", "min")[i % 3], "s0")
+        for i in range(9)
+    ]
     plan = optimize("W_TN", qs, model, 2)
     assert len(plan.trees) == 3
     assert sorted(len(n.trees) for n in plan.nodes) == [1, 2]
@@ -234,8 +258,9 @@ def test_preprocess_variants_group_units():
     assert sorted(len(u.queries) for u in make_units(qs, model, "slides")) == [1, 3]
     assert len(make_units(qs, model, False)) == 4
     ws = weaveshare(qs, model, preprocess=True)
-    assert optimize("WG_TN", qs, model, 1, preprocess=True).total_cost == \
-        pytest.approx(plan_cost(ws))
+    assert optimize("WG_TN", qs, model, 1, preprocess=True).total_cost == pytest.approx(
+        plan_cost(ws)
+    )
 
 
 def _all_moves_exact(s: _Search, nodes, loads):
@@ -261,8 +286,11 @@ def _all_moves_exact(s: _Search, nodes, loads):
                     for b in range(N):
                         if b != a:
                             out.append(("query", a, ti, b, None, q))
-                            out += [("query", a, ti, b, ui, q)
-                                    for ui, u in enumerate(nodes[b]) if u.key == t.key]
+                            out += [
+                                ("query", a, ti, b, ui, q)
+                                for ui, u in enumerate(nodes[b])
+                                if u.key == t.key
+                            ]
     keys = []
     for mv in out:
         ns, ls = [list(x) for x in nodes], list(loads)
@@ -273,22 +301,28 @@ def _all_moves_exact(s: _Search, nodes, loads):
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 14), nodes=st.integers(2, 4),
-       tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat",
-                             "slickdeque_noninv"]),
-       init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 14),
+    nodes=st.integers(2, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]),
+)
 def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     """The bounded search (price a merge only while its optimistic key can still win) finds a
     move as good as the best of every move priced exactly, and finds none only when no move
     improves the plan."""
     model = CostModel(tech, 10.0)
     agg = "sum" if tech == "slickdeque_inv" else "max"
-    qs = [Query(q.id, q.range, q.slide, agg) for q in
-          generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))]
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
     start = optimize(init, qs, model, nodes, seed=seed)
     tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
-    s = _Search(model, [None] * nodes, min(tn.total_cost, wi.total_cost),
-                min(tn.max_cost, wi.max_cost))
+    s = _Search(
+        model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
+    )
     ns = [list(x.trees) for x in start.nodes]
     ls = [sum(t.cost for t in ts) for ts in ns]
     cur = s.key(ls)
@@ -312,7 +346,7 @@ def _forced_merge_naive(trees, model, target):
     while len(alive) > target:
         best = None
         for i, x in enumerate(alive):
-            for y in alive[i + 1:]:
+            for y in alive[i + 1 :]:
                 if x.key == y.key:
                     k = (-model.benefit(x, y), x.uid, y.uid)
                     if best is None or k < best[0]:
@@ -325,18 +359,25 @@ def _forced_merge_naive(trees, model, target):
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 16), target=st.integers(1, 5),
-       tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat"]),
-       lam=st.sampled_from([0.1, 10.0]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 16),
+    target=st.integers(1, 5),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat"]),
+    lam=st.sampled_from([0.1, 10.0]),
+)
 def test_forced_merge_equals_naive(seed, n, target, tech, lam):
     from placement.distributed import forced_merge
 
     model = CostModel(tech, lam)
     agg = "sum" if tech == "slickdeque_inv" else "max"
-    qs = [Query(q.id, q.range, q.slide, agg, stream=("a", "b")[i % 2]) for i, q in
-          enumerate(generate(WorkloadSpec(qnum=n, smax=12, rate=lam, omax=4, seed=seed)))]
+    qs = [
+        Query(q.id, q.range, q.slide, agg, stream=("a", "b")[i % 2])
+        for i, q in enumerate(generate(WorkloadSpec(qnum=n, smax=12, rate=lam, omax=4, seed=seed)))
+    ]
     units = make_units(qs, model)
     got = forced_merge(units, model, target)
     want = _forced_merge_naive(units, model, target)
-    assert sorted(sorted(q.id for q in t.queries) for t in got) == \
-        sorted(sorted(q.id for q in t.queries) for t in want)
+    assert sorted(sorted(q.id for q in t.queries) for t in got) == sorted(
+        sorted(q.id for q in t.queries) for t in want
+    )

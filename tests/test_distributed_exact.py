@@ -1,4 +1,5 @@
 """Exact optimum (exhaustive and CP-SAT) and paper 000's special cases, against brute force."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,7 +11,13 @@ from hypothesis import strategies as st
 
 from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.exact import (
-    InfeasibleError, exact_cpsat, exact_exhaustive, exhaustive_leaves, solve_exact, subset_table)
+    InfeasibleError,
+    exact_cpsat,
+    exact_exhaustive,
+    exhaustive_leaves,
+    solve_exact,
+    subset_table,
+)
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.special import contiguous_optimum, pairing_optimum
@@ -29,7 +36,7 @@ def set_partitions(items):
     for p in set_partitions(rest):
         yield [[first]] + p
         for i in range(len(p)):
-            yield p[:i] + [[first] + p[i]] + p[i + 1:]
+            yield p[:i] + [[first] + p[i]] + p[i + 1 :]
 
 
 def partition_cost(model, blocks):
@@ -79,10 +86,12 @@ def points(res):
 def close_fronts(a, b):
     return len(a) == len(b) and all(
         math.isclose(x[0], y[0], rel_tol=1e-7) and math.isclose(x[1], y[1], rel_tol=1e-7)
-        for x, y in zip(a, b))
+        for x, y in zip(a, b)
+    )
 
 
 # ---- exact ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["exhaustive", "cpsat"])
 def test_exact_hand_instance(method):
@@ -91,14 +100,20 @@ def test_exact_hand_instance(method):
     assert points(res) == [pytest.approx((5, 3))]
     assert res.min_total is res.min_max or points(res)[0] == points(res)[-1]
     assert verify_plan(res.min_total.to_dict()) == []
-    assert sorted(sorted("".join(sorted(q.id for q in t.queries)) for t in n.trees)
-                  for n in res.min_total.nodes) == [["ab"], ["cd"]]
+    assert sorted(
+        sorted("".join(sorted(q.id for q in t.queries)) for t in n.trees)
+        for n in res.min_total.nodes
+    ) == [["ab"], ["cd"]]
 
 
 @settings(max_examples=25, deadline=None)
-@given(data=st.data(), n=st.integers(1, 6), technique=st.sampled_from(
-    ["panes", "flatfit", "slickdeque", "flatfat"]), lam=st.sampled_from([0.2, 1.0, 5.0]),
-    keys=st.integers(1, 2))
+@given(
+    data=st.data(),
+    n=st.integers(1, 6),
+    technique=st.sampled_from(["panes", "flatfit", "slickdeque", "flatfat"]),
+    lam=st.sampled_from([0.2, 1.0, 5.0]),
+    keys=st.integers(1, 2),
+)
 def test_subset_dp_is_the_best_partition(data, n, technique, lam, keys):
     qs = random_queries(data.draw, n, keys)
     model = CostModel(technique, lam)
@@ -111,8 +126,13 @@ def test_subset_dp_is_the_best_partition(data, n, technique, lam, keys):
 
 
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), n=st.integers(1, 5), n_nodes=st.integers(1, 3),
-       lam=st.sampled_from([0.3, 2.0, 20.0]), keys=st.integers(1, 2))
+@given(
+    data=st.data(),
+    n=st.integers(1, 5),
+    n_nodes=st.integers(1, 3),
+    lam=st.sampled_from([0.3, 2.0, 20.0]),
+    keys=st.integers(1, 2),
+)
 def test_exhaustive_front_matches_brute_force(data, n, n_nodes, lam, keys):
     qs = random_queries(data.draw, n, keys)
     model = CostModel("panes", lam)
@@ -157,8 +177,13 @@ def test_leaf_counts():
 
 
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), n=st.integers(2, 8), n_nodes=st.integers(1, 4),
-       lam=st.sampled_from([0.5, 5.0, 50.0]), seed=st.integers(0, 99))
+@given(
+    data=st.data(),
+    n=st.integers(2, 8),
+    n_nodes=st.integers(1, 4),
+    lam=st.sampled_from([0.5, 5.0, 50.0]),
+    seed=st.integers(0, 99),
+)
 def test_exact_bounds_every_heuristic(data, n, n_nodes, lam, seed):
     """No heuristic beats the exact optima, and none dominates a point of the exact front."""
     qs = random_queries(data.draw, n, keys=2)
@@ -175,23 +200,32 @@ def test_exact_bounds_every_heuristic(data, n, n_nodes, lam, seed):
 
 # ---- special cases (paper 000, Appendix) ----------------------------------------------------
 
+
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), n=st.integers(1, 7), lam=st.sampled_from([0.2, 1.0, 4.0]),
-       technique=st.sampled_from(["panes", "slickdeque", "flatfat"]), keys=st.integers(1, 2))
+@given(
+    data=st.data(),
+    n=st.integers(1, 7),
+    lam=st.sampled_from([0.2, 1.0, 4.0]),
+    technique=st.sampled_from(["panes", "slickdeque", "flatfat"]),
+    keys=st.integers(1, 2),
+)
 def test_pairing_matches_exhaustive(data, n, lam, technique, keys):
     qs = random_queries(data.draw, n, keys)
     model = CostModel(technique, lam)
     trees = pairing_optimum(qs, model)
     assert sorted(q.id for t in trees for q in t.queries) == sorted(q.id for q in qs)
     assert all(len(t.queries) <= 2 for t in trees)
-    want = min(partition_cost(model, p) for p in set_partitions(qs)
-               if all(len(b) <= 2 for b in p))
+    want = min(partition_cost(model, p) for p in set_partitions(qs) if all(len(b) <= 2 for b in p))
     assert math.isclose(sum(t.cost for t in trees), want, rel_tol=1e-9)
 
 
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), n=st.integers(1, 8), lam=st.sampled_from([0.2, 1.0, 4.0]),
-       keys=st.integers(1, 2))
+@given(
+    data=st.data(),
+    n=st.integers(1, 8),
+    lam=st.sampled_from([0.2, 1.0, 4.0]),
+    keys=st.integers(1, 2),
+)
 def test_contiguous_matches_exhaustive(data, n, lam, keys):
     qs = random_queries(data.draw, n, keys)
     model = CostModel("panes", lam)
@@ -216,8 +250,9 @@ def test_contiguous_matches_exhaustive(data, n, lam, keys):
     # Expiration: the stored suffix optimum equals re-solving without the expired queries.
     for k in range(1, n):
         assert math.isclose(plan.cost[k], best_runs(qs[k:]), rel_tol=1e-9)
-        assert [[q.id for q in g] for g in plan.groups(k)] == \
-            [[q.id for q in g] for g in contiguous_optimum(qs[k:], model).groups()]
+        assert [[q.id for q in g] for g in plan.groups(k)] == [
+            [q.id for q in g] for g in contiguous_optimum(qs[k:], model).groups()
+        ]
 
 
 def test_pairing_hand_instance():

@@ -1,5 +1,6 @@
 """The exact yardstick (issue 17): seeded with heuristic plans, proven bounds, never worse than
 a known plan; bounds never above the brute-force optimum."""
+
 from __future__ import annotations
 
 import math
@@ -28,17 +29,20 @@ def random_queries(draw, n, keys=1):
 
 
 @settings(max_examples=12, deadline=None)
-@given(data=st.data(), n=st.integers(2, 7), n_nodes=st.integers(2, 3),
-       lam=st.sampled_from([0.5, 5.0, 20.0]), limit=st.sampled_from([0.01, 0.2]))
-def test_seeded_cpsat_never_worse_than_a_heuristic_and_bounds_hold(data, n, n_nodes, lam,
-                                                                    limit):
+@given(
+    data=st.data(),
+    n=st.integers(2, 7),
+    n_nodes=st.integers(2, 3),
+    lam=st.sampled_from([0.5, 5.0, 20.0]),
+    limit=st.sampled_from([0.01, 0.2]),
+)
+def test_seeded_cpsat_never_worse_than_a_heuristic_and_bounds_hold(data, n, n_nodes, lam, limit):
     """Even with a time limit too short to prove anything, CP-SAT seeded with every heuristic
     plan is at most each of them, and its bounds are at most the brute-force optimum."""
     qs = random_queries(data.draw, n, keys=2)
     model = CostModel("panes", lam)
     plans = [optimize(name, qs, model, n_nodes, seed=1) for name in HEURISTICS]
-    res = exact_cpsat(qs, model, n_nodes, time_limit_s=limit, front=False, hint=False,
-                      hints=plans)
+    res = exact_cpsat(qs, model, n_nodes, time_limit_s=limit, front=False, hint=False, hints=plans)
     ex = exact_exhaustive(qs, model, n_nodes)
     opt_t, opt_m = ex.min_total.total_cost, ex.min_max.max_cost
     for p in plans:
@@ -84,12 +88,18 @@ def test_simulate_gap_intervals(tmp_path):
     from sim.config import config_from_mapping
     from sim.simulate import simulate
 
-    cfg = config_from_mapping({
-        "workload": {"generator": {"qnum": 7, "smax": 12, "rate": 20, "omax": 5, "seed": 3}},
-        "cluster": {"nodes": [2, 3]},
-        "placement": {"optimizers": ["WG_TN", "WG_I", "W_RR"], "exact": 8,
-                      "exact_time_limit": 5},
-        "run": {"output_dir": str(tmp_path)}})
+    cfg = config_from_mapping(
+        {
+            "workload": {"generator": {"qnum": 7, "smax": 12, "rate": 20, "omax": 5, "seed": 3}},
+            "cluster": {"nodes": [2, 3]},
+            "placement": {
+                "optimizers": ["WG_TN", "WG_I", "W_RR"],
+                "exact": 8,
+                "exact_time_limit": 5,
+            },
+            "run": {"output_dir": str(tmp_path)},
+        }
+    )
     simulate(cfg)
     df = pd.read_csv(tmp_path / "results.csv")
     assert len(df) == 6
@@ -108,10 +118,16 @@ def test_simulate_gap_intervals(tmp_path):
 
 # ---- the ``sets`` method (placement.exact_sets) against the exhaustive search -----------------
 
+
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), n=st.integers(1, 7), n_nodes=st.integers(1, 4),
-       technique=st.sampled_from(["panes", "flatfit", "slickdeque", "flatfat"]),
-       lam=st.sampled_from([0.3, 2.0, 20.0]), keys=st.integers(1, 2))
+@given(
+    data=st.data(),
+    n=st.integers(1, 7),
+    n_nodes=st.integers(1, 4),
+    technique=st.sampled_from(["panes", "flatfit", "slickdeque", "flatfat"]),
+    lam=st.sampled_from([0.3, 2.0, 20.0]),
+    keys=st.integers(1, 2),
+)
 def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
     """Proven optima of ``sets`` are the exhaustive search's, for monotone (Panes, FlatFIT) and
     non-monotone (FlatFAT, SlickDeque) Omegas, one or two keys; plans verify."""
@@ -120,8 +136,9 @@ def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
     qs = random_queries(data.draw, n, keys)
     model = CostModel(technique, lam)
     ex = exact_exhaustive(qs, model, n_nodes)
-    got = solve_exact(qs, model, n_nodes, method="sets", hint=data.draw(st.booleans()),
-                      time_limit_s=30)
+    got = solve_exact(
+        qs, model, n_nodes, method="sets", hint=data.draw(st.booleans()), time_limit_s=30
+    )
     assert got.method == "sets" and got.optimal_total and got.optimal_max
     assert math.isclose(got.min_total.total_cost, ex.min_total.total_cost, rel_tol=1e-7)
     assert math.isclose(got.min_max.max_cost, ex.min_max.max_cost, rel_tol=1e-7)
@@ -157,8 +174,12 @@ def test_sets_with_capacities_equals_exhaustive(data, n, lam):
 
 
 @settings(max_examples=15, deadline=None)
-@given(data=st.data(), n=st.integers(5, 9), n_nodes=st.integers(2, 4),
-       limit=st.sampled_from([0.0, 0.05]))
+@given(
+    data=st.data(),
+    n=st.integers(5, 9),
+    n_nodes=st.integers(2, 4),
+    limit=st.sampled_from([0.0, 0.05]),
+)
 def test_sets_out_of_time_keeps_real_bounds(data, n, n_nodes, limit):
     """With (almost) no time the answer is a hint, never worse than any heuristic, and the
     bounds stay at most the brute-force optimum."""
@@ -167,8 +188,9 @@ def test_sets_out_of_time_keeps_real_bounds(data, n, n_nodes, limit):
     qs = random_queries(data.draw, n, 1)
     model = CostModel("panes", data.draw(st.sampled_from([0.5, 20.0])))
     plans = [optimize(name, qs, model, n_nodes, seed=2) for name in HEURISTICS]
-    got = solve_exact(qs, model, n_nodes, method="sets", hints=plans, hint=False,
-                      time_limit_s=limit)
+    got = solve_exact(
+        qs, model, n_nodes, method="sets", hints=plans, hint=False, time_limit_s=limit
+    )
     ex = exact_exhaustive(qs, model, n_nodes)
     for p in plans:
         assert got.min_total.total_cost <= p.total_cost * (1 + TOL)
@@ -208,12 +230,18 @@ def test_simulate_beyond_exhaustive_reports_bounds(tmp_path):
     from sim.report import build_report
     from sim.simulate import simulate
 
-    cfg = config_from_mapping({
-        "workload": {"generator": {"qnum": 18, "smax": 20, "rate": 1, "omax": 5, "seed": 2}},
-        "cluster": {"nodes": 4},
-        "placement": {"optimizers": ["WG_TN", "WG_I", "WG_TL"], "exact": 18,
-                      "exact_time_limit": 0.01},
-        "run": {"output_dir": str(tmp_path)}})
+    cfg = config_from_mapping(
+        {
+            "workload": {"generator": {"qnum": 18, "smax": 20, "rate": 1, "omax": 5, "seed": 2}},
+            "cluster": {"nodes": 4},
+            "placement": {
+                "optimizers": ["WG_TN", "WG_I", "WG_TL"],
+                "exact": 18,
+                "exact_time_limit": 0.01,
+            },
+            "run": {"output_dir": str(tmp_path)},
+        }
+    )
     simulate(cfg)
     df = pd.read_csv(tmp_path / "results.csv")
     assert (df["exact_method"].str.startswith("sets")).all()

@@ -1,4 +1,5 @@
 """Aggregates: monoid laws, flags, exactness and drift."""
+
 from __future__ import annotations
 
 import math
@@ -9,10 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors.aggregates import (
-    AGGREGATES, OP_SUM, Primitive, get_aggregate, require_invertible, require_selective)
+    AGGREGATES,
+    OP_SUM,
+    Primitive,
+    get_aggregate,
+    require_invertible,
+    require_selective,
+)
 from executors.slickdeque_inv import SlickDequeInv
 
-ints = st.integers(-10**6, 10**6)
+ints = st.integers(-(10**6), 10**6)
 
 
 @settings(max_examples=50, deadline=None)
@@ -33,9 +40,15 @@ def test_monoid_laws_and_lower(xs, cut):
         assert agg.combine(a, b) == left
         if agg.has_inverse and cut_ < len(xs):
             assert agg.inverse(left, a) == b
-        expect = {"sum": sum(xs), "count": len(xs), "min": min(xs), "max": max(xs),
-                  "range": max(xs) - min(xs), "avg": sum(xs) / len(xs),
-                  "stddev": float(np.std(np.array(xs, dtype=np.float64)))}[agg.name]
+        expect = {
+            "sum": sum(xs),
+            "count": len(xs),
+            "min": min(xs),
+            "max": max(xs),
+            "range": max(xs) - min(xs),
+            "avg": sum(xs) / len(xs),
+            "stddev": float(np.std(np.array(xs, dtype=np.float64))),
+        }[agg.name]
         assert agg.lower(left) == pytest.approx(expect, rel=1e-12, abs=1e-9)
 
 
@@ -68,8 +81,8 @@ def test_float_running_sum_does_not_drift():
     oh, ol, _ = agg.run(x, np.zeros(n), np.arange(n + 1), np.full(n, W))
     got = oh + ol
     for j in range(n - 2000, n, 97):
-        want = math.fsum(x[j - W + 1:j + 1])
-        scale = np.abs(x[j - W + 1:j + 1]).max()
+        want = math.fsum(x[j - W + 1 : j + 1])
+        scale = np.abs(x[j - W + 1 : j + 1]).max()
         assert abs(got[j] - want) <= 1e-9 * abs(want) + 1e-15 * scale
 
 
@@ -84,7 +97,10 @@ def test_int_sums_are_exact_beyond_2_pow_53():
 def test_executors_never_import_ray_or_pyspark():
     import subprocess
     import sys
-    code = ("import sys, executors, executors.bench, executors.tree; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('ray', 'pyspark')]; "
-            "assert not bad, bad")
+
+    code = (
+        "import sys, executors, executors.bench, executors.tree; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('ray', 'pyspark')]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

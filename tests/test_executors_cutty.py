@@ -1,4 +1,5 @@
 """Cutty slicing (slices cut at window starts only): answers, slices and operation counts."""
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,10 @@ def refused(tech, qs):
         return True
     if tech == "slickdeque_noninv" and aggs - {"min", "max", "range"}:
         return True
-    return tech in ("panes_inv", "twostacks", "daba") and \
-        len({(q["range"], q["slide"]) for q in qs}) > 1
+    return (
+        tech in ("panes_inv", "twostacks", "daba")
+        and len({(q["range"], q["slide"]) for q in qs}) > 1
+    )
 
 
 @st.composite
@@ -60,30 +63,41 @@ def workloads(draw):
     for i in range(nq):
         s = draw(st.integers(1, 9))
         shape = draw(st.sampled_from(["lt", "eq", "frag", "any"]))
-        r = {"lt": draw(st.integers(1, max(1, s - 1))), "eq": s,
-             "frag": s * draw(st.integers(1, 3)) + draw(st.integers(0, s - 1)),
-             "any": draw(st.integers(1, 30))}[shape]
-        qs.append(dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)), range=r, slide=s,
-                       kind=kind))
+        r = {
+            "lt": draw(st.integers(1, max(1, s - 1))),
+            "eq": s,
+            "frag": s * draw(st.integers(1, 3)) + draw(st.integers(0, s - 1)),
+            "any": draw(st.integers(1, 30)),
+        }[shape]
+        qs.append(
+            dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)), range=r, slide=s, kind=kind)
+        )
     n = draw(st.integers(0, 60))
     gaps = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 7, 40]), min_size=n, max_size=n))
     lateness = draw(st.integers(0, 8))
     jitter = draw(st.lists(st.integers(-lateness - 4, 0), min_size=n, max_size=n))
-    ts = (np.cumsum(np.array(gaps, dtype=np.int64)) + np.array(jitter, dtype=np.int64)
-          - 25).astype(np.int64)
+    ts = (np.cumsum(np.array(gaps, dtype=np.int64)) + np.array(jitter, dtype=np.int64) - 25).astype(
+        np.int64
+    )
     if draw(st.booleans()):
-        v = np.array(draw(st.lists(st.integers(-2**40, 2**40), min_size=n, max_size=n)),
-                     dtype=np.int64)
+        v = np.array(
+            draw(st.lists(st.integers(-(2**40), 2**40), min_size=n, max_size=n)), dtype=np.int64
+        )
     else:
-        v = np.array(draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n,
-                                   max_size=n)), dtype=np.float64)
+        v = np.array(
+            draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n, max_size=n)),
+            dtype=np.float64,
+        )
     cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=4))) | {0, n})
     snap_at = draw(st.none() | st.integers(0, max(0, len(cuts) - 2)))
     return qs, ts, v, lateness, cuts, snap_at
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(w=workloads())
 def test_cutty_equals_oracle_and_pairs(w):
     """Every technique under Cutty: the oracle's answers and late tuples, and Pairs' answers
@@ -97,31 +111,51 @@ def test_cutty_equals_oracle_and_pairs(w):
             with pytest.raises(ValueError):
                 ExecutionTree(qs, technique=tech, slicing="cutty")
             continue
-        tree, got = run(ExecutionTree(qs, technique=tech, allowed_lateness=lateness,
-                                      slicing="cutty"), t, v, cuts, snap_at)
+        tree, got = run(
+            ExecutionTree(qs, technique=tech, allowed_lateness=lateness, slicing="cutty"),
+            t,
+            v,
+            cuts,
+            snap_at,
+        )
         assert_same(got, want, scale)
         assert tree.late.count == len(late_pos), tech
         assert sorted(tree.late.ts.tolist()) == sorted(ts[late_pos].tolist())
-        _, pairs = run(ExecutionTree(qs, technique=tech, allowed_lateness=lateness), t, v, cuts,
-                       snap_at)
+        _, pairs = run(
+            ExecutionTree(qs, technique=tech, allowed_lateness=lateness), t, v, cuts, snap_at
+        )
         assert [g[:3] for g in got] == [p[:3] for p in pairs]
-        if v.dtype == np.int64 and all(q["aggregate"] in ("sum", "count", "min", "max", "range")
-                                       for q in qs):
+        if v.dtype == np.int64 and all(
+            q["aggregate"] in ("sum", "count", "min", "max", "range") for q in qs
+        ):
             assert got == pairs, tech  # int answers: identical, not just close
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_cutty_hopping_next_to_long_windows_out_of_order(data):
     """The in-order sealing case of ``test_executors_tree`` (values are powers of two, so a
     sum names the exact set of tuples) under Cutty."""
     s_hop = data.draw(st.integers(3, 15))
     r_long = data.draw(st.integers(30, 119))
-    qs = [dict(id="hop", aggregate="sum", range=data.draw(st.integers(1, min(3, s_hop - 1))),
-               slide=s_hop),
-          dict(id="long", aggregate="sum", range=r_long,
-               slide=data.draw(st.integers(max(1, r_long // 3), r_long)))]
+    qs = [
+        dict(
+            id="hop",
+            aggregate="sum",
+            range=data.draw(st.integers(1, min(3, s_hop - 1))),
+            slide=s_hop,
+        ),
+        dict(
+            id="long",
+            aggregate="sum",
+            range=r_long,
+            slide=data.draw(st.integers(max(1, r_long // 3), r_long)),
+        ),
+    ]
     n = data.draw(st.integers(4, 24))
     ts = np.array(data.draw(st.lists(st.integers(0, 120), min_size=n, max_size=n)), np.int64)
     v = 2 ** np.arange(n, dtype=np.int64)
@@ -129,8 +163,12 @@ def test_cutty_hopping_next_to_long_windows_out_of_order(data):
     cuts = sorted(set(data.draw(st.lists(st.integers(0, n), max_size=5))) | {0, n})
     want, late = brute_force(qs, ts, v, lateness)
     for tech in ("slickdeque", "panes", "flatfit"):
-        tree, got = run(ExecutionTree(qs, technique=tech, allowed_lateness=lateness,
-                                      slicing="cutty"), ts, v, cuts)
+        tree, got = run(
+            ExecutionTree(qs, technique=tech, allowed_lateness=lateness, slicing="cutty"),
+            ts,
+            v,
+            cuts,
+        )
         assert got == want and tree.late.count == len(late), tech
 
 
@@ -161,8 +199,10 @@ def test_cutty_slices_per_query_vs_pairs():
     for (r, s), (cut, pairs) in cases.items():
         assert window_lengths([(r, s)], "cutty")[(r, s)] == cut
         assert window_lengths([(r, s)])[(r, s)] == pairs
-    qs = [dict(id="a", aggregate="sum", range=10, slide=3),
-          dict(id="b", aggregate="sum", range=7, slide=2)]
+    qs = [
+        dict(id="a", aggregate="sum", range=10, slide=3),
+        dict(id="b", aggregate="sum", range=7, slide=2),
+    ]
     ts = np.arange(600)
     c = ExecutionTree(qs, slicing="cutty")
     p = ExecutionTree(qs)
@@ -184,24 +224,35 @@ def test_cutty_refusals():
         t.process_slices(slice_aggregates(np.arange(12), np.arange(12), [(3, 0)]))
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 60)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 60)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_sliced_cutty_equals_raw_pairs(data):
     """A slice-fed Cutty tree (input cut at the union of its Pairs edges and another tree's,
     as the cluster's sliced feed does) answers exactly as a raw Pairs tree, across a snapshot
     and over batch splits; int input, so values must be identical."""
     nq = data.draw(st.integers(1, 3))
-    qs = [dict(id=f"q{i}", aggregate=data.draw(st.sampled_from(AGGS)),
-               range=data.draw(st.integers(1, 30)), slide=data.draw(st.integers(1, 9)))
-          for i in range(nq)]
+    qs = [
+        dict(
+            id=f"q{i}",
+            aggregate=data.draw(st.sampled_from(AGGS)),
+            range=data.draw(st.integers(1, 30)),
+            slide=data.draw(st.integers(1, 9)),
+        )
+        for i in range(nq)
+    ]
     other = (data.draw(st.integers(1, 30)), data.draw(st.integers(1, 12)))
     classes = edge_classes(sorted({(q["range"], q["slide"]) for q in qs} | {other}))
     n = data.draw(st.integers(1, 80))
-    ts = np.sort(np.array(data.draw(st.lists(st.integers(-20, 200), min_size=n, max_size=n)),
-                          dtype=np.int64))
-    v = np.array(data.draw(st.lists(st.integers(-1000, 1000), min_size=n, max_size=n)),
-                 dtype=np.int64)
+    ts = np.sort(
+        np.array(data.draw(st.lists(st.integers(-20, 200), min_size=n, max_size=n)), dtype=np.int64)
+    )
+    v = np.array(
+        data.draw(st.lists(st.integers(-1000, 1000), min_size=n, max_size=n)), dtype=np.int64
+    )
     tech = data.draw(st.sampled_from(["slickdeque", "panes", "flatfat", "flatfit", "bint"]))
     want = run(ExecutionTree(qs, technique=tech), ts, v, [0, n])[1]
     sl = slice_aggregates(ts, v, classes)
@@ -220,17 +271,23 @@ def test_sliced_cutty_equals_raw_pairs(data):
 def test_cutty_long_composite_slide_bounds_and_lazy_lengths():
     """Coprime slides (composite slide ~1e12): Cutty's window lengths fall back to a bound and
     SlickDeque Inv registers lengths lazily, as under Pairs; answers still the oracle's."""
-    qs = [dict(id="a", aggregate="sum", range=2500, slide=997),
-          dict(id="b", aggregate="max", range=1500, slide=991),
-          dict(id="c", aggregate="avg", range=983 * 3, slide=983),
-          dict(id="d", aggregate="stddev", range=5000, slide=977)]
+    qs = [
+        dict(id="a", aggregate="sum", range=2500, slide=997),
+        dict(id="b", aggregate="max", range=1500, slide=991),
+        dict(id="c", aggregate="avg", range=983 * 3, slide=983),
+        dict(id="d", aggregate="stddev", range=5000, slide=977),
+    ]
     rng = np.random.default_rng(0)
     ts = np.sort(rng.integers(0, 40000, 300))
     v = rng.integers(-100, 100, 300)
     want, _ = brute_force(qs, ts, v)
     for tech in ("slickdeque", "flatfit", "bint"):
-        tree, got = run(ExecutionTree(qs, technique=tech, slicing="cutty"), ts, v,
-                        list(range(0, 300, 37)) + [300])
+        tree, got = run(
+            ExecutionTree(qs, technique=tech, slicing="cutty"),
+            ts,
+            v,
+            list(range(0, 300, 37)) + [300],
+        )
         assert not tree.stats()["exact_wsize"]
         assert_same(got, want, 100.0)
 

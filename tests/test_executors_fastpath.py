@@ -6,6 +6,7 @@ enumeration against a per-(r, s) scan of every slice end, the ingest hints (``in
 ``copy``), unordered answer columns and pending segments against ``process``/one batch, and
 the piecewise slice producer and edge check against single-piece runs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,14 @@ from executors.slicing import StreamSlicer, edge_classes, fold_runs, fold_runs_v
 
 
 def rows(table):
-    return sorted(zip(*(table.column(c).to_pylist()
-                        for c in ("query_id", "window_start", "window_end", "value"))))
+    return sorted(
+        zip(
+            *(
+                table.column(c).to_pylist()
+                for c in ("query_id", "window_start", "window_end", "value")
+            )
+        )
+    )
 
 
 @pytest.mark.parametrize("op", [OP_SUM, OP_MIN, OP_MAX])
@@ -33,8 +40,11 @@ def test_fold_runs_equals_reduce_slices(op, dtype):
     sidx = np.sort(rng.integers(0, k, n))
     bounds = np.searchsorted(sidx, np.arange(k + 1), side="left").astype(np.int64)
     p = Primitive(op, "v", dtype)
-    v = (rng.integers(-10**6, 10**6, n) if dtype == "i8"
-         else rng.normal(1e6, 3.0, n) * rng.choice([1, 1e-8], n))
+    v = (
+        rng.integers(-(10**6), 10**6, n)
+        if dtype == "i8"
+        else rng.normal(1e6, 3.0, n) * rng.choice([1, 1e-8], n)
+    )
     want_h, want_l = p.identity_arrays(k)
     lh, ll = p.lift(v)
     reduce_slices(op, sidx, lh, ll, want_h, want_l)
@@ -65,12 +75,18 @@ def _old_due_windows(sl: StreamSlicer, ends, allv, h):
 
 
 @settings(max_examples=60, deadline=None)
-@given(qs=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12)), min_size=1, max_size=8),
-       dup=st.integers(0, 3), a=st.integers(-200, 200), span=st.integers(1, 400))
+@given(
+    qs=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12)), min_size=1, max_size=8),
+    dup=st.integers(0, 3),
+    a=st.integers(-200, 200),
+    span=st.integers(1, 400),
+)
 def test_due_windows_equal_per_end_scan(qs, dup, a, span):
     qs = qs + qs[:dup]  # several queries with the same (r, s)
-    queries = [normalize_query({"id": f"q{i}", "aggregate": "sum", "range": r, "slide": s})
-               for i, (r, s) in enumerate(qs)]
+    queries = [
+        normalize_query({"id": f"q{i}", "aggregate": "sum", "range": r, "slide": s})
+        for i, (r, s) in enumerate(qs)
+    ]
     sl = StreamSlicer(queries, [])
     from executors.slicing import edges_between
 
@@ -88,11 +104,13 @@ def test_due_windows_equal_per_end_scan(qs, dup, a, span):
     assert got[0].tolist() == want[0].tolist() and got[2].tolist() == want[2].tolist()
 
 
-QUERIES = [{"id": "a", "aggregate": "sum", "range": 1000, "slide": 300},
-           {"id": "b", "aggregate": "avg", "range": 700, "slide": 200},
-           {"id": "c", "aggregate": "max", "range": 450, "slide": 100},
-           {"id": "d", "aggregate": "count", "range": 900, "slide": 300},
-           {"id": "e", "aggregate": "stddev", "range": 333, "slide": 111}]
+QUERIES = [
+    {"id": "a", "aggregate": "sum", "range": 1000, "slide": 300},
+    {"id": "b", "aggregate": "avg", "range": 700, "slide": 200},
+    {"id": "c", "aggregate": "max", "range": 450, "slide": 100},
+    {"id": "d", "aggregate": "count", "range": 900, "slide": 300},
+    {"id": "e", "aggregate": "stddev", "range": 333, "slide": 111},
+]
 
 
 def _stream(seed, n=6000, jitter=0, floats=False):
@@ -104,8 +122,9 @@ def _stream(seed, n=6000, jitter=0, floats=False):
     return ts, v
 
 
-@pytest.mark.parametrize("jitter,lateness,floats", [(0, 0, False), (400, 250, False),
-                                                    (400, 0, True), (0, 100, True)])
+@pytest.mark.parametrize(
+    "jitter,lateness,floats", [(0, 0, False), (400, 250, False), (400, 0, True), (0, 100, True)]
+)
 def test_hints_unordered_columns_and_segments_equal_process(jitter, lateness, floats):
     """Per batch: ``process`` on one tree; ``process_columns`` with the node's hints
     (``in_order`` computed once, ``copy=False`` on read-only arrays, ``ordered=False``) on
@@ -113,11 +132,14 @@ def test_hints_unordered_columns_and_segments_equal_process(jitter, lateness, fl
     the same as one tree fed everything in one batch (pending kept as segments)."""
     ts, v = _stream(jitter + lateness, jitter=jitter, floats=floats)
     kw = dict(technique="slickdeque", allowed_lateness=lateness, count_ops=True)
-    ref, fast, whole = ExecutionTree(QUERIES, **kw), ExecutionTree(QUERIES, **kw), \
-        ExecutionTree(QUERIES, **kw)
+    ref, fast, whole = (
+        ExecutionTree(QUERIES, **kw),
+        ExecutionTree(QUERIES, **kw),
+        ExecutionTree(QUERIES, **kw),
+    )
     want, got = [], []
     for a in range(0, ts.shape[0], 700):
-        t, x = ts[a:a + 700].copy(), v[a:a + 700].copy()
+        t, x = ts[a : a + 700].copy(), v[a : a + 700].copy()
         t.flags.writeable = x.flags.writeable = False
         want += rows(ref.process(t, x))
         in_order = bool((t[1:] >= t[:-1]).all())
@@ -126,12 +148,16 @@ def test_hints_unordered_columns_and_segments_equal_process(jitter, lateness, fl
             q, s, e, val = cols
             for qid in set(q.tolist()):  # a query's answers in window order
                 assert (np.diff(s[q == qid]) > 0).all()
-            got += [(fast.queries[i].id, int(s_), int(e_), val_.item())
-                    for i, s_, e_, val_ in zip(q, s, e, val)]
+            got += [
+                (fast.queries[i].id, int(s_), int(e_), val_.item())
+                for i, s_, e_, val_ in zip(q, s, e, val)
+            ]
     want += rows(ref.flush())
     cols = fast.flush_columns()
     if cols is not None:
-        got += [(fast.queries[i].id, int(s_), int(e_), val_.item()) for i, s_, e_, val_ in zip(*cols)]
+        got += [
+            (fast.queries[i].id, int(s_), int(e_), val_.item()) for i, s_, e_, val_ in zip(*cols)
+        ]
     assert sorted(got) == sorted(want) and len(want) > 500
     assert fast.late.count == ref.late.count and (fast.late.ts == ref.late.ts).all()
     assert fast.op_counts()["total"] == ref.op_counts()["total"]
@@ -150,11 +176,11 @@ def test_pending_segments_survive_snapshots():
     tree = ExecutionTree(QUERIES)
     got = []
     for a in range(0, 1500, 37):  # small batches: a pending segment each
-        got += rows(tree.process(ts[a:a + 37], v[a:a + 37]))
+        got += rows(tree.process(ts[a : a + 37], v[a : a + 37]))
     assert len(tree.slicer._pts) > 1 or tree.stats()["pending"] < 37
     tree = ExecutionTree.restore(tree.snapshot())
     for a in range(1517, 3000, 700):
-        got += rows(tree.process(ts[a:a + 700], v[a:a + 700]))
+        got += rows(tree.process(ts[a : a + 700], v[a : a + 700]))
     got += rows(tree.flush())
     assert sorted(got) == sorted(want)
 
@@ -163,11 +189,16 @@ def test_slice_aggregates_and_edge_check_piecewise(monkeypatch):
     """Small pieces (many per call, dense and sparse ones) give the same slices as one piece,
     and the piecewise edge check finds a straddling slice in a later piece."""
     rng = np.random.default_rng(5)
-    classes = edge_classes([(r, s) for r, s in zip(rng.integers(5, 400, 60),
-                                                   rng.integers(3, 90, 60))])
-    ts = np.concatenate([np.sort(rng.integers(0, 20_000, 3000)),
-                         np.sort(rng.integers(10**9, 10**9 + 500, 50)),  # after a long gap
-                         np.sort(rng.integers(2 * 10**9, 2 * 10**9 + 9000, 2000))])
+    classes = edge_classes(
+        [(r, s) for r, s in zip(rng.integers(5, 400, 60), rng.integers(3, 90, 60))]
+    )
+    ts = np.concatenate(
+        [
+            np.sort(rng.integers(0, 20_000, 3000)),
+            np.sort(rng.integers(10**9, 10**9 + 500, 50)),  # after a long gap
+            np.sort(rng.integers(2 * 10**9, 2 * 10**9 + 9000, 2000)),
+        ]
+    )
     v = rng.integers(-50, 50, ts.shape[0])
     want = slice_aggregates(ts, v, classes)
     monkeypatch.setattr(slice_input, "PIECE_ROWS", 64)
@@ -182,5 +213,6 @@ def test_slice_aggregates_and_edge_check_piecewise(monkeypatch):
         check_slice_edges(classes, got["slice_start"], bad_end, got["ts_max"])
     tree = SlicedExecutionTree([{"id": "q", "aggregate": "sum", "range": 10, "slide": 5}])
     with pytest.raises(ValueError, match="straddles an edge"):
-        tree.process_slices(slice_aggregates(np.arange(20), np.ones(20, np.int64),
-                                             edge_classes([(10, 10)])))
+        tree.process_slices(
+            slice_aggregates(np.arange(20), np.ones(20, np.int64), edge_classes([(10, 10)]))
+        )

@@ -1,4 +1,5 @@
 """Final-aggregation techniques: brute force equality, worked examples, operation counts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,34 +25,42 @@ def steps(agg, values, ns):
     """Feed one partial per step, ask windows of ``ns`` partials; answers and ops per step."""
     answers, ops = [], []
     for x in values:
-        oh, _, o = agg.run(np.array([x]), np.array([0]), np.array([0, len(ns)]),
-                           np.array(ns), count_ops=True)
+        oh, _, o = agg.run(
+            np.array([x]), np.array([0]), np.array([0, len(ns)]), np.array(ns), count_ops=True
+        )
         answers.append(oh.tolist())
         ops.append(int(o[0]))
     return answers, ops
 
 
 def compatible(cls, op):
-    return not ((cls.requires_inverse and op != OP_SUM)
-                or (cls.requires_selective and op == OP_SUM))
+    return not (
+        (cls.requires_inverse and op != OP_SUM) or (cls.requires_selective and op == OP_SUM)
+    )
 
 
 def brute(vals, j, n, op):
-    w = vals[max(0, j - n + 1):j + 1]
+    w = vals[max(0, j - n + 1) : j + 1]
     return {OP_SUM: np.sum, OP_MIN: np.min, OP_MAX: np.max}[op](w)
 
 
 @settings(max_examples=40, deadline=None)
-@given(data=st.data(), op=st.sampled_from([OP_SUM, OP_MIN, OP_MAX]),
-       W=st.integers(1, 17), N=st.integers(1, 120))
+@given(
+    data=st.data(),
+    op=st.sampled_from([OP_SUM, OP_MIN, OP_MAX]),
+    W=st.integers(1, 17),
+    N=st.integers(1, 120),
+)
 def test_every_technique_equals_brute_force(data, op, W, N):
     """Random window lengths per slice (multi-query) or the single length, random chunks."""
-    vals = np.array(data.draw(st.lists(st.integers(-1000, 1000), min_size=N, max_size=N)),
-                    dtype=np.int64)
+    vals = np.array(
+        data.draw(st.lists(st.integers(-1000, 1000), min_size=N, max_size=N)), dtype=np.int64
+    )
     prim = Primitive(op, "v", "i8")
     # per slice: 0..3 windows with random n, sorted descending (the interface contract)
-    due = [sorted(data.draw(st.lists(st.integers(1, W), max_size=3)), reverse=True)
-           for _ in range(N)]
+    due = [
+        sorted(data.draw(st.lists(st.integers(1, W), max_size=3)), reverse=True) for _ in range(N)
+    ]
     ptr = np.concatenate([[0], np.cumsum([len(d) for d in due])]).astype(np.int64)
     ns = np.array([n for d in due for n in d], dtype=np.int64)
     single_ptr = np.arange(N + 1, dtype=np.int64)
@@ -64,8 +73,9 @@ def test_every_technique_equals_brute_force(data, op, W, N):
         agg = cls(prim, W)
         got = []
         for a, b in zip(cuts[:-1], cuts[1:]):
-            oh, _, _ = agg.run(vals[a:b], np.zeros(b - a, np.int64), p[a:b + 1] - p[a],
-                               n_[p[a]:p[b]])
+            oh, _, _ = agg.run(
+                vals[a:b], np.zeros(b - a, np.int64), p[a : b + 1] - p[a], n_[p[a] : p[b]]
+            )
             got.extend(oh.tolist())
         want = [brute(vals, j, int(n_[q]), op) for j in range(N) for q in range(p[j], p[j + 1])]
         assert got == want, cls.name
@@ -126,7 +136,7 @@ def test_example5_slickdeque_inv():
     """Example 5: Sum over 3 and 5 tuples; answers map updated with +new -expiring."""
     agg = SlickDequeInv(SUM_I, 5, known_ns=[3, 5])
     ans, ops = steps(agg, EX56, [5, 3])
-    assert [a[1] for a in ans] == [6, 11, 11, 6, 4, 8, 9, 13]   # Q1 (range 3)
+    assert [a[1] for a in ans] == [6, 11, 11, 6, 4, 8, 9, 13]  # Q1 (range 3)
     assert [a[0] for a in ans] == [6, 11, 11, 12, 15, 13, 10, 17]  # Q2 (range 5)
     assert ops == [4] * 8  # 2 operations per distinct range per slice
     assert agg.state["ring_hi"].tolist() == [4, 2, 7, 1, 3]  # Figure 20, step 8
@@ -162,7 +172,7 @@ def test_twostacks_and_daba_costs(W):
     n = x.shape[0]
     for cls, amort, worst in ((TwoStacks, 3.0, W + 3), (DABA, 5.0, 8)):
         _, _, o = cls(SUM_I, W).run(x, 0 * x, np.arange(n + 1), np.full(n, W), count_ops=True)
-        steady = o[2 * W + 2:]
+        steady = o[2 * W + 2 :]
         assert abs(steady.mean() - amort) < 0.05 + 2.0 / W, cls.name
         assert o.max() <= worst, cls.name
 
@@ -174,7 +184,7 @@ def test_panes_inv_two_ops_and_flatfit_amortised_three():
     W = 16
     _, _, o = FlatFIT(MAX_I, W).run(x, 0 * x, np.arange(1001), np.full(1000, W), count_ops=True)
     # one wReset (W-1 ops) every W+1 slices; 2 ops on W-2 of them, 1 op on the other 2
-    period = o[W + 1:2 * (W + 1)]
+    period = o[W + 1 : 2 * (W + 1)]
     assert sorted(period.tolist()) == sorted([W - 1] + [1, 1] + [2] * (W - 2))
 
 
@@ -185,8 +195,9 @@ def test_answer_between_inserts_equals_brute_force(data, op, W):
     ``run``: every answer is the fold of the last n inserted partials (identity before the
     first), for every technique, and leaves the state fit for the following inserts."""
     prim = Primitive(op, "v", "i8")
-    steps_ = data.draw(st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=1,
-                                max_size=12))
+    steps_ = data.draw(
+        st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=1, max_size=12)
+    )
     ident = {OP_SUM: 0, OP_MIN: np.iinfo(np.int64).max, OP_MAX: np.iinfo(np.int64).min}[op]
     f = {OP_SUM: sum, OP_MIN: min, OP_MAX: max}[op]
     for cls in TECHNIQUES.values():
@@ -197,17 +208,19 @@ def test_answer_between_inserts_equals_brute_force(data, op, W):
         for ins, k in steps_:
             if ins:
                 x = rng.integers(-50, 50, k)
-                ns = (np.full(k, W) if not cls.multi_query
-                      else rng.integers(1, W + 1, k))
+                ns = np.full(k, W) if not cls.multi_query else rng.integers(1, W + 1, k)
                 oh, _, _ = agg.run(x, 0 * x, np.arange(k + 1), ns)
                 for j in range(k):
                     vals.append(int(x[j]))
-                    assert oh[j] == f([ident] + vals[-int(ns[j]):]), cls.name
+                    assert oh[j] == f([ident] + vals[-int(ns[j]) :]), cls.name
             else:
-                ns = (np.full(k, W) if not cls.multi_query
-                      else np.sort(rng.integers(1, W + 1, k))[::-1])
+                ns = (
+                    np.full(k, W)
+                    if not cls.multi_query
+                    else np.sort(rng.integers(1, W + 1, k))[::-1]
+                )
                 oh, _, _ = agg.answer(ns)
-                want = [f([ident] + vals[-int(n):]) if vals else ident for n in ns]
+                want = [f([ident] + vals[-int(n) :]) if vals else ident for n in ns]
                 assert oh.tolist() == want, cls.name
 
 
@@ -223,8 +236,7 @@ def test_answer_operation_counts():
         oh, _, c = a.answer(np.array([4]), count_ops=True)
         assert oh.tolist() == [5 + 6 + 7 + 8], cls.name
         counts[cls.name] = c
-    assert counts == {"panes": 3, "slickdeque_inv": 0, "twostacks": 1, "daba": 1,
-                      "panes_inv": 0}
+    assert counts == {"panes": 3, "slickdeque_inv": 0, "twostacks": 1, "daba": 1, "panes_inv": 0}
     a = SlickDequeInv(SUM_I, 4, known_ns=[4])
     a.run(x, 0 * x, ptr, np.full(8, 4))
     assert a.answer(np.array([3]), count_ops=True)[2] == 2 and a.n_keys == 2

@@ -1,4 +1,5 @@
 """LiveTree (queries added/removed while a tree runs) against the section 9 oracles."""
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,12 @@ def schedules(draw, bounded_disorder=True):
     counter = iter(range(1000))
 
     def query():
-        return dict(id=f"q{next(counter)}", aggregate=draw(st.sampled_from(AGGS)),
-                    range=draw(st.integers(1, 14)), slide=draw(st.integers(1, 6)))
+        return dict(
+            id=f"q{next(counter)}",
+            aggregate=draw(st.sampled_from(AGGS)),
+            range=draw(st.integers(1, 14)),
+            slide=draw(st.integers(1, 6)),
+        )
 
     initial = [query() for _ in range(draw(st.integers(1, 3)))]
     lateness = draw(st.integers(0, 5))
@@ -76,21 +81,24 @@ def schedules(draw, bounded_disorder=True):
         if n:
             base = int(sorted_ts[-1])
         if is_int:
-            v = np.array(draw(st.lists(st.integers(-1000, 1000), min_size=n, max_size=n)),
-                         dtype=np.int64)
+            v = np.array(
+                draw(st.lists(st.integers(-1000, 1000), min_size=n, max_size=n)), dtype=np.int64
+            )
         else:
-            v = np.array(draw(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=n,
-                                       max_size=n)), dtype=np.float64)
+            v = np.array(
+                draw(st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=n, max_size=n)),
+                dtype=np.float64,
+            )
         schedule.append(("data", ts, v))
         if n:
             max_ts = max(int(ts.max()), max_ts if max_ts is not None else int(ts.max()))
         if draw(st.booleans()):
-            at = max(max_ts + 1 if max_ts is not None else base, last_at) \
-                + draw(st.integers(0, 4))
+            at = max(max_ts + 1 if max_ts is not None else base, last_at) + draw(st.integers(0, 4))
             last_at = at
             add = [query() for _ in range(draw(st.integers(0, 2)))]
-            remove = draw(st.lists(st.sampled_from(active), unique=True, max_size=2)) \
-                if active else []
+            remove = (
+                draw(st.lists(st.sampled_from(active), unique=True, max_size=2)) if active else []
+            )
             active = [a for a in active if a not in remove] + [q["id"] for q in add]
             schedule.append(("change", at, add, remove))
             base = max(base, at)
@@ -104,8 +112,12 @@ def all_tuples(schedule):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(w=schedules(), tech=st.sampled_from(TECHS), slicing=st.sampled_from(["pairs", "cutty"]),
-       snap_every=st.sampled_from([0, 0, 2, 3]))
+@given(
+    w=schedules(),
+    tech=st.sampled_from(TECHS),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    snap_every=st.sampled_from([0, 0, 2, 3]),
+)
 def test_section9_answers_without_late_tuples(w, tech, slicing, snap_every):
     """Every query answers exactly the windows of its registration (start >= T_reg, end <=
     T_unreg), each over every tuple in it; no tuple within the allowed lateness is late;
@@ -147,15 +159,17 @@ def test_add_and_remove_by_hand():
     tree.change(12, add=[{"id": "c", "aggregate": "count", "range": 4, "slide": 4}])
     # generations: old (s, windows starting < 12), new (s + c, windows starting >= 12)
     assert len(tree.gens) == 2
-    out = rows(tree.process_columns(np.array([12, 15, 17, 21, 22]),
-                                    np.array([16, 32, 64, 128, 256])), tree)
+    out = rows(
+        tree.process_columns(np.array([12, 15, 17, 21, 22]), np.array([16, 32, 64, 128, 256])), tree
+    )
     # c's first window is [12, 16): k*s >= T_reg, nothing before
     assert ("c", 12, 16, 2) in out and ("c", 8, 12, 1) not in out
     assert ("s", 5, 15, 4 + 8 + 16) in out and ("s", 10, 20, 8 + 16 + 32 + 64) in out
     assert len(tree.gens) == 1  # the old generation's last window [10, 20) closed: dropped
     tree.change(23, remove=["s"])
-    out2 = rows(tree.process_columns(np.array([26, 40]), np.array([1, 1])), tree) + \
-        rows(tree.flush_columns(), tree)
+    out2 = rows(tree.process_columns(np.array([26, 40]), np.array([1, 1])), tree) + rows(
+        tree.flush_columns(), tree
+    )
     ends_s = [e for q, _, e, _ in out + out2 if q == "s"]
     assert max(ends_s) <= 23 and ("s", 15, 25, 64 + 128 + 256) not in out2
     assert ("c", 24, 28, 1) in out2 and ("c", 40, 44, 1) in out2
@@ -237,7 +251,7 @@ def test_removal_after_handoff_caps_the_old_tree():
     a.change(1, handoff=["q0"])
     b = LiveTree([q0], t_start=1)
     b.change(1, remove=["q0"])
-    a.change(1, remove=["q0"])        # cap-only: q0 is no longer active in A
+    a.change(1, remove=["q0"])  # cap-only: q0 is no longer active in A
     assert a.active == ["q1"]
     with pytest.raises(ValueError, match="unknown query ids"):
         a.change(1, remove=["zz"])

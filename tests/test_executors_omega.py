@@ -4,6 +4,7 @@ SlickDeque Inv: Omega = 2 x distinct window lengths (in slices) of the whole tre
 the kernel performs per edge.  Each test also brute-forces the window lengths from the edge
 definition alone (no shared helper), so a wrong helper cannot make model and executor agree.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,7 @@ def brute_lengths(windows) -> set[int]:
     """Distinct slices per window, from the definition: edges t with t % s in {0, r % s}."""
     period = math.lcm(*(s for _, s in windows))
     lo, hi = -period, 2 * period + max(r for r, _ in windows)
-    edges = [t for t in range(lo, hi)
-             if any(t % s == 0 or t % s == r % s for r, s in windows)]
+    edges = [t for t in range(lo, hi) if any(t % s == 0 or t % s == r % s for r, s in windows)]
     out = set()
     for r, s in windows:
         for x in range(0, period, s):
@@ -48,15 +48,21 @@ def measured(queries, technique="slickdeque_inv", span=None):
     return tree.op_counts()
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
-       agg=st.sampled_from(sorted(PRIMITIVES)))
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
+    agg=st.sampled_from(sorted(PRIMITIVES)),
+)
 def test_slickdeque_inv_measured_ops_equal_omega(wins, agg):
     """Single and woven trees: measured ops per edge == Omega x primitives, on every edge."""
     qs = [dict(id=f"q{i}", aggregate=agg, range=r, slide=s) for i, (r, s) in enumerate(wins)]
     model = CostModel("slickdeque", 1.0).tree(
-        [Query(q["id"], q["range"], q["slide"], agg) for q in qs])
+        [Query(q["id"], q["range"], q["slide"], agg) for q in qs]
+    )
     assert model.technique == "slickdeque_inv"
     lengths = brute_lengths(set(wins))
     assert model.omega == 2 * len(lengths)
@@ -85,8 +91,10 @@ def test_shared_lengths_make_omega_below_sum_per_query():
     """(2, 2) and (3, 3): lengths {1, 2} and {2}: the length 2 is shared (Omega 4, not 6)."""
     assert window_lengths([(2, 2), (3, 3)]) == {(2, 2): (1, 2), (3, 3): (2,)}
     assert omega("slickdeque_inv", [(2, 2), (3, 3)], 2 / 3) == 4.0
-    qs = [dict(id="a", aggregate="sum", range=2, slide=2),
-          dict(id="b", aggregate="sum", range=3, slide=3)]
+    qs = [
+        dict(id="a", aggregate="sum", range=2, slide=2),
+        dict(id="b", aggregate="sum", range=3, slide=3),
+    ]
     assert measured(qs)["omega"] == 4.0
 
 
@@ -111,10 +119,11 @@ def test_omega_can_shrink_on_merge_and_weaveshare_still_exact():
 
 
 @settings(max_examples=80, deadline=None)
-@given(x=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
-       y=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
-       tech=st.sampled_from(["panes", "flatfit", "flatfat", "slickdeque_inv",
-                             "slickdeque_noninv"]))
+@given(
+    x=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
+    y=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
+    tech=st.sampled_from(["panes", "flatfit", "flatfat", "slickdeque_inv", "slickdeque_noninv"]),
+)
 def test_omega_floor_bounds_every_merge(x, y, tech):
     """WeaveShare's pruning needs Omega(x u y) >= floor(x) for every technique."""
     agg = "max" if tech == "slickdeque_noninv" else "sum"
@@ -136,7 +145,7 @@ def test_beyond_the_scan_budget_the_model_is_a_lower_bound():
     ts = np.arange(0, 60_000, 7, dtype=np.int64)
     tree.process(ts, np.ones(ts.shape[0], dtype=np.int64))
     per = tree.op_counts()["per_slice"]
-    steady = per[per.shape[0] // 2:]
+    steady = per[per.shape[0] // 2 :]
     assert steady.min() >= omega("slickdeque_inv", wins, 0.0) == 6.0
 
 
@@ -165,7 +174,8 @@ def test_slickdeque_noninv_measured_ops_match_omega_on_uniform_input(wins):
     eq. 7.7's ``nQ + sum 1/i!`` (position comparisons) would overshoot by far more."""
     qs = [dict(id=f"q{i}", aggregate="max", range=r, slide=s) for i, (r, s) in enumerate(wins)]
     model = CostModel("slickdeque", 1.0).tree(
-        [Query(q["id"], q["range"], q["slide"], "max") for q in qs])
+        [Query(q["id"], q["range"], q["slide"], "max") for q in qs]
+    )
     assert model.technique == "slickdeque_noninv"
     np_max = max(r for r, _ in wins) * float(model.edge_rate)
     assert model.omega == pytest.approx(2 - 2 / np_max, rel=1e-12)
@@ -178,7 +188,7 @@ def test_slickdeque_noninv_measured_ops_match_omega_on_uniform_input(wins):
     rng = np.random.default_rng(1)
     tree.process(ts, rng.random(ts.shape[0]))
     per = tree.op_counts()["per_slice"]
-    steady = per[per.shape[0] // 10:]
+    steady = per[per.shape[0] // 10 :]
     assert steady.mean() == pytest.approx(model.omega, rel=0.02)
     eq77 = model.omega + len(wins) + sum(1 / math.factorial(i) for i in range(1, 20))
     assert steady.mean() < 0.7 * eq77
@@ -211,7 +221,10 @@ def test_bench_omega_skips_trees_too_long_to_measure(monkeypatch):
 
     monkeypatch.setattr(oc, "MAX_COMPOSITE_SLIDE", 1)
     said = []
-    res = oc.run_omega_check(WorkloadSpec(qnum=6, smax=12, rate=1.0, omax=4, gen="factors",
-                                          seed=3), ("panes",), progress=said.append)
+    res = oc.run_omega_check(
+        WorkloadSpec(qnum=6, smax=12, rate=1.0, omax=4, gen="factors", seed=3),
+        ("panes",),
+        progress=said.append,
+    )
     assert res == {"panes": []}
     assert "not measured" in said[-1] and oc.summarize(res) == []

@@ -4,6 +4,7 @@ The slices are cut at the union of the tree's edges and the edges of random *oth
 the same stream (as the cluster's sliced mode does), so the tree must fold several incoming
 slices into each of its own.  In-order time data (the sliced mode's contract).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,17 +34,19 @@ def workloads(draw):
     for i in range(nq):
         s = draw(st.integers(1, 40))
         r = draw(st.integers(1, 120))
-        qs.append(dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)), range=r, slide=s,
-                       kind="time"))
-    others = [(draw(st.integers(1, 150)), draw(st.integers(1, 50)))
-              for _ in range(draw(st.integers(0, 3)))]
+        qs.append(
+            dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)), range=r, slide=s, kind="time")
+        )
+    others = [
+        (draw(st.integers(1, 150)), draw(st.integers(1, 50)))
+        for _ in range(draw(st.integers(0, 3)))
+    ]
     n = draw(st.integers(0, 300))
-    gaps = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 7, 30, 400]), min_size=n,
-                         max_size=n))
+    gaps = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 7, 30, 400]), min_size=n, max_size=n))
     t0 = draw(st.integers(-200, 200))
     ts = t0 + np.cumsum(np.array(gaps, dtype=np.int64))
     is_int = draw(st.booleans())
-    seed = draw(st.integers(0, 2 ** 31))
+    seed = draw(st.integers(0, 2**31))
     rng = np.random.default_rng(seed)
     v = rng.integers(-1000, 1000, n) if is_int else rng.normal(0, 100, n)
     n_batches = draw(st.integers(1, 4))
@@ -57,8 +60,11 @@ def _cut(n, k):
     return sorted({0, n, *np.linspace(0, n, k + 1).astype(int).tolist()})
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(w=workloads())
 def test_slice_fed_equals_tuple_fed(w):
     qs, others, ts, v, n_batches, lateness, tech, split_rows = w
@@ -73,8 +79,10 @@ def test_slice_fed_equals_tuple_fed(w):
         if split_rows and b - a > 1:
             # a slice cut in two pieces (two producer partitions): both pieces are folded in
             m = (a + b) // 2
-            parts = [slice_aggregates(ts[a:m], v[a:m], classes),
-                     slice_aggregates(ts[m:b], v[m:b], classes)]
+            parts = [
+                slice_aggregates(ts[a:m], v[a:m], classes),
+                slice_aggregates(ts[m:b], v[m:b], classes),
+            ]
         else:
             parts = [slice_aggregates(ts[a:b], v[a:b], classes)]
         for p in parts:
@@ -120,8 +128,10 @@ def test_slices_not_covering_the_tree_edges_are_refused():
 
 
 def test_snapshot_restore_mid_stream():
-    qs = [dict(id="a", aggregate="avg", range=30, slide=7),
-          dict(id="b", aggregate="max", range=12, slide=12)]
+    qs = [
+        dict(id="a", aggregate="avg", range=30, slide=7),
+        dict(id="b", aggregate="max", range=12, slide=12),
+    ]
     classes = edge_classes([(30, 7), (12, 12), (9, 4)])
     rng = np.random.default_rng(0)
     ts = np.cumsum(rng.integers(0, 4, 400))

@@ -1,4 +1,5 @@
 """Edges, slices and window lengths (DESIGN.md section 2 test vectors)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors.slicing import (
-    composite_slide, edge_classes, edges_between, first_cover_end, floor_edge, next_edge,
-    normalize_query, pairs_partials, window_lengths)
+    composite_slide,
+    edge_classes,
+    edges_between,
+    first_cover_end,
+    floor_edge,
+    next_edge,
+    normalize_query,
+    pairs_partials,
+    window_lengths,
+)
 
 
 def edges_in_period(classes, L):
@@ -49,18 +58,23 @@ def test_lone_query_partials_match_pairs_formula(r, s):
 
 
 @settings(max_examples=60, deadline=None)
-@given(qs=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=4),
-       t=st.integers(-100, 100))
+@given(
+    qs=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=4),
+    t=st.integers(-100, 100),
+)
 def test_edges_helpers_agree_with_definition(qs, t):
     cl = edge_classes(qs)
-    brute = [e for e in range(t - 300, t + 300)
-             if any(e % s == 0 or e % s == r % s for r, s in qs)]
+    brute = [e for e in range(t - 300, t + 300) if any(e % s == 0 or e % s == r % s for r, s in qs)]
     assert edges_between(cl, t - 300, t + 300).tolist() == brute
     assert floor_edge(cl, t) == max(e for e in brute if e <= t)
     assert next_edge(cl, t) == min(e for e in brute if e > t)
     # earliest end of a window containing t
-    ends = [k * s + r for r, s in qs for k in range((t - r) // s - 1, t // s + 2)
-            if k * s <= t < k * s + r]
+    ends = [
+        k * s + r
+        for r, s in qs
+        for k in range((t - r) // s - 1, t // s + 2)
+        if k * s <= t < k * s + r
+    ]
     got = int(first_cover_end(qs, np.array([t]))[0])
     assert got == (min(ends) if ends else np.iinfo(np.int64).max)
 
@@ -84,6 +98,7 @@ def test_window_lengths_cover_every_window(qs):
 def test_normalize_query_accepts_dicts_and_objects():
     class Q:
         id, aggregate, range, slide, kind = "q", "MAX", 5, 3, "count"
+
     q = normalize_query(Q())
     assert (q.id, q.aggregate.name, q.range, q.slide, q.kind) == ("q", "max", 5, 3, "count")
     q = normalize_query({"id": 1, "aggregate": "avg", "range": 2, "slide": 7})

@@ -1,4 +1,5 @@
 """ExecutionTree end to end against the brute-force oracle."""
+
 from __future__ import annotations
 
 import os
@@ -57,28 +58,42 @@ def expected_refusal(tech, qs):
 def workloads(draw):
     kind = draw(st.sampled_from(["time", "time", "count"]))
     nq = draw(st.integers(1, 3))
-    qs = [dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)),
-               range=draw(st.integers(1, 16)), slide=draw(st.integers(1, 7)), kind=kind)
-          for i in range(nq)]
+    qs = [
+        dict(
+            id=f"q{i}",
+            aggregate=draw(st.sampled_from(AGGS)),
+            range=draw(st.integers(1, 16)),
+            slide=draw(st.integers(1, 7)),
+            kind=kind,
+        )
+        for i in range(nq)
+    ]
     n = draw(st.integers(0, 50))
     gaps = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 30]), min_size=n, max_size=n))
     lateness = draw(st.integers(0, 6))
     jitter = draw(st.lists(st.integers(-lateness - 3, 0), min_size=n, max_size=n))
-    ts = (np.cumsum(np.array(gaps, dtype=np.int64)) + np.array(jitter, dtype=np.int64)
-          - 20).astype(np.int64)
+    ts = (np.cumsum(np.array(gaps, dtype=np.int64)) + np.array(jitter, dtype=np.int64) - 20).astype(
+        np.int64
+    )
     if draw(st.booleans()):
-        v = np.array(draw(st.lists(st.integers(-2**40, 2**40), min_size=n, max_size=n)),
-                     dtype=np.int64)
+        v = np.array(
+            draw(st.lists(st.integers(-(2**40), 2**40), min_size=n, max_size=n)), dtype=np.int64
+        )
     else:
-        v = np.array(draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n,
-                                   max_size=n)), dtype=np.float64)
+        v = np.array(
+            draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n, max_size=n)),
+            dtype=np.float64,
+        )
     cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=4))) | {0, n})
     snap_at = draw(st.none() | st.integers(0, max(0, len(cuts) - 2)))
     return qs, ts, v, lateness, cuts, snap_at
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(w=workloads())
 def test_every_technique_matches_oracle(w):
     """technique x aggregate x kind, r<s, r==s, r%s!=0, gaps, duplicate and out-of-order
@@ -135,8 +150,10 @@ def test_windows_before_first_tuple_and_negative_time():
 
 
 def test_count_windows_and_split_invariance():
-    q = [dict(id="c", aggregate="avg", range=4, slide=2, kind="count"),
-         dict(id="d", aggregate="max", range=3, slide=3, kind="count")]
+    q = [
+        dict(id="c", aggregate="avg", range=4, slide=2, kind="count"),
+        dict(id="d", aggregate="max", range=3, slide=3, kind="count"),
+    ]
     v = np.arange(10, dtype=np.int64) * 10
     one = ExecutionTree(q)
     a = rows(one.process(None, v)) + rows(one.flush())
@@ -159,17 +176,26 @@ def test_output_schema_and_types():
 
 def test_refusals():
     with pytest.raises(ValueError, match="'avg'"):
-        ExecutionTree([dict(id="a", aggregate="avg", range=4, slide=2)],
-                      technique="slickdeque_noninv")
+        ExecutionTree(
+            [dict(id="a", aggregate="avg", range=4, slide=2)], technique="slickdeque_noninv"
+        )
     with pytest.raises(ValueError, match="'max'"):
-        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)],
-                      technique="slickdeque_inv")
+        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)], technique="slickdeque_inv")
     with pytest.raises(ValueError, match="one window length"):
-        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2),
-                       dict(id="b", aggregate="max", range=6, slide=2)], technique="daba")
+        ExecutionTree(
+            [
+                dict(id="a", aggregate="max", range=4, slide=2),
+                dict(id="b", aggregate="max", range=6, slide=2),
+            ],
+            technique="daba",
+        )
     with pytest.raises(ValueError, match="mix time and count"):
-        ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2),
-                       dict(id="b", aggregate="max", range=6, slide=2, kind="count")])
+        ExecutionTree(
+            [
+                dict(id="a", aggregate="max", range=4, slide=2),
+                dict(id="b", aggregate="max", range=6, slide=2, kind="count"),
+            ]
+        )
     with pytest.raises(ValueError, match="duplicate query ids"):
         ExecutionTree([dict(id="a", aggregate="max", range=4, slide=2)] * 2)
     with pytest.raises(ValueError, match="unknown technique"):
@@ -192,8 +218,9 @@ def test_sparse_stream_skips_empty_stretches():
     assert out == want and tree.stats()["resets"] >= 2
 
 
-@pytest.mark.parametrize("queries", [
-    [(8, 2)], [(8, 2), (6, 2), (4, 2)], [(10, 3)], [(12, 9), (10, 6)], [(7, 5), (3, 3)]])
+@pytest.mark.parametrize(
+    "queries", [[(8, 2)], [(8, 2), (6, 2), (4, 2)], [(10, 3)], [(12, 9), (10, 6)], [(7, 5), (3, 3)]]
+)
 def test_slickdeque_inv_omega_is_two_per_distinct_length(queries):
     """Measured ops per slice equal 2 x #distinct window lengths (in partials)."""
     qs = [dict(id=f"q{i}", aggregate="sum", range=r, slide=s) for i, (r, s) in enumerate(queries)]
@@ -208,8 +235,10 @@ def test_slickdeque_inv_omega_is_two_per_distinct_length(queries):
 
 
 def test_panes_ops_equal_sum_of_window_lengths():
-    qs = [dict(id="a", aggregate="max", range=8, slide=2), dict(id="b", aggregate="max",
-                                                                 range=6, slide=4)]
+    qs = [
+        dict(id="a", aggregate="max", range=8, slide=2),
+        dict(id="b", aggregate="max", range=6, slide=4),
+    ]
     tree = ExecutionTree(qs, technique="panes", count_ops=True)
     tree.process(np.arange(0, 400), np.arange(400))
     oc = tree.op_counts()
@@ -221,10 +250,12 @@ def test_panes_ops_equal_sum_of_window_lengths():
 def test_long_composite_slide_uses_bounds_and_lazy_lengths():
     """Coprime slides: the composite slide (~1e12) is too long to enumerate; window
     lengths fall back to a bound and SlickDeque Inv registers lengths lazily."""
-    qs = [dict(id="a", aggregate="sum", range=2500, slide=997),
-          dict(id="b", aggregate="max", range=1500, slide=991),
-          dict(id="c", aggregate="avg", range=983 * 3, slide=983),
-          dict(id="d", aggregate="stddev", range=5000, slide=977)]
+    qs = [
+        dict(id="a", aggregate="sum", range=2500, slide=997),
+        dict(id="b", aggregate="max", range=1500, slide=991),
+        dict(id="c", aggregate="avg", range=983 * 3, slide=983),
+        dict(id="d", aggregate="stddev", range=5000, slide=977),
+    ]
     rng = np.random.default_rng(0)
     ts = np.sort(rng.integers(0, 40000, 300))
     v = rng.integers(-100, 100, 300)
@@ -240,9 +271,11 @@ def test_slices_close_in_order_with_hopping_and_long_windows():
     """Regression: [1, 5) lies in (100, 100)'s window only; it must not be sealed when the
     later slice [5, 6) of the hopping query (1, 5) is due, or the late-arriving (but not late)
     tuple at ts=2 lands in another slice.  Found by a random search: answers were wrong."""
-    qs = [dict(id="q0", aggregate="sum", range=3, slide=8),
-          dict(id="q1", aggregate="sum", range=38, slide=24),
-          dict(id="q2", aggregate="sum", range=12, slide=25)]
+    qs = [
+        dict(id="q0", aggregate="sum", range=3, slide=8),
+        dict(id="q1", aggregate="sum", range=38, slide=24),
+        dict(id="q2", aggregate="sum", range=12, slide=25),
+    ]
     ts = np.array([35, 9, 29, 3, 15, 9, 66, 56])
     v = 10 ** np.arange(8, dtype=np.int64)
     want, late = brute_force(qs, ts, v, 5)
@@ -251,18 +284,23 @@ def test_slices_close_in_order_with_hopping_and_long_windows():
         _, got = run(ExecutionTree(qs, technique=tech, allowed_lateness=5), ts, v, [0, 2, 4, 7, 8])
         assert got == want, tech
     # the answer of [5, 6) waits for [1, 5) to be sealed (watermark 100), with the right value
-    qs = [dict(id="long", aggregate="sum", range=100, slide=100),
-          dict(id="hop", aggregate="sum", range=1, slide=5)]
+    qs = [
+        dict(id="long", aggregate="sum", range=100, slide=100),
+        dict(id="hop", aggregate="sum", range=1, slide=5),
+    ]
     tree = ExecutionTree(qs)
     assert rows(tree.process(np.array([0, 5, 30]), np.array([1, 10, 1000]))) == [("hop", 0, 1, 1)]
-    assert rows(tree.process(np.array([2]), np.array([100]))) == []   # not late: fce(2) = 100
+    assert rows(tree.process(np.array([2]), np.array([100]))) == []  # not late: fce(2) = 100
     out = rows(tree.process(np.array([100]), np.array([7])))
     assert out[:3] == [("hop", 5, 6, 10), ("hop", 30, 31, 1000), ("long", 0, 100, 1111)]
     assert tree.late.count == 0
 
 
-@settings(max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_hopping_next_to_long_windows_out_of_order(data):
     """A short hopping window (r < s) next to a long one, disordered batches: the case the small
@@ -270,10 +308,20 @@ def test_hopping_next_to_long_windows_out_of_order(data):
     Values are powers of two, so a sum names the exact set of tuples in a window."""
     s_hop = data.draw(st.integers(3, 15))
     r_long = data.draw(st.integers(30, 119))
-    qs = [dict(id="hop", aggregate="sum", range=data.draw(st.integers(1, min(3, s_hop - 1))),
-               slide=s_hop),
-          dict(id="long", aggregate="sum", range=r_long,
-               slide=data.draw(st.integers(max(1, r_long // 3), r_long)))]
+    qs = [
+        dict(
+            id="hop",
+            aggregate="sum",
+            range=data.draw(st.integers(1, min(3, s_hop - 1))),
+            slide=s_hop,
+        ),
+        dict(
+            id="long",
+            aggregate="sum",
+            range=r_long,
+            slide=data.draw(st.integers(max(1, r_long // 3), r_long)),
+        ),
+    ]
     n = data.draw(st.integers(4, 24))
     ts = np.array(data.draw(st.lists(st.integers(0, 120), min_size=n, max_size=n)), np.int64)
     v = 2 ** np.arange(n, dtype=np.int64)

@@ -1,6 +1,7 @@
 """WG_PF (placement.pareto): plans recompute, the front is non-dominated and bounded by the exact
 front, each ``choose`` rule picks what it says, the exact front equals a brute force, and a
 capacity-infeasible case ends with one line and a shedding proposal."""
+
 from __future__ import annotations
 
 import itertools
@@ -14,8 +15,18 @@ from hypothesis import strategies as st
 from placement.distributed import optimize
 from placement.exact import solve_exact
 from placement.pareto import (
-    Choose, ChooseError, _Archive, _Splitter, choose, dominates, front_distance, hypervolume,
-    nondominated, weakly_dominates, wg_pf)
+    Choose,
+    ChooseError,
+    _Archive,
+    _Splitter,
+    choose,
+    dominates,
+    front_distance,
+    hypervolume,
+    nondominated,
+    weakly_dominates,
+    wg_pf,
+)
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -42,6 +53,7 @@ def point(p):
 
 # ---- independent oracles -------------------------------------------------------------------------
 
+
 def set_partitions(items):
     if not items:
         yield []
@@ -50,7 +62,7 @@ def set_partitions(items):
     for p in set_partitions(rest):
         yield [[first]] + p
         for i in range(len(p)):
-            yield p[:i] + [[first] + p[i]] + p[i + 1:]
+            yield p[:i] + [[first] + p[i]] + p[i + 1 :]
 
 
 def brute_points(queries, model, n_nodes):
@@ -74,13 +86,22 @@ def brute_points(queries, model, n_nodes):
 def brute_front(pts):
     """Non-dominated points by pairwise comparison (quadratic, no sorting trick)."""
     pts = list(pts)
-    keep = [p for p in pts if not any(q[0] <= p[0] * (1 + TOL) and q[1] <= p[1] * (1 + TOL)
-                                      and (q[0] < p[0] * (1 - TOL) or q[1] < p[1] * (1 - TOL))
-                                      for q in pts)]
+    keep = [
+        p
+        for p in pts
+        if not any(
+            q[0] <= p[0] * (1 + TOL)
+            and q[1] <= p[1] * (1 + TOL)
+            and (q[0] < p[0] * (1 - TOL) or q[1] < p[1] * (1 - TOL))
+            for q in pts
+        )
+    ]
     out = []
     for p in sorted(keep):
-        if not out or not (math.isclose(p[0], out[-1][0], rel_tol=1e-7)
-                           and math.isclose(p[1], out[-1][1], rel_tol=1e-7)):
+        if not out or not (
+            math.isclose(p[0], out[-1][0], rel_tol=1e-7)
+            and math.isclose(p[1], out[-1][1], rel_tol=1e-7)
+        ):
             out.append(p)
     return out
 
@@ -101,6 +122,7 @@ def grid_area(points, ref):
 
 # ---- front structure -----------------------------------------------------------------------------
 
+
 @settings(max_examples=40, deadline=None)
 @given(pts=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 30)), min_size=1, max_size=25))
 def test_nondominated_and_hypervolume_match_oracles(pts):
@@ -115,18 +137,25 @@ def test_nondominated_and_hypervolume_match_oracles(pts):
         d = front_distance(p, got)
         assert d >= 0
         # d is the smallest factor: some front point is within it in both objectives
-        assert any(p[0] <= f[0] * (1 + d) * (1 + TOL) and p[1] <= f[1] * (1 + d) * (1 + TOL)
-                   for f in got)
+        assert any(
+            p[0] <= f[0] * (1 + d) * (1 + TOL) and p[1] <= f[1] * (1 + d) * (1 + TOL) for f in got
+        )
         assert (d == 0) == any(weakly_dominates(p, f) for f in got)
 
 
 @settings(max_examples=25, deadline=None)
-@given(data=st.data(), n=st.integers(2, 7), n_nodes=st.integers(1, 4),
-       lam=st.sampled_from([0.5, 5.0, 50.0]), keys=st.integers(1, 2),
-       technique=st.sampled_from(["panes", "slickdeque", "flatfit"]),
-       front_size=st.integers(1, 8))
+@given(
+    data=st.data(),
+    n=st.integers(2, 7),
+    n_nodes=st.integers(1, 4),
+    lam=st.sampled_from([0.5, 5.0, 50.0]),
+    keys=st.integers(1, 2),
+    technique=st.sampled_from(["panes", "slickdeque", "flatfit"]),
+    front_size=st.integers(1, 8),
+)
 def test_front_plans_recompute_are_nondominated_and_bounded_by_exact(
-        data, n, n_nodes, lam, keys, technique, front_size):
+    data, n, n_nodes, lam, keys, technique, front_size
+):
     qs = random_queries(data.draw, n, keys)
     model = CostModel(technique, lam)
     res = wg_pf(qs, model, n_nodes, front_size=front_size)
@@ -162,8 +191,10 @@ def test_front_covers_table7_and_wg_ls_on_a_mid_instance():
 
 
 def test_split_moves_are_priced_exactly():
-    qs = [Query(f"q{i}", r, s) for i, (r, s) in enumerate(
-        [(12, 3), (9, 3), (20, 5), (10, 5), (14, 7), (21, 7), (8, 4)])]
+    qs = [
+        Query(f"q{i}", r, s)
+        for i, (r, s) in enumerate([(12, 3), (9, 3), (20, 5), (10, 5), (14, 7), (21, 7), (8, 4)])
+    ]
     model = CostModel("panes", 2.0)
     big = model.tree(qs)
     nodes = [[big], []]
@@ -184,6 +215,7 @@ def test_split_moves_are_priced_exactly():
 
 # ---- the choose rule -----------------------------------------------------------------------------
 
+
 def oracle_choose(pts, rule, fits):
     """Direct reading of each rule over the front's points (indices)."""
     idx = range(len(pts))
@@ -203,17 +235,25 @@ def oracle_choose(pts, rule, fits):
 
 
 @settings(max_examples=25, deadline=None)
-@given(data=st.data(), n=st.integers(3, 8), n_nodes=st.integers(2, 4),
-       lam=st.sampled_from([0.5, 5.0, 50.0]), frac=st.floats(0.0, 1.0))
+@given(
+    data=st.data(),
+    n=st.integers(3, 8),
+    n_nodes=st.integers(2, 4),
+    lam=st.sampled_from([0.5, 5.0, 50.0]),
+    frac=st.floats(0.0, 1.0),
+)
 def test_each_choose_rule_picks_what_it_says(data, n, n_nodes, lam, frac):
     qs = random_queries(data.draw, n, 2)
     model = CostModel("panes", lam)
     res = wg_pf(qs, model, n_nodes, front_size=8)
     pts = [point(p) for p in res.front]
     lo_m, hi_m = min(p[1] for p in pts), max(p[1] for p in pts)
-    rules = [Choose("max_cost_at_most", lo_m + frac * (hi_m - lo_m)),
-             Choose("max_cost_at_most", lo_m * 0.5),
-             Choose("max_cost_within", frac), Choose("total_cost_within", frac / 4)]
+    rules = [
+        Choose("max_cost_at_most", lo_m + frac * (hi_m - lo_m)),
+        Choose("max_cost_at_most", lo_m * 0.5),
+        Choose("max_cost_within", frac),
+        Choose("total_cost_within", frac / 4),
+    ]
     for rule in rules:
         i, met, note = choose(res.front, rule)
         want = oracle_choose(pts, rule, None)
@@ -245,25 +285,33 @@ def test_default_rule_without_capacities_is_total_within_five_percent():
     assert res.plan.max_cost == min(p.max_cost for p in ok)
 
 
-@pytest.mark.parametrize("raw, msg", [
-    ({"max_cost_within": 10}, "placement.choose.max_cost_within: expected a percentage"),
-    ({"max_cost_at_most": 0}, "placement.choose.max_cost_at_most: expected a number > 0"),
-    ({"cheapest": True}, "placement.choose: unknown rule 'cheapest'"),
-    ("balanced", "placement.choose: expected capacities"),
-])
+@pytest.mark.parametrize(
+    "raw, msg",
+    [
+        ({"max_cost_within": 10}, "placement.choose.max_cost_within: expected a percentage"),
+        ({"max_cost_at_most": 0}, "placement.choose.max_cost_at_most: expected a number > 0"),
+        ({"cheapest": True}, "placement.choose: unknown rule 'cheapest'"),
+        ("balanced", "placement.choose: expected capacities"),
+    ],
+)
 def test_bad_choose_is_one_line(raw, msg):
     with pytest.raises(ChooseError, match="^" + msg.replace(".", r"\.")):
         Choose.parse(raw)
-    cfg = {"workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
-           "placement": {"optimizers": "WG_PF", "choose": raw}}
+    cfg = {
+        "workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
+        "placement": {"optimizers": "WG_PF", "choose": raw},
+    }
     with pytest.raises(ConfigError) as e:
         config_from_mapping(cfg)
     assert str(e.value).startswith(msg) and "\n" not in str(e.value)
 
 
 def test_capacities_rule_needs_capacities():
-    cfg = {"workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
-           "cluster": {"nodes": 2}, "placement": {"optimizers": "WG_PF", "choose": "capacities"}}
+    cfg = {
+        "workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
+        "cluster": {"nodes": 2},
+        "placement": {"optimizers": "WG_PF", "choose": "capacities"},
+    }
     with pytest.raises(ConfigError, match="needs node capacities"):
         config_from_mapping(cfg)
 
@@ -276,10 +324,16 @@ def test_percentages_parse():
 
 # ---- exact front -----------------------------------------------------------------------------------
 
+
 @settings(max_examples=20, deadline=None)
-@given(data=st.data(), n=st.integers(1, 5), n_nodes=st.integers(1, 3),
-       lam=st.sampled_from([0.3, 3.0, 30.0]), keys=st.integers(1, 2),
-       method=st.sampled_from(["exhaustive", "cpsat"]))
+@given(
+    data=st.data(),
+    n=st.integers(1, 5),
+    n_nodes=st.integers(1, 3),
+    lam=st.sampled_from([0.3, 3.0, 30.0]),
+    keys=st.integers(1, 2),
+    method=st.sampled_from(["exhaustive", "cpsat"]),
+)
 def test_exact_front_equals_brute_force(data, n, n_nodes, lam, keys, method):
     qs = random_queries(data.draw, n, keys)
     model = CostModel("panes", lam)
@@ -300,11 +354,13 @@ def test_wg_pf_reaches_the_exact_front_on_tiny_instances():
         ex = [point(p) for p in solve_exact(qs, model, 2).front]
         got = [point(p) for p in wg_pf(qs, model, 2, front_size=16).front]
         assert len(got) == len(ex), seed
-        assert [x for p in got for x in p] == pytest.approx([x for p in ex for x in p],
-                                                            rel=1e-9), seed
+        assert [x for p in got for x in p] == pytest.approx([x for p in ex for x in p], rel=1e-9), (
+            seed
+        )
 
 
 # ---- capacities that no plan meets ------------------------------------------------------------------
+
 
 def infeasible_case():
     qs = [Query(f"q{i}", 4 * s, s) for i, s in enumerate([2, 3, 4, 5, 6])]
@@ -337,12 +393,16 @@ def test_capacity_infeasible_one_line_with_shedding_proposal():
 
 def test_capacity_infeasible_live_plan_is_a_config_error():
     qs, model, caps = infeasible_case()
-    cfg = config_from_mapping({
-        "workload": {"queries": [{"id": q.id, "range": q.range, "slide": q.slide}
-                                 for q in qs]},
-        "streams": {"s0": {"rate": 10.0}},
-        "cluster": {"nodes": [{"id": "a", "capacity": caps[0]}, {"id": "b", "capacity": caps[1]}]},
-        "placement": {"optimizers": "WG_PF"}})
+    cfg = config_from_mapping(
+        {
+            "workload": {"queries": [{"id": q.id, "range": q.range, "slide": q.slide} for q in qs]},
+            "streams": {"s0": {"rate": 10.0}},
+            "cluster": {
+                "nodes": [{"id": "a", "capacity": caps[0]}, {"id": "b", "capacity": caps[1]}]
+            },
+            "placement": {"optimizers": "WG_PF"},
+        }
+    )
     with pytest.raises(ConfigError) as e:
         plan_for("WG_PF", qs, model, caps, cfg, strict=True)
     assert "\n" not in str(e.value) and "shed" in str(e.value)
@@ -352,13 +412,29 @@ def test_capacity_infeasible_live_plan_is_a_config_error():
 
 # ---- simulate ---------------------------------------------------------------------------------------
 
+
 def test_simulate_writes_fronts_and_summary(tmp_path):
-    cfg = config_from_mapping({
-        "workload": {"generator": {"qnum": [6, 7], "smax": 12, "rate": 10.0, "zskew": 1,
-                                   "omax": 5, "seed": [0, 1]}},
-        "cluster": {"nodes": [2, 3]},
-        "placement": {"optimizers": ["G_RAND", "WG_TN", "WG_I", "WG_LS", "WG_PF"], "exact": 7,
-                      "choose": {"max_cost_within": "10%"}, "front_size": 4}})
+    cfg = config_from_mapping(
+        {
+            "workload": {
+                "generator": {
+                    "qnum": [6, 7],
+                    "smax": 12,
+                    "rate": 10.0,
+                    "zskew": 1,
+                    "omax": 5,
+                    "seed": [0, 1],
+                }
+            },
+            "cluster": {"nodes": [2, 3]},
+            "placement": {
+                "optimizers": ["G_RAND", "WG_TN", "WG_I", "WG_LS", "WG_PF"],
+                "exact": 7,
+                "choose": {"max_cost_within": "10%"},
+                "front_size": 4,
+            },
+        }
+    )
     s = simulate(cfg, output_dir=tmp_path)
     import pandas as pd
 
@@ -373,18 +449,17 @@ def test_simulate_writes_fronts_and_summary(tmp_path):
         assert len(chosen) == 1 and chosen[0]["total_cost"] == row["total_cost"]
         m0 = min(d["max_cost"] for d in front)
         assert row["max_cost"] <= 1.1 * m0 * (1 + TOL)
-        assert row["total_cost"] == min(d["total_cost"] for d in front
-                                        if d["max_cost"] <= 1.1 * m0 * (1 + TOL))
-        ex = json.loads((tmp_path / f"plans/c{row['config_id']:04d}_EXACT_front.json")
-                        .read_text())
+        assert row["total_cost"] == min(
+            d["total_cost"] for d in front if d["max_cost"] <= 1.1 * m0 * (1 + TOL)
+        )
+        ex = json.loads((tmp_path / f"plans/c{row['config_id']:04d}_EXACT_front.json").read_text())
         assert all(verify_plan(d) == [] for d in ex)
         ep = [(d["total_cost"], d["max_cost"]) for d in ex]
         ref = (1.1 * max(p[0] for p in ep), 1.1 * max(p[1] for p in ep))
         hv = hypervolume([(d["total_cost"], d["max_cost"]) for d in front], ref)
         assert row["front_hv_ratio"] == pytest.approx(hv / hypervolume(ep, ref), rel=1e-12)
     for _, row in df.iterrows():  # distances to the exact front, recomputed from the files
-        ex = json.loads((tmp_path / f"plans/c{row['config_id']:04d}_EXACT_front.json")
-                        .read_text())
+        ex = json.loads((tmp_path / f"plans/c{row['config_id']:04d}_EXACT_front.json").read_text())
         ep = [(d["total_cost"], d["max_cost"]) for d in ex]
         want = min(max(row["total_cost"] / t, row["max_cost"] / m) for t, m in ep) - 1
         assert row["exact_front_gap"] == pytest.approx(max(0.0, want), abs=1e-12)

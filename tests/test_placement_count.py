@@ -5,6 +5,7 @@ Oracles here are written from DESIGN.md alone: edges are the positions ``p`` (0-
 positions for ``kind: count``) with ``p mod s == 0`` or ``p mod s == r mod s``; a count tree
 costs ``lambda + (edges per tuple) * lambda * Omega`` operations per time unit.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
 from placement.dist_local_search import _Search
 from placement.distributed import ALL_OPTIMIZERS, optimize
@@ -24,7 +26,6 @@ from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import insert_then_weave, no_share, shared, weaveshare
 from sim.workload import WorkloadSpec, generate
-from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
 TECHS = ("panes", "flatfat", "flatfit", "slickdeque")
 
@@ -43,13 +44,11 @@ def panes_omega(windows):
     return math.fsum(r / s for r, s in set(windows))
 
 
-count_windows = st.lists(st.tuples(st.integers(1, 30), st.integers(1, 12)), min_size=1,
-                         max_size=4)
+count_windows = st.lists(st.tuples(st.integers(1, 30), st.integers(1, 12)), min_size=1, max_size=4)
 
 
 @settings(max_examples=60, deadline=None)
-@given(count_windows, st.sampled_from([0.1, 1.0, 2.5, 100.0]), st.sampled_from(["pairs",
-                                                                                 "cutty"]))
+@given(count_windows, st.sampled_from([0.1, 1.0, 2.5, 100.0]), st.sampled_from(["pairs", "cutty"]))
 def test_count_tree_edges_on_the_tuple_axis_against_brute_force(windows, rate, slicing):
     qs = [Query(f"c{i}", r, s, "sum", "mf01", "count") for i, (r, s) in enumerate(windows)]
     model = CostModel("panes", {"mf01": rate}, slicing=slicing)
@@ -57,7 +56,7 @@ def test_count_tree_edges_on_the_tuple_axis_against_brute_force(windows, rate, s
     edges, cs = brute_edges(windows, slicing)
     assert t.kind == "count" and t.key == ("mf01", "sum", "count")
     assert (t.composite_slide, t.edges) == (cs, edges)
-    assert t.edge_rate == Fraction(edges, cs)                       # edges per tuple
+    assert t.edge_rate == Fraction(edges, cs)  # edges per tuple
     assert t.time_edge_rate == pytest.approx(edges / cs * rate, rel=1e-12)  # per time unit
     if slicing == "pairs":
         om = panes_omega(windows)
@@ -81,8 +80,10 @@ def test_issue_16_example_prices_and_never_weaves():
         assert sum(t.cost for t in trees) == pytest.approx(240.4)
     d = single_node_plan("WeaveShare", weaveshare(qs, model), model, {"s0": 100.0}).to_dict()
     rows = sorted(d["nodes"][0]["trees"], key=lambda t: t["axis"])
-    assert [(t["axis"], t["edge_rate"], t["edges"], t["composite_slide"]) for t in rows] == \
-        [("count", 20.0, 1, 5), ("time", 0.2, 1, 5)]
+    assert [(t["axis"], t["edge_rate"], t["edges"], t["composite_slide"]) for t in rows] == [
+        ("count", 20.0, 1, 5),
+        ("time", 0.2, 1, 5),
+    ]
     assert d["total_cost"] == pytest.approx(240.4) and verify_plan(d) == []
     with pytest.raises(ValueError, match="window kind"):
         model.tree(qs)
@@ -94,9 +95,16 @@ def mixed_workloads(draw):
     qs = []
     for i in range(n):
         s = draw(st.integers(1, 6))
-        qs.append(Query(f"q{i}", draw(st.integers(1, 18)), s,
-                        draw(st.sampled_from(["sum", "max"])), draw(st.sampled_from(["a", "b"])),
-                        draw(st.sampled_from(["time", "count"]))))
+        qs.append(
+            Query(
+                f"q{i}",
+                draw(st.integers(1, 18)),
+                s,
+                draw(st.sampled_from(["sum", "max"])),
+                draw(st.sampled_from(["a", "b"])),
+                draw(st.sampled_from(["time", "count"])),
+            )
+        )
     return qs
 
 
@@ -104,8 +112,10 @@ def mixed_workloads(draw):
 @given(mixed_workloads(), st.sampled_from(TECHS), st.sampled_from([0.5, 3.0]))
 def test_plans_never_weave_count_with_time_windows(qs, tech, rate):
     model = CostModel(tech, {"a": rate, "b": 2 * rate})
-    plans = [single_node_plan(f.__name__, f(qs, model), model, model.rates)
-             for f in (weaveshare, insert_then_weave, no_share, shared)]
+    plans = [
+        single_node_plan(f.__name__, f(qs, model), model, model.rates)
+        for f in (weaveshare, insert_then_weave, no_share, shared)
+    ]
     plans += [optimize(name, qs, model, 2) for name in ALL_OPTIMIZERS]
     for p in plans:
         assert sorted(q.id for q in p.queries) == sorted(q.id for q in qs)
@@ -114,8 +124,9 @@ def test_plans_never_weave_count_with_time_windows(qs, tech, rate):
             # each tree's price equals the oracle's: brute-force edges on its own axis
             edges, cs = brute_edges({(q.range, q.slide) for q in t.queries})
             scale = model.rate(t.stream) if t.kind == "count" else 1.0
-            assert t.cost == pytest.approx(model.rate(t.stream) + edges / cs * scale * t.omega,
-                                           rel=1e-9)
+            assert t.cost == pytest.approx(
+                model.rate(t.stream) + edges / cs * scale * t.omega, rel=1e-9
+            )
         assert verify_plan(p.to_dict()) == [], p.optimizer
 
 
@@ -138,8 +149,11 @@ def test_exact_solver_never_prices_a_mixed_tree(qs):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=2, max_size=9),
-       st.sampled_from([0.02, 0.3, 50.0]), st.sampled_from(["panes", "slickdeque", "flatfat"]))
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=2, max_size=9),
+    st.sampled_from([0.02, 0.3, 50.0]),
+    st.sampled_from(["panes", "slickdeque", "flatfat"]),
+)
 def test_count_edges_are_converted_in_every_weave_path(windows, rate, tech):
     """WeaveShare's lazy kernel table (Panes), its bounded table (SlickDeque, FlatFAT: bounds
     must hold per time unit, also at rates below 1) and the paper's eager table (every pair
@@ -165,21 +179,30 @@ KIND4_COUNT_BOUND = "WG_LS kind-4 merge bound overshoots for a count tree (open 
 
 @pytest.mark.xfail(strict=False, reason=KIND4_COUNT_BOUND)
 @settings(max_examples=300, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(5, 12), nodes=st.integers(2, 3),
-       tech=st.sampled_from(["panes", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
-       lam=st.sampled_from([0.05, 0.05, 10.0]), init=st.sampled_from(["WG_TN", "WG_I"]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(5, 12),
+    nodes=st.integers(2, 3),
+    tech=st.sampled_from(["panes", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    lam=st.sampled_from([0.05, 0.05, 10.0]),
+    init=st.sampled_from(["WG_TN", "WG_I"]),
+)
 def test_wg_ls_bounds_hold_for_count_trees(seed, n, nodes, tech, lam, init):
     """WG_LS's bounded move search (edge rates and lower bounds per time unit) finds a move as
     good as the best of every move priced exactly, on workloads of count and time windows."""
     model = CostModel(tech, lam)
     agg = "sum" if tech == "slickdeque_inv" else "max"
-    qs = [Query(q.id, q.range, q.slide, agg, "s0", "count" if i % 3 else "time") for i, q in
-          enumerate(generate(WorkloadSpec(qnum=n, smax=12, rate=lam, omax=4, zskew=1,
-                                          seed=seed)))]
+    qs = [
+        Query(q.id, q.range, q.slide, agg, "s0", "count" if i % 3 else "time")
+        for i, q in enumerate(
+            generate(WorkloadSpec(qnum=n, smax=12, rate=lam, omax=4, zskew=1, seed=seed))
+        )
+    ]
     start = optimize(init, qs, model, nodes, seed=seed)
     tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
-    s = _Search(model, [None] * nodes, min(tn.total_cost, wi.total_cost),
-                min(tn.max_cost, wi.max_cost))
+    s = _Search(
+        model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
+    )
     ns = [list(x.trees) for x in start.nodes]
     ls = [sum(t.cost for t in ts) for ts in ns]
     cur = s.key(ls)
@@ -198,7 +221,8 @@ def test_wg_ls_bounds_hold_for_count_trees(seed, n, nodes, tech, lam, init):
 @pytest.mark.xfail(strict=True, reason=KIND4_COUNT_BOUND)
 def test_wg_ls_finds_the_query_move_into_a_count_tree():
     test_wg_ls_bounds_hold_for_count_trees.hypothesis.inner_test(
-        seed=2161, n=12, nodes=3, tech="panes", lam=0.05, init="WG_I")
+        seed=2161, n=12, nodes=3, tech="panes", lam=0.05, init="WG_I"
+    )
 
 
 def test_plan_records_axis_and_old_plans_still_load():
@@ -239,18 +263,25 @@ def test_plan_records_axis_and_old_plans_still_load():
 def test_node_specs_refuse_mixed_kind_trees():
     from cluster.plan_specs import DeploymentError, node_specs
 
-    qs = [{"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
-          {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5,
-           "kind": "count"}]
-    plan = {"schema": "weaveplace.plan/1", "ie": "panes", "queries": qs, "streams": {},
-            "nodes": [{"id": "n", "trees": [{"id": "t", "stream": "mf01",
-                                             "queries": ["x", "y"]}]}]}
+    qs = [
+        {"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
+        {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5, "kind": "count"},
+    ]
+    plan = {
+        "schema": "weaveplace.plan/1",
+        "ie": "panes",
+        "queries": qs,
+        "streams": {},
+        "nodes": [{"id": "n", "trees": [{"id": "t", "stream": "mf01", "queries": ["x", "y"]}]}],
+    }
     with pytest.raises(DeploymentError, match="mixes count and time windows"):
         node_specs(plan)
     plan["nodes"][0]["trees"] = [{"id": "t", "queries": ["x"]}, {"id": "u", "queries": ["y"]}]
     specs = node_specs(plan)
-    assert [(t["id"], [q["kind"] for q in t["queries"]]) for t in specs[0]["trees"]] == \
-        [("t", ["time"]), ("u", ["count"])]
+    assert [(t["id"], [q["kind"] for q in t["queries"]]) for t in specs[0]["trees"]] == [
+        ("t", ["time"]),
+        ("u", ["count"]),
+    ]
 
 
 def _count_windows_brute(values, r, s):
@@ -267,19 +298,27 @@ def _count_windows_brute(values, r, s):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 12), st.integers(1, 6)), min_size=1, max_size=3),
-       st.integers(1, 40), st.integers(0, 2**31 - 1))
+@given(
+    st.lists(st.tuples(st.integers(1, 12), st.integers(1, 6)), min_size=1, max_size=3),
+    st.integers(1, 40),
+    st.integers(0, 2**31 - 1),
+)
 def test_count_window_convention_against_brute_force(windows, n, seed):
     from executors import ExecutionTree
 
-    qs = [dict(id=f"q{i}", aggregate="sum", range=r, slide=s, kind="count")
-          for i, (r, s) in enumerate(windows)]
+    qs = [
+        dict(id=f"q{i}", aggregate="sum", range=r, slide=s, kind="count")
+        for i, (r, s) in enumerate(windows)
+    ]
     v = np.random.default_rng(seed).integers(-50, 50, n)
     tree = ExecutionTree(qs, technique="panes")
     got = tree.process(None, v).to_pylist() + tree.flush().to_pylist()
     for q in qs:
-        mine = sorted((a["window_start"], a["window_end"], a["value"]) for a in got
-                      if a["query_id"] == q["id"])
+        mine = sorted(
+            (a["window_start"], a["window_end"], a["value"])
+            for a in got
+            if a["query_id"] == q["id"]
+        )
         assert mine == _count_windows_brute(v, q["range"], q["slide"]), q
 
 
@@ -291,20 +330,26 @@ def _count_plan_and_batch(n: int = 200_000):
     from placement.plan import Node, Plan
 
     rate = 0.5  # tuples per ms
-    qs = [Query("a", 40, 10, "sum", "mf01", "count"), Query("b", 30, 15, "sum", "mf01", "count"),
-          Query("c", 100, 25, "sum", "mf02", "count"), Query("d", 64, 16, "max", "mf02", "count"),
-          Query("e", 2000, 500, "sum", "mf01", "time")]
+    qs = [
+        Query("a", 40, 10, "sum", "mf01", "count"),
+        Query("b", 30, 15, "sum", "mf01", "count"),
+        Query("c", 100, 25, "sum", "mf02", "count"),
+        Query("d", 64, 16, "max", "mf02", "count"),
+        Query("e", 2000, 500, "sum", "mf01", "time"),
+    ]
     rates = {"mf01": rate, "mf02": rate}
     model = CostModel("slickdeque", rates)
     trees = weaveshare(qs, model)
-    plan = Plan("WS", "slickdeque", [Node("n0", trees[::2]), Node("n1", trees[1::2])],
-                rates).to_dict()
+    plan = Plan(
+        "WS", "slickdeque", [Node("n0", trees[::2]), Node("n1", trees[1::2])], rates
+    ).to_dict()
     assert verify_plan(plan) == []
     assert sum(t["axis"] == "count" for nd in plan["nodes"] for t in nd["trees"]) >= 2
     ts = np.arange(n, dtype=np.int64) * 2  # 0.5 tuples per ms
     rng = np.random.default_rng(0)
-    b = pa.record_batch({"ts_ms": ts, "mf01": rng.integers(0, 1000, n),
-                         "mf02": rng.integers(0, 1000, n)})
+    b = pa.record_batch(
+        {"ts_ms": ts, "mf01": rng.integers(0, 1000, n), "mf02": rng.integers(0, 1000, n)}
+    )
     return plan, b, float(ts[-1] - ts[0] + 1)
 
 
@@ -365,8 +410,11 @@ def test_live_count_run_within_2_percent_of_plan(ray_session):
         if q["kind"] != "count" or q["range"] > 40:
             continue  # one brute force per stream and size is enough
         want = brute_force([q], None, b.column(q["stream"]).to_numpy())[0]
-        mine = sorted((a["window_start"], a["window_end"], a["value"]) for a in got
-                      if a["query_id"] == q["id"])
+        mine = sorted(
+            (a["window_start"], a["window_end"], a["value"])
+            for a in got
+            if a["query_id"] == q["id"]
+        )
         assert mine == sorted((w[1], w[2], w[3]) for w in want)
 
 
@@ -388,8 +436,9 @@ def test_bench_count_check_in_process():
     of the plan; the unconverted model (edges per tuple as per ms) is off by the rate."""
     from sim.count_check import format_count_check, run_count_check
 
-    res = run_count_check(qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False,
-                          log=lambda m: None)
+    res = run_count_check(
+        qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False, log=lambda m: None
+    )
     count, time_ = res["axes"]["count"], res["axes"]["time"]
     for a in (count, time_):
         assert a["trees"] >= 1
@@ -417,19 +466,27 @@ def test_issue_16_as_a_user_simulate_and_verify_plan(tmp_path):
         "    - {id: t, range: 10, slide: 5, kind: time}\n"
         "streams: {s0: {rate: 100}}\ncluster: {nodes: 1}\n"
         "placement: {optimizers: [weaveshare], ie: panes}\n"
-        f"run: {{mode: simulate, output_dir: {tmp_path / 'out'}}}\n")
+        f"run: {{mode: simulate, output_dir: {tmp_path / 'out'}}}\n"
+    )
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
-                              text=True, cwd=repo, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "sim.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            timeout=300,
+        )
 
     res = cli("simulate", str(cfg))
     assert res.returncode == 0, res.stdout + res.stderr
     path = next((tmp_path / "out" / "plans").glob("*weaveshare.json"))
     d = json.loads(path.read_text())
     assert d["total_cost"] == pytest.approx(240.4)
-    assert sorted((t["axis"], t["edge_rate"], t["queries"]) for t in d["nodes"][0]["trees"]) \
-        == [("count", 20.0, ["c"]), ("time", pytest.approx(0.2), ["t"])]
+    assert sorted((t["axis"], t["edge_rate"], t["queries"]) for t in d["nodes"][0]["trees"]) == [
+        ("count", 20.0, ["c"]),
+        ("time", pytest.approx(0.2), ["t"]),
+    ]
     assert cli("verify-plan", str(path)).returncode == 0
     trees = d["nodes"][0]["trees"]
     trees[0]["queries"] = ["c", "t"]

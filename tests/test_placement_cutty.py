@@ -5,6 +5,7 @@ against the executor's measured operations per Cutty slice *and* against the run
 aggregates and open-partial combines counted here from the window definition alone (no shared
 helper), so a wrong helper cannot make model and executor agree.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,6 +38,7 @@ def brute_profile(windows):
 
     def start(t):
         return any(t % s == 0 for s in slides)
+
     ns, combines = set(), set()
     for r, s in windows:
         for x in range(0, period, s):
@@ -81,7 +83,8 @@ def test_woven_example_10_3_and_7_2():
     """(10, 3) + (7, 2) (``test_executors_cutty``): 4 slices per 6, lengths {6, 7} and {4, 5},
     3 open-partial combines per 6: SlickDeque Inv Omega 8 + 3/4 = 35/4 (Pairs: 4)."""
     assert cutty_profile(frozenset({(10, 3), (7, 2)})).__dict__ == dict(
-        period=6, slices=4, lengths=4, open_combines=3)
+        period=6, slices=4, lengths=4, open_combines=3
+    )
     t = CostModel("slickdeque_inv", 1.0, slicing="cutty").tree(qs_of([(10, 3), (7, 2)]))
     assert (t.edge_rate, t.omega) == (Fraction(4, 6), 35 / 4)
     assert CostModel("slickdeque_inv", 1.0).tree(qs_of([(10, 3), (7, 2)])).omega == 4.0
@@ -98,21 +101,26 @@ def test_slickdeque_inv_cutty_omega_is_exact(wins):
     assert t.omega == pytest.approx(2 * n_lengths + combines / k, abs=1e-12)
     assert cutty_terms(frozenset(wins)) == (n_lengths, combines / k, True)
     period = t.composite_slide
-    ex = ExecutionTree([dict(id=q.id, aggregate="sum", range=q.range, slide=q.slide)
-                        for q in t.queries], technique="slickdeque_inv", count_ops=True,
-                       slicing="cutty")
+    ex = ExecutionTree(
+        [dict(id=q.id, aggregate="sum", range=q.range, slide=q.slide) for q in t.queries],
+        technique="slickdeque_inv",
+        count_ops=True,
+        slicing="cutty",
+    )
     ts = np.arange(8 * period + 2 * max(r for r, _ in wins) + 20, dtype=np.int64)
     ex.process(ts, ts % 5)
     per = ex.op_counts()["per_slice"]
     a = k * (per.shape[0] // (2 * k))  # whole composite slides, past the start-up
-    seg = per[a:a + 2 * k]
+    seg = per[a : a + 2 * k]
     assert seg.shape[0] == 2 * k
     assert seg.sum() == 2 * (2 * n_lengths * k + combines)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
-       tech=st.sampled_from(TECHS))
+@given(
+    wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
+    tech=st.sampled_from(TECHS),
+)
 def test_other_techniques_are_table11_at_cutty_e_plus_open_combines(wins, tech):
     """FlatFAT, FlatFIT, Non-Inv: Table 11 at E_cutty + the open-partial estimate, which is
     exact (= the brute-force F / K) for a lone query; Panes: sum r/s (its nP-th combine per
@@ -133,9 +141,11 @@ def test_other_techniques_are_table11_at_cutty_e_plus_open_combines(wins, tech):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(x=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
-       y=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
-       tech=st.sampled_from(TECHS))
+@given(
+    x=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
+    y=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
+    tech=st.sampled_from(TECHS),
+)
 def test_cutty_merges_price_as_fresh_trees_and_floors_hold(x, y, tech):
     """merged_price == pricing the union from scratch; omega_floor bounds every merge."""
     agg = "max" if tech == "slickdeque_noninv" else "sum"
@@ -157,13 +167,16 @@ def test_beyond_the_scan_budget_slickdeque_inv_is_a_lower_bound():
     t = CostModel("slickdeque_inv", 1.0, slicing="cutty").tree(qs_of(wins))
     n, f, exact = cutty_terms(frozenset(wins))
     assert not exact and f == 0.0 and t.omega == 2.0 * n and n >= 1
-    ex = ExecutionTree([dict(id=q.id, aggregate="sum", range=q.range, slide=q.slide)
-                        for q in t.queries], technique="slickdeque_inv", count_ops=True,
-                       slicing="cutty")
+    ex = ExecutionTree(
+        [dict(id=q.id, aggregate="sum", range=q.range, slide=q.slide) for q in t.queries],
+        technique="slickdeque_inv",
+        count_ops=True,
+        slicing="cutty",
+    )
     ts = np.arange(0, 60_000, 7, dtype=np.int64)
     ex.process(ts, np.ones(ts.shape[0], dtype=np.int64))
     per = ex.op_counts()["per_slice"]
-    assert per[per.shape[0] // 2:].mean() >= t.omega
+    assert per[per.shape[0] // 2 :].mean() >= t.omega
     ff = CostModel("flatfit", 1.0, slicing="cutty").tree(qs_of(wins))
     # (2949, 983) ends on its own starts (2949 = 3 x 983): no combine; the others' ends hit
     # a start of each coprime slide s_j with frequency 1/s_j
@@ -180,8 +193,10 @@ def test_weaveshare_and_wg_ls_plan_under_cutty():
     qs = generate(WorkloadSpec(qnum=30, smax=24, rate=1.0, omax=5, gen="factors", seed=2))
     for tech in ("panes", "flatfit", "slickdeque_inv"):
         m = CostModel(tech, 1.0, slicing="cutty")
-        for trees in (weaveshare(qs, m),
-                      [t for n in optimize("WG_LS", qs, m, [None] * 3).nodes for t in n.trees]):
+        for trees in (
+            weaveshare(qs, m),
+            [t for n in optimize("WG_LS", qs, m, [None] * 3).nodes for t in n.trees],
+        ):
             assert sorted(q.id for t in trees for q in t.queries) == sorted(q.id for q in qs)
             for t in trees:
                 fresh = m.tree(t.queries)

@@ -4,6 +4,7 @@ Query sets are drawn with slides 1..40 and ranges 1..120, so most queries have t
 (r mod s != 0). The composite slide is kept <= LCM_CAP so that the pure-Python oracle stays cheap;
 large composite slides are covered with an independent closed form (distinct prime slides).
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -25,10 +26,12 @@ LCM_CAP = 30_000
 # work.
 CONFIGS = {
     "fast": dict(name="fast"),
-    "fast-condition": dict(name="fast", sieve_limit=0, ie_max_terms=3, small_classes=0,
-                           one_modulus=False),
-    "fast-no-ie": dict(name="fast", sieve_limit=0, ie_max_terms=0, small_classes=0,
-                       one_modulus=False),
+    "fast-condition": dict(
+        name="fast", sieve_limit=0, ie_max_terms=3, small_classes=0, one_modulus=False
+    ),
+    "fast-no-ie": dict(
+        name="fast", sieve_limit=0, ie_max_terms=0, small_classes=0, one_modulus=False
+    ),
     "f1": dict(name="f1"),
     "bitset": dict(name="bitset"),
 }
@@ -53,6 +56,7 @@ def query_sets(draw, min_size=1, max_size=8, cap=LCM_CAP, prefix="q"):
 
 
 # ---- exact counts ------------------------------------------------------------------------------
+
 
 @settings(max_examples=300, deadline=None)
 @given(query_sets())
@@ -107,16 +111,16 @@ PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(PRIMES), min_size=1, max_size=12, unique=True),
-       st.data())
+@given(st.lists(st.sampled_from(PRIMES), min_size=1, max_size=12, unique=True), st.data())
 def test_large_composite_slides_distinct_primes(primes, data):
     """Pairwise coprime slides are independent (CRT): uncovered density = prod(1 - k_p / p).
 
     Composite slides reach ~10^17 here: far beyond a bitmap, exact for fast (and for f1, which
     is 2^n in the number of classes, while n <= 14)."""
     qs = [Query(f"p{p}", data.draw(st.integers(1, 3 * p)), p) for p in primes]
-    expected = 1 - prod((Fraction(p - len(query_classes(q)), p) for p, q in zip(primes, qs)),
-                        start=Fraction(1))
+    expected = 1 - prod(
+        (Fraction(p - len(query_classes(q)), p) for p, q in zip(primes, qs)), start=Fraction(1)
+    )
     period = prod(primes)
     cls = tree_classes(qs)
     configs = ("fast", "fast-condition", "f1") if len(cls) <= 14 else ("fast", "fast-condition")
@@ -131,6 +135,7 @@ def test_large_composite_slides_distinct_primes(primes, data):
 
 
 # ---- merged density ----------------------------------------------------------------------------
+
 
 @settings(max_examples=150, deadline=None)
 @given(st.data())
@@ -181,6 +186,7 @@ def test_empty_class_sets():
 
 # ---- honest limits -----------------------------------------------------------------------------
 
+
 def exact_density(qs):
     cls = tree_classes(qs)
     return Fraction(brute_force_edges(cls), lcm(*(q.slide for q in qs)))
@@ -192,8 +198,9 @@ def test_fast_budget_exhausted_raises_with_certified_bounds(qs):
     cls = tree_classes(qs)
     canon = canonical(cls)
     assume(canon != FULL and len(canon) >= 2)  # a set that needs real work
-    eng = get_engine("fast", sieve_limit=0, ie_max_terms=1, max_steps=1, small_classes=0,
-                     one_modulus=False)
+    eng = get_engine(
+        "fast", sieve_limit=0, ie_max_terms=1, max_steps=1, small_classes=0, one_modulus=False
+    )
     with pytest.raises(EdgeCountLimit) as info:
         eng.density(cls)
     truth = exact_density(qs)

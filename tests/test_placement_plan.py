@@ -1,4 +1,5 @@
 """Plans as JSON (schema weaveplace.plan/1, DESIGN.md section 4): shape, checks, round trip."""
+
 from __future__ import annotations
 
 import copy
@@ -15,8 +16,17 @@ from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import no_share, weaveshare
 
-TOP_KEYS = {"schema", "optimizer", "ie", "slicing", "queries", "streams", "nodes", "total_cost",
-            "max_cost"}
+TOP_KEYS = {
+    "schema",
+    "optimizer",
+    "ie",
+    "slicing",
+    "queries",
+    "streams",
+    "nodes",
+    "total_cost",
+    "max_cost",
+}
 QUERY_KEYS = {"id", "stream", "aggregate", "range", "slide", "kind"}
 NODE_KEYS = {"id", "capacity", "cost", "trees"}
 # DESIGN.md's tree keys; the implementation adds "aggregate" (a tree holds one aggregate) and
@@ -24,9 +34,9 @@ NODE_KEYS = {"id", "capacity", "cost", "trees"}
 TREE_KEYS = {"id", "stream", "queries", "composite_slide", "edges", "edge_rate", "omega", "cost"}
 
 QUERIES = [
-    Query("q1", 10000, 3000, "max", "mf01"),   # classes (3000, 0), (3000, 1000)
-    Query("q2", 6000, 2000, "max", "mf01"),    # class (2000, 0)
-    Query("q3", 5000, 5000, "sum", "mf02"),    # tumbling, invertible
+    Query("q1", 10000, 3000, "max", "mf01"),  # classes (3000, 0), (3000, 1000)
+    Query("q2", 6000, 2000, "max", "mf01"),  # class (2000, 0)
+    Query("q3", 5000, 5000, "sum", "mf02"),  # tumbling, invertible
 ]
 RATES = {"mf01": 0.1, "mf02": 0.2}
 
@@ -64,12 +74,30 @@ def test_plan_dict_shape_and_values():
     assert d["schema"] == SCHEMA == "weaveplace.plan/1"
     assert (d["optimizer"], d["ie"], d["slicing"]) == ("WG_TN", "slickdeque", "pairs")
     assert sorted(d["queries"], key=lambda q: q["id"]) == [
-        {"id": "q1", "stream": "mf01", "aggregate": "max", "range": 10000, "slide": 3000,
-         "kind": "time"},
-        {"id": "q2", "stream": "mf01", "aggregate": "max", "range": 6000, "slide": 2000,
-         "kind": "time"},
-        {"id": "q3", "stream": "mf02", "aggregate": "sum", "range": 5000, "slide": 5000,
-         "kind": "time"},
+        {
+            "id": "q1",
+            "stream": "mf01",
+            "aggregate": "max",
+            "range": 10000,
+            "slide": 3000,
+            "kind": "time",
+        },
+        {
+            "id": "q2",
+            "stream": "mf01",
+            "aggregate": "max",
+            "range": 6000,
+            "slide": 2000,
+            "kind": "time",
+        },
+        {
+            "id": "q3",
+            "stream": "mf02",
+            "aggregate": "sum",
+            "range": 5000,
+            "slide": 5000,
+            "kind": "time",
+        },
     ]
     assert all(set(q) == QUERY_KEYS for q in d["queries"])
     assert d["streams"] == {"mf01": {"rate": 0.1}, "mf02": {"rate": 0.2}}
@@ -112,8 +140,13 @@ def test_fresh_plans_verify_clean():
 
 @pytest.mark.parametrize(
     "field, delta, expect",
-    [("cost", 1.0, "t0: cost"), ("edges", 1, "t0: edges"), ("omega", 0.5, "t0: omega"),
-     ("edge_rate", 1e-3, "t0: edge_rate"), ("composite_slide", 1, "t0: composite_slide")],
+    [
+        ("cost", 1.0, "t0: cost"),
+        ("edges", 1, "t0: edges"),
+        ("omega", 0.5, "t0: omega"),
+        ("edge_rate", 1e-3, "t0: edge_rate"),
+        ("composite_slide", 1, "t0: composite_slide"),
+    ],
 )
 def test_verify_plan_reports_tampered_tree(field, delta, expect):
     d = make_plan().to_dict()
@@ -181,8 +214,9 @@ def test_load_plan_round_trip(tmp_path):
 def test_load_plan_errors():
     d = make_plan().to_dict()
     bad = dict(d, schema="weaveplace.plan/0")
-    with pytest.raises(PlanError,
-                       match=r"schema: expected 'weaveplace.plan/1', got 'weaveplace.plan/0'"):
+    with pytest.raises(
+        PlanError, match=r"schema: expected 'weaveplace.plan/1', got 'weaveplace.plan/0'"
+    ):
         load_plan(bad)
     bad = copy.deepcopy(d)
     bad["nodes"][0]["trees"][0]["queries"].append("ghost")
@@ -201,10 +235,19 @@ def test_load_plan_errors():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    spec=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20), st.sampled_from(["sum", "max"]),
-                            st.sampled_from(["a", "b"])), min_size=1, max_size=8),
+    spec=st.lists(
+        st.tuples(
+            st.integers(1, 60),
+            st.integers(1, 20),
+            st.sampled_from(["sum", "max"]),
+            st.sampled_from(["a", "b"]),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
     tech=st.sampled_from(["panes", "flatfat", "flatfit", "slickdeque"]),
-    rate_a=st.floats(0.01, 5.0), rate_b=st.floats(0.01, 5.0),
+    rate_a=st.floats(0.01, 5.0),
+    rate_b=st.floats(0.01, 5.0),
 )
 def test_random_plans_round_trip_and_verify(spec, tech, rate_a, rate_b):
     qs = [Query(f"q{i}", r, s, agg, stream) for i, (r, s, agg, stream) in enumerate(spec)]
@@ -215,8 +258,9 @@ def test_random_plans_round_trip_and_verify(spec, tech, rate_a, rate_b):
     again = load_plan(d).to_dict()
     assert_same(again, d)
     assert verify_plan(again) == []
-    assert math.isclose(d["total_cost"], sum(t["cost"] for t in d["nodes"][0]["trees"]),
-                        rel_tol=1e-12)
+    assert math.isclose(
+        d["total_cost"], sum(t["cost"] for t in d["nodes"][0]["trees"]), rel_tol=1e-12
+    )
 
 
 def test_cutty_plan_records_slicing_round_trips_and_verifies(tmp_path):
@@ -240,8 +284,11 @@ def test_plan_without_slicing_loads_as_pairs_and_bad_slicing_is_refused():
     d = make_plan().to_dict()
     old = {k: v for k, v in d.items() if k != "slicing"}  # a plan written before the field
     assert verify_plan(old) == [] and load_plan(old).slicing == "pairs"
-    with pytest.raises(PlanError, match=r"slicing: expected one of pairs, cutty \(default "
-                                        r"pairs\), got 'Cutty'"):
+    with pytest.raises(
+        PlanError,
+        match=r"slicing: expected one of pairs, cutty \(default "
+        r"pairs\), got 'Cutty'",
+    ):
         load_plan(dict(d, slicing="Cutty"))
 
 

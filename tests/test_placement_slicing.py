@@ -3,6 +3,7 @@
 Every test vector is checked with all three edge engines and with the brute-force oracle, and the
 edge positions themselves are listed by hand where the vector is small enough to do so.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -15,8 +16,16 @@ from hypothesis import strategies as st
 from placement.edges import ENGINES, get_engine
 from placement.queries import Query, QueryError, query_from_mapping, validate_unique
 from placement.slicing import (
-    brute_force_edges, compatible, composite_slide, crt_merge, distinct_window_lengths,
-    query_classes, tree_classes, weaveability, window_lengths)
+    brute_force_edges,
+    compatible,
+    composite_slide,
+    crt_merge,
+    distinct_window_lengths,
+    query_classes,
+    tree_classes,
+    weaveability,
+    window_lengths,
+)
 
 
 def positions(classes, period):
@@ -26,14 +35,15 @@ def positions(classes, period):
 
 # ---- query_classes -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "r, s, expected",
     [
-        (12, 4, {(4, 0)}),            # r mod s == 0: one edge per slide
-        (10, 6, {(6, 0), (6, 4)}),    # two fragments g1 = 4, g2 = 2
-        (3, 5, {(5, 0), (5, 3)}),     # r < s (hopping window with gaps) is legal
-        (5, 5, {(5, 0)}),             # tumbling
-        (1, 1, {(1, 0)}),             # every position is an edge
+        (12, 4, {(4, 0)}),  # r mod s == 0: one edge per slide
+        (10, 6, {(6, 0), (6, 4)}),  # two fragments g1 = 4, g2 = 2
+        (3, 5, {(5, 0), (5, 3)}),  # r < s (hopping window with gaps) is legal
+        (5, 5, {(5, 0)}),  # tumbling
+        (1, 1, {(1, 0)}),  # every position is an edge
     ],
 )
 def test_query_classes(r, s, expected):
@@ -55,6 +65,7 @@ def test_brute_force_oracle_small_case():
 
 
 # ---- DESIGN.md section 2 test vectors, every engine ---------------------------------------------
+
 
 @pytest.fixture(params=ENGINES)
 def engine(request):
@@ -100,7 +111,7 @@ def test_vector_qa_qb_weaveability(engine):
 
 
 @pytest.mark.parametrize("rx", [2, 7, 12, 27])  # r mod 5 == 2 (including r < s)
-@pytest.mark.parametrize("ry", [3, 6, 15])      # r mod 3 == 0
+@pytest.mark.parametrize("ry", [3, 6, 15])  # r mod 3 == 0
 def test_vector_qx_qy(engine, rx, ry):
     qx, qy = Query("x", rx, 5), Query("y", ry, 3)
     w = weaveability([qx], [qy], engine=engine)
@@ -126,6 +137,7 @@ def test_weaveability_identical_trees_is_one_and_disjoint_is_zero():
 
 
 # ---- query validation ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("field", ["range", "slide"])
 @pytest.mark.parametrize("bad", [0, -3, 2.5, 4.0, "5", None, True, False])
@@ -167,13 +179,20 @@ def test_query_accepts_hopping_and_tumbling_and_fragment():
 def test_query_from_mapping_builds_query_with_defaults():
     q = query_from_mapping({"id": "q1", "range": 10000, "slide": 2000})
     assert q == Query("q1", 10000, 2000, "sum", "s0", "time")
-    q = query_from_mapping({"id": 5, "range": 7, "slide": 3, "aggregate": "max",
-                            "stream": "mf01", "kind": "count"})
+    q = query_from_mapping(
+        {"id": 5, "range": 7, "slide": 3, "aggregate": "max", "stream": "mf01", "kind": "count"}
+    )
     assert q == Query("5", 7, 3, "max", "mf01", "count")
 
 
-@pytest.mark.parametrize("raw", [{"range": 5, "slide": 5}, {"id": None, "range": 5, "slide": 5},
-                                 {"id": "", "range": 5, "slide": 5}])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"range": 5, "slide": 5},
+        {"id": None, "range": 5, "slide": 5},
+        {"id": "", "range": 5, "slide": 5},
+    ],
+)
 def test_query_from_mapping_missing_id(raw):
     with pytest.raises(QueryError, match=r"queries\[3\]: missing id"):
         query_from_mapping(raw, 3)
@@ -201,6 +220,7 @@ def test_validate_unique():
 
 # ---- CRT merge against brute force -------------------------------------------------------------
 
+
 @st.composite
 def residue_class(draw, max_mod=30):
     m = draw(st.integers(1, max_mod))
@@ -225,6 +245,7 @@ def test_crt_merge_matches_brute_force(a, b):
 
 # ---- window lengths (SlickDeque Inv's running aggregates, Cutty's slices per window) ----------
 
+
 def brute_window_lengths(wins, slicing):
     """Slices per window from the definition: Pairs counts cuts t % s in {0, r % s} in
     [x, x + r); Cutty counts window starts in (x, x + r] (complete slices before the end)."""
@@ -236,14 +257,17 @@ def brute_window_lengths(wins, slicing):
     out = {}
     for r, s in set(wins):
         span = range(0, r) if slicing == "pairs" else range(1, r + 1)
-        out[(r, s)] = tuple(sorted({sum(cut(x + d) for d in span)
-                                    for x in range(-2 * s, period + 2 * s, s)}))
+        out[(r, s)] = tuple(
+            sorted({sum(cut(x + d) for d in span) for x in range(-2 * s, period + 2 * s, s)})
+        )
     return out
 
 
 @settings(max_examples=150, deadline=None)
-@given(wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 9)), min_size=1, max_size=4),
-       slicing=st.sampled_from(["pairs", "cutty"]))
+@given(
+    wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 9)), min_size=1, max_size=4),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+)
 def test_window_lengths_match_definition(wins, slicing):
     assert window_lengths(wins, slicing) == brute_window_lengths(wins, slicing)
 
@@ -255,7 +279,10 @@ def test_window_lengths_vectors_budget_and_errors():
     assert window_lengths([(14, 8)], "cutty") == {(14, 8): (1,)}
     assert window_lengths([(3, 8)], "cutty") == {(3, 8): (0,)}
     assert window_lengths([(16, 4), (10, 5), (8, 4)]) == {
-        (8, 4): (2, 3, 4), (10, 5): (4,), (16, 4): (6, 7)}
+        (8, 4): (2, 3, 4),
+        (10, 5): (4,),
+        (16, 4): (6, 7),
+    }
     assert distinct_window_lengths([(16, 4), (10, 5), (8, 4)]) == 5
     # a composite slide of 997 * 991 * 983: over budget, refused (not guessed)
     assert window_lengths([(2500, 997), (1500, 991), (2949, 983)]) is None

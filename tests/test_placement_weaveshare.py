@@ -1,4 +1,5 @@
 """WeaveShare and friends: Example 3, the naive reference, the 4-approximation, online variants."""
+
 from __future__ import annotations
 
 import itertools
@@ -14,8 +15,15 @@ from placement.queries import Query
 from placement.slicing import brute_force_edges, query_classes, tree_classes
 from placement.trees import CostModel
 from placement.weaveshare import (
-    IncrementalWeaveShare, initial_trees, insert_then_weave, no_share, plan_cost, shared, weave,
-    weaveshare)
+    IncrementalWeaveShare,
+    initial_trees,
+    insert_then_weave,
+    no_share,
+    plan_cost,
+    shared,
+    weave,
+    weaveshare,
+)
 
 TECHNIQUES = ("panes", "flatfit", "slickdeque", "flatfat")
 TIE_TOL = 1e-9
@@ -74,6 +82,7 @@ def test_weaveshare_example_3(engine, preprocess):
 
 # ---- the naive reference ------------------------------------------------------------------------
 
+
 def naive_weaveshare(queries, model, preprocess):
     """Textbook WeaveShare: evaluate every pair, merge the best if its benefit > 1e-12.
 
@@ -113,8 +122,15 @@ def workloads(draw, max_q=8, slides=st.integers(1, 20), two_streams=True):
     for i in range(n):
         s = draw(slides)
         r = draw(st.one_of(st.integers(1, 60), st.sampled_from([s, 2 * s, 3 * s])))
-        qs.append(Query(f"q{i}", r, s, draw(st.sampled_from(["sum", "max"])),
-                        draw(st.sampled_from(["s0", "s1"])) if two_streams else "s0"))
+        qs.append(
+            Query(
+                f"q{i}",
+                r,
+                s,
+                draw(st.sampled_from(["sum", "max"])),
+                draw(st.sampled_from(["s0", "s1"])) if two_streams else "s0",
+            )
+        )
     lam = st.sampled_from([0.01, 0.05, 0.2, 0.5, 1.0, 3.0]) | st.floats(0.001, 5.0)
     rates = {"s0": draw(lam), "s1": draw(lam)}
     return qs, rates
@@ -127,7 +143,9 @@ def compare_with_naive(qs, rates, tech, preprocess, engine="fast"):
     assert_valid_plan(got, model, qs)
     assert_fixpoint(got, model)
     assert math.isclose(plan_cost(got), plan_cost(ref), rel_tol=1e-9, abs_tol=1e-12), (
-        grouping(got), grouping(ref))
+        grouping(got),
+        grouping(ref),
+    )
     if not tie:
         assert grouping(got) == grouping(ref)
 
@@ -175,8 +193,10 @@ def small_lcm_workloads(draw):
 @given(wl=small_lcm_workloads(), tech=st.sampled_from(TECHNIQUES), preprocess=st.booleans())
 def test_plans_identical_across_engines(wl, tech, preprocess):
     qs, rates = wl
-    plans = [weaveshare(qs, CostModel(tech, rates, engine), preprocess)
-             for engine in ("fast", "f1", "bitset")]
+    plans = [
+        weaveshare(qs, CostModel(tech, rates, engine), preprocess)
+        for engine in ("fast", "f1", "bitset")
+    ]
     assert grouping(plans[0]) == grouping(plans[1]) == grouping(plans[2])
     assert plan_cost(plans[0]) == plan_cost(plans[1]) == plan_cost(plans[2])
     for p in plans[1:]:
@@ -185,6 +205,7 @@ def test_plans_identical_across_engines(wl, tech, preprocess):
 
 # ---- the Chung et al. 4-approximation ----------------------------------------------------------
 
+
 def set_partitions(items):
     if not items:
         yield []
@@ -192,18 +213,28 @@ def set_partitions(items):
     first, rest = items[0], items[1:]
     for part in set_partitions(rest):
         for i in range(len(part)):
-            yield part[:i] + [[first] + part[i]] + part[i + 1:]
+            yield part[:i] + [[first] + part[i]] + part[i + 1 :]
         yield [[first]] + part
 
 
 def test_set_partitions_counts_bell_numbers():
     assert [sum(1 for _ in set_partitions(list(range(n)))) for n in range(8)] == [
-        1, 1, 2, 5, 15, 52, 203, 877]
+        1,
+        1,
+        2,
+        5,
+        15,
+        52,
+        203,
+        877,
+    ]
 
 
 @settings(max_examples=100, deadline=None)
-@given(slides=st.lists(st.integers(1, 30), min_size=2, max_size=7, unique=True),
-       factor=st.sampled_from([1.0, 1.5, 3.0]) | st.floats(1.0, 10.0))
+@given(
+    slides=st.lists(st.integers(1, 30), min_size=2, max_size=7, unique=True),
+    factor=st.sampled_from([1.0, 1.5, 3.0]) | st.floats(1.0, 10.0),
+)
 def test_weaveshare_savings_at_least_a_quarter_of_optimal(slides, factor):
     """Chung, Guirguis, Kurdia, Theorem 1: R(WS) >= R(OPT) / 4, with R(X) = C(NoShare) - C(X),
     under the paper's three conditions:
@@ -216,16 +247,22 @@ def test_weaveshare_savings_at_least_a_quarter_of_optimal(slides, factor):
     Queries are on one stream, with distinct slides (each window counted once, as in the paper's
     cost model), and OPT is found by exhaustive search over all set partitions (n <= 7)."""
     qs = [Query(f"q{i}", s, s) for i, s in enumerate(slides)]
-    max_pair = max(Fraction(brute_force_edges(tree_classes([a, b])), lcm(a.slide, b.slide))
-                   for a, b in itertools.combinations(qs, 2))
+    max_pair = max(
+        Fraction(brute_force_edges(tree_classes([a, b])), lcm(a.slide, b.slide))
+        for a, b in itertools.combinations(qs, 2)
+    )
     lam = float(2 * max_pair) * factor
     assert lam >= 2 * float(max_pair)  # condition 2
     model = CostModel("panes", lam)
     n = len(qs)
-    cost = {sub: model.tree([qs[i] for i in sub]).cost
-            for k in range(1, n + 1) for sub in itertools.combinations(range(n), k)}
-    opt_cost, opt = min((sum(cost[tuple(sorted(b))] for b in p), p)
-                        for p in set_partitions(list(range(n))))
+    cost = {
+        sub: model.tree([qs[i] for i in sub]).cost
+        for k in range(1, n + 1)
+        for sub in itertools.combinations(range(n), k)
+    }
+    opt_cost, opt = min(
+        (sum(cost[tuple(sorted(b))] for b in p), p) for p in set_partitions(list(range(n)))
+    )
     ws = weaveshare(qs, model)
     mu, mu_star = n - len(ws), n - len(opt)
     assume(mu >= mu_star / 2)  # condition 3
@@ -237,6 +274,7 @@ def test_weaveshare_savings_at_least_a_quarter_of_optimal(slides, factor):
 
 
 # ---- Insert-then-Weave -------------------------------------------------------------------------
+
 
 @settings(max_examples=100, deadline=None)
 @given(wl=workloads(), tech=st.sampled_from(TECHNIQUES))
@@ -258,6 +296,7 @@ def test_insert_then_weave_example_3():
 
 # ---- Incremental WeaveShare --------------------------------------------------------------------
 
+
 @st.composite
 def batched(draw):
     qs, rates = draw(workloads(max_q=10, two_streams=False))
@@ -267,8 +306,11 @@ def batched(draw):
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=batched(), tech=st.sampled_from(TECHNIQUES),
-       tolerance=st.sampled_from([0.0, 0.2, math.inf]))
+@given(
+    data=batched(),
+    tech=st.sampled_from(TECHNIQUES),
+    tolerance=st.sampled_from([0.0, 0.2, math.inf]),
+)
 def test_incremental_batches_give_valid_plans(data, tech, tolerance):
     """After every batch: a valid plan, and either a rebuild (then the offline WeaveShare plan,
     compared when no tie made the greedy order-dependent) or a cost within the tolerance of the
@@ -389,11 +431,15 @@ def test_initial_trees_grouping_and_tree_key_checks():
 
 # ---- the cost model behind the plans -----------------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None)
-@given(x=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20)), min_size=1, max_size=4),
-       y=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20)), min_size=1, max_size=4),
-       tech=st.sampled_from(TECHNIQUES + ("slickdeque_inv", "slickdeque_noninv")),
-       aggregate=st.sampled_from(["sum", "max"]), lam=st.floats(0.01, 5.0))
+@given(
+    x=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20)), min_size=1, max_size=4),
+    y=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20)), min_size=1, max_size=4),
+    tech=st.sampled_from(TECHNIQUES + ("slickdeque_inv", "slickdeque_noninv")),
+    aggregate=st.sampled_from(["sum", "max"]),
+    lam=st.floats(0.01, 5.0),
+)
 def test_merged_tree_prices_like_a_fresh_tree(x, y, tech, aggregate, lam):
     """model.merge (incremental E and Omega) agrees with pricing the union from scratch."""
     qx = [Query(f"x{i}", r, s, aggregate) for i, (r, s) in enumerate(x)]
@@ -406,8 +452,9 @@ def test_merged_tree_prices_like_a_fresh_tree(x, y, tech, aggregate, lam):
     assert merged.composite_slide == fresh.composite_slide
     assert math.isclose(merged.omega, fresh.omega, rel_tol=1e-12)
     assert math.isclose(merged.cost, fresh.cost, rel_tol=1e-12)
-    assert math.isclose(model.benefit(tx, ty), tx.cost + ty.cost - fresh.cost,
-                        rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(
+        model.benefit(tx, ty), tx.cost + ty.cost - fresh.cost, rel_tol=1e-9, abs_tol=1e-12
+    )
 
 
 def test_omega_formulas_by_hand():
@@ -429,7 +476,9 @@ def test_omega_formulas_by_hand():
         assert math.isclose(t.omega, om, rel_tol=1e-12), tech
         assert math.isclose(t.cost, 0.5 + float(e) * om, rel_tol=1e-12), tech
     assert CostModel("slickdeque", 1.0).tree(qs).technique == "slickdeque_inv"
-    assert CostModel("slickdeque", 1.0).tree(
-        [Query("m", 16, 4, "max")]).technique == "slickdeque_noninv"
+    assert (
+        CostModel("slickdeque", 1.0).tree([Query("m", 16, 4, "max")]).technique
+        == "slickdeque_noninv"
+    )
     with pytest.raises(ValueError, match="unknown IE technique 'fifo'"):
         CostModel("fifo", 1.0)

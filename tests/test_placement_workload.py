@@ -3,6 +3,7 @@
 (The brief named this file tests/test_workload.py; it is test_placement_workload.py so that it
 runs with the placement suite: `pytest tests/test_placement_*.py`.)
 """
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,13 @@ from hypothesis import strategies as st
 from placement.queries import Query
 from placement.slicing import divisors
 from sim.workload import (
-    GENERATORS, WorkloadSpec, candidate_slides, generate, generate_arrays, primes_up_to)
+    GENERATORS,
+    WorkloadSpec,
+    candidate_slides,
+    generate,
+    generate_arrays,
+    primes_up_to,
+)
 
 
 def is_prime(n: int) -> bool:
@@ -64,16 +71,18 @@ def test_div_gives_prime_slides_only(smax, seed, zskew):
 @settings(max_examples=30, deadline=None)
 @given(smax=st.integers(1, 5000), seed=st.integers(0, 2**32 - 1), zskew=st.floats(0, 3))
 def test_factors_gives_divisors_of_smax_only(smax, seed, zskew):
-    _, slides = generate_arrays(WorkloadSpec(300, smax, 1.0, zskew=zskew, gen="factors",
-                                             seed=seed))
+    _, slides = generate_arrays(WorkloadSpec(300, smax, 1.0, zskew=zskew, gen="factors", seed=seed))
     assert all(smax % s == 0 for s in slides.tolist())
 
 
-@pytest.mark.parametrize("gen, smax, expected", [
-    ("nrm", 12, list(range(1, 13))),
-    ("div", 30, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]),
-    ("factors", 36, list(divisors(36))),
-])
+@pytest.mark.parametrize(
+    "gen, smax, expected",
+    [
+        ("nrm", 12, list(range(1, 13))),
+        ("div", 30, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]),
+        ("factors", 36, list(divisors(36))),
+    ],
+)
 def test_uniform_skew_reaches_every_candidate(gen, smax, expected):
     _, slides = generate_arrays(WorkloadSpec(3000, smax, 1.0, zskew=0.0, gen=gen, seed=3))
     assert sorted(set(slides.tolist())) == expected
@@ -98,8 +107,12 @@ def test_zskew_zero_is_uniform():
 
 
 @settings(max_examples=40, deadline=None)
-@given(smax=st.integers(1, 300), omax=st.floats(1.0, 60.0), seed=st.integers(0, 2**32 - 1),
-       gen=st.sampled_from(["nrm", "factors"]))
+@given(
+    smax=st.integers(1, 300),
+    omax=st.floats(1.0, 60.0),
+    seed=st.integers(0, 2**32 - 1),
+    gen=st.sampled_from(["nrm", "factors"]),
+)
 def test_ranges_between_slide_and_omax_times_slide(smax, omax, seed, gen):
     ranges, slides = generate_arrays(WorkloadSpec(200, smax, 1.0, omax=omax, gen=gen, seed=seed))
     assert (ranges >= slides).all()
@@ -116,17 +129,20 @@ def test_omax_one_gives_tumbling_windows_and_fragments_appear_otherwise():
     assert overlap.max() > 8.0 and overlap.min() < 2.0  # spread over [1, omax]
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(qnum=0), "qnum"),
-    (dict(qnum=-5), "qnum"),
-    (dict(omax=0.5), "omax"),
-    (dict(zskew=-0.1), "zskew"),
-    (dict(rate=0.0), "rate"),
-    (dict(rate=-1.0), "rate"),
-    (dict(smax=0), "smax"),
-    (dict(gen="zipf"), "unknown generator 'zipf'"),
-    (dict(gen="div", smax=1), "div"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(qnum=0), "qnum"),
+        (dict(qnum=-5), "qnum"),
+        (dict(omax=0.5), "omax"),
+        (dict(zskew=-0.1), "zskew"),
+        (dict(rate=0.0), "rate"),
+        (dict(rate=-1.0), "rate"),
+        (dict(smax=0), "smax"),
+        (dict(gen="zipf"), "unknown generator 'zipf'"),
+        (dict(gen="div", smax=1), "div"),
+    ],
+)
 def test_bad_parameters_raise_value_error(kwargs, match):
     params = dict(qnum=10, smax=20, rate=1.0, zskew=0.0, omax=2.0, gen="nrm", seed=0)
     params.update(kwargs)
@@ -134,14 +150,17 @@ def test_bad_parameters_raise_value_error(kwargs, match):
         generate(WorkloadSpec(**params))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    pytest.param(dict(omax=math.nan), "omax"),
-    pytest.param(dict(omax=math.inf), "omax"),
-    pytest.param(dict(zskew=math.nan), "zskew"),
-    pytest.param(dict(rate=math.nan), "rate"),
-    pytest.param(dict(qnum=2.5), "qnum"),
-    pytest.param(dict(smax=10.5), "smax"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        pytest.param(dict(omax=math.nan), "omax"),
+        pytest.param(dict(omax=math.inf), "omax"),
+        pytest.param(dict(zskew=math.nan), "zskew"),
+        pytest.param(dict(rate=math.nan), "rate"),
+        pytest.param(dict(qnum=2.5), "qnum"),
+        pytest.param(dict(smax=10.5), "smax"),
+    ],
+)
 def test_non_finite_and_non_integer_parameters_raise_value_error(kwargs, match):
     params = dict(qnum=10, smax=20, rate=1.0, zskew=0.0, omax=2.0, gen="nrm", seed=0)
     params.update(kwargs)

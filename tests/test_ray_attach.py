@@ -7,6 +7,7 @@ no ``RAY_AUTH_MODE``), with the token found through ``RAY_AUTH_TOKEN_PATH``, and
 checked against the brute-force oracle; a wrong token and no token give one line with the
 ``InvalidAuthToken`` hint, exit code 2, within seconds (Ray alone retries for minutes).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,11 @@ def _free_port() -> int:
 
 
 def _clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")
-           and k not in ("RAY_ADDRESS", LOOPBACK_ENV)}  # (set while the session's Ray runs)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS", LOOPBACK_ENV)
+    }  # (set while the session's Ray runs)
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     return env
@@ -51,16 +55,38 @@ def ray_head(tmp_path_factory):
     raytmp = Path(f"/tmp/ray-wp-{os.getpid()}")  # short: Ray's unix socket paths are limited
     token = secrets.token_hex(32)
     port = _free_port()
-    ports = {f"--{k}": str(_free_port()) for k in (
-        "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
-        "runtime-env-agent-port", "node-manager-port", "object-manager-port")}
-    cmd = [str(RAY), "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
-           "--include-dashboard", "false", "--disable-usage-stats", "--temp-dir", str(raytmp),
-           *[x for kv in ports.items() for x in kv]]
+    ports = {
+        f"--{k}": str(_free_port())
+        for k in (
+            "dashboard-agent-listen-port",
+            "dashboard-agent-grpc-port",
+            "metrics-export-port",
+            "runtime-env-agent-port",
+            "node-manager-port",
+            "object-manager-port",
+        )
+    }
+    cmd = [
+        str(RAY),
+        "start",
+        "--head",
+        "--block",
+        "--port",
+        str(port),
+        "--num-cpus",
+        "2",
+        "--include-dashboard",
+        "false",
+        "--disable-usage-stats",
+        "--temp-dir",
+        str(raytmp),
+        *[x for kv in ports.items() for x in kv],
+    ]
     env = _clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_TMPDIR=str(raytmp))
     log = open(tmp / "head.log", "wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, cwd=tempfile_dir)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=tempfile_dir
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -92,23 +118,34 @@ def ray_head(tmp_path_factory):
 
 
 def _config(tmp: Path, address: str) -> Path:
-    cfg = {"workload": {"queries": [
-        {"id": "mx", "stream": "mf01", "aggregate": "max", "range": 1000, "slide": 400},
-        {"id": "av", "stream": "mf01", "aggregate": "avg", "range": 700, "slide": 300},
-        {"id": "sm", "stream": "mf02", "aggregate": "sum", "range": 500, "slide": 500}]},
+    cfg = {
+        "workload": {
+            "queries": [
+                {"id": "mx", "stream": "mf01", "aggregate": "max", "range": 1000, "slide": 400},
+                {"id": "av", "stream": "mf01", "aggregate": "avg", "range": 700, "slide": 300},
+                {"id": "sm", "stream": "mf02", "aggregate": "sum", "range": 500, "slide": 500},
+            ]
+        },
         "streams": {"mf01": {"rate": 0.1}, "mf02": {"rate": 0.1}},
         "cluster": {"nodes": 2, "ray": {"address": address}, "spark": {"master": "local[1]"}},
         "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
         "data": {"duration_s": 5, "rate_hz": 100, "seed": 1},
-        "run": {"mode": "live", "output_dir": str(tmp / "out"), "batch_rows": 200}}
+        "run": {"mode": "live", "output_dir": str(tmp / "out"), "batch_rows": 200},
+    }
     path = tmp / "attach.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
 def _run(args, env, timeout=300):
-    return subprocess.run([sys.executable, "-m", "sim.cli", *args], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_token_source_order(tmp_path, monkeypatch):
@@ -129,8 +166,12 @@ def test_token_source_order(tmp_path, monkeypatch):
 def test_attach_by_address_with_token_file(ray_head, tmp_path):
     address, token, _ = ray_head
     (tmp_path / "tok").write_text(token)
-    env = _clean_env(RAY_AUTH_TOKEN_PATH=str(tmp_path / "tok"), HOME=str(tmp_path),
-                     RAY_TMPDIR=str(tmp_path / "rt"), COLUMNS="200")
+    env = _clean_env(
+        RAY_AUTH_TOKEN_PATH=str(tmp_path / "tok"),
+        HOME=str(tmp_path),
+        RAY_TMPDIR=str(tmp_path / "rt"),
+        COLUMNS="200",
+    )
     res = _run(["run", str(_config(tmp_path, address))], env)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-3000:]
@@ -138,12 +179,19 @@ def test_attach_by_address_with_token_file(ray_head, tmp_path):
     data = pq.read_table(tmp_path / "out" / "data.parquet")
     got = pq.read_table(tmp_path / "out" / "answers.parquet").to_pylist()
     assert got
-    for qid, agg, r, s, col in (("mx", "max", 1000, 400, "mf01"), ("av", "avg", 700, 300, "mf01"),
-                                ("sm", "sum", 500, 500, "mf02")):
-        want, _ = brute_force([{"id": qid, "aggregate": agg, "range": r, "slide": s}],
-                              data["ts_ms"].to_numpy(), data[col].to_numpy())
-        mine = sorted((a["window_start"], a["window_end"], a["value"]) for a in got
-                      if a["query_id"] == qid)
+    for qid, agg, r, s, col in (
+        ("mx", "max", 1000, 400, "mf01"),
+        ("av", "avg", 700, 300, "mf01"),
+        ("sm", "sum", 500, 500, "mf02"),
+    ):
+        want, _ = brute_force(
+            [{"id": qid, "aggregate": agg, "range": r, "slide": s}],
+            data["ts_ms"].to_numpy(),
+            data[col].to_numpy(),
+        )
+        mine = sorted(
+            (a["window_start"], a["window_end"], a["value"]) for a in got if a["query_id"] == qid
+        )
         assert [m[:2] for m in mine] == [(st, en) for _, st, en, _ in want]
         np.testing.assert_allclose([m[2] for m in mine], [w[3] for w in want], rtol=1e-9)
 
@@ -151,8 +199,12 @@ def test_attach_by_address_with_token_file(ray_head, tmp_path):
 @pytest.mark.parametrize("token", ["wrong", None])
 def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
     address, _, _ = ray_head
-    env = _clean_env(HOME=str(tmp_path), RAY_TMPDIR=str(tmp_path / "rt"), COLUMNS="300",
-                     **({"RAY_AUTH_TOKEN": secrets.token_hex(32)} if token else {}))
+    env = _clean_env(
+        HOME=str(tmp_path),
+        RAY_TMPDIR=str(tmp_path / "rt"),
+        COLUMNS="300",
+        **({"RAY_AUTH_TOKEN": secrets.token_hex(32)} if token else {}),
+    )
     seen = []
     for cmd in ("validate", "run"):  # validate makes run's check, with the same line
         t0 = time.monotonic()
@@ -163,8 +215,9 @@ def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
         lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
         assert len(lines) == 1 and "InvalidAuthToken" in lines[0]
         assert "RAY_AUTH_TOKEN" in lines[0] and "~/.ray/auth_token" in lines[0]
-        assert ("token from the RAY_AUTH_TOKEN environment variable" if token else
-                "no token") in lines[0]
+        assert (
+            "token from the RAY_AUTH_TOKEN environment variable" if token else "no token"
+        ) in lines[0]
         assert time.monotonic() - t0 < 60  # not Ray's minutes of retries
         seen.append(lines[0])
     assert seen[0] == seen[1]

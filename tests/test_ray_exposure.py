@@ -2,6 +2,7 @@
 a ``RayRuntime`` starts (GCS, raylet, driver, workers, actors) is on the loopback interface,
 and token authentication is on.  Checked on the session's embedded Ray with an actor alive
 (``cluster/ray_runtime.py`` says how and why)."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -37,7 +38,7 @@ def _addr(hexaddr: str) -> tuple[str, int]:
     raw = bytes.fromhex(ip)
     if len(raw) == 4:
         return str(ipaddress.IPv4Address(raw[::-1])), int(port, 16)
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))  # host-order 32-bit words
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))  # host-order 32-bit words
     a = ipaddress.IPv6Address(words)
     return (f"::ffff:{a.ipv4_mapped}" if a.ipv4_mapped else str(a)), int(port, 16)
 
@@ -86,8 +87,9 @@ def test_embedded_ray_listens_on_loopback_only(ray_session):
     found = _listeners(pids)
     names = {n for *_, n in found}
     assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names), found
-    assert any(pid == actor_pid for pid in pids) and \
-        any(port for ip, port, n in _listeners({actor_pid})), "the actor listens"
+    assert any(pid == actor_pid for pid in pids) and any(
+        port for ip, port, n in _listeners({actor_pid})
+    ), "the actor listens"
     exposed = [(ip, port, n) for ip, port, n in found if ip not in LOOPBACK]
     assert not exposed, f"listening beyond loopback: {exposed}"
     assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement.distributed import optimize
 from placement.plan import verify_plan
@@ -69,8 +70,10 @@ def test_add_node_moves_nothing_when_it_cannot_help():
 
 def test_add_and_remove_queries_move_no_tree():
     plan, model, qs = _plan(qnum=30, nodes=3)
-    extra = [q.__class__(f"new{i}", q.range, q.slide, q.aggregate, q.stream)
-             for i, q in enumerate(generate(WorkloadSpec(10, 24, 5.0, 1.0, 6, "nrm", 9)))]
+    extra = [
+        q.__class__(f"new{i}", q.range, q.slide, q.aggregate, q.stream)
+        for i, q in enumerate(generate(WorkloadSpec(10, 24, 5.0, 1.0, 6, "nrm", 9)))
+    ]
     before = _node_of(plan)
     r = add_queries(plan, extra, model)
     _valid(r.plan, [q.id for q in qs + extra])

@@ -32,15 +32,33 @@ from sim.simulate import simulate
 
 SIM = {
     "name": "report-test",
-    "workload": {"generator": {"qnum": [6, 7], "smax": 12, "rate": 10.0, "zskew": 1,
-                               "omax": 5, "gen": "nrm", "seed": 0}},
+    "workload": {
+        "generator": {
+            "qnum": [6, 7],
+            "smax": 12,
+            "rate": 10.0,
+            "zskew": 1,
+            "omax": 5,
+            "gen": "nrm",
+            "seed": 0,
+        }
+    },
     "cluster": {"nodes": 3},
-    "placement": {"optimizers": ["G_TL", "W_TN", "WG_TN", "WG_I", "weaveshare"],
-                  "ie": "panes", "exact": 7},
+    "placement": {
+        "optimizers": ["G_TL", "W_TN", "WG_TN", "WG_I", "weaveshare"],
+        "ie": "panes",
+        "exact": 7,
+    },
     "run": {"seed": 1},
 }
-SIM_PNGS = {"fig40_quality.png", "table10_runtime.png", "fig41_nodes_c0000.png",
-            "fig41_nodes_c0001.png", "total_vs_max_c0000.png", "total_vs_max_c0001.png"}
+SIM_PNGS = {
+    "fig40_quality.png",
+    "table10_runtime.png",
+    "fig41_nodes_c0000.png",
+    "fig41_nodes_c0001.png",
+    "total_vs_max_c0000.png",
+    "total_vs_max_c0001.png",
+}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -86,8 +104,10 @@ class Tables(HTMLParser):
             self._tid = None
 
     def fields(self, table_id: str) -> list[tuple[dict, dict[str, tuple[dict, str]]]]:
-        return [(ra, {c[0]["data-field"]: c for c in cells if "data-field" in c[0]})
-                for ra, cells in self.tables[table_id]]
+        return [
+            (ra, {c[0]["data-field"]: c for c in cells if "data-field" in c[0]})
+            for ra, cells in self.tables[table_id]
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +120,11 @@ def sim_run(tmp_path_factory):
 
 def _plans(run_dir: Path) -> dict[str, dict]:
     """Every plan file (fronts, ``*_front.json``, are lists of plans: not rows of the table)."""
-    return {f"plans/{p.name}": json.loads(p.read_text())
-            for p in sorted((run_dir / "plans").glob("*.json"))
-            if not p.name.endswith("_front.json")}
+    return {
+        f"plans/{p.name}": json.loads(p.read_text())
+        for p in sorted((run_dir / "plans").glob("*.json"))
+        if not p.name.endswith("_front.json")
+    }
 
 
 def test_sim_report_embeds_every_plot_and_writes_pngs(sim_run):
@@ -131,8 +153,7 @@ def test_sim_report_numbers_equal_plan_json(sim_run):
             attrs, text = f[key]
             assert float(attrs["data-value"]) == plan[key]
             assert text == repr(float(plan[key]))  # full precision shown as written
-        assert f["node_costs"][1] == ", ".join(f"{n['id']}: {n['cost']!r}"
-                                               for n in plan["nodes"])
+        assert f["node_costs"][1] == ", ".join(f"{n['id']}: {n['cost']!r}" for n in plan["nodes"])
         assert f["optimizer"][1] == plan["optimizer"]
     # per-configuration tables (rounded display, exact data-value)
     per_config = [t for t in doc.tables if t and t.startswith("plans-c")]
@@ -171,7 +192,7 @@ def test_sim_report_tables_equal_result_files(sim_run):
         assert float(f["quality_mean_pct"][0]["data-value"]) == row.quality_mean_pct
         assert float(f["quality_std_pct"][0]["data-value"]) == row.quality_std_pct
     t10 = pd.read_csv(out / "table10_runtime.csv", float_precision="round_trip")
-    (_, compact), = doc.tables["table10-compact"]
+    ((_, compact),) = doc.tables["table10-compact"]
     assert [float(c[0]["data-value"]) for c in compact[1:]] == t10["mean_s"].tolist()
     for (_, f), row in zip(doc.fields("table10"), t10.itertuples()):
         assert f["optimizer"][1] == row.optimizer
@@ -208,15 +229,19 @@ def test_figure_limit_for_large_grids(sim_run, tmp_path):
     out, _, _ = sim_run
     html_path = build_report(out, tmp_path / "rep", max_config_figures=1)
     doc = Tables(html_path.read_text())
-    assert {i["data-file"] for i in doc.imgs} == SIM_PNGS - {"fig41_nodes_c0001.png",
-                                                             "total_vs_max_c0001.png"}
+    assert {i["data-file"] for i in doc.imgs} == SIM_PNGS - {
+        "fig41_nodes_c0001.png",
+        "total_vs_max_c0001.png",
+    }
     assert "figures for the first 1 only" in html_path.read_text()
     assert len(doc.fields("plans-full")) == len(_plans(out))  # every plan still in the table
 
 
 def _small_plan(n_nodes: int = 3, optimizer: str = "WG_I"):
-    qs = [Query(f"q{i}", r, s, "sum", "s0") for i, (r, s) in
-          enumerate([(6, 2), (9, 3), (8, 4), (10, 5), (12, 6), (12, 4)])]
+    qs = [
+        Query(f"q{i}", r, s, "sum", "s0")
+        for i, (r, s) in enumerate([(6, 2), (9, 3), (8, 4), (10, 5), (12, 6), (12, 4)])
+    ]
     model = CostModel("panes", {"s0": 10.0})
     plan = optimize(optimizer, qs, model, [None] * n_nodes, seed=0)
     for i, n in enumerate(plan.nodes):
@@ -230,12 +255,19 @@ def test_plans_only_run_dir(tmp_path):
         _small_plan(optimizer=name).write(run / "plans" / f"c0000_{name}.json")
     html_path = build_report(run)
     doc = Tables(html_path.read_text())
-    assert {i["data-file"] for i in doc.imgs} == {"fig40_quality.png", "fig41_nodes_c0000.png",
-                                                  "total_vs_max_c0000.png"}
-    q = {(f["optimizer"][1], f["metric"][1]): float(f["quality_mean_pct"][0]["data-value"])
-         for _, f in doc.fields("fig40")}
-    plans = {n: json.loads((run / "plans" / f"c0000_{n}.json").read_text())
-             for n in ("WG_I", "WG_TN", "G_TL")}
+    assert {i["data-file"] for i in doc.imgs} == {
+        "fig40_quality.png",
+        "fig41_nodes_c0000.png",
+        "total_vs_max_c0000.png",
+    }
+    q = {
+        (f["optimizer"][1], f["metric"][1]): float(f["quality_mean_pct"][0]["data-value"])
+        for _, f in doc.fields("fig40")
+    }
+    plans = {
+        n: json.loads((run / "plans" / f"c0000_{n}.json").read_text())
+        for n in ("WG_I", "WG_TN", "G_TL")
+    }
     for metric, key in (("TotalCost", "total_cost"), ("MaxCost", "max_cost")):
         vals = {n: p[key] for n, p in plans.items()}
         lo, hi = min(vals.values()), max(vals.values())
@@ -250,6 +282,7 @@ def test_pareto_front():
 
 # -- live runs ------------------------------------------------------------------------------------
 
+
 def _live_run(root: Path, measured_ops: bool = False) -> tuple[Path, dict, dict]:
     """A live run dir in ``cluster.live.run_live``'s formats (metrics as Deployment.metrics)."""
     run = root / "live"
@@ -260,36 +293,79 @@ def _live_run(root: Path, measured_ops: bool = False) -> tuple[Path, dict, dict]
     n = 400
     qids = np.array([f"q{i % 6}" for i in range(n)])
     ws = np.sort(rng.integers(0, 10_000, n))
-    answers = pa.table({"query_id": qids, "window_start": pa.array(ws, pa.int64()),
-                        "window_end": pa.array(ws + 100, pa.int64()),
-                        "value": pa.array(rng.random(n), pa.float64())})
+    answers = pa.table(
+        {
+            "query_id": qids,
+            "window_start": pa.array(ws, pa.int64()),
+            "window_end": pa.array(ws + 100, pa.int64()),
+            "value": pa.array(rng.random(n), pa.float64()),
+        }
+    )
     pq.write_table(answers, run / "answers.parquet")
-    late = pa.table({"node_id": ["node-0"] * 5 + ["node-2"] * 2,
-                     "tree_id": ["t0"] * 5 + ["t3"] * 2, "stream": ["s0"] * 7,
-                     "ts_ms": pa.array([5, 6, 7, 8, 9, 100, 101], pa.int64()),
-                     "value": pa.array([1.0] * 7, pa.float64())})
+    late = pa.table(
+        {
+            "node_id": ["node-0"] * 5 + ["node-2"] * 2,
+            "tree_id": ["t0"] * 5 + ["t3"] * 2,
+            "stream": ["s0"] * 7,
+            "ts_ms": pa.array([5, 6, 7, 8, 9, 100, 101], pa.int64()),
+            "value": pa.array([1.0] * 7, pa.float64()),
+        }
+    )
     pq.write_table(late, run / "late.parquet")
     nodes = {}
     for i, node in enumerate(plan["nodes"]):
         nid = node["id"]
-        m = {"node_id": nid, "batches": 10, "tuples": 3000, "tree_tuples": 3000 * len(
-            node["trees"]), "answers": 100 + i, "busy_s": 0.5 + i * 0.25,
-             "late_tuples": {"node-0": 5, "node-2": 2}.get(nid, 0), "pending_answers": 0,
-             "last_seq": 9, "stream_tuples": {"s0": 3000},
-             "trees": {t["id"]: {"stream": "s0", "technique": "panes", "queries": len(
-                 t["queries"]), "slices": 100 + 7 * k, "late": 0} for k, t in enumerate(
-                 node["trees"])},
-             "queue_depth": 0, "max_queue_depth": 3, "driver_blocked_s": 0.01,
-             "recoveries": 0, "utilisation": (0.5 + i * 0.25) / 4.0}
+        m = {
+            "node_id": nid,
+            "batches": 10,
+            "tuples": 3000,
+            "tree_tuples": 3000 * len(node["trees"]),
+            "answers": 100 + i,
+            "busy_s": 0.5 + i * 0.25,
+            "late_tuples": {"node-0": 5, "node-2": 2}.get(nid, 0),
+            "pending_answers": 0,
+            "last_seq": 9,
+            "stream_tuples": {"s0": 3000},
+            "trees": {
+                t["id"]: {
+                    "stream": "s0",
+                    "technique": "panes",
+                    "queries": len(t["queries"]),
+                    "slices": 100 + 7 * k,
+                    "late": 0,
+                }
+                for k, t in enumerate(node["trees"])
+            },
+            "queue_depth": 0,
+            "max_queue_depth": 3,
+            "driver_blocked_s": 0.01,
+            "recoveries": 0,
+            "utilisation": (0.5 + i * 0.25) / 4.0,
+        }
         if measured_ops:
             m["measured_ops"] = 1000 * (i + 1)
         nodes[nid] = m
-    metrics = {"rows_fed": 3000, "bytes_fed": 120000, "batches": 10, "wall_s": 4.0,
-               "technique": "panes", "checkpoints": 0, "nodes": nodes, "answers": n,
-               "feed": {"mode": "raw", "rows": 3000, "batches": 10, "seconds": 3.0,
-                        "spark_seconds": 1.0, "rows_per_s": 1000.0},
-               "startup": {"ray_s": 1.0, "ray_owned": True, "spark_s": 2.0},
-               "finish_s": 0.2, "data_path": "/data/debs.parquet"}
+    metrics = {
+        "rows_fed": 3000,
+        "bytes_fed": 120000,
+        "batches": 10,
+        "wall_s": 4.0,
+        "technique": "panes",
+        "checkpoints": 0,
+        "nodes": nodes,
+        "answers": n,
+        "feed": {
+            "mode": "raw",
+            "rows": 3000,
+            "batches": 10,
+            "seconds": 3.0,
+            "spark_seconds": 1.0,
+            "rows_per_s": 1000.0,
+        },
+        "startup": {"ray_s": 1.0, "ray_owned": True, "spark_s": 2.0},
+        "finish_s": 0.2,
+        "data_path": "/data/debs.parquet",
+    }
     (run / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return run, plan, metrics
 
@@ -307,18 +383,20 @@ def test_live_report(tmp_path):
     rows = doc.fields("live-nodes")
     assert [ra["data-node"] for ra, _ in rows] == [n["id"] for n in plan["nodes"]]
     busy_total = sum(m["busy_s"] for m in metrics["nodes"].values())
-    for (ra, f), node in zip(rows, plan["nodes"]):
+    for (_ra, f), node in zip(rows, plan["nodes"]):
         m = metrics["nodes"][node["id"]]
         assert float(f["est_cost"][0]["data-value"]) == node["cost"]
         assert float(f["measured"][0]["data-value"]) == m["busy_s"]
         assert float(f["measured_share_pct"][0]["data-value"]) == pytest.approx(
-            100 * m["busy_s"] / busy_total)
+            100 * m["busy_s"] / busy_total
+        )
         assert int(f["late_tuples"][0]["data-value"]) == m["late_tuples"]
         assert int(f["answers"][0]["data-value"]) == m["answers"]
         omega = {t["id"]: t["omega"] for t in node["trees"]}
         assert float(f["slice_ops"][0]["data-value"]) == pytest.approx(
-            m["tree_tuples"] + sum(t["slices"] * omega[tid] for tid, t in m["trees"].items()))
-    (_, late), = doc.fields("live-late")
+            m["tree_tuples"] + sum(t["slices"] * omega[tid] for tid, t in m["trees"].items())
+        )
+    ((_, late),) = doc.fields("live-late")
     assert int(late["late_metrics"][0]["data-value"]) == 7
     assert int(late["late_rows"][0]["data-value"]) == 7
     ov = {ra["data-key"]: cells[1] for ra, cells in doc.tables["live-overview"]}
@@ -336,7 +414,8 @@ def test_live_report_without_plan(tmp_path):
     rows = doc.fields("live-nodes")
     assert "est_cost" not in rows[0][1] and "slice_ops" not in rows[0][1]
     assert [float(f["measured"][0]["data-value"]) for _, f in rows] == [
-        m["busy_s"] for m in metrics["nodes"].values()]
+        m["busy_s"] for m in metrics["nodes"].values()
+    ]
 
 
 def test_live_report_prefers_measured_operations(tmp_path):
@@ -383,23 +462,37 @@ def test_report_command(sim_run, tmp_path):
 
 
 CHROMIUM = shutil.which("chromium") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (needed for the headless "
-                    "screenshot check; /usr/bin/chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium not installed (needed for the headless screenshot check; /usr/bin/chromium)",
+)
 def test_chromium_screenshot_not_blank(sim_run, tmp_path):
     import matplotlib.image as mpimg
 
     _, html_path, _ = sim_run
     shot = tmp_path / "shot.png"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                    "--disable-background-networking", f"--screenshot={shot}",
-                    "--window-size=1280,2000", html_path.resolve().as_uri()],
-                   check=True, timeout=60, capture_output=True)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            f"--screenshot={shot}",
+            "--window-size=1280,2000",
+            html_path.resolve().as_uri(),
+        ],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
     img = mpimg.imread(shot)[..., :3]
     assert img.shape[0] >= 1000 and img.shape[1] >= 1000
-    assert float(img.std()) > 0.05          # not a blank page
+    assert float(img.std()) > 0.05  # not a blank page
     assert float((img.mean(axis=2) < 0.9).mean()) > 0.02  # some ink: text and plots rendered
 
 
@@ -409,11 +502,19 @@ def test_live_report_with_a_lost_node(tmp_path):
     run, plan, metrics = _live_run(tmp_path)
     gone = plan["nodes"][1]["id"]
     del metrics["nodes"][gone]
-    rec = {"node": gone, "reason": "fault drill at batch 4", "before_batch": 4,
-           "snapshot_seq": 1, "moved": 2, "trees": {"t1": "node-0", "t2": "node-2"},
-           "woven_in_plan": [], "replayed_batches": 3, "seconds": 0.25,
-           "planned": {"total_change": -0.5}, "executed": {"total_change": 0.0,
-                                                           "max_change": 1.5}}
+    rec = {
+        "node": gone,
+        "reason": "fault drill at batch 4",
+        "before_batch": 4,
+        "snapshot_seq": 1,
+        "moved": 2,
+        "trees": {"t1": "node-0", "t2": "node-2"},
+        "woven_in_plan": [],
+        "replayed_batches": 3,
+        "seconds": 0.25,
+        "planned": {"total_change": -0.5},
+        "executed": {"total_change": 0.0, "max_change": 1.5},
+    }
     metrics["lost_nodes"] = {gone: {"reason": rec["reason"]}}
     metrics["replacements"] = [rec]
     metrics["nodes"]["node-0"]["adopted_trees"] = 1
@@ -423,7 +524,7 @@ def test_live_report_with_a_lost_node(tmp_path):
     doc = Tables(text)
     rows = doc.fields("live-nodes")
     assert [ra["data-node"] for ra, _ in rows] == [n["id"] for n in plan["nodes"]]
-    (_, cells), = doc.tables["live-replacements"]
+    ((_, cells),) = doc.tables["live-replacements"]
     texts = [c[1] for c in cells]
     assert texts[0] == gone and texts[3] == "2" and texts[4] == "t1: node-0, t2: node-2"
     assert texts[6] == "3"
@@ -448,32 +549,64 @@ def test_live_report_of_a_stream_with_a_lost_node(tmp_path):
     own = [t["id"] for t in plan["nodes"][0]["trees"]][0]
 
     def late(node, tree, ts):
-        return pa.table({"node_id": [node] * len(ts), "tree_id": [tree] * len(ts),
-                         "stream": ["s0"] * len(ts), "ts_ms": pa.array(ts, pa.int64()),
-                         "value": pa.array([1.0] * len(ts), pa.float64())})
+        return pa.table(
+            {
+                "node_id": [node] * len(ts),
+                "tree_id": [tree] * len(ts),
+                "stream": ["s0"] * len(ts),
+                "ts_ms": pa.array(ts, pa.int64()),
+                "value": pa.array([1.0] * len(ts), pa.float64()),
+            }
+        )
 
-    pq.write_table(pa.concat_tables([late(gone, moved[0], [5, 6, 7]), late(keep, own, [8])]),
-                   run / "late.parquet" / "part-00001.parquet")
+    pq.write_table(
+        pa.concat_tables([late(gone, moved[0], [5, 6, 7]), late(keep, own, [8])]),
+        run / "late.parquet" / "part-00001.parquet",
+    )
     pq.write_table(late(keep, moved[0], [50, 51]), run / "late.parquet" / "part-00004.parquet")
     del metrics["nodes"][gone]
     m0 = metrics["nodes"][keep]
-    m0["trees"].update({tid: {"stream": "s0", "technique": "panes", "queries": 1, "slices": 0,
-                              "late": 0} for tid in moved})
+    m0["trees"].update(
+        {
+            tid: {"stream": "s0", "technique": "panes", "queries": 1, "slices": 0, "late": 0}
+            for tid in moved
+        }
+    )
     m0["late_tuples"], m0["adopted_trees"] = 6, len(moved)
     metrics["nodes"]["node-2"]["late_tuples"] = 0
     metrics["lost_nodes"] = {gone: {"reason": "fault drill at batch 7"}}
-    metrics["replacements"] = [{"node": gone, "reason": "fault drill at batch 7",
-                                "before_batch": 7, "snapshot_seq": 5, "moved": len(moved),
-                                "trees": {t: keep for t in moved}, "woven_in_plan": [],
-                                "replayed_batches": 1, "seconds": 0.1,
-                                "planned": {"total_change": 0.0},
-                                "executed": {"total_change": 0.0, "max_change": 1.0}}]
+    metrics["replacements"] = [
+        {
+            "node": gone,
+            "reason": "fault drill at batch 7",
+            "before_batch": 7,
+            "snapshot_seq": 5,
+            "moved": len(moved),
+            "trees": {t: keep for t in moved},
+            "woven_in_plan": [],
+            "replayed_batches": 1,
+            "seconds": 0.1,
+            "planned": {"total_change": 0.0},
+            "executed": {"total_change": 0.0, "max_change": 1.0},
+        }
+    ]
     metrics["answers"] = answers.num_rows
-    metrics["feed"] = {"mode": "stream", "rows": 3000, "batches": 5, "seconds": 3.0,
-                       "rows_per_s": 1000.0, "timeline": [{"t_s": 1.0, "rows": 900.0},
-                                                          {"t_s": 2.0, "rows": 1100.0}]}
-    metrics["stream"] = {"directory": "/data/in", "files": 6, "files_rejected": 1,
-                         "rows_rejected": 3, "batches": 5, "stop_reason": "idle"}
+    metrics["feed"] = {
+        "mode": "stream",
+        "rows": 3000,
+        "batches": 5,
+        "seconds": 3.0,
+        "rows_per_s": 1000.0,
+        "timeline": [{"t_s": 1.0, "rows": 900.0}, {"t_s": 2.0, "rows": 1100.0}],
+    }
+    metrics["stream"] = {
+        "directory": "/data/in",
+        "files": 6,
+        "files_rejected": 1,
+        "rows_rejected": 3,
+        "batches": 5,
+        "stop_reason": "idle",
+    }
     (run / "metrics.json").write_text(json.dumps(metrics))
     text = build_report(run).read_text()
     assert "differ" not in text

@@ -5,6 +5,7 @@ Oracle: DESIGN.md section 9 (``executors.live_oracle.registered_answers``) over 
 files, each query with the T_reg / T_unreg its command returned.  The files are in time order,
 so no tuple is late.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,8 @@ from sim.debs import generate_debs
 
 SAFETY_S = 240.0
 CHROMIUM = shutil.which("chromium") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
 FILE_S, N_FILES, RATE_HZ = 4, 8, 50
 
 
@@ -40,9 +42,16 @@ def _queries(prefix, n, seed, streams=("mf01", "mf02", "mf03")):
     for i in range(n):
         s = int(rng.choice([200, 250, 500, 1000]))
         r = s * int(rng.integers(1, 4)) + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
-        out.append({"id": f"{prefix}{i}", "stream": streams[i % len(streams)],
-                    "aggregate": ["sum", "max", "avg", "min", "count"][i % 5],
-                    "range": r, "slide": s, "kind": "time"})
+        out.append(
+            {
+                "id": f"{prefix}{i}",
+                "stream": streams[i % len(streams)],
+                "aggregate": ["sum", "max", "avg", "min", "count"][i % 5],
+                "range": r,
+                "slide": s,
+                "kind": "time",
+            }
+        )
     return out
 
 
@@ -54,8 +63,9 @@ def _plan(queries, n_nodes=3):
 
     rates = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
     model = CostModel("slickdeque", rates)
-    trees = sorted(weaveshare([query_from_mapping(q) for q in queries], model),
-                   key=lambda t: -t.cost)
+    trees = sorted(
+        weaveshare([query_from_mapping(q) for q in queries], model), key=lambda t: -t.cost
+    )
     nodes = [Node(f"node-{i}") for i in range(n_nodes)]
     for i, t in enumerate(trees):
         nodes[i % n_nodes].trees.append(t)
@@ -69,8 +79,12 @@ def files(tmp_path_factory):
     t = pq.read_table(d / "all.parquet")
     t0 = int(t.column("ts_ms")[0].as_py())
     rel = pc.subtract(t.column("ts_ms"), t0)
-    parts = [t.filter(pc.and_(pc.greater_equal(rel, k * FILE_S * 1000),
-                              pc.less(rel, (k + 1) * FILE_S * 1000))) for k in range(N_FILES)]
+    parts = [
+        t.filter(
+            pc.and_(pc.greater_equal(rel, k * FILE_S * 1000), pc.less(rel, (k + 1) * FILE_S * 1000))
+        )
+        for k in range(N_FILES)
+    ]
     return parts
 
 
@@ -112,13 +126,16 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     incoming.mkdir()
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
     with LiveDeployment(plan) as dep:
-        svc = Service(dep, spark, incoming, run_dir, plan, model, options=opts,
-                      default_rate=RATE_HZ / 1000.0)
+        svc = Service(
+            dep, spark, incoming, run_dir, plan, model, options=opts, default_rate=RATE_HZ / 1000.0
+        )
         box = {}
         th = threading.Thread(target=lambda: box.setdefault("stats", svc.run()), daemon=True)
         th.start()
-        wait_for(lambda: svc.state == "running" and (run_dir / "control.json").exists(),
-                 "the service to start")
+        wait_for(
+            lambda: svc.state == "running" and (run_dir / "control.json").exists(),
+            "the service to start",
+        )
         ctl = json.loads((run_dir / "control.json").read_text())
         assert stat.S_IMODE(os.stat(run_dir / "control.json").st_mode) == 0o600
         regs = {q["id"]: [q, None, None] for q in initial}
@@ -171,16 +188,27 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         if CHROMIUM:  # the page in headless Chromium after add-queries: new queries, bars
             shot = tmp_path / "page.png"
             url = ctl["url"] + f"/?token={ctl['token']}"
-            flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                     "--disable-background-networking", "--virtual-time-budget=3000"]
-            dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True,
-                                 timeout=120, check=True).stdout
+            flags = [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--virtual-time-budget=3000",
+            ]
+            dom = subprocess.run(
+                flags + ["--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+            ).stdout
             assert all(q["id"] in dom for q in more)
             assert len(re.findall(r'<tr class="node" data-node="node-\d">', dom)) == 3
             widths = [int(w) for w in re.findall(r'bar planned"><span style="width:(\d+)px', dom)]
             assert len(widths) == 3 and max(widths) == 260
-            subprocess.run(flags + [f"--screenshot={shot}", "--window-size=1280,900", url],
-                           check=True, timeout=120, capture_output=True)
+            subprocess.run(
+                flags + [f"--screenshot={shot}", "--window-size=1280,900", url],
+                check=True,
+                timeout=120,
+                capture_output=True,
+            )
             import matplotlib.image as mpimg
 
             img = mpimg.imread(shot)[..., :3]
@@ -194,8 +222,9 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
             call(run_dir, "GET", "/status", timeout=5)
     stats = box["stats"]
     assert stats.stop_reason == "stop" and stats.late == 0
-    got = pq.read_table(run_dir / "answers.parquet").sort_by([("query_id", "ascending"),
-                                                               ("window_start", "ascending")])
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     allt = pa.concat_tables(files)
     rows = []
     for q, a, b in regs.values():
@@ -203,20 +232,25 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         rows += registered_answers([(q, a, b)], allt.column("ts_ms").to_numpy(), col)
     rows.sort(key=lambda x: (x[0], x[1]))
     d = got.to_pydict()
-    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == \
-        [r[:3] for r in rows]
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [r[:3] for r in rows]
     np.testing.assert_allclose(d["value"], [float(r[3]) for r in rows], rtol=1e-9)
     # every change is an event; the running plan verifies and holds the running queries
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
     events = [e for e in events if e["command"] != "drift"]  # re-plans the commands caused
-    assert [e["command"] for e in events] == ["start", "add-queries", "remove-queries",
-                                              "add-queries", "stop"]
+    assert [e["command"] for e in events] == [
+        "start",
+        "add-queries",
+        "remove-queries",
+        "add-queries",
+        "stop",
+    ]
     assert events[1]["accepted_at"] == t_reg and events[2]["removed_at"] == t_unreg
     assert all(e["total_cost_after"] > 0 for e in events)
     cur = json.loads((run_dir / "plan_current.json").read_text())
     assert verify_plan(cur) == []
-    assert sorted(q["id"] for q in cur["queries"]) == \
-        sorted(k for k, v in regs.items() if v[2] is None)
+    assert sorted(q["id"] for q in cur["queries"]) == sorted(
+        k for k, v in regs.items() if v[2] is None
+    )
     # weaveplace report: the load over time with the events marked
     from sim.report import build_report
 
@@ -239,27 +273,58 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     from placement.trees import CostModel
     from placement.weaveshare import no_share
 
-    qs = [{"id": f"s{i}", "stream": "mf01", "aggregate": "sum", "range": r, "slide": s,
-           "kind": "time"} for i, (r, s) in enumerate([(1000, 500), (2000, 500), (3000, 1000),
-                                                      (1500, 500), (2000, 1000), (4000, 1000)])]
-    qs += [{"id": "m0", "stream": "mf02", "aggregate": "max", "range": 1000, "slide": 250,
-            "kind": "time"}]
+    qs = [
+        {
+            "id": f"s{i}",
+            "stream": "mf01",
+            "aggregate": "sum",
+            "range": r,
+            "slide": s,
+            "kind": "time",
+        }
+        for i, (r, s) in enumerate(
+            [(1000, 500), (2000, 500), (3000, 1000), (1500, 500), (2000, 1000), (4000, 1000)]
+        )
+    ]
+    qs += [
+        {
+            "id": "m0",
+            "stream": "mf02",
+            "aggregate": "max",
+            "range": 1000,
+            "slide": 250,
+            "kind": "time",
+        }
+    ]
     rates = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
     model = CostModel("slickdeque", rates)
     trees = no_share([query_from_mapping(q) for q in qs], model)
-    plan = Plan("WG_TN", "slickdeque", [Node("node-0", trees), Node("node-1"), Node("node-2")],
-                rates).to_dict()
+    plan = Plan(
+        "WG_TN", "slickdeque", [Node("node-0", trees), Node("node-1"), Node("node-2")], rates
+    ).to_dict()
     incoming, run_dir = tmp_path / "in", tmp_path / "run"
     incoming.mkdir()
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
     regs = {q["id"]: [q, None, None] for q in qs}
     with LiveDeployment(plan) as dep:
-        svc = Service(dep, spark, incoming, run_dir, plan, model, options=opts,
-                      default_rate=RATE_HZ / 1000.0, tolerance=0.25, max_moves=1)
+        svc = Service(
+            dep,
+            spark,
+            incoming,
+            run_dir,
+            plan,
+            model,
+            options=opts,
+            default_rate=RATE_HZ / 1000.0,
+            tolerance=0.25,
+            max_moves=1,
+        )
         th = threading.Thread(target=svc.run, daemon=True)
         th.start()
-        wait_for(lambda: svc.state == "running" and (run_dir / "control.json").exists(),
-                 "the service to start")
+        wait_for(
+            lambda: svc.state == "running" and (run_dir / "control.json").exists(),
+            "the service to start",
+        )
 
         def feed(k):
             drop(incoming, f"f{k:02d}.parquet", files[k])
@@ -268,8 +333,16 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
         feed(0)
         feed(1)
         assert svc.drift()["drift"] > 0.25
-        extra = [{"id": "s9", "stream": "mf01", "aggregate": "sum", "range": 1000,
-                  "slide": 1000, "kind": "time"}]
+        extra = [
+            {
+                "id": "s9",
+                "stream": "mf01",
+                "aggregate": "sum",
+                "range": 1000,
+                "slide": 1000,
+                "kind": "time",
+            }
+        ]
         rep = call(run_dir, "POST", "/add-queries", {"queries": extra})
         regs["s9"] = [extra[0], rep["accepted_at"]["mf01"], None]
         ev = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
@@ -295,14 +368,15 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     allt = pa.concat_tables(files)
     want = []
     for q, a, b in regs.values():
-        want += registered_answers([(q, a, b)], allt.column("ts_ms").to_numpy(),
-                                   allt.column(q["stream"]).to_numpy())
+        want += registered_answers(
+            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
+        )
     want.sort(key=lambda x: (x[0], x[1]))
-    got = pq.read_table(run_dir / "answers.parquet").sort_by([("query_id", "ascending"),
-                                                               ("window_start", "ascending")])
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     d = got.to_pydict()
-    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == \
-        [w[:3] for w in want]
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
     np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
     assert pq.read_table(run_dir / "late.parquet").num_rows == 0
     assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []

@@ -9,12 +9,13 @@ One test, two driver processes (~1-2 min: each starts Ray and Spark).  The drive
 own process group; after ``kill -9`` of the driver, what it left (Ray, the JVM) is ended by that
 group id.
 """
+
 from __future__ import annotations
 
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,12 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pytest
 import yaml
+from test_service import _queries, drop
 
 from executors.live_oracle import registered_answers
 from sim.debs import generate_debs
-from test_service import _queries, drop
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE_S, N_FILES, RATE_HZ = 3, 12, 50
@@ -50,14 +50,25 @@ def _env(tmp: Path) -> dict:
 
 def _serve(args, tmp: Path) -> subprocess.Popen:
     log = open(tmp / f"serve-{int(time.time() * 1000)}.log", "wb")
-    return subprocess.Popen([sys.executable, "-m", "sim.cli", "serve", *args], cwd=tmp,
-                            env=_env(tmp), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sim.cli", "serve", *args],
+        cwd=tmp,
+        env=_env(tmp),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _ctl(run_dir: Path, tmp: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sim.cli", "ctl", str(run_dir), *args],
-                          cwd=tmp, env=_env(tmp), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", "ctl", str(run_dir), *args],
+        cwd=tmp,
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _wait(cond, what, proc=None, timeout=SAFETY_S):
@@ -90,29 +101,42 @@ def test_serve_kill_resume(tmp_path):
     generate_debs(d / "all.parquet", duration_s=FILE_S * N_FILES, rate_hz=RATE_HZ, seed=5)
     t = pq.read_table(d / "all.parquet")
     rel = pc.subtract(t.column("ts_ms"), int(t.column("ts_ms")[0].as_py()))
-    files = [t.filter(pc.and_(pc.greater_equal(rel, k * FILE_S * 1000),
-                              pc.less(rel, (k + 1) * FILE_S * 1000))) for k in range(N_FILES)]
+    files = [
+        t.filter(
+            pc.and_(pc.greater_equal(rel, k * FILE_S * 1000), pc.less(rel, (k + 1) * FILE_S * 1000))
+        )
+        for k in range(N_FILES)
+    ]
     incoming, run_dir = d / "in", d / "run"
     incoming.mkdir()
     initial = _queries("a", 8, seed=11)
-    cfg = {"workload": {"queries": initial}, "cluster": {"nodes": 3},
-           "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
-           "streams": {s: {"rate": RATE_HZ / 1000} for s in ("mf01", "mf02", "mf03")},
-           "data": {"directory": {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}},
-           "run": {"mode": "live", "output_dir": str(run_dir)}}
+    cfg = {
+        "workload": {"queries": initial},
+        "cluster": {"nodes": 3},
+        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
+        "streams": {s: {"rate": RATE_HZ / 1000} for s in ("mf01", "mf02", "mf03")},
+        "data": {"directory": {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}},
+        "run": {"mode": "live", "output_dir": str(run_dir)},
+    }
     (d / "live.yaml").write_text(yaml.safe_dump(cfg))
     regs = {q["id"]: [q, None, None] for q in initial}
     RAY_TMP["dir"] = tempfile.mkdtemp(prefix="wp-serve-", dir="/tmp")
     proc = _serve(["live.yaml"], d)
     procs = [proc]
     try:
-        _wait(lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
-              "serve to start", proc)
+        _wait(
+            lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
+            "serve to start",
+            proc,
+        )
 
         def feed(k, p):
             drop(incoming, f"f{k:02d}.parquet", files[k])
-            _wait(lambda: call(run_dir, "GET", "/status", timeout=10)["files"] >= k + 1,
-                  f"file {k} fed", p)
+            _wait(
+                lambda: call(run_dir, "GET", "/status", timeout=10)["files"] >= k + 1,
+                f"file {k} fed",
+                p,
+            )
 
         feed(0, proc)
         # 20 queries, the first 10 through `weaveplace ctl add-queries FILE.yaml`
@@ -154,8 +178,11 @@ def test_serve_kill_resume(tmp_path):
         _end_group(proc)
         proc = _serve(["--resume", str(run_dir)], d)
         procs.append(proc)
-        _wait(lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
-              "serve --resume to start", proc)
+        _wait(
+            lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
+            "serve --resume to start",
+            proc,
+        )
         _wait(lambda: call(run_dir, "GET", "/status", timeout=10)["files"] >= 8, "file 7", proc)
         c = _queries("c", 5, seed=13)
         rep = call(run_dir, "POST", "/add-queries", {"queries": c})
@@ -173,8 +200,9 @@ def test_serve_kill_resume(tmp_path):
                 p.wait(30)
             _end_group(p)
         shutil.rmtree(RAY_TMP["dir"], ignore_errors=True)
-    got = pq.read_table(run_dir / "answers.parquet").sort_by([("query_id", "ascending"),
-                                                               ("window_start", "ascending")])
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
     allt = pa.concat_tables(files)
     ts = allt.column("ts_ms").to_numpy()
     want = []
@@ -189,11 +217,21 @@ def test_serve_kill_resume(tmp_path):
     assert pq.read_table(run_dir / "late.parquet").num_rows == 0
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
     cmds = [e["command"] for e in events if e["command"] != "drift"]  # re-plans they caused
-    assert cmds == ["start", "add-queries", "add-queries", "remove-queries", "add-node",
-                    "retire-node", "resume", "add-queries", "stop"], cmds
+    assert cmds == [
+        "start",
+        "add-queries",
+        "add-queries",
+        "remove-queries",
+        "add-node",
+        "retire-node",
+        "resume",
+        "add-queries",
+        "stop",
+    ], cmds
     assert [e for e in events if e["command"] == "retire-node"][0]["trees_moved"] >= 1
     cur = json.loads((run_dir / "plan_current.json").read_text())
     assert verify_plan(cur) == []
-    assert sorted(q["id"] for q in cur["queries"]) == \
-        sorted(k for k, v in regs.items() if v[2] is None)
+    assert sorted(q["id"] for q in cur["queries"]) == sorted(
+        k for k, v in regs.items() if v[2] is None
+    )
     assert sorted(n["id"] for n in cur["nodes"]) == ["node-0", "node-2", "node-new"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from placement.distributed import optimize
 from placement.plan import Node, Plan
@@ -18,8 +19,12 @@ def _plan(caps, rates, seed):
     import random
 
     rng = random.Random(seed)
-    qs = [Query(f"q{i}", rng.randint(4, 40), rng.choice([2, 3, 4, 6]), "sum",
-                rng.choice(sorted(rates))) for i in range(rng.randint(3, 9))]
+    qs = [
+        Query(
+            f"q{i}", rng.randint(4, 40), rng.choice([2, 3, 4, 6]), "sum", rng.choice(sorted(rates))
+        )
+        for i in range(rng.randint(3, 9))
+    ]
     model = CostModel("panes", rates)
     return optimize("WG_TL", qs, model, caps, seed=seed)
 
@@ -34,10 +39,15 @@ def test_shedding_is_feasible_and_optimal_on_a_grid(seed, n_nodes, squeeze):
     rates = {"a": 5.0, "b": 2.0, "c": 9.0}
     base = _plan([1e9] * n_nodes, rates, seed)
     caps = [max(n.cost, 1e-9) * squeeze for n in base.nodes]
-    plan = Plan(base.optimizer, base.ie,
-                [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)], base.rates)
-    fixed_over = [n for n in plan.nodes
-                  if sum(t.cost - plan.rates[t.stream] for t in n.trees) > n.capacity]
+    plan = Plan(
+        base.optimizer,
+        base.ie,
+        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
+        base.rates,
+    )
+    fixed_over = [
+        n for n in plan.nodes if sum(t.cost - plan.rates[t.stream] for t in n.trees) > n.capacity
+    ]
     if fixed_over:
         with pytest.raises(InfeasibleEvenWhenShedding, match="still needs"):
             shed_load(plan)
@@ -59,9 +69,12 @@ def test_shedding_is_feasible_and_optimal_on_a_grid(seed, n_nodes, squeeze):
 def test_overloads_report_excess():
     rates = {"a": 5.0}
     base = _plan([1e9, 1e9], rates, 3)
-    plan = Plan(base.optimizer, base.ie,
-                [Node(n.id, n.trees, n.cost / 2 if n.cost else 1.0) for n in base.nodes],
-                base.rates)
+    plan = Plan(
+        base.optimizer,
+        base.ie,
+        [Node(n.id, n.trees, n.cost / 2 if n.cost else 1.0) for n in base.nodes],
+        base.rates,
+    )
     over = overloads(plan)
     assert [o.node for o in over] == [n.id for n in base.nodes if n.cost > 0]
     for o, n in zip(over, [n for n in base.nodes if n.cost > 0]):

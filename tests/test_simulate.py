@@ -24,12 +24,32 @@ from sim.simulate import simulate
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY = {
-    "workload": {"generator": {"qnum": [6, 7], "smax": 12, "rate": 10.0, "zskew": 1,
-                               "omax": 5, "gen": "nrm", "seed": [0, 1]}},
+    "workload": {
+        "generator": {
+            "qnum": [6, 7],
+            "smax": 12,
+            "rate": 10.0,
+            "zskew": 1,
+            "omax": 5,
+            "gen": "nrm",
+            "seed": [0, 1],
+        }
+    },
     "cluster": {"nodes": [2, 3]},
-    "placement": {"optimizers": ["G_RAND", "G_TL", "W_TN", "WG_TN", "WG_I", "WG_LS",
-                                 "weaveshare", "no_share"],
-                  "ie": "panes", "exact": 7},
+    "placement": {
+        "optimizers": [
+            "G_RAND",
+            "G_TL",
+            "W_TN",
+            "WG_TN",
+            "WG_I",
+            "WG_LS",
+            "weaveshare",
+            "no_share",
+        ],
+        "ie": "panes",
+        "exact": 7,
+    },
     "run": {"seed": 3},
 }
 
@@ -38,8 +58,9 @@ TINY = {
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("sim")
     calls = []
-    summary = simulate(config_from_mapping(TINY), progress=lambda *a: calls.append(a),
-                       output_dir=out)
+    summary = simulate(
+        config_from_mapping(TINY), progress=lambda *a: calls.append(a), output_dir=out
+    )
     return out, summary, calls
 
 
@@ -81,8 +102,7 @@ def test_exact_gaps(tiny_run):
             plan = json.loads((out / "plans" / f"c{cid:04d}_EXACT_{tag}.json").read_text())
             assert verify_plan(plan) == []
         exact = json.loads((out / "plans" / f"c{cid:04d}_EXACT_min_total.json").read_text())
-        assert math.isclose(exact["total_cost"],
-                            df.loc[df.config_id == cid, "exact_total"].iloc[0])
+        assert math.isclose(exact["total_cost"], df.loc[df.config_id == cid, "exact_total"].iloc[0])
 
 
 def test_summaries(tiny_run):
@@ -112,18 +132,22 @@ def test_summaries(tiny_run):
 
 
 def test_explicit_queries_node_ids_and_capacities(tmp_path):
-    cfg = config_from_mapping({
-        "workload": {"queries": [
-            {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
-            {"id": "b", "stream": "mf01", "aggregate": "max", "range": 6, "slide": 3},
-            {"id": "c", "stream": "mf02", "aggregate": "sum", "range": 4, "slide": 4},
-            {"id": "d", "stream": "mf02", "aggregate": "sum", "range": 8, "slide": 4},
-        ]},
-        "streams": {"mf01": {"rate": 0.5}, "mf02": {"rate": 2.0}},
-        "cluster": {"nodes": [{"id": "east", "capacity": 100}, {"id": "west", "capacity": 50}]},
-        "placement": {"optimizers": ["WG_I", "WG_TL", "shared"], "exact": True},
-        "run": {"output_dir": str(tmp_path / "unused")},
-    })
+    cfg = config_from_mapping(
+        {
+            "workload": {
+                "queries": [
+                    {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
+                    {"id": "b", "stream": "mf01", "aggregate": "max", "range": 6, "slide": 3},
+                    {"id": "c", "stream": "mf02", "aggregate": "sum", "range": 4, "slide": 4},
+                    {"id": "d", "stream": "mf02", "aggregate": "sum", "range": 8, "slide": 4},
+                ]
+            },
+            "streams": {"mf01": {"rate": 0.5}, "mf02": {"rate": 2.0}},
+            "cluster": {"nodes": [{"id": "east", "capacity": 100}, {"id": "west", "capacity": 50}]},
+            "placement": {"optimizers": ["WG_I", "WG_TL", "shared"], "exact": True},
+            "run": {"output_dir": str(tmp_path / "unused")},
+        }
+    )
     summary = simulate(cfg, output_dir=tmp_path / "run")
     df = pd.read_csv(summary.files["results_csv"], float_precision="round_trip")
     assert len(df) == 3 and (df["gen"] == "explicit").all()
@@ -153,8 +177,11 @@ def test_quickstart_is_quick(tmp_path):
 
 def test_cli_simulate(tmp_path):
     cfg = tmp_path / "c.yaml"
-    small = {**TINY, "workload": {"generator": {"qnum": 5, "smax": 6, "rate": 2.0}},
-             "cluster": {"nodes": 2}}
+    small = {
+        **TINY,
+        "workload": {"generator": {"qnum": 5, "smax": 6, "rate": 2.0}},
+        "cluster": {"nodes": 2},
+    }
     cfg.write_text(yaml.safe_dump(small))
     res = CliRunner().invoke(app, ["simulate", str(cfg), "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
@@ -170,8 +197,12 @@ def test_workers_give_the_same_results(tiny_run, tmp_path):
     """Two worker processes (each taking whole workloads) write the rows and plans of one."""
     out, summary, calls = tiny_run
     calls2 = []
-    s2 = simulate(config_from_mapping(TINY), progress=lambda *a: calls2.append(a),
-                  output_dir=tmp_path, workers=2)
+    s2 = simulate(
+        config_from_mapping(TINY),
+        progress=lambda *a: calls2.append(a),
+        output_dir=tmp_path,
+        workers=2,
+    )
     one = pd.read_csv(out / "results.csv", float_precision="round_trip")
     two = pd.read_csv(tmp_path / "results.csv", float_precision="round_trip")
     assert s2.runs == summary.runs
@@ -186,14 +217,18 @@ def test_cutty_slicing_prices_plans_under_cutty(tmp_path):
     """``placement.slicing: cutty``: every plan (heuristics, WG_LS and the exact optimum)
     records and verifies under Cutty, the results say so, the exact optimum still bounds the
     heuristics, and costs differ from the Pairs run of the same workload."""
-    base = {**TINY, "workload": {"generator": {"qnum": 7, "smax": 12, "rate": 10.0,
-                                               "omax": 5, "gen": "nrm", "seed": 1}},
-            "cluster": {"nodes": 2},
-            "placement": {"optimizers": ["WG_TN", "WG_I", "WG_LS"], "ie": "slickdeque",
-                          "exact": 7}}
-    cut = simulate(config_from_mapping({**base, "placement": {**base["placement"],
-                                                              "slicing": "cutty"}}),
-                   output_dir=tmp_path / "c")
+    base = {
+        **TINY,
+        "workload": {
+            "generator": {"qnum": 7, "smax": 12, "rate": 10.0, "omax": 5, "gen": "nrm", "seed": 1}
+        },
+        "cluster": {"nodes": 2},
+        "placement": {"optimizers": ["WG_TN", "WG_I", "WG_LS"], "ie": "slickdeque", "exact": 7},
+    }
+    cut = simulate(
+        config_from_mapping({**base, "placement": {**base["placement"], "slicing": "cutty"}}),
+        output_dir=tmp_path / "c",
+    )
     pairs = simulate(config_from_mapping(base), output_dir=tmp_path / "p")
     dc = pd.read_csv(cut.files["results_csv"], float_precision="round_trip")
     dp = pd.read_csv(pairs.files["results_csv"], float_precision="round_trip")

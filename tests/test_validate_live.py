@@ -1,6 +1,7 @@
 """``weaveplace validate`` makes the checks of the command that will run the config, with the
 same one-line messages and exit code 2 as ``weaveplace run`` (issue 11, item 4).  Every case
 fails before any work, so ``run`` here starts neither Ray nor Spark."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,10 +13,13 @@ from typer.testing import CliRunner
 
 from sim.cli import app
 
-BASE = {"workload": {"queries": [{"id": "q1", "stream": "mf01", "aggregate": "max",
-                                  "range": 1000, "slide": 500}]},
-        "streams": {"mf01": {"rate": 0.1}},
-        "run": {"mode": "live"}}
+BASE = {
+    "workload": {
+        "queries": [{"id": "q1", "stream": "mf01", "aggregate": "max", "range": 1000, "slide": 500}]
+    },
+    "streams": {"mf01": {"rate": 0.1}},
+    "run": {"mode": "live"},
+}
 
 
 def _both(tmp_path, raw):
@@ -38,14 +42,17 @@ def _parquet(path, cols):
     pq.write_table(pa.table({"ts_ms": ts, **{c: ts % 7 for c in cols}}), path)
 
 
-@pytest.mark.parametrize("case, needle", [
-    ("no optimizer", "placement.optimizers: a live run takes one optimizer"),
-    ("two workloads", "a live run takes one workload and one cluster layout"),
-    ("not a column", "workload.queries[0].stream: 'zz01' is not a column of the data"),
-    ("parquet lacks column", "workload.queries[0].stream: 'mf01' is not a column of the data"),
-    ("unreadable parquet", "data.path: cannot read"),
-    ("no ts_ms", "has no ts_ms column"),
-])
+@pytest.mark.parametrize(
+    "case, needle",
+    [
+        ("no optimizer", "placement.optimizers: a live run takes one optimizer"),
+        ("two workloads", "a live run takes one workload and one cluster layout"),
+        ("not a column", "workload.queries[0].stream: 'zz01' is not a column of the data"),
+        ("parquet lacks column", "workload.queries[0].stream: 'mf01' is not a column of the data"),
+        ("unreadable parquet", "data.path: cannot read"),
+        ("no ts_ms", "has no ts_ms column"),
+    ],
+)
 def test_validate_refuses_what_run_refuses(tmp_path, case, needle):
     raw = yaml.safe_load(yaml.safe_dump(BASE))
     if case != "no optimizer":
@@ -68,7 +75,7 @@ def test_validate_refuses_what_run_refuses(tmp_path, case, needle):
     assert v.exit_code == 2 and r.exit_code == 2, (v.output, r.output)
     assert needle in _error_line(v)
     assert _error_line(v) == _error_line(r)  # the same check, the same message
-    assert not (tmp_path / "out").exists()   # run refused before any work
+    assert not (tmp_path / "out").exists()  # run refused before any work
 
 
 def test_validate_accepts_a_parquet_with_the_columns(tmp_path):

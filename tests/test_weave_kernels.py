@@ -1,5 +1,6 @@
 """WeaveShare's compiled lazy table (placement.weave_kernels, placement.lazy_table): exact benefits
 bit for bit, certified bounds, and the same plans as the paper's eager table."""
+
 from __future__ import annotations
 
 import contextlib
@@ -64,12 +65,15 @@ def test_pair_values_exact_bit_for_bit_or_certified_bounds(pool, tech):
         for j, s in enumerate(slots):
             if i == j:
                 continue
-            v, exact = wk.pair_value(z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart,
-                                     t.pm, t.pr)
+            v, exact = wk.pair_value(
+                z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart, t.pm, t.pr
+            )
             a, b = (trees[i], trees[j]) if trees[i].uid < trees[j].uid else (trees[j], trees[i])
             true = model.benefit(a, b)
-            single = (len({m for m, _ in trees[i].classes}) == 1
-                      and len({m for m, _ in trees[j].classes}) == 1)
+            single = (
+                len({m for m, _ in trees[i].classes}) == 1
+                and len({m for m, _ in trees[j].classes}) == 1
+            )
             assert exact == single
             if exact:
                 assert v == true  # the very float the engine-based benefit gives
@@ -90,8 +94,20 @@ def test_bucket_bounds_are_certified(pool):
             if i == j or t.smod[s] == 0:
                 continue
             b = int(t.bucket[s])
-            bb = wk.bucket_bound(z, lam, t.e, t.om, t.cost, t.kcls, t.cstart, t.pm,
-                                 t.b_mod[b], t.b_kmin[b], t.b_kmax[b], t.b_om[b])
+            bb = wk.bucket_bound(
+                z,
+                lam,
+                t.e,
+                t.om,
+                t.cost,
+                t.kcls,
+                t.cstart,
+                t.pm,
+                t.b_mod[b],
+                t.b_kmin[b],
+                t.b_kmax[b],
+                t.b_om[b],
+            )
             true = model.benefit(trees[i], trees[j])
             assert bb >= true
             if t.smod[z] > 0 and true > 1e-12:
@@ -112,10 +128,16 @@ def _grouping(trees):
 
 
 @settings(max_examples=60, deadline=None)
-@given(qnum=st.integers(2, 120), smax=st.sampled_from([10, 30, 100, 600]),
-       lam=st.sampled_from([0.002, 0.1, 1.0, 100.0]), omax=st.sampled_from([1, 3, 10, 100]),
-       zskew=st.sampled_from([0, 1, 3]), gen=st.sampled_from(["nrm", "div", "factors"]),
-       seed=st.integers(0, 10_000), tech=st.sampled_from(["panes", "flatfit"]))
+@given(
+    qnum=st.integers(2, 120),
+    smax=st.sampled_from([10, 30, 100, 600]),
+    lam=st.sampled_from([0.002, 0.1, 1.0, 100.0]),
+    omax=st.sampled_from([1, 3, 10, 100]),
+    zskew=st.sampled_from([0, 1, 3]),
+    gen=st.sampled_from(["nrm", "div", "factors"]),
+    seed=st.integers(0, 10_000),
+    tech=st.sampled_from(["panes", "flatfit"]),
+)
 def test_lazy_equals_paper_on_generated_workloads(qnum, smax, lam, omax, zskew, gen, seed, tech):
     qs = generate(WorkloadSpec(qnum, smax, lam, zskew, omax, gen, seed))
     lazy, paper = _plans(qs, lam, tech)
@@ -124,8 +146,12 @@ def test_lazy_equals_paper_on_generated_workloads(qnum, smax, lam, omax, zskew, 
 
 
 @settings(max_examples=30, deadline=None)
-@given(qnum=st.integers(2, 60), seed=st.integers(0, 10_000), stop=st.integers(1, 10),
-       gen=st.sampled_from(["nrm", "div"]))
+@given(
+    qnum=st.integers(2, 60),
+    seed=st.integers(0, 10_000),
+    stop=st.integers(1, 10),
+    gen=st.sampled_from(["nrm", "div"]),
+)
 def test_lazy_equals_paper_forced_merges(qnum, seed, stop, gen):
     """To Nodes' forced merges: floor -inf and stop_at (every pair is a candidate)."""
     qs = generate(WorkloadSpec(qnum, 60, 0.01, 1, 5, gen, seed))
@@ -134,10 +160,16 @@ def test_lazy_equals_paper_forced_merges(qnum, seed, stop, gen):
 
 
 @settings(max_examples=40, deadline=None)
-@given(qnum=st.integers(2, 120), smax=st.sampled_from([10, 30, 600]),
-       lam=st.sampled_from([0.002, 1.0, 100.0]), omax=st.sampled_from([1, 10, 100]),
-       gen=st.sampled_from(["nrm", "div", "factors"]), seed=st.integers(0, 10_000),
-       cap=st.integers(1, 3), forced=st.booleans())
+@given(
+    qnum=st.integers(2, 120),
+    smax=st.sampled_from([10, 30, 600]),
+    lam=st.sampled_from([0.002, 1.0, 100.0]),
+    omax=st.sampled_from([1, 10, 100]),
+    gen=st.sampled_from(["nrm", "div", "factors"]),
+    seed=st.integers(0, 10_000),
+    cap=st.integers(1, 3),
+    forced=st.booleans(),
+)
 def test_lazy_equals_paper_with_tiny_row_caps(qnum, smax, lam, omax, gen, seed, cap, forced):
     """Rows that keep one to three entries are refilled inside ``pop`` all the time: the plan
     must still be the eager table's (also with To Nodes' forced merges)."""
@@ -175,8 +207,11 @@ def test_single_modulus_rows_need_no_engine_pricing():
 
 
 @settings(max_examples=200, deadline=None)
-@given(vals=st.lists(st.integers(0, 6), min_size=0, max_size=80), cap=st.integers(1, 20),
-       seed=st.integers(0, 1000))
+@given(
+    vals=st.lists(st.integers(0, 6), min_size=0, max_size=80),
+    cap=st.integers(1, 20),
+    seed=st.integers(0, 1000),
+)
 def test_row_keeps_its_best_entries_sorted(vals, cap, seed):
     """A row keeps its best ``cap`` entries by (-value, partner uid), sorted, and says whether
     it dropped any (many ties in the values: the uid decides)."""
@@ -213,19 +248,68 @@ def _refill(t, z, lam):
     t.sizes[0] = 0
     t._room(min(2 * int(t.rcap[z]), wk.MAX_CAP))
     none = np.zeros(1, np.int64)
-    wk.rows(np.array([z], np.int64), t.floor, lam, t.alive, t.key, t.uid, t.e, t.om, t.cost,
-            t.smod, t.kcls, t.cstart, t.pm, t.pr, t.bucket, t.nxt, t.b_key, t.b_mod, t.b_kmin,
-            t.b_kmax, t.b_om, t.b_head, t.nb, t.wmax, none, none, False, none, none, 1, t._hist,
-            0, True, t.rcap, t.cutv, t.cutu, t.rfull, t.rj, t.rv, t.rx, t.rpos, t.rn, t.hv,
-            t.hi, t.sizes)
+    wk.rows(
+        np.array([z], np.int64),
+        t.floor,
+        lam,
+        t.alive,
+        t.key,
+        t.uid,
+        t.e,
+        t.om,
+        t.cost,
+        t.smod,
+        t.kcls,
+        t.cstart,
+        t.pm,
+        t.pr,
+        t.bucket,
+        t.nxt,
+        t.b_key,
+        t.b_mod,
+        t.b_kmin,
+        t.b_kmax,
+        t.b_om,
+        t.b_head,
+        t.nb,
+        t.wmax,
+        none,
+        none,
+        False,
+        none,
+        none,
+        1,
+        t._hist,
+        0,
+        True,
+        t.rcap,
+        t.cutv,
+        t.cutu,
+        t.rfull,
+        t.rj,
+        t.rv,
+        t.rx,
+        t.rpos,
+        t.rn,
+        t.hv,
+        t.hi,
+        t.sizes,
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(qnum=st.integers(2, 100), smax=st.sampled_from([12, 40, 600]),
-       lam=st.sampled_from([0.002, 1.0, 30.0]), gen=st.sampled_from(["nrm", "div"]),
-       seed=st.integers(0, 10_000), cap=st.integers(1, 5), kill=st.floats(0.0, 0.5))
-def test_kept_entries_and_refills_give_the_whole_row_in_order(qnum, smax, lam, gen, seed, cap,
-                                                              kill):
+@given(
+    qnum=st.integers(2, 100),
+    smax=st.sampled_from([12, 40, 600]),
+    lam=st.sampled_from([0.002, 1.0, 30.0]),
+    gen=st.sampled_from(["nrm", "div"]),
+    seed=st.integers(0, 10_000),
+    cap=st.integers(1, 5),
+    kill=st.floats(0.0, 0.5),
+)
+def test_kept_entries_and_refills_give_the_whole_row_in_order(
+    qnum, smax, lam, gen, seed, cap, kill
+):
     """A row's kept entries followed by its refills (each after the previous cut, alive
     partners filed before it only) are exactly its alive partners above the floor, in the
     eager table's order (-value, partner uid), each once; the cap doubles per refill."""
@@ -247,29 +331,38 @@ def test_kept_entries_and_refills_give_the_whole_row_in_order(qnum, smax, lam, g
         for s in range(z):
             if not t.alive[s]:
                 continue
-            v, exact = wk.pair_value(z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart,
-                                     t.pm, t.pr)
+            v, exact = wk.pair_value(
+                z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart, t.pm, t.pr
+            )
             if v > t.floor:
                 want.append((-v, int(t.uid[s]), s))
         want.sort()
         got = []
         caps = [int(t.rcap[z])]
         while True:
-            got += [(t.rv[p], int(t.uid[t.rj[p]]), int(t.rj[p]))
-                    for p in range(int(t.rpos[z]), int(t.rn[z])) if t.alive[t.rj[p]]]
+            got += [
+                (t.rv[p], int(t.uid[t.rj[p]]), int(t.rj[p]))
+                for p in range(int(t.rpos[z]), int(t.rn[z]))
+                if t.alive[t.rj[p]]
+            ]
             if t.rfull[z]:
                 break
             _refill(t, z, lam)
             caps.append(int(t.rcap[z]))
         assert got == want
-        assert caps == [cap * 2 ** i for i in range(len(caps))]
+        assert caps == [cap * 2**i for i in range(len(caps))]
 
 
 @settings(max_examples=60, deadline=None)
-@given(qnum=st.integers(2, 150), smax=st.sampled_from([6, 12, 40, 200]),
-       lam=st.sampled_from([0.002, 0.05, 1.0, 30.0]), omax=st.sampled_from([1, 2, 10]),
-       gen=st.sampled_from(["nrm", "div", "factors"]), seed=st.integers(0, 10_000),
-       mixed=st.booleans())
+@given(
+    qnum=st.integers(2, 150),
+    smax=st.sampled_from([6, 12, 40, 200]),
+    lam=st.sampled_from([0.002, 0.05, 1.0, 30.0]),
+    omax=st.sampled_from([1, 2, 10]),
+    gen=st.sampled_from(["nrm", "div", "factors"]),
+    seed=st.integers(0, 10_000),
+    mixed=st.booleans(),
+)
 def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed):
     """After a fill (bucket-pair mask, residue counts, bucket bounds), every pair whose exact
     benefit is above the floor sits in a row with a value >= its benefit (equal when exact), or
@@ -287,7 +380,7 @@ def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed)
         for p in range(int(t.rpos[z]), int(t.rn[z])):
             found[frozenset((z, int(t.rj[p])))] = (-t.rv[p], bool(t.rx[p]))
     for i, x in enumerate(trees):
-        for y in trees[i + 1:]:
+        for y in trees[i + 1 :]:
             b = model.benefit(x, y)
             got = found.get(frozenset((slot_of[x.uid], slot_of[y.uid])))
             if b > 1e-12 and got is None:  # only beyond a cut: a row that dropped entries

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
-from typing import Iterable
 
 from placement.slicing import ResidueClass
 
@@ -69,9 +69,7 @@ class EdgeEngine(ABC):
     def density(self, classes: frozenset[ResidueClass]) -> Fraction:
         """Fraction of positions covered by at least one class (the edge rate)."""
 
-    def merged_density(
-        self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]
-    ) -> Fraction:
+    def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
         """Density of ``x | y``; engines may reuse what they cached for ``x`` and ``y``."""
         return self.density(x | y)
 

@@ -20,8 +20,12 @@ from placement.slicing import ResidueClass
 class BitsetEngine(EdgeEngine):
     name = "bitset"
 
-    def __init__(self, max_bytes: int = 1 << 30, time_budget_s: float | None = None,
-                 cache_bytes: int = 1 << 28):
+    def __init__(
+        self,
+        max_bytes: int = 1 << 30,
+        time_budget_s: float | None = None,
+        cache_bytes: int = 1 << 28,
+    ):
         self.max_bytes = max_bytes
         self.time_budget_s = time_budget_s
         self.cache_bytes = cache_bytes
@@ -33,7 +37,9 @@ class BitsetEngine(EdgeEngine):
             lo, hi = trivial_bounds(classes)
             raise EdgeCountLimit(
                 f"bitset: composite slide {period} exceeds the memory cap of {self.max_bytes} bytes",
-                lo, hi)
+                lo,
+                hi,
+            )
         if deadline is not None and deadline.expired():
             lo, hi = trivial_bounds(classes)
             raise EdgeCountLimit("bitset: time budget exceeded", lo, hi)

@@ -44,7 +44,10 @@ class F1Engine(EdgeEngine):
                 lo, hi = trivial_bounds(cls)
                 raise EdgeCountLimit(
                     f"f1: time budget of {self.time_budget_s}s exceeded "
-                    f"({len(cls)} classes, {steps} groups)", lo, hi)
+                    f"({len(cls)} classes, {steps} groups)",
+                    lo,
+                    hi,
+                )
 
         return group_inclusion_exclusion(cls, check)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from fractions import Fraction
-from math import gcd, lcm, prod
+from math import gcd, lcm
 
 import numpy as np
 
@@ -219,8 +219,12 @@ class FastEngine(EdgeEngine):
                 if ry is not None and ry not in touched_y:
                     touched_y.add(ry)
                     new |= dy.root_primes[ry]
-            frontier = {p for p in new if (p in dx.prime_root and dx.prime_root[p] not in touched_x)
-                        or (p in dy.prime_root and dy.prime_root[p] not in touched_y)}
+            frontier = {
+                p
+                for p in new
+                if (p in dx.prime_root and dx.prime_root[p] not in touched_x)
+                or (p in dy.prime_root and dy.prime_root[p] not in touched_y)
+            }
         num, den = 1, 1
         for d, touched in ((dx, touched_x), (dy, touched_y)):
             for root, u in d.unc.items():
@@ -327,7 +331,10 @@ class FastEngine(EdgeEngine):
             raise EdgeCountLimit(
                 f"fast: exact count of {len(self._top)} classes exceeded its budget "
                 f"({self.max_steps} steps or {self.time_budget_s}s); certified bounds "
-                f"[{float(lo):.6g}, {float(hi):.6g}]", lo, hi)
+                f"[{float(lo):.6g}, {float(hi):.6g}]",
+                lo,
+                hi,
+            )
 
     def _uncovered(self, cset: frozenset) -> Fraction:
         if not cset:
@@ -419,7 +426,7 @@ class FastEngine(EdgeEngine):
                 groups[(j, r % p**j)].append((mm, r % mm))
         # prefixes[j]: residues mod p^j below which some deeper group key exists.
         prefixes: list[set[int]] = [set() for _ in range(k + 1)]
-        for (j, b) in groups:
+        for j, b in groups:
             for i in range(j):
                 prefixes[i].add(b % p**i)
         total = Fraction(0)
