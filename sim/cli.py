@@ -209,7 +209,7 @@ def bench_f1(
     quick: bool = typer.Option(False, help="Only the first two points of each experiment."),
 ):
     """Reproduce the dissertation's F1 experiments (Table 5) with every edge engine."""
-    from sim import bench_f1 as b
+    from sim.bench import f1 as b
 
     try:
         exps = [int(x) for x in experiments.split(",") if x.strip()]
@@ -277,7 +277,7 @@ def bench_engines(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """Engine-only: the edge rate of one large tree with each engine (cold caches)."""
-    from sim import bench_f1 as b
+    from sim.bench import f1 as b
 
     table = Table("Smax", "queries", "classes", "fast (s)", "f1 (s)", "bitset (s)", "agree")
     fmt = lambda v: "DNF" if v is None else f"{v:.4f}"  # noqa: E731
@@ -314,7 +314,7 @@ def bench_exact_gap(
     """WG_LS vs the exact optimum of its own objective (and of TotalCost / MaxCost alone)."""
     import pandas as pd
 
-    from sim import bench_exact_gap as b
+    from sim.bench import exact_gap as b
 
     with _progress() as bar:
         task = bar.add_task("exact gap", total=instances)
@@ -360,7 +360,7 @@ def bench_exact(
     """The exact yardstick's reach: time to prove min TotalCost / min MaxCost, share proven."""
     import pandas as pd
 
-    from sim import bench_exact as b
+    from sim.bench import exact as b
 
     def ints(name: str, text: str) -> list[int]:
         try:
@@ -447,12 +447,12 @@ def bench_pareto(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """WG_PF: weak dominance of every Table 7 optimizer and WG_LS on a mixed grid, hypervolume
-    against the exact front on small instances, runtime against WG_LS (sim.bench_pareto)."""
+    against the exact front on small instances, runtime against WG_LS (sim.bench.pareto)."""
     import itertools
 
     import pandas as pd
 
-    from sim import bench_pareto as b
+    from sim.bench import pareto as b
 
     if run is not None:
         if not (run / "results.csv").exists():
@@ -534,7 +534,7 @@ def bench_executors(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """Final-aggregation throughput, latency and memory (dissertation Figures 23-29)."""
-    from executors.bench import DEFAULT_TECHNIQUES, run_executor_bench
+    from sim.bench.executors import DEFAULT_TECHNIQUES, run_executor_bench
 
     aggs = [a.strip() for a in aggregates.split(",") if a.strip()]
     bad = [a for a in aggs if a not in ("sum", "max")]
@@ -583,8 +583,8 @@ def bench_slicing(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """Pairs vs Cutty slicing side by side: tuples/s, slices, operations."""
-    from executors.bench import run_slicing_bench, slicing_workload
     from executors.tree import ALL_TECHNIQUES
+    from sim.bench.executors import run_slicing_bench, slicing_workload
 
     techs = [t.strip() for t in techniques.split(",") if t.strip()]
     bad = [t for t in techs if t not in ALL_TECHNIQUES]
@@ -636,7 +636,7 @@ def bench_omega(
     """Model Omega vs measured final-aggregation operations per edge on planned trees."""
     from dataclasses import asdict
 
-    from sim import omega_check as oc
+    from sim.bench import omega as oc
     from sim.workload import WorkloadSpec
 
     techs = [t.strip() for t in techniques.split(",") if t.strip()]
@@ -710,7 +710,7 @@ def bench_count(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """Count-window plans: planned vs measured edges and operations per ms (issue 16)."""
-    from sim.count_check import format_count_check, run_count_check
+    from sim.bench.count import format_count_check, run_count_check
 
     if qnum < 1 or smax < 1 or omax < 1 or not rate > 0 or tuples < 10_000 or nodes < 1:
         raise UserError(
@@ -752,7 +752,7 @@ def bench_e2e(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """End to end (Spark -> Ray actors) tuples/s: raw vs sliced feed vs Spark SQL windows."""
-    from cluster.bench_e2e import format_table, run_e2e_bench
+    from sim.bench.e2e import format_table, run_e2e_bench
 
     try:
         qlist = [int(x) for x in queries.split(",") if x.strip()]
@@ -795,7 +795,7 @@ def bench_text(
     out: Path = typer.Option(Path("out/bench"), help="Output directory."),
 ):
     """Live feed rows/s over DEBS text vs the same data as Parquet (raw mode)."""
-    from cluster.bench_text import format_table, run_text_bench
+    from sim.bench.text import format_table, run_text_bench
 
     if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
         raise UserError(
@@ -826,8 +826,8 @@ def bench_serve(
     out: Path = typer.Option(Path("out/bench_serve"), help="Output directory."),
 ):
     """A deployment under query churn: answer latency, plan cost vs fresh, control and resume
-    latency, memory (``cluster/bench_serve.py``; run it under the bench lock)."""
-    from cluster.bench_serve import run_serve_bench
+    latency, memory (``sim/bench/serve.py``; run it under the bench lock)."""
+    from sim.bench.serve import run_serve_bench
 
     if not add_every > 0 or not speed > 0:
         raise UserError("--add-every and --speed: numbers > 0")

@@ -172,14 +172,14 @@ def test_drain_with_queries_without_answers():
 
 
 def test_bench_cost_check_in_model_units():
-    """``bench_e2e._measured_cost`` on nodes run in this process: the lambda part is the
+    """``sim.bench.e2e._measured_cost`` on nodes run in this process: the lambda part is the
     tuples each tree folded per ms (= the plan's rate), SlickDeque Inv trees with an exact
     Omega measure the plan's E * Omega (avg trees' two primitives counted as one aggregate
     operation) up to the windows closing after the last tuple, and the parts add up to the
     plan's node cost."""
-    from cluster.bench_e2e import _measured_cost, cost_summary, e2e_queries, format_table
-    from cluster.bench_live import STREAMS, round_robin_plan
     from cluster.deploy import node_specs
+    from sim.bench.e2e import _measured_cost, cost_summary, e2e_queries, format_table
+    from sim.bench.live import STREAMS, round_robin_plan
 
     rate = 0.1  # tuples per ms, as in the plan
     plan = round_robin_plan(e2e_queries(12), 2, rate)

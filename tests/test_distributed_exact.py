@@ -299,7 +299,7 @@ def test_exact_ten_queries_four_nodes_bounds_heuristics():
 def test_bench_exact_gap_rows_are_consistent():
     """The WG_LS-vs-exact benchmark: the front's best point is never beaten by WG_LS, a plan
     found 'as good as both references' exists, and the single-metric gaps are >= 0."""
-    from sim.bench_exact_gap import run
+    from sim.bench.exact_gap import run
 
     rows = run(4, seed=11)
     assert len(rows) == 4

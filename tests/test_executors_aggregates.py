@@ -99,7 +99,7 @@ def test_executors_never_import_ray_or_pyspark():
     import sys
 
     code = (
-        "import sys, executors, executors.bench, executors.tree; "
+        "import sys, executors, sim.bench.executors, executors.tree; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('ray', 'pyspark')]; "
         "assert not bad, bad"
     )

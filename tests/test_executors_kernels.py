@@ -380,7 +380,7 @@ def test_noninv_expiry_and_long_pop_in_one_slice(op):
 
 def test_max_side_by_side_smoke():
     """The Max side-by-side benchmark runs (tiny windows and batches) and reports all three."""
-    from executors.bench import max_side_by_side
+    from sim.bench.executors import max_side_by_side
 
     rows = max_side_by_side(windows=(4, 16), reps=1, batch=64)
     assert [r["window"] for r in rows] == [4, 16]

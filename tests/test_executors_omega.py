@@ -153,7 +153,7 @@ def test_bench_omega_measures_planned_trees():
     """``weaveplace bench omega`` on a small workload: SlickDeque Inv exact on every tree;
     Panes on a lone (8, 2): each edge answers one window of 4 slices = 3 combines, the model's
     r/s = 4 (Table 11 charges n, the kernel does n - 1)."""
-    from sim.omega_check import measure_tree, run_omega_check, summarize
+    from sim.bench.omega import measure_tree, run_omega_check, summarize
     from sim.workload import WorkloadSpec
 
     spec = WorkloadSpec(qnum=8, smax=12, rate=1.0, omax=4, gen="factors", seed=3)
@@ -198,7 +198,7 @@ def test_bench_omega_under_cutty():
     """``weaveplace bench omega --slicing cutty``: plans priced under Cutty, trees run with
     Cutty slicing; SlickDeque Inv exact on every tree (open-partial combines included), also
     on the Panes plan's trees."""
-    from sim.omega_check import run_omega_check, slickdeque_inv_on_plan, summarize
+    from sim.bench.omega import run_omega_check, slickdeque_inv_on_plan, summarize
     from sim.workload import WorkloadSpec
 
     spec = WorkloadSpec(qnum=8, smax=12, rate=1.0, omax=4, gen="factors", seed=3)
@@ -216,7 +216,7 @@ def test_bench_omega_skips_trees_too_long_to_measure(monkeypatch):
     """A tree whose composite slide is beyond ``MAX_COMPOSITE_SLIDE`` is counted as not
     measured (the progress line says so), not a traceback; a technique left with no tree is
     left out of the summary."""
-    import sim.omega_check as oc
+    import sim.bench.omega as oc
     from sim.workload import WorkloadSpec
 
     monkeypatch.setattr(oc, "MAX_COMPOSITE_SLIDE", 1)

@@ -354,11 +354,11 @@ def _count_plan_and_batch(n: int = 200_000):
 
 
 def _assert_within_2_percent(plan, metrics, span):
-    """``bench_e2e._measured_cost`` (the e2e cost check): per node and per part (lambda, each
+    """``sim.bench.e2e._measured_cost`` (the e2e cost check): per node and per part (lambda, each
     IE technique) measured operations per ms within 2 % of the plan, and per count tree its
     measured slices and final-aggregation operations per ms within 2 % of ``edge_rate`` and
     ``edge_rate * omega``."""
-    from cluster.bench_e2e import PRIMITIVES, _measured_cost
+    from sim.bench.e2e import PRIMITIVES, _measured_cost
 
     cost = _measured_cost(plan, metrics, span, "raw")
     for nd in plan["nodes"]:
@@ -434,7 +434,7 @@ def test_shedding_scales_count_trees_with_the_kept_tuples():
 def test_bench_count_check_in_process():
     """``weaveplace bench count``'s check (in process, small): count and time trees within 2 %
     of the plan; the unconverted model (edges per tuple as per ms) is off by the rate."""
-    from sim.count_check import format_count_check, run_count_check
+    from sim.bench.count import format_count_check, run_count_check
 
     res = run_count_check(
         qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False, log=lambda m: None

@@ -1,8 +1,8 @@
 """End-to-end benchmark: raw vs sliced feed vs Spark SQL's native windows, same queries, same data.
 
-    python -m cluster.bench_e2e --queries 1 10 100 1000 --duration-s 2000 --rate-hz 100
+    python -m sim.bench.e2e --queries 1 10 100 1000 --duration-s 2000 --rate-hz 100
 
-For each query count n: n queries over mf01-mf03 (``bench_live.bench_queries``: the published
+For each query count n: n queries over mf01-mf03 (``sim.bench.live.bench_queries``: the published
 DEBS queries first, then random ones; slides multiples of 100 ms, ranges 1-10 slides, every
 third with ``r mod s != 0``; aggregates sum/count/avg/min/max), woven by WeaveShare and dealt
 round-robin over ``nodes`` nodes, then
@@ -49,7 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .bench_live import STREAMS, bench_queries, round_robin_plan
+from sim.bench.live import STREAMS, bench_queries, round_robin_plan
 
 
 def e2e_queries(n: int, seed: int = 0):
@@ -151,8 +151,8 @@ def _warm_python_workers(spark) -> None:
 def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight, count_ops):
     import ray
 
-    from .deploy import Deployment
-    from .spark_feed import feed_raw, feed_sliced
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import feed_raw, feed_sliced
 
     if mode == "sliced":
         _warm_python_workers(spark)
@@ -298,10 +298,9 @@ def run_e2e_bench(
     Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
     already running (then it is borrowed) -- never more than one of each.
     """
+    from cluster.ray_runtime import RayRuntime
+    from cluster.spark_feed import spark_session
     from sim.debs import generate_debs
-
-    from .ray_runtime import RayRuntime
-    from .spark_feed import spark_session
 
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -476,7 +475,7 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m cluster.bench_e2e",
+        prog="python -m sim.bench.e2e",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -6,7 +6,7 @@ The same ``rows`` generated events are written once as the original text format 
 converted to Parquet (``sim.debs.convert_debs``; the conversion time is reported, not part of
 either figure).  For each input, ``repeat`` times, alternating (Parquet, text, Parquet, ...)
 so that both see the same machine load: a ``Deployment`` of ``queries`` queries
-(``bench_live.bench_queries``, WeaveShare trees dealt over ``nodes`` nodes) in raw mode, its
+(``sim.bench.live.bench_queries``, WeaveShare trees dealt over ``nodes`` nodes) in raw mode, its
 actors warmed up, then the clock runs over the feed and ``finish``: ``feed_raw`` for Parquet,
 ``cluster.text_feed.feed_text`` (Spark tasks parse byte ranges into a stage, then the stage is
 fed) for text.  Best wall time per input counts (all in ``runs_s``); rows/s = rows / wall.
@@ -19,15 +19,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .bench_live import bench_queries, round_robin_plan
+from sim.bench.live import bench_queries, round_robin_plan
 
 
 def _one_run(plan, kind: str, spark, path: Path, stage_dir: Path, batch_rows: int):
     import ray
 
-    from .deploy import Deployment
-    from .spark_feed import feed_raw
-    from .text_feed import feed_text
+    from cluster.deploy import Deployment
+    from cluster.spark_feed import feed_raw
+    from cluster.text_feed import feed_text
 
     with Deployment(plan, mode="raw", auto_recover=False) as dep:
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
@@ -55,10 +55,9 @@ def run_text_bench(
     log=print,
 ) -> list[dict]:
     """Rows/s of text vs Parquet input; one dict per input (``parquet``, ``text``)."""
+    from cluster.ray_runtime import RayRuntime
+    from cluster.spark_feed import spark_session
     from sim.debs import convert_debs, generate_debs
-
-    from .ray_runtime import RayRuntime
-    from .spark_feed import spark_session
 
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,8 @@ import tracemalloc
 
 import numpy as np
 
-from .aggregates import OP_MAX, OP_SUM, Primitive
-from .base import TECHNIQUES
+from executors.aggregates import OP_MAX, OP_SUM, Primitive
+from executors.base import TECHNIQUES
 
 DEFAULT_TECHNIQUES = (
     "numpy",
@@ -271,7 +271,7 @@ def run_slicing_bench(
 
     One int64 tuple per time unit.  Answers of the two slicings are compared (must be equal).
     """
-    from .tree import ExecutionTree
+    from executors.tree import ExecutionTree
 
     qs = queries or slicing_workload(seed=seed)
     rng = np.random.default_rng(seed)
@@ -324,8 +324,8 @@ def _twostacks_literal_op():
     per op.  Not a registered technique."""
     from numba import literally, njit
 
-    from .aggregates import OP_MIN
-    from .twostacks import TwoStacks, _twostacks_kernel
+    from executors.aggregates import OP_MIN
+    from executors.twostacks import TwoStacks, _twostacks_kernel
 
     impl = njit(cache=False)(_twostacks_kernel.py_func)
 
@@ -482,7 +482,7 @@ def max_side_by_side(
     (order reversed every other round); a batch is ``max(batch, n)`` slices (a multiple of n,
     so TwoStacks' flips are amortised exactly); best batch over the thread's CPU time.
     Returns rows {window, technique: M slides/s}."""
-    from .twostacks import TwoStacks
+    from executors.twostacks import TwoStacks
 
     techs = {
         "slickdeque": TECHNIQUES["slickdeque_noninv"],

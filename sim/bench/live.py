@@ -1,6 +1,6 @@
 """Live-run throughput: DEBS-style Parquet -> Spark -> Ray actors, end to end.
 
-    python -m cluster.bench_live --duration-s 20000 --rate-hz 100 --queries 60 --nodes 2
+    python -m sim.bench.live --duration-s 20000 --rate-hz 100 --queries 60 --nodes 2
 
 Why: the raw feed path (Spark -> driver -> actors), not the kernels, is expected to bound a
 live run (DESIGN.md s. 8); this measures it with a realistic plan.  The workload is the
@@ -58,7 +58,7 @@ def round_robin_plan(queries, n_nodes: int, rate_per_ms: float, technique: str =
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cluster.bench_live", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m sim.bench.live", description=__doc__)
     ap.add_argument("--duration-s", type=float, default=20_000)
     ap.add_argument("--rate-hz", type=float, default=100)
     ap.add_argument("--queries", type=int, default=60)
@@ -73,9 +73,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/weaveplace-bench-live")
     a = ap.parse_args(argv)
 
+    from cluster.live import run_live
     from sim.debs import generate_debs
-
-    from .live import run_live
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -116,7 +116,7 @@ def run_point(
     spec = dict(fixed, seed=seed)
     spec[param] = value
     args = {"spec": spec, "engine": engine, "mem_bytes": mem_bytes}
-    cmd = [sys.executable, "-m", "sim.bench_f1", json.dumps(args)]
+    cmd = [sys.executable, "-m", "sim.bench.f1", json.dumps(args)]
     res = Result(experiment, param, value, engine, "DNF")
     try:
         proc = subprocess.run(

@@ -1,0 +1,1 @@
+"""Benchmarks behind `weaveplace bench ...`: one module per benchmark; they may import every layer."""
