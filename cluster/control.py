@@ -34,6 +34,18 @@ from urllib.parse import parse_qs, urlparse
 MAX_BODY = 8 << 20
 
 
+class ServiceError(Exception):
+    """A refused command: HTTP ``status`` and a one-line message; nothing was changed.
+
+    Defined with the control API that turns it into a response, so the service depends on its
+    API and not the other way round."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class ControlServer:
     """Serves ``service``'s commands on 127.0.0.1:``port`` (0: any free port)."""
 
@@ -77,8 +89,6 @@ class ControlServer:
 
     # -- dispatch -----------------------------------------------------------------------------
     def dispatch(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        from .service import ServiceError
-
         s = self.service
         routes = {
             ("GET", "/status"): lambda: s.status(),

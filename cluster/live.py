@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from sim.debs import is_parquet_name
+from cluster.debs_reader import is_parquet_name
 
 from .deploy import Deployment, RunResult
 from .ray_runtime import RayRuntime

@@ -52,7 +52,7 @@ def _worker_env() -> dict[str, str]:
     """Env vars Ray workers must see.  Workers are forked by the raylet this process starts, so
     setting them before ``ray.init`` is enough; we also pass them in the runtime_env for attached
     clusters.  NUMBA_CACHE_DIR lets actors reuse compiled kernels instead of JIT-ing per actor."""
-    from sim.compile_cache import ensure_cache_dir  # the one default (<checkout>/.cache/numba)
+    from placement.numba_cache import ensure_cache_dir  # the one default (<checkout>/.cache/numba)
 
     ensure_cache_dir()  # read-only checkout: unset, numba then compiles in memory
     return {k: os.environ[k] for k in ("NUMBA_CACHE_DIR",) if k in os.environ}

@@ -41,21 +41,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .control import ServiceError
 from .live_node import LiveDeployment
 from .node_actor import ANSWER_SCHEMA_FLOAT
 from .streaming import LATE_SCHEMA, DirectoryStream, FileRecord, StreamOptions, StreamStats
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)
-
-
-class ServiceError(Exception):
-    """A refused command: HTTP ``status`` and a one-line message; nothing was changed."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 class _Parts:
@@ -379,9 +371,9 @@ class Service:
     def add_queries(self, raw: Any) -> dict:
         """Register queries (a list of query mappings, the schema of config
         ``workload.queries``); see the module doc for where they go."""
+        from cluster.debs_format import VALUE_COLUMNS
         from placement.queries import QueryError, query_from_mapping
         from placement.replace import add_queries
-        from sim.debs import VALUE_COLUMNS
 
         if isinstance(raw, dict) and "queries" in raw:
             raw = raw["queries"]

@@ -5,7 +5,7 @@ watermark releases are written at once, one Parquet part per micro-batch.
 Source.  Spark's file source on the ``binaryFile`` format: Spark watches the directory (one
 listing per trigger, ``files_per_batch`` new files at most per micro-batch, files already there
 first), remembers which files it has handed over, and gives ``foreachBatch`` each new file's
-path, modification time and bytes.  The bytes are parsed on the driver by ``sim.debs``'s own
+path, modification time and bytes.  The bytes are parsed on the driver by ``cluster.debs_reader``'s own
 readers (``read_debs_buffer``): a name ending ``.parquet``/``.pq`` is DEBS Parquet (schema
 checked), anything else is the DEBS text format (TSV, tolerant: malformed lines are counted and
 rejected with their line numbers, good lines kept).  Why bytes and not Spark's ``csv``/
@@ -149,7 +149,7 @@ class FileRecord:
     batch: int
     rows: int = 0
     rejected_rows: int = 0
-    glued_lines: int = 0  # text lines holding two records, split (sim.debs)
+    glued_lines: int = 0  # text lines holding two records, split (cluster.debs_text)
     extra_column_lines: int = 0  # text lines whose trailing extra field was dropped
     error: str | None = None  # set when the whole file was rejected
     ts_min: int | None = None
@@ -253,8 +253,8 @@ def answer_schema(deployment: Deployment) -> pa.Schema:
     """The answers' schema for the whole run, fixed up front so that every part agrees: value
     is int64 iff every query's answer is integer on its DEBS column (int columns: sum, min,
     max, range, count; avg/stddev and boolean columns give float64), as in a batch run."""
+    from cluster.debs_format import DEBS_SCHEMA
     from executors.aggregates import get_aggregate
-    from sim.debs import DEBS_SCHEMA
 
     all_int = True
     for n in deployment.nodes.values():
@@ -304,7 +304,7 @@ class DirectoryStream:
         options: StreamOptions | None = None,
         progress: Callable[[StreamStats], None] | None = None,
     ):
-        from sim.debs import DEBS_SCHEMA
+        from cluster.debs_format import DEBS_SCHEMA
 
         self.dep, self.spark = deployment, spark
         self.directory = Path(directory).resolve()
@@ -581,7 +581,7 @@ class DirectoryStream:
     def _read(self, rec: FileRecord, length: int, data) -> pa.Table | None:
         """Parse one file with the DEBS readers; a file that cannot be read at all is rejected
         whole (``rec.error``), malformed lines of a text file one by one."""
-        from sim.debs import read_debs_buffer
+        from cluster.debs_reader import read_debs_buffer
 
         if length > MAX_FILE_BYTES:
             return self._reject_file(rec, f"file larger than {MAX_FILE_BYTES >> 20} MiB; split it")

@@ -1,11 +1,11 @@
 """DEBS *text* files (the original format) as the input of a file run (``data.path``).
 
 Why a stage: the original file is text (32 M lines, ~3.5 GB) and only the project's reader
-(``sim.debs``) has the text rules (strict fields, per-line reject reasons and exact line
+(``cluster.debs_text``) has the text rules (strict fields, per-line reject reasons and exact line
 numbers, glued records split, an optional trailing column dropped).  Spark's own CSV reader
 has none of that, and the driver alone would parse ~1.2 M rows/s on one core and hold what it
 parsed.  So Spark does the partitioned reading: the file is cut into byte ranges at line
-boundaries (``sim.debs.text_line_ranges``, a few bytes read per cut), one Spark task per range
+boundaries (``cluster.debs_reader.text_line_ranges``, a few bytes read per cut), one Spark task per range
 parses its lines with ``read_debs_tsv_range`` and writes them as one Parquet part (only the
 run's columns: ``ts_ms``, ``index``, the streams) plus its rejects with range-local line
 numbers.  The driver holds no rows: it renumbers the rejects into
@@ -96,7 +96,8 @@ def _parse_ranges(it, path: str, stage: str, columns: list[str], extra_columns: 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sim.debs import DEBS_SCHEMA, read_debs_tsv_range
+    from cluster.debs_format import DEBS_SCHEMA
+    from cluster.debs_reader import read_debs_tsv_range
 
     schema = pa.schema([DEBS_SCHEMA.field(c) for c in columns])
     for k, a, b in it:
@@ -152,7 +153,8 @@ def stage_text(
     ``columns``: the columns to keep (``ts_ms`` first).  ``range_bytes``: bytes per task
     (default: the file split evenly into a multiple of Spark's default parallelism of ranges,
     at most 64 MiB and at least 1 MiB each)."""
-    from sim.debs import EXTRA_COLUMNS_CHOICES, text_line_ranges
+    from cluster.debs_format import EXTRA_COLUMNS_CHOICES
+    from cluster.debs_reader import text_line_ranges
 
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
         raise ValueError(

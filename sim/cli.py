@@ -115,7 +115,8 @@ def plan(
 def warmup():
     """Compile every numba kernel a plan or a run can use into the cache (NUMBA_CACHE_DIR,
     default .cache/numba); `make` runs it once, so no reported time includes compiling."""
-    from sim.compile_cache import ensure_cache_dir, executor_cases, warm_all
+    from placement.numba_cache import ensure_cache_dir
+    from sim.compile_cache import executor_cases, warm_all
 
     cache = ensure_cache_dir()
     start = time.perf_counter()
@@ -1127,7 +1128,8 @@ def data_convert(
     from rich.markup import escape
     from rich.progress import DownloadColumn, TransferSpeedColumn
 
-    from sim.debs import EXTRA_COLUMNS_CHOICES, convert_debs, is_parquet_name
+    from cluster.debs_format import EXTRA_COLUMNS_CHOICES
+    from cluster.debs_reader import convert_debs, is_parquet_name
 
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
         raise UserError(
@@ -1297,7 +1299,7 @@ def ctl(
 
 def main() -> None:
     """Entry point: run the app and turn user errors into one line and exit code 2."""
-    from sim.compile_cache import ensure_cache_dir
+    from placement.numba_cache import ensure_cache_dir
 
     ensure_cache_dir()  # before numba is imported: the cache `make` filled (weaveplace warmup)
     try:

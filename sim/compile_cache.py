@@ -6,8 +6,8 @@ aggregators and slicers) are compiled by numba on first use, ~25 s of CPU for a 
 Now:
 
 * every process uses one on-disk cache, ``NUMBA_CACHE_DIR`` (default ``<checkout>/.cache/numba``,
-  the directory the Makefile exports and Ray's workers get): ``ensure_cache_dir`` sets it before
-  numba is imported (the CLI's entry point does);
+  the directory the Makefile exports and Ray's workers get): ``ensure_cache_dir``
+  (``placement.numba_cache``) sets it before numba is imported (the CLI's entry point does);
 * ``make`` (the install stamp) runs ``weaveplace warmup``, which compiles every kernel a plan or a
   run can use into that cache (``warm_all``), so a new user's first plan loads machine code
   instead of compiling;
@@ -22,27 +22,8 @@ numba keys its cache on each kernel's source file: after editing ``executors/agg
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CACHE = REPO / ".cache" / "numba"
-
-
-def ensure_cache_dir() -> str | None:
-    """``NUMBA_CACHE_DIR`` = ``<checkout>/.cache/numba`` unless already set (or not writable:
-    numba then falls back to its own default).  Must run before numba is imported to apply to
-    this process; child processes (Ray workers, simulation workers) inherit it."""
-    if "NUMBA_CACHE_DIR" not in os.environ:
-        try:
-            DEFAULT_CACHE.mkdir(parents=True, exist_ok=True)
-            os.environ["NUMBA_CACHE_DIR"] = str(DEFAULT_CACHE)
-        except OSError:  # read-only checkout
-            return None
-    return os.environ["NUMBA_CACHE_DIR"]
-
 
 _PLACEMENT_WARM: float | None = None
 

@@ -401,7 +401,7 @@ class DirectorySpec(Strict):
 
 class Data(Strict):
     """Input tuples for live runs: a file, a directory of arriving files, or a synthetic
-    DEBS-style feed (``sim.debs``)."""
+    DEBS-style feed (``cluster.debs_format``)."""
 
     path: Annotated[str, Field(min_length=1)] | None = None
     directory: DirectorySpec | None = None

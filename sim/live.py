@@ -122,9 +122,10 @@ def _streams(config: Config) -> list[tuple[str, str]]:
 
 def _data_columns(path: str) -> tuple[list[str], str]:
     """Columns a live run can read from ``data.path`` and a label for messages: the Parquet
-    schema (read from the footer, no data) or the DEBS text layout (``sim.debs``), after a
+    schema (read from the footer, no data) or the DEBS text layout (``cluster.debs_format``), after a
     check that the file can be opened and read."""
-    from sim.debs import VALUE_COLUMNS, is_parquet_name
+    from cluster.debs_format import VALUE_COLUMNS
+    from cluster.debs_reader import is_parquet_name
 
     if is_parquet_name(path):
         import pyarrow.parquet as pq
@@ -183,7 +184,7 @@ def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool 
     if config.data.path is not None:
         columns, label = _data_columns(config.data.path)
     else:
-        from sim.debs import VALUE_COLUMNS
+        from cluster.debs_format import VALUE_COLUMNS
 
         columns, label = list(VALUE_COLUMNS), "DEBS columns"
     for key, stream in _streams(config):
@@ -227,7 +228,7 @@ def live_run(
     ``spark``: a running session to use (and leave running), e.g. in tests.  Every check is
     ``check_live``'s, made before any work (``weaveplace validate`` makes the same)."""
     from cluster.live import run_live
-    from sim.debs import generate_debs
+    from sim.debs_generator import generate_debs
 
     say = progress or (lambda stage: None)
     check_live(config, out_dir, java=spark is None)
@@ -261,7 +262,7 @@ def live_run(
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
     if watch is not None:
         return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark, start)
-    from sim.debs import is_parquet_name
+    from cluster.debs_reader import is_parquet_name
 
     text = not is_parquet_name(Path(data_path).name)
     say(

@@ -94,9 +94,9 @@ def prepare(config_path: Path | None, resume: Path | None):
 
 def initial_plan(cfg) -> tuple[dict, Any]:
     """The config's plan (as ``weaveplace run``) and its cost model."""
+    from cluster.debs_format import VALUE_COLUMNS
     from placement.trees import CostModel
     from sim.config import ConfigError
-    from sim.debs import VALUE_COLUMNS
     from sim.simulate import plan_for, workload_point
 
     points = cfg.points()
@@ -213,7 +213,7 @@ def run_service(
 
 class SyntheticFeed:
     """Without ``data.directory``: every ``chunk_s`` seconds of wall time, the next ``chunk_s``
-    seconds of DEBS-style events (``sim.debs.generate_debs`` at ``rate_hz``, event time
+    seconds of DEBS-style events (``sim.debs_generator.generate_debs`` at ``rate_hz``, event time
     continuing from 2012-02-22T16:46:28Z) are dropped into ``RUN_DIR/feed/`` (hidden name, then
     renamed), so the deployment sees data arriving in real time (demos).  A resumed deployment
     continues after the files already there.  Each chunk has its own random stream (seed + k),
@@ -240,7 +240,7 @@ class SyntheticFeed:
     def _run(self) -> None:
         from datetime import datetime, timedelta
 
-        from sim.debs import generate_debs
+        from sim.debs_generator import generate_debs
 
         t0 = datetime(2012, 2, 22, 16, 46, 28, tzinfo=UTC)
         k = len([p for p in self.directory.glob("f*.parquet")])

@@ -131,7 +131,7 @@ def test_validate_plan_and_node_run(optimizer, ie, engine, slicing, tmp_path):
     from cluster.node_actor import NodeCore
     from cluster.plan_specs import node_specs
     from placement.trees import CostModel
-    from sim.debs import generate_debs
+    from sim.debs_generator import generate_debs
     from sim.simulate import plan_for, workload_point
 
     raw, cfg = _validated(tmp_path, optimizer, ie, engine, slicing)

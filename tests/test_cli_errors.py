@@ -195,7 +195,8 @@ def test_data_convert(tmp_path):
     the reader's rows; mistakes are one line with exit code 2."""
     import pyarrow.parquet as pq
 
-    from sim.debs import generate_debs, read_debs_tsv
+    from cluster.debs_text import read_debs_tsv
+    from sim.debs_generator import generate_debs
 
     src = tmp_path / "in.txt"
     generate_debs(src, duration_s=3, seed=2, fmt="tsv")

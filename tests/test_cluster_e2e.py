@@ -22,7 +22,7 @@ from placement.plan import Node, Plan  # noqa: E402
 from placement.queries import Query  # noqa: E402
 from placement.trees import CostModel  # noqa: E402
 from placement.weaveshare import weaveshare  # noqa: E402
-from sim.debs import generate_debs  # noqa: E402
+from sim.debs_generator import generate_debs  # noqa: E402
 
 STREAMS = ("mf01", "mf02", "mf03")
 AGGS = ("sum", "count", "avg", "min", "max")

@@ -29,7 +29,7 @@ from placement.plan import Node, Plan
 from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import weaveshare
-from sim.debs import generate_debs
+from sim.debs_generator import generate_debs
 
 STREAMS = ("mf01", "mf02", "mf03")
 DRIVER = Path(__file__).with_name("multinode_driver.py")

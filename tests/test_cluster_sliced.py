@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_cluster_e2e import STREAMS, assert_answers_equal, make_plan, make_queries, spark_oracle
 
-from sim.debs import generate_debs
+from sim.debs_generator import generate_debs
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_cluster_e2e import make_plan, make_queries
 
-from sim.debs import BOOL_COLUMNS, INT_COLUMNS, _tsv_bytes, generate_debs, read_debs
+from cluster import debs_format
+from cluster.debs_format import BOOL_COLUMNS, INT_COLUMNS
+from cluster.debs_reader import read_debs
+from sim.debs_generator import generate_debs
 
 DURATION_S, RATE_HZ = 60, 100
 SAFETY_S = 45.0  # every stream also stops on this timeout, so a broken test fails, not hangs
@@ -57,7 +60,7 @@ def span(data, lo_s: float, hi_s: float) -> pa.Table:
 def tsv_bytes(t: pa.Table) -> bytes:
     """The DEBS text format of ``t`` (the generator's own writer; ms timestamps)."""
     cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in INT_COLUMNS + BOOL_COLUMNS}
-    return _tsv_bytes(t.column("ts_ms").to_numpy() * 10_000, cols)
+    return debs_format.tsv_bytes(t.column("ts_ms").to_numpy() * 10_000, cols)
 
 
 def drop(directory: Path, name: str, payload: pa.Table | bytes) -> None:

@@ -1,6 +1,6 @@
 """A DEBS *text* file as the input of a live run (``cluster.text_feed``), raw and sliced.
 
-Oracle: the rows the reader keeps (the converted Parquet file, ``sim.debs.convert_debs``)
+Oracle: the rows the reader keeps (the converted Parquet file, ``cluster.debs_reader.convert_debs``)
 answered by the brute force of ``executors.oracle``; the live run over the damaged text (glued
 records, a trailing extra column, garbage, disorder across Spark's byte ranges) must give
 exactly those answers, the same as a live run over the converted file, with the rejects of a
@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_cluster_e2e import make_plan  # noqa: E402
 
+from cluster.debs_reader import convert_debs
 from executors.oracle import brute_force
 from placement.queries import Query
-from sim.debs import convert_debs, generate_debs
+from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -1,4 +1,5 @@
-"""Tests for sim.debs: layout, generator realism and determinism, tolerant TSV reader.
+"""Tests for the DEBS data modules (cluster.debs_format, debs_text, debs_reader and
+sim.debs_generator): layout, generator realism and determinism, tolerant TSV reader.
 
 All data is generated into tmp_path; nothing is committed. Kept small: the whole file runs in a
 few seconds on a shared 2-core machine.
@@ -19,21 +20,19 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sim import debs
-from sim.debs import (
+from cluster import debs_format, debs_reader, debs_text
+from cluster.debs_format import (
     BOOL_COLUMNS,
     DEBS_SCHEMA,
     ENERGY_COLUMNS,
     INT_COLUMNS,
     N_FIELDS,
     TSV_COLUMNS,
-    generate_debs,
     parse_ts,
-    read_debs,
-    read_debs_tsv,
-    read_debs_tsv_range,
-    text_line_ranges,
 )
+from cluster.debs_reader import read_debs, read_debs_tsv_range, text_line_ranges
+from cluster.debs_text import read_debs_tsv
+from sim.debs_generator import generate_debs
 
 TS_RE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00")
 
@@ -277,7 +276,7 @@ def test_states_flip_rarely(hour):
 
 @given(st.integers(0, 4_000_000_000 * 10**7))  # 1970 .. 2096 in 100 ns ticks
 def test_format_parse_ts_roundtrip(ticks):
-    s = debs.format_ts(np.array([ticks])).to_pylist()[0]
+    s = debs_format.format_ts(np.array([ticks])).to_pylist()[0]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00", s)
     want = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ticks // 10)
     assert s[:26] == want.strftime("%Y-%m-%dT%H:%M:%S.%f")
@@ -351,7 +350,7 @@ def _parse_ints(tokens: list[bytes]):
     data = b"0" * 40 + b"\t".join(tokens) + b"\n"
     lens = np.array([len(t) for t in tokens], dtype=np.int64)
     start = 40 + np.concatenate([[0], np.cumsum(lens + 1)[:-1]]).astype(np.int64)
-    return debs._parse_int(np.frombuffer(data, np.uint8), start, start + lens)
+    return debs_format.parse_int_columns(np.frombuffer(data, np.uint8), start, start + lens)
 
 
 def test_parse_int_is_strict():
@@ -404,7 +403,7 @@ def test_parse_int_matches_reference(tokens):
 
 def test_int_formatting_handles_negative_and_wide():
     v = np.array([0, 7, -7, 10, -10, 123456789, 2**63 - 1, -(2**63)], dtype=np.int64)
-    mat, keep = debs._int_matrix(v)
+    mat, keep = debs_format._int_matrix(v)
     got = [bytes(r[k]) for r, k in zip(mat, keep)]
     assert got == [str(x).encode() for x in v.tolist()]
 
@@ -668,7 +667,7 @@ def test_read_debs_buffer_equals_reading_the_file(tmp_path):
         disk = read_debs(path, rejects_path=rej)
         want = disk.read_all()
         buf = io.BytesIO()
-        mem = debs.read_debs_buffer(path.read_bytes(), path.name, rejects=buf)
+        mem = debs_reader.read_debs_buffer(path.read_bytes(), path.name, rejects=buf)
         assert mem.read_all().equals(want) and want.num_rows > 100
         assert (mem.stats.rows_read, mem.stats.rows_rejected) == (
             disk.stats.rows_read,
@@ -676,12 +675,13 @@ def test_read_debs_buffer_equals_reading_the_file(tmp_path):
         )
         assert buf.getvalue() == rej.read_bytes() and len(read_rejects(rej)) == n_rejects
     with pytest.raises(ValueError):  # not Parquet at all: the caller decides what to do
-        debs.read_debs_buffer(b"PAR1 junk", "x.parquet").read_all()
+        debs_reader.read_debs_buffer(b"PAR1 junk", "x.parquet").read_all()
 
 
 def test_module_does_not_import_cluster_frameworks():
-    src = Path(debs.__file__).read_text()
-    assert not re.search(r"^\s*(import|from)\s+(ray|pyspark)\b", src, re.M)
+    for mod in (debs_format, debs_text, debs_reader):
+        src = Path(mod.__file__).read_text()
+        assert not re.search(r"^\s*(import|from)\s+(ray|pyspark)\b", src, re.M)
 
 
 # ------------------------------------------------------------------------------------------
@@ -927,7 +927,7 @@ def test_read_debs_buffer_repairs_like_the_file_reader(base, tmp_path):
     p.write_bytes(text)
     for extra in ("reject", "ignore"):
         rej_a, rej_b = io.BytesIO(), io.BytesIO()
-        a = debs.read_debs_buffer(text, "f.txt", rejects=rej_a, extra_columns=extra)
+        a = debs_reader.read_debs_buffer(text, "f.txt", rejects=rej_a, extra_columns=extra)
         b = read_debs_tsv_range(p, 0, len(text), rejects=rej_b, extra_columns=extra)
         assert a.read_all().equals(b.read_all())
         assert rej_a.getvalue() == rej_b.getvalue()

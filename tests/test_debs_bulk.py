@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.parquet as pq
 
-from sim.debs import generate_debs, read_debs_tsv
+from cluster.debs_text import read_debs_tsv
+from sim.debs_generator import generate_debs
 
 N_BAD = 10_000
 

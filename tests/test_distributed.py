@@ -16,12 +16,12 @@ from placement.distributed import (
     infeasible_nodes,
     make_units,
     optimize,
-    run_grid,
 )
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import plan_cost, weaveshare
+from sim.distributed_grid import run_grid
 from sim.workload import WorkloadSpec, generate
 
 # ---- hand-checkable instance (Panes, lambda = 1) ------------------------------------------------

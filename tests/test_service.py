@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from executors.live_oracle import registered_answers
-from sim.debs import generate_debs
+from sim.debs_generator import generate_debs
 
 SAFETY_S = 240.0
 CHROMIUM = shutil.which("chromium") or (

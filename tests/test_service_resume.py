@@ -30,7 +30,7 @@ import yaml
 from test_service import _queries, drop
 
 from executors.live_oracle import registered_answers
-from sim.debs import generate_debs
+from sim.debs_generator import generate_debs
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE_S, N_FILES, RATE_HZ = 3, 12, 50

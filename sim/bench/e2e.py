@@ -300,7 +300,7 @@ def run_e2e_bench(
     """
     from cluster.ray_runtime import RayRuntime
     from cluster.spark_feed import spark_session
-    from sim.debs import generate_debs
+    from sim.debs_generator import generate_debs
 
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)

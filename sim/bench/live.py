@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from cluster.live import run_live
-    from sim.debs import generate_debs
+    from sim.debs_generator import generate_debs
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,7 @@ def run_serve_bench(
 ) -> dict:
     from cluster.control import call
     from sim.config import load_config
-    from sim.debs import generate_debs
+    from sim.debs_generator import generate_debs
     from sim.serve_cli import run_service
 
     out = Path(out).resolve()

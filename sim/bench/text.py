@@ -3,7 +3,7 @@
     weaveplace bench text --rows 1000000 --queries 100
 
 The same ``rows`` generated events are written once as the original text format and once
-converted to Parquet (``sim.debs.convert_debs``; the conversion time is reported, not part of
+converted to Parquet (``cluster.debs_reader.convert_debs``; the conversion time is reported, not part of
 either figure).  For each input, ``repeat`` times, alternating (Parquet, text, Parquet, ...)
 so that both see the same machine load: a ``Deployment`` of ``queries`` queries
 (``sim.bench.live.bench_queries``, WeaveShare trees dealt over ``nodes`` nodes) in raw mode, its
@@ -55,9 +55,10 @@ def run_text_bench(
     log=print,
 ) -> list[dict]:
     """Rows/s of text vs Parquet input; one dict per input (``parquet``, ``text``)."""
+    from cluster.debs_reader import convert_debs
     from cluster.ray_runtime import RayRuntime
     from cluster.spark_feed import spark_session
-    from sim.debs import convert_debs, generate_debs
+    from sim.debs_generator import generate_debs
 
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
