@@ -327,7 +327,7 @@ class Service:
     def _sample_load(self) -> None:
         """One line of ``RUN_DIR/load.jsonl`` (per micro-batch and per change): per node the
         planned cost and the actor's cumulative counters, from which ``weaveplace report``
-        draws the load over time (``sim/serve_report.py``)."""
+        draws the load over time (``sim/report/serve_page.py``)."""
         try:
             nodes = self.dep.metrics()["nodes"]
         except Exception:  # a node being recovered: skip this sample

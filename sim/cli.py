@@ -857,7 +857,9 @@ def report(
 
 
 def _build_report(run_dir: Path, out: Path | None = None) -> Path:
-    from sim.report import ReportError, build_report, print_summary
+    from sim.report import build_report
+    from sim.report.data import ReportError
+    from sim.report.terminal import print_summary
 
     if not run_dir.is_dir():
         raise UserError(f"run directory not found: {run_dir}")

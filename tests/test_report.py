@@ -1,4 +1,5 @@
-"""``sim.report``: the HTML report shows the run's own numbers, embeds every plot, needs no network.
+"""``sim.report`` and ``weaveplace report``: the HTML report shows the run's own numbers,
+embeds every plot, needs no network.
 
 Why: people quote the report; a number in it that differs from the plan JSON / results table (by
 re-computation or formatting drift) or a plot that silently went missing would mislead them.
@@ -27,7 +28,9 @@ from placement.distributed import optimize
 from placement.queries import Query
 from placement.trees import CostModel
 from sim.config import config_from_mapping
-from sim.report import build_report, pareto_front, print_summary, report_command
+from sim.report import build_report
+from sim.report.plots import pareto_front
+from sim.report.terminal import print_summary
 from sim.simulate import simulate
 
 SIM = {
@@ -445,20 +448,36 @@ def test_print_summary(sim_run, tmp_path):
 
 
 def test_report_command(sim_run, tmp_path):
-    import typer
+    """The real ``weaveplace report``: writes the page, prints the summary and the page's path;
+    a missing run directory is one line on the console and exit code 2, no traceback."""
+    import os
+    import sys
+
     from typer.testing import CliRunner
 
-    from sim.cli import UserError
+    from sim.cli import UserError, app
 
-    app = typer.Typer()
-    app.command("report")(report_command)
-    app.command("noop")(lambda: None)  # two commands: "report" stays a subcommand
     out, _, _ = sim_run
     res = CliRunner().invoke(app, ["report", str(out), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "r" / "report.html").exists()
+    assert "plan quality" in res.output  # print_summary's table
+    assert f"report: {tmp_path / 'r' / 'report.html'}" in res.output
     res = CliRunner().invoke(app, ["report", str(tmp_path / "missing")])
     assert isinstance(res.exception, UserError)
+    assert "run directory not found" in str(res.exception)
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "report", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=dict(os.environ, COLUMNS="200"),
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert lines == [f"error: run directory not found: {tmp_path / 'missing'}"]
 
 
 CHROMIUM = shutil.which("chromium") or (

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sim.report import Plot, _e, _figure, _png, html_table
+from sim.report.html import esc, html_table
+from sim.report.plots import Plot, new_figure, png_bytes
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -50,7 +51,7 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
     t0, series = load_series(rows)
     if not rows and events:
         t0 = events[0]["wall_time"]
-    fig = _figure(8.0, 5.0)
+    fig = new_figure(8.0, 5.0)
     ax1 = fig.add_subplot(211)
     ax2 = fig.add_subplot(212, sharex=ax1)
     for nid, pts in sorted(series.items()):
@@ -80,7 +81,7 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
         ax.grid(alpha=0.3)
     if series:
         ax1.legend(fontsize=7, loc="upper left")
-    plot = Plot("serve_load_over_time.png", title, _png(fig))
+    plot = Plot("serve_load_over_time.png", title, png_bytes(fig))
     table = html_table(
         [
             "t (s)",
@@ -113,6 +114,6 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
         plot.img(),
         f"<h3>Events ({len(events)})</h3>",
         table,
-        f"<p>{_e(str(len(rows)))} load samples (load.jsonl).</p>",
+        f"<p>{esc(str(len(rows)))} load samples (load.jsonl).</p>",
     ]
     return body, [plot]
