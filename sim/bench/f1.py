@@ -167,12 +167,8 @@ def check_identical(results: list[Result]) -> list[str]:
     return [f"exp {e} value {v}" for (e, v), hs in by_point.items() if len(hs) > 1]
 
 
-def speedups(results: list[Result]) -> dict[int, dict]:
-    """Per experiment: the largest point where ``baseline`` finished, fast's speed-up there."""
-    return speedups_over(results, "f1")
-
-
 def speedups_over(results: list[Result], baseline: str) -> dict[int, dict]:
+    """Per experiment: the largest point where ``baseline`` finished, fast's speed-up there."""
     out = {}
     for exp in sorted({r.experiment for r in results}):
         rs = [r for r in results if r.experiment == exp]
