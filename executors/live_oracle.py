@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .oracle import _evaluate, _exact, brute_force
+from .oracle import brute_force, evaluate_window, exact_value
 from .slicing import normalize_query
 
 
@@ -50,7 +50,7 @@ def registered_answers(regs, ts, values) -> list[tuple[str, int, int, object]]:
     values = np.asarray(values)
     is_int = bool(np.issubdtype(values.dtype, np.integer))
     tl = [int(t) for t in ts]
-    vl = [_exact(v, is_int) for v in values]
+    vl = [exact_value(v, is_int) for v in values]
     out = []
     for q, t_reg, t_unreg in regs:
         q = normalize_query(q)
@@ -65,7 +65,7 @@ def registered_answers(regs, ts, values) -> list[tuple[str, int, int, object]]:
                     continue
                 wins.setdefault(k, []).append(v)
         for k, ws in wins.items():
-            out.append((q.id, k * s, k * s + r, _evaluate(q.aggregate.name, ws, is_int)))
+            out.append((q.id, k * s, k * s + r, evaluate_window(q.aggregate.name, ws, is_int)))
     out.sort(key=lambda x: (x[0], x[1]))
     return out
 

@@ -19,11 +19,13 @@ import numpy as np
 from .slicing import normalize_query
 
 
-def _exact(x, is_int):
+def exact_value(x, is_int):
+    """A value as the oracle computes with it: int, or the float's exact Fraction."""
     return int(x) if is_int else Fraction(float(x))
 
 
-def _evaluate(name: str, vals: list, is_int: bool):
+def evaluate_window(name: str, vals: list, is_int: bool):
+    """One aggregate over one window's exact values (shared with ``live_oracle``)."""
     if name == "count":
         return len(vals)
     if name == "sum":
@@ -62,7 +64,7 @@ def brute_force(queries, ts, values, allowed_lateness: int = 0):
         ts = np.arange(n, dtype=np.int64)
         allowed_lateness = 0
     ts = [int(t) for t in ts]
-    vals = [_exact(v, is_int) for v in values]
+    vals = [exact_value(v, is_int) for v in values]
     max_ts = None
     late = []
     windows: dict[tuple[int, int], list] = {}
@@ -85,6 +87,8 @@ def brute_force(queries, ts, values, allowed_lateness: int = 0):
     for (qi, k), ws in windows.items():
         q = qs[qi]
         start = k * q.slide
-        out.append((start + q.range, qi, q.id, start, _evaluate(q.aggregate.name, ws, is_int)))
+        out.append(
+            (start + q.range, qi, q.id, start, evaluate_window(q.aggregate.name, ws, is_int))
+        )
     out.sort(key=lambda x: (x[0], x[1]))
     return [(qid, st, end, val) for end, _, qid, st, val in out], late
