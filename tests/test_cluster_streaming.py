@@ -26,6 +26,8 @@ from test_cluster_e2e import make_plan, make_queries
 
 from sim.debs import BOOL_COLUMNS, INT_COLUMNS, _tsv_bytes, generate_debs, read_debs
 
+pytestmark = pytest.mark.cluster
+
 DURATION_S, RATE_HZ = 60, 100
 SAFETY_S = 45.0  # every stream also stops on this timeout, so a broken test fails, not hangs
 
