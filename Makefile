@@ -25,9 +25,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# The inner loop: no Ray, no Spark, nothing marked slow (markers in pyproject.toml).
+# The inner loop: no Ray, no Spark, nothing marked slow (markers in pyproject.toml), property
+# tests with the dev hypothesis profile (few examples; tests/conftest.py). `make test` runs all
+# of it with the ci profile's full counts.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not cluster and not slow"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(BIN)/python -m pytest -q -m "not cluster and not slow"
 
 # Style and types; mypy covers the packages with no Ray or Spark (config in pyproject.toml).
 lint: $(STAMP)
