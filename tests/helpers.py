@@ -14,7 +14,6 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from executors import ExecutionTree
 from placement.queries import Query
 
 # ---- hypothesis -----------------------------------------------------------------------------------
@@ -69,6 +68,8 @@ def rows(table):
 
 def run(tree, ts, v, cuts, snap_at=None):
     """Feed [cuts[i], cuts[i+1]) batches; optionally snapshot+restore before batch snap_at."""
+    from executors import ExecutionTree  # here: the placement and config tests need no executors
+
     out = []
     for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
         if snap_at == i:
