@@ -1,4 +1,5 @@
-# weaveplace: `make run` runs the quickstart, `make test` runs the test suite.
+# weaveplace: `make run` runs the quickstart, `make test` runs the test suite, `make test-fast`
+# the tests that start neither Ray nor Spark and are not slow, `make lint` ruff and mypy.
 # Both create .venv (Python 3.11) and install the project into it when missing or outdated.
 PYTHON ?= python3.11
 VENV   := .venv
@@ -7,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export RAY_TMPDIR ?= /tmp/ray-weaveplace
 
-.PHONY: venv run test bench clean
+.PHONY: venv run test test-fast lint bench clean
 
 venv: $(STAMP)
 
@@ -23,6 +24,18 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The inner loop: no Ray, no Spark, nothing marked slow (markers in pyproject.toml), property
+# tests with the dev hypothesis profile (few examples; tests/conftest.py). `make test` runs all
+# of it with the ci profile's full counts.
+test-fast: $(STAMP)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(BIN)/python -m pytest -q -m "not cluster and not slow"
+
+# Style and types; mypy covers the packages with no Ray or Spark (config in pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy placement executors
 
 bench: $(STAMP)
 	$(BIN)/weaveplace bench f1

@@ -79,7 +79,7 @@ class CuttySlicer(StreamSlicer):
         self._staged = None
         self.open: dict = {}  # prim -> (hi[1], lo[1]): the open slice's partial
         self.open_count = 0
-        self.open_start = None  # window start where the open slice began
+        self.open_start: int | None = None  # window start where the open slice began
         self.n_cuts = 0  # Pairs sub-slices sealed
 
     # -- helpers ---------------------------------------------------------------

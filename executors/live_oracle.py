@@ -21,10 +21,24 @@ A *schedule* is the arrival order of a run: a list of ``("data", ts, values)`` a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .oracle import brute_force, evaluate_window, exact_value
-from .slicing import normalize_query
+from .slicing import QuerySpec, normalize_query
+
+
+@dataclass
+class _Generation:
+    """One generation of ``generation_answers``: its queries, ``T_g`` (None: the first), per
+    query its domain ``[lo, hi, ehi]`` (start >= lo, start < hi, end <= ehi; None: unbounded)
+    and the index of the first tuple that arrived after it was created."""
+
+    queries: list[QuerySpec]
+    t_start: int | None
+    domain: dict[str, list[int | None]]
+    first: int
 
 
 def registrations(initial, schedule) -> list[tuple[dict, int | None, int | None]]:
@@ -81,10 +95,10 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
     Returns ``(answers, late)``: answers as in ``registered_answers``; late: the set of
     ``(generation number, arrival index)`` pairs (index over all data tuples).
     """
-    gens = []  # [queries, t_start, {qid: [lo, hi, ehi]}, first arrival index]
     cur = [normalize_query(q) for q in initial]
-    gens.append([cur, None, {q.id: [None, None, None] for q in cur}, 0])
-    ts_all, v_all = [], []
+    gens = [_Generation(cur, None, {q.id: [None, None, None] for q in cur}, 0)]
+    ts_all: list[int] = []
+    v_all: list = []
     for item in schedule:
         if item[0] == "data":
             ts_all += [int(t) for t in item[1]]
@@ -94,18 +108,19 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
         if not add and not remove:
             continue
         g = gens[-1]
-        for dom in g[2].values():
+        for dom in g.domain.values():
             dom[1] = at if dom[1] is None else min(dom[1], at)
         for old in gens:
-            for qid, dom in old[2].items():
+            for qid, dom in old.domain.items():
                 if qid in remove:
                     dom[2] = at if dom[2] is None else min(dom[2], at)
-        keep = [q for q in g[0] if q.id not in set(remove)]
+        keep = [q for q in g.queries if q.id not in set(remove)]
         new = keep + [normalize_query(q) for q in add]
-        gens.append([new, at, {q.id: [at, None, None] for q in new}, len(ts_all)])
+        gens.append(_Generation(new, at, {q.id: [at, None, None] for q in new}, len(ts_all)))
     dtype = np.asarray(v_all).dtype if v_all else np.int64
     answers, late = [], set()
-    for gi, (qs, t0, dom, first) in enumerate(gens):
+    for gi, gen in enumerate(gens):
+        qs, t0, dom_of, first = gen.queries, gen.t_start, gen.domain, gen.first
         if not qs:
             continue
         idx = [i for i in range(first, len(ts_all)) if t0 is None or ts_all[i] >= t0]
@@ -116,7 +131,7 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
         got, lt = brute_force(qs, ts, vs, allowed_lateness)
         late |= {(gi, idx[j]) for j in lt}
         for qid, start, end, val in got:
-            lo, hi, ehi = dom[qid]
+            lo, hi, ehi = dom_of[qid]
             if (
                 (lo is None or start >= lo)
                 and (hi is None or start < hi)

@@ -485,7 +485,8 @@ class LiveTree:
         for i, g in enumerate(self.gens):
             arrays[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        # allow_pickle named (its default): numpy's stubs would match **arrays against it
+        np.savez(buf, allow_pickle=True, **arrays)
         return buf.getvalue()
 
     @classmethod

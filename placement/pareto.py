@@ -140,6 +140,13 @@ class Choose:
     rule: str
     value: float | None = None
 
+    @property
+    def amount(self) -> float:
+        """``value`` of a rule that has one (every rule but ``capacities``)."""
+        if self.value is None:
+            raise ValueError(f"{self.rule}: has no value")
+        return self.value
+
     @staticmethod
     def parse(raw: Any, where: str = "placement.choose") -> Choose:
         """``"capacities"``, ``{max_cost_at_most: N}``, ``{max_cost_within: "10%"}`` or
@@ -179,7 +186,7 @@ class Choose:
             return "capacities"
         if self.rule == "max_cost_at_most":
             return {self.rule: self.value}
-        return {self.rule: f"{self.value * 100:g}%"}
+        return {self.rule: f"{self.amount * 100:g}%"}
 
     def __str__(self) -> str:
         d = self.to_dict()
@@ -241,7 +248,7 @@ def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
             return cheapest(ok), True, ""
         return _least_overload(plans), False, shedding_note(plans)
     if rule.rule == "max_cost_at_most":
-        ok = [i for i in idx if _le(M[i], rule.value)]
+        ok = [i for i in idx if _le(M[i], rule.amount)]
         if ok:
             return cheapest(ok), True, ""
         return (
@@ -254,10 +261,10 @@ def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
             ),
         )
     if rule.rule == "max_cost_within":
-        cap = min(M) * (1 + rule.value)
+        cap = min(M) * (1 + rule.amount)
         return cheapest([i for i in idx if _le(M[i], cap)]), True, ""
     if rule.rule == "total_cost_within":
-        cap = min(T) * (1 + rule.value)
+        cap = min(T) * (1 + rule.amount)
         ok = [i for i in idx if _le(T[i], cap)]
         return min(ok, key=lambda i: (M[i], T[i], i)), True, ""
     raise ValueError(f"unknown rule {rule.rule!r}")
@@ -274,7 +281,7 @@ def _least_overload(plans: Sequence[Plan]) -> int:
 
 # ---- the archive of layouts --------------------------------------------------------------------
 
-Layout = tuple  # tuple (per node) of tuples of Trees
+Layout = Sequence[Sequence[Tree]]  # per node, its trees (the archive keeps tuples of tuples)
 
 
 class _Archive:
@@ -422,9 +429,9 @@ class _Pls:
                         opts: list[tuple[int | None, Tree]] = []
                         if b != a or rest is not None:
                             opts.append((None, alone))
-                        for ui, u in enumerate(nodes[b]):
-                            if u.key == t.key and not (b == a and ui == ti):
-                                opts.append((ui, self.tree(list(u.queries) + [q])))
+                        for uk, u in enumerate(nodes[b]):
+                            if u.key == t.key and not (b == a and uk == ti):
+                                opts.append((uk, self.tree(list(u.queries) + [q])))
                         for ui, placed in opts:
                             base_b = la if b == a else loads[b]
                             lb = (
@@ -439,7 +446,7 @@ class _Pls:
                             if any(weakly_dominates(it[0], p) for it in arch.items):
                                 arch.seen += 1
                                 continue
-                            new = [list(ts) for ts in nodes]
+                            new: list[list[Tree | None]] = [list(ts) for ts in nodes]
                             if rest is None:
                                 new[a][ti] = None
                             else:
@@ -464,7 +471,7 @@ class _Pls:
         N = len(nodes)
         for a in range(N):
             for ti, t in enumerate(nodes[a]):
-                parts = [(None, t)]
+                parts: list[tuple[Tree | None, Tree]] = [(None, t)]
                 for g in _split_groups(t, 4) if len(t.queries) > 2 else []:
                     ids = {q.id for q in g}
                     parts.append(
@@ -682,7 +689,11 @@ def wg_pf(
             start = min(
                 arch.items, key=lambda it: search.key([sum(t.cost for t in ts) for ts in it[1]])
             )[1]
-            search.run(start, max_iters, on_plan=lambda ns, tag=f"budget{k}": arch.add(ns, tag))
+            search.run(
+                [list(ts) for ts in start],
+                max_iters,
+                on_plan=lambda ns, tag=f"budget{k}": arch.add(ns, tag),
+            )
         splitter = _Splitter(model, capv)
         for _, start, _ in list(arch.items):
             cur = [list(ts) for ts in start]
@@ -690,10 +701,10 @@ def wg_pf(
                 cur_p = arch.point(cur)
                 best = None
                 for cand in splitter.candidates(cur):
-                    p = arch.point(cand)
+                    pt = arch.point(cand)
                     arch.add(cand, "split")
-                    if p[1] < cur_p[1] * (1 - REL):
-                        ratio = (cur_p[1] - p[1]) / max(p[0] - cur_p[0], REL * cur_p[0])
+                    if pt[1] < cur_p[1] * (1 - REL):
+                        ratio = (cur_p[1] - pt[1]) / max(pt[0] - cur_p[0], REL * cur_p[0])
                         if best is None or ratio > best[0]:
                             best = (ratio, cand)
                 if best is None:

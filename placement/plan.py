@@ -150,17 +150,18 @@ def plan_slicing(data: Mapping[str, Any]) -> str:
 
 def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Plan:
     """Rebuild a plan from JSON, re-pricing every tree from its queries (nothing is trusted)."""
-    if isinstance(data, (str, Path)):
-        data = json.loads(Path(data).read_text())
-    if data.get("schema") != SCHEMA:
-        raise PlanError(f"schema: expected {SCHEMA!r}, got {data.get('schema')!r}")
-    queries = validate_unique(query_from_mapping(q, i) for i, q in enumerate(data["queries"]))
+    raw: Mapping[str, Any] = (
+        json.loads(Path(data).read_text()) if isinstance(data, (str, Path)) else data
+    )
+    if raw.get("schema") != SCHEMA:
+        raise PlanError(f"schema: expected {SCHEMA!r}, got {raw.get('schema')!r}")
+    queries = validate_unique(query_from_mapping(q, i) for i, q in enumerate(raw["queries"]))
     by_id = {q.id: q for q in queries}
-    rates = {s: float(v["rate"]) for s, v in data["streams"].items()}
-    slicing = plan_slicing(data)
-    model = CostModel(data["ie"], rates, engine, slicing)
+    rates = {s: float(v["rate"]) for s, v in raw["streams"].items()}
+    slicing = plan_slicing(raw)
+    model = CostModel(raw["ie"], rates, engine, slicing)
     nodes = []
-    for n in data["nodes"]:
+    for n in raw["nodes"]:
         trees = []
         for t in n["trees"]:
             missing = [qid for qid in t["queries"] if qid not in by_id]
@@ -181,7 +182,7 @@ def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Pla
                 )
             trees.append(model.tree(qs))
         nodes.append(Node(n["id"], trees, n.get("capacity")))
-    return Plan(data["optimizer"], data["ie"], nodes, rates, slicing)
+    return Plan(raw["optimizer"], raw["ie"], nodes, rates, slicing)
 
 
 def verify_plan(data: Mapping[str, Any], rel_tol: float = 1e-9) -> list[str]:
@@ -195,18 +196,18 @@ def verify_plan(data: Mapping[str, Any], rel_tol: float = 1e-9) -> list[str]:
             for name, value in (("edges", t.edges), ("composite_slide", t.composite_slide)):
                 if t_raw[name] != value:
                     problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
-            for name, value in (
+            for name, number in (
                 ("edge_rate", t.time_edge_rate),
                 ("omega", t.omega),
                 ("cost", t.cost),
             ):
-                if not isclose(t_raw[name], value, rel_tol=rel_tol):
-                    problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {value}")
+                if not isclose(t_raw[name], number, rel_tol=rel_tol):
+                    problems.append(f"{t_raw['id']}: {name} {t_raw[name]} != {number}")
         if not isclose(n_raw["cost"], n.cost, rel_tol=rel_tol):
             problems.append(f"{n_raw['id']}: cost {n_raw['cost']} != {n.cost}")
-    for name, value in (("total_cost", rebuilt.total_cost), ("max_cost", rebuilt.max_cost)):
-        if not isclose(data[name], value, rel_tol=rel_tol):
-            problems.append(f"{name} {data[name]} != {value}")
+    for name, number in (("total_cost", rebuilt.total_cost), ("max_cost", rebuilt.max_cost)):
+        if not isclose(data[name], number, rel_tol=rel_tol):
+            problems.append(f"{name} {data[name]} != {number}")
     queries_in_trees = [q for n in data["nodes"] for t in n["trees"] for q in t["queries"]]
     if sorted(queries_in_trees) != sorted(q["id"] for q in data["queries"]):
         problems.append("every query must be in exactly one tree")

@@ -18,7 +18,7 @@ node over capacity (its edges alone cost too much), no shedding helps: we say so
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from placement.plan import Plan
@@ -64,7 +64,7 @@ def _node_terms(plan: Plan):
     out = []
     for n in plan.nodes:
         fixed = 0.0
-        coef: Counter = Counter()
+        coef: defaultdict[str, float] = defaultdict(float)
         for t in n.trees:
             lam = plan.rates[t.stream]
             if t.kind == "count":  # edges per tuple: every term scales with the kept tuples

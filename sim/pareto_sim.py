@@ -31,6 +31,9 @@ from typing import Any
 import pandas as pd
 
 from placement.pareto import (
+    SEED_OPTIMIZERS as SEED_OPTIMIZERS,  # re-exported: sim.simulate reuses these seed plans
+)
+from placement.pareto import (
     ParetoResult,
     front_distance,
     hypervolume,

@@ -24,6 +24,8 @@ from placement.trees import CostModel  # noqa: E402
 from placement.weaveshare import weaveshare  # noqa: E402
 from sim.debs_generator import generate_debs  # noqa: E402
 
+pytestmark = pytest.mark.cluster
+
 STREAMS = ("mf01", "mf02", "mf03")
 AGGS = ("sum", "count", "avg", "min", "max")
 SLIDES = (100, 200, 250, 400, 500, 750, 1000, 2000, 3000)

@@ -31,6 +31,8 @@ from placement.trees import CostModel
 from placement.weaveshare import weaveshare
 from sim.debs_generator import generate_debs
 
+pytestmark = pytest.mark.cluster
+
 STREAMS = ("mf01", "mf02", "mf03")
 DRIVER = Path(__file__).with_name("multinode_driver.py")
 TIMEOUT_S = 170  # a hard cap; the run takes ~25-40 s on this 2-core machine

@@ -29,6 +29,8 @@ from cluster.debs_format import BOOL_COLUMNS, INT_COLUMNS
 from cluster.debs_reader import read_debs
 from sim.debs_generator import generate_debs
 
+pytestmark = pytest.mark.cluster
+
 DURATION_S, RATE_HZ = 60, 100
 SAFETY_S = 45.0  # every stream also stops on this timeout, so a broken test fails, not hangs
 

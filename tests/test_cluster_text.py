@@ -22,7 +22,7 @@ from executors.oracle import brute_force
 from placement.queries import Query
 from sim.debs_generator import generate_debs
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.cluster, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 QUERIES = [
     Query("s1", 1000, 1000, "sum", "mf01", "time"),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -609,7 +610,7 @@ def _assert_clear(msg: str) -> str:
     return m.group(1)
 
 
-@settings(max_examples=1200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(1200), suppress_health_check=list(HealthCheck))
 @given(broken_config())
 def test_fuzz_mutated_configs_raise_config_error(case):
     d, sections = case
@@ -641,7 +642,7 @@ YAMLISH = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), suppress_health_check=list(HealthCheck))
 @given(
     st.one_of(
         st.text(max_size=80),
@@ -677,7 +678,7 @@ def test_fuzz_random_yaml_text(text):
     _assert_clear(str(err.value))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), suppress_health_check=list(HealthCheck))
 @given(st.dictionaries(st.sampled_from(SECTIONS + ("zz",)), YAMLISH, max_size=5))
 def test_fuzz_random_structures(raw):
     try:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -507,11 +508,7 @@ def corrupt(draw, line: bytes) -> tuple[bytes, bool]:
     return b"\t".join(fields), False
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_malformed_rows_are_rejected_with_line_numbers(base, tmp_path, data):
     lines, table = base
@@ -781,11 +778,7 @@ def test_extra_column_ignore_or_reject(base, tmp_path):
         read_debs_tsv(p, extra_columns="keep")
 
 
-@settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
     """Oracle: reading ``text_line_ranges`` one by one and renumbering their rejects gives

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -195,7 +196,7 @@ def test_errors_name_the_problem():
         make_units(HAND, model1(), "bogus")
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(
     seed=st.integers(0, 10_000),
     n=st.integers(2, 30),
@@ -300,7 +301,7 @@ def _all_moves_exact(s: _Search, nodes, loads):
     return keys
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(
     seed=st.integers(0, 10_000),
     n=st.integers(2, 14),
@@ -358,7 +359,7 @@ def _forced_merge_naive(trees, model, target):
     return alive
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     seed=st.integers(0, 10_000),
     n=st.integers(2, 16),

@@ -6,6 +6,7 @@ import itertools
 import math
 
 import pytest
+from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,18 +26,6 @@ from placement.trees import CostModel
 
 HAND = [Query("a", 4, 2), Query("b", 8, 4), Query("c", 3, 3), Query("d", 6, 3)]
 TOL = 1e-9
-
-
-def set_partitions(items):
-    """All set partitions (independent of the code under test)."""
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for p in set_partitions(rest):
-        yield [[first]] + p
-        for i in range(len(p)):
-            yield p[:i] + [[first] + p[i]] + p[i + 1 :]
 
 
 def partition_cost(model, blocks):
@@ -69,16 +58,6 @@ def brute_front(queries, model, n_nodes):
     return front
 
 
-def random_queries(data_draw, n, keys=1):
-    qs = []
-    for i in range(n):
-        s = data_draw(st.integers(1, 8))
-        r = data_draw(st.integers(1, 3 * s))
-        k = data_draw(st.integers(0, keys - 1))
-        qs.append(Query(f"q{i}", r, s, "sum" if k == 0 else "max", "s0"))
-    return qs
-
-
 def points(res):
     return [(p.total_cost, p.max_cost) for p in res.front]
 
@@ -106,7 +85,7 @@ def test_exact_hand_instance(method):
     ) == [["ab"], ["cd"]]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(
     data=st.data(),
     n=st.integers(1, 6),
@@ -115,7 +94,7 @@ def test_exact_hand_instance(method):
     keys=st.integers(1, 2),
 )
 def test_subset_dp_is_the_best_partition(data, n, technique, lam, keys):
-    qs = random_queries(data.draw, n, keys)
+    qs = random_queries(data.draw, n, keys, max_slide=8)
     model = CostModel(technique, lam)
     tab = subset_table(qs, model)
     full = (1 << n) - 1
@@ -125,7 +104,7 @@ def test_subset_dp_is_the_best_partition(data, n, technique, lam, keys):
     assert math.isclose(got, want, rel_tol=1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     data=st.data(),
     n=st.integers(1, 5),
@@ -134,7 +113,7 @@ def test_subset_dp_is_the_best_partition(data, n, technique, lam, keys):
     keys=st.integers(1, 2),
 )
 def test_exhaustive_front_matches_brute_force(data, n, n_nodes, lam, keys):
-    qs = random_queries(data.draw, n, keys)
+    qs = random_queries(data.draw, n, keys, max_slide=8)
     model = CostModel("panes", lam)
     res = exact_exhaustive(qs, model, n_nodes)
     assert close_fronts(points(res), brute_front(qs, model, n_nodes))
@@ -176,7 +155,7 @@ def test_leaf_counts():
     assert exhaustive_leaves(5, [1.0, 2.0]) == 32
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     data=st.data(),
     n=st.integers(2, 8),
@@ -186,7 +165,7 @@ def test_leaf_counts():
 )
 def test_exact_bounds_every_heuristic(data, n, n_nodes, lam, seed):
     """No heuristic beats the exact optima, and none dominates a point of the exact front."""
-    qs = random_queries(data.draw, n, keys=2)
+    qs = random_queries(data.draw, n, keys=2, max_slide=8)
     model = CostModel("panes", lam)
     res = solve_exact(qs, model, n_nodes)
     front = points(res)
@@ -201,7 +180,7 @@ def test_exact_bounds_every_heuristic(data, n, n_nodes, lam, seed):
 # ---- special cases (paper 000, Appendix) ----------------------------------------------------
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     data=st.data(),
     n=st.integers(1, 7),
@@ -210,7 +189,7 @@ def test_exact_bounds_every_heuristic(data, n, n_nodes, lam, seed):
     keys=st.integers(1, 2),
 )
 def test_pairing_matches_exhaustive(data, n, lam, technique, keys):
-    qs = random_queries(data.draw, n, keys)
+    qs = random_queries(data.draw, n, keys, max_slide=8)
     model = CostModel(technique, lam)
     trees = pairing_optimum(qs, model)
     assert sorted(q.id for t in trees for q in t.queries) == sorted(q.id for q in qs)
@@ -219,7 +198,7 @@ def test_pairing_matches_exhaustive(data, n, lam, technique, keys):
     assert math.isclose(sum(t.cost for t in trees), want, rel_tol=1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     data=st.data(),
     n=st.integers(1, 8),
@@ -227,7 +206,7 @@ def test_pairing_matches_exhaustive(data, n, lam, technique, keys):
     keys=st.integers(1, 2),
 )
 def test_contiguous_matches_exhaustive(data, n, lam, keys):
-    qs = random_queries(data.draw, n, keys)
+    qs = random_queries(data.draw, n, keys, max_slide=8)
     model = CostModel("panes", lam)
     plan = contiguous_optimum(qs, model)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from helpers import examples, random_queries
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,17 +19,7 @@ TOL = 1e-9
 HEURISTICS = [n for n in ALL_OPTIMIZERS if n != "WG_LS"]
 
 
-def random_queries(draw, n, keys=1):
-    qs = []
-    for i in range(n):
-        s = draw(st.integers(1, 9))
-        r = draw(st.integers(1, 4 * s))
-        k = draw(st.integers(0, keys - 1))
-        qs.append(Query(f"q{i}", r, s, "sum" if k == 0 else "max", "s0"))
-    return qs
-
-
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12))
 @given(
     data=st.data(),
     n=st.integers(2, 7),
@@ -39,7 +30,7 @@ def random_queries(draw, n, keys=1):
 def test_seeded_cpsat_never_worse_than_a_heuristic_and_bounds_hold(data, n, n_nodes, lam, limit):
     """Even with a time limit too short to prove anything, CP-SAT seeded with every heuristic
     plan is at most each of them, and its bounds are at most the brute-force optimum."""
-    qs = random_queries(data.draw, n, keys=2)
+    qs = random_queries(data.draw, n, keys=2, range_factor=4)
     model = CostModel("panes", lam)
     plans = [optimize(name, qs, model, n_nodes, seed=1) for name in HEURISTICS]
     res = exact_cpsat(qs, model, n_nodes, time_limit_s=limit, front=False, hint=False, hints=plans)
@@ -119,7 +110,7 @@ def test_simulate_gap_intervals(tmp_path):
 # ---- the ``sets`` method (placement.exact_sets) against the exhaustive search -----------------
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     data=st.data(),
     n=st.integers(1, 7),
@@ -133,7 +124,7 @@ def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
     non-monotone (FlatFAT, SlickDeque) Omegas, one or two keys; plans verify."""
     from placement.exact import solve_exact
 
-    qs = random_queries(data.draw, n, keys)
+    qs = random_queries(data.draw, n, keys, range_factor=4)
     model = CostModel(technique, lam)
     ex = exact_exhaustive(qs, model, n_nodes)
     got = solve_exact(
@@ -152,12 +143,12 @@ def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
         assert sorted(q.id for q in p.queries) == sorted(q.id for q in qs)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(data=st.data(), n=st.integers(2, 7), lam=st.sampled_from([1.0, 20.0]))
 def test_sets_with_capacities_equals_exhaustive(data, n, lam):
     from placement.exact import InfeasibleError, solve_exact
 
-    qs = random_queries(data.draw, n, 1)
+    qs = random_queries(data.draw, n, 1, range_factor=4)
     model = CostModel("panes", lam)
     single = sum(model.tree([q]).cost for q in qs)
     caps = [single * data.draw(st.sampled_from([0.3, 0.5, 0.8])) for _ in range(3)]
@@ -173,7 +164,7 @@ def test_sets_with_capacities_equals_exhaustive(data, n, lam):
         assert all(nd.cost <= nd.capacity * (1 + 1e-9) for nd in p.nodes)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15))
 @given(
     data=st.data(),
     n=st.integers(5, 9),
@@ -185,7 +176,7 @@ def test_sets_out_of_time_keeps_real_bounds(data, n, n_nodes, limit):
     bounds stay at most the brute-force optimum."""
     from placement.exact import solve_exact
 
-    qs = random_queries(data.draw, n, 1)
+    qs = random_queries(data.draw, n, 1, range_factor=4)
     model = CostModel("panes", data.draw(st.sampled_from([0.5, 20.0])))
     plans = [optimize(name, qs, model, n_nodes, seed=2) for name in HEURISTICS]
     got = solve_exact(

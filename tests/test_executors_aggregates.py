@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ from executors.slickdeque_inv import SlickDequeInv
 ints = st.integers(-(10**6), 10**6)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50))
 @given(xs=st.lists(ints, min_size=1, max_size=12), cut=st.integers(0, 12))
 def test_monoid_laws_and_lower(xs, cut):
     for agg in AGGREGATES.values():

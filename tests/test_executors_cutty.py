@@ -2,55 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import AGGS, assert_same, examples, refused, rows, run
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors import ALL_TECHNIQUES, ExecutionTree, brute_force
 from executors.slice_input import SlicedExecutionTree, slice_aggregates
 from executors.slicing import edge_classes
 from placement.slicing import window_lengths
-
-AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
-
-
-def rows(table):
-    d = table.to_pydict()
-    return list(zip(d["query_id"], d["window_start"], d["window_end"], d["value"]))
-
-
-def run(tree, ts, v, cuts, snap_at=None):
-    out = []
-    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
-        if snap_at == i:
-            tree = ExecutionTree.restore(tree.snapshot())
-        out += rows(tree.process(None if ts is None else ts[a:b], v[a:b]))
-    out += rows(tree.flush())
-    return tree, out
-
-
-def assert_same(got, want, scale):
-    assert [g[:3] for g in got] == [w[:3] for w in want]
-    for g, w in zip(got, want):
-        if isinstance(w[3], int) and isinstance(g[3], int):
-            assert g[3] == w[3], (g, w)
-        else:
-            assert g[3] == pytest.approx(w[3], rel=1e-9, abs=1e-12 * scale), (g, w)
-
-
-def refused(tech, qs):
-    aggs = {q["aggregate"] for q in qs}
-    if tech in ("panes_inv", "slickdeque_inv") and aggs & {"min", "max", "range"}:
-        return True
-    if tech == "slickdeque_noninv" and aggs - {"min", "max", "range"}:
-        return True
-    return (
-        tech in ("panes_inv", "twostacks", "daba")
-        and len({(q["range"], q["slide"]) for q in qs}) > 1
-    )
 
 
 @st.composite
@@ -93,11 +54,7 @@ def workloads(draw):
     return qs, ts, v, lateness, cuts, snap_at
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(150))
 @given(w=workloads())
 def test_cutty_equals_oracle_and_pairs(w):
     """Every technique under Cutty: the oracle's answers and late tuples, and Pairs' answers
@@ -131,11 +88,7 @@ def test_cutty_equals_oracle_and_pairs(w):
             assert got == pairs, tech  # int answers: identical, not just close
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(150))
 @given(data=st.data())
 def test_cutty_hopping_next_to_long_windows_out_of_order(data):
     """The in-order sealing case of ``test_executors_tree`` (values are powers of two, so a
@@ -224,11 +177,7 @@ def test_cutty_refusals():
         t.process_slices(slice_aggregates(np.arange(12), np.arange(12), [(3, 0)]))
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 60)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(60))
 @given(data=st.data())
 def test_sliced_cutty_equals_raw_pairs(data):
     """A slice-fed Cutty tree (input cut at the union of its Pairs edges and another tree's,

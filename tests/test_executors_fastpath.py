@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +75,7 @@ def _old_due_windows(sl: StreamSlicer, ends, allv, h):
     return ds[o], dq[o], dn[o]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     qs=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12)), min_size=1, max_size=8),
     dup=st.integers(0, 3),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +45,7 @@ def brute(vals, j, n, op):
     return {OP_SUM: np.sum, OP_MIN: np.min, OP_MAX: np.max}[op](w)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(
     data=st.data(),
     op=st.sampled_from([OP_SUM, OP_MIN, OP_MAX]),
@@ -188,7 +189,7 @@ def test_panes_inv_two_ops_and_flatfit_amortised_three():
     assert sorted(period.tolist()) == sorted([W - 1] + [1, 1] + [2] * (W - 2))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(data=st.data(), op=st.sampled_from([OP_SUM, OP_MIN, OP_MAX]), W=st.integers(1, 13))
 def test_answer_between_inserts_equals_brute_force(data, op, W):
     """``answer`` (no insert; what Cutty slicing asks between two slices) interleaved with

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,7 +78,7 @@ def _partials(data, n, dtype):
     return hi, lo
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     data=st.data(), dtype=st.sampled_from(["i8", "f8"]), W=st.integers(1, 70), N=st.integers(1, 400)
 )
@@ -177,7 +178,7 @@ def test_inv_old_snapshot_without_key_x_loads():
     np.testing.assert_allclose(ha + la, hb + lb, rtol=1e-15, atol=1e-15)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80))
 @given(
     data=st.data(),
     op=st.sampled_from([OP_MIN, OP_MAX]),

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import AGGS, assert_same, examples
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors.live_oracle import generation_answers, registered_answers, registrations
 from executors.live_tree import LiveTree
 
-AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
 TECHS = ["slickdeque", "panes", "flatfat", "flatfit", "bint", "slickdeque_inv", "twostacks"]
-EXAMPLES = int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 120))
+EXAMPLES = examples(120)
 
 
 def rows(cols, tree):
@@ -39,15 +37,6 @@ def drive(initial, schedule, lateness, technique="slickdeque", slicing="pairs", 
     out += rows(tree.flush_columns(), tree)
     out.sort(key=lambda x: (x[0], x[1]))
     return out, tree
-
-
-def assert_same(got, want, scale):
-    assert [g[:3] for g in got] == [w[:3] for w in want]
-    for g, w in zip(got, want):
-        if isinstance(w[3], int) and isinstance(g[3], int):
-            assert g[3] == w[3], (g, w)
-        else:
-            assert g[3] == pytest.approx(w[3], rel=1e-9, abs=1e-12 * scale), (g, w)
 
 
 @st.composite
@@ -111,7 +100,7 @@ def all_tuples(schedule):
     return np.concatenate(ts), np.concatenate(vs)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES)
 @given(
     w=schedules(),
     tech=st.sampled_from(TECHS),
@@ -130,7 +119,7 @@ def test_section9_answers_without_late_tuples(w, tech, slicing, snap_every):
     assert tree.late.count == 0
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES)
 @given(w=schedules(bounded_disorder=False), snap_every=st.sampled_from([0, 2]))
 def test_generations_with_late_tuples(w, snap_every):
     """With tuples beyond the allowed lateness the answers are the generations' (brute force per
@@ -191,7 +180,7 @@ def test_change_errors():
     assert tree.done()
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES)
 @given(w=schedules(), data=st.data())
 def test_handoff_between_trees(w, data):
     """Re-weaving: a query handed from tree A to tree B at T (A keeps its windows starting

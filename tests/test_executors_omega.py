@@ -8,11 +8,11 @@ definition alone (no shared helper), so a wrong helper cannot make model and exe
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import examples
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors import ExecutionTree
@@ -48,11 +48,7 @@ def measured(queries, technique="slickdeque_inv", span=None):
     return tree.op_counts()
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(150))
 @given(
     wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
     agg=st.sampled_from(sorted(PRIMITIVES)),
@@ -118,7 +114,7 @@ def test_omega_can_shrink_on_merge_and_weaveshare_still_exact():
     assert measured(qs)["omega"] == 8.0
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80))
 @given(
     x=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
     y=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),

@@ -7,24 +7,17 @@ slices into each of its own.  In-order time data (the sliced mode's contract).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import AGGS, examples, rows
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors import ExecutionTree
 from executors.slice_input import SlicedExecutionTree, slice_aggregates
 from executors.slicing import edge_classes
 
-AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
 TECHS = ["slickdeque", "panes", "flatfat", "flatfit", "bint"]
-
-
-def rows(table):
-    d = table.to_pydict()
-    return list(zip(d["query_id"], d["window_start"], d["window_end"], d["value"]))
 
 
 @st.composite
@@ -60,11 +53,7 @@ def _cut(n, k):
     return sorted({0, n, *np.linspace(0, n, k + 1).astype(int).tolist()})
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(150))
 @given(w=workloads())
 def test_slice_fed_equals_tuple_fed(w):
     qs, others, ts, v, n_batches, lateness, tech, split_rows = w

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,7 +50,7 @@ def test_design_vector_weavability():
     assert (len(x), len(y), len(x & y), len(x | y)) == (6, 5, 2, 9)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(r=st.integers(1, 40), s=st.integers(1, 12))
 def test_lone_query_partials_match_pairs_formula(r, s):
     """Dissertation Table 1 (Pairs): r/s partials, or 2*floor(r/s)+1 when r % s != 0."""
@@ -57,7 +58,7 @@ def test_lone_query_partials_match_pairs_formula(r, s):
     assert exact and ns[(r, s)] == [pairs_partials(r, s)] and wsize == pairs_partials(r, s)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     qs=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=4),
     t=st.integers(-100, 100),
@@ -79,7 +80,7 @@ def test_edges_helpers_agree_with_definition(qs, t):
     assert got == (min(ends) if ends else np.iinfo(np.int64).max)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(qs=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=4))
 def test_window_lengths_cover_every_window(qs):
     qs = sorted(set(qs))

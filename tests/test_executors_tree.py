@@ -2,56 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import AGGS, assert_same, examples, refused, rows, run
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors import ALL_TECHNIQUES, ExecutionTree, brute_force
 from executors.slicing import edge_classes, window_lengths
-
-AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
-
-
-def rows(table):
-    d = table.to_pydict()
-    return list(zip(d["query_id"], d["window_start"], d["window_end"], d["value"]))
-
-
-def run(tree, ts, v, cuts, snap_at=None):
-    """Feed [cuts[i], cuts[i+1]) batches; optionally snapshot+restore before batch snap_at."""
-    out = []
-    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
-        if snap_at == i:
-            tree = ExecutionTree.restore(tree.snapshot())
-        out += rows(tree.process(None if ts is None else ts[a:b], v[a:b]))
-    out += rows(tree.flush())
-    return tree, out
-
-
-def assert_same(got, want, scale):
-    assert [g[:3] for g in got] == [w[:3] for w in want]
-    for g, w in zip(got, want):
-        if isinstance(w[3], int) and isinstance(g[3], int):
-            assert g[3] == w[3], (g, w)
-        else:
-            # 1e-9 relative; stddev of a (near-)constant window can only be exact to
-            # ~1e-16 of the data's magnitude (sqrt of a tiny variance), hence the abs term
-            assert g[3] == pytest.approx(w[3], rel=1e-9, abs=1e-12 * scale), (g, w)
-
-
-def expected_refusal(tech, qs):
-    aggs = {q["aggregate"] for q in qs}
-    rs = {(q["range"], q["slide"]) for q in qs}
-    if tech in ("panes_inv", "slickdeque_inv") and aggs & {"min", "max", "range"}:
-        return True
-    if tech == "slickdeque_noninv" and aggs - {"min", "max", "range"}:
-        return True
-    return tech in ("panes_inv", "twostacks", "daba") and len(rs) > 1
 
 
 @st.composite
@@ -89,11 +50,7 @@ def workloads(draw):
     return qs, ts, v, lateness, cuts, snap_at
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(150))
 @given(w=workloads())
 def test_every_technique_matches_oracle(w):
     """technique x aggregate x kind, r<s, r==s, r%s!=0, gaps, duplicate and out-of-order
@@ -103,7 +60,7 @@ def test_every_technique_matches_oracle(w):
     scale = float(np.abs(v).max()) if v.shape[0] else 1.0
     kind = qs[0]["kind"]
     for tech in ALL_TECHNIQUES:
-        if expected_refusal(tech, qs):
+        if refused(tech, qs):
             with pytest.raises(ValueError):
                 ExecutionTree(qs, technique=tech, allowed_lateness=lateness)
             continue
@@ -296,11 +253,7 @@ def test_slices_close_in_order_with_hopping_and_long_windows():
     assert tree.late.count == 0
 
 
-@settings(
-    max_examples=int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 150)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=examples(150))
 @given(data=st.data())
 def test_hopping_next_to_long_windows_out_of_order(data):
     """A short hopping window (r < s) next to a long one, disordered batches: the case the small

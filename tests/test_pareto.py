@@ -9,6 +9,7 @@ import json
 import math
 
 import pytest
+from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,33 +37,11 @@ from sim.simulate import plan_for, simulate
 TOL = 1e-9
 
 
-def random_queries(draw, n, keys=1, streams=1):
-    qs = []
-    for i in range(n):
-        s = draw(st.integers(1, 9))
-        r = draw(st.integers(1, 3 * s))
-        k = draw(st.integers(0, keys - 1))
-        sid = draw(st.integers(0, streams - 1))
-        qs.append(Query(f"q{i}", r, s, "sum" if k == 0 else "max", f"s{sid}"))
-    return qs
-
-
 def point(p):
     return (p.total_cost, p.max_cost)
 
 
 # ---- independent oracles -------------------------------------------------------------------------
-
-
-def set_partitions(items):
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for p in set_partitions(rest):
-        yield [[first]] + p
-        for i in range(len(p)):
-            yield p[:i] + [[first] + p[i]] + p[i + 1 :]
 
 
 def brute_points(queries, model, n_nodes):
@@ -123,7 +102,7 @@ def grid_area(points, ref):
 # ---- front structure -----------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(pts=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 30)), min_size=1, max_size=25))
 def test_nondominated_and_hypervolume_match_oracles(pts):
     pts = [(float(a), float(b)) for a, b in pts]
@@ -143,7 +122,7 @@ def test_nondominated_and_hypervolume_match_oracles(pts):
         assert (d == 0) == any(weakly_dominates(p, f) for f in got)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(
     data=st.data(),
     n=st.integers(2, 7),
@@ -234,7 +213,7 @@ def oracle_choose(pts, rule, fits):
     return min(ok, key=lambda i: pts[i][1])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(
     data=st.data(),
     n=st.integers(3, 8),
@@ -325,7 +304,7 @@ def test_percentages_parse():
 # ---- exact front -----------------------------------------------------------------------------------
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20))
 @given(
     data=st.data(),
     n=st.integers(1, 5),

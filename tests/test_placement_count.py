@@ -15,6 +15,7 @@ from math import lcm
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
@@ -47,7 +48,7 @@ def panes_omega(windows):
 count_windows = st.lists(st.tuples(st.integers(1, 30), st.integers(1, 12)), min_size=1, max_size=4)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(count_windows, st.sampled_from([0.1, 1.0, 2.5, 100.0]), st.sampled_from(["pairs", "cutty"]))
 def test_count_tree_edges_on_the_tuple_axis_against_brute_force(windows, rate, slicing):
     qs = [Query(f"c{i}", r, s, "sum", "mf01", "count") for i, (r, s) in enumerate(windows)]
@@ -108,7 +109,7 @@ def mixed_workloads(draw):
     return qs
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(mixed_workloads(), st.sampled_from(TECHS), st.sampled_from([0.5, 3.0]))
 def test_plans_never_weave_count_with_time_windows(qs, tech, rate):
     model = CostModel(tech, {"a": rate, "b": 2 * rate})
@@ -130,7 +131,7 @@ def test_plans_never_weave_count_with_time_windows(qs, tech, rate):
         assert verify_plan(p.to_dict()) == [], p.optimizer
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10))
 @given(mixed_workloads())
 def test_exact_solver_never_prices_a_mixed_tree(qs):
     from placement.exact import solve_exact, subset_table
@@ -148,7 +149,7 @@ def test_exact_solver_never_prices_a_mixed_tree(qs):
     assert res.min_total.total_cost <= best * (1 + 1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=2, max_size=9),
     st.sampled_from([0.02, 0.3, 50.0]),
@@ -178,7 +179,7 @@ KIND4_COUNT_BOUND = "WG_LS kind-4 merge bound overshoots for a count tree (open 
 
 
 @pytest.mark.xfail(strict=False, reason=KIND4_COUNT_BOUND)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(
     seed=st.integers(0, 10_000),
     n=st.integers(5, 12),
@@ -297,7 +298,7 @@ def _count_windows_brute(values, r, s):
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(
     st.lists(st.tuples(st.integers(1, 12), st.integers(1, 6)), min_size=1, max_size=3),
     st.integers(1, 40),

@@ -9,12 +9,12 @@ helper), so a wrong helper cannot make model and executor agree.
 from __future__ import annotations
 
 import math
-import os
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers import examples
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors import ExecutionTree
@@ -25,7 +25,7 @@ from placement.slicing import brute_force_edges, cutty_profile
 from placement.trees import CostModel
 from placement.weaveshare import weaveshare
 
-EXAMPLES = int(os.environ.get("EXECUTORS_HYPOTHESIS_EXAMPLES", 60))
+EXAMPLES = examples(60)
 TECHS = ["panes", "flatfat", "flatfit", "slickdeque_inv", "slickdeque_noninv"]
 
 
@@ -90,7 +90,7 @@ def test_woven_example_10_3_and_7_2():
     assert CostModel("slickdeque_inv", 1.0).tree(qs_of([(10, 3), (7, 2)])).omega == 4.0
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES)
 @given(wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4))
 def test_slickdeque_inv_cutty_omega_is_exact(wins):
     """Model == definition == measured ops per Cutty slice over whole composite slides."""
@@ -116,7 +116,7 @@ def test_slickdeque_inv_cutty_omega_is_exact(wins):
     assert seg.sum() == 2 * (2 * n_lengths * k + combines)
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES)
 @given(
     wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 10)), min_size=1, max_size=4),
     tech=st.sampled_from(TECHS),
@@ -140,7 +140,7 @@ def test_other_techniques_are_table11_at_cutty_e_plus_open_combines(wins, tech):
     assert open_combines_estimate([(r, s)], lone.edge_rate) == pytest.approx(combines / k)
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(max_examples=EXAMPLES)
 @given(
     x=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),
     y=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 12)), min_size=1, max_size=4),

@@ -11,6 +11,7 @@ from fractions import Fraction
 from math import lcm, prod
 
 import pytest
+from helpers import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -58,7 +59,7 @@ def query_sets(draw, min_size=1, max_size=8, cap=LCM_CAP, prefix="q"):
 # ---- exact counts ------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(query_sets())
 def test_every_engine_count_matches_brute_force(qs):
     cls = tree_classes(qs)
@@ -81,7 +82,6 @@ def test_conditioning_path_is_exercised_and_exact():
     assert eng.stats["condition"] >= 1
 
 
-@settings(max_examples=100, deadline=None)
 @given(query_sets(min_size=2))
 def test_conditioning_engine_really_conditions(qs):
     """With sieve and inclusion-exclusion disabled, any component of >= 2 classes conditions."""
@@ -94,7 +94,7 @@ def test_conditioning_engine_really_conditions(qs):
     assert eng.stats["sieve"] == 0
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80))
 @given(query_sets())
 def test_canonical_form_preserves_the_edge_set(qs):
     cls = tree_classes(qs)
@@ -110,7 +110,7 @@ def test_canonical_form_preserves_the_edge_set(qs):
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(st.lists(st.sampled_from(PRIMES), min_size=1, max_size=12, unique=True), st.data())
 def test_large_composite_slides_distinct_primes(primes, data):
     """Pairwise coprime slides are independent (CRT): uncovered density = prod(1 - k_p / p).
@@ -137,7 +137,7 @@ def test_large_composite_slides_distinct_primes(primes, data):
 # ---- merged density ----------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(st.data())
 def test_merged_density_equals_density_of_union(data):
     x = data.draw(query_sets(max_size=4, prefix="x"))
@@ -157,7 +157,6 @@ def test_merged_density_equals_density_of_union(data):
         assert warm.density(cx | cy) == truth, config
 
 
-@settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_merged_density_big_tree_with_one_query(data):
     """WeaveShare's common case: a multi-query tree (many classes) weaves with one query
@@ -192,7 +191,7 @@ def exact_density(qs):
     return Fraction(brute_force_edges(cls), lcm(*(q.slide for q in qs)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(query_sets(min_size=2))
 def test_fast_budget_exhausted_raises_with_certified_bounds(qs):
     cls = tree_classes(qs)
@@ -210,7 +209,7 @@ def test_fast_budget_exhausted_raises_with_certified_bounds(qs):
     assert get_engine("fast").density(cls) == truth
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(query_sets())
 def test_bitset_memory_cap_raises_with_certified_bounds(qs):
     period = lcm(*(q.slide for q in qs))
@@ -247,7 +246,7 @@ def test_unknown_engine_name():
         get_engine("slow")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(m=st.integers(1, 60), data=st.data())
 def test_single_modulus_shortcut_matches_brute_force(m, data):
     """One modulus: disjoint classes, density #classes/m (also for merges of two such sets);

@@ -8,6 +8,7 @@ import math
 from fractions import Fraction
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -233,7 +234,7 @@ def test_load_plan_errors():
         load_plan(bad)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(
     spec=st.lists(
         st.tuples(

@@ -10,6 +10,7 @@ from fractions import Fraction
 from math import lcm
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -227,7 +228,7 @@ def residue_class(draw, max_mod=30):
     return (m, draw(st.integers(0, m - 1)))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500))
 @given(residue_class(), residue_class())
 def test_crt_merge_matches_brute_force(a, b):
     period = lcm(a[0], b[0])
@@ -263,7 +264,7 @@ def brute_window_lengths(wins, slicing):
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(
     wins=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 9)), min_size=1, max_size=4),
     slicing=st.sampled_from(["pairs", "cutty"]),

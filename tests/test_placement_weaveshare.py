@@ -8,6 +8,7 @@ from fractions import Fraction
 from math import lcm
 
 import pytest
+from helpers import examples, set_partitions
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -155,7 +156,7 @@ DUPLICATE_CLASSES = ([Query("q0", 7, 5), Query("q1", 12, 5)], {"s0": 0.1, "s1": 
 
 
 @pytest.mark.parametrize("preprocess", [True, False])
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @example(wl=DUPLICATE_CLASSES[:2], tech=DUPLICATE_CLASSES[2])
 @given(wl=workloads(), tech=st.sampled_from(TECHNIQUES))
 def test_weaveshare_equals_naive_reference(preprocess, wl, tech):
@@ -189,7 +190,7 @@ def small_lcm_workloads(draw):
     return qs, rates
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80))
 @given(wl=small_lcm_workloads(), tech=st.sampled_from(TECHNIQUES), preprocess=st.booleans())
 def test_plans_identical_across_engines(wl, tech, preprocess):
     qs, rates = wl
@@ -206,17 +207,6 @@ def test_plans_identical_across_engines(wl, tech, preprocess):
 # ---- the Chung et al. 4-approximation ----------------------------------------------------------
 
 
-def set_partitions(items):
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for part in set_partitions(rest):
-        for i in range(len(part)):
-            yield part[:i] + [[first] + part[i]] + part[i + 1 :]
-        yield [[first]] + part
-
-
 def test_set_partitions_counts_bell_numbers():
     assert [sum(1 for _ in set_partitions(list(range(n)))) for n in range(8)] == [
         1,
@@ -230,7 +220,6 @@ def test_set_partitions_counts_bell_numbers():
     ]
 
 
-@settings(max_examples=100, deadline=None)
 @given(
     slides=st.lists(st.integers(1, 30), min_size=2, max_size=7, unique=True),
     factor=st.sampled_from([1.0, 1.5, 3.0]) | st.floats(1.0, 10.0),
@@ -276,7 +265,6 @@ def test_weaveshare_savings_at_least_a_quarter_of_optimal(slides, factor):
 # ---- Insert-then-Weave -------------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
 @given(wl=workloads(), tech=st.sampled_from(TECHNIQUES))
 def test_insert_then_weave_valid_and_locally_optimal(wl, tech):
     qs, rates = wl
@@ -305,7 +293,6 @@ def batched(draw):
     return qs, rates, [qs[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-@settings(max_examples=100, deadline=None)
 @given(
     data=batched(),
     tech=st.sampled_from(TECHNIQUES),
@@ -351,7 +338,7 @@ def test_incremental_tolerance_zero_equals_offline():
     assert math.isclose(inc.cost, plan_cost(weaveshare(qs, model)), rel_tol=1e-9)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(wl=workloads(max_q=8, two_streams=False), tech=st.sampled_from(TECHNIQUES))
 def test_incremental_single_batch_is_offline_weaveshare(wl, tech):
     """The first batch is always rebuilt offline, reading the queries in submission order."""
@@ -378,7 +365,7 @@ def test_incremental_add_weaves_identical_slicing():
     assert math.isclose(inc.cost, 1.62)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(data=batched(), tech=st.sampled_from(TECHNIQUES), st_data=st.data())
 def test_incremental_remove(data, tech, st_data):
     qs, rates, batches = data
@@ -432,7 +419,7 @@ def test_initial_trees_grouping_and_tree_key_checks():
 # ---- the cost model behind the plans -----------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     x=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20)), min_size=1, max_size=4),
     y=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 20)), min_size=1, max_size=4),

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,14 +62,14 @@ def test_candidate_slides_per_generator():
     assert set(GENERATORS) == {"nrm", "div", "factors"}
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(smax=st.integers(2, 400), seed=st.integers(0, 2**32 - 1), zskew=st.floats(0, 3))
 def test_div_gives_prime_slides_only(smax, seed, zskew):
     _, slides = generate_arrays(WorkloadSpec(300, smax, 1.0, zskew=zskew, gen="div", seed=seed))
     assert all(is_prime(s) and s <= smax for s in slides.tolist())
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(smax=st.integers(1, 5000), seed=st.integers(0, 2**32 - 1), zskew=st.floats(0, 3))
 def test_factors_gives_divisors_of_smax_only(smax, seed, zskew):
     _, slides = generate_arrays(WorkloadSpec(300, smax, 1.0, zskew=zskew, gen="factors", seed=seed))
@@ -106,7 +107,7 @@ def test_zskew_zero_is_uniform():
     assert counts.min() > 1700 and counts.max() < 2300  # 2000 expected per slide
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(
     smax=st.integers(1, 300),
     omax=st.floats(1.0, 60.0),

@@ -163,6 +163,7 @@ def test_token_source_order(tmp_path, monkeypatch):
     assert token_source() == ("env-token", "the RAY_AUTH_TOKEN environment variable")
 
 
+@pytest.mark.cluster
 def test_attach_by_address_with_token_file(ray_head, tmp_path):
     address, token, _ = ray_head
     (tmp_path / "tok").write_text(token)
@@ -196,6 +197,7 @@ def test_attach_by_address_with_token_file(ray_head, tmp_path):
         np.testing.assert_allclose([m[2] for m in mine], [w[3] for w in want], rtol=1e-9)
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("token", ["wrong", None])
 def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
     address, _, _ = ray_head

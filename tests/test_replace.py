@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,7 @@ def _valid(plan, query_ids):
     assert sorted(q.id for q in plan.queries) == sorted(query_ids)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(seed=st.integers(0, 1000), nodes=st.integers(2, 5))
 def test_remove_node_moves_only_its_trees(seed, nodes):
     plan, model, qs = _plan(nodes=nodes, seed=seed)
@@ -48,7 +49,7 @@ def test_remove_node_moves_only_its_trees(seed, nodes):
     assert r.plan.total_cost <= plan.total_cost + 1e-9
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25))
 @given(seed=st.integers(0, 1000), nodes=st.integers(1, 4))
 def test_add_node_lowers_max_cost_and_keeps_total(seed, nodes):
     plan, model, qs = _plan(nodes=nodes, seed=seed)

@@ -29,6 +29,8 @@ import pytest
 from executors.live_oracle import registered_answers
 from sim.debs_generator import generate_debs
 
+pytestmark = pytest.mark.cluster
+
 SAFETY_S = 240.0
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None

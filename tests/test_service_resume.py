@@ -26,11 +26,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 import yaml
 from test_service import _queries, drop
 
 from executors.live_oracle import registered_answers
 from sim.debs_generator import generate_debs
+
+pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 FILE_S, N_FILES, RATE_HZ = 3, 12, 50

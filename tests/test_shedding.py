@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,7 @@ def _node_cost_with(plan, node, keep):
     return sum(t.cost - plan.rates[t.stream] * (1 - keep[t.stream]) for t in node.trees)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(seed=st.integers(0, 10_000), n_nodes=st.integers(1, 3), squeeze=st.floats(0.2, 1.2))
 def test_shedding_is_feasible_and_optimal_on_a_grid(seed, n_nodes, squeeze):
     rates = {"a": 5.0, "b": 2.0, "c": 9.0}

@@ -7,6 +7,7 @@ import contextlib
 import math
 
 import numpy as np
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +57,7 @@ def _table(groups, lam, tech="panes"):
     return model, trees, table, slots
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(pool=tree_pool(), tech=st.sampled_from(["panes", "flatfit"]))
 def test_pair_values_exact_bit_for_bit_or_certified_bounds(pool, tech):
     groups, lam = pool
@@ -81,7 +82,7 @@ def test_pair_values_exact_bit_for_bit_or_certified_bounds(pool, tech):
                 assert v >= true
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(pool=tree_pool(max_trees=8))
 def test_bucket_bounds_are_certified(pool):
     groups, lam = pool
@@ -127,7 +128,7 @@ def _grouping(trees):
     return sorted(sorted(q.id for q in t.queries) for t in trees)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     qnum=st.integers(2, 120),
     smax=st.sampled_from([10, 30, 100, 600]),
@@ -145,7 +146,7 @@ def test_lazy_equals_paper_on_generated_workloads(qnum, smax, lam, omax, zskew, 
     assert math.fsum(t.cost for t in lazy) == math.fsum(t.cost for t in paper)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30))
 @given(
     qnum=st.integers(2, 60),
     seed=st.integers(0, 10_000),
@@ -159,7 +160,7 @@ def test_lazy_equals_paper_forced_merges(qnum, seed, stop, gen):
     assert _grouping(lazy) == _grouping(paper)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(
     qnum=st.integers(2, 120),
     smax=st.sampled_from([10, 30, 600]),
@@ -206,7 +207,7 @@ def test_single_modulus_rows_need_no_engine_pricing():
     assert _grouping(plan) == _grouping(paper)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(
     vals=st.lists(st.integers(0, 6), min_size=0, max_size=80),
     cap=st.integers(1, 20),
@@ -297,7 +298,7 @@ def _refill(t, z, lam):
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(
     qnum=st.integers(2, 100),
     smax=st.sampled_from([12, 40, 600]),
@@ -353,7 +354,7 @@ def test_kept_entries_and_refills_give_the_whole_row_in_order(
         assert caps == [cap * 2**i for i in range(len(caps))]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(
     qnum=st.integers(2, 150),
     smax=st.sampled_from([6, 12, 40, 200]),

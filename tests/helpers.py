@@ -1,0 +1,106 @@
+"""Helpers shared by several test modules: one copy of each, so that the oracles and the
+comparisons they make cannot drift apart between files.
+
+Independent of the code under test on purpose: ``set_partitions`` and ``random_queries`` are the
+brute-force side of the placement tests, ``rows``/``run``/``assert_same``/``refused`` the
+comparison side of the executor tests against ``executors.brute_force``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+
+from placement.queries import Query
+
+# ---- hypothesis -----------------------------------------------------------------------------------
+
+
+def examples(n: int) -> int:
+    """``max_examples`` for a property test whose cost sets its own count ``n``: ``n`` under the
+    ``ci`` profile (tests/conftest.py), at most the profile's count under any other (``dev``)."""
+    if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci":
+        return n
+    return min(n, settings.default.max_examples)
+
+
+# ---- placement oracles ----------------------------------------------------------------------------
+
+
+def set_partitions(items):
+    """All set partitions of ``items`` (a list), each as a list of blocks."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for p in set_partitions(rest):
+        yield [[first]] + p
+        for i in range(len(p)):
+            yield p[:i] + [[first] + p[i]] + p[i + 1 :]
+
+
+def random_queries(draw, n, keys=1, streams=1, max_slide=9, range_factor=3):
+    """``n`` queries q0.. with slide in [1, max_slide], range in [1, range_factor * slide],
+    aggregate sum or max (``keys`` = 2 mixes them) on streams s0.. (``streams`` of them)."""
+    qs = []
+    for i in range(n):
+        s = draw(st.integers(1, max_slide))
+        r = draw(st.integers(1, range_factor * s))
+        k = draw(st.integers(0, keys - 1))
+        sid = draw(st.integers(0, streams - 1))
+        qs.append(Query(f"q{i}", r, s, "sum" if k == 0 else "max", f"s{sid}"))
+    return qs
+
+
+# ---- executor comparisons -------------------------------------------------------------------------
+
+AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
+
+
+def rows(table):
+    """An answer table as ``(query_id, window_start, window_end, value)`` tuples, in order."""
+    d = table.to_pydict()
+    return list(zip(d["query_id"], d["window_start"], d["window_end"], d["value"]))
+
+
+def run(tree, ts, v, cuts, snap_at=None):
+    """Feed [cuts[i], cuts[i+1]) batches; optionally snapshot+restore before batch snap_at."""
+    from executors import ExecutionTree  # here: the placement and config tests need no executors
+
+    out = []
+    for i, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+        if snap_at == i:
+            tree = ExecutionTree.restore(tree.snapshot())
+        out += rows(tree.process(None if ts is None else ts[a:b], v[a:b]))
+    out += rows(tree.flush())
+    return tree, out
+
+
+def assert_same(got, want, scale):
+    """Same windows in the same order; int values exact, float values to 1e-9 relative."""
+    assert [g[:3] for g in got] == [w[:3] for w in want]
+    for g, w in zip(got, want):
+        if isinstance(w[3], int) and isinstance(g[3], int):
+            assert g[3] == w[3], (g, w)
+        else:
+            # 1e-9 relative; stddev of a (near-)constant window can only be exact to
+            # ~1e-16 of the data's magnitude (sqrt of a tiny variance), hence the abs term
+            assert g[3] == pytest.approx(w[3], rel=1e-9, abs=1e-12 * scale), (g, w)
+
+
+def refused(tech, qs):
+    """Whether ``ExecutionTree`` must refuse technique ``tech`` for queries ``qs`` (dicts):
+    invertible-only techniques with min/max/range, the non-invertible SlickDeque with an
+    invertible aggregate, single-(range, slide) techniques with several."""
+    aggs = {q["aggregate"] for q in qs}
+    if tech in ("panes_inv", "slickdeque_inv") and aggs & {"min", "max", "range"}:
+        return True
+    if tech == "slickdeque_noninv" and aggs - {"min", "max", "range"}:
+        return True
+    return (
+        tech in ("panes_inv", "twostacks", "daba")
+        and len({(q["range"], q["slide"]) for q in qs}) > 1
+    )
