@@ -51,6 +51,7 @@ from typing import Any
 import pandas as pd
 
 from placement.distributed import OPTIMIZERS, build_plan, optimize
+from placement.pareto import SEED_OPTIMIZERS
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -189,7 +190,7 @@ def _point_rows(
     for name in pl.optimizer_list:
         t0 = time.perf_counter()
         if name == "WG_PF":  # the chosen plan of its front (sim.pareto_sim)
-            reused = {k: v for k, v in done.items() if k in pareto_sim.SEED_OPTIMIZERS}
+            reused = {k: v for k, v in done.items() if k in SEED_OPTIMIZERS}
             pf_res = pareto_sim.pareto_for(
                 queries, model, caps, config, {k: p for k, (p, _) in reused.items()}
             )
