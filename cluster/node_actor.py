@@ -43,10 +43,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from executors import ExecutionTree
+from executors.aggregates import get_aggregate
 from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
 from executors.slicing import edge_classes
-from executors.tree import normalize_technique
-from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
+from executors.tree import fits, normalize_technique
 
 INPUT_MODES = ("tuples", "slices")
 
@@ -90,12 +90,7 @@ def pick_technique(technique: str, aggregates: Iterable[str]) -> str:
     Non-Inv per primitive) rather than refusing a valid plan; the choice is in ``metrics()``.
     """
     t = normalize_technique(technique)
-    aggs = set(aggregates)
-    if t in ("slickdeque_inv", "panes_inv") and not aggs <= INVERTIBLE_AGGREGATES:
-        return "slickdeque"
-    if t == "slickdeque_noninv" and not aggs <= SELECTIVE_AGGREGATES:
-        return "slickdeque"
-    return t
+    return t if fits(t, [get_aggregate(a) for a in set(aggregates)]) else "slickdeque"
 
 
 class NodeCore:

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
-from . import (  # noqa: F401  # noqa: F401
+from . import (  # noqa: F401  (each module registers its technique in executors.base)
     bint,
     daba,
     flatfat,
@@ -45,15 +47,10 @@ from . import (  # noqa: F401  # noqa: F401
     slickdeque_noninv,
     twostacks,
 )
-from .aggregates import OP_SUM, Primitive, require_invertible, require_selective
-from .base import TECHNIQUES, FinalAggregator
+from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, require_selective
+from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
-
-try:  # pyarrow is a project dependency; keep a numpy fallback for minimal installs
-    import pyarrow as pa
-except ImportError:  # pragma: no cover
-    pa = None
 
 TECHNIQUE_ALIASES = {
     "naive": "panes",
@@ -66,14 +63,38 @@ TECHNIQUE_ALIASES = {
     "slickdeque_non_inv": "slickdeque_noninv",
     "two_stacks": "twostacks",
 }
-ALL_TECHNIQUES = ("slickdeque",) + tuple(sorted(TECHNIQUES))
-SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}
+register_family("slickdeque", lambda p: "slickdeque_inv" if p.op == OP_SUM else "slickdeque_noninv")
 SLICINGS = ("pairs", "cutty")
 
 
+def all_techniques() -> tuple[str, ...]:
+    """Every technique an execution tree runs now (families first; registrations included)."""
+    return tuple(FAMILIES) + tuple(sorted(TECHNIQUES))
+
+
+#: the built-in techniques (``all_techniques()`` also lists later registrations)
+ALL_TECHNIQUES = all_techniques()
+#: the built-in techniques that answer one window length per tree (class flag ``multi_query``)
+SINGLE_LENGTH = {t for t, cls in TECHNIQUES.items() if not cls.multi_query}
+
+
+def fits(technique: str, aggregates: Iterable[Aggregate], windows: Iterable = ()) -> bool:
+    """Whether ``technique`` (normalized) runs a tree of these aggregates and distinct
+    ``(range, slide)`` windows, by its class flags (a family runs anything)."""
+    cls = TECHNIQUES.get(technique)
+    if cls is None:
+        return True
+    aggs = list(aggregates)
+    if cls.requires_inverse and not all(a.invertible for a in aggs):
+        return False
+    if cls.requires_selective and not all(a.selective for a in aggs):
+        return False
+    return cls.multi_query or len(set(windows)) <= 1
+
+
 def _check_priced_techniques() -> None:
-    """Every technique a plan may be priced with (``placement.cost.TECHNIQUES``, the list config
-    validation uses) runs here, and both sides know the same slicings."""
+    """Every technique a plan may be priced with (``placement.cost.TECHNIQUES``, the registry
+    config validation reads) runs here, and both sides know the same slicings."""
     from placement.cost import TECHNIQUES as PRICED
     from placement.slicing import SLICINGS as PRICED_SLICINGS
 
@@ -101,7 +122,7 @@ class LateTuples:
 
 
 class Answers:
-    """Columnar answers (used when pyarrow is unavailable or ``as_arrow=False``)."""
+    """Columnar answers (``as_arrow=False``)."""
 
     def __init__(self, query_id, window_start, window_end, value):
         self.query_id = query_id
@@ -125,8 +146,8 @@ class Answers:
 def normalize_technique(t: str) -> str:
     key = str(t).strip().lower()
     key = TECHNIQUE_ALIASES.get(key, key)
-    if key not in ALL_TECHNIQUES:
-        raise ValueError(f"unknown technique {t!r}; known: {list(ALL_TECHNIQUES)}")
+    if key not in TECHNIQUES and key not in FAMILIES:
+        raise ValueError(f"unknown technique {t!r}; known: {list(all_techniques())}")
     return key
 
 
@@ -163,7 +184,7 @@ class ExecutionTree:
             raise ValueError(f"duplicate query ids in one tree: {ids}")
         self.technique = normalize_technique(technique)
         self.count_ops = bool(count_ops)
-        self.as_arrow = bool(as_arrow) and pa is not None
+        self.as_arrow = bool(as_arrow)
         self._check_technique()
         is_int = None
         if dtype is not None:
@@ -191,12 +212,15 @@ class ExecutionTree:
     # -- setup ----------------------------------------------------------------
     def _check_technique(self):
         t = self.technique
+        cls = TECHNIQUES.get(t)  # None: a family, which runs any aggregate
+        if cls is None:
+            return
         for q in self.queries:
-            if t in ("slickdeque_inv", "panes_inv"):
+            if cls.requires_inverse:
                 require_invertible(q.aggregate, t)
-            if t == "slickdeque_noninv":
+            if cls.requires_selective:
                 require_selective(q.aggregate, t)
-        if t in SINGLE_LENGTH:
+        if not cls.multi_query:
             rs = {(q.range, q.slide) for q in self.queries}
             if len(rs) > 1:
                 raise ValueError(
@@ -205,9 +229,7 @@ class ExecutionTree:
                 )
 
     def _technique_for(self, prim: Primitive) -> type[FinalAggregator]:
-        if self.technique == "slickdeque":
-            return TECHNIQUES["slickdeque_inv" if prim.op == OP_SUM else "slickdeque_noninv"]
-        return TECHNIQUES[self.technique]
+        return technique_class(self.technique, prim)
 
     def _build(self, is_int: bool):
         self.is_int = is_int

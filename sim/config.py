@@ -34,6 +34,7 @@ import difflib
 import itertools
 import math
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -52,18 +53,17 @@ from pydantic import (
 )
 
 from placement.cost import TECHNIQUES
-from placement.distributed import ALL_OPTIMIZERS
 from placement.edges import ENGINES
+from placement.optimizers import optimizer_names
 from placement.queries import AGGREGATES, KINDS
 from placement.slicing import SLICINGS
-from placement.weaveshare import SINGLE_NODE_OPTIMIZERS as _SINGLE
 from sim.workload import GENERATORS
 
-# One list per kind, owned by the module that implements it (aggregates: placement.queries,
-# checked by executors.aggregates; techniques: placement.cost, checked by executors.tree;
-# engines: placement.edges; optimizers: placement.distributed + placement.weaveshare).
-SINGLE_NODE_OPTIMIZERS = tuple(_SINGLE)
-OPTIMIZER_NAMES = tuple(ALL_OPTIMIZERS) + SINGLE_NODE_OPTIMIZERS
+# One registry per kind, owned by the module that implements it (aggregates: placement.queries,
+# checked by executors.aggregates; techniques: placement.cost, executors registered in
+# executors.base; engines: placement.edges; optimizers: placement.optimizers).  Techniques,
+# engines and optimizers are read at validation time, so later registrations are accepted.
+OPTIMIZER_NAMES = optimizer_names()  # the built-in ones (``optimizer_names()``: all)
 EXACT_LIMIT = 24  # beyond ~24 queries the exact search rarely proves within a minute
 EXACT_DEFAULT = 12  # ``exact: true``: ~3 s per (workload, 4 nodes) with the exhaustive solver
 MAX_GRID_POINTS = 100_000  # a typo like ``seed: [0, ..., 99999]`` x 13 optimizers is refused
@@ -274,6 +274,21 @@ class Cluster(Strict):
 OptimizerName = Annotated[str, Field(min_length=1)]
 
 
+def _registered(names: Callable[[], Iterable[str]]) -> BeforeValidator:
+    """A name from a registry read at validation time, refused with the message a ``Literal``
+    gives (``expected 'a', 'b' or 'c'``)."""
+
+    def check(v: Any) -> Any:
+        allowed = tuple(names())
+        if isinstance(v, str) and v in allowed:
+            return v
+        quoted = [repr(n) for n in allowed]
+        listed = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+        raise ValueError(f"Input should be {listed}")
+
+    return BeforeValidator(check)
+
+
 def _exact_tag(v: Any) -> str | None:
     return "__bool__" if isinstance(v, bool) else "__int__"
 
@@ -284,11 +299,11 @@ def _preprocess_tag(v: Any) -> str | None:
 
 class Placement(Strict):
     optimizers: _one_or_list(OptimizerName) = ["WG_TN", "WG_I"]
-    ie: Literal[TECHNIQUES] = "panes"  # type: ignore[valid-type]
+    ie: Annotated[str, _registered(lambda: TECHNIQUES)] = "panes"
     #: pairs (edges at window starts and ends) or cutty (window starts only): how plans are
     #: priced and how live runs slice (``placement.cost``, ``executors.cutty``)
     slicing: Literal[SLICINGS] = "pairs"  # type: ignore[valid-type]
-    engine: Literal[ENGINES] = "fast"  # type: ignore[valid-type]
+    engine: Annotated[str, _registered(lambda: ENGINES)] = "fast"
     preprocess: Annotated[
         Annotated[bool, Tag("__bool__")]
         | Annotated[Literal["none", "classes", "slides"], Tag("__str__")],
@@ -338,12 +353,12 @@ class Placement(Strict):
     def _known(cls, v: Any) -> Any:
         names = _as_list(v)
         for i, name in enumerate(names):
-            if name not in OPTIMIZER_NAMES:
+            if name not in optimizer_names():
                 where = (
                     f"placement.optimizers[{i}]" if isinstance(v, list) else "placement.optimizers"
                 )
                 raise ConfigError(
-                    f"{where}: unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZER_NAMES)}"
+                    f"{where}: unknown optimizer {name!r}; allowed: {', '.join(optimizer_names())}"
                 )
             if name in names[:i]:
                 raise ConfigError(f"placement.optimizers[{i}]: {name!r} is listed twice")

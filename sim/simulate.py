@@ -50,13 +50,14 @@ from typing import Any
 
 import pandas as pd
 
-from placement.distributed import OPTIMIZERS, build_plan, optimize
+from placement.distributed import build_plan
+from placement.optimizers import SINGLE_NODE, category, optimize, run_single_node
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
 from sim import pareto_sim
 from sim.compile_cache import warm_placement
-from sim.config import SINGLE_NODE_OPTIMIZERS, Config, ConfigError
+from sim.config import Config, ConfigError
 from sim.workload import WorkloadSpec, generate
 
 Progress = Callable[[int, int, str], None]
@@ -78,8 +79,6 @@ class SimulationSummary:
 
 
 def _single_node(name: str, queries: list[Query], model: CostModel):
-    from placement.weaveshare import run_single_node
-
     return run_single_node(name, queries, model)
 
 
@@ -139,7 +138,7 @@ def plan_for(name: str, queries, model, caps, config: Config, strict: bool = Fal
         if strict and not res.met:
             raise ConfigError(res.note)
         return res.plan
-    if name in SINGLE_NODE_OPTIMIZERS:
+    if name in SINGLE_NODE:
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
     return optimize(
@@ -148,7 +147,7 @@ def plan_for(name: str, queries, model, caps, config: Config, strict: bool = Fal
 
 
 def _category(name: str) -> str:
-    return OPTIMIZERS[name].category if name in OPTIMIZERS else "single-node"
+    return category(name)
 
 
 def check_simulatable(config: Config) -> None:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import optimize
 from placement.exact import solve_exact
+from placement.optimizers import optimize
 from placement.pareto import (
     Choose,
     ChooseError,

@@ -12,26 +12,59 @@ unit); ``E * composite_slide`` is the integer edge count of one composite slide.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from placement.edges.base import EdgeCount, EdgeCountLimit, EdgeEngine
 
-ENGINES = ("fast", "f1", "bitset")
+
+def _fast(**options) -> EdgeEngine:
+    from placement.edges.fast import FastEngine
+
+    return FastEngine(**options)
+
+
+def _f1(**options) -> EdgeEngine:
+    from placement.edges.f1 import F1Engine
+
+    return F1Engine(**options)
+
+
+def _bitset(**options) -> EdgeEngine:
+    from placement.edges.bitset import BitsetEngine
+
+    return BitsetEngine(**options)
+
+
+#: The edge engines by name, each a factory of new instances: the one registry config
+#: validation (``placement.engine``), ``weaveplace plan --engine``, pricing and the benchmarks
+#: read.  Why factories that import on call: ``fast`` loads numba kernels.
+ENGINES: dict[str, Callable[..., EdgeEngine]] = {"fast": _fast, "f1": _f1, "bitset": _bitset}
+
+
+def register_engine(name: str, factory: Callable[..., EdgeEngine]) -> None:
+    if name in ENGINES:
+        raise ValueError(f"edge engine {name!r} is already registered")
+    ENGINES[name] = factory
+
+
+def unregister_engine(name: str) -> None:
+    ENGINES.pop(name, None)
 
 
 def get_engine(name: str = "fast", **options) -> EdgeEngine:
     """A new engine instance by name (each instance keeps its own caches)."""
-    if name == "fast":
-        from placement.edges.fast import FastEngine
-
-        return FastEngine(**options)
-    if name == "f1":
-        from placement.edges.f1 import F1Engine
-
-        return F1Engine(**options)
-    if name == "bitset":
-        from placement.edges.bitset import BitsetEngine
-
-        return BitsetEngine(**options)
-    raise ValueError(f"unknown edge engine {name!r}; allowed: {', '.join(ENGINES)}")
+    factory = ENGINES.get(name)
+    if factory is None:
+        raise ValueError(f"unknown edge engine {name!r}; allowed: {', '.join(ENGINES)}")
+    return factory(**options)
 
 
-__all__ = ["ENGINES", "EdgeCount", "EdgeCountLimit", "EdgeEngine", "get_engine"]
+__all__ = [
+    "ENGINES",
+    "EdgeCount",
+    "EdgeCountLimit",
+    "EdgeEngine",
+    "get_engine",
+    "register_engine",
+    "unregister_engine",
+]
