@@ -205,6 +205,12 @@ def unregister(name: str) -> None:
     FAMILIES.pop(name, None)
 
 
+def extensions() -> dict[str, type[FinalAggregator]]:
+    """Executors registered from outside this package (a plugin, a test): a process that runs
+    trees elsewhere (a node actor) needs them shipped along (``cluster.node_actor``)."""
+    return {n: c for n, c in TECHNIQUES.items() if not c.__module__.startswith("executors.")}
+
+
 def technique_class(technique: str, prim: Primitive) -> type[FinalAggregator]:
     """The executor class that runs ``prim`` for ``technique`` (a family picks its member)."""
     member = FAMILIES.get(technique)
