@@ -335,6 +335,7 @@ def inserted(units, model, st, category, seed, init: str = "random"):
             if best is None or key < best[0]:
                 best = (key, j, t, new)
         if category == "W":
+            assert best is not None  # every unit finds a node
             _, j, t, _ = best
             if t is None:
                 st.add(j, u)

@@ -132,13 +132,13 @@ class QuerySpec(Strict):
 class GeneratorSpec(Strict):
     """The papers' workload generator (``sim.workload``); any parameter may be a list (grid)."""
 
-    qnum: _one_or_list(Annotated[int, Field(ge=1, le=MAX_QNUM)])
-    smax: _one_or_list(Annotated[int, Field(ge=1, le=MAX_SMAX)])
-    rate: _one_or_list(Rate) = 1.0
-    zskew: _one_or_list(Annotated[float, Field(ge=0)]) = 0.0
-    omax: _one_or_list(Annotated[float, Field(ge=1)]) = 1.0
+    qnum: _one_or_list(Annotated[int, Field(ge=1, le=MAX_QNUM)])  # type: ignore[valid-type]
+    smax: _one_or_list(Annotated[int, Field(ge=1, le=MAX_SMAX)])  # type: ignore[valid-type]
+    rate: _one_or_list(Rate) = 1.0  # type: ignore[valid-type]
+    zskew: _one_or_list(Annotated[float, Field(ge=0)]) = 0.0  # type: ignore[valid-type]
+    omax: _one_or_list(Annotated[float, Field(ge=1)]) = 1.0  # type: ignore[valid-type]
     gen: _one_or_list(Literal[GENERATORS]) = "nrm"  # type: ignore[valid-type]
-    seed: _one_or_list(Annotated[int, Field(ge=0)]) = 0
+    seed: _one_or_list(Annotated[int, Field(ge=0)]) = 0  # type: ignore[valid-type]
     stream: Annotated[str, Field(min_length=1)] = "s0"
     aggregate: Literal[AGGREGATES] = "sum"  # type: ignore[valid-type]
 
@@ -298,7 +298,7 @@ def _preprocess_tag(v: Any) -> str | None:
 
 
 class Placement(Strict):
-    optimizers: _one_or_list(OptimizerName) = ["WG_TN", "WG_I"]
+    optimizers: _one_or_list(OptimizerName) = ["WG_TN", "WG_I"]  # type: ignore[valid-type]
     ie: Annotated[str, _registered(lambda: TECHNIQUES)] = "panes"
     #: pairs (edges at window starts and ends) or cutty (window starts only): how plans are
     #: priced and how live runs slice (``placement.cost``, ``executors.cutty``)
@@ -465,6 +465,7 @@ class Data(Strict):
                 )
             object.__setattr__(self.directory, "path", str(p))
             return self
+        assert self.path is not None  # neither or both were handled above
         p = Path(self.path).expanduser()
         p = p if p.is_absolute() else base / p
         if not p.is_file():
@@ -672,7 +673,9 @@ class Config(Strict):
             ]
             work = f"generator, {g.size()} workload(s)" + (f" ({', '.join(axes)})" if axes else "")
         else:
-            work = f"{len(wl.queries)} explicit queries on {len(self.streams or {})} stream(s)"
+            work = (
+                f"{len(wl.queries or [])} explicit queries on {len(self.streams or {})} stream(s)"
+            )
         layouts = self.cluster.layouts()
         nodes = ", ".join(str(len(ids)) for ids, _ in layouts)
         opts = self.placement.optimizer_list
@@ -780,7 +783,7 @@ def _from_validation(exc: ValidationError) -> ConfigError:
             return inner
     # An unknown key is usually a typo that also causes a "missing" error: report it first.
     errors.sort(key=lambda e: e.get("type") != "extra_forbidden")
-    first = _message(errors[0])
+    first = _message(dict(errors[0]))
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return ConfigError(first + more)
 

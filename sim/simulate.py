@@ -52,6 +52,7 @@ import pandas as pd
 
 from placement.distributed import build_plan
 from placement.optimizers import SINGLE_NODE, category, optimize, run_single_node
+from placement.pareto import SEED_OPTIMIZERS, ParetoResult
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -88,6 +89,7 @@ def workload_point(
     """Queries, stream rates and the parameter columns of one workload point."""
     if w is not None:
         g = config.workload.generator
+        assert g is not None  # a grid point comes from the generator
         spec = WorkloadSpec(
             w["qnum"],
             w["smax"],
@@ -106,7 +108,7 @@ def workload_point(
         return generate(spec), {spec.stream: float(spec.rate)}, params
     queries = [
         Query(q.id, q.range, q.slide, q.aggregate, q.stream, q.kind)
-        for q in config.workload.queries
+        for q in config.workload.queries or []
     ]
     rates = {
         s: v.rate for s, v in (config.streams or {}).items() if s in {q.stream for q in queries}
@@ -184,11 +186,16 @@ def _point_rows(
     # numba's one-off kernel compile/load (first call in this process) before any timer:
     # reported as compile_s (on the first row that paid it), never inside runtime_s (Table 10)
     compile_s = warm_placement()
-    rows, dicts, plans, pf_points, done, pf_res = [], [], [], None, {}, None
+    rows: list[dict[str, Any]] = []
+    dicts: list[dict[str, Any]] = []
+    plans: list[Plan] = []
+    pf_points = None
+    done: dict[str, tuple[Plan, float]] = {}
+    pf_res: ParetoResult | None = None
     for name in pl.optimizer_list:
         t0 = time.perf_counter()
         if name == "WG_PF":  # the chosen plan of its front (sim.pareto_sim)
-            reused = {k: v for k, v in done.items() if k in pareto_sim.SEED_OPTIMIZERS}
+            reused = {k: v for k, v in done.items() if k in SEED_OPTIMIZERS}
             pf_res = pareto_sim.pareto_for(
                 queries, model, caps, config, {k: p for k, (p, _) in reused.items()}
             )
@@ -238,7 +245,7 @@ def _point_rows(
     for row in rows:
         row.update(exact)
         row.update(_gaps(row, exact))
-        if row["optimizer"] == "WG_PF":
+        if row["optimizer"] == "WG_PF" and pf_res is not None:
             row.update(pareto_sim.front_rows(pf_res, out, i, ids, exact_front))
             pf_points = [pareto_sim.plan_point(p.to_dict()) for p in pf_res.front]
         row["plan"] = row.pop("plan")  # keep the plan path the last column
