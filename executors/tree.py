@@ -321,7 +321,7 @@ class ExecutionTree:
 
     def stats(self) -> dict:
         sl = self.slicer
-        extra = {"cuts": sl.n_cuts} if self.slicing == "cutty" else {}
+        extra = {"cuts": getattr(sl, "n_cuts", 0)} if self.slicing == "cutty" else {}
         return {
             "slices": sl.n_slices,
             **extra,
@@ -407,8 +407,8 @@ class ExecutionTree:
         queries use gets the pairs of those queries, in the same order, as the aggregator
         would see them one primitive at a time."""
         if ch.reset_before:
-            for a in self.aggs.values():
-                a.reset()
+            for fa in self.aggs.values():
+                fa.reset()
         k = ch.ends.shape[0]
         ds, dn, dq = ch.due_slice, ch.due_n, ch.due_query
         D = dn.shape[0]
@@ -423,7 +423,7 @@ class ExecutionTree:
             inv = us = un = np.zeros(0, np.int64)
         ans = {}
         ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
-        for p, agg in self.aggs.items():
+        for p, fa in self.aggs.items():
             need = self.uses[p]
             if need.all():
                 usp, unp, needu = us, un, None
@@ -434,17 +434,17 @@ class ExecutionTree:
             ptr = np.zeros(k + 1, dtype=np.int64)
             np.cumsum(np.bincount(usp, minlength=k), out=ptr[1:])
             hi, lo = ch.partials[p]
-            oh, ol, ops = agg.run(hi, lo, ptr, unp, count_ops=self.count_ops)
+            oh, ol, ops = fa.run(hi, lo, ptr, unp, count_ops=self.count_ops)
             if needu is not None:  # answers at every pair (those not needed stay 0, unread)
                 fh = np.zeros(us.shape[0], dtype=oh.dtype)
                 fl = np.zeros(us.shape[0], dtype=ol.dtype)
                 fh[needu], fl[needu] = oh, ol
                 oh, ol = fh, fl
-            if self.count_ops:
+            if ops_sum is not None:
                 ops_sum += ops
                 self._ops_total[str(p)] += int(ops.sum())
             ans[p] = (oh, ol)
-        if self.count_ops:
+        if ops_sum is not None:
             self._ops_slices.append(ops_sum)
         if D == 0:
             return None
@@ -484,14 +484,14 @@ class ExecutionTree:
     def _answer_cutty(self, ch: SliceChunk):
         """Final aggregation of one chunk of Cutty slices (``executors.cutty``)."""
         if ch.reset_before:
-            for a in self.aggs.values():
-                a.reset()
+            for fa in self.aggs.values():
+                fa.reset()
         k = ch.ends.shape[0]
         D = ch.due_n.shape[0]
         ans = {}
         ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
         ops_before = 0  # answers from the state left by an earlier chunk (Cutty)
-        for p, agg in self.aggs.items():
+        for p, fa in self.aggs.items():
             sel = np.nonzero(self.uses[p][ch.due_query])[0] if D else np.zeros(0, np.int64)
             fh = np.zeros(D, dtype=p.np_dtype)
             fl = np.zeros(D, dtype=p.np_dtype)
@@ -511,14 +511,14 @@ class ExecutionTree:
             np.cumsum(np.bincount(us[npre:], minlength=k), out=ptr[1:])
             hi, lo = ch.partials[p]
             if npre:
-                ph, pl, pops = agg.answer(un[:npre], count_ops=self.count_ops)
-            oh, ol, ops = agg.run(hi, lo, ptr, un[npre:], count_ops=self.count_ops)
+                ph, pl, pops = fa.answer(un[:npre], count_ops=self.count_ops)
+            oh, ol, ops = fa.run(hi, lo, ptr, un[npre:], count_ops=self.count_ops)
             if npre:
                 oh, ol = np.concatenate([ph, oh]), np.concatenate([pl, ol])
             fh[sa] = oh[inv]
             fl[sa] = ol[inv]
             ops_frag = self._combine_open(p, ch, sel, fh, fl)
-            if self.count_ops:
+            if ops_sum is not None:
                 t = int(ops.sum()) + (pops if npre else 0)
                 ops_sum += ops
                 ops_before += pops if npre else 0
@@ -527,9 +527,9 @@ class ExecutionTree:
                 t += int(ops_frag.sum())
                 self._ops_total[str(p)] += t
             ans[p] = (fh, fl)
-        if self.count_ops:
+        if ops_sum is not None:
             if ops_before:  # to the last slice inserted (chunks may insert none)
-                last = next((a for a in reversed(self._ops_slices) if a.shape[0]), None)
+                last = next((x for x in reversed(self._ops_slices) if x.shape[0]), None)
                 if last is not None:
                     last[-1] += ops_before
                 else:
@@ -552,6 +552,7 @@ class ExecutionTree:
                 (ans[p][0][idx[rows]], ans[p][1][idx[rows]]) for p in agg.primitives(self.is_int)
             ]
             values[rows] = agg.lower_columns(self.is_int, cols)
+        assert ch.due_end is not None  # Cutty chunks carry their windows' ends
         end = ch.due_end[idx]
         start = end - self._r[dq]
         o = np.lexsort((dq, end))  # the due order is by insert, not by end
@@ -599,7 +600,9 @@ class ExecutionTree:
             "ops_total": self._ops_total,
             "ops_unattached": self._ops_unattached,
         }
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+        arrays: dict[str, np.ndarray] = {
+            "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        }
         for k, v in self.slicer.state_dict().items():
             arrays[f"slicer/{k}"] = v
         if self._built:
@@ -609,7 +612,7 @@ class ExecutionTree:
         if self.count_ops and self._ops_slices:
             arrays["ops_slices"] = np.concatenate(self._ops_slices)
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
         return buf.getvalue()
 
     @classmethod
