@@ -32,6 +32,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from math import lcm
+from typing import Any
 
 import numpy as np
 
@@ -212,7 +213,7 @@ class LocalSearch:
                 ]
             )
         elif item_of is None:
-            om = 0.0
+            om = np.zeros(len(qs))  # no floor known
         else:
             count = Counter(item_of(p.range, p.slide)[0] for p in t.queries)
             om = np.array(
@@ -497,7 +498,7 @@ def wg_ls(
     layout); WG_TL's plan is a candidate as it is: searching from it cost the most and never
     gave the best plan on a 24-configuration sample of the Table 8 grid.
     """
-    opt = dict(seed=seed, preprocess=preprocess)
+    opt: dict[str, Any] = dict(seed=seed, preprocess=preprocess)
     tn = optimize("WG_TN", queries, model, caps, **opt)
     wi = optimize("WG_I", queries, model, caps, **opt)
 
