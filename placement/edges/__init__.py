@@ -12,9 +12,13 @@ unit); ``E * composite_slide`` is the integer edge count of one composite slide.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
 
 from placement.edges.base import EdgeCount, EdgeCountLimit, EdgeEngine
+from placement.queries import Query
+from placement.slicing import composite_slide, tree_classes
 
 
 def _fast(**options) -> EdgeEngine:
@@ -59,12 +63,45 @@ def get_engine(name: str = "fast", **options) -> EdgeEngine:
     return factory(**options)
 
 
+@dataclass(frozen=True)
+class Weaveability:
+    """How two trees' edges overlap in their joint composite slide."""
+
+    composite_slide: int
+    edges_x: int
+    edges_y: int
+    common: int
+
+    @property
+    def distinct(self) -> int:
+        return self.edges_x + self.edges_y - self.common
+
+    @property
+    def value(self) -> Fraction:
+        """Common edges over distinct edges (1 = perfect weave, 0 = nothing shared)."""
+        return Fraction(self.common, self.distinct) if self.distinct else Fraction(1)
+
+
+def weaveability(x: Iterable[Query], y: Iterable[Query], engine=None) -> Weaveability:
+    """Weaveability of two trees, counted exactly with the given edge engine (default: fast)."""
+    eng = engine or get_engine("fast")
+    xs, ys = list(x), list(y)
+    cs = composite_slide([q.slide for q in xs + ys])
+    cx, cy = tree_classes(xs), tree_classes(ys)
+    ex = eng.density(cx) * cs
+    ey = eng.density(cy) * cs
+    exy = eng.density(cx | cy) * cs
+    return Weaveability(cs, int(ex), int(ey), int(ex + ey - exy))
+
+
 __all__ = [
     "ENGINES",
     "EdgeCount",
     "EdgeCountLimit",
     "EdgeEngine",
+    "Weaveability",
     "get_engine",
     "register_engine",
     "unregister_engine",
+    "weaveability",
 ]
