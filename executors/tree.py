@@ -36,17 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from . import (  # noqa: F401  (each module registers its technique in executors.base)
-    bint,
-    daba,
-    flatfat,
-    flatfit,
-    panes,
-    panes_inv,
-    slickdeque_inv,
-    slickdeque_noninv,
-    twostacks,
-)
 from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, require_selective
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
