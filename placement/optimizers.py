@@ -88,12 +88,8 @@ def optimize(
 ) -> Plan:
     """Run one distributed optimizer by name; ``options`` go to it (``stop_at_nodes``,
     ``init``, ``max_iters``, ``front_size``, ``rule``: see the implementing module)."""
-    if name not in DISTRIBUTED:
-        raise ValueError(
-            f"unknown optimizer {name!r}; allowed: {', '.join(DISTRIBUTED)}"
-            if name not in SINGLE_NODE
-            else f"{name!r} is a single-node optimizer (run_single_node)"
-        )
+    if name not in DISTRIBUTED:  # (a single-node one too: ``run_single_node`` runs those)
+        raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(DISTRIBUTED)}")
     qs = validate_unique(queries)
     caps = node_capacities(nodes)
     return DISTRIBUTED[name].run(qs, model, caps, seed=seed, preprocess=preprocess, **options)
