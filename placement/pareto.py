@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -69,7 +69,11 @@ from placement.trees import CostModel, Tree
 
 REL = 1e-9  # relative rounding tolerance for comparing costs
 DEFAULT_FRONT_SIZE = 8
-_SEEDS = {**{name: partial(optimize, name) for name in TABLE7}, "WG_LS": wg_ls}
+#: the optimizers whose plans seed the front, each ``(queries, model, caps, seed=, preprocess=)``
+_SEEDS: dict[str, Callable[..., Any]] = {
+    **{name: partial(optimize, name) for name in TABLE7},
+    "WG_LS": wg_ls,
+}
 SEED_OPTIMIZERS = tuple(_SEEDS)
 RULES = ("max_cost_at_most", "max_cost_within", "total_cost_within", "capacities")
 
