@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from .fault_drills import check_faults
 from .membership import MembershipMixin, next_node_id
-from .node_actor import AnswerBlocks, NodeActor, empty_late, merge_blocks
+from .node_actor import AnswerBlocks, NodeActor, empty_late, merge_blocks, shipped_executors
 from .pinning import pin_round_robin, ray_nodes_for_pinning, resolve_pins, with_node_affinity
 from .plan_specs import PLAN_SCHEMA, DeploymentError, node_specs
 from .recovery import DriverNode, RecoveryMixin, RestoreSource
@@ -202,6 +202,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
             self.allowed_lateness,
             "slices" if self.mode == "sliced" else "tuples",
             self.count_ops,
+            executors=shipped_executors(),
         )
 
     def _route(self) -> None:

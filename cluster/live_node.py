@@ -22,7 +22,7 @@ from typing import Any
 from executors.live_tree import LiveTree
 
 from .deploy import Deployment
-from .node_actor import _ActorCore, pick_technique
+from .node_actor import _ActorCore, pick_technique, shipped_executors
 from .plan_specs import DeploymentError
 
 
@@ -37,10 +37,13 @@ class LiveNodeCore(_ActorCore):
         allowed_lateness=0,
         input_mode="tuples",
         count_ops=False,
+        executors=None,
     ):
         if input_mode != "tuples":
             raise ValueError("live trees take tuple input (raw mode) only")
-        super().__init__(node_id, trees, technique, allowed_lateness, input_mode, count_ops)
+        super().__init__(
+            node_id, trees, technique, allowed_lateness, input_mode, count_ops, executors
+        )
 
     @property
     def _tree_cls(self):
@@ -137,7 +140,13 @@ class LiveDeployment(Deployment):
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
         cls = LiveNodeActor.options(**opts) if opts else LiveNodeActor
         return cls.remote(
-            node_id, list(trees), self.technique, self.allowed_lateness, "tuples", self.count_ops
+            node_id,
+            list(trees),
+            self.technique,
+            self.allowed_lateness,
+            "tuples",
+            self.count_ops,
+            executors=shipped_executors(),
         )
 
     def apply_changes(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -43,10 +44,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from executors import ExecutionTree
+from executors.aggregates import get_aggregate
+from executors.base import extensions, register
 from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
 from executors.slicing import edge_classes
-from executors.tree import normalize_technique
-from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
+from executors.tree import fits, normalize_technique
 
 INPUT_MODES = ("tuples", "slices")
 
@@ -90,12 +92,7 @@ def pick_technique(technique: str, aggregates: Iterable[str]) -> str:
     Non-Inv per primitive) rather than refusing a valid plan; the choice is in ``metrics()``.
     """
     t = normalize_technique(technique)
-    aggs = set(aggregates)
-    if t in ("slickdeque_inv", "panes_inv") and not aggs <= INVERTIBLE_AGGREGATES:
-        return "slickdeque"
-    if t == "slickdeque_noninv" and not aggs <= SELECTIVE_AGGREGATES:
-        return "slickdeque"
-    return t
+    return t if fits(t, [get_aggregate(a) for a in set(aggregates)]) else "slickdeque"
 
 
 class NodeCore:
@@ -120,7 +117,10 @@ class NodeCore:
         allowed_lateness: int = 0,
         input_mode: str = "tuples",
         count_ops: bool = False,
+        executors: dict[str, type] | None = None,
     ):
+        for cls in (executors or {}).values():  # extensions from the driver (shipped_executors)
+            register(cls)
         if input_mode not in INPUT_MODES:
             raise ValueError(f"input_mode must be one of {INPUT_MODES}, got {input_mode!r}")
         self.node_id = str(node_id)
@@ -843,6 +843,19 @@ def concat_answers(parts: list[pa.Table]) -> pa.Table:
     all_int = all(pa.types.is_integer(p.schema.field("value").type) for p in parts)
     schema = ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
     return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
+
+
+def shipped_executors() -> dict[str, type]:
+    """The executors registered outside ``executors`` (``executors.base.extensions``), for a
+    node actor's constructor: Ray pickles them by value, so their module need not be
+    importable in the actor's process."""
+    ext = extensions()
+    if ext:
+        from ray import cloudpickle
+
+        for cls in ext.values():
+            cloudpickle.register_pickle_by_value(sys.modules[cls.__module__])
+    return ext
 
 
 class _ActorCore(NodeCore):

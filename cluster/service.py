@@ -646,7 +646,7 @@ class Service:
             return self._rebalance(cause)
 
     def _rebalance(self, cause: str) -> dict:
-        from placement.distributed import optimize
+        from placement.optimizers import optimize
         from placement.queries import query_from_mapping
 
         before = self._costs()

@@ -15,6 +15,17 @@ watermark/lateness), one module per final-aggregation technique (``panes``,
 ``oracle`` (brute force), ``bench`` (micro-benchmarks).  Never imports ray or pyspark.
 """
 
+from . import (  # noqa: F401  (each registers its technique in executors.base, before .tree)
+    bint,
+    daba,
+    flatfat,
+    flatfit,
+    panes,
+    panes_inv,
+    slickdeque_inv,
+    slickdeque_noninv,
+    twostacks,
+)
 from .aggregates import AGGREGATES, Aggregate, Primitive, get_aggregate
 from .base import TECHNIQUES, FinalAggregator
 from .oracle import brute_force

@@ -39,6 +39,7 @@ index comparisons are not aggregate operations and are not counted.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -178,9 +179,39 @@ class FinalAggregator(ABC):
         return self.prim.identity_arrays(n)
 
 
+#: The executor of every final-aggregation technique, by name: the one registry the execution
+#: tree, node actors and benchmarks read.  A priced technique registers here under the name of
+#: its pricing (``placement.cost.TECHNIQUES``); executor-only ones (``panes_inv``, ``twostacks``,
+#: ``daba``, ``bint``) only here.  The class flags say what it runs: ``requires_inverse``,
+#: ``requires_selective``, ``multi_query``.
 TECHNIQUES: dict[str, type[FinalAggregator]] = {}
+#: Families: one name standing for a member technique per primitive (``slickdeque``: Inv for
+#: sums, Non-Inv for min/max); a family runs any aggregate.
+FAMILIES: dict[str, Callable[[Primitive], str]] = {}
 
 
-def register(cls):
+def register(cls: type[FinalAggregator]) -> type[FinalAggregator]:
+    """Class decorator: make ``cls`` the executor of technique ``cls.name``."""
     TECHNIQUES[cls.name] = cls
     return cls
+
+
+def register_family(name: str, member: Callable[[Primitive], str]) -> None:
+    FAMILIES[name] = member
+
+
+def unregister(name: str) -> None:
+    TECHNIQUES.pop(name, None)
+    FAMILIES.pop(name, None)
+
+
+def extensions() -> dict[str, type[FinalAggregator]]:
+    """Executors registered from outside this package (a plugin, a test): a process that runs
+    trees elsewhere (a node actor) needs them shipped along (``cluster.node_actor``)."""
+    return {n: c for n, c in TECHNIQUES.items() if not c.__module__.startswith("executors.")}
+
+
+def technique_class(technique: str, prim: Primitive) -> type[FinalAggregator]:
+    """The executor class that runs ``prim`` for ``technique`` (a family picks its member)."""
+    member = FAMILIES.get(technique)
+    return TECHNIQUES[member(prim) if member is not None else technique]

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .slicing import QuerySpec, normalize_query
-from .tree import SINGLE_LENGTH, ExecutionTree, LateTuples, normalize_technique
+from .tree import ExecutionTree, LateTuples, fits, normalize_technique
 
 INF = np.iinfo(np.int64).max
 NEG_INF = np.iinfo(np.int64).min
@@ -51,13 +51,7 @@ def technique_for(technique: str, queries: list[QuerySpec]) -> str:
     single-length technique)."""
     t = normalize_technique(technique)
     aggs = {q.aggregate for q in queries}
-    if t in ("slickdeque_inv", "panes_inv") and not all(a.invertible for a in aggs):
-        return "slickdeque"
-    if t == "slickdeque_noninv" and not all(a.selective for a in aggs):
-        return "slickdeque"
-    if t in SINGLE_LENGTH and len({(q.range, q.slide) for q in queries}) > 1:
-        return "slickdeque"
-    return t
+    return t if fits(t, aggs, [(q.range, q.slide) for q in queries]) else "slickdeque"
 
 
 @dataclass

@@ -30,30 +30,16 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
-from . import (  # noqa: F401  # noqa: F401
-    bint,
-    daba,
-    flatfat,
-    flatfit,
-    panes,
-    panes_inv,
-    slickdeque_inv,
-    slickdeque_noninv,
-    twostacks,
-)
-from .aggregates import OP_SUM, Primitive, require_invertible, require_selective
-from .base import TECHNIQUES, FinalAggregator
+from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, require_selective
+from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
-
-try:  # pyarrow is a project dependency; keep a numpy fallback for minimal installs
-    import pyarrow as pa
-except ImportError:  # pragma: no cover
-    pa = None
 
 TECHNIQUE_ALIASES = {
     "naive": "panes",
@@ -66,14 +52,38 @@ TECHNIQUE_ALIASES = {
     "slickdeque_non_inv": "slickdeque_noninv",
     "two_stacks": "twostacks",
 }
-ALL_TECHNIQUES = ("slickdeque",) + tuple(sorted(TECHNIQUES))
-SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}
+register_family("slickdeque", lambda p: "slickdeque_inv" if p.op == OP_SUM else "slickdeque_noninv")
 SLICINGS = ("pairs", "cutty")
 
 
+def all_techniques() -> tuple[str, ...]:
+    """Every technique an execution tree runs now (families first; registrations included)."""
+    return tuple(FAMILIES) + tuple(sorted(TECHNIQUES))
+
+
+#: the built-in techniques (``all_techniques()`` also lists later registrations)
+ALL_TECHNIQUES = all_techniques()
+#: the built-in techniques that answer one window length per tree (class flag ``multi_query``)
+SINGLE_LENGTH = {t for t, cls in TECHNIQUES.items() if not cls.multi_query}
+
+
+def fits(technique: str, aggregates: Iterable[Aggregate], windows: Iterable = ()) -> bool:
+    """Whether ``technique`` (normalized) runs a tree of these aggregates and distinct
+    ``(range, slide)`` windows, by its class flags (a family runs anything)."""
+    cls = TECHNIQUES.get(technique)
+    if cls is None:
+        return True
+    aggs = list(aggregates)
+    if cls.requires_inverse and not all(a.invertible for a in aggs):
+        return False
+    if cls.requires_selective and not all(a.selective for a in aggs):
+        return False
+    return cls.multi_query or len(set(windows)) <= 1
+
+
 def _check_priced_techniques() -> None:
-    """Every technique a plan may be priced with (``placement.cost.TECHNIQUES``, the list config
-    validation uses) runs here, and both sides know the same slicings."""
+    """Every technique a plan may be priced with (``placement.cost.TECHNIQUES``, the registry
+    config validation reads) runs here, and both sides know the same slicings."""
     from placement.cost import TECHNIQUES as PRICED
     from placement.slicing import SLICINGS as PRICED_SLICINGS
 
@@ -101,7 +111,7 @@ class LateTuples:
 
 
 class Answers:
-    """Columnar answers (used when pyarrow is unavailable or ``as_arrow=False``)."""
+    """Columnar answers (``as_arrow=False``)."""
 
     def __init__(self, query_id, window_start, window_end, value):
         self.query_id = query_id
@@ -125,8 +135,8 @@ class Answers:
 def normalize_technique(t: str) -> str:
     key = str(t).strip().lower()
     key = TECHNIQUE_ALIASES.get(key, key)
-    if key not in ALL_TECHNIQUES:
-        raise ValueError(f"unknown technique {t!r}; known: {list(ALL_TECHNIQUES)}")
+    if key not in TECHNIQUES and key not in FAMILIES:
+        raise ValueError(f"unknown technique {t!r}; known: {list(all_techniques())}")
     return key
 
 
@@ -163,7 +173,7 @@ class ExecutionTree:
             raise ValueError(f"duplicate query ids in one tree: {ids}")
         self.technique = normalize_technique(technique)
         self.count_ops = bool(count_ops)
-        self.as_arrow = bool(as_arrow) and pa is not None
+        self.as_arrow = bool(as_arrow)
         self._check_technique()
         is_int = None
         if dtype is not None:
@@ -191,12 +201,15 @@ class ExecutionTree:
     # -- setup ----------------------------------------------------------------
     def _check_technique(self):
         t = self.technique
+        cls = TECHNIQUES.get(t)  # None: a family, which runs any aggregate
+        if cls is None:
+            return
         for q in self.queries:
-            if t in ("slickdeque_inv", "panes_inv"):
+            if cls.requires_inverse:
                 require_invertible(q.aggregate, t)
-            if t == "slickdeque_noninv":
+            if cls.requires_selective:
                 require_selective(q.aggregate, t)
-        if t in SINGLE_LENGTH:
+        if not cls.multi_query:
             rs = {(q.range, q.slide) for q in self.queries}
             if len(rs) > 1:
                 raise ValueError(
@@ -205,9 +218,7 @@ class ExecutionTree:
                 )
 
     def _technique_for(self, prim: Primitive) -> type[FinalAggregator]:
-        if self.technique == "slickdeque":
-            return TECHNIQUES["slickdeque_inv" if prim.op == OP_SUM else "slickdeque_noninv"]
-        return TECHNIQUES[self.technique]
+        return technique_class(self.technique, prim)
 
     def _build(self, is_int: bool):
         self.is_int = is_int
@@ -299,7 +310,7 @@ class ExecutionTree:
 
     def stats(self) -> dict:
         sl = self.slicer
-        extra = {"cuts": sl.n_cuts} if self.slicing == "cutty" else {}
+        extra = {"cuts": getattr(sl, "n_cuts", 0)} if self.slicing == "cutty" else {}
         return {
             "slices": sl.n_slices,
             **extra,
@@ -385,8 +396,8 @@ class ExecutionTree:
         queries use gets the pairs of those queries, in the same order, as the aggregator
         would see them one primitive at a time."""
         if ch.reset_before:
-            for a in self.aggs.values():
-                a.reset()
+            for fa in self.aggs.values():
+                fa.reset()
         k = ch.ends.shape[0]
         ds, dn, dq = ch.due_slice, ch.due_n, ch.due_query
         D = dn.shape[0]
@@ -401,7 +412,7 @@ class ExecutionTree:
             inv = us = un = np.zeros(0, np.int64)
         ans = {}
         ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
-        for p, agg in self.aggs.items():
+        for p, fa in self.aggs.items():
             need = self.uses[p]
             if need.all():
                 usp, unp, needu = us, un, None
@@ -412,17 +423,17 @@ class ExecutionTree:
             ptr = np.zeros(k + 1, dtype=np.int64)
             np.cumsum(np.bincount(usp, minlength=k), out=ptr[1:])
             hi, lo = ch.partials[p]
-            oh, ol, ops = agg.run(hi, lo, ptr, unp, count_ops=self.count_ops)
+            oh, ol, ops = fa.run(hi, lo, ptr, unp, count_ops=self.count_ops)
             if needu is not None:  # answers at every pair (those not needed stay 0, unread)
                 fh = np.zeros(us.shape[0], dtype=oh.dtype)
                 fl = np.zeros(us.shape[0], dtype=ol.dtype)
                 fh[needu], fl[needu] = oh, ol
                 oh, ol = fh, fl
-            if self.count_ops:
+            if ops_sum is not None:
                 ops_sum += ops
                 self._ops_total[str(p)] += int(ops.sum())
             ans[p] = (oh, ol)
-        if self.count_ops:
+        if ops_sum is not None:
             self._ops_slices.append(ops_sum)
         if D == 0:
             return None
@@ -462,14 +473,14 @@ class ExecutionTree:
     def _answer_cutty(self, ch: SliceChunk):
         """Final aggregation of one chunk of Cutty slices (``executors.cutty``)."""
         if ch.reset_before:
-            for a in self.aggs.values():
-                a.reset()
+            for fa in self.aggs.values():
+                fa.reset()
         k = ch.ends.shape[0]
         D = ch.due_n.shape[0]
         ans = {}
         ops_sum = np.zeros(k, dtype=np.int64) if self.count_ops else None
         ops_before = 0  # answers from the state left by an earlier chunk (Cutty)
-        for p, agg in self.aggs.items():
+        for p, fa in self.aggs.items():
             sel = np.nonzero(self.uses[p][ch.due_query])[0] if D else np.zeros(0, np.int64)
             fh = np.zeros(D, dtype=p.np_dtype)
             fl = np.zeros(D, dtype=p.np_dtype)
@@ -489,14 +500,14 @@ class ExecutionTree:
             np.cumsum(np.bincount(us[npre:], minlength=k), out=ptr[1:])
             hi, lo = ch.partials[p]
             if npre:
-                ph, pl, pops = agg.answer(un[:npre], count_ops=self.count_ops)
-            oh, ol, ops = agg.run(hi, lo, ptr, un[npre:], count_ops=self.count_ops)
+                ph, pl, pops = fa.answer(un[:npre], count_ops=self.count_ops)
+            oh, ol, ops = fa.run(hi, lo, ptr, un[npre:], count_ops=self.count_ops)
             if npre:
                 oh, ol = np.concatenate([ph, oh]), np.concatenate([pl, ol])
             fh[sa] = oh[inv]
             fl[sa] = ol[inv]
             ops_frag = self._combine_open(p, ch, sel, fh, fl)
-            if self.count_ops:
+            if ops_sum is not None:
                 t = int(ops.sum()) + (pops if npre else 0)
                 ops_sum += ops
                 ops_before += pops if npre else 0
@@ -505,9 +516,9 @@ class ExecutionTree:
                 t += int(ops_frag.sum())
                 self._ops_total[str(p)] += t
             ans[p] = (fh, fl)
-        if self.count_ops:
+        if ops_sum is not None:
             if ops_before:  # to the last slice inserted (chunks may insert none)
-                last = next((a for a in reversed(self._ops_slices) if a.shape[0]), None)
+                last = next((x for x in reversed(self._ops_slices) if x.shape[0]), None)
                 if last is not None:
                     last[-1] += ops_before
                 else:
@@ -530,6 +541,7 @@ class ExecutionTree:
                 (ans[p][0][idx[rows]], ans[p][1][idx[rows]]) for p in agg.primitives(self.is_int)
             ]
             values[rows] = agg.lower_columns(self.is_int, cols)
+        assert ch.due_end is not None  # Cutty chunks carry their windows' ends
         end = ch.due_end[idx]
         start = end - self._r[dq]
         o = np.lexsort((dq, end))  # the due order is by insert, not by end
@@ -577,7 +589,9 @@ class ExecutionTree:
             "ops_total": self._ops_total,
             "ops_unattached": self._ops_unattached,
         }
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+        arrays: dict[str, np.ndarray] = {
+            "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        }
         for k, v in self.slicer.state_dict().items():
             arrays[f"slicer/{k}"] = v
         if self._built:
@@ -587,7 +601,7 @@ class ExecutionTree:
         if self.count_ops and self._ops_slices:
             arrays["ops_slices"] = np.concatenate(self._ops_slices)
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
         return buf.getvalue()
 
     @classmethod

@@ -77,7 +77,8 @@ combine per distinct (end, complete slices), as the executor shares it):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
@@ -89,20 +90,83 @@ from placement.slicing import (
     distinct_window_lengths,
 )
 
-#: The IE techniques a plan may be priced with: the one list config validation
-#: (``placement.ie``), ``weaveplace plan --ie`` and the live run share; every one of them is an
-#: executor technique (``executors.tree.ALL_TECHNIQUES``, checked at import there).
-TECHNIQUES = ("panes", "flatfat", "flatfit", "slickdeque", "slickdeque_inv", "slickdeque_noninv")
+Windows = Iterable[tuple[int, int]]
+#: ``(range, slide) -> (item, weight)``: one term of an Omega that is a sum over distinct items
+ItemWeight = Callable[[int, int], tuple[Hashable, float]]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How one technique's Omega is priced under one slicing.
+
+    Why each field: ``omega`` prices a tree; WeaveShare prunes merges with ``floor`` and reuses
+    the parts' Omegas where ``items`` (or ``merged``) says how; WG_LS bounds the cost of a tree
+    minus one query with ``items`` (exact) or ``floor_items`` (a lower bound).
+    """
+
+    #: Omega per edge of a tree's distinct windows ``(range, slide)`` at edge rate ``E``
+    omega: Callable[[Windows, Fraction], float]
+    #: a lower bound of Omega for any tree whose windows include these, given their Omega
+    floor: Callable[[Windows, float], float]
+    #: Omega is the sum of one weight per distinct item (so disjoint window sets add up)
+    items: ItemWeight | None = None
+    #: Omega is at least the sum of one weight per distinct item
+    floor_items: ItemWeight | None = None
+    #: Omega of a union from the parts ``(x_windows, x_omega, y_windows, y_omega, E)``, when
+    #: cheaper than pricing the union (``items`` already covers disjoint additive unions)
+    merged: Callable[[frozenset, float, frozenset, float, Fraction], float] | None = None
+
+
+@dataclass(frozen=True)
+class Technique:
+    """A final-aggregation (IE) technique as the cost model sees it: one ``Pricing`` per
+    slicing it supports, or ``resolve``, for a family (``slickdeque``) that stands for one
+    member per tree, chosen from the tree's aggregates.  Its executor registers against the
+    same name (``executors.base.register``)."""
+
+    name: str
+    pairs: Pricing | None = None
+    cutty: Pricing | None = None
+    resolve: Callable[[Iterable[str]], str] | None = None
+    doc: str = ""
+
+    def pricing(self, slicing: str) -> Pricing:
+        p = self.pairs if slicing == "pairs" else self.cutty if slicing == "cutty" else None
+        if p is None:
+            raise ValueError(f"omega needs a resolved technique, got {self.name!r}")
+        return p
+
+
+#: The IE techniques a plan may be priced with, by name: the one registry config validation
+#: (``placement.ie``), ``weaveplace plan --ie``, pricing and the live run read (every one has an
+#: executor: ``executors.tree`` checks the built-in ones at import).
+TECHNIQUES: dict[str, Technique] = {}
 INVERTIBLE = INVERTIBLE_AGGREGATES
 
 
-def resolve_technique(technique: str, aggregates: Iterable[str] = ()) -> str:
-    """Map ``slickdeque`` to its Inv or Non-Inv form for the given aggregates."""
-    if technique not in TECHNIQUES:
+def register_technique(t: Technique) -> Technique:
+    """Add a priced technique (its executor registers separately, in ``executors.base``)."""
+    if t.name in TECHNIQUES:
+        raise ValueError(f"IE technique {t.name!r} is already registered")
+    TECHNIQUES[t.name] = t
+    return t
+
+
+def unregister_technique(name: str) -> None:
+    TECHNIQUES.pop(name, None)
+
+
+def get_technique(technique: str) -> Technique:
+    t = TECHNIQUES.get(technique)
+    if t is None:
         raise ValueError(f"unknown IE technique {technique!r}; allowed: {', '.join(TECHNIQUES)}")
-    if technique == "slickdeque":
-        return "slickdeque_inv" if all(a in INVERTIBLE for a in aggregates) else "slickdeque_noninv"
-    return technique
+    return t
+
+
+def resolve_technique(technique: str, aggregates: Iterable[str] = ()) -> str:
+    """The technique that prices a tree of these aggregates (``slickdeque``: Inv or Non-Inv)."""
+    t = get_technique(technique)
+    return t.resolve(aggregates) if t.resolve is not None else technique
 
 
 def _flatfat_term(np_i: float) -> float:
@@ -125,30 +189,11 @@ def omega(
 ) -> float:
     """Final-aggregation operations per edge for distinct windows ``(range, slide)``;
     ``edge_rate`` is the tree's under ``slicing``."""
-    wins = list(windows)
-    if slicing != "pairs":
-        return _omega_cutty(technique, frozenset(wins), Fraction(edge_rate))
-    if technique == "panes":
-        return math.fsum(r / s for r, s in wins)  # correctly rounded: independent of order
-    if technique == "flatfit":
-        return 3.0 * len(wins)
-    if technique == "slickdeque_inv":
-        return 2.0 * running_aggregates(frozenset(wins))[0]
-    e = Fraction(edge_rate)
-    if technique == "flatfat":
-        return float(sum(_flatfat_term(float(r * e)) for r, _ in wins))
-    if technique == "slickdeque_noninv":
-        return _noninv(max(r for r, _ in wins), e)
-    raise ValueError(f"omega needs a resolved technique, got {technique!r}")
-
-
-def _omega_cutty(technique: str, wins: frozenset, e: Fraction) -> float:
-    if technique == "panes":
-        return omega("panes", wins, e)
-    if technique == "slickdeque_inv":  # over budget: a certified lower bound, as under Pairs
-        n_ra, f_per_edge, _ = cutty_terms(wins)
-        return 2.0 * n_ra + f_per_edge
-    return omega(technique, wins, e) + open_combines_estimate(wins, e)
+    t = TECHNIQUES.get(technique)
+    if t is None:
+        raise ValueError(f"omega needs a resolved technique, got {technique!r}")
+    wins = list(windows) if slicing == "pairs" else frozenset(windows)
+    return t.pricing(slicing).omega(wins, Fraction(edge_rate))
 
 
 def cutty_terms(wins: frozenset) -> tuple[int, float, bool]:
@@ -228,20 +273,7 @@ def omega_floor(
     SlickDeque Inv's lengths can merge into fewer (``n`` counts starts, and two ranges can
     span the same starts): floor 0.
     """
-    if technique == "flatfat":
-        return 0.0
-    if slicing != "pairs":
-        wins = list(windows)
-        if technique == "flatfit":
-            return 3.0 * len(set(wins))
-        if technique == "slickdeque_noninv":
-            return 0.0
-        if technique == "slickdeque_inv":
-            return 0.0
-        return omega_value
-    if technique == "slickdeque_inv":
-        return 2.0 * len({r for r, _ in windows})
-    return omega_value
+    return get_technique(technique).pricing(slicing).floor(windows, omega_value)
 
 
 def merged_omega(
@@ -254,15 +286,26 @@ def merged_omega(
     slicing: str = "pairs",
 ) -> float:
     """Omega of the union of two window sets, reusing the parts' Omegas where it is additive."""
-    if slicing != "pairs":
-        if technique == "panes" and x_windows.isdisjoint(y_windows):
-            return x_omega + y_omega
-        return omega(technique, x_windows | y_windows, edge_rate, slicing)
-    if technique in ("panes", "flatfit") and x_windows.isdisjoint(y_windows):
+    p = get_technique(technique).pricing(slicing)
+    if p.items is not None and x_windows.isdisjoint(y_windows):
         return x_omega + y_omega
-    if technique == "slickdeque_noninv":
-        return _noninv(max(max(x_windows)[0], max(y_windows)[0]), Fraction(edge_rate))
-    return omega(technique, x_windows | y_windows, edge_rate)
+    if p.merged is not None:
+        return p.merged(x_windows, x_omega, y_windows, y_omega, Fraction(edge_rate))
+    return omega(technique, x_windows | y_windows, edge_rate, slicing)
+
+
+def is_additive(technique: str, slicing: str) -> bool:
+    """Whether Omega of a merge is the sum of its parts' Omegas for disjoint windows (a family
+    such as ``slickdeque`` is not: its trees may resolve to different members)."""
+    t = get_technique(technique)
+    p = t.pairs if slicing == "pairs" else t.cutty
+    return p is not None and p.items is not None
+
+
+def items_of(technique: str, slicing: str) -> tuple[ItemWeight | None, ItemWeight | None]:
+    """``(items, floor_items)`` of a resolved technique under ``slicing`` (``Pricing``)."""
+    p = get_technique(technique).pricing(slicing)
+    return p.items, p.floor_items
 
 
 def _noninv(r_max: int, edge_rate: Fraction) -> float:
@@ -278,3 +321,100 @@ def tree_cost(
     if scale == 1.0:
         return float(rate) + float(edge_rate) * omega_value
     return float(rate) + float(edge_rate) * scale * omega_value
+
+
+# ---- the built-in techniques (module docstring: why each formula) ----------------------------
+
+
+def _own_floor(windows: Windows, omega_value: float) -> float:
+    return omega_value
+
+
+def _zero_floor(windows: Windows, omega_value: float) -> float:
+    return 0.0
+
+
+def _panes(wins: Windows, e: Fraction) -> float:
+    return math.fsum(r / s for r, s in wins)  # correctly rounded: independent of order
+
+
+def _flatfit(wins: Windows, e: Fraction) -> float:
+    return 3.0 * len(list(wins))
+
+
+def _flatfat(wins: Windows, e: Fraction) -> float:
+    return float(sum(_flatfat_term(float(r * e)) for r, _ in wins))
+
+
+def _sd_inv(wins: Windows, e: Fraction) -> float:
+    return 2.0 * running_aggregates(frozenset(wins))[0]
+
+
+def _sd_noninv(wins: Windows, e: Fraction) -> float:
+    return _noninv(max(r for r, _ in wins), e)
+
+
+def _plus_open(pairs_omega: Callable[[Windows, Fraction], float]):
+    """Cutty Omega of a Table 11 formula: the formula plus the open-partial estimate."""
+
+    def omega_cutty(wins: Windows, e: Fraction) -> float:
+        return pairs_omega(wins, e) + open_combines_estimate(wins, e)
+
+    return omega_cutty
+
+
+def _sd_inv_cutty(wins: Windows, e: Fraction) -> float:
+    n_ra, f_per_edge, _ = cutty_terms(frozenset(wins))  # over budget: a lower bound
+    return 2.0 * n_ra + f_per_edge
+
+
+def _slickdeque(aggregates: Iterable[str]) -> str:
+    return "slickdeque_inv" if all(a in INVERTIBLE for a in aggregates) else "slickdeque_noninv"
+
+
+_PANES_ITEM: ItemWeight = lambda r, s: ((r, s), r / s)  # noqa: E731
+_FLATFIT_ITEM: ItemWeight = lambda r, s: ((r, s), 3.0)  # noqa: E731
+_RANGE_ITEM: ItemWeight = lambda r, s: (r, 2.0)  # noqa: E731
+
+for _t in (
+    Technique(
+        "panes",
+        Pricing(_panes, _own_floor, items=_PANES_ITEM),
+        Pricing(_panes, _own_floor, items=_PANES_ITEM),
+        doc="sum r_i / s_i",
+    ),
+    Technique(
+        "flatfat",
+        Pricing(_flatfat, _zero_floor),
+        Pricing(_plus_open(_flatfat), _zero_floor),
+        doc="Table 11 (FlatFAT's log terms)",
+    ),
+    Technique(
+        "flatfit",
+        Pricing(_flatfit, _own_floor, items=_FLATFIT_ITEM),
+        Pricing(_plus_open(_flatfit), lambda w, o: 3.0 * len(set(w))),
+        doc="3 nQ",
+    ),
+    Technique("slickdeque", resolve=_slickdeque, doc="Inv for invertible trees, else Non-Inv"),
+    Technique(
+        "slickdeque_inv",
+        Pricing(
+            _sd_inv,
+            lambda w, o: 2.0 * len({r for r, _ in w}),
+            floor_items=_RANGE_ITEM,
+        ),
+        Pricing(_sd_inv_cutty, _zero_floor),
+        doc="2 |N_t| (exact)",
+    ),
+    Technique(
+        "slickdeque_noninv",
+        Pricing(
+            _sd_noninv,
+            _own_floor,
+            merged=lambda xw, xo, yw, yo, e: _noninv(max(max(xw)[0], max(yw)[0]), e),
+        ),
+        Pricing(_plus_open(_sd_noninv), _zero_floor),
+        doc="2 - 2 / nP_max",
+    ),
+):
+    register_technique(_t)

@@ -22,7 +22,7 @@ out of a tree on the most loaded node into another node, alone or woven into a t
 
 **Speed**: every candidate is keyed in numpy; a candidate whose price is unknown (a merge, a tree
 minus a query) is keyed first with a certified lower bound on that price and priced only while
-it could still beat the best exact candidate (``_Search.best_move``; checked against an
+it could still beat the best exact candidate (``LocalSearch.best_move``; checked against an
 exhaustive exactly-priced scan by a property test). Prices are cached by tree uid.
 """
 
@@ -32,10 +32,11 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from math import lcm
+from typing import Any
 
 import numpy as np
 
-from placement.cost import tree_cost
+from placement.cost import items_of, tree_cost
 from placement.distributed import build_plan, optimize
 from placement.plan import Plan
 from placement.queries import Query
@@ -43,14 +44,6 @@ from placement.trees import CostModel, Tree
 from placement.weaveshare import weave
 
 REL = 1e-9  # improvements smaller than this (relative) do not count: no cycling on rounding
-
-
-# Techniques whose Omega is a sum of weights over distinct items of a tree (independent of E):
-# the Omega of a merge is then exact from the parts and their common items.
-_ITEM_OMEGA = {
-    "panes": lambda r, s: ((r, s), r / s),
-    "flatfit": lambda r, s: ((r, s), 3.0),
-}
 
 
 def _lex_lt(x, y) -> bool:
@@ -71,7 +64,7 @@ def _lex_lt_arr(xs, y) -> np.ndarray:
     return lt
 
 
-class _Search:
+class LocalSearch:
     def __init__(self, model: CostModel, caps: list, t_ref: float, m_ref: float):
         self.model = model
         self.caps = [1.0 if c is None else c for c in caps]
@@ -83,11 +76,10 @@ class _Search:
         self._lbs: dict[tuple[int, int], np.ndarray] = {}
 
     def _item_of(self, technique: str):
-        """The item weights of an additive Omega (``_ITEM_OMEGA``), None if not additive under
-        the model's slicing (Cutty: Panes only; FlatFIT adds the open-partial term)."""
-        if self.model.slicing != "pairs" and technique != "panes":
-            return None
-        return _ITEM_OMEGA.get(technique)
+        """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
+        not additive under the model's slicing (Cutty: Panes only; FlatFIT adds the
+        open-partial term)."""
+        return items_of(technique, self.model.slicing)[0]
 
     def merged_cost(self, a: Tree, b: Tree) -> float:
         k = (a.uid, b.uid) if a.uid < b.uid else (b.uid, a.uid)
@@ -208,13 +200,20 @@ class _Search:
         qi = np.array([pos[q.id] for q in qs])
         best_other = np.where(qi == i1, es[i2], es[i1])
         e = np.maximum(best_other, float(t.edge_rate) - es[qi])
-        item_of = self._item_of(t.technique)
-        if t.technique == "slickdeque_inv" and self.model.slicing == "pairs":
-            # its floor: 2 x distinct ranges (cost.omega_floor; under Cutty 0)
-            count = Counter(p.range for p in t.queries)
-            om = np.array([2.0 * (len(count) - (count[q.range] == 1)) for q in qs])
+        item_of, floor_of = items_of(t.technique, self.model.slicing)
+        if item_of is None and floor_of is not None:
+            # a floor of distinct items (SlickDeque Inv: 2 x distinct ranges, cost.omega_floor)
+            items = dict(floor_of(p.range, p.slide) for p in t.queries)
+            count = Counter(floor_of(p.range, p.slide)[0] for p in t.queries)
+            total = math.fsum(items.values())
+            om = np.array(
+                [
+                    total - (w if count[it] == 1 else 0.0)
+                    for it, w in (floor_of(q.range, q.slide) for q in qs)
+                ]
+            )
         elif item_of is None:
-            om = 0.0
+            om = np.zeros(len(qs))  # no floor known
         else:
             count = Counter(item_of(p.range, p.slide)[0] for p in t.queries)
             om = np.array(
@@ -499,14 +498,14 @@ def wg_ls(
     layout); WG_TL's plan is a candidate as it is: searching from it cost the most and never
     gave the best plan on a 24-configuration sample of the Table 8 grid.
     """
-    opt = dict(seed=seed, preprocess=preprocess)
+    opt: dict[str, Any] = dict(seed=seed, preprocess=preprocess)
     tn = optimize("WG_TN", queries, model, caps, **opt)
     wi = optimize("WG_I", queries, model, caps, **opt)
 
     def util(p: Plan) -> float:
         return max(n.cost / (1.0 if n.capacity is None else n.capacity) for n in p.nodes)
 
-    search = _Search(model, caps, min(tn.total_cost, wi.total_cost), min(util(tn), util(wi)))
+    search = LocalSearch(model, caps, min(tn.total_cost, wi.total_cost), min(util(tn), util(wi)))
     tl = optimize("WG_TL", queries, model, caps, **opt)
     tn_stop = optimize("WG_TN", queries, model, caps, stop_at_nodes=True, **opt)
     best_nodes, best_key = [list(n.trees) for n in tl.nodes], search.key([n.cost for n in tl.nodes])

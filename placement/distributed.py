@@ -6,8 +6,9 @@ largest node (equations 6.1, 6.2). Splitting queries over more trees costs one e
 tree, which is what makes "Group" (several trees per node) and "Weave" (one shared tree) differ.
 
 Entry point: ``optimize(name, queries, model, nodes, seed=0, preprocess=False) -> Plan``;
-``OPTIMIZERS`` maps each name (Table 7's thirteen, ``TABLE7``, our ``WG_LS`` and ``WG_PF``) to an
-``OptimizerSpec`` (category and strategy). ``nodes`` is a node count or a list of capacities
+``OPTIMIZERS`` maps each of Table 7's thirteen names (``TABLE7``) to an ``OptimizerSpec``
+(category and strategy); ``placement.optimizers`` registers them with our ``WG_LS`` and
+``WG_PF``. ``nodes`` is a node count or a list of capacities
 (operations per time unit, paper 003's feasibility: a node is feasible when its cost does not
 exceed its capacity). Heuristics never refuse a plan for capacity (the dissertation's do not);
 ``infeasible_nodes(plan)`` reports overloaded nodes.
@@ -106,7 +107,7 @@ def node_capacities(nodes: NodesArg) -> list[float | None]:
     return [None if c is None else float(c) for c in caps]
 
 
-class _State:
+class NodeState:
     """Trees per node during construction."""
 
     def __init__(self, caps: list[float | None]):
@@ -165,7 +166,7 @@ def infeasible_nodes(plan: Plan, rel_tol: float = 1e-12) -> list[str]:
     ]
 
 
-def _lpt(trees: Sequence[Tree], st: _State) -> None:
+def _lpt(trees: Sequence[Tree], st: NodeState) -> None:
     """Group To Lowest on given trees: most expensive first, each to findMinNode (stable ties)."""
     for t in sorted(trees, key=lambda t: -t.cost):
         st.add(st.min_node(), t)
@@ -177,7 +178,7 @@ def _lpt(trees: Sequence[Tree], st: _State) -> None:
 def _non_cost(
     units: list[Tree],
     model: CostModel,
-    st: _State,
+    st: NodeState,
     category: str,
     pick_node: Callable[[int], int],
     pick_weave: Callable[[int], bool],
@@ -293,7 +294,7 @@ def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
 # ---- Inserted (Algorithm 6) -------------------------------------------------------------------
 
 
-def _seed_units(units: list[Tree], st: _State, seed: int, init: str) -> list[Tree]:
+def _seed_units(units: list[Tree], st: NodeState, seed: int, init: str) -> list[Tree]:
     """Place one unit per node (random choice, or the first N); return the rest in input order."""
     if init == "none":  # nodes already hold trees (re-placement): insert everything
         return units
@@ -333,6 +334,7 @@ def inserted(units, model, st, category, seed, init: str = "random"):
             if best is None or key < best[0]:
                 best = (key, j, t, new)
         if category == "W":
+            assert best is not None  # every unit finds a node
             _, j, t, _ = best
             if t is None:
                 st.add(j, u)
@@ -372,15 +374,23 @@ for _cat in ("G", "W", "WG"):
 for _cat in ("W", "WG"):
     OPTIMIZERS[f"{_cat}_TN"] = OptimizerSpec(f"{_cat}_TN", _cat, to_nodes, "To Nodes, Algorithm 5")
     OPTIMIZERS[f"{_cat}_I"] = OptimizerSpec(f"{_cat}_I", _cat, inserted, "Inserted, Algorithm 6")
-TABLE7 = tuple(OPTIMIZERS)  # the thirteen of Table 7
-# Ours (placement.dist_local_search); ``strategy`` None: ``optimize`` dispatches it by name.
-OPTIMIZERS["WG_LS"] = OptimizerSpec(
-    "WG_LS", "WG", None, "local search from WG_TN and WG_I (dist_local_search)"
-)
-OPTIMIZERS["WG_PF"] = OptimizerSpec(
-    "WG_PF", "WG", None, "Pareto front of TotalCost vs MaxCost, plan picked by a rule (pareto)"
-)
-ALL_OPTIMIZERS = tuple(OPTIMIZERS)
+TABLE7 = tuple(OPTIMIZERS)  # the thirteen of Table 7 (all optimizers: placement.optimizers)
+
+
+def place(
+    name: str,
+    queries: Sequence[Query],
+    model: CostModel,
+    caps: list[float | None],
+    seed: int = 0,
+    preprocess: bool | str = False,
+    **options: Any,
+) -> Plan:
+    """Run one Table 7 optimizer on validated queries and node capacities."""
+    spec = OPTIMIZERS[name]
+    st = NodeState(caps)
+    spec.strategy(make_units(queries, model, preprocess), model, st, spec.category, seed, **options)
+    return build_plan(name, model, st.trees, caps, queries)
 
 
 def optimize(
@@ -392,25 +402,13 @@ def optimize(
     preprocess: bool | str = False,
     **options: Any,
 ) -> Plan:
-    """Run one optimizer by name (a key of ``OPTIMIZERS``: Table 7's thirteen, WG_LS, WG_PF).
+    """Run one Table 7 optimizer by name (a key of ``OPTIMIZERS``; every optimizer, WG_LS and
+    WG_PF included: ``placement.optimizers.optimize``).
 
-    ``options`` go to the strategy: ``stop_at_nodes`` (W_TN/WG_TN), ``init`` (W_I/WG_I),
-    ``max_iters`` (WG_LS), ``front_size`` / ``rule`` (WG_PF: the chosen plan of its front;
-    ``placement.pareto.wg_pf`` returns the whole front).
+    ``options`` go to the strategy: ``stop_at_nodes`` (W_TN/WG_TN), ``init`` (W_I/WG_I).
     """
-    qs = validate_unique(queries)
-    caps = node_capacities(nodes)
-    if name == "WG_PF":
-        from placement.pareto import wg_pf
-
-        return wg_pf(qs, model, caps, seed=seed, preprocess=preprocess, **options).plan
-    if name == "WG_LS":
-        from placement.dist_local_search import wg_ls
-
-        return wg_ls(qs, model, caps, seed=seed, preprocess=preprocess, **options)
     if name not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(ALL_OPTIMIZERS)}")
-    spec = OPTIMIZERS[name]
-    st = _State(caps)
-    spec.strategy(make_units(qs, model, preprocess), model, st, spec.category, seed, **options)
-    return build_plan(name, model, st.trees, caps, qs)
+        raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(TABLE7)}")
+    return place(
+        name, validate_unique(queries), model, node_capacities(nodes), seed, preprocess, **options
+    )

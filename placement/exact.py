@@ -319,9 +319,9 @@ def exact_cpsat(
     pos = {q.id: i for i, q in enumerate(qs)}
     plans = list(hints)
     if hint:
-        from placement.distributed import optimize
+        from placement.dist_local_search import wg_ls
 
-        plans.append(optimize("WG_LS", qs, model, nodes))
+        plans.append(wg_ls(qs, model, node_capacities(nodes)))
 
     def as_solution(plan: Plan):
         """A plan as the model's ``x`` (node query-sets split into kept trees), node order

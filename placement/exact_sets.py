@@ -751,7 +751,8 @@ def exact_sets(
     an objective not proven keeps its best plan (never worse than ``hints``) and a proven
     bound. ``front`` of the result: the two plans and the hints' non-dominated ones (not the
     exact Pareto front: ``ExactResult.front_exact`` is False)."""
-    from placement.distributed import node_capacities, optimize
+    from placement.dist_local_search import wg_ls
+    from placement.distributed import node_capacities
     from placement.exact import ExactResult, InfeasibleError, plans_fitting, seed_result
     from placement.queries import validate_unique
 
@@ -769,7 +770,7 @@ def exact_sets(
     pos = {q.id: i for i, q in enumerate(qs)}
     pool = list(hints)
     if hint:
-        pool.append(optimize("WG_LS", qs, model, caps))
+        pool.append(wg_ls(qs, model, caps))
     pool = plans_fitting(pool, caps)
 
     def node_masks(p: Plan) -> list[int]:

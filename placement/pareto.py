@@ -15,7 +15,7 @@ utilization, as WG_LS reads MaxCost). Plan a *weakly dominates* plan b when it i
 1. *Seeds*: every Table 7 plan and WG_LS's (so the front weakly dominates each of them by
    construction, before truncation).
 2. *Budget walks*: for budgets ``B_k`` spread between the cheapest and the most balanced seed's
-   TotalCost, WG_LS's local search (``dist_local_search._Search``: move a tree, swap trees, weave a
+   TotalCost, WG_LS's local search (``dist_local_search.LocalSearch``: move a tree, swap trees, weave a
    tree into a tree of another node, take a query out of a tree on the busiest node, re-weave a
    node; certified lower bounds prune the exact pricing) minimises ``(max(1, T/B_k), U, T)``, i.e.
    the smallest MaxCost whose TotalCost stays within ``B_k``. It starts from the archived plan best
@@ -56,10 +56,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from placement.dist_local_search import LocalSearch, wg_ls
 from placement.distributed import TABLE7, build_plan, node_capacities, optimize
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
@@ -67,7 +69,12 @@ from placement.trees import CostModel, Tree
 
 REL = 1e-9  # relative rounding tolerance for comparing costs
 DEFAULT_FRONT_SIZE = 8
-SEED_OPTIMIZERS = tuple(TABLE7) + ("WG_LS",)
+#: the optimizers whose plans seed the front, each ``(queries, model, caps, seed=, preprocess=)``
+_SEEDS: dict[str, Callable[..., Any]] = {
+    **{name: partial(optimize, name) for name in TABLE7},
+    "WG_LS": wg_ls,
+}
+SEED_OPTIMIZERS = tuple(_SEEDS)
 RULES = ("max_cost_at_most", "max_cost_within", "total_cost_within", "capacities")
 
 
@@ -663,8 +670,6 @@ def wg_pf(
     simulation has them); the missing ones are computed here. Small instances (at most
     ``pls_max_queries`` queries) finish with a Pareto local search of at most
     ``pls_max_explored`` explored layouts."""
-    from placement.dist_local_search import _Search
-
     qs = validate_unique(queries)
     caps = node_capacities(nodes)
     if front_size < 1:
@@ -676,13 +681,13 @@ def wg_pf(
     arch = _Archive(caps)
     given, seeds = dict(seeds or {}), {}
     for name in SEED_OPTIMIZERS:
-        p = given.get(name) or optimize(name, qs, model, caps, seed=seed, preprocess=preprocess)
+        p = given.get(name) or _SEEDS[name](qs, model, caps, seed=seed, preprocess=preprocess)
         seeds[name] = p
         arch.add([n.trees for n in p.nodes], name)
     capv = arch.caps
     N = len(caps)
     if N > 1:
-        search = _Search(model, caps, 1.0, math.inf)
+        search = LocalSearch(model, caps, 1.0, math.inf)
         lo, hi = arch.items[0][0][0], arch.items[-1][0][0]
         for k, b in enumerate(budgets(lo, hi, walks)):
             search.t_ref, search.m_ref = b, math.inf

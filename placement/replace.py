@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from placement.distributed import _State, inserted, make_units
+from placement.distributed import NodeState, inserted, make_units
 from placement.plan import Node, Plan
 from placement.queries import Query
 from placement.trees import CostModel, Tree
@@ -48,15 +48,15 @@ class Replacement:
         return self.plan.max_cost - self.max_before
 
 
-def _state(plan: Plan) -> _State:
-    st = _State([n.capacity for n in plan.nodes])
+def _state(plan: Plan) -> NodeState:
+    st = NodeState([n.capacity for n in plan.nodes])
     for j, n in enumerate(plan.nodes):
         for t in n.trees:
             st.add(j, t)
     return st
 
 
-def _plan(old: Plan, st: _State, ids: list[str]) -> Plan:
+def _plan(old: Plan, st: NodeState, ids: list[str]) -> Plan:
     nodes = [Node(ids[j], list(st.trees[j]), st.caps[j]) for j in range(st.n)]
     rates = dict(old.rates)
     return Plan(old.optimizer, old.ie, nodes, rates)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 from functools import lru_cache
 from math import gcd, lcm
 
@@ -102,39 +101,6 @@ def brute_force_edges(classes: Iterable[ResidueClass], period: int | None = None
         return 0
     period = period or lcm(*(m for m, _ in cls))
     return sum(1 for t in range(period) if any(t % m == r for m, r in cls))
-
-
-@dataclass(frozen=True)
-class Weaveability:
-    """How two trees' edges overlap in their joint composite slide."""
-
-    composite_slide: int
-    edges_x: int
-    edges_y: int
-    common: int
-
-    @property
-    def distinct(self) -> int:
-        return self.edges_x + self.edges_y - self.common
-
-    @property
-    def value(self) -> Fraction:
-        """Common edges over distinct edges (1 = perfect weave, 0 = nothing shared)."""
-        return Fraction(self.common, self.distinct) if self.distinct else Fraction(1)
-
-
-def weaveability(x: Iterable[Query], y: Iterable[Query], engine=None) -> Weaveability:
-    """Weaveability of two trees, counted exactly with the given edge engine (default: fast)."""
-    from placement.edges import get_engine
-
-    eng = engine or get_engine("fast")
-    xs, ys = list(x), list(y)
-    cs = composite_slide([q.slide for q in xs + ys])
-    cx, cy = tree_classes(xs), tree_classes(ys)
-    ex = eng.density(cx) * cs
-    ey = eng.density(cy) * cs
-    exy = eng.density(cx | cy) * cs
-    return Weaveability(cs, int(ex), int(ey), int(ex + ey - exy))
 
 
 def slicing_classes(windows: Iterable[Window], slicing: str = "pairs") -> frozenset[ResidueClass]:

@@ -21,6 +21,7 @@ from math import lcm
 
 from placement.cost import (
     check_slicing,
+    is_additive,
     merged_omega,
     omega,
     omega_floor,
@@ -201,7 +202,5 @@ class CostModel:
 
     def omega_is_additive(self) -> bool:
         """Whether Omega of a merge is the sum of its parts' Omegas for disjoint windows
-        (under Cutty FlatFIT's open-partial term is not)."""
-        if self.slicing != "pairs":
-            return self.technique == "panes"
-        return self.technique in ("panes", "flatfit")
+        (``placement.cost.Pricing.items``; under Cutty FlatFIT's open-partial term is not)."""
+        return is_additive(self.technique, self.slicing)

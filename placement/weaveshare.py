@@ -333,30 +333,6 @@ def insert_then_weave(
     return weave(trees, model)
 
 
-def run_single_node(
-    name: str, queries: Iterable[Query], model: CostModel, progress: Progress = None
-) -> list[Tree]:
-    """One single-node optimizer by name (a key of ``SINGLE_NODE_OPTIMIZERS``); ``progress`` is
-    ticked by the ones that take long (weaveshare, insert_then_weave)."""
-    if name not in SINGLE_NODE_OPTIMIZERS:
-        raise ValueError(
-            f"unknown optimizer {name!r}; allowed: {', '.join(SINGLE_NODE_OPTIMIZERS)}"
-        )
-    fn = SINGLE_NODE_OPTIMIZERS[name]
-    return fn(queries, model, progress=progress) if name in _WITH_PROGRESS else fn(queries, model)
-
-
-#: The single-node optimizers: the one list config validation (``sim.config``), ``weaveplace
-#: plan --optimizer``, simulation and live runs share (with ``placement.distributed.OPTIMIZERS``).
-SINGLE_NODE_OPTIMIZERS = {
-    "weaveshare": weaveshare,
-    "insert_then_weave": insert_then_weave,
-    "no_share": no_share,
-    "shared": shared,
-}
-_WITH_PROGRESS = ("weaveshare", "insert_then_weave")
-
-
 def plan_cost(trees: Iterable[Tree]) -> float:
     return float(sum(t.cost for t in trees))
 

@@ -35,7 +35,7 @@ app.add_typer(data_app, name="data")
 
 
 def _run_single_node(name: str, queries, model, progress_cb=None):
-    from placement.weaveshare import run_single_node
+    from placement.optimizers import run_single_node
 
     return run_single_node(name, queries, model, progress_cb)
 
@@ -51,7 +51,7 @@ def plan(
     seed: int = typer.Option(0, help="Random seed."),
     optimizer: str = typer.Option(
         "weaveshare",
-        help="A single-node optimizer: weaveshare "
+        help="A single-node optimizer (placement.optimizers.SINGLE_NODE): weaveshare "
         "(default), insert_then_weave, no_share or shared.",
     ),
     ie: str = typer.Option("panes", help="IE technique for the cost model."),
@@ -62,15 +62,14 @@ def plan(
     out: Path = typer.Option(Path("out/plan.json"), help="Where to write the plan JSON."),
 ):
     """Generate a workload and build a single-node sharing plan."""
+    from placement.optimizers import SINGLE_NODE
     from placement.plan import single_node_plan
     from placement.trees import CostModel
-    from placement.weaveshare import SINGLE_NODE_OPTIMIZERS
     from sim.workload import WorkloadSpec, generate
 
-    if optimizer not in SINGLE_NODE_OPTIMIZERS:
+    if optimizer not in SINGLE_NODE:
         raise UserError(
-            f"--optimizer: unknown optimizer {optimizer!r}; allowed: "
-            f"{', '.join(SINGLE_NODE_OPTIMIZERS)}"
+            f"--optimizer: unknown optimizer {optimizer!r}; allowed: {', '.join(SINGLE_NODE)}"
         )
     try:
         spec = WorkloadSpec(qnum, smax, rate, zskew, omax, gen, seed)

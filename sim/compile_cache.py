@@ -46,14 +46,16 @@ def executor_cases() -> list[tuple[str, str, str, tuple[str, ...], bool]]:
     """(technique, slicing, value kind, aggregates, sliced input) for every executor
     configuration a run can use: every technique and slicing, int and float values, the
     aggregates the technique runs, tuple and pre-aggregated slice input."""
+    from executors.base import TECHNIQUES
     from executors.tree import ALL_TECHNIQUES, SLICINGS
     from placement.queries import AGGREGATES, INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 
     cases = []
     for tech in ALL_TECHNIQUES:
-        if tech in ("slickdeque_inv", "panes_inv"):
+        cls = TECHNIQUES.get(tech)  # None: a family, which runs every aggregate
+        if cls is not None and cls.requires_inverse:
             aggs = tuple(a for a in AGGREGATES if a in INVERTIBLE_AGGREGATES)
-        elif tech == "slickdeque_noninv":
+        elif cls is not None and cls.requires_selective:
             aggs = tuple(a for a in AGGREGATES if a in SELECTIVE_AGGREGATES)
         else:
             aggs = tuple(AGGREGATES)

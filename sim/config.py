@@ -34,6 +34,7 @@ import difflib
 import itertools
 import math
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -52,18 +53,17 @@ from pydantic import (
 )
 
 from placement.cost import TECHNIQUES
-from placement.distributed import ALL_OPTIMIZERS
 from placement.edges import ENGINES
+from placement.optimizers import optimizer_names
 from placement.queries import AGGREGATES, KINDS
 from placement.slicing import SLICINGS
-from placement.weaveshare import SINGLE_NODE_OPTIMIZERS as _SINGLE
 from sim.workload import GENERATORS
 
-# One list per kind, owned by the module that implements it (aggregates: placement.queries,
-# checked by executors.aggregates; techniques: placement.cost, checked by executors.tree;
-# engines: placement.edges; optimizers: placement.distributed + placement.weaveshare).
-SINGLE_NODE_OPTIMIZERS = tuple(_SINGLE)
-OPTIMIZER_NAMES = tuple(ALL_OPTIMIZERS) + SINGLE_NODE_OPTIMIZERS
+# One registry per kind, owned by the module that implements it (aggregates: placement.queries,
+# checked by executors.aggregates; techniques: placement.cost, executors registered in
+# executors.base; engines: placement.edges; optimizers: placement.optimizers).  Techniques,
+# engines and optimizers are read at validation time, so later registrations are accepted.
+OPTIMIZER_NAMES = optimizer_names()  # the built-in ones (``optimizer_names()``: all)
 EXACT_LIMIT = 24  # beyond ~24 queries the exact search rarely proves within a minute
 EXACT_DEFAULT = 12  # ``exact: true``: ~3 s per (workload, 4 nodes) with the exhaustive solver
 MAX_GRID_POINTS = 100_000  # a typo like ``seed: [0, ..., 99999]`` x 13 optimizers is refused
@@ -132,13 +132,13 @@ class QuerySpec(Strict):
 class GeneratorSpec(Strict):
     """The papers' workload generator (``sim.workload``); any parameter may be a list (grid)."""
 
-    qnum: _one_or_list(Annotated[int, Field(ge=1, le=MAX_QNUM)])
-    smax: _one_or_list(Annotated[int, Field(ge=1, le=MAX_SMAX)])
-    rate: _one_or_list(Rate) = 1.0
-    zskew: _one_or_list(Annotated[float, Field(ge=0)]) = 0.0
-    omax: _one_or_list(Annotated[float, Field(ge=1)]) = 1.0
+    qnum: _one_or_list(Annotated[int, Field(ge=1, le=MAX_QNUM)])  # type: ignore[valid-type]
+    smax: _one_or_list(Annotated[int, Field(ge=1, le=MAX_SMAX)])  # type: ignore[valid-type]
+    rate: _one_or_list(Rate) = 1.0  # type: ignore[valid-type]
+    zskew: _one_or_list(Annotated[float, Field(ge=0)]) = 0.0  # type: ignore[valid-type]
+    omax: _one_or_list(Annotated[float, Field(ge=1)]) = 1.0  # type: ignore[valid-type]
     gen: _one_or_list(Literal[GENERATORS]) = "nrm"  # type: ignore[valid-type]
-    seed: _one_or_list(Annotated[int, Field(ge=0)]) = 0
+    seed: _one_or_list(Annotated[int, Field(ge=0)]) = 0  # type: ignore[valid-type]
     stream: Annotated[str, Field(min_length=1)] = "s0"
     aggregate: Literal[AGGREGATES] = "sum"  # type: ignore[valid-type]
 
@@ -274,6 +274,21 @@ class Cluster(Strict):
 OptimizerName = Annotated[str, Field(min_length=1)]
 
 
+def _registered(names: Callable[[], Iterable[str]]) -> BeforeValidator:
+    """A name from a registry read at validation time, refused with the message a ``Literal``
+    gives (``expected 'a', 'b' or 'c'``)."""
+
+    def check(v: Any) -> Any:
+        allowed = tuple(names())
+        if isinstance(v, str) and v in allowed:
+            return v
+        quoted = [repr(n) for n in allowed]
+        listed = " or ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+        raise ValueError(f"Input should be {listed}")
+
+    return BeforeValidator(check)
+
+
 def _exact_tag(v: Any) -> str | None:
     return "__bool__" if isinstance(v, bool) else "__int__"
 
@@ -283,12 +298,12 @@ def _preprocess_tag(v: Any) -> str | None:
 
 
 class Placement(Strict):
-    optimizers: _one_or_list(OptimizerName) = ["WG_TN", "WG_I"]
-    ie: Literal[TECHNIQUES] = "panes"  # type: ignore[valid-type]
+    optimizers: _one_or_list(OptimizerName) = ["WG_TN", "WG_I"]  # type: ignore[valid-type]
+    ie: Annotated[str, _registered(lambda: TECHNIQUES)] = "panes"
     #: pairs (edges at window starts and ends) or cutty (window starts only): how plans are
     #: priced and how live runs slice (``placement.cost``, ``executors.cutty``)
     slicing: Literal[SLICINGS] = "pairs"  # type: ignore[valid-type]
-    engine: Literal[ENGINES] = "fast"  # type: ignore[valid-type]
+    engine: Annotated[str, _registered(lambda: ENGINES)] = "fast"
     preprocess: Annotated[
         Annotated[bool, Tag("__bool__")]
         | Annotated[Literal["none", "classes", "slides"], Tag("__str__")],
@@ -338,12 +353,12 @@ class Placement(Strict):
     def _known(cls, v: Any) -> Any:
         names = _as_list(v)
         for i, name in enumerate(names):
-            if name not in OPTIMIZER_NAMES:
+            if name not in optimizer_names():
                 where = (
                     f"placement.optimizers[{i}]" if isinstance(v, list) else "placement.optimizers"
                 )
                 raise ConfigError(
-                    f"{where}: unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZER_NAMES)}"
+                    f"{where}: unknown optimizer {name!r}; allowed: {', '.join(optimizer_names())}"
                 )
             if name in names[:i]:
                 raise ConfigError(f"placement.optimizers[{i}]: {name!r} is listed twice")
@@ -450,6 +465,7 @@ class Data(Strict):
                 )
             object.__setattr__(self.directory, "path", str(p))
             return self
+        assert self.path is not None  # neither or both were handled above
         p = Path(self.path).expanduser()
         p = p if p.is_absolute() else base / p
         if not p.is_file():
@@ -657,7 +673,9 @@ class Config(Strict):
             ]
             work = f"generator, {g.size()} workload(s)" + (f" ({', '.join(axes)})" if axes else "")
         else:
-            work = f"{len(wl.queries)} explicit queries on {len(self.streams or {})} stream(s)"
+            work = (
+                f"{len(wl.queries or [])} explicit queries on {len(self.streams or {})} stream(s)"
+            )
         layouts = self.cluster.layouts()
         nodes = ", ".join(str(len(ids)) for ids, _ in layouts)
         opts = self.placement.optimizer_list
@@ -765,7 +783,7 @@ def _from_validation(exc: ValidationError) -> ConfigError:
             return inner
     # An unknown key is usually a typo that also causes a "missing" error: report it first.
     errors.sort(key=lambda e: e.get("type") != "extra_forbidden")
-    first = _message(errors[0])
+    first = _message(dict(errors[0]))
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return ConfigError(first + more)
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.exact import solve_exact
+from placement.optimizers import DISTRIBUTED, optimize
 from placement.trees import CostModel
 from sim.workload import generate
 
@@ -21,7 +21,7 @@ def run_grid(
     specs: Iterable[Any],
     node_counts: Iterable[int],
     technique: str = "panes",
-    optimizers: Sequence[str] = ALL_OPTIMIZERS,
+    optimizers: Sequence[str] | None = None,
     seed: int = 0,
     preprocess: bool | str = False,
     exact_max_queries: int = 0,
@@ -29,11 +29,13 @@ def run_grid(
 ) -> list[dict[str, Any]]:
     """Run optimizers on every WorkloadSpec x node count; one row per (config, optimizer).
 
+    ``optimizers``: names from ``placement.optimizers.DISTRIBUTED`` (default: all of them).
     Rows: ``config`` (the spec's fields plus ``nodes``, ``technique``), ``optimizer``,
     ``total_cost``, ``max_cost``, ``node_costs``, ``runtime_s``, and, when the workload has at most
     ``exact_max_queries`` queries, ``exact_total`` / ``exact_max`` and the relative gaps
     ``gap_total`` / ``gap_max`` to the exact optima (``None`` otherwise).
     """
+    optimizers = tuple(DISTRIBUTED) if optimizers is None else optimizers
     rows = []
     for spec in specs:
         queries = generate(spec)

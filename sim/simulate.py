@@ -50,14 +50,15 @@ from typing import Any
 
 import pandas as pd
 
-from placement.distributed import OPTIMIZERS, build_plan, optimize
-from placement.pareto import SEED_OPTIMIZERS
+from placement.distributed import build_plan
+from placement.optimizers import SINGLE_NODE, category, optimize, run_single_node
+from placement.pareto import SEED_OPTIMIZERS, ParetoResult
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
 from sim import pareto_sim
 from sim.compile_cache import warm_placement
-from sim.config import SINGLE_NODE_OPTIMIZERS, Config, ConfigError
+from sim.config import Config, ConfigError
 from sim.workload import WorkloadSpec, generate
 
 Progress = Callable[[int, int, str], None]
@@ -79,8 +80,6 @@ class SimulationSummary:
 
 
 def _single_node(name: str, queries: list[Query], model: CostModel):
-    from placement.weaveshare import run_single_node
-
     return run_single_node(name, queries, model)
 
 
@@ -90,6 +89,7 @@ def workload_point(
     """Queries, stream rates and the parameter columns of one workload point."""
     if w is not None:
         g = config.workload.generator
+        assert g is not None  # a grid point comes from the generator
         spec = WorkloadSpec(
             w["qnum"],
             w["smax"],
@@ -108,7 +108,7 @@ def workload_point(
         return generate(spec), {spec.stream: float(spec.rate)}, params
     queries = [
         Query(q.id, q.range, q.slide, q.aggregate, q.stream, q.kind)
-        for q in config.workload.queries
+        for q in config.workload.queries or []
     ]
     rates = {
         s: v.rate for s, v in (config.streams or {}).items() if s in {q.stream for q in queries}
@@ -140,7 +140,7 @@ def plan_for(name: str, queries, model, caps, config: Config, strict: bool = Fal
         if strict and not res.met:
             raise ConfigError(res.note)
         return res.plan
-    if name in SINGLE_NODE_OPTIMIZERS:
+    if name in SINGLE_NODE:
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
     return optimize(
@@ -149,7 +149,7 @@ def plan_for(name: str, queries, model, caps, config: Config, strict: bool = Fal
 
 
 def _category(name: str) -> str:
-    return OPTIMIZERS[name].category if name in OPTIMIZERS else "single-node"
+    return category(name)
 
 
 def check_simulatable(config: Config) -> None:
@@ -186,7 +186,12 @@ def _point_rows(
     # numba's one-off kernel compile/load (first call in this process) before any timer:
     # reported as compile_s (on the first row that paid it), never inside runtime_s (Table 10)
     compile_s = warm_placement()
-    rows, dicts, plans, pf_points, done, pf_res = [], [], [], None, {}, None
+    rows: list[dict[str, Any]] = []
+    dicts: list[dict[str, Any]] = []
+    plans: list[Plan] = []
+    pf_points = None
+    done: dict[str, tuple[Plan, float]] = {}
+    pf_res: ParetoResult | None = None
     for name in pl.optimizer_list:
         t0 = time.perf_counter()
         if name == "WG_PF":  # the chosen plan of its front (sim.pareto_sim)
@@ -240,7 +245,7 @@ def _point_rows(
     for row in rows:
         row.update(exact)
         row.update(_gaps(row, exact))
-        if row["optimizer"] == "WG_PF":
+        if row["optimizer"] == "WG_PF" and pf_res is not None:
             row.update(pareto_sim.front_rows(pf_res, out, i, ids, exact_front))
             pf_points = [pareto_sim.plan_point(p.to_dict()) for p in pf_res.front]
         row["plan"] = row.pop("plan")  # keep the plan path the last column

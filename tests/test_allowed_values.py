@@ -24,6 +24,7 @@ import yaml
 from typer.testing import CliRunner
 
 from executors.oracle import brute_force
+from executors.tree import SINGLE_LENGTH  # (not priced: never in TECHNIQUES)
 from placement.cost import TECHNIQUES
 from placement.edges import ENGINES
 from placement.queries import AGGREGATES
@@ -33,7 +34,6 @@ from sim.config import OPTIMIZER_NAMES, load_config
 
 # (range, slide) per aggregate: r mod s != 0 for some (two Pairs fragments), shared slides
 WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400), (800, 200)]
-SINGLE_LENGTH = {"panes_inv", "twostacks", "daba"}  # (not priced: never in TECHNIQUES)
 
 
 LIVE_OPTIMIZERS = ("shared", "WG_LS", "W_TN", "G_RAND", "weaveshare", "WG_I")

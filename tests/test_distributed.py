@@ -9,15 +9,14 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.dist_local_search import _Search
+from placement.dist_local_search import LocalSearch
 from placement.distributed import (
-    ALL_OPTIMIZERS,
-    OPTIMIZERS,
     TABLE7,
     infeasible_nodes,
     make_units,
-    optimize,
 )
+from placement.optimizers import DISTRIBUTED as OPTIMIZERS
+from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -130,7 +129,7 @@ def assert_valid(plan, queries, n_nodes):
     assert math.isclose(plan.total_cost, sum(n.cost for n in plan.nodes))
 
 
-@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+@pytest.mark.parametrize("name", tuple(OPTIMIZERS))
 @pytest.mark.parametrize("preprocess", [False, True, "slides"])
 def test_every_optimizer_valid_and_deterministic(name, preprocess):
     rates = {"s0": 3.0, "s1": 0.5}
@@ -211,7 +210,7 @@ def test_wg_ls_never_worse_than_its_starts(seed, n, nodes, lam):
     tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
     ls = optimize("WG_LS", qs, model, nodes, seed=seed)
     assert_valid(ls, qs, nodes)
-    s = _Search(
+    s = LocalSearch(
         model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
     )
     k = s.key([x.cost for x in ls.nodes])
@@ -264,10 +263,10 @@ def test_preprocess_variants_group_units():
     )
 
 
-def _all_moves_exact(s: _Search, nodes, loads):
+def _all_moves_exact(s: LocalSearch, nodes, loads):
     """Every move of WG_LS's neighbourhood (module doc of dist_local_search: whole trees
     anywhere, single queries out of the most loaded node), priced exactly: the brute-force
-    oracle for ``_Search.best_move``."""
+    oracle for ``LocalSearch.best_move``."""
     out = []
     N = len(nodes)
     h = max(range(N), key=lambda j: (loads[j], -j))
@@ -321,7 +320,7 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     ]
     start = optimize(init, qs, model, nodes, seed=seed)
     tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
-    s = _Search(
+    s = LocalSearch(
         model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
     )
     ns = [list(x.trees) for x in start.nodes]

@@ -10,7 +10,6 @@ from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.exact import (
     InfeasibleError,
     exact_cpsat,
@@ -19,6 +18,8 @@ from placement.exact import (
     solve_exact,
     subset_table,
 )
+from placement.optimizers import DISTRIBUTED as ALL_OPTIMIZERS
+from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.special import contiguous_optimum, pairing_optimum

@@ -9,8 +9,9 @@ from helpers import examples, random_queries
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.exact import exact_cpsat, exact_exhaustive, seed_result
+from placement.optimizers import DISTRIBUTED as ALL_OPTIMIZERS
+from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel

@@ -26,18 +26,10 @@ NO_RUNTIME = {"placement": ("ray", "pyspark"), "executors": ("ray", "pyspark")}
 # is green; the merger strikes each entry as its branch is merged (the tests also fail on a
 # KNOWN entry that is gone, so the lists only shrink) and from then on nothing is admitted.
 KNOWN_CYCLES: set[frozenset[str]] = {
-    # arch-registry: placement import cycles
-    frozenset({"placement.distributed", "placement.dist_local_search"}),
-    frozenset({"placement.distributed", "placement.dist_local_search", "placement.pareto"}),
-    frozenset({"placement.distributed", "placement.pareto"}),
+    # exact-count: exact <-> exact_sets
     frozenset({"placement.exact", "placement.exact_sets"}),
 }
 KNOWN_PRIVATE: set[tuple[str, str]] = {
-    # arch-registry: private names across placement modules
-    ("placement.pareto", "placement.dist_local_search._Search"),
-    ("placement.replace", "placement.distributed._State"),
-    # exact-count (sim/bench/exact*.py) / arch-registry (dist_local_search.py)
-    ("sim.bench.exact_gap", "placement.dist_local_search._Search"),
     # driver-out: node_actor.py split, streaming.py, spark_feed.py, sim/bench/e2e.py
     ("cluster.live_node", "cluster.node_actor._ActorCore"),
     ("cluster.service", "cluster.streaming._clear_dataset"),

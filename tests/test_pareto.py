@@ -13,8 +13,8 @@ from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import optimize
 from placement.exact import solve_exact
+from placement.optimizers import optimize
 from placement.pareto import (
     Choose,
     ChooseError,

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
-from placement.dist_local_search import _Search
-from placement.distributed import ALL_OPTIMIZERS, optimize
+from placement.dist_local_search import LocalSearch
+from placement.optimizers import DISTRIBUTED as ALL_OPTIMIZERS
+from placement.optimizers import optimize
 from placement.plan import PlanError, load_plan, single_node_plan, verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -201,7 +202,7 @@ def test_wg_ls_bounds_hold_for_count_trees(seed, n, nodes, tech, lam, init):
     ]
     start = optimize(init, qs, model, nodes, seed=seed)
     tn, wi = (optimize(x, qs, model, nodes, seed=seed) for x in ("WG_TN", "WG_I"))
-    s = _Search(
+    s = LocalSearch(
         model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
     )
     ns = [list(x.trees) for x in start.nodes]

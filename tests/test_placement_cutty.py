@@ -187,7 +187,7 @@ def test_beyond_the_scan_budget_slickdeque_inv_is_a_lower_bound():
 def test_weaveshare_and_wg_ls_plan_under_cutty():
     """Plans under Cutty price every tree as a fresh Cutty tree (WeaveShare and WG_LS use the
     model's classes and Omega, not Pairs shortcuts)."""
-    from placement.distributed import optimize
+    from placement.optimizers import optimize
     from sim.workload import WorkloadSpec, generate
 
     qs = generate(WorkloadSpec(qnum=30, smax=24, rate=1.0, omax=5, gen="factors", seed=2))

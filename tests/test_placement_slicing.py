@@ -14,7 +14,7 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.edges import ENGINES, get_engine
+from placement.edges import ENGINES, get_engine, weaveability
 from placement.queries import Query, QueryError, query_from_mapping, validate_unique
 from placement.slicing import (
     brute_force_edges,
@@ -24,7 +24,6 @@ from placement.slicing import (
     distinct_window_lengths,
     query_classes,
     tree_classes,
-    weaveability,
     window_lengths,
 )
 

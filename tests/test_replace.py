@@ -9,7 +9,7 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import optimize
+from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.replace import add_node, add_queries, remove_node, remove_queries
 from placement.trees import CostModel

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from placement.distributed import optimize
+from placement.optimizers import optimize
 from placement.queries import Query
 from placement.trees import CostModel
 from sim.config import config_from_mapping

@@ -9,7 +9,7 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.distributed import optimize
+from placement.optimizers import optimize
 from placement.plan import Node, Plan
 from placement.queries import Query
 from placement.shedding import InfeasibleEvenWhenShedding, overloads, shed_load

@@ -239,3 +239,18 @@ def test_cutty_slicing_prices_plans_under_cutty(tmp_path):
         assert plan["slicing"] == "cutty" and verify_plan(plan) == []
         assert row.total_cost >= row.exact_total * (1 - 1e-9)
     assert list(dc["total_cost"]) != list(dp["total_cost"])
+
+
+def test_wg_pf_after_its_seed_optimizers_reuses_their_plans(tmp_path):
+    """WG_PF listed after seed optimizers takes their plans (``sim.simulate``): the reuse once
+    read a name ``sim.pareto_sim`` no longer had and raised AttributeError."""
+    raw = {
+        "workload": {"generator": {"qnum": 6, "smax": 12, "rate": 10.0, "seed": 0}},
+        "cluster": {"nodes": 2},
+        "placement": {"optimizers": ["WG_TN", "WG_I", "WG_PF"], "ie": "panes"},
+    }
+    summary = simulate(config_from_mapping(raw), output_dir=tmp_path)
+    df = pd.read_csv(tmp_path / "results.csv")
+    assert summary.runs == 3 and list(df.optimizer) == ["WG_TN", "WG_I", "WG_PF"]
+    for row in df.itertuples():
+        assert verify_plan(json.loads((tmp_path / row.plan).read_text())) == [], row.plan

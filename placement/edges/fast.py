@@ -326,7 +326,10 @@ class FastEngine(EdgeEngine):
 
     def _tick(self) -> None:
         self._steps += 1
-        if self._steps > self.max_steps or (self._steps % 1024 == 0 and self._deadline.expired()):
+        dl = self._deadline
+        if self._steps > self.max_steps or (
+            self._steps % 1024 == 0 and dl is not None and dl.expired()
+        ):
             lo, hi = trivial_bounds(self._top)
             raise EdgeCountLimit(
                 f"fast: exact count of {len(self._top)} classes exceeded its budget "

@@ -57,7 +57,7 @@ def run_count_check(
     timestamps ``floor(i / rate)`` ms."""
     import pyarrow as pa
 
-    from placement.distributed import optimize
+    from placement.optimizers import optimize
     from placement.plan import verify_plan
     from placement.trees import CostModel
     from sim.bench.e2e import PRIMITIVES, _measured_cost, cost_summary

@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from placement.distributed import ALL_OPTIMIZERS, optimize
 from placement.exact import solve_exact
+from placement.optimizers import DISTRIBUTED, optimize
 from placement.queries import Query
 from placement.trees import CostModel
 from sim.workload import WorkloadSpec, generate
 
-HEURISTICS = tuple(n for n in ALL_OPTIMIZERS if n not in ("W_TN", "WG_LS"))
+HEURISTICS = tuple(n for n in DISTRIBUTED if n not in ("W_TN", "WG_LS"))
 
 
 def warm_up() -> None:

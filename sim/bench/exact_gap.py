@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from placement.dist_local_search import _Search
-from placement.distributed import optimize
+from placement.dist_local_search import LocalSearch
 from placement.exact import solve_exact
+from placement.optimizers import optimize
 from placement.trees import CostModel
 from sim.workload import WorkloadSpec, generate
 
@@ -53,7 +53,7 @@ def run(
         ls_s = time.perf_counter() - t0
         tn, wi = (optimize(x, qs, model, nodes) for x in ("WG_TN", "WG_I"))
         ex = solve_exact(qs, model, nodes)
-        s = _Search(
+        s = LocalSearch(
             model, [None] * nodes, min(tn.total_cost, wi.total_cost), min(tn.max_cost, wi.max_cost)
         )
         got = s.key([x.cost for x in ls.nodes])

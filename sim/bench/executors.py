@@ -31,7 +31,7 @@ import tracemalloc
 import numpy as np
 
 from executors.aggregates import OP_MAX, OP_SUM, Primitive
-from executors.base import TECHNIQUES
+from executors.base import FAMILIES, TECHNIQUES, technique_class
 
 DEFAULT_TECHNIQUES = (
     "numpy",
@@ -47,8 +47,8 @@ DEFAULT_TECHNIQUES = (
 
 
 def _cls_for(technique: str, op: int):
-    if technique == "slickdeque":
-        return TECHNIQUES["slickdeque_inv" if op == OP_SUM else "slickdeque_noninv"]
+    if technique in FAMILIES:
+        return technique_class(technique, Primitive(op, "v", "f8"))
     cls = TECHNIQUES[technique]
     if cls.requires_inverse and op != OP_SUM:
         return None

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from executors.base import TECHNIQUES as EXECUTORS
+from placement.cost import TECHNIQUES as PRICED
 from placement.cost import cutty_terms, open_combines_estimate, running_aggregates
 from placement.queries import Query
 from placement.slicing import slicing_classes
@@ -37,7 +39,8 @@ from placement.trees import CostModel
 from placement.weaveshare import weaveshare
 from sim.workload import WorkloadSpec, generate
 
-TECHNIQUES = ("panes", "flatfat", "flatfit", "slickdeque_inv", "slickdeque_noninv")
+#: every priced technique that is not a family (``placement.cost.TECHNIQUES``)
+TECHNIQUES = tuple(n for n, t in PRICED.items() if t.resolve is None)
 #: trees with a longer composite slide are skipped (their stream could not be generated)
 MAX_COMPOSITE_SLIDE = 10**8
 #: the chapter-7 practical evaluation point (dissertation Table 13)
@@ -90,7 +93,7 @@ def measure_tree(
     from executors import ExecutionTree
     from executors.slicing import window_lengths
 
-    agg = "max" if technique == "slickdeque_noninv" else "sum"
+    agg = "max" if EXECUTORS[technique].requires_selective else "sum"
     qs = [dict(id=q.id, aggregate=agg, range=q.range, slide=q.slide) for q in tree.queries]
     rs = sorted(tree.windows)
     slicing = tree.slicing
@@ -178,7 +181,7 @@ def run_omega_check(
     spec = spec or WorkloadSpec(**CH7)
     out: dict[str, list[TreeCheck]] = {}
     for tech in techniques:
-        agg = "max" if tech == "slickdeque_noninv" else "sum"
+        agg = "max" if EXECUTORS[tech].requires_selective else "sum"
         qs = [Query(q.id, q.range, q.slide, agg, q.stream) for q in generate(spec)]
         model = CostModel(tech, spec.rate, slicing=slicing)
         rows, skipped = [], 0

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from placement.distributed import optimize
+from placement.optimizers import optimize
 from placement.pareto import SEED_OPTIMIZERS, hypervolume, weakly_dominates, wg_pf
 from placement.queries import Query
 from placement.trees import CostModel

@@ -191,7 +191,7 @@ def run_serve_bench(
         "actors": {n: v["measured"]["rss_bytes"] for n, v in st1["nodes"].items()},
     }
     # the running plan vs a fresh plan of the final queries
-    from placement.distributed import optimize
+    from placement.optimizers import optimize
     from placement.queries import query_from_mapping
     from placement.trees import CostModel
 
