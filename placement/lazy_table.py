@@ -85,7 +85,7 @@ class KernelTable:
 
     def __init__(self, model: CostModel, trees: Sequence[Tree], floor: float):
         self.model = model
-        self.floor = floor
+        self.floor = float(floor)
         self.trees: list[Tree | None] = []
         cap = max(16, len(trees) + 1)
         self.slots = wk.Slots(**{f: np.zeros(cap, dtype=dt) for f, dt in _SLOT_DTYPES.items()})
@@ -120,6 +120,7 @@ class KernelTable:
         self.sizes = sizes  # the same array: the kernels update it in place
         self.lams = np.zeros(4)  # lambda per key
         self.evaluations = 0  # exact benefits priced by the engine
+        self._pop: Callable | None = None  # wk.pop's machine code (``weave_kernels.compiled``)
         self._pending = list(trees)
 
     # ---- slots, pool, buckets -----------------------------------------------------------
@@ -300,7 +301,7 @@ class KernelTable:
         """The pair to merge next (the eager table's): bounds that reach the top are priced
         by the engine and go back as exact benefits (lazy greedy)."""
         while True:
-            kind, a, b = wk.pop(
+            args = (
                 self.floor,
                 self.lams,
                 self.slots,
@@ -313,6 +314,9 @@ class KernelTable:
                 self.rows,
                 self.heaps,
             )
+            if self._pop is None:
+                self._pop = wk.compiled(wk.pop, args)
+            kind, a, b = self._pop(*args)
             if kind == wk.POP_NONE:
                 return None
             if kind == wk.POP_MERGE:

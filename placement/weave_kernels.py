@@ -33,12 +33,19 @@ key of the last one kept; ``pop`` prices a used-up row again after that key (twi
 The lazy greedy's two heaps (row heads; exact benefits of priced bounds) live here too
 (``pop``), keyed ``(-value, uid lo, uid hi)`` like the eager table, so one call finds the next
 merge or the next bound to price.
+
+Interface: the table's arrays travel grouped in NamedTuples (``Slots``, ``Classes``,
+``Buckets``, ``Rows``, ``Heaps``, ``Prune``; numba compiles field access to the same loads as
+separate arguments), with named codes (``POP_*`` answers, ``SZ_*`` size slots, ``H_*`` heap
+columns). ``pop`` runs once per merge, so ``lazy_table`` calls it through ``compiled``: numba's
+dispatch would type every field of the structures at each call.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -126,6 +133,14 @@ class Heaps(NamedTuple):
     ev: np.ndarray  # float64: exact benefits of bounds that reached the top, -benefit
     ei: np.ndarray  # int64 (n, 4): uid lo, uid hi, a, b
     sizes: np.ndarray  # int64: the ``SZ_*`` slots
+
+
+def compiled(kernel, args: tuple):
+    """``kernel``'s machine code for the types of ``args`` (compiled, or loaded from the cache,
+    now), to call without numba's dispatch: that types every argument at each call, ~0.5 us per
+    NamedTuple field, and ``pop`` runs once per merge. Later calls must pass arguments of these
+    very types (``lazy_table`` only ever replaces a structure by a grown copy, same dtypes)."""
+    return kernel.compile(tuple(numba.typeof(a) for a in args))
 
 
 class Prune(NamedTuple):
