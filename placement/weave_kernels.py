@@ -39,6 +39,10 @@ Interface: the table's arrays travel grouped in NamedTuples (``Slots``, ``Classe
 separate arguments), with named codes (``POP_*`` answers, ``SZ_*`` size slots, ``H_*`` heap
 columns). ``pop`` runs once per merge, so ``lazy_table`` calls it through ``compiled``: numba's
 dispatch would type every field of the structures at each call.
+
+One file (over 600 lines) on purpose: numba's cache keys a kernel on its own source file only,
+so the inlined helpers ``rows`` and ``pop`` compile in (pricing, bounds, heaps) live here; in
+another module an edit to them would leave stale machine code in the cache.
 """
 
 from __future__ import annotations
