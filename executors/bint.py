@@ -18,6 +18,10 @@ from numba import njit
 from .aggregates import combine2
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_G = 0  # number of slices inserted so far (the next slice's global index)
+_META_SLOTS = 1
+
 
 @njit(cache=True)
 def _last_n(op, lv_hi, lv_lo, off, cap, end, n):
@@ -56,7 +60,7 @@ def _last_n(op, lv_hi, lv_lo, off, cap, end, n):
 def _bint_answer(op, due_n, out_hi, out_lo, lv_hi, lv_lo, off, cap, meta):
     c = 0
     for q in range(due_n.shape[0]):
-        ah, al, k = _last_n(op, lv_hi, lv_lo, off, cap, meta[0], due_n[q])
+        ah, al, k = _last_n(op, lv_hi, lv_lo, off, cap, meta[_G], due_n[q])
         c += k
         out_hi[q] = ah
         out_lo[q] = al
@@ -68,7 +72,7 @@ def _bint_kernel(
     op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, lv_hi, lv_lo, off, cap, meta
 ):
     K = off.shape[0]
-    g = meta[0]
+    g = meta[_G]
     count = ops.shape[0] > 0
     for j in range(new_hi.shape[0]):
         c = 0
@@ -95,7 +99,7 @@ def _bint_kernel(
         g += 1
         if count:
             ops[j] = c
-    meta[0] = g
+    meta[_G] = g
 
 
 @register
@@ -115,7 +119,7 @@ class BInt(FinalAggregator):
             "lv_lo": lo,
             "off": off,
             "cap": cap,
-            "meta": np.zeros(1, dtype=np.int64),
+            "meta": np.zeros(_META_SLOTS, dtype=np.int64),
         }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):

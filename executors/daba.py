@@ -16,8 +16,9 @@ from numba import njit
 from .aggregates import combine2
 from .base import FinalAggregator, register
 
-# meta layout
+# meta: the kernels' int64 state slots (front, end, the pointers l, r, a, b, window length)
 _F, _E, _L, _R, _A, _B, _W = range(7)
+_META_SLOTS = 7
 
 
 @njit(cache=True)
@@ -176,7 +177,7 @@ class DABA(FinalAggregator):
         vh, vl = self._ident_ring(cap)
         ah, al = self._ident_ring(cap)
         ih, il = self._ident_ring(1)
-        meta = np.zeros(7, dtype=np.int64)
+        meta = np.zeros(_META_SLOTS, dtype=np.int64)
         meta[_W] = self.wsize
         self.state = {
             "val_hi": vh,

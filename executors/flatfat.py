@@ -16,6 +16,10 @@ from numba import njit
 from .aggregates import combine2
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_CUR = 0  # leaf position of the next slice
+_META_SLOTS = 1
+
 
 @njit(cache=True)
 def _range(op, tree_hi, tree_lo, P, lo_leaf, hi_leaf):
@@ -78,7 +82,7 @@ def _last_n(op, tree_hi, tree_lo, P, cur, n):
 @njit(cache=True)
 def _flatfat_answer(op, due_n, out_hi, out_lo, tree_hi, tree_lo, meta):
     P = tree_hi.shape[0] // 2
-    last = meta[0] - 1
+    last = meta[_CUR] - 1
     if last < 0:
         last += P
     c = 0
@@ -95,7 +99,7 @@ def _flatfat_kernel(
     op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, tree_hi, tree_lo, meta
 ):
     P = tree_hi.shape[0] // 2
-    cur = meta[0]
+    cur = meta[_CUR]
     count = ops.shape[0] > 0
     for j in range(new_hi.shape[0]):
         c = 0
@@ -121,7 +125,7 @@ def _flatfat_kernel(
             cur = 0
         if count:
             ops[j] = c
-    meta[0] = cur
+    meta[_CUR] = cur
 
 
 @register
@@ -134,7 +138,7 @@ class FlatFAT(FinalAggregator):
             P *= 2
         self.P = P
         hi, lo = self._ident_ring(2 * P)
-        self.state = {"tree_hi": hi, "tree_lo": lo, "meta": np.zeros(1, dtype=np.int64)}
+        self.state = {"tree_hi": hi, "tree_lo": lo, "meta": np.zeros(_META_SLOTS, dtype=np.int64)}
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state

@@ -21,6 +21,11 @@ from numba import njit
 from .aggregates import combine2
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_CURR = 0  # the paper's currInd: slot of the next slice
+_PREV = 1  # prevInd: slot of the last slice
+_META_SLOTS = 2
+
 
 @njit(cache=True)
 def _query(op, part_hi, part_lo, pointers, stack, curr, n):
@@ -59,10 +64,10 @@ def _query(op, part_hi, part_lo, pointers, stack, curr, n):
 @njit(cache=True)
 def _flatfit_answer(op, due_n, out_hi, out_lo, part_hi, part_lo, pointers, stack, meta):
     """Between inserts the state is the one the last insert's queries left, whose ``currInd``
-    is now ``prevInd`` (meta[1]): query with it as the end."""
+    is now ``prevInd`` (``meta[_PREV]``): query with it as the end."""
     c = 0
     for q in range(due_n.shape[0]):
-        ah, al, k = _query(op, part_hi, part_lo, pointers, stack, meta[1], due_n[q])
+        ah, al, k = _query(op, part_hi, part_lo, pointers, stack, meta[_PREV], due_n[q])
         c += k
         out_hi[q] = ah
         out_lo[q] = al
@@ -74,8 +79,8 @@ def _flatfit_kernel(
     op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, part_hi, part_lo, pointers, stack, meta
 ):
     W = part_hi.shape[0]
-    curr = meta[0]
-    prev = meta[1]
+    curr = meta[_CURR]
+    prev = meta[_PREV]
     count = ops.shape[0] > 0
     for j in range(new_hi.shape[0]):
         c = 0
@@ -93,8 +98,8 @@ def _flatfit_kernel(
             curr = 0
         if count:
             ops[j] = c
-    meta[0] = curr
-    meta[1] = prev
+    meta[_CURR] = curr
+    meta[_PREV] = prev
 
 
 @register
@@ -106,12 +111,14 @@ class FlatFIT(FinalAggregator):
         hi, lo = self._ident_ring(W)
         pointers = np.arange(1, W + 1, dtype=np.int64)
         pointers[W - 1] = 0
+        meta = np.zeros(_META_SLOTS, dtype=np.int64)
+        meta[_PREV] = W - 1
         self.state = {
             "part_hi": hi,
             "part_lo": lo,
             "pointers": pointers,
             "stack": np.zeros(W + 1, dtype=np.int64),
-            "meta": np.array([0, W - 1], dtype=np.int64),
+            "meta": meta,
         }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):

@@ -14,11 +14,15 @@ from numba import njit
 from .aggregates import fold_back
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_CUR = 0  # ring position of the next slice
+_META_SLOTS = 1
+
 
 @njit(cache=True)
 def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, ring_hi, ring_lo, meta):
     W = ring_hi.shape[0]
-    cur = meta[0]
+    cur = meta[_CUR]
     count = ops.shape[0] > 0
     for j in range(new_hi.shape[0]):
         ring_hi[cur] = new_hi[j]
@@ -35,13 +39,13 @@ def _panes_kernel(op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, ring_
         cur += 1
         if cur == W:
             cur = 0
-    meta[0] = cur
+    meta[_CUR] = cur
 
 
 @njit(cache=True)
 def _panes_answer(op, due_n, out_hi, out_lo, ring_hi, ring_lo, meta):
     W = ring_hi.shape[0]
-    last = meta[0] - 1
+    last = meta[_CUR] - 1
     if last < 0:
         last += W
     c = 0
@@ -60,7 +64,7 @@ class Panes(FinalAggregator):
 
     def reset(self):
         hi, lo = self._ident_ring(self.wsize)
-        self.state = {"ring_hi": hi, "ring_lo": lo, "meta": np.zeros(1, dtype=np.int64)}
+        self.state = {"ring_hi": hi, "ring_lo": lo, "meta": np.zeros(_META_SLOTS, dtype=np.int64)}
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state

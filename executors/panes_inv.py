@@ -14,13 +14,17 @@ from numba import njit
 from .aggregates import combine2, inverse2
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_CUR = 0  # ring position of the next slice
+_META_SLOTS = 1
+
 
 @njit(cache=True)
 def _panes_inv_kernel(
     op, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops, ring_hi, ring_lo, run_hi, run_lo, meta
 ):
     W = ring_hi.shape[0]
-    cur = meta[0]
+    cur = meta[_CUR]
     rh = run_hi[0]
     rl = run_lo[0]
     count = ops.shape[0] > 0
@@ -37,7 +41,7 @@ def _panes_inv_kernel(
         cur += 1
         if cur == W:
             cur = 0
-    meta[0] = cur
+    meta[_CUR] = cur
     run_hi[0] = rh
     run_lo[0] = rl
 
@@ -56,7 +60,7 @@ class PanesInv(FinalAggregator):
             "ring_lo": lo,
             "run_hi": rh,
             "run_lo": rl,
-            "meta": np.zeros(1, dtype=np.int64),
+            "meta": np.zeros(_META_SLOTS, dtype=np.int64),
         }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):

@@ -33,327 +33,67 @@ slicer jumps to the next data and asks the final aggregators to ``reset``.
 Everything per tuple is vectorised numpy or compiled: in-order batches (checked once, or
 told by the caller) skip the per-tuple lateness test except for the prefix that could be
 late, and the pending tuples being sorted, a closed chunk finds its slices' tuple ranges
-with one search per slice; folding them into slice partials runs in the numba kernels
-``fold_runs``/``fold_runs_v`` (the combine sequence of ``aggregates.reduce_slices``:
+with one search per slice; folding them into slice partials runs in the numba kernels of
+``executors.slice_kernels`` (the combine sequence of ``aggregates.reduce_slices``:
 double-double float sums, bit-identical).
+
+This module is the slicer; the query record (``executors.query_spec``), the edge arithmetic
+(``executors.edges``) and the compiled loops (``executors.slice_kernels``) have their own
+modules, re-exported here for the callers that import them from ``executors.slicing``.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from functools import reduce
 
 import numpy as np
-from numba import njit
 
-from placement.slicing import window_lengths as _shared_window_lengths
+from .aggregates import OP_SUM, Primitive
+from .edges import (
+    EXACT_SCAN_LIMIT,
+    INF,
+    NEG_INF,
+    cover_slide,
+    edge_classes,
+    edge_rate_bound,
+    edges_between,
+    estimate_edges,
+    first_cover_end,
+    floor_edge,
+    next_edge,
+    pairs_partials,
+    window_lengths,
+)
+from .query_spec import QuerySpec, normalize_query
+from .slice_kernels import due_entries, due_rows, fold_runs, fold_runs_v, run_bounds
 
-from .aggregates import OP_SUM, Aggregate, Primitive, combine2, get_aggregate
+__all__ = [
+    "CHUNK_EDGES",
+    "EXACT_SCAN_LIMIT",
+    "INF",
+    "NEG_INF",
+    "QuerySpec",
+    "SliceChunk",
+    "StreamSlicer",
+    "cover_slide",
+    "edge_classes",
+    "edge_rate_bound",
+    "edges_between",
+    "estimate_edges",
+    "first_cover_end",
+    "floor_edge",
+    "fold_runs",
+    "fold_runs_v",
+    "next_edge",
+    "normalize_query",
+    "pairs_partials",
+    "window_lengths",
+]
 
-#: Primitive.source codes for the fold kernels
-_SRC_V = 1
-
-INF = np.iinfo(np.int64).max
-NEG_INF = np.iinfo(np.int64).min
 #: max edges generated per closing step (bounds memory of one step)
 CHUNK_EDGES = 1 << 16
-#: max work (edges of one composite slide + windows in it) for the exact window lengths
-EXACT_SCAN_LIMIT = 4_000_000
 
 
-# ----------------------------------------------------------------------------- queries
-@dataclass(frozen=True)
-class QuerySpec:
-    """A normalised ACQ: id, aggregate, range r, slide s, kind ('time' | 'count')."""
-
-    id: str
-    aggregate: Aggregate
-    range: int
-    slide: int
-    kind: str = "time"
-
-    def as_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "aggregate": self.aggregate.name,
-            "range": self.range,
-            "slide": self.slide,
-            "kind": self.kind,
-        }
-
-
-def normalize_query(q) -> QuerySpec:
-    """Accept a dict or any object with id/aggregate/range/slide[/kind] attributes."""
-    if isinstance(q, QuerySpec):
-        return q
-    get = (
-        (lambda k, d=None: q.get(k, d))
-        if isinstance(q, dict)
-        else (lambda k, d=None: getattr(q, k, d))
-    )
-    qid = get("id")
-    if qid is None:
-        raise ValueError(f"query {q!r} has no id")
-    agg = get("aggregate")
-    r, s = get("range"), get("slide")
-    kind = get("kind", "time") or "time"
-    for name, v in (("range", r), ("slide", s)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"query {qid!r}: {name} must be an integer >= 1, got {v!r}")
-    kind = str(getattr(kind, "value", kind)).lower()
-    if kind not in ("time", "count"):
-        raise ValueError(f"query {qid!r}: kind must be 'time' or 'count', got {kind!r}")
-    agg_name = getattr(agg, "value", agg)
-    return QuerySpec(str(qid), get_aggregate(agg_name), int(r), int(s), kind)
-
-
-# ----------------------------------------------------------------------------- edges
-def edge_classes(rs_pairs) -> list[tuple[int, int]]:
-    """Residue classes (s, c) of the union of the queries' edges (Pairs)."""
-    out = set()
-    for r, s in rs_pairs:
-        out.add((s, 0))
-        out.add((s, r % s))
-    return sorted(out)
-
-
-def composite_slide(slides) -> int:
-    return reduce(math.lcm, slides, 1)
-
-
-def edges_between(classes, a: int, b: int) -> np.ndarray:
-    """Sorted distinct edges t with a <= t < b (one arange per residue class).
-
-    The union is taken with a bitmap over [a, b) when that span is short compared
-    with the number of generated edges (the common case), else by sorting.
-    """
-    if b <= a:
-        return np.zeros(0, dtype=np.int64)
-    parts = []
-    for s, c in classes:
-        first = a + ((c - a) % s)
-        if first < b:
-            parts.append(np.arange(first, b, s, dtype=np.int64))
-    if not parts:
-        return np.zeros(0, dtype=np.int64)
-    if len(parts) == 1:
-        return parts[0]
-    allp = np.concatenate(parts)
-    span = b - a
-    if span <= 8 * allp.shape[0] + 1024:
-        mark = np.zeros(span, dtype=np.bool_)
-        mark[allp - a] = True
-        return np.flatnonzero(mark).astype(np.int64) + a
-    allp.sort(kind="stable")  # timsort: the concatenated aranges are sorted runs
-    keep = np.ones(allp.shape[0], dtype=np.bool_)
-    keep[1:] = allp[1:] != allp[:-1]
-    return allp[keep]
-
-
-def floor_edge(classes, t: int) -> int:
-    """Largest edge <= t."""
-    return max(t - ((t - c) % s) for s, c in classes)
-
-
-def next_edge(classes, t: int) -> int:
-    """Smallest edge > t."""
-    return min(t + 1 + ((c - t - 1) % s) for s, c in classes)
-
-
-def edge_rate_bound(classes) -> float:
-    """Upper bound of edges per time unit (sum over classes of 1/s)."""
-    return sum(1.0 / s for s, _ in classes)
-
-
-def estimate_edges(classes, a: int, b: int) -> int:
-    """Upper bound of the number of edges in [a, b)."""
-    if b <= a:
-        return 0
-    return sum((b - a) // s + 1 for s, _ in classes)
-
-
-def first_cover_end(rs_pairs, t: np.ndarray) -> np.ndarray:
-    """Earliest end of a window containing t (over all queries); INF if none."""
-    t = np.asarray(t, dtype=np.int64)
-    out = np.full(t.shape, INF, dtype=np.int64)
-    for r, s in rs_pairs:
-        start = ((t - r) // s + 1) * s
-        end = start + r
-        cov = start <= t
-        np.minimum(out, np.where(cov, end, INF), out=out)
-    return out
-
-
-def cover_slide(rs_pairs) -> int | None:
-    """The smallest slide of a query with ``r >= s``, or None if there is none.
-
-    Such a query's windows cover every position, and the earliest of its windows containing
-    ``t`` ends in ``(t, t + s]``: so with it no tuple is outside every window, and
-    ``first_cover_end(t) <= t + cover_slide``.  The slicer uses both to skip the per-tuple and
-    per-slice cover computation where its outcome is known."""
-    ss = [s for r, s in rs_pairs if r >= s]
-    return min(ss) if ss else None
-
-
-@njit(cache=True)
-def fold_runs(op, bounds, hi, lo, out_hi, out_lo):
-    """Partial aggregation of items sorted by slice: slice j folds items
-    ``bounds[j] .. bounds[j + 1] - 1`` in order.  The same ``combine2`` sequence as
-    ``aggregates.reduce_slices`` (bit-identical results) without a per-item slice index."""
-    for j in range(out_hi.shape[0]):
-        h = out_hi[j]
-        l = out_lo[j]
-        for i in range(bounds[j], bounds[j + 1]):
-            h, l = combine2(op, h, l, hi[i], lo[i])
-        out_hi[j] = h
-        out_lo[j] = l
-
-
-@njit(cache=True)
-def fold_runs_v(op, bounds, v, zero, out_hi, out_lo):
-    """``fold_runs`` of the lifted values ``(v[i], 0)`` without materialising the lift
-    (``zero``: 0 of ``v``'s dtype, as ``Primitive.lift`` would put in ``lo``)."""
-    for j in range(out_hi.shape[0]):
-        h = out_hi[j]
-        l = out_lo[j]
-        for i in range(bounds[j], bounds[j + 1]):
-            h, l = combine2(op, h, l, v[i], zero)
-        out_hi[j] = h
-        out_lo[j] = l
-
-
-@njit(cache=True)
-def _gallop(a, x, lo):
-    """First index >= lo with a[index] >= x (a sorted): ``searchsorted(a, x, 'left')`` for x
-    at or after a[lo - 1], by exponential then binary search from ``lo`` (cheap when
-    successive x are close)."""
-    n = a.shape[0]
-    if lo >= n or a[lo] >= x:
-        return lo
-    step = 1
-    hi = lo + 1
-    while hi < n and a[hi] < x:
-        lo = hi
-        step *= 2
-        hi = lo + step
-    if hi > n:
-        hi = n
-    lo += 1  # a[lo] < x: the answer lies in (lo, hi]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _run_bounds(ts, ends, out):
-    """``out[1:] = searchsorted(ts, ends, 'left')`` for sorted ``ts`` and ``ends`` (galloping
-    from the previous bound: a slice's tuples follow the previous slice's), ``out[0] = 0``."""
-    out[0] = 0
-    i = 0
-    for j in range(ends.shape[0]):
-        i = _gallop(ts, ends[j], i)
-        out[j + 1] = i
-
-
-@njit(cache=True)
-def _due_entries(ends, allv, h, g_r, g_s, first, cnt, M):
-    """Per (r, s) group, its windows ending in this chunk: the index of each end in ``ends``
-    and the slices it spans (``h`` + end index - index of its start in ``allv``), group after
-    group (ends in order within a group); both found by galloping from the previous one."""
-    due = np.empty(M, np.int64)
-    nn = np.empty(M, np.int64)
-    ge = np.empty(M, np.int64)
-    w = 0
-    for g in range(g_r.shape[0]):
-        i = 0
-        j = 0
-        p = first[g]
-        for _ in range(cnt[g]):
-            i = _gallop(ends, p, i)
-            j = _gallop(allv, p - g_r[g], j)
-            due[w] = i
-            nn[w] = h + i - j
-            ge[w] = g
-            w += 1
-            p += g_s[g]
-    return due, nn, ge
-
-
-@njit(cache=True)
-def _due_rows(due, nn, ge, k, g_nq, g_off, g_q):
-    """The (slice, group) entries sorted by slice, then n descending, then group (a counting
-    sort by slice, then an insertion sort inside each slice's few entries), expanded to one
-    row per query of the group: ``(due_slice, due_query, due_n)``."""
-    M = due.shape[0]
-    start = np.zeros(k + 1, np.int64)
-    for w in range(M):
-        start[due[w] + 1] += 1
-    for j in range(k):
-        start[j + 1] += start[j]
-    fill = start[:k].copy()
-    order = np.empty(M, np.int64)
-    for w in range(M):  # groups in order: ties in n keep group order
-        d = due[w]
-        x = fill[d]
-        fill[d] = x + 1
-        while x > start[d] and nn[order[x - 1]] < nn[w]:
-            order[x] = order[x - 1]
-            x -= 1
-        order[x] = w
-    D = 0
-    for w in range(M):
-        D += g_nq[ge[w]]
-    ds = np.empty(D, np.int64)
-    dq = np.empty(D, np.int64)
-    dn = np.empty(D, np.int64)
-    r = 0
-    for x in range(M):
-        w = order[x]
-        g = ge[w]
-        for i in range(g_off[g], g_off[g] + g_nq[g]):
-            ds[r] = due[w]
-            dq[r] = g_q[i]
-            dn[r] = nn[w]
-            r += 1
-    return ds, dq, dn
-
-
-def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
-    """Number of slices ("partials") per window, per distinct (r, s).
-
-    Returns ``(wsize, {(r, s): sorted distinct n}, exact)``.  The exact set comes from
-    ``placement.slicing.window_lengths`` (shared with the cost model, so the model's Omega
-    and the executor's running aggregates agree); it scans one composite slide in
-    O(edges + windows) and is exact when that work is at most EXACT_SCAN_LIMIT.
-    Otherwise an upper bound (edges of each class in a span of r) and no distinct
-    lengths: SlickDeque Inv then registers lengths lazily.  ``classes`` are the
-    classes that cut the slices (Pairs: starts and ends; Cutty: starts only), used for
-    the bound.  Under Cutty n counts the complete slices before a window's end (the open
-    slice's partial is added apart) and can be 0; ``wsize`` is at least 1.
-    """
-    ns = _shared_window_lengths(rs_pairs, slicing, EXACT_SCAN_LIMIT)
-    if ns is not None:
-        ns = {k: list(v) for k, v in ns.items()}
-        wsize = max(1, max(max(v) for v in ns.values()))
-        return wsize, ns, True
-    bounds = {}
-    for r, s in rs_pairs:
-        b = min(r, sum(-(-r // s2) for s2, _ in classes))
-        bounds[(r, s)] = b
-    return max(1, max(bounds.values())), {k: [] for k in bounds}, False
-
-
-def pairs_partials(r: int, s: int) -> int:
-    """Partials per window of a lone query under Pairs (dissertation Table 1)."""
-    return r // s if r % s == 0 else 2 * (r // s) + 1
-
-
-# ----------------------------------------------------------------------------- closed slices
 @dataclass
 class SliceChunk:
     """Slices closed by one step, in stream order, with the windows due at their ends.
@@ -441,7 +181,7 @@ class StreamSlicer:
         # mutable state (everything below goes into snapshots)
         self.max_ts = NEG_INF
         self.position = 0  # next position for count windows
-        self.cursor = None  # start of the first open slice (an edge)
+        self.cursor: int | None = None  # start of the first open slice (an edge)
         self.hist = np.zeros(0, dtype=np.int64)  # recent edges, >= cursor - max_r
         # pending tuples: segments (ts, values), each sorted by ts, segment after segment (a
         # batch appends one instead of copying everything pending into a new array)
@@ -697,8 +437,8 @@ class StreamSlicer:
         Vectorised over the tree's distinct (r, s) "groups": a group is due at the ends
         ``= r mod s``, which are edges of its class ``(s, r mod s)``, so they are enumerated
         with a stride (not tested on every end) and located by galloping searches in one
-        compiled pass (``_due_entries``); the (slice, group) entries are then sorted and
-        expanded to queries in another (``_due_rows``)."""
+        compiled pass (``due_entries``); the (slice, group) entries are then sorted and
+        expanded to queries in another (``due_rows``)."""
         g_r, g_s, g_nq, g_off, g_q = self._groups
         e0, e1 = int(ends[0]), int(ends[-1])
         first = e0 + (g_r - e0) % g_s
@@ -707,8 +447,8 @@ class StreamSlicer:
         if M == 0:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z
-        due, n, ge = _due_entries(ends, allv, h, g_r, g_s, first, cnt, M)
-        return _due_rows(due, n, ge, ends.shape[0], g_nq, g_off, g_q)
+        due, n, ge = due_entries(ends, allv, h, g_r, g_s, first, cnt, M)
+        return due_rows(due, n, ge, ends.shape[0], g_nq, g_off, g_q)
 
     def _make_chunk(self, starts: np.ndarray, ends: np.ndarray) -> SliceChunk:
         k = ends.shape[0]
@@ -723,7 +463,7 @@ class StreamSlicer:
             if m == 0:
                 break
             b = np.empty(k + 1, dtype=np.int64)
-            _run_bounds(st[:m], ends, b)
+            run_bounds(st[:m], ends, b)
             segs.append((st[:m], self._pv[0][:m], b))
             if m < st.shape[0]:
                 self._pts[0], self._pv[0] = st[m:], self._pv[0][m:]
@@ -799,7 +539,9 @@ class StreamSlicer:
         late_ts = np.concatenate(self.late.ts) if self.late.ts else np.zeros(0, np.int64)
         vdt = np.int64 if self.is_int else np.float64
         late_v = np.concatenate(self.late.values) if self.late.values else np.zeros(0, vdt)
-        st = {k: np.array([getattr(self, k)], dtype=np.int64) for k in self.SCALARS}
+        st: dict[str, np.ndarray] = {
+            k: np.array([getattr(self, k)], dtype=np.int64) for k in self.SCALARS
+        }
         st.update(
             {
                 "cursor": np.array([] if self.cursor is None else [self.cursor], dtype=np.int64),

@@ -33,6 +33,11 @@ from numba import njit
 from .aggregates import RENORM_EVERY, fold_back, run_renorm, run_slide, run_value
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_CUR = 0  # ring position of the next slice
+_NKEYS = 1  # registered window lengths (running sums)
+_META_SLOTS = 2
+
 _RMASK = RENORM_EVERY - 1
 _NONNEG = 0x3FFFFFFFFFFFFFFF
 
@@ -58,8 +63,8 @@ def _sdi_kernel(
 ):
     """Any number of window lengths; running sums in (key_hi, key_lo, key_x)."""
     W = ring_hi.shape[0]
-    cur = meta[0]
-    nkeys = meta[1]
+    cur = meta[_CUR]
+    nkeys = meta[_NKEYS]
     count = ops.shape[0] > 0
     for j in range(new_hi.shape[0]):
         nh = new_hi[j]
@@ -104,8 +109,8 @@ def _sdi_kernel(
             cur = 0
         if count:
             ops[j] = c
-    meta[0] = cur
-    meta[1] = nkeys
+    meta[_CUR] = cur
+    meta[_NKEYS] = nkeys
 
 
 @njit(cache=True)
@@ -133,7 +138,7 @@ def _sdi_single(
     (Indices are masked with ``_NONNEG``, a no-op that lets numba drop its negative-index
     fix-ups.)"""
     W = ring_hi.shape[0]
-    cur = meta[0]
+    cur = meta[_CUR]
     n = key_n[0]
     S = key_hi[0]
     C = key_lo[0]
@@ -169,7 +174,7 @@ def _sdi_single(
     key_hi[0] = S
     key_lo[0] = C
     key_x[0] = D
-    meta[0] = cur
+    meta[_CUR] = cur
     return j
 
 
@@ -186,10 +191,10 @@ def _sdi_answer(
     op, due_n, out_hi, out_lo, ring_hi, ring_lo, key_n, key_hi, key_lo, key_x, key_of_n, meta
 ):
     W = ring_hi.shape[0]
-    last = meta[0] - 1
+    last = meta[_CUR] - 1
     if last < 0:
         last += W
-    nkeys = meta[1]
+    nkeys = meta[_NKEYS]
     c = 0
     for q in range(due_n.shape[0]):
         n = due_n[q]
@@ -205,7 +210,7 @@ def _sdi_answer(
             key_of_n[n] = k
             nkeys += 1
         out_hi[q], out_lo[q] = run_value(key_hi[k], key_lo[k], key_x[k])
-    meta[1] = nkeys
+    meta[_NKEYS] = nkeys
     return c
 
 
@@ -225,7 +230,8 @@ class SlickDequeInv(FinalAggregator):
         for i, n in enumerate(ns):
             key_n[i] = n
             key_of_n[n] = i
-        meta = np.array([0, len(ns)], dtype=np.int64)
+        meta = np.zeros(_META_SLOTS, dtype=np.int64)
+        meta[_NKEYS] = len(ns)
         # a running sum is the unevaluated triple key_hi + key_lo + key_x (aggregates.py)
         self.state = {
             "ring_hi": hi,
@@ -243,7 +249,7 @@ class SlickDequeInv(FinalAggregator):
         s = self.state
         if due_n.shape[0] and _any_unknown(s["key_of_n"], due_n):
             unknown = due_n[s["key_of_n"][due_n] < 0]
-            need = int(s["meta"][1]) + int(np.unique(unknown).shape[0])
+            need = int(s["meta"][_NKEYS]) + int(np.unique(unknown).shape[0])
             cap = s["key_n"].shape[0]
             if need > cap:
                 grow = max(need, 2 * cap) - cap
@@ -274,7 +280,7 @@ class SlickDequeInv(FinalAggregator):
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
         done = 0
-        if s["meta"][1] == 1:
+        if s["meta"][_NKEYS] == 1:
             done = _sdi_single(
                 new_hi,
                 new_lo,
@@ -329,4 +335,4 @@ class SlickDequeInv(FinalAggregator):
 
     @property
     def n_keys(self) -> int:
-        return int(self.state["meta"][1])
+        return int(self.state["meta"][_NKEYS])

@@ -27,6 +27,13 @@ from numba import literally, njit
 from .aggregates import OP_MAX, OP_MIN, select
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_T = 0  # absolute number of the slice being inserted
+_HEAD = 1  # ring index of the deque head
+_SIZE = 2  # deque nodes
+_W = 3  # window length (slices)
+_META_SLOTS = 4
+
 #: ring indices are ``x & mask`` with this bit clear, so numba knows they are >= 0 and
 #: drops its negative-index fix-up from every deque access
 _NONNEG = 0x3FFFFFFFFFFFFFFF
@@ -93,10 +100,10 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
     op = literally(op)
     single = literally(single)
     mask = (dq_pos.shape[0] - 1) & _NONNEG
-    t = meta[0]  # absolute number of the slice being inserted
-    head = meta[1]  # ring index of the deque head
-    size = meta[2]
-    W = meta[3]
+    t = meta[_T]
+    head = meta[_HEAD]
+    size = meta[_SIZE]
+    W = meta[_W]
     T = head + size - 1  # ring index of the tail
     E = dq_pos[head & mask] + W  # slice at which the head expires (if size > 0)
     r0 = dq_val[T & mask]
@@ -174,9 +181,9 @@ def _sdn_impl(new_hi, due_ptr, due_n, out_hi, out_lo, ops, dq_pos, dq_val, meta,
                     out_lo[q] = 0
         t += 1
         j += 1
-    meta[0] = t
-    meta[1] = head & mask
-    meta[2] = size
+    meta[_T] = t
+    meta[_HEAD] = head & mask
+    meta[_SIZE] = size
     return j
 
 
@@ -186,11 +193,11 @@ def _sdn_answer(due_n, out_hi, out_lo, dq_pos, dq_val, ident, meta):
     deque (nothing inserted since reset) answers the identity; no operation is counted
     (position comparisons only)."""
     cap = dq_pos.shape[0]
-    t = meta[0] - 1
-    head = meta[1]
-    size = meta[2]
+    t = meta[_T] - 1
+    head = meta[_HEAD]
+    size = meta[_SIZE]
     i = 0
-    prev_n = meta[3] + 1
+    prev_n = meta[_W] + 1
     for q in range(due_n.shape[0]):
         n = due_n[q]
         if n > prev_n:
@@ -221,11 +228,12 @@ class SlickDequeNonInv(FinalAggregator):
 
     def reset(self):
         cap = 1 << int(self.wsize).bit_length()  # power of two > wsize (a deque holds <= wsize)
+        meta = np.zeros(_META_SLOTS, dtype=np.int64)
+        meta[_W] = self.wsize
         self.state = {
             "dq_pos": np.zeros(cap, dtype=np.int64),
             "dq_val": np.zeros(cap, dtype=self.prim.np_dtype),
-            # t, head, size, wsize
-            "meta": np.array([0, 0, 0, self.wsize], dtype=np.int64),
+            "meta": meta,
         }
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
@@ -270,19 +278,21 @@ class SlickDequeNonInv(FinalAggregator):
         if pos.shape[0] != cap:
             # snapshot from the (wsize + 1)-slot ring: lay its nodes out from slot 0
             val = np.asarray(state["dq_val"])
-            t, head, size, w = (int(x) for x in state["meta"])
+            meta = np.array(state["meta"], dtype=np.int64)
+            head, size = int(meta[_HEAD]), int(meta[_SIZE])
             idx = (head + np.arange(size)) % pos.shape[0]
             npos = np.zeros(cap, np.int64)
             nval = np.zeros(cap, val.dtype)
             npos[:size] = pos[idx]
             nval[:size] = val[idx]
-            state = dict(state, dq_pos=npos, dq_val=nval, meta=np.array([t, 0, size, w], np.int64))
+            meta[_HEAD] = 0
+            state = dict(state, dq_pos=npos, dq_val=nval, meta=meta)
         super().load_state_dict(state)
 
     def deque(self):
         """(pos, val) nodes head to tail, for inspection and the worked examples."""
         s = self.state
-        t, head, size = (int(x) for x in s["meta"][:3])
+        head, size = int(s["meta"][_HEAD]), int(s["meta"][_SIZE])
         cap = s["dq_pos"].shape[0]
         idx = [(head + i) % cap for i in range(size)]
         return [(int(s["dq_pos"][i]), s["dq_val"][i].item()) for i in idx]

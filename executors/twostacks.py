@@ -15,6 +15,12 @@ from numba import njit
 from .aggregates import combine2
 from .base import FinalAggregator, register
 
+# meta: the kernels' int64 state slots
+_FS = 0  # front stack size
+_BS = 1  # back stack size
+_W = 2  # window length (slices)
+_META_SLOTS = 3
+
 
 @njit(cache=True)
 def _twostacks_kernel(
@@ -38,9 +44,9 @@ def _twostacks_kernel(
     ident_lo,
     meta,
 ):
-    W = meta[2]
-    fs = meta[0]
-    bs = meta[1]
+    W = meta[_W]
+    fs = meta[_FS]
+    bs = meta[_BS]
     ih = ident_hi[0]
     il = ident_lo[0]
     count = ops.shape[0] > 0
@@ -97,8 +103,8 @@ def _twostacks_kernel(
                 out_lo[q] = al
         if count:
             ops[j] = c
-    meta[0] = fs
-    meta[1] = bs
+    meta[_FS] = fs
+    meta[_BS] = bs
 
 
 @njit(cache=True)
@@ -106,8 +112,8 @@ def _twostacks_answer(
     op, out_hi, out_lo, f_agg_hi, f_agg_lo, b_agg_hi, b_agg_lo, ident_hi, ident_lo, meta
 ):
     """The query alone: aggF (+) aggB (1 combine)."""
-    fs = meta[0]
-    bs = meta[1]
+    fs = meta[_FS]
+    bs = meta[_BS]
     fh, fl = (f_agg_hi[fs - 1], f_agg_lo[fs - 1]) if fs > 0 else (ident_hi[0], ident_lo[0])
     bh, bl = (b_agg_hi[bs - 1], b_agg_lo[bs - 1]) if bs > 0 else (ident_hi[0], ident_lo[0])
     ah, al = combine2(op, fh, fl, bh, bl)
@@ -127,7 +133,8 @@ class TwoStacks(FinalAggregator):
         for k in ("f_val", "f_agg", "b_val", "b_agg"):
             arrs[k + "_hi"], arrs[k + "_lo"] = self._ident_ring(W)
         arrs["ident_hi"], arrs["ident_lo"] = self._ident_ring(1)
-        arrs["meta"] = np.array([0, 0, self.wsize], dtype=np.int64)
+        arrs["meta"] = np.zeros(_META_SLOTS, dtype=np.int64)
+        arrs["meta"][_W] = self.wsize
         self.state = arrs
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):

@@ -36,6 +36,7 @@ Progress = Callable[[int], None] | None
 ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
 _NO_LIST = np.zeros(1, dtype=np.int64)
+NO_PRUNE = wk.Prune(False, _NO_LIST, _NO_LIST, _NO_LIST, _NO_LIST, 1)  # rows outside a fill
 
 
 def _grow(arr: np.ndarray, need: int) -> np.ndarray:
@@ -46,80 +47,92 @@ def _grow(arr: np.ndarray, need: int) -> np.ndarray:
     return new
 
 
-class KernelTable:
-    """Alive trees in slots (struct of arrays), classes in a flat pool, buckets as linked lists."""
+_SLOT_DTYPES = {
+    "alive": np.bool_,
+    "key": np.int64,
+    "uid": np.int64,
+    "e": np.float64,
+    "om": np.float64,
+    "cost": np.float64,
+    "smod": np.int64,
+    "kcls": np.int64,
+    "cstart": np.int64,
+    "bucket": np.int64,
+    "nxt": np.int64,
+}
+_BUCKET_DTYPES = {
+    "key": np.int64,
+    "mod": np.int64,
+    "kmin": np.int64,
+    "kmax": np.int64,
+    "om": np.float64,
+    "head": np.int64,
+}
+_ROW_DTYPES = {  # per slot (the pool: partner, negval, exact)
+    "pos": np.int64,
+    "end": np.int64,
+    "cap": np.int64,
+    "full": np.bool_,
+    "cutv": np.float64,
+    "cutu": np.int64,
+}
 
-    _SLOT_ARRAYS = (
-        ("alive", np.bool_),
-        ("key", np.int64),
-        ("uid", np.int64),
-        ("e", np.float64),
-        ("om", np.float64),
-        ("cost", np.float64),
-        ("smod", np.int64),
-        ("kcls", np.int64),
-        ("cstart", np.int64),
-        ("bucket", np.int64),
-        ("nxt", np.int64),
-        ("rpos", np.int64),
-        ("rn", np.int64),
-        ("rcap", np.int64),
-        ("rfull", np.bool_),
-        ("cutv", np.float64),
-        ("cutu", np.int64),
-        ("hv", np.float64),
-    )
-    _BUCKET_ARRAYS = (
-        ("b_key", np.int64),
-        ("b_mod", np.int64),
-        ("b_kmin", np.int64),
-        ("b_kmax", np.int64),
-        ("b_om", np.float64),
-        ("b_head", np.int64),
-    )
+
+class KernelTable:
+    """Alive trees in slots (struct of arrays), classes in a flat pool, buckets as linked lists:
+    the ``weave_kernels`` structures, replaced by grown copies when full (the kernels never
+    grow them)."""
 
     def __init__(self, model: CostModel, trees: Sequence[Tree], floor: float):
         self.model = model
-        self.floor = floor
+        self.floor = float(floor)
         self.trees: list[Tree | None] = []
         cap = max(16, len(trees) + 1)
-        for name, dt in self._SLOT_ARRAYS:
-            setattr(self, name, np.zeros(cap, dtype=dt))
-        self.pm = np.zeros(max(64, 2 * cap), dtype=np.int64)
-        self.pr = np.zeros(max(64, 2 * cap), dtype=np.int64)
+        self.slots = wk.Slots(**{f: np.zeros(cap, dtype=dt) for f, dt in _SLOT_DTYPES.items()})
+        pool = max(64, 2 * cap)
+        self.classes = wk.Classes(np.zeros(pool, dtype=np.int64), np.zeros(pool, dtype=np.int64))
         self.npool = 0
-        for name, dt in self._BUCKET_ARRAYS:
-            setattr(self, name, np.zeros(64, dtype=dt))
+        self.buckets = wk.Buckets(**{f: np.zeros(64, dtype=dt) for f, dt in _BUCKET_DTYPES.items()})
         self.nb = 0
         self._bucket_of: dict[tuple, int] = {}
         self._keys: dict[tuple, int] = {}
-        self._rates: dict[str, float] = {}
+        self._rates: dict[tuple, float] = {}  # lambda per tree key
         self.wmax = 1
         self._hist = np.zeros(wk.HIST, dtype=np.int64)
         # Rows: segments of a pool (partner, -value, exact); heads: one entry per row
         # (hv, hi = -value, uid lo, uid hi, slot, 0); exact benefits of bounds that reached the
-        # top: (ev, ei = -benefit, uid lo, uid hi, a, b). sizes: [heads, exact heap, pool used,
-        # refills so far, slot whose row the next pop prices first].
-        self.hi = np.zeros((cap, 4), dtype=np.int64)
-        self.ev = np.zeros(64)
-        self.ei = np.zeros((64, 4), dtype=np.int64)
-        self.sizes = np.array([0, 0, 0, 0, -1], dtype=np.int64)
+        # top: (ev, ei = -benefit, uid lo, uid hi, a, b).
+        self.rows = wk.Rows(
+            **{f: np.zeros(cap, dtype=dt) for f, dt in _ROW_DTYPES.items()},
+            partner=np.zeros(1024, dtype=np.int64),
+            negval=np.zeros(1024),
+            exact=np.zeros(1024, dtype=np.bool_),
+        )
+        sizes = np.zeros(wk.N_SIZES, dtype=np.int64)
+        sizes[wk.SZ_PENDING] = -1
+        self.heaps = wk.Heaps(
+            hv=np.zeros(cap),
+            hi=np.zeros((cap, 4), dtype=np.int64),
+            ev=np.zeros(64),
+            ei=np.zeros((64, 4), dtype=np.int64),
+            sizes=sizes,
+        )
+        self.sizes = sizes  # the same array: the kernels update it in place
         self.lams = np.zeros(4)  # lambda per key
-        self.rj = np.zeros(1024, dtype=np.int64)
-        self.rv = np.zeros(1024)
-        self.rx = np.zeros(1024, dtype=np.bool_)
         self.evaluations = 0  # exact benefits priced by the engine
+        self._pop: Callable | None = None  # wk.pop's machine code (``weave_kernels.compiled``)
         self._pending = list(trees)
 
     # ---- slots, pool, buckets -----------------------------------------------------------
     def _grow_slots(self, need: int) -> None:
-        if need > len(self.alive):
-            size = max(need, 2 * len(self.alive))
-            for name, _ in self._SLOT_ARRAYS:
-                setattr(self, name, _grow(getattr(self, name), size))
+        if need > len(self.slots.alive):
+            size = max(need, 2 * len(self.slots.alive))
+            self.slots = wk.Slots(*(_grow(a, size) for a in self.slots))
+            rw = self.rows
+            self.rows = rw._replace(**{f: _grow(getattr(rw, f), size) for f in _ROW_DTYPES})
             hi = np.zeros((size, 4), dtype=np.int64)
-            hi[: len(self.hi)] = self.hi
-            self.hi = hi
+            hi[: len(self.heaps.hi)] = self.heaps.hi
+            self.heaps = self.heaps._replace(hv=_grow(self.heaps.hv, size), hi=hi)
 
     def _bucket(self, key: int, mod: int, k: int) -> int:
         """Bucket ``(key, modulus, #classes)`` of single-modulus trees, ``(key, 0, 0)`` else."""
@@ -127,11 +140,11 @@ class KernelTable:
         if b is None:
             b = self._bucket_of[(key, mod, k)] = self.nb
             self.nb += 1
-            if self.nb > len(self.b_key):
-                for name, _ in self._BUCKET_ARRAYS:
-                    setattr(self, name, _grow(getattr(self, name), 2 * self.nb))
-            self.b_key[b], self.b_mod[b], self.b_head[b] = key, mod, -1
-            self.b_kmin[b], self.b_kmax[b], self.b_om[b] = 1 << 62, 0, np.inf
+            if self.nb > len(self.buckets.key):
+                self.buckets = wk.Buckets(*(_grow(a, 2 * self.nb) for a in self.buckets))
+            bk = self.buckets
+            bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
+            bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
         return b
 
     def _add_many(self, trees: Sequence[Tree]) -> list[int]:
@@ -156,12 +169,13 @@ class KernelTable:
             kk = len(cls)
             b = self._bucket(k, m0, kk if m0 else 0)
             if m0:
-                if kk < self.b_kmin[b]:
-                    self.b_kmin[b] = kk
-                if kk > self.b_kmax[b]:
-                    self.b_kmax[b] = kk
-                if t.omega * t.scale < self.b_om[b]:
-                    self.b_om[b] = t.omega * t.scale
+                bk = self.buckets
+                if kk < bk.kmin[b]:
+                    bk.kmin[b] = kk
+                if kk > bk.kmax[b]:
+                    bk.kmax[b] = kk
+                if t.omega * t.scale < bk.om[b]:
+                    bk.om[b] = t.omega * t.scale
             smod.append(m0)
             kcls.append(kk)
             cstart.append(pos)
@@ -172,134 +186,100 @@ class KernelTable:
             for m, r in cls:
                 ms.append(m)
                 rs.append(r)
-        if pos > len(self.pm):
-            self.pm = _grow(self.pm, pos)
-            self.pr = _grow(self.pr, pos)
+        if pos > len(self.classes.mod):
+            self.classes = wk.Classes(*(_grow(a, pos) for a in self.classes))
+        sl = self.slots
+        cl = self.classes
         if n == 1:  # a merged tree: scalar stores are cheaper than slices
             t = trees[0]
             self.trees.append(t)
-            self.alive[first] = True
-            self.key[first] = keys[t.key]
-            self.uid[first] = t.uid
-            self.e[first] = float(t.edge_rate)
-            self.om[first] = t.omega * t.scale
-            self.cost[first] = t.cost
-            self.smod[first] = smod[0]
-            self.kcls[first] = kcls[0]
-            self.cstart[first] = cstart[0]
-            self.bucket[first] = bucket[0]
-            self.nxt[first] = -1
-            self.pm[self.npool : pos] = ms
-            self.pr[self.npool : pos] = rs
+            sl.alive[first] = True
+            sl.key[first] = keys[t.key]
+            sl.uid[first] = t.uid
+            sl.e[first] = float(t.edge_rate)
+            sl.om[first] = t.omega * t.scale
+            sl.cost[first] = t.cost
+            sl.smod[first] = smod[0]
+            sl.kcls[first] = kcls[0]
+            sl.cstart[first] = cstart[0]
+            sl.bucket[first] = bucket[0]
+            sl.nxt[first] = -1
+            cl.mod[self.npool : pos] = ms
+            cl.res[self.npool : pos] = rs
             self.npool = pos
             return [first]
-        sl = slice(first, first + n)
+        at = slice(first, first + n)
         self.trees.extend(trees)
-        self.alive[sl] = True
-        self.key[sl] = [self._keys[t.key] for t in trees]
-        self.uid[sl] = [t.uid for t in trees]
-        self.e[sl] = [float(t.edge_rate) for t in trees]
-        self.om[sl] = [t.omega * t.scale for t in trees]
-        self.cost[sl] = [t.cost for t in trees]
-        self.smod[sl] = smod
-        self.kcls[sl] = kcls
-        self.cstart[sl] = cstart
-        self.bucket[sl] = bucket
-        self.nxt[sl] = -1
-        self.pm[self.npool : pos] = ms
-        self.pr[self.npool : pos] = rs
+        sl.alive[at] = True
+        sl.key[at] = [self._keys[t.key] for t in trees]
+        sl.uid[at] = [t.uid for t in trees]
+        sl.e[at] = [float(t.edge_rate) for t in trees]
+        sl.om[at] = [t.omega * t.scale for t in trees]
+        sl.cost[at] = [t.cost for t in trees]
+        sl.smod[at] = smod
+        sl.kcls[at] = kcls
+        sl.cstart[at] = cstart
+        sl.bucket[at] = bucket
+        sl.nxt[at] = -1
+        cl.mod[self.npool : pos] = ms
+        cl.res[self.npool : pos] = rs
         self.npool = pos
         return list(range(first, first + n))
 
     def _room(self, need: int) -> None:
         """Room for ``need`` more row entries in the pool (the kernels never grow it)."""
-        n = int(self.sizes[2]) + need
-        if n > len(self.rj):
-            self.rj, self.rv, self.rx = _grow(self.rj, n), _grow(self.rv, n), _grow(self.rx, n)
+        n = int(self.sizes[wk.SZ_POOL]) + need
+        rw = self.rows
+        if n > len(rw.partner):
+            self.rows = rw._replace(
+                partner=_grow(rw.partner, n), negval=_grow(rw.negval, n), exact=_grow(rw.exact, n)
+            )
 
-    def _rows(self, slots: list[int], lam: float, fill: bool = False) -> None:
+    def _price_rows(self, slots: list[int], lam: float, fill: bool = False) -> None:
         """Price and store the rows of ``slots`` (of one key), filing each after its row."""
         self._room(ROW_CAP * len(slots))
-        use_open = fill and 1 < self.nb <= MASK_BUCKETS
-        ptr, idx = _NO_LIST, _NO_LIST
-        if use_open:  # per bucket, the buckets it may weave with (CSR)
+        prune = NO_PRUNE
+        if fill and 1 < self.nb <= MASK_BUCKETS:  # per bucket, the buckets it may weave with
+            bk = self.buckets
             open_ = wk.bucket_pairs(
-                self.nb,
-                self.b_key,
-                self.b_mod,
-                self.b_kmin,
-                self.b_kmax,
-                self.b_om,
-                lam,
-                self.floor,
+                self.nb, bk.key, bk.mod, bk.kmin, bk.kmax, bk.om, lam, self.floor
             )
             idx = np.nonzero(open_)[1].astype(np.int64)
             ptr = np.zeros(self.nb + 1, dtype=np.int64)
             np.cumsum(open_.sum(axis=1), out=ptr[1:])
             fkeys, fcnt, fmul = self._residue_counts()
-        else:
-            fkeys, fcnt, fmul = _NO_LIST, _NO_LIST, 1
+            prune = wk.Prune(True, ptr, idx, fkeys, fcnt, fmul)
         wk.rows(
             np.asarray(slots, dtype=np.int64),
             self.floor,
             lam,
-            self.alive,
-            self.key,
-            self.uid,
-            self.e,
-            self.om,
-            self.cost,
-            self.smod,
-            self.kcls,
-            self.cstart,
-            self.pm,
-            self.pr,
-            self.bucket,
-            self.nxt,
-            self.b_key,
-            self.b_mod,
-            self.b_kmin,
-            self.b_kmax,
-            self.b_om,
-            self.b_head,
+            self.slots,
+            self.classes,
+            self.buckets,
             self.nb,
             self.wmax,
-            ptr,
-            idx,
-            use_open,
-            fkeys,
-            fcnt,
-            fmul,
+            prune,
             self._hist,
             ROW_CAP,
             False,
-            self.rcap,
-            self.cutv,
-            self.cutu,
-            self.rfull,
-            self.rj,
-            self.rv,
-            self.rx,
-            self.rpos,
-            self.rn,
-            self.hv,
-            self.hi,
-            self.sizes,
+            self.rows,
+            self.heaps,
         )
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Per single-modulus bucket and residue, how many alive trees hold it: sorted keys
         ``bucket * mul + residue`` and counts (for ``weave_kernels.rows``)."""
         n = len(self.trees)
-        ok = self.alive[:n] & (self.smod[:n] > 0)
+        sl = self.slots
+        ok = sl.alive[:n] & (sl.smod[:n] > 0)
         slots = np.flatnonzero(ok)
         if not slots.size:
             return _NO_LIST, _NO_LIST, 1
-        k = self.kcls[slots]
-        mul = int(self.smod[slots].max()) + 1
+        k = sl.kcls[slots]
+        mul = int(sl.smod[slots].max()) + 1
         owner = np.repeat(slots, k)
-        pos = np.repeat(self.cstart[slots] - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
-        keys = self.bucket[owner] * mul + self.pr[pos]
+        pos = np.repeat(sl.cstart[slots] - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
+        keys = sl.bucket[owner] * mul + self.classes.res[pos]
         fkeys, fcnt = np.unique(keys, return_counts=True)
         return fkeys, fcnt.astype(np.int64), mul
 
@@ -310,10 +290,10 @@ class KernelTable:
         slots = self._add_many(trees)
         by_key: dict[int, list[int]] = {}
         for s in slots:
-            by_key.setdefault(int(self.key[s]), []).append(s)
+            by_key.setdefault(int(self.slots.key[s]), []).append(s)
         inv = {v: k for k, v in self._keys.items()}
         for k, ss in by_key.items():
-            self._rows(ss, self._rates[inv[k]], fill=True)
+            self._price_rows(ss, self._rates[inv[k]], fill=True)
         if progress:
             progress(len(trees))
 
@@ -321,86 +301,66 @@ class KernelTable:
         """The pair to merge next (the eager table's): bounds that reach the top are priced
         by the engine and go back as exact benefits (lazy greedy)."""
         while True:
-            kind, a, b = wk.pop(
+            args = (
                 self.floor,
                 self.lams,
-                self.alive,
-                self.key,
-                self.uid,
-                self.e,
-                self.om,
-                self.cost,
-                self.smod,
-                self.kcls,
-                self.cstart,
-                self.pm,
-                self.pr,
-                self.bucket,
-                self.nxt,
-                self.b_key,
-                self.b_mod,
-                self.b_kmin,
-                self.b_kmax,
-                self.b_om,
-                self.b_head,
+                self.slots,
+                self.classes,
+                self.buckets,
                 self.nb,
                 self.wmax,
                 self._hist,
                 ROW_CAP,
-                self.rcap,
-                self.cutv,
-                self.cutu,
-                self.rfull,
-                self.rj,
-                self.rv,
-                self.rx,
-                self.rpos,
-                self.rn,
-                self.hv,
-                self.hi,
-                self.ev,
-                self.ei,
-                self.sizes,
+                self.rows,
+                self.heaps,
             )
-            if kind == 0:
+            if self._pop is None:
+                self._pop = wk.compiled(wk.pop, args)
+            kind, a, b = self._pop(*args)
+            if kind == wk.POP_NONE:
                 return None
-            if kind == 1:
+            if kind == wk.POP_MERGE:
                 return a, b
-            if kind == 4:
+            if kind == wk.POP_GROW:
                 self._room(a)
                 continue
             self.evaluations += 1
             benefit = self.model.benefit(self.trees[a], self.trees[b])
             if benefit > self.floor:
-                ne = int(self.sizes[1])
-                if ne == len(self.ev):
-                    self.ev = _grow(self.ev, 2 * ne)
+                ne = int(self.sizes[wk.SZ_EXACT])
+                h = self.heaps
+                if ne == len(h.ev):
                     ei = np.zeros((2 * ne, 4), dtype=np.int64)
-                    ei[:ne] = self.ei
-                    self.ei = ei
-                ua, ub = int(self.uid[a]), int(self.uid[b])
-                self.sizes[1] = wk.heap_push(self.ev, self.ei, ne, -benefit, ua, ub, a, b)
+                    ei[:ne] = h.ei
+                    h = self.heaps = h._replace(ev=_grow(h.ev, 2 * ne), ei=ei)
+                ua, ub = int(self.slots.uid[a]), int(self.slots.uid[b])
+                self.sizes[wk.SZ_EXACT] = wk.heap_push(h.ev, h.ei, ne, -benefit, ua, ub, a, b)
 
     @property
     def refills(self) -> int:
         """Rows priced again after their kept entries were used up."""
-        return int(self.sizes[3])
+        return int(self.sizes[wk.SZ_REFILLS])
 
     def merge(self, a: int, b: int) -> int:
-        merged = self.model.merge(self.trees[a], self.trees[b])
-        self.alive[a] = self.alive[b] = False
+        ta, tb = self.trees[a], self.trees[b]
+        assert ta is not None and tb is not None  # pop_best offers alive trees only
+        merged = self.model.merge(ta, tb)
+        self.slots.alive[a] = self.slots.alive[b] = False
         self.trees[a] = self.trees[b] = None  # free memory of dead trees
         return self._add_many([merged])[0]
 
     def row(self, slot: int) -> None:
         """The row of a merged tree: priced at the start of the next ``pop_best`` (one
         compiled call per merge instead of two)."""
-        if self.sizes[4] >= 0:  # two rows in a row: price the first now
-            self._rows([int(self.sizes[4])], self._rates[self.trees[int(self.sizes[4])].key])
-        self.sizes[4] = slot
+        pending = int(self.sizes[wk.SZ_PENDING])
+        if pending >= 0:  # two rows in a row: price the first now
+            tree = self.trees[pending]
+            assert tree is not None  # a pending row's tree is alive
+            self._price_rows([pending], self._rates[tree.key])
+        self.sizes[wk.SZ_PENDING] = slot
 
     def result(self) -> list[Tree]:
-        return [t for t, ok in zip(self.trees, self.alive) if ok and t is not None]
+        return [t for t, ok in zip(self.trees, self.slots.alive) if ok and t is not None]
 
 
 def warm() -> float:

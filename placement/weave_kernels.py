@@ -33,10 +33,23 @@ key of the last one kept; ``pop`` prices a used-up row again after that key (twi
 The lazy greedy's two heaps (row heads; exact benefits of priced bounds) live here too
 (``pop``), keyed ``(-value, uid lo, uid hi)`` like the eager table, so one call finds the next
 merge or the next bound to price.
+
+Interface: the table's arrays travel grouped in NamedTuples (``Slots``, ``Classes``,
+``Buckets``, ``Rows``, ``Heaps``, ``Prune``; numba compiles field access to the same loads as
+separate arguments), with named codes (``POP_*`` answers, ``SZ_*`` size slots, ``H_*`` heap
+columns). ``pop`` runs once per merge, so ``lazy_table`` calls it through ``compiled``: numba's
+dispatch would type every field of the structures at each call.
+
+One file (over 600 lines) on purpose: numba's cache keys a kernel on its own source file only,
+so the inlined helpers ``rows`` and ``pop`` compile in (pricing, bounds, heaps) live here; in
+another module an edit to them would leave stale machine code in the cache.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numba
 import numpy as np
 from numba import njit
 
@@ -45,6 +58,106 @@ WORK_LIMIT = 1 << 12  # class pairs per tree pair for the per-class bound (else 
 INFLATE = 1e-9
 HIST = 1 << 16  # residue histogram size for single-modulus rows
 MAX_CAP = 1 << 16  # most entries a refilled row keeps (its cap doubles with each refill)
+
+# ``pop``'s answer kinds
+POP_NONE = 0  # no merge left
+POP_MERGE = 1  # the eager table's next merge (an exact benefit on top of everything)
+POP_PRICE = 2  # a bound on top: the caller prices it and pushes it with ``heap_push``
+POP_GROW = 4  # the row pool needs room for ``a`` more entries: grow it and call again
+
+# ``Heaps.sizes`` slots
+SZ_HEADS = 0  # entries of the heads heap
+SZ_EXACT = 1  # entries of the exact heap
+SZ_POOL = 2  # row pool entries used
+SZ_REFILLS = 3  # rows priced again so far
+SZ_PENDING = 4  # a new slot whose row is still to price (-1: none)
+N_SIZES = 5
+
+# columns of a heap entry's integer part (``Heaps.hi``, ``Heaps.ei``): the order's uids, then
+# the payload: (slot, marker) on the heads heap, (a, b) on the exact heap
+H_UID_LO = 0
+H_UID_HI = 1
+H_SLOT = H_A = 2
+H_MARKER = H_B = 3
+
+
+class Slots(NamedTuple):
+    """One entry per tree ever filed (struct of arrays, indexed by slot)."""
+
+    alive: np.ndarray  # bool: not merged away
+    key: np.ndarray  # int64: index of the tree's key (lambda per key: ``pop``'s ``lams``)
+    uid: np.ndarray  # int64: the tree's uid (tie-break of the eager order)
+    e: np.ndarray  # float64: edge rate on the tree's axis
+    om: np.ndarray  # float64: Omega x axis scale
+    cost: np.ndarray  # float64
+    smod: np.ndarray  # int64: the one modulus of a single-modulus tree, 0 otherwise
+    kcls: np.ndarray  # int64: number of classes
+    cstart: np.ndarray  # int64: first class in ``Classes``
+    bucket: np.ndarray  # int64: the slot's bucket
+    nxt: np.ndarray  # int64: next slot of the bucket's list (-1: end)
+
+
+class Classes(NamedTuple):
+    """The slots' residue classes ``(mod, res)``, sorted per slot, in one flat pool."""
+
+    mod: np.ndarray  # int64
+    res: np.ndarray  # int64
+
+
+class Buckets(NamedTuple):
+    """Buckets ``(key, modulus, #classes)``: extremes of every tree ever filed, list heads."""
+
+    key: np.ndarray  # int64
+    mod: np.ndarray  # int64: 0 for the multi-modulus bucket of a key
+    kmin: np.ndarray  # int64: fewest classes
+    kmax: np.ndarray  # int64: most classes
+    om: np.ndarray  # float64: smallest Omega
+    head: np.ndarray  # int64: first slot of the list (-1: empty)
+
+
+class Rows(NamedTuple):
+    """Each slot's row, a segment ``[pos, end)`` of the entry pool, and where it was cut."""
+
+    pos: np.ndarray  # int64 per slot: next entry to offer
+    end: np.ndarray  # int64 per slot
+    cap: np.ndarray  # int64 per slot: entries the row was priced to keep
+    full: np.ndarray  # bool per slot: the row kept all its entries
+    cutv: np.ndarray  # float64 per slot: key (-value, partner uid) of its last kept entry
+    cutu: np.ndarray  # int64 per slot
+    partner: np.ndarray  # int64 per pool entry
+    negval: np.ndarray  # float64 per pool entry: -value
+    exact: np.ndarray  # bool per pool entry: an exact benefit (else a bound)
+
+
+class Heaps(NamedTuple):
+    """The lazy greedy's two heaps, keyed ``(-value, uid lo, uid hi)``, and their sizes."""
+
+    hv: np.ndarray  # float64: heads heap (one entry per row), -value
+    hi: np.ndarray  # int64 (n, 4): uid lo, uid hi, slot, marker
+    ev: np.ndarray  # float64: exact benefits of bounds that reached the top, -benefit
+    ei: np.ndarray  # int64 (n, 4): uid lo, uid hi, a, b
+    sizes: np.ndarray  # int64: the ``SZ_*`` slots
+
+
+def compiled(kernel, args: tuple):
+    """``kernel``'s machine code for the types of ``args`` (compiled, or loaded from the cache,
+    now), to call without numba's dispatch: that types every argument at each call, and for
+    NamedTuples more slowly than for arrays (40 arrays in 5 NamedTuples: ~6 us per call against
+    ~2 us as 40 arguments, ~1.4 us through this), while ``pop`` runs once per merge. Later calls
+    must pass arguments of these very types (``lazy_table`` only ever replaces a structure by a
+    grown copy, same dtypes)."""
+    return kernel.compile(tuple(numba.typeof(a) for a in args))
+
+
+class Prune(NamedTuple):
+    """A fill's bucket filter (``bucket_pairs``, residue counts); ``use`` False: none."""
+
+    use: bool
+    ptr: np.ndarray  # int64: buckets a slot of bucket b may weave with, CSR
+    idx: np.ndarray  # int64
+    fkeys: np.ndarray  # int64: sorted keys ``bucket * fmul + residue``
+    fcnt: np.ndarray  # int64: alive trees holding each key
+    fmul: int
 
 
 @njit(cache=True, inline="always")
@@ -344,96 +457,82 @@ def _heap_pop(hv, hi, n):
 
 
 @njit(cache=True)
-def _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh):
+def _advance(slot, alive, uid, rw, hv, hi, nh):
     """Push the row's first entry whose partner is alive or, when its kept entries are used up
     but it had more, a *marker* ``(cut value, -1, -1 | slot, 1)``: no later than any of the
     row's other entries in the heap order, it says when they must be priced (``pop``);
     returns the heads heap's new size."""
+    rj = rw.partner
+    rpos = rw.pos
     p = rpos[slot]
-    n = rn[slot]
+    n = rw.end[slot]
     while p < n and not alive[rj[p]]:
         p += 1
     rpos[slot] = p
     if p < n:
         uo = uid[rj[p]]
         us = uid[slot]
-        return heap_push(hv, hi, nh, rv[p], min(uo, us), max(uo, us), slot, 0)
-    if not rfull[slot]:
-        return heap_push(hv, hi, nh, cutv[slot], -1, -1, slot, 1)
+        return heap_push(hv, hi, nh, rw.negval[p], min(uo, us), max(uo, us), slot, 0)
+    if not rw.full[slot]:
+        return heap_push(hv, hi, nh, rw.cutv[slot], -1, -1, slot, 1)
     return nh
 
 
 @njit(cache=True)
-def rows(
-    zs_,
-    floor,
-    lam,
-    alive,
-    key,
-    uid,
-    e,
-    om,
-    cost,
-    smod,
-    kcls,
-    cstart,
-    pm,
-    pr,
-    slot_bucket,
-    nxt,
-    b_key,
-    b_mod,
-    b_kmin,
-    b_kmax,
-    b_om,
-    b_head,
-    nb,
-    wmax,
-    open_ptr,
-    open_idx,
-    use_open,
-    fkeys,
-    fcnt,
-    fmul,
-    hist,
-    cap,
-    refill,
-    rcap,
-    cutv,
-    cutu,
-    rfull,
-    rj,
-    rv,
-    rx,
-    rpos,
-    rn,
-    hv,
-    hi,
-    sizes,
-):
+def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
-    fill of many slots prices every pair once. With ``use_open`` only the buckets
-    ``open_idx[open_ptr[b]:open_ptr[b + 1]]`` are visited for a slot of bucket ``b``
-    (``bucket_pairs``); otherwise all ``nb``. With ``use_open`` also ``fkeys, fcnt``: how many
-    trees of bucket ``b`` hold residue ``r`` (sorted keys ``b * fmul + r``), which bounds the
-    common classes with a bucket of the same modulus: only residues some *other* tree holds.
-    ``wmax``: the most classes of any alive tree; ``hist``: ``HIST`` zeros (scratch, left
-    zeroed).
+    fill of many slots prices every pair once. With ``prune.use`` only the buckets
+    ``prune.idx[prune.ptr[b]:prune.ptr[b + 1]]`` are visited for a slot of bucket ``b``
+    (``bucket_pairs``); otherwise all ``nb``. With ``prune.use`` also ``prune.fkeys, fcnt``:
+    how many trees of bucket ``b`` hold residue ``r`` (sorted keys ``b * fmul + r``), which
+    bounds the common classes with a bucket of the same modulus: only residues some *other*
+    tree holds. ``wmax``: the most classes of any alive tree; ``hist``: ``HIST`` zeros
+    (scratch, left zeroed).
 
-    A row keeps only its best ``cap`` entries: a segment of the pool ``rj, rv, rx`` (partner,
-    -value, exact) from ``rpos`` to ``rn``, sorted by ``(-value, partner uid)`` (the eager
-    table's order within a row). ``rfull[z]``: the row kept all its entries; otherwise
+    A row keeps only its best ``cap`` entries: a segment of the pool ``rw.partner, negval,
+    exact`` from ``rw.pos`` to ``rw.end``, sorted by ``(-value, partner uid)`` (the eager
+    table's order within a row). ``rw.full[z]``: the row kept all its entries; otherwise
     ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
     and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
     ``zs_[0]`` (filed already) against its alive partners ``s < z`` (filed before it: slots are
     filed in order) whose key comes after the cut; the entries in between were consumed or
-    died. Its first entry goes onto the heads heap ``hv, hi``. ``sizes``: [heads, exact heap,
-    pool used, refills, pending row] (``pop``). The pool must have room for ``cap`` entries per
-    slot (``2 rcap[z]`` up to ``MAX_CAP`` with ``refill``).
+    died. Its first entry goes onto the heads heap. The pool must have room for ``cap``
+    entries per slot (``2 rw.cap[z]`` up to ``MAX_CAP`` with ``refill``).
     """
-    n = sizes[2]
-    nh = sizes[0]
+    alive = slots.alive
+    uid = slots.uid
+    e = slots.e
+    om = slots.om
+    cost = slots.cost
+    smod = slots.smod
+    kcls = slots.kcls
+    cstart = slots.cstart
+    nxt = slots.nxt
+    pm = classes.mod
+    pr = classes.res
+    b_key = buckets.key
+    b_mod = buckets.mod
+    b_kmin = buckets.kmin
+    b_kmax = buckets.kmax
+    b_om = buckets.om
+    b_head = buckets.head
+    use_open = prune.use
+    open_ptr = prune.ptr
+    open_idx = prune.idx
+    fkeys = prune.fkeys
+    fcnt = prune.fcnt
+    fmul = prune.fmul
+    rcap = rw.cap
+    cutv = rw.cutv
+    cutu = rw.cutu
+    rj = rw.partner
+    rv = rw.negval
+    hv = heaps.hv
+    hi = heaps.hi
+    sizes = heaps.sizes
+    n = sizes[SZ_POOL]
+    nh = sizes[SZ_HEADS]
     colsum = np.empty(wmax, np.float64)
     tcap = cap
     if refill:
@@ -446,11 +545,11 @@ def rows(
     ob = np.empty(max(nb, 1), np.int64)
     for zi in range(len(zs_)):
         z = zs_[zi]
-        kz = key[z]
+        kz = slots.key[z]
         mz = smod[z]
         zs = cstart[z]
         zn = kcls[z]
-        bz = slot_bucket[z]
+        bz = slots.bucket[z]
         cnt = 0
         dropped = False
         rcap[z] = tcap
@@ -546,10 +645,10 @@ def rows(
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] = 0
-        _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rx, n)
-        rpos[z] = n
-        rn[z] = n + cnt
-        rfull[z] = not dropped
+        _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rw.exact, n)
+        rw.pos[z] = n
+        rw.end[z] = n + cnt
+        rw.full[z] = not dropped
         if cnt > 0:
             uo = uid[rj[n]]
             nh = heap_push(hv, hi, nh, rv[n], min(uo, uid[z]), max(uo, uid[z]), z, 0)
@@ -560,199 +659,113 @@ def rows(
         if not refill:
             nxt[z] = b_head[bz]
             b_head[bz] = z
-    sizes[0] = nh
-    sizes[2] = n
+    sizes[SZ_HEADS] = nh
+    sizes[SZ_POOL] = n
 
 
 @njit(cache=True)
-def pop(
-    floor,
-    lams,
-    alive,
-    key,
-    uid,
-    e,
-    om,
-    cost,
-    smod,
-    kcls,
-    cstart,
-    pm,
-    pr,
-    slot_bucket,
-    nxt,
-    b_key,
-    b_mod,
-    b_kmin,
-    b_kmax,
-    b_om,
-    b_head,
-    nb,
-    wmax,
-    hist,
-    cap,
-    rcap,
-    cutv,
-    cutu,
-    rfull,
-    rj,
-    rv,
-    rx,
-    rpos,
-    rn,
-    hv,
-    hi,
-    ev,
-    ei,
-    sizes,
-):
-    """The next candidate of the lazy table: ``(kind, a, b)`` with kind 0 = none left,
-    1 = the eager table's next merge (an exact benefit on top of everything), 2 = a bound on
-    top, to be priced exactly by the caller (and pushed with ``heap_push`` onto ``ev, ei``),
-    4 = the pool needs room for ``a`` more entries (grow it and call again). ``a`` is the tree
-    of lower uid. A row's marker on top (its kept entries used up) has the rest of the row
-    priced here (``rows`` with ``refill``; ``lams``: lambda per key). ``sizes``: [heads, exact
-    heap, pool used, refills so far, a new slot whose row is still to price (-1: none)]: that
-    row (``cap`` entries) comes first, as ``rows`` would have priced it right after the merge."""
+def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
+    """The next candidate of the lazy table: ``(kind, a, b)`` with kind ``POP_NONE`` (none
+    left), ``POP_MERGE`` (the eager table's next merge: an exact benefit on top of everything),
+    ``POP_PRICE`` (a bound on top, to be priced exactly by the caller and pushed with
+    ``heap_push`` onto ``heaps.ev, ei``) or ``POP_GROW`` (the pool needs room for ``a`` more
+    entries: grow it and call again). ``a`` is the tree of lower uid. A row's marker on top
+    (its kept entries used up) has the rest of the row priced here (``rows`` with ``refill``;
+    ``lams``: lambda per key). ``heaps.sizes[SZ_PENDING]``: a new slot whose row is still to
+    price (-1: none); that row (``cap`` entries) comes first, as ``rows`` would have priced it
+    right after the merge."""
+    alive = slots.alive
+    uid = slots.uid
+    rj = rw.partner
+    rpos = rw.pos
+    hv = heaps.hv
+    hi = heaps.hi
+    ev = heaps.ev
+    ei = heaps.ei
+    sizes = heaps.sizes
     one = np.empty(1, np.int64)
     none = np.zeros(1, np.int64)
-    z = sizes[4]
+    no_prune = Prune(False, none, none, none, none, 1)
+    z = sizes[SZ_PENDING]
     if z >= 0:
-        if sizes[2] + cap > len(rj):
-            return 4, cap, -1
+        if sizes[SZ_POOL] + cap > len(rj):
+            return POP_GROW, cap, -1
         one[0] = z
         rows(
             one,
             floor,
-            lams[key[z]],
-            alive,
-            key,
-            uid,
-            e,
-            om,
-            cost,
-            smod,
-            kcls,
-            cstart,
-            pm,
-            pr,
-            slot_bucket,
-            nxt,
-            b_key,
-            b_mod,
-            b_kmin,
-            b_kmax,
-            b_om,
-            b_head,
+            lams[slots.key[z]],
+            slots,
+            classes,
+            buckets,
             nb,
             wmax,
-            none,
-            none,
-            False,
-            none,
-            none,
-            1,
+            no_prune,
             hist,
             cap,
             False,
-            rcap,
-            cutv,
-            cutu,
-            rfull,
-            rj,
-            rv,
-            rx,
-            rpos,
-            rn,
-            hv,
-            hi,
-            sizes,
+            rw,
+            heaps,
         )
-        sizes[4] = -1
+        sizes[SZ_PENDING] = -1
     while True:
-        nh = sizes[0]
-        ne = sizes[1]
-        while ne > 0 and not (alive[ei[0, 2]] and alive[ei[0, 3]]):
+        nh = sizes[SZ_HEADS]
+        ne = sizes[SZ_EXACT]
+        while ne > 0 and not (alive[ei[0, H_A]] and alive[ei[0, H_B]]):
             ne = _heap_pop(ev, ei, ne)
         while nh > 0:
-            slot = hi[0, 2]
+            slot = hi[0, H_SLOT]
             if not alive[slot]:
                 nh = _heap_pop(hv, hi, nh)
                 continue
-            if hi[0, 3] == 1 or alive[rj[rpos[slot]]]:
+            if hi[0, H_MARKER] == 1 or alive[rj[rpos[slot]]]:
                 break
             nh = _heap_pop(hv, hi, nh)  # partner died: advance the row
-            nh = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
-        sizes[0] = nh
-        sizes[1] = ne
-        if nh == 0 or (ne > 0 and not _less(hv[0], hi[0, 0], hi[0, 1], ev[0], ei[0, 0], ei[0, 1])):
+            nh = _advance(slot, alive, uid, rw, hv, hi, nh)
+        sizes[SZ_HEADS] = nh
+        sizes[SZ_EXACT] = ne
+        if nh == 0 or (
+            ne > 0
+            and not _less(
+                hv[0], hi[0, H_UID_LO], hi[0, H_UID_HI], ev[0], ei[0, H_UID_LO], ei[0, H_UID_HI]
+            )
+        ):
             if ne > 0:
-                a = ei[0, 2]
-                b = ei[0, 3]
-                sizes[1] = _heap_pop(ev, ei, ne)
-                return 1, a, b
-            return 0, -1, -1
-        slot = hi[0, 2]
-        if hi[0, 3] == 1:  # the rest of a row reaches the top: price it now
-            need = min(2 * rcap[slot], MAX_CAP)
-            if sizes[2] + need > len(rj):
-                return 4, need, -1
-            sizes[0] = _heap_pop(hv, hi, nh)
-            sizes[3] += 1
+                a = ei[0, H_A]
+                b = ei[0, H_B]
+                sizes[SZ_EXACT] = _heap_pop(ev, ei, ne)
+                return POP_MERGE, a, b
+            return POP_NONE, -1, -1
+        slot = hi[0, H_SLOT]
+        if hi[0, H_MARKER] == 1:  # the rest of a row reaches the top: price it now
+            need = min(2 * rw.cap[slot], MAX_CAP)
+            if sizes[SZ_POOL] + need > len(rj):
+                return POP_GROW, need, -1
+            sizes[SZ_HEADS] = _heap_pop(hv, hi, nh)
+            sizes[SZ_REFILLS] += 1
             one[0] = slot
             rows(
                 one,
                 floor,
-                lams[key[slot]],
-                alive,
-                key,
-                uid,
-                e,
-                om,
-                cost,
-                smod,
-                kcls,
-                cstart,
-                pm,
-                pr,
-                slot_bucket,
-                nxt,
-                b_key,
-                b_mod,
-                b_kmin,
-                b_kmax,
-                b_om,
-                b_head,
+                lams[slots.key[slot]],
+                slots,
+                classes,
+                buckets,
                 nb,
                 wmax,
-                none,
-                none,
-                False,
-                none,
-                none,
-                1,
+                no_prune,
                 hist,
                 0,
                 True,
-                rcap,
-                cutv,
-                cutu,
-                rfull,
-                rj,
-                rv,
-                rx,
-                rpos,
-                rn,
-                hv,
-                hi,
-                sizes,
+                rw,
+                heaps,
             )
             continue
         nh = _heap_pop(hv, hi, nh)
         p = rpos[slot]
         other = rj[p]
-        exact = rx[p]
+        exact = rw.exact[p]
         rpos[slot] = p + 1
-        sizes[0] = _advance(slot, alive, uid, rj, rv, rpos, rn, rfull, cutv, hv, hi, nh)
+        sizes[SZ_HEADS] = _advance(slot, alive, uid, rw, hv, hi, nh)
         a, b = (other, slot) if uid[other] < uid[slot] else (slot, other)
-        return (1 if exact else 2), a, b
+        return (POP_MERGE if exact else POP_PRICE), a, b

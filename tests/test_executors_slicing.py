@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors.slicing import (
-    composite_slide,
     edge_classes,
     edges_between,
     first_cover_end,
@@ -19,6 +18,7 @@ from executors.slicing import (
     pairs_partials,
     window_lengths,
 )
+from placement.slicing import composite_slide
 
 
 def edges_in_period(classes, L):

@@ -49,6 +49,13 @@ def tree_pool(draw, max_trees=6):
     return groups, lam
 
 
+def _pair_value(t, z, s, lam):
+    sl = t.slots
+    return wk.pair_value(
+        z, s, lam, sl.e, sl.om, sl.cost, sl.smod, sl.kcls, sl.cstart, t.classes.mod, t.classes.res
+    )
+
+
 def _table(groups, lam, tech="panes"):
     model = CostModel(tech, lam, "fast")
     trees = [model.tree(g) for g in groups]
@@ -66,9 +73,7 @@ def test_pair_values_exact_bit_for_bit_or_certified_bounds(pool, tech):
         for j, s in enumerate(slots):
             if i == j:
                 continue
-            v, exact = wk.pair_value(
-                z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart, t.pm, t.pr
-            )
+            v, exact = _pair_value(t, z, s, lam)
             a, b = (trees[i], trees[j]) if trees[i].uid < trees[j].uid else (trees[j], trees[i])
             true = model.benefit(a, b)
             single = (
@@ -87,32 +92,43 @@ def test_pair_values_exact_bit_for_bit_or_certified_bounds(pool, tech):
 def test_bucket_bounds_are_certified(pool):
     groups, lam = pool
     model, trees, t, slots = _table(groups, lam)
-    open_ = wk.bucket_pairs(t.nb, t.b_key, t.b_mod, t.b_kmin, t.b_kmax, t.b_om, lam, -math.inf)
+    open_ = wk.bucket_pairs(
+        t.nb,
+        t.buckets.key,
+        t.buckets.mod,
+        t.buckets.kmin,
+        t.buckets.kmax,
+        t.buckets.om,
+        lam,
+        -math.inf,
+    )
     assert open_.all()
-    open_ = wk.bucket_pairs(t.nb, t.b_key, t.b_mod, t.b_kmin, t.b_kmax, t.b_om, lam, 1e-12)
+    open_ = wk.bucket_pairs(
+        t.nb, t.buckets.key, t.buckets.mod, t.buckets.kmin, t.buckets.kmax, t.buckets.om, lam, 1e-12
+    )
     for i, z in enumerate(slots):
         for j, s in enumerate(slots):
-            if i == j or t.smod[s] == 0:
+            if i == j or t.slots.smod[s] == 0:
                 continue
-            b = int(t.bucket[s])
+            b = int(t.slots.bucket[s])
             bb = wk.bucket_bound(
                 z,
                 lam,
-                t.e,
-                t.om,
-                t.cost,
-                t.kcls,
-                t.cstart,
-                t.pm,
-                t.b_mod[b],
-                t.b_kmin[b],
-                t.b_kmax[b],
-                t.b_om[b],
+                t.slots.e,
+                t.slots.om,
+                t.slots.cost,
+                t.slots.kcls,
+                t.slots.cstart,
+                t.classes.mod,
+                t.buckets.mod[b],
+                t.buckets.kmin[b],
+                t.buckets.kmax[b],
+                t.buckets.om[b],
             )
             true = model.benefit(trees[i], trees[j])
             assert bb >= true
-            if t.smod[z] > 0 and true > 1e-12:
-                assert open_[t.bucket[z], b]
+            if t.slots.smod[z] > 0 and true > 1e-12:
+                assert open_[t.slots.bucket[z], b]
 
 
 def _plans(qs, lam, tech="panes", **kw):
@@ -246,55 +262,23 @@ def _row_cap(cap):
 def _refill(t, z, lam):
     """The next part of ``z``'s row after its cut (what ``pop`` does for a used-up row; the
     heads heap is emptied first: ``pop`` refills only rows whose head it has taken off)."""
-    t.sizes[0] = 0
-    t._room(min(2 * int(t.rcap[z]), wk.MAX_CAP))
-    none = np.zeros(1, np.int64)
+    t.sizes[wk.SZ_HEADS] = 0
+    t._room(min(2 * int(t.rows.cap[z]), wk.MAX_CAP))
     wk.rows(
         np.array([z], np.int64),
         t.floor,
         lam,
-        t.alive,
-        t.key,
-        t.uid,
-        t.e,
-        t.om,
-        t.cost,
-        t.smod,
-        t.kcls,
-        t.cstart,
-        t.pm,
-        t.pr,
-        t.bucket,
-        t.nxt,
-        t.b_key,
-        t.b_mod,
-        t.b_kmin,
-        t.b_kmax,
-        t.b_om,
-        t.b_head,
+        t.slots,
+        t.classes,
+        t.buckets,
         t.nb,
         t.wmax,
-        none,
-        none,
-        False,
-        none,
-        none,
-        1,
+        lt.NO_PRUNE,
         t._hist,
         0,
         True,
-        t.rcap,
-        t.cutv,
-        t.cutu,
-        t.rfull,
-        t.rj,
-        t.rv,
-        t.rx,
-        t.rpos,
-        t.rn,
-        t.hv,
-        t.hi,
-        t.sizes,
+        t.rows,
+        t.heaps,
     )
 
 
@@ -324,32 +308,30 @@ def test_kept_entries_and_refills_give_the_whole_row_in_order(
         t.fill()
     n = len(t.trees)
     rng = np.random.default_rng(seed)
-    t.alive[:n] &= rng.random(n) >= kill  # trees merged away meanwhile
+    t.slots.alive[:n] &= rng.random(n) >= kill  # trees merged away meanwhile
     for z in range(n):
-        if not t.alive[z]:
+        if not t.slots.alive[z]:
             continue
         want = []
         for s in range(z):
-            if not t.alive[s]:
+            if not t.slots.alive[s]:
                 continue
-            v, exact = wk.pair_value(
-                z, s, lam, t.e, t.om, t.cost, t.smod, t.kcls, t.cstart, t.pm, t.pr
-            )
+            v, exact = _pair_value(t, z, s, lam)
             if v > t.floor:
-                want.append((-v, int(t.uid[s]), s))
+                want.append((-v, int(t.slots.uid[s]), s))
         want.sort()
         got = []
-        caps = [int(t.rcap[z])]
+        caps = [int(t.rows.cap[z])]
         while True:
             got += [
-                (t.rv[p], int(t.uid[t.rj[p]]), int(t.rj[p]))
-                for p in range(int(t.rpos[z]), int(t.rn[z]))
-                if t.alive[t.rj[p]]
+                (t.rows.negval[p], int(t.slots.uid[t.rows.partner[p]]), int(t.rows.partner[p]))
+                for p in range(int(t.rows.pos[z]), int(t.rows.end[z]))
+                if t.slots.alive[t.rows.partner[p]]
             ]
-            if t.rfull[z]:
+            if t.rows.full[z]:
                 break
             _refill(t, z, lam)
-            caps.append(int(t.rcap[z]))
+            caps.append(int(t.rows.cap[z]))
         assert got == want
         assert caps == [cap * 2**i for i in range(len(caps))]
 
@@ -378,8 +360,11 @@ def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed)
     slot_of = {tr.uid: i for i, tr in enumerate(t.trees)}
     found = {}
     for z in range(len(t.trees)):
-        for p in range(int(t.rpos[z]), int(t.rn[z])):
-            found[frozenset((z, int(t.rj[p])))] = (-t.rv[p], bool(t.rx[p]))
+        for p in range(int(t.rows.pos[z]), int(t.rows.end[z])):
+            found[frozenset((z, int(t.rows.partner[p])))] = (
+                -t.rows.negval[p],
+                bool(t.rows.exact[p]),
+            )
     for i, x in enumerate(trees):
         for y in trees[i + 1 :]:
             b = model.benefit(x, y)
@@ -387,7 +372,7 @@ def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed)
             if b > 1e-12 and got is None:  # only beyond a cut: a row that dropped entries
                 z = max(slot_of[x.uid], slot_of[y.uid])
                 other = min(slot_of[x.uid], slot_of[y.uid])
-                assert not t.rfull[z], (b, x.classes, y.classes)
-                assert (-b, int(t.uid[other])) > (t.cutv[z], int(t.cutu[z]))
+                assert not t.rows.full[z], (b, x.classes, y.classes)
+                assert (-b, int(t.slots.uid[other])) > (t.rows.cutv[z], int(t.rows.cutu[z]))
             if got is not None:
                 assert got[0] == b if got[1] else got[0] >= b

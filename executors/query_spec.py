@@ -1,0 +1,55 @@
+"""A normalised sliding-window query (ACQ) as the executors take it: id, aggregate, range,
+slide, kind; ``normalize_query`` accepts the forms users and plans hand in (dicts, objects)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .aggregates import Aggregate, get_aggregate
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A normalised ACQ: id, aggregate, range r, slide s, kind ('time' | 'count')."""
+
+    id: str
+    aggregate: Aggregate
+    range: int
+    slide: int
+    kind: str = "time"
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "aggregate": self.aggregate.name,
+            "range": self.range,
+            "slide": self.slide,
+            "kind": self.kind,
+        }
+
+
+def normalize_query(q) -> QuerySpec:
+    """Accept a dict or any object with id/aggregate/range/slide[/kind] attributes."""
+    if isinstance(q, QuerySpec):
+        return q
+    get = (
+        (lambda k, d=None: q.get(k, d))
+        if isinstance(q, dict)
+        else (lambda k, d=None: getattr(q, k, d))
+    )
+    qid = get("id")
+    if qid is None:
+        raise ValueError(f"query {q!r} has no id")
+    agg = get("aggregate")
+    r, s = get("range"), get("slide")
+    kind = get("kind", "time") or "time"
+    for name, v in (("range", r), ("slide", s)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"query {qid!r}: {name} must be an integer >= 1, got {v!r}")
+    kind = str(getattr(kind, "value", kind)).lower()
+    if kind not in ("time", "count"):
+        raise ValueError(f"query {qid!r}: kind must be 'time' or 'count', got {kind!r}")
+    agg_name = getattr(agg, "value", agg)
+    return QuerySpec(str(qid), get_aggregate(agg_name), int(r), int(s), kind)
