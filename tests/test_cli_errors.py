@@ -190,7 +190,6 @@ def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
     assert all(v is None for v in seen.values())
 
 
-@pytest.mark.slow  # six CLI processes
 def test_data_convert(tmp_path):
     """``weaveplace data convert``: a summary line, rejects next to OUT, Parquet equal to
     the reader's rows; mistakes are one line with exit code 2."""

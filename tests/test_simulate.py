@@ -193,7 +193,6 @@ def test_cli_simulate(tmp_path):
     assert res.exit_code == 2 and "run.mode" in res.output
 
 
-@pytest.mark.slow  # a process pool
 def test_workers_give_the_same_results(tiny_run, tmp_path):
     """Two worker processes (each taking whole workloads) write the rows and plans of one."""
     out, summary, calls = tiny_run
