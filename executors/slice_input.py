@@ -391,6 +391,13 @@ class SliceBatch:
     slicer whether the arrays belong to a caller (a dict's) or are immutable (Arrow's)."""
 
     __slots__ = ("ts", "rec", "start", "end", "has_sq", "copy", "n")
+    ts: np.ndarray
+    rec: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    has_sq: bool
+    copy: bool
+    n: int
 
     @classmethod
     def of(cls, slices) -> SliceBatch:

@@ -133,7 +133,7 @@ class _Table:
     def _candidates(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         """Alive slots that could weave with ``slot`` at a benefit above the floor, with
         certified upper bounds on those benefits."""
-        t = self.trees[slot]
+        t = self._alive_tree(slot)
         lam = self.model.rate(t.stream)
         ez = float(t.edge_rate)
         n = len(self.trees)
@@ -153,18 +153,20 @@ class _Table:
         greedy): an exact entry on top beats every bound below it, so the merge order is the
         eager algorithm's. Bounds are inflated by a relative 1e-9 against float rounding.
         """
-        t = self.trees[slot]
+        t = self._alive_tree(slot)
         uid = t.uid
         if self.eager:  # the paper's table: exact benefit of every pair, no bounds
             n = len(self.trees)
             idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == self.key[slot]))
             for other in idx[idx != slot].tolist():
                 self.evaluations += 1
-                b = self.model.benefit(self.trees[other], t)
+                b = self.model.benefit(self._alive_tree(other), t)
                 if b > self.floor:
-                    ou = self.trees[other].uid
-                    lo, hi = (other, slot) if ou < uid else (slot, other)
-                    heapq.heappush(self.heap, (-b, min(ou, uid), max(ou, uid), lo, hi))
+                    other_uid = self._alive_tree(other).uid
+                    lo, hi = (other, slot) if other_uid < uid else (slot, other)
+                    heapq.heappush(
+                        self.heap, (-b, min(other_uid, uid), max(other_uid, uid), lo, hi)
+                    )
             return
         idx, bound = self._candidates(slot)
         bound = bound + 1e-9 * (np.abs(bound) + self.cost[idx] + t.cost)
@@ -224,12 +226,17 @@ class _Table:
             self._push_head(slot)
             a, b = (other, slot) if self.uid[other] < self.uid[slot] else (slot, other)
             self.evaluations += 1
-            benefit = self.model.benefit(self.trees[a], self.trees[b])
+            benefit = self.model.benefit(self._alive_tree(a), self._alive_tree(b))
             if benefit > self.floor:
                 heapq.heappush(heap, (-benefit, u1, u2, a, b))
 
+    def _alive_tree(self, slot: int) -> Tree:
+        t = self.trees[slot]
+        assert t is not None, f"slot {slot} holds a merged-away tree"
+        return t
+
     def merge(self, a: int, b: int) -> int:
-        merged = self.model.merge(self.trees[a], self.trees[b])
+        merged = self.model.merge(self._alive_tree(a), self._alive_tree(b))
         self.alive[a] = self.alive[b] = False
         self.trees[a] = self.trees[b] = None  # free memory of dead trees
         return self._add(merged)
@@ -270,6 +277,7 @@ def weave(
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     additive = model.omega_is_additive() and _windows_disjoint(trees)
+    table: KernelTable | _Table
     if additive and strategy == "lazy":
         table = KernelTable(model, trees, floor)
     else:
