@@ -741,6 +741,11 @@ def bench_e2e(
     duration_s: float = typer.Option(2000, help="DEBS-style data: seconds of events."),
     rate_hz: float = typer.Option(100, help="DEBS-style data: events per second."),
     nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    routes: str = typer.Option(
+        "driver",
+        help="Data paths: driver, actors (actors write answers), executors (Spark tasks "
+        "push to the actors; raw mode).",
+    ),
     spark_sql: bool = typer.Option(True, help="Also time Spark SQL's window() jobs."),
     check_max_queries: int = typer.Option(100, help="Check all answers up to this many queries."),
     check_sample: int = typer.Option(30, help="Above that, check this many random queries."),
@@ -763,11 +768,15 @@ def bench_e2e(
         raise UserError(f"--modes: {mode_list}; allowed: raw, sliced")
     if not qlist or min(qlist) < 1:
         raise UserError(f"--queries: {qlist}; allowed: integers >= 1")
+    route_list = [r.strip() for r in routes.split(",") if r.strip()]
+    if not route_list or any(r not in ("driver", "actors", "executors") for r in route_list):
+        raise UserError(f"--routes: {route_list}; allowed: driver, actors, executors")
     rows = run_e2e_bench(
         qlist,
         tuple(mode_list),
         duration_s,
         rate_hz,
+        routes=tuple(route_list),
         nodes=nodes,
         spark_sql=spark_sql,
         check_max_queries=check_max_queries,

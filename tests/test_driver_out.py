@@ -347,3 +347,54 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     with Deployment(workload["plan"]) as dep:
         with pytest.raises(DeploymentError, match="local Parquet file"):
             feed_executors(dep, spark, str(tmp_path / "nope.parquet"))
+
+
+def test_run_live_with_the_driver_out(workload, driver_route, ray_session, spark, tmp_path):
+    """``run_live(answers="actors", feed="executors")``: answers.parquet and late.parquet are
+    the datasets the actors wrote (directories, one table each), metrics.json says so."""
+    import json
+
+    from cluster.answer_sink import read_answers
+    from cluster.live import run_live
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "answers.parquet").write_bytes(b"a previous run's file")  # replaced
+    res = run_live(
+        workload["plan"],
+        workload["path"],
+        out,
+        spark=spark,
+        batch_rows=800,
+        answers="actors",
+        feed="executors",
+    )
+    assert (out / "answers.parquet").is_dir() and (out / "late.parquet").is_dir()
+    assert read_answers(out / "answers.parquet").equals(driver_route.answers)
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["answers_route"] == "actors" and m["feed"]["route"] == "executors"
+    assert m["rows_fed"] == 0 and m["answers"] == driver_route.answers.num_rows
+    assert res.answers.num_rows == m["answers"]
+    with pytest.raises(ValueError, match="answers.csv needs"):
+        run_live(workload["plan"], workload["path"], out, spark=spark, answers="actors", csv=True)
+
+
+def test_config_routes(tmp_path):
+    import yaml
+    from test_config import EXPLICIT
+
+    from sim.config import ConfigError, load_config
+
+    (tmp_path / "in").mkdir()
+
+    def load(run, data):
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump({**EXPLICIT, "data": data, "run": run}))
+        return load_config(tmp_path / "c.yaml")
+
+    for key, val in (("answers", "actors"), ("feed", "executors")):
+        with pytest.raises(ConfigError, match=f"run.{key}: '{val}' is for a file"):
+            load({"mode": "live", key: val}, {"directory": {"path": "in"}})
+    cfg = load({"mode": "live", "answers": "actors", "feed": "executors"}, {"duration_s": 5})
+    assert (cfg.run.answers, cfg.run.feed) == ("actors", "executors")
+    cfg = load({"mode": "live"}, {"duration_s": 5})
+    assert (cfg.run.answers, cfg.run.feed) == ("driver", "driver")
