@@ -190,7 +190,7 @@ def feed_executors(
     }
     targets = {nid: cols for nid, cols in nodes.items() if len(cols) > 1}
     base = deployment._seq + 1
-    ray.get(
+    _on_actors(
         [deployment.nodes[n].actor.begin_pieces.remote(base, max_ahead) for n in deployment.nodes]
     )
     ctx = ray.get_runtime_context()
@@ -228,7 +228,7 @@ def feed_executors(
             )
         if x["last"] is not None:
             prev = x["last"]
-    ends = ray.get(
+    ends = _on_actors(
         [deployment.nodes[n].actor.end_pieces.remote(len(pieces)) for n in deployment.nodes]
     )
     deployment._seq = max([base - 1] + [e["last_seq"] for e in ends] + [base + len(pieces) * SUB])
@@ -249,6 +249,20 @@ def feed_executors(
         }
     ]
     return st
+
+
+def _on_actors(refs: list) -> list:
+    """``ray.get`` of calls to the node actors; a dead actor is a one-line refusal (no replay
+    log on this route)."""
+    import ray
+
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayActorError as e:
+        raise DeploymentError(
+            "a node actor died during the executor feed; the executor route keeps no replay "
+            f"log: rerun, or use feed 'driver' ({type(e).__name__})"
+        ) from None
 
 
 def _first_line(e: BaseException) -> str:

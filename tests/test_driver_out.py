@@ -347,6 +347,18 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     with Deployment(workload["plan"]) as dep:
         with pytest.raises(DeploymentError, match="local Parquet file"):
             feed_executors(dep, spark, str(tmp_path / "nope.parquet"))
+    time_only = make_plan([q for q in workload["queries"] if q.kind == "time"])
+    with Deployment(time_only, mode="sliced") as dep:
+        with pytest.raises(DeploymentError, match="raw mode only"):
+            feed_executors(dep, spark, str(workload["path"]))
+    # an actor lost on this route: refused in one line, not recovered (no replay log)
+    import ray
+
+    with Deployment(workload["plan"]) as dep:
+        ray.kill(dep.actor("node-1"), no_restart=True)
+        with pytest.raises(DeploymentError, match="no replay log") as ei:
+            feed_executors(dep, spark, str(workload["path"]))
+        assert "\n" not in str(ei.value)
 
 
 def test_run_live_with_the_driver_out(workload, driver_route, ray_session, spark, tmp_path):
