@@ -97,6 +97,7 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
     all_int = all(v.dtype == np.int64 for v in values)
     if value_type == "int64" and not all_int:
         raise ValueError("float answers in a run whose answers were declared int64")
+    vdt: type[np.number]
     if all_int and value_type != "float64":
         vt, vdt = pa.int64(), np.int64
     else:

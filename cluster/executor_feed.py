@@ -134,7 +134,7 @@ def _push_pieces(rows, *, spec: dict):
 def plan_pieces(groups, piece_rows: int) -> list[tuple[int, int, int, int]]:
     """``(piece no, row group, first row, end row)``: each row group cut into row ranges of at
     most ``piece_rows`` rows, in file order."""
-    out = []
+    out: list[tuple[int, int, int, int]] = []
     for rg, rows, _, _ in groups:
         for a in range(0, rows, piece_rows):
             out.append((len(out), rg, a, min(rows, a + piece_rows)))
