@@ -153,7 +153,8 @@ def feed_executors(
 ) -> FeedStats:
     """Push the tuples of the local Parquet file ``path`` (in time order) to ``deployment``
     (mode ``raw``) from Spark tasks: one task per piece of ``piece_rows`` rows (default: the
-    file cut into about 4 pieces per Spark core, at least ``batch_rows`` each).  The driver
+    file cut into about 4 pieces per Spark core), pushed in sub-batches of at most
+    ``batch_rows`` rows.  The driver
     sees no tuple: ``deployment.metrics()["bytes_fed"]`` stays 0 and ``FeedStats`` counts what
     the tasks pushed (``bytes_pushed`` in ``timeline[0]``)."""
     import ray
@@ -182,7 +183,7 @@ def feed_executors(
     total = sum(g[1] for g in groups)
     par = max(1, int(spark.sparkContext.defaultParallelism))
     if piece_rows is None:
-        piece_rows = max(batch_rows, math.ceil(total / (4 * par)))
+        piece_rows = max(1, math.ceil(total / (4 * par)))
     pieces = plan_pieces(groups, piece_rows)
     nodes = {
         nid: ["ts_ms"] + sorted({t["stream"] for t in n.spec["trees"]} & set(streams))
