@@ -30,17 +30,21 @@ names are importable from here as before.
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .answer_blocks import AnswerBlocks, empty_late, merge_blocks
+from .answer_sink import AnswerCommits, WrittenPart, read_answers, read_late
 from .fault_drills import check_faults
 from .membership import MembershipMixin, next_node_id
-from .node_actor import AnswerBlocks, NodeActor, empty_late, merge_blocks, shipped_executors
+from .node_actor import NodeActor, shipped_executors
 from .pinning import pin_round_robin, ray_nodes_for_pinning, resolve_pins, with_node_affinity
 from .plan_specs import PLAN_SCHEMA, DeploymentError, node_specs
 from .recovery import DriverNode, RecoveryMixin, RestoreSource
@@ -48,7 +52,11 @@ from .running_plan import Layout
 
 _Layout = Layout  # the name tests import
 
+#: where answers go: through the driver (merged there) or written by the node actors
+ANSWER_ROUTES = ("driver", "actors")
+
 __all__ = [
+    "ANSWER_ROUTES",
     "PLAN_SCHEMA",
     "Deployment",
     "DeploymentError",
@@ -61,15 +69,40 @@ __all__ = [
 ]
 
 
-@dataclass
 class RunResult:
     """What a run produced: answers (query_id, window_start, window_end, value), late tuples
     (node_id, tree_id, stream, ts_ms, value), per-node metrics, the re-placements of nodes
-    lost for good (also in ``metrics["replacements"]``) and the nodes added (``additions``)."""
+    lost for good (also in ``metrics["replacements"]``) and the nodes added (``additions``).
 
-    answers: pa.Table
-    late: pa.Table
-    metrics: dict[str, Any] = field(default_factory=dict)
+    On the actor route (``Deployment(answers="actors")``) the answers and late tuples are the
+    datasets the actors wrote (``answers_dir``, ``late_dir``); ``answers``/``late`` read them
+    on first access (one table each, sorted as on the driver route): the run itself never
+    brings them to the driver."""
+
+    def __init__(
+        self,
+        answers: pa.Table | None,
+        late: pa.Table | None,
+        metrics: dict[str, Any] | None = None,
+        *,
+        answers_dir: str | None = None,
+        late_dir: str | None = None,
+    ):
+        self._answers, self._late = answers, late
+        self.metrics: dict[str, Any] = metrics if metrics is not None else {}
+        self.answers_dir, self.late_dir = answers_dir, late_dir
+
+    @property
+    def answers(self) -> pa.Table:
+        if self._answers is None:
+            self._answers = read_answers(self.answers_dir) if self.answers_dir else None
+        return self._answers
+
+    @property
+    def late(self) -> pa.Table:
+        if self._late is None:
+            self._late = read_late(self.late_dir) if self.late_dir else None
+        return self._late
 
     @property
     def replacements(self) -> list[dict[str, Any]]:
@@ -120,6 +153,8 @@ class Deployment(RecoveryMixin, MembershipMixin):
         count_ops: bool = False,
         pin_nodes: bool | Mapping[str, str] = False,
         faults: list[Mapping[str, Any]] | None = None,
+        answers: str = "driver",
+        out_dir: str | os.PathLike | None = None,
     ):
         import ray
 
@@ -129,6 +164,19 @@ class Deployment(RecoveryMixin, MembershipMixin):
             raise ValueError("max_in_flight must be >= 1")
         if mode not in ("raw", "sliced"):
             raise ValueError(f"mode must be 'raw' or 'sliced', got {mode!r}")
+        if answers not in ANSWER_ROUTES:
+            raise ValueError(f"answers must be 'driver' or 'actors', got {answers!r}")
+        if answers == "actors" and out_dir is None:
+            raise ValueError("answers='actors' needs out_dir (where the actors write)")
+        self.answers = answers
+        self.value_type: str | None = None  # actor route: fixed by the first batch fed
+        self._answer_commits: AnswerCommits | None = None
+        self._late_commits: AnswerCommits | None = None
+        if answers == "actors":
+            self._answer_commits = AnswerCommits(Path(str(out_dir)) / "answers.parquet")
+            self._late_commits = AnswerCommits(Path(str(out_dir)) / "late.parquet")
+            self._answer_commits.reset()
+            self._late_commits.reset()
         self.mode = mode
         self.count_ops = bool(count_ops)
         self.plan = plan
@@ -158,6 +206,11 @@ class Deployment(RecoveryMixin, MembershipMixin):
         pins = resolve_pins(pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
         self._pinning = bool(pin_nodes)  # add_node pins a new node too
         self._created = len(specs)  # plan nodes started so far (add_node's pin index)
+        # actors are named (in the driver's Ray namespace) so that Spark tasks attached to the
+        # cluster find them (the executor route: executor_feed)
+        self._run_id = uuid.uuid4().hex[:10]
+        self._spawned = 0
+        self.actor_names: dict[str, str] = {}
         for spec in specs:
             nid = spec["node_id"]
             n = DriverNode(
@@ -184,6 +237,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         self.replacements: list[dict[str, Any]] = []
         self.additions: list[dict[str, Any]] = []
         self.checkpoints = 0
+        self._rounds = 0  # checkpoint rounds (a round repeated after a loss counts again)
         self.rows_fed = 0
         self.bytes_fed = 0
         self.t_start = time.perf_counter()
@@ -191,10 +245,59 @@ class Deployment(RecoveryMixin, MembershipMixin):
         # actors start asynchronously; fail fast if one cannot be constructed
         ray.get([n.actor.ping.remote() for n in self.nodes.values()])
 
+    # -- answers ----------------------------------------------------------------------------
+    def _checkpoint_call(self, actor):
+        """The checkpoint call of the answer route: answers back as blocks (driver route) or
+        written by the actor as this round's part (actor route)."""
+        if self.answers == "actors":
+            assert self._answer_commits is not None
+            return actor.checkpoint_write.remote(
+                str(self._answer_commits.root), f"{self._rounds:06d}", self.value_type
+            )
+        return actor.checkpoint_blocks.remote()
+
+    def _commit(self, answers: AnswerBlocks | WrittenPart) -> None:
+        if isinstance(answers, WrittenPart):
+            assert self._answer_commits is not None
+            self._answer_commits.commit(answers)
+        elif answers.num_rows:
+            self._committed.append(answers)
+
+    def declare_input(self, schema: pa.Schema) -> str:
+        """Fix the run's answer value type from the input's schema (the actor route writes
+        every part with one schema): int64 iff every query's aggregate gives integers on its
+        stream's type (sliced batches: the type of ``sum``), as the trees themselves decide.
+        Called by ``feed`` on the first batch; executor feeds call it with the file's schema.
+        Returns ``"int64"`` or ``"float64"``."""
+        from executors.aggregates import get_aggregate
+
+        if self.value_type is not None:
+            return self.value_type
+        names = set(schema.names)
+
+        def is_int(stream: str) -> bool:
+            col = "sum" if "slice_start" in names else stream
+            return col not in names or pa.types.is_integer(schema.field(col).type)
+
+        ok = all(
+            get_aggregate(q["aggregate"]).output_is_int(is_int(t["stream"]))
+            for n in self.nodes.values()
+            for t in n.spec["trees"]
+            for q in t["queries"]
+        )
+        self.value_type = "int64" if ok else "float64"
+        return self.value_type
+
     # -- actors -----------------------------------------------------------------------------
     def _new_actor(self, node_id: str, trees: list[dict]):
+        import ray
+
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
-        cls = NodeActor.options(**opts) if opts else NodeActor
+        self._spawned += 1
+        name = f"weaveplace-{self._run_id}-{node_id}-{self._spawned}"
+        self.actor_names[node_id] = name
+        opts = {"name": name, "namespace": ray.get_runtime_context().namespace, **opts}
+        cls = NodeActor.options(**opts)
         return cls.remote(
             node_id,
             list(trees),
@@ -262,6 +365,8 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 if batch.num_rows
                 else pa.RecordBatch.from_pylist([], schema=batch.schema)
             )
+        if self.value_type is None:
+            self.declare_input(batch.schema)
         names = set(batch.schema.names)
         streams = [stream] if stream is not None else [s for s in self.streams if s in names]
         targets = sorted({nid for s in streams for nid in self.stream_nodes.get(s, [])})
@@ -348,6 +453,11 @@ class Deployment(RecoveryMixin, MembershipMixin):
         recovery can never produce them again; a recovered node replays just the batches after
         its last snapshot, and the snapshot and the answers are taken at the same point.
         ``finish()`` then returns only the answers produced after the last call."""
+        if self.answers == "actors":
+            raise DeploymentError(
+                "take_answers: the actors write the answers themselves (answers='actors'); "
+                "use the driver route for answers handed over as they come"
+            )
         self.checkpoint()
         parts, self._committed = self._committed, []
         return merge_blocks(parts)
@@ -407,6 +517,8 @@ class Deployment(RecoveryMixin, MembershipMixin):
             n.inflight.append(n.actor.flush.remote())
         self._wait_all()
         t2 = time.perf_counter()
+        if self.answers == "actors":
+            return self._finish_actor_route(t0, t1, t2)
         nids = list(self.nodes)
         answers = ray.get([self.nodes[nid].actor.drain_blocks.remote() for nid in nids])
         lates = ray.get([self.nodes[nid].actor.late.remote() for nid in nids])
@@ -420,6 +532,16 @@ class Deployment(RecoveryMixin, MembershipMixin):
         )
         metrics = self.metrics()
         metrics["answers"] = table.num_rows
+        metrics["answers_route"] = "driver"
+        # what crossed into the driver: answer blocks travel as window_start + value
+        metrics["answer_bytes_to_driver"] = int(
+            sum(
+                p.starts[i].nbytes + p.values[i].nbytes
+                for p in self._committed + list(answers)
+                for i in range(len(p.qids))
+            )
+            + sum(x.nbytes for x in lates)
+        )
         # where finish spends its time: the nodes working off their queues, flushing, handing
         # over answers (drain + transfer), the driver merging them
         metrics["finish"] = {
@@ -430,6 +552,44 @@ class Deployment(RecoveryMixin, MembershipMixin):
         }
         self._finished = True
         return RunResult(table, late, metrics)
+
+    def _finish_actor_route(self, t0: float, t1: float, t2: float) -> RunResult:
+        """``finish`` when the actors write the answers: a last checkpoint round writes (and
+        commits) every node's remaining answers, each node writes its late tuples, and
+        uncommitted parts are deleted (``answer_sink``'s protocol).  Only part names and
+        counts reach the driver."""
+        import ray
+
+        assert self._answer_commits is not None and self._late_commits is not None
+        self.checkpoint()
+        root = str(self._late_commits.root)
+        for part in ray.get([n.actor.write_late.remote(root) for n in self.nodes.values()]):
+            self._late_commits.commit(part)
+        t3 = time.perf_counter()
+        orphans = self._answer_commits.finalize() + self._late_commits.finalize()
+        t4 = time.perf_counter()
+        metrics = self.metrics()
+        metrics["answers"] = self._answer_commits.num_rows
+        metrics["answers_route"] = "actors"
+        metrics["answer_bytes_to_driver"] = 0
+        metrics["answer_parts"] = len(self._answer_commits.parts)
+        metrics["answer_bytes_written"] = self._answer_commits.nbytes
+        metrics["late_tuples"] = self._late_commits.num_rows
+        metrics["orphan_parts_removed"] = orphans
+        metrics["finish"] = {
+            "queue_s": t1 - t0,
+            "flush_s": t2 - t1,
+            "collect_s": t3 - t2,  # the last round of writes
+            "merge_s": t4 - t3,  # the commit (orphans removed, manifest)
+        }
+        self._finished = True
+        return RunResult(
+            None,
+            None,
+            metrics,
+            answers_dir=str(self._answer_commits.root),
+            late_dir=str(self._late_commits.root),
+        )
 
     def metrics(self) -> dict[str, Any]:
         """Per-node metrics (from the actors) plus driver-side queue depth, blocking time,

@@ -53,8 +53,9 @@ def write_result(
         "late": out / "late.parquet",
         "metrics": out / "metrics.json",
     }
-    pq.write_table(result.answers, paths["answers"])
-    pq.write_table(result.late, paths["late"])
+    if result.answers_dir is None:  # the actor route: the actors wrote both datasets
+        pq.write_table(result.answers, paths["answers"])
+        pq.write_table(result.late, paths["late"])
     if csv:
         paths["answers_csv"] = out / "answers.csv"
         pacsv.write_csv(result.answers, paths["answers_csv"])
@@ -138,6 +139,8 @@ def run_live(
     csv: bool = False,
     extra_columns: str = "reject",
     text_range_bytes: int | None = None,
+    answers: str = "driver",
+    feed: str = "driver",
 ) -> RunResult:
     """Deploy ``plan`` (dict or JSON path) on Ray, feed ``data_path`` through Spark, write
     answers, late tuples and metrics to ``out_dir``; return the ``RunResult``.
@@ -155,7 +158,18 @@ def run_live(
     exactly; ``plan_final.json`` then holds the layout as it ran).  ``pin_nodes`` (default:
     when ``ray_address`` is given) pins plan nodes to Ray nodes round robin (``Deployment``);
     ``faults`` is a fault drill (``cluster.deploy.check_faults``).
+
+    ``answers``: ``"driver"`` (default: the actors hand their answers to the driver, which
+    merges and writes them; the fastest route on one machine) or ``"actors"`` (each node actor
+    writes ``answers.parquet/node=<id>/part-<k>.parquet`` and ``late.parquet/...`` itself, the
+    driver commits part names: ``cluster.answer_sink``).  ``feed``: ``"driver"`` (Spark ->
+    driver -> actors) or ``"executors"`` (Spark tasks push their rows to the actors:
+    ``cluster.executor_feed``; raw mode, a local Parquet file).
     """
+    if feed not in ("driver", "executors"):
+        raise ValueError(f"feed must be 'driver' or 'executors', got {feed!r}")
+    if answers == "actors" and csv:
+        raise ValueError("answers.csv needs the answers on the driver (answers: driver)")
     if mode not in ("raw", "sliced"):
         raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
     if mode == "sliced" and max_rows is not None:
@@ -174,8 +188,14 @@ def run_live(
             mode=mode,
             pin_nodes=pin_nodes,
             faults=faults,
+            answers=answers,
+            out_dir=out_dir if answers == "actors" else None,
         ) as dep:
-            if not is_parquet_name(Path(data_path).name):
+            if feed == "executors":
+                from .executor_feed import feed_executors
+
+                fs = feed_executors(dep, spark, str(data_path), batch_rows=batch_rows)
+            elif not is_parquet_name(Path(data_path).name):
                 fs, stage = feed_text(
                     dep,
                     spark,
@@ -227,6 +247,7 @@ def run_live(
             "slices": fs.slices,
             "timeline": fs.timeline,
             "order": order,
+            "route": feed,
         },
         "startup": startup,
         "finish_s": t_finish,

@@ -36,7 +36,6 @@ import json
 import sys
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -50,17 +49,14 @@ from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_e
 from executors.slicing import edge_classes
 from executors.tree import fits, normalize_technique
 
-INPUT_MODES = ("tuples", "slices")
-
-ANSWER_SCHEMA_INT = pa.schema(
-    [
-        ("query_id", pa.string()),
-        ("window_start", pa.int64()),
-        ("window_end", pa.int64()),
-        ("value", pa.int64()),
-    ]
+from .answer_blocks import (
+    AnswerBlocks,
+    empty_late,
 )
-ANSWER_SCHEMA_FLOAT = ANSWER_SCHEMA_INT.set(3, pa.field("value", pa.float64()))
+from .answer_sink import WrittenPart, write_part
+from .piece_order import PieceOrder
+
+INPUT_MODES = ("tuples", "slices")
 
 
 def _as_table(batch) -> pa.Table | pa.RecordBatch:
@@ -163,6 +159,7 @@ class NodeCore:
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
         self._warm_tids: set[tuple[str, str]] = set()
         self._warm_keys: set[tuple] = set()
+        self._pieces: PieceOrder | None = None  # the executor route's reorder buffer
 
     @property
     def _tree_cls(self):
@@ -258,6 +255,46 @@ class NodeCore:
             self.last_seq = max(self.last_seq, int(seq))
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
+
+    # -- the executor route: Spark tasks push pieces of the input (executor_feed) ----------
+    def begin_pieces(self, base_seq: int, max_ahead: int = 4) -> None:
+        """Start taking pushed pieces (``piece_order``): sub-batch ``j`` of piece ``p`` is
+        batch ``base_seq + p * SUB + j``."""
+        self._pieces = PieceOrder(base_seq, max_ahead)
+
+    def piece_window(self, piece: int) -> bool:
+        """Whether ``piece`` may be pushed now (within ``max_ahead`` of the next piece to
+        apply); once true it stays true.  Asked before any data is sent."""
+        if self._pieces is None:
+            raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
+        return piece < self._pieces.next_piece + self._pieces.max_ahead
+
+    def push_piece(self, piece: int, sub: int, last: bool, data: bytes) -> bool:
+        """One sub-batch from a Spark task, as Arrow IPC stream bytes (decoded here: the
+        arrays live in this process, not in an object owned by the task).  Applied now if
+        it is next in piece order, else buffered; ``False``: refused (too far ahead), the
+        task offers it again later."""
+        if self._pieces is None:
+            raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
+        due = self._pieces.offer(piece, sub, last, data)
+        if due is None:
+            return False
+        for seq, d in due:
+            batch = pa.ipc.open_stream(d).read_all()
+            self.ingest(None, batch, seq)
+        return True
+
+    def end_pieces(self, pieces: int) -> dict[str, int]:
+        """End of a pushed feed of ``pieces`` pieces: every piece must have been applied
+        (else a task's push was lost: ``RuntimeError``)."""
+        po, self._pieces = self._pieces, None
+        if po is None or not po.done(pieces):
+            got = None if po is None else (po.next_piece, po.next_sub, len(po.buffer))
+            raise RuntimeError(
+                f"node {self.node_id}: pushed feed incomplete: {pieces} pieces expected, "
+                f"(next piece, next sub-batch, held back) = {got}"
+            )
+        return {"last_seq": self.last_seq, "max_buffered": po.max_buffered}
 
     def _warm_for(self, batch, only: Iterable[str] | None) -> None:
         """Warm the kernels the trees this batch reaches need for its data kind (int or float
@@ -518,6 +555,23 @@ class NodeCore:
         """``checkpoint`` with the answers as ``AnswerBlocks`` (what the driver takes)."""
         return self.snapshot(), self.drain_blocks(), self.last_seq
 
+    def checkpoint_write(
+        self, root: str, part: str, value_type: str | None
+    ) -> tuple[bytes, WrittenPart, int]:
+        """``checkpoint`` on the actor route: the answers since the previous checkpoint are
+        written by this node as ``root/node=<id>/part-<part>.parquet`` (``value_type`` fixes
+        the value column's type, one schema for the run); only the part's name, rows and
+        bytes go back with the snapshot (the commit protocol: ``answer_sink``)."""
+        blob = self.snapshot()
+        table = self.drain_blocks().table(value_type)
+        return blob, write_part(root, self.node_id, part, table), self.last_seq
+
+    def write_late(self, root: str, part: str = "final") -> WrittenPart:
+        """Write every late tuple of the hosted trees as ``root/node=<id>/part-<part>.parquet``
+        (a tree's late tuples are in its state, so the node hosting it at the end has them
+        all, wherever it ran before)."""
+        return write_part(root, self.node_id, part, self.late())
+
     def restore(self, data: bytes) -> int:
         """Replace this node's state by a snapshot (of a node with the same spec); returns the
         snapshot's ``last_seq`` so the caller can replay the batches after it."""
@@ -692,157 +746,6 @@ def _ops(tree) -> dict:
 
 def _plain(d: dict) -> dict:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()}
-
-
-def empty_answers(int_values: bool = True) -> pa.Table:
-    return (ANSWER_SCHEMA_INT if int_values else ANSWER_SCHEMA_FLOAT).empty_table()
-
-
-def empty_late() -> pa.Table:
-    return pa.schema(
-        [
-            ("node_id", pa.string()),
-            ("tree_id", pa.string()),
-            ("stream", pa.string()),
-            ("ts_ms", pa.int64()),
-            ("value", pa.float64()),
-        ]
-    ).empty_table()
-
-
-class AnswerBlocks:
-    """Answers as one block per query: ``qids[i]`` (strictly increasing), the query's range
-    ``ranges[i]`` and numpy arrays ``starts[i]`` (window starts, increasing) and ``values[i]``
-    (int64 or float64); ``window_end = window_start + range``.  ``table()`` gives the answer
-    table sorted by ``(query_id, window_start)``.  What a node hands to the driver."""
-
-    __slots__ = ("qids", "ranges", "starts", "values")
-
-    def __init__(self, qids, ranges, starts, values):
-        self.qids, self.ranges, self.starts, self.values = qids, ranges, starts, values
-
-    @classmethod
-    def empty(cls) -> AnswerBlocks:
-        return cls([], [], [], [])
-
-    @property
-    def num_rows(self) -> int:
-        return int(sum(x.shape[0] for x in self.starts))
-
-    def table(self) -> pa.Table:
-        return _blocks_table([(self, i) for i in range(len(self.qids))])
-
-
-#: threads filling the merged answer columns (the copies release the GIL; on this machine
-#: writing fresh memory, ~0.6 GB/s per thread, bounds a merge of ~13 M answers)
-MERGE_THREADS = 4
-#: fewer rows than this are filled by one thread
-MERGE_THREADED_ROWS = 1 << 20
-
-
-def _blocks_table(order: list[tuple[AnswerBlocks, int]]) -> pa.Table:
-    """The answer table of these blocks, in this order.  value is int64 if every block is,
-    else float64 (int values beyond 2^53 refused, as Arrow's checked cast does).
-
-    The columns (query id strings from their buffers: a ``take`` of 13 M rows cost ~0.4 s,
-    ``np.repeat`` with counts as much) are allocated once and filled block by block, block
-    ranges in parallel threads."""
-    if not order:
-        return empty_answers(True)
-    starts = [p.starts[i] for p, i in order]
-    values = [p.values[i] for p, i in order]
-    ranges = [p.ranges[i] for p, i in order]
-    raw = [p.qids[i].encode() for p, i in order]
-    counts = np.array([x.shape[0] for x in starts], dtype=np.int64)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    n = int(bounds[-1])
-    lens = np.array([len(x) for x in raw], dtype=np.int64)
-    pos = np.concatenate([[0], np.cumsum(lens * counts)])
-    if all(v.dtype == np.int64 for v in values):
-        vt, vdt = pa.int64(), np.int64
-    else:
-        ints = [v for v in values if v.dtype == np.int64]
-        iv = np.concatenate(ints) if ints else np.zeros(0, np.int64)
-        if iv.shape[0] and (int(iv.max()) > 1 << 53 or int(iv.min()) < -(1 << 53)):
-            pa.array(iv).cast(pa.float64())  # raises ArrowInvalid, naming the value
-        vt, vdt = pa.float64(), np.float64
-    if int(pos[-1]) >= 1 << 31:  # beyond 32-bit string offsets: not expected
-        big = pa.table(
-            {
-                "query_id": pa.array([x.decode() for x in raw]).take(
-                    pa.array(np.repeat(np.arange(len(raw)), counts))
-                ),
-                "window_start": pa.array(np.concatenate(starts)),
-                "window_end": pa.array(np.concatenate([s + r for s, r in zip(starts, ranges)])),
-                "value": pa.array(np.concatenate(values).astype(vdt)),
-            }
-        )
-        return big
-    start = np.empty(n, dtype=np.int64)
-    end = np.empty(n, dtype=np.int64)
-    value = np.empty(n, dtype=vdt)
-    offsets = np.empty(n + 1, dtype=np.int32)
-    offsets[0] = 0
-    data = np.empty(int(pos[-1]), dtype=np.uint8)
-    bl, bp = bounds.tolist(), pos.tolist()
-
-    def fill(lo: int, hi: int) -> None:
-        for j in range(lo, hi):
-            a, z, c, k, q = bl[j], bl[j + 1], bl[j + 1] - bl[j], len(raw[j]), bp[j]
-            start[a:z] = starts[j]
-            np.add(starts[j], ranges[j], out=end[a:z])
-            value[a:z] = values[j]
-            if k:
-                data[q : q + k * c].reshape(c, k)[:] = np.frombuffer(raw[j], np.uint8)
-                offsets[a + 1 : z + 1] = np.arange(q + k, q + k * c + 1, k)
-            else:
-                offsets[a + 1 : z + 1] = q
-
-    # block ranges of about equal rows
-    cuts = np.searchsorted(bounds, np.linspace(0, n, MERGE_THREADS + 1)).tolist()
-    cuts[0], cuts[-1] = 0, len(order)
-    jobs = [(x, y) for x, y in zip(cuts, cuts[1:]) if y > x]
-    if len(jobs) > 1 and n >= MERGE_THREADED_ROWS:
-        with ThreadPoolExecutor(len(jobs)) as ex:
-            list(ex.map(lambda j: fill(*j), jobs))
-    else:
-        fill(0, len(order))
-    qid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return pa.table(
-        {
-            "query_id": qid,
-            "window_start": pa.array(start, pa.int64()),
-            "window_end": pa.array(end, pa.int64()),
-            "value": pa.array(value, vt),
-        }
-    )
-
-
-def merge_blocks(parts: list[AnswerBlocks]) -> pa.Table:
-    """The answers of several ``AnswerBlocks`` (nodes, checkpoints) as one table sorted by
-    ``(query_id, window_start)``: the blocks are ordered by (query id, first window start),
-    a sort of a few thousand blocks instead of millions of rows.  Blocks of one query from
-    different parts (a tree's answers before and after a checkpoint) must not overlap in
-    time; if they do (not expected), the rows are sorted in full."""
-    order = [(p, i) for p in parts for i in range(len(p.qids)) if p.starts[i].shape[0]]
-    order.sort(key=lambda b: (b[0].qids[b[1]], int(b[0].starts[b[1]][0])))
-    for (p, i), (q, j) in zip(order, order[1:]):
-        if p.qids[i] == q.qids[j] and int(p.starts[i][-1]) >= int(q.starts[j][0]):
-            return _blocks_table(order).sort_by(
-                [("query_id", "ascending"), ("window_start", "ascending")]
-            )
-    return _blocks_table(order)
-
-
-def concat_answers(parts: list[pa.Table]) -> pa.Table:
-    """Concatenate answer tables; value is int64 if every part is int64, else float64
-    (int64 answers beyond 2^53 then lose precision: keep such trees in int-only runs)."""
-    parts = [p for p in parts if p is not None]
-    if not parts:
-        return empty_answers(True)
-    all_int = all(pa.types.is_integer(p.schema.field("value").type) for p in parts)
-    schema = ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
-    return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
 
 
 def shipped_executors() -> dict[str, type]:

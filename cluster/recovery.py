@@ -70,8 +70,9 @@ class DriverNode:
 
 class RecoveryMixin:
     """``Deployment``'s checkpoints and recovery.  Uses the deployment's ``nodes``
-    (``DriverNode`` by id), ``_log``, ``_committed``, ``_wait``/``_wait_all``, ``_new_actor``
-    and ``lose_node`` (a node whose Ray node is gone is not restarted but lost)."""
+    (``DriverNode`` by id), ``_log``, ``_checkpoint_call``/``_commit`` (the answer route),
+    ``_rounds``, ``_wait``/``_wait_all``, ``_new_actor`` and ``lose_node`` (a node whose Ray
+    node is gone is not restarted but lost)."""
 
     def _on_dead(self, nid: str) -> None:
         """A node's actor died: restart it from its checkpoint, unless its (pinned) Ray node is
@@ -99,10 +100,11 @@ class RecoveryMixin:
 
         while True:
             self._wait_all()
+            self._rounds += 1  # the actor route names its parts by round (answer_sink)
             refs = {}
             for nid, n in self.nodes.items():
                 refs[nid] = (
-                    n.actor.checkpoint_blocks.remote(),
+                    self._checkpoint_call(n.actor),
                     list(n.spec["trees"]),
                     len(n.sources),
                 )
@@ -119,12 +121,12 @@ class RecoveryMixin:
                         continue
                     n = self.nodes[nid]
                     trees, k = list(n.spec["trees"]), len(n.sources)
-                    blob, answers, seq = ray.get(n.actor.checkpoint_blocks.remote())
+                    # the same round's name: a part the dead actor wrote is overwritten
+                    blob, answers, seq = ray.get(self._checkpoint_call(n.actor))
                 n = self.nodes[nid]
                 # sources appended after the checkpoint call (adoptions) are not in the snapshot
                 n.sources = [RestoreSource(trees, blob, seq, nid)] + n.sources[k:]
-                if answers.num_rows:
-                    self._committed.append(answers)
+                self._commit(answers)
             if all(len(n.sources) == 1 for n in self.nodes.values()):
                 break
         self._log.clear()

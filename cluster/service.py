@@ -41,9 +41,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .answer_blocks import ANSWER_SCHEMA_FLOAT
 from .control import ServiceError
 from .live_node import LiveDeployment
-from .node_actor import ANSWER_SCHEMA_FLOAT
 from .streaming import LATE_SCHEMA, DirectoryStream, FileRecord, StreamOptions, StreamStats
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp

@@ -3,7 +3,9 @@
 Why the driver path: DESIGN.md s. 8 measured ``DataFrame.toArrow()`` at ~650 K rows/s to the
 driver (Row iteration ~70 K rows/s) and driver -> actor at ~370 K rows/s warm, faster than Spark
 workers pushing into Ray from ``mapInArrow`` (260 K rows/s) and with no Ray client inside Spark
-workers.  So the driver pulls Arrow and feeds.
+workers.  So the driver pulls Arrow and feeds (the default; ``executor_feed`` is the route with
+the driver out of the data path, for clusters where the driver's core or NIC is the limit:
+cluster/README.md, "Driver route vs executor route").
 
 Order: every tree needs its stream in event-time order (out-of-order tuples beyond the allowed
 lateness are *late*).  In DEBS data all streams share one timestamp column, so one ordering by

@@ -90,9 +90,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .answer_blocks import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
 from .deploy import Deployment
 from .live import default_pinning, load_plan, started_runtimes, write_final_plan
-from .node_actor import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
 from .spark_feed import _nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary

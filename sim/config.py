@@ -19,7 +19,10 @@ Sections (defaults and meaning in ``configs/README.md``):
 - ``data``: a synthetic DEBS-style feed ``{duration_s, rate_hz, seed}``, a ``path`` or a watched
   ``directory`` of arriving files (live runs).
 - ``run``: ``mode``, ``allowed_lateness``, ``output_dir``, ``seed`` (the optimizers' seed);
-  live runs also ``batch_rows``, ``checkpoint_every`` and ``faults`` (a fault drill: kill a
+  live runs also ``batch_rows``, ``checkpoint_every``, ``answers`` (``driver``: merged on the
+  driver, the default, faster on one machine; ``actors``: each node actor writes its Parquet
+  parts), ``feed`` (``driver``: Spark -> driver -> actors, the default; ``executors``: Spark
+  tasks push to the actors) and ``faults`` (a fault drill: kill a
   node's actor, lose a node for good, or add a node, before a given feed batch; with
   ``data.directory`` the batches are the ``batch_rows`` chunks of the files, in arrival order).
 
@@ -508,6 +511,11 @@ class Run(Strict):
     workers: Annotated[int, Field(ge=1, le=64)] = 1
     batch_rows: Annotated[int, Field(ge=1, le=1 << 24)] = 1 << 18  # live feed batch size
     checkpoint_every: Annotated[int, Field(ge=1)] | None = None  # batches; null: by log size
+    # live runs: who writes the answers (driver: merged on the driver, the faster route on one
+    # machine; actors: each node actor writes its own Parquet parts) and who pushes the
+    # tuples to the actors (driver: Spark -> driver -> actors; executors: Spark tasks)
+    answers: Literal["driver", "actors"] = "driver"
+    feed: Literal["driver", "executors"] = "driver"
     faults: list[FaultSpec] = []
     control: ControlSpec = ControlSpec()
 
@@ -621,6 +629,13 @@ class Config(Strict):
                     f"workload.generator: the grid has {n} points (x node counts); "
                     f"allowed: at most {MAX_GRID_POINTS}"
                 )
+        if self.data.directory is not None:
+            for key, route in (("answers", "actors"), ("feed", "executors")):
+                if getattr(self.run, key) == route:
+                    raise ConfigError(
+                        f"run.{key}: {route!r} is for a file (data.path); a watched "
+                        "directory runs on the driver route"
+                    )
         if self.run.faults:
             if self.run.mode != "live":
                 raise ConfigError("run.faults: a fault drill needs a live run (run.mode: live)")

@@ -284,6 +284,8 @@ def live_run(
         checkpoint_every=config.run.checkpoint_every,
         faults=faults,
         extra_columns=config.data.extra_columns,
+        answers=config.run.answers,
+        feed=config.run.feed,
     )
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
@@ -293,8 +295,8 @@ def live_run(
         len(queries),
         len(plan.nodes),
         tuples,
-        result.answers.num_rows,
-        result.late.num_rows,
+        int(metrics.get("answers", 0)),
+        int(metrics.get("late_tuples", 0)) if result.late_dir else result.late.num_rows,
         time.perf_counter() - start,
         plan.total_cost,
         plan.max_cost,

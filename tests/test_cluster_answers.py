@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import cluster.node_actor as node_actor
-from cluster.node_actor import AnswerBlocks, NodeCore, concat_answers, merge_blocks
+import cluster.answer_blocks as answer_blocks
+from cluster.answer_blocks import AnswerBlocks, concat_answers, merge_blocks
+from cluster.node_actor import NodeCore
 from cluster.spark_feed import parquet_row_groups, parquet_span
 from executors import ExecutionTree
 
@@ -104,8 +105,8 @@ def test_threaded_fill_and_overlap_fallback(monkeypatch):
     node.flush()
     blocks = node.drain_blocks()
     want = blocks.table()
-    monkeypatch.setattr(node_actor, "MERGE_THREADED_ROWS", 1)
-    monkeypatch.setattr(node_actor, "MERGE_THREADS", 3)
+    monkeypatch.setattr(answer_blocks, "MERGE_THREADED_ROWS", 1)
+    monkeypatch.setattr(answer_blocks, "MERGE_THREADS", 3)
     assert merge_blocks([blocks]).equals(want)
     # two parts holding overlapping windows of one query (not produced by a run): the rows
     # are sorted in full, nothing is lost

@@ -274,8 +274,8 @@ def test_take_answers_and_late_exactly_once_across_recovery(workload, ray_sessio
     pieces taken plus ``finish()`` still equal a clean batch run: nothing twice, nothing lost."""
     import ray
 
+    from cluster.answer_blocks import concat_answers
     from cluster.deploy import Deployment
-    from cluster.node_actor import concat_answers
     from cluster.spark_feed import ordered_arrow_batches, read_debs_df
 
     df = read_debs_df(spark, str(workload["path"]), list(STREAMS))
@@ -335,8 +335,8 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
     when it was taken."""
     import ray
 
+    from cluster.answer_blocks import concat_answers
     from cluster.deploy import Deployment
-    from cluster.node_actor import concat_answers
     from cluster.spark_feed import ordered_arrow_batches, read_debs_df
 
     plan = make_plan(workload["queries"], n_nodes=3)

@@ -6,8 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from cluster.answer_blocks import concat_answers
 from cluster.deploy import DeploymentError, node_specs
-from cluster.node_actor import NodeCore, concat_answers, pick_technique
+from cluster.node_actor import NodeCore, pick_technique
 from executors import ExecutionTree
 
 Q1 = [

@@ -95,8 +95,9 @@ def replay_reference(plan, tables: list[pa.Table], *, lateness: int):
     """The plan's nodes (``NodeCore``, the code inside the actors) fed the concatenated data in
     that order in this process: the batch run's answers and late tuples, without Ray or Spark
     (a cheaper oracle where the order, not the transport, is what is tested)."""
+    from cluster.answer_blocks import concat_answers
     from cluster.deploy import node_specs
-    from cluster.node_actor import NodeCore, concat_answers
+    from cluster.node_actor import NodeCore
 
     data = pa.concat_tables(tables).combine_chunks()
     answers, late = [], []

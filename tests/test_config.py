@@ -722,8 +722,8 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     """``weaveplace run``'s path (sim.live.live_run) hands batch_rows, checkpoint_every and the
     drill to cluster.live.run_live (Ray and Spark replaced by a recorder here)."""
     import cluster.live
+    from cluster.answer_blocks import empty_answers, empty_late
     from cluster.deploy import RunResult
-    from cluster.node_actor import empty_answers, empty_late
     from sim.live import live_run
 
     seen = {}
@@ -758,8 +758,8 @@ def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
     """An ``add`` fault reaches run_live as written (no ``node``/``capacity: None`` keys, so
     ``cluster.deploy.check_faults`` names the node itself); summary lines say what moved."""
     import cluster.live
+    from cluster.answer_blocks import empty_answers, empty_late
     from cluster.deploy import RunResult, check_faults
-    from cluster.node_actor import empty_answers, empty_late
     from sim.live import drill_lines, live_run
 
     seen = {}
@@ -801,8 +801,8 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     recorders): in directory mode the drill counts the feed batches of the files."""
     import cluster.live
     import cluster.streaming
+    from cluster.answer_blocks import empty_answers, empty_late
     from cluster.deploy import RunResult
-    from cluster.node_actor import empty_answers, empty_late
     from cluster.streaming import StreamResult, StreamStats
     from sim.live import live_run
 
@@ -844,8 +844,8 @@ def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path,
     """``data.extra_columns`` is validated (one line naming the key), handed to run_live,
     refused for generated data; a query naming an old column name (b11) is refused."""
     import cluster.live
+    from cluster.answer_blocks import empty_answers, empty_late
     from cluster.deploy import RunResult
-    from cluster.node_actor import empty_answers, empty_late
     from sim.live import live_run
 
     seen = {}

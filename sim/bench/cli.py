@@ -560,6 +560,11 @@ def bench_e2e(
     duration_s: float = typer.Option(2000, help="DEBS-style data: seconds of events."),
     rate_hz: float = typer.Option(100, help="DEBS-style data: events per second."),
     nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    routes: str = typer.Option(
+        "driver",
+        help="Data paths: driver, actors (actors write answers), executors (Spark tasks "
+        "push to the actors; raw mode).",
+    ),
     spark_sql: bool = typer.Option(True, help="Also time Spark SQL's window() jobs."),
     check_max_queries: int = typer.Option(100, help="Check all answers up to this many queries."),
     check_sample: int = typer.Option(30, help="Above that, check this many random queries."),
@@ -575,11 +580,13 @@ def bench_e2e(
 
     qlist = int_items("queries", queries, 1)
     mode_list = choices("modes", modes, ("raw", "sliced"))
+    route_list = choices("routes", routes, ("driver", "actors", "executors"))
     rows = run_e2e_bench(
         qlist,
         tuple(mode_list),
         duration_s,
         rate_hz,
+        routes=tuple(route_list),
         nodes=nodes,
         spark_sql=spark_sql,
         check_max_queries=check_max_queries,

@@ -148,25 +148,58 @@ def _warm_python_workers(spark) -> None:
     ).collect()
 
 
-def _run_mode(plan, mode, spark, path, *, batch_rows, chunk_rows, max_in_flight, count_ops):
+#: data paths (issue 15): who feeds the actors and who writes the answers
+ROUTES = {
+    "driver": ("driver", "driver"),  # Spark -> driver -> actors -> driver -> Parquet
+    "actors": ("driver", "actors"),  # Spark -> driver -> actors -> Parquet (actors write)
+    "executors": ("executors", "actors"),  # Spark tasks -> actors -> Parquet: driver out
+}
+
+
+def _run_mode(
+    plan,
+    mode,
+    spark,
+    path,
+    *,
+    batch_rows,
+    chunk_rows,
+    max_in_flight,
+    count_ops,
+    route="driver",
+    out_dir=None,
+):
     import ray
 
     from cluster.deploy import Deployment
+    from cluster.executor_feed import feed_executors
     from cluster.spark_feed import feed_raw, feed_sliced
 
-    if mode == "sliced":
+    feed_by, answers = ROUTES[route]
+    if mode == "sliced" or feed_by == "executors":
         _warm_python_workers(spark)
 
     with Deployment(
-        plan, mode=mode, max_in_flight=max_in_flight, count_ops=count_ops, auto_recover=False
+        plan,
+        mode=mode,
+        max_in_flight=max_in_flight,
+        count_ops=count_ops,
+        auto_recover=False,
+        answers=answers,
+        out_dir=out_dir if answers == "actors" else None,
     ) as dep:
         # new actor processes load numba kernels on first use (~0.5-1 s): not the feed's cost
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
         t = time.perf_counter()
-        feed = feed_sliced if mode == "sliced" else feed_raw
-        fs = feed(dep, spark, str(path), batch_rows=batch_rows, chunk_rows=chunk_rows)
+        cpu = time.process_time()  # the driver process's CPU (all its threads)
+        if feed_by == "executors":
+            fs = feed_executors(dep, spark, str(path), batch_rows=batch_rows)
+        else:
+            feed = feed_sliced if mode == "sliced" else feed_raw
+            fs = feed(dep, spark, str(path), batch_rows=batch_rows, chunk_rows=chunk_rows)
         res = dep.finish()
         wall = time.perf_counter() - t
+        res.metrics["driver_cpu_s"] = time.process_time() - cpu
     return fs, res, wall
 
 
@@ -278,6 +311,7 @@ def run_e2e_bench(
     duration_s: float = 2000,
     rate_hz: float = 100,
     *,
+    routes: Sequence[str] = ("driver",),
     nodes: int = 2,
     spark_sql: bool = True,
     check_max_queries: int = 100,
@@ -293,7 +327,8 @@ def run_e2e_bench(
     sql_repeat_below_s: float = 60.0,
     log=print,
 ) -> list[dict]:
-    """Run the benchmark; one row (dict) per (query count, mode) including ``spark_sql``.
+    """Run the benchmark; one row (dict) per (query count, mode, route) including
+    ``spark_sql``.  ``routes``: ``ROUTES`` names (the executor route runs raw mode only).
 
     Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
     already running (then it is borrowed) -- never more than one of each.
@@ -321,7 +356,11 @@ def run_e2e_bench(
             warm = round_robin_plan(e2e_queries(3), 1, rate_hz / 1000)
             if spark_sql:
                 spark_sql_time(spark, path, e2e_queries(3))
-            for mode in modes:
+            runs_of = [
+                (m, r) for m in modes for r in routes if m == "raw" or ROUTES[r][0] == "driver"
+            ]
+            out_dir = data_dir / "answers-run"
+            for mode, route in runs_of:
                 _run_mode(
                     warm,
                     mode,
@@ -331,6 +370,8 @@ def run_e2e_bench(
                     chunk_rows=chunk_rows,
                     max_in_flight=max_in_flight,
                     count_ops=count_ops,
+                    route=route,
+                    out_dir=out_dir,
                 )
             for nq in queries_list:
                 qs = e2e_queries(nq, seed=seed)
@@ -372,7 +413,7 @@ def run_e2e_bench(
                     rows.append(row)
                     log(json.dumps(row))
                 answers = {}
-                for mode in modes:
+                for mode, route in runs_of:
                     best, runs = None, []
                     for _ in range(max(1, repeat)):
                         got = _run_mode(
@@ -384,24 +425,32 @@ def run_e2e_bench(
                             chunk_rows=chunk_rows,
                             max_in_flight=max_in_flight,
                             count_ops=count_ops,
+                            route=route,
+                            out_dir=out_dir,
                         )
                         runs.append(got[2])
                         if best is None or got[2] < best[2]:
                             best = got
                     fs, res, wall = best
-                    answers[mode] = res.answers
+                    m = res.metrics
                     row = {
                         **base,
-                        "mode": mode,
+                        "mode": mode if route == "driver" else f"{mode}/{route}",
+                        "route": route,
+                        "driver_cpu_s": round(m["driver_cpu_s"], 3),
+                        # bytes into/out of the driver process on the data path: tuples fed
+                        # through it, answers handed to it
+                        "driver_bytes": int(m["bytes_fed"] + m["answer_bytes_to_driver"]),
                         "seconds": round(wall, 3),
                         "runs_s": [round(x, 3) for x in runs],
                         "tuples_per_s": round(n_rows / wall),
                         "feed_s": round(fs.seconds, 3),
                         "spark_wait_s": round(fs.spark_seconds, 3),
                         "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
-                        "answers": res.answers.num_rows,
+                        "answers": int(m["answers"]),
                         "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()},
                     }
+                    answers[row["mode"]] = res.answers  # (actor routes: read back, untimed)
                     if ref is not None:
                         ours = res.answers
                         if len(check_qs) < nq:
@@ -421,6 +470,12 @@ def run_e2e_bench(
                         row["cost_check"] = cost_summary(row["node_cost"])
                     rows.append(row)
                     log(json.dumps(row))
+                for key, t in answers.items():
+                    if key != "raw" and "raw" in answers and "/" in key:
+                        same_route = t.equals(answers["raw"])
+                        for r in rows:
+                            if r["queries"] == nq and r.get("mode") == key:
+                                r["equals_driver_route"] = same_route
                 if "raw" in answers and "sliced" in answers:
                     same = answers["raw"].equals(answers["sliced"])
                     for r in rows:
@@ -439,7 +494,8 @@ def format_table(rows: list[dict]) -> str:
     for r in rows:
         if "mode" in r:
             by_n[r["queries"]][r["mode"]] = r
-    modes = [m for m in ("raw", "sliced", "spark_sql") if any(m in v for v in by_n.values())]
+    seen = list(dict.fromkeys(m for v in by_n.values() for m in v))
+    modes = [m for m in seen if m != "spark_sql"] + [m for m in seen if m == "spark_sql"]
     head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes)
     if "spark_sql" in modes:
         head += "".join(f"{m + '/sql':>12}" for m in modes if m != "spark_sql")
@@ -455,10 +511,20 @@ def format_table(rows: list[dict]) -> str:
             ]
         chk = ",".join(
             f"{m}={'ok' if v[m]['equal_to_spark_sql'] else 'DIFF'}"
-            for m in ("raw", "sliced")
+            for m in modes
             if m in v and "equal_to_spark_sql" in v[m]
         )
         lines.append(f"{n:>8} " + " ".join(cells) + f"  {chk or 'not checked'}")
+    routed = [
+        (n, m, v[m]) for n, v in sorted(by_n.items()) for m in modes if "route" in v.get(m, {})
+    ]
+    if routed:
+        lines.append("data path: driver CPU s, MB through the driver (tuples in + answers back)")
+        for n, m, r in routed:
+            lines.append(
+                f"{n:>8} {m:>16}  cpu {r['driver_cpu_s']:>7.2f} s  "
+                f"{r['driver_bytes'] / 1e6:>9.1f} MB  {r['tuples_per_s']:>12,} tup/s"
+            )
     cost = [
         (n, m, v[m]["cost_check"])
         for n, v in sorted(by_n.items())
@@ -481,6 +547,14 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--queries", type=int, nargs="+", default=[1, 10, 100, 1000])
     ap.add_argument("--modes", nargs="+", default=["raw", "sliced"], choices=["raw", "sliced"])
+    ap.add_argument(
+        "--routes",
+        nargs="+",
+        default=["driver"],
+        choices=list(ROUTES),
+        help="data paths: driver (Spark -> driver -> actors -> driver), actors (the actors "
+        "write the answers), executors (Spark tasks push to the actors, actors write)",
+    )
     ap.add_argument("--duration-s", type=float, default=2000)
     ap.add_argument("--rate-hz", type=float, default=100)
     ap.add_argument("--nodes", type=int, default=2)
@@ -503,6 +577,7 @@ def main(argv=None) -> int:
         a.modes,
         a.duration_s,
         a.rate_hz,
+        routes=a.routes,
         nodes=a.nodes,
         spark_sql=not a.no_spark_sql,
         check_max_queries=a.check_max_queries,
