@@ -12,7 +12,7 @@ Modules: ``aggregates`` (monoids, numeric primitives), ``slicing`` (edges, slice
 watermark/lateness), one module per final-aggregation technique (``panes``,
 ``panes_inv``, ``flatfat``, ``bint``, ``flatfit``, ``slickdeque_inv``,
 ``slickdeque_noninv``, ``twostacks``, ``daba``), ``tree`` (ExecutionTree),
-``oracle`` (brute force), ``bench`` (micro-benchmarks).  Never imports ray or pyspark.
+``oracle`` (brute force); the micro-benchmarks are in ``sim.bench.executors``.  Never imports ray or pyspark.
 """
 
 from . import (  # noqa: F401  (each registers its technique in executors.base, before .tree)
