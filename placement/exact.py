@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from placement.distributed import NodesArg, build_plan, node_capacities
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
+from placement.subset_split import unfold
 from placement.trees import CostModel
 
 INF = math.inf
@@ -62,17 +63,7 @@ class SubsetTable:
 
     def partition(self, mask: int) -> list[int]:
         """The cheapest partition of ``mask`` into tree masks."""
-        out, stack = [], [mask]
-        while stack:
-            m = stack.pop()
-            if m == 0:
-                continue
-            s = self.split[m]
-            if s == 0:
-                out.append(m)
-            else:
-                stack += [s, m ^ s]
-        return sorted(out)
+        return unfold(self.split, mask)
 
     def queries_of(self, mask: int) -> list[Query]:
         return [q for i, q in enumerate(self.queries) if mask >> i & 1]

@@ -47,6 +47,7 @@ from numba.typed import Dict
 from placement.distributed import build_plan
 from placement.plan import Plan
 from placement.queries import Query
+from placement.subset_split import unfold
 from placement.trees import CostModel
 
 INF = math.inf
@@ -68,8 +69,8 @@ class Pricer:
     def __init__(self, queries: Sequence[Query], model: CostModel):
         self.qs = list(queries)
         self.model = model
-        keys = sorted({(q.stream, q.aggregate) for q in self.qs})
-        self.key = [keys.index((q.stream, q.aggregate)) for q in self.qs]
+        keys = sorted({q.share_key for q in self.qs})  # one stream, aggregate and window kind
+        self.key = [keys.index(q.share_key) for q in self.qs]
         self.key_mask = [
             sum(1 << i for i, k in enumerate(self.key) if k == kk) for kk in range(len(keys))
         ]
@@ -236,15 +237,8 @@ class Family:
     split: dict[int, int] = field(default_factory=dict)
 
     def partition(self, mask: int) -> list[int]:
-        out, stack = [], [mask]
-        while stack:
-            m = stack.pop()
-            s = self.split[m]
-            if s == 0:
-                out.append(m)
-            else:
-                stack += [s, m ^ s]
-        return sorted(out)
+        """The cheapest partition of ``mask`` into tree masks."""
+        return unfold(self.split, mask)
 
 
 def node_set_family(
