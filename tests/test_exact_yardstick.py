@@ -154,6 +154,66 @@ def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
         assert sorted(q.id for q in p.queries) == sorted(q.id for q in qs)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(1, 8),
+    n_nodes=st.integers(1, 4),
+    technique=st.sampled_from(["panes", "flatfit", "slickdeque", "flatfat"]),
+    lam=st.sampled_from([0.3, 2.0, 20.0]),
+    keys=st.integers(1, 2),
+)
+def test_sets_front_equals_exhaustive_front(data, n, n_nodes, technique, lam, keys):
+    """The ``sets`` Pareto front (epsilon constraint over tree partitions) is the exhaustive
+    search's front point for point, marked exact; its ends are the lexicographic optima."""
+    from placement.exact import solve_exact
+
+    qs = random_queries(data.draw, n, keys, kinds=("time", "count"))
+    model = CostModel(technique, lam)
+    ex = exact_exhaustive(qs, model, n_nodes)
+    got = solve_exact(
+        qs,
+        model,
+        n_nodes,
+        method="sets",
+        front=True,
+        hint=data.draw(st.booleans()),
+        time_limit_s=30,
+    )
+    assert got.front_exact
+    want = [(p.total_cost, p.max_cost) for p in ex.front]
+    have = [(p.total_cost, p.max_cost) for p in got.front]
+    assert len(have) == len(want), (have, want)
+    for a, b in zip(have, want):
+        assert math.isclose(a[0], b[0], rel_tol=1e-7) and math.isclose(a[1], b[1], rel_tol=1e-7)
+    assert math.isclose(got.min_total.max_cost, ex.min_total.max_cost, rel_tol=1e-7)
+    assert math.isclose(got.min_max.total_cost, ex.min_max.total_cost, rel_tol=1e-7)
+    for p in got.front:
+        assert verify_plan(p.to_dict()) == []
+
+
+def test_packs_against_brute_force():
+    """``exact_sets.packs`` (the front's leaf check) says yes exactly when some assignment of
+    the items to the nodes stays within the capacity."""
+    import itertools
+    import random
+
+    from placement.exact_sets import packs
+
+    rnd = random.Random(5)
+    for _ in range(300):
+        costs = [rnd.choice([1.0, 2.0, 3.0, 4.5, 5.0]) for _ in range(rnd.randint(0, 6))]
+        n_nodes, cap = rnd.randint(1, 3), rnd.choice([3.0, 5.0, 6.0, 9.0])
+        brute = any(
+            all(sum(c for c, j in zip(costs, w) if j == k) <= cap for k in range(n_nodes))
+            for w in itertools.product(range(n_nodes), repeat=len(costs))
+        )
+        got = packs(costs, n_nodes, cap)
+        assert (got is not None) == brute, (costs, n_nodes, cap)
+        if got is not None:
+            assert all(sum(c for c, j in zip(costs, got) if j == k) <= cap for k in range(n_nodes))
+
+
 @settings(max_examples=15, deadline=None)
 @given(data=st.data(), n=st.integers(2, 7), lam=st.sampled_from([1.0, 20.0]))
 def test_sets_with_capacities_equals_exhaustive(data, n, lam):
