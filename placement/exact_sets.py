@@ -26,6 +26,9 @@ each) and its CP-SAT model has one variable per (tree, node). Two observations a
   With capacities, every objective uses this model (sets within the largest capacity, one
   count per capacity class).
 
+- **Low rates** (many small trees): when the branch and bound does not finish, the set
+  partition's LP bound over all trees (column generation with an exact pricing search,
+  ``placement.exact_lp``) usually meets the best plan and proves it.
 - **The Pareto front** (no capacities; ``front=True``) by epsilon constraint over tree
   partitions, from the min-TotalCost plan down to the min-MaxCost one: each step is the tree
   branch and bound under "every node strictly below the last point's MaxCost" (trees above it
@@ -941,14 +944,26 @@ def exact_sets(
     # -- min TotalCost
     plan_t = None
     if uncapped:
-        share = 0.15 if len(qs) <= SUBSET_TABLE_MAX else 0.45
         tr = min_total_partition(
             pr,
             ht.total_cost if ht else INF,
-            start + share * time_limit_s,
+            start + 0.15 * time_limit_s,
             tree_masks(ht) if ht else None,
         )
         stats["bb_nodes"] = tr.nodes
+        if not tr.proven and time.perf_counter() < deadline:
+            # Many small trees (low rate): the set partition's LP bound (column generation,
+            # placement.exact_lp) is far tighter than the tree branch and bound's relaxation.
+            from placement.exact_lp import total_lower_bound
+
+            cols = [m for part in tr.partitions[:1] for m in part]
+            cols += [m for p in pool for m in tree_masks(p)]
+            lpb = total_lower_bound(pr, cols, start + 0.45 * time_limit_s)
+            stats.update(lp_bound=lpb.bound, lp_optimal=lpb.lp_optimal, lp_rounds=lpb.rounds)
+            if lpb.bound > tr.bound:
+                proven = tr.total <= lpb.bound * (1 + REL)
+                bound = tr.total if proven else lpb.bound  # proven within rounding: the optimum
+                tr = TotalResult(tr.total, bound, proven, tr.partitions, tr.nodes)
         if not tr.proven and len(qs) <= SUBSET_TABLE_MAX and time.perf_counter() < deadline:
             # Few queries: price every subset instead (placement.exact.subset_table, exact;
             # 16 queries ~5 s) rather than give up the proof.

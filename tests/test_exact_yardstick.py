@@ -318,3 +318,42 @@ def test_simulate_beyond_exhaustive_reports_bounds(tmp_path):
     assert (df["gap_total_hi"] > df["gap_total"]).all()
     html = build_report(tmp_path).read_text()
     assert "min TotalCost not proven: optimum in [" in html
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(1, 8),
+    technique=st.sampled_from(["panes", "flatfit"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    lam=st.sampled_from([0.3, 1.0, 20.0]),
+    keys=st.integers(1, 2),
+)
+def test_lp_bound_never_above_the_brute_force_min_total(data, n, technique, slicing, lam, keys):
+    """``exact_lp.total_lower_bound`` (column generation, Lagrangian bound) is at most the
+    exhaustive min TotalCost, and meets it when the LP is integral (then the search proves)."""
+    from placement.exact_lp import total_lower_bound
+    from placement.exact_sets import Pricer
+
+    qs = random_queries(data.draw, n, keys, kinds=("time", "count"))
+    model = CostModel(technique, lam, slicing=slicing)
+    opt = exact_exhaustive(qs, model, 1).min_total.total_cost
+    lb = total_lower_bound(Pricer(qs, model), [], math.inf)
+    if not Pricer(qs, model).additive:
+        assert lb.bound == -math.inf
+        return
+    assert lb.lp_optimal
+    assert lb.bound <= opt * (1 + TOL)
+
+
+def test_lp_bound_proves_min_total_at_a_low_rate():
+    """20 queries at rate 1 (many small trees: the tree branch and bound alone leaves a ~25 %
+    gap): the LP bound proves min TotalCost."""
+    from placement.exact import solve_exact
+    from sim.workload import WorkloadSpec, generate
+
+    qs = generate(WorkloadSpec(qnum=20, smax=20, rate=1, omax=5, seed=0))
+    model = CostModel("panes", 1.0)
+    got = solve_exact(qs, model, 8, hint=True, time_limit_s=60)
+    assert got.method == "sets" and got.optimal_total and got.gap_total == 0
+    assert got.stats["lp_optimal"]
