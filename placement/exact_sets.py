@@ -1117,6 +1117,8 @@ def exact_sets(
         lo = min(front_plans, key=lambda p: (p.max_cost, p.total_cost))
         if lo.max_cost <= plan_m.max_cost and (front_exact or lo.total_cost <= plan_m.total_cost):
             plan_m = copy.deepcopy(lo)
+        if front_exact and not proven_m:  # the front ran down to "no plan below": min MaxCost
+            proven_m, bound_m = True, plan_m.max_cost
     stats["priced"] = pr.priced
     stats["t_all"] = time.perf_counter() - start
     plan_t.optimizer, plan_m.optimizer = "EXACT_TOTAL", "EXACT_MAX"
