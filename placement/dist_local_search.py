@@ -225,14 +225,64 @@ class LocalSearch:
         v = self._lbs[k] = (self.model.rate(t.stream) + e * t.scale * om) * (1 - REL)
         return v
 
+    def merge_lbs(self, xs: list[Tree], ys: list[Tree]) -> np.ndarray:
+        """Lower bounds ``M[i, j]`` on the cost per time unit of ``xs[i]`` woven with ``ys[j]``
+        (pairs of one key; other pairs get a number that is never used).
+
+        Why it holds for time and count trees alike: the cost is ``lambda + E_time * Omega``
+        with ``E_time = E * scale`` (``tree_cost``; ``scale`` is 1 or, for a count tree, the
+        stream's rate, equal for both parts of one key); the merge's edges include each part's,
+        so its ``E_time`` is at least the larger part's, and its Omega is exact from the parts
+        when Omega is a sum over distinct items (``_ITEM_OMEGA``: both parts' sums less the
+        items they share), else at least each part's floor (``cost.omega_floor``). The factor
+        ``1 - REL`` absorbs rounding (the exact price multiplies in another order).
+        """
+        lam = np.array([self.model.rate(x.stream) for x in xs])[:, None]
+        e = np.maximum(
+            np.array([x.time_edge_rate for x in xs])[:, None],
+            np.array([y.time_edge_rate for y in ys])[None, :],
+        )
+        item_of = self._item_of(xs[0].technique) if xs else None
+        if item_of is not None:
+            items: dict = {}  # item -> (column, weight)
+
+            def incidence(ts: list[Tree]) -> np.ndarray:
+                rows = [
+                    [
+                        items.setdefault(it, (len(items), w))[0]
+                        for it, w in (item_of(r, s) for r, s in t.windows)
+                    ]
+                    for t in ts
+                ]
+                m = np.zeros((len(ts), len(items)))
+                for n, cols in enumerate(rows):
+                    m[n, cols] = 1.0
+                return m
+
+            ix, iy = incidence(xs), incidence(ys)
+            ix = np.pad(ix, ((0, 0), (0, len(items) - ix.shape[1])))
+            wt = np.zeros(len(items))
+            for col, w in items.values():
+                wt[col] = w
+            om = (
+                np.array([x.omega for x in xs])[:, None]
+                + np.array([y.omega for y in ys])[None, :]
+                - (ix * wt) @ iy.T
+            )
+        else:
+            om = np.maximum(
+                np.array([self.model.omega_floor(x) for x in xs])[:, None],
+                np.array([self.model.omega_floor(y) for y in ys])[None, :],
+            )
+        return (lam + e * om) * (1 - REL)
+
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
         """The move with the smallest key, or None when none beats the current plan.
 
         Candidates (the module's moves) are keyed in numpy. A candidate whose price is unknown
         (a tree or query woven into a tree of another node, a query taken out of a tree) is first
-        keyed with lower bounds on those prices (a merge's edge density is at least the larger
-        part's and, for every technique but FlatFAT, so is its Omega; see ``_without_lb``), and
-        priced exactly, best optimistic key first, only while that key could still beat the best
+        keyed with lower bounds on those prices (``merge_lbs``, ``_without_lbs``), and priced
+        exactly, best optimistic key first, only while that key could still beat the best
         exact key found: the best move of pricing everything, with far fewer prices. Ties within
         rounding go to the earlier candidate in scan order.
         """
@@ -251,28 +301,7 @@ class LocalSearch:
         cost = np.array([t.cost for _, _, t in flat])
         keyid = {k: n for n, k in enumerate(dict.fromkeys(t.key for _, _, t in flat))}
         kid = np.array([keyid[t.key] for _, _, t in flat])
-        E = np.array([t.time_edge_rate for _, _, t in flat])  # per time unit
-        om = np.array([t.omega for _, _, t in flat])
-        lam = np.array([self.model.rate(t.stream) for _, _, t in flat])
-        omf = np.array([self.model.omega_floor(t) for _, _, t in flat])
-        item_of = self._item_of(flat[0][2].technique)
-        if item_of is not None:  # Omega of a merge = sum - common items (exact, cheap)
-            items: dict = {}
-            rows = []
-            for _, _, t in flat:
-                rows.append(
-                    {
-                        items.setdefault(it, (len(items), w))[0]
-                        for it, w in (item_of(r, s) for r, s in t.windows)
-                    }
-                )
-            inc = np.zeros((len(flat), len(items)))
-            wt = np.zeros(len(items))
-            for j, w in items.values():
-                wt[j] = w
-            for n, r in enumerate(rows):
-                inc[n, list(r)] = 1.0
-            common = (inc * wt) @ inc.T
+        trees = [t for _, _, t in flat]
         others = np.flatnonzero(np.arange(N) != h)
         on_h, off_h = np.flatnonzero(node == h), np.flatnonzero(node != h)
         reps: list[tuple[int, Query]] = []  # (flat index of a tree on h, query to take out)
@@ -309,11 +338,7 @@ class LocalSearch:
         # Kind 2 (bounded): a tree woven into a same-key tree on another node.
         ti, ui = np.nonzero((kid[:, None] == kid[None, :]) & (node[:, None] != node[None, :]))
         if ti.size:
-            if item_of is not None:
-                om_m = (om[ti] + om[ui] - common[ti, ui]) * (1 - REL)
-            else:  # any merge's Omega is at least each part's floor
-                om_m = np.maximum(omf[ti], omf[ui])
-            mlb = lam[ti] + np.maximum(E[ti], E[ui]) * om_m
+            mlb = self.merge_lbs(trees, trees)[ti, ui]
             block(
                 2,
                 ti,
@@ -349,18 +374,7 @@ class LocalSearch:
             )
             us = np.flatnonzero((kid == kid[t]) & (node != h))
             if us.size:
-                qE = np.array([x.time_edge_rate for x in sq])[:, None]
-                qo = np.array([x.omega for x in sq])[:, None]
-                if item_of is not None:
-                    it = [items.get(item_of(q.range, q.slide)) for q in qs]
-                    shared = np.array(
-                        [[inc[u, j[0]] * j[1] for u in us] if j else [0.0] * us.size for j in it]
-                    )
-                    om_m = (qo + om[us][None, :] - shared) * (1 - REL)
-                else:
-                    qf = np.array([self.model.omega_floor(x) for x in sq])[:, None]
-                    om_m = np.maximum(qf, omf[us][None, :])
-                mlb = lam[t] + np.maximum(qE, E[us][None, :]) * om_m
+                mlb = self.merge_lbs(sq, [trees[u] for u in us])
                 block(
                     4,
                     t,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from placement.distributed import NodesArg, build_plan, node_capacities
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
+from placement.subset_split import unfold
 from placement.trees import CostModel
 
 INF = math.inf
@@ -62,17 +63,7 @@ class SubsetTable:
 
     def partition(self, mask: int) -> list[int]:
         """The cheapest partition of ``mask`` into tree masks."""
-        out, stack = [], [mask]
-        while stack:
-            m = stack.pop()
-            if m == 0:
-                continue
-            s = self.split[m]
-            if s == 0:
-                out.append(m)
-            else:
-                stack += [s, m ^ s]
-        return sorted(out)
+        return unfold(self.split, mask)
 
     def queries_of(self, mask: int) -> list[Query]:
         return [q for i, q in enumerate(self.queries) if mask >> i & 1]
@@ -131,7 +122,7 @@ class ExactResult:
     optimal_total: bool | None = None  # min TotalCost proven (None: as ``optimal``)
     optimal_max: bool | None = None  # min MaxCost proven (None: as ``optimal``)
     seeded: list[str] = field(default_factory=list)  # hint plans that beat the solver's answer
-    front_exact: bool = True  # ``front`` is the exact Pareto front (False: method ``sets``)
+    front_exact: bool = True  # ``front`` is the exact Pareto front (``exact_sets``: see there)
     stats: dict = field(default_factory=dict)  # solver statistics (method ``sets``)
 
     def __post_init__(self):
@@ -513,10 +504,11 @@ def solve_exact(
 ) -> ExactResult:
     """Exact optimum. ``auto``: exhaustive when it has at most 2 million leaves (12 queries on 4
     equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact_sets``: branch and bound
-    for TotalCost, node-set columns for MaxCost; reaches 20+ queries) when ``front=False`` is
-    passed or there are more than 16 queries; otherwise ``cpsat``, which also gives the exact
-    Pareto front (``sets`` returns only the two optima and the hints' non-dominated plans:
-    ``ExactResult.front_exact`` is False).
+    for TotalCost, node-set columns for MaxCost, with ``front=True`` and no capacities the
+    exact Pareto front by epsilon constraint; reaches 20+ queries) when ``front=False`` is
+    passed, there are no capacities or more than 16 queries; otherwise ``cpsat``, which
+    also gives the exact Pareto front with capacities (``ExactResult.front_exact`` says whether the front is exact:
+    not with ``sets`` under capacities, nor when the time ran out).
 
     ``hints``: known plans (e.g. the heuristics' of a run): the solvers start from them and the
     answer is never worse than the best of them (the exhaustive search is exact anyway).
@@ -526,10 +518,11 @@ def solve_exact(
     n = len(qs)
     if method == "auto":
         leaves = exhaustive_leaves(n, node_capacities(nodes))
+        caps = node_capacities(nodes)
         if n <= 16 and leaves <= 2_000_000:
             method = "exhaustive"
-        elif n <= 16 and options.get("front", True):
-            method = "cpsat"  # the exact front, as before (``front=False``: ``sets``)
+        elif n <= 16 and options.get("front", True) and any(c is not None for c in caps):
+            method = "cpsat"  # the exact front under capacities (``sets``: uncapped only)
         else:
             method = "sets"
     if method == "exhaustive":
@@ -540,6 +533,5 @@ def solve_exact(
     if method == "sets":
         from placement.exact_sets import exact_sets
 
-        options.pop("front", None)
         return exact_sets(qs, model, nodes, hints=hints, **options)
     raise ValueError(f"method: expected 'auto', 'exhaustive', 'cpsat' or 'sets', got {method!r}")

@@ -26,6 +26,14 @@ each) and its CP-SAT model has one variable per (tree, node). Two observations a
   With capacities, every objective uses this model (sets within the largest capacity, one
   count per capacity class).
 
+- **Low rates** (many small trees): when the branch and bound does not finish, the set
+  partition's LP bound over all trees (column generation with an exact pricing search,
+  ``placement.exact_lp``) usually meets the best plan and proves it.
+- **The Pareto front** (no capacities; ``front=True``) by epsilon constraint over tree
+  partitions, from the min-TotalCost plan down to the min-MaxCost one: each step is the tree
+  branch and bound under "every node strictly below the last point's MaxCost" (trees above it
+  cut by their floors, leaves packed onto the nodes exactly), see ``pareto_front``.
+
 Proof and bounds: the branch and bound's bound when it stops early is the least floor of the
 subtrees it did not explore (rigorous); CP-SAT's objective bound on integer-scaled set costs is
 corrected by the rounding (at most 0.5 unit per set). A family larger than ``max_sets`` is not
@@ -47,6 +55,7 @@ from numba.typed import Dict
 from placement.distributed import build_plan
 from placement.plan import Plan
 from placement.queries import Query
+from placement.subset_split import unfold
 from placement.trees import CostModel
 
 INF = math.inf
@@ -68,8 +77,8 @@ class Pricer:
     def __init__(self, queries: Sequence[Query], model: CostModel):
         self.qs = list(queries)
         self.model = model
-        keys = sorted({(q.stream, q.aggregate) for q in self.qs})
-        self.key = [keys.index((q.stream, q.aggregate)) for q in self.qs]
+        keys = sorted({q.share_key for q in self.qs})  # one stream, aggregate and window kind
+        self.key = [keys.index(q.share_key) for q in self.qs]
         self.key_mask = [
             sum(1 << i for i, k in enumerate(self.key) if k == kk) for kk in range(len(keys))
         ]
@@ -112,13 +121,23 @@ class TotalResult:
 
 
 def min_total_partition(
-    pr: Pricer, ub: float = INF, deadline: float = INF, ub_partition: list[int] | None = None
+    pr: Pricer,
+    ub: float = INF,
+    deadline: float = INF,
+    ub_partition: list[int] | None = None,
+    max_cost: float = INF,
+    n_nodes: int = 0,
 ) -> TotalResult:
     """Cheapest partition of all queries into one-key trees (depth-first branch and bound).
 
     ``ub``: a known total (e.g. the best hint's); partitions within ``REL`` of the best are all
-    kept (ties: the caller picks the one with the smallest MaxCost)."""
+    kept (ties: the caller picks the one with the smallest MaxCost). ``max_cost`` and
+    ``n_nodes``: only partitions whose trees pack onto ``n_nodes`` equal nodes with no node
+    above ``max_cost`` (the Pareto front's epsilon constraint): a tree whose floor exceeds it
+    is cut with every tree that contains it, and each leaf is packed exactly
+    (``packs``). ``ub_partition`` must satisfy the constraint."""
     n = len(pr.qs)
+    cap = max_cost  # as given: the caller's strict constraint carries its own rounding margin
     # Big omegas first: open trees get their E early, so the bounds bite early.
     order = sorted(range(n), key=lambda i: (pr.key[i], -(pr.e1[i] * pr.om1[i]), i))
     best = {"total": ub, "parts": [list(ub_partition)] if ub_partition else []}
@@ -179,6 +198,10 @@ def min_total_partition(
         if k == n:
             total = math.fsum(b[2] for b in blocks)
             tol = REL * max(1.0, abs(total))
+            if total > best["total"] + tol:
+                return INF
+            if cap < INF and packs([b[2] for b in blocks], n_nodes, cap) is None:
+                return INF
             if total < best["total"] - tol:
                 best["total"], best["parts"] = total, [[b[1] for b in blocks]]
             elif total <= best["total"] + tol:
@@ -191,12 +214,15 @@ def min_total_partition(
                 continue
             m = b[1] | 1 << i
             cost, floor, e = pr.price(m)
+            if floor > cap:  # this tree, and every tree containing it, is above max_cost
+                continue
             nb = list(blocks)
             nb[bi] = [b[0], m, cost, floor, e, b[5] | {pr.windows[i]}]
             kids.append((base - b[3] + floor, nb))
         cost, floor, e = pr.price(1 << i)
-        nb = blocks + [[pr.key[i], 1 << i, cost, floor, e, frozenset({pr.windows[i]})]]
-        kids.append((base + floor, nb))
+        if floor <= cap:
+            nb = blocks + [[pr.key[i], 1 << i, cost, floor, e, frozenset({pr.windows[i]})]]
+            kids.append((base + floor, nb))
         scored = sorted(
             ((b + rest_bound(k + 1, nb), j, b, nb) for j, (b, nb) in enumerate(kids)),
             key=lambda x: (x[0], x[1]),
@@ -223,6 +249,37 @@ def min_total_partition(
     return TotalResult(best["total"], bound, proven, best["parts"], count[0])
 
 
+def packs(costs: Sequence[float], n_nodes: int, cap: float) -> list[int] | None:
+    """A node for each item of ``costs`` on ``n_nodes`` nodes with no load above ``cap``, None
+    when there is none (exact: depth-first, largest item first, nodes of equal load tried
+    once)."""
+    order = sorted(range(len(costs)), key=lambda i: -costs[i])
+    if not order:
+        return []
+    if costs[order[0]] > cap or math.fsum(costs) > n_nodes * cap:
+        return None
+    loads = [0.0] * n_nodes
+    where = [0] * len(costs)
+
+    def rec(k: int) -> bool:
+        if k == len(order):
+            return True
+        c = costs[order[k]]
+        seen = set()
+        for j in range(n_nodes):
+            lj = loads[j]
+            if lj in seen or lj + c > cap:
+                continue
+            seen.add(lj)
+            loads[j], where[order[k]] = lj + c, j
+            if rec(k + 1):
+                return True
+            loads[j] = lj
+        return False
+
+    return where if rec(0) else None
+
+
 # ---- node-set family ------------------------------------------------------------------------
 
 
@@ -236,15 +293,8 @@ class Family:
     split: dict[int, int] = field(default_factory=dict)
 
     def partition(self, mask: int) -> list[int]:
-        out, stack = [], [mask]
-        while stack:
-            m = stack.pop()
-            s = self.split[m]
-            if s == 0:
-                out.append(m)
-            else:
-                stack += [s, m ^ s]
-        return sorted(out)
+        """The cheapest partition of ``mask`` into tree masks."""
+        return unfold(self.split, mask)
 
 
 def node_set_family(
@@ -733,6 +783,109 @@ def _min_max_capped(
     )
 
 
+# ---- the exact Pareto front without capacities: epsilon constraint over tree partitions ----
+
+
+@dataclass
+class FrontPoint:
+    total: float
+    max: float
+    parts: list[int]  # tree masks
+    where: list[int]  # node of each tree
+
+
+def schedule_point(
+    pr: Pricer, partitions, n_nodes: int, deadline: float, max_ties: int, cap: float = INF
+):
+    """The tied partitions' best schedule (least MaxCost, then TotalCost) as a ``FrontPoint``
+    (None when there is none); a schedule above ``cap`` (CP-SAT out of time) is replaced by an
+    exact packing within it (``packs``), when there is one."""
+    best = None
+    for parts in partitions[:max_ties]:
+        costs = [pr.price(m)[0] for m in parts]
+        left = max(0.2, (deadline - time.perf_counter()) * 0.1)
+        where, _ = schedule_trees(costs, [None] * n_nodes, left)
+        loads = [0.0] * n_nodes
+        for c, j in zip(costs, where):
+            loads[j] += c
+        if max(loads) > cap:
+            packed = packs(costs, n_nodes, cap)
+            if packed is None:
+                continue
+            where, loads = packed, [0.0] * n_nodes
+            for c, j in zip(costs, where):
+                loads[j] += c
+        pt = FrontPoint(math.fsum(loads), max(loads), list(parts), list(where))
+        if best is None or (pt.max, pt.total) < (best.max, best.total):
+            best = pt
+    return best
+
+
+def pareto_front(
+    pr: Pricer,
+    n_nodes: int,
+    top: FrontPoint,
+    low: FrontPoint,
+    low_proven: bool,
+    deadline: float,
+    max_ties: int = 16,
+) -> tuple[list[FrontPoint], bool]:
+    """The exact Pareto front (TotalCost, MaxCost) on equal nodes without capacities.
+
+    Why this way: the node-set family behind min MaxCost would have to hold every set up to
+    the min-TotalCost plan's MaxCost, which at a high rate (one big tree is the cheapest plan)
+    is nearly every subset. Instead, from ``top`` (a min-TotalCost plan, proven), each step
+    asks the tree branch and bound for the least TotalCost with every node strictly below the
+    previous point's MaxCost (``min_total_partition``'s ``max_cost``: trees pack onto the
+    nodes within it), then schedules its tied partitions for the least MaxCost. Each step
+    proven, the points are the front; the steps stop below ``low``'s MaxCost when that is the
+    proven min MaxCost (else when no plan is left). A step at least as good in TotalCost as
+    the previous one only lowers that point's MaxCost (the front keeps the better).
+    Returns the points (sorted by TotalCost, non-dominated) and whether the front is exact.
+    """
+    pts = [top]
+    exact = True
+    while True:
+        m_prev = min(p.max for p in pts)
+        cap = m_prev - REL * max(1.0, abs(m_prev))
+        if low_proven and cap < low.max * (1 - REL):
+            break
+        use_low = low.max <= cap
+        ub = low.total * (1 + REL) if use_low else INF
+        tr = min_total_partition(
+            pr, ub, deadline, [*low.parts] if use_low else None, max_cost=cap, n_nodes=n_nodes
+        )
+        if not tr.proven:
+            exact = False
+            break
+        pt = schedule_point(pr, tr.partitions, n_nodes, deadline, max_ties, cap)
+        if pt is None:
+            if tr.total == INF:
+                break  # proven: no plan below m_prev
+            pt = low  # only the bound's own plan was kept: it fits (low.max <= cap)
+        pts.append(pt)
+    if low_proven or not exact:
+        pts.append(low)
+    keep = []
+    for p in sorted(pts, key=lambda p: (p.total, p.max)):
+        if keep and p.total <= keep[-1].total * (1 + 1e-12):
+            if p.max < keep[-1].max:
+                keep[-1] = p
+            continue
+        if not keep or p.max < keep[-1].max * (1 - 1e-12):
+            keep.append(p)
+    return keep, exact
+
+
+def _front_point(plan: Plan, pos: dict[str, int]) -> FrontPoint:
+    parts, where = [], []
+    for j, nd in enumerate(plan.nodes):
+        for t in nd.trees:
+            parts.append(sum(1 << pos[q.id] for q in t.queries))
+            where.append(j)
+    return FrontPoint(plan.total_cost, plan.max_cost, parts, where)
+
+
 # ---- the solver -----------------------------------------------------------------------------
 
 
@@ -746,11 +899,14 @@ def exact_sets(
     max_sets: int = 400_000,
     workers: int = 1,
     max_ties: int = 16,
+    front: bool = False,
 ):
     """Min TotalCost and min MaxCost (module doc) within ``time_limit_s`` for the whole call;
     an objective not proven keeps its best plan (never worse than ``hints``) and a proven
-    bound. ``front`` of the result: the two plans and the hints' non-dominated ones (not the
-    exact Pareto front: ``ExactResult.front_exact`` is False)."""
+    bound. ``front`` of the result: with ``front`` and no capacities, the exact Pareto front
+    (``pareto_front``, in the time left; ``ExactResult.front_exact`` says whether it was
+    proven); otherwise the two plans and the hints' non-dominated ones (``front_exact``
+    False)."""
     from placement.dist_local_search import wg_ls
     from placement.distributed import node_capacities
     from placement.exact import ExactResult, InfeasibleError, plans_fitting, seed_result
@@ -789,14 +945,26 @@ def exact_sets(
     # -- min TotalCost
     plan_t = None
     if uncapped:
-        share = 0.15 if len(qs) <= SUBSET_TABLE_MAX else 0.45
         tr = min_total_partition(
             pr,
             ht.total_cost if ht else INF,
-            start + share * time_limit_s,
+            start + 0.15 * time_limit_s,
             tree_masks(ht) if ht else None,
         )
         stats["bb_nodes"] = tr.nodes
+        if not tr.proven and time.perf_counter() < deadline:
+            # Many small trees (low rate): the set partition's LP bound (column generation,
+            # placement.exact_lp) is far tighter than the tree branch and bound's relaxation.
+            from placement.exact_lp import total_lower_bound
+
+            cols = [m for part in tr.partitions[:1] for m in part]
+            cols += [m for p in pool for m in tree_masks(p)]
+            lpb = total_lower_bound(pr, cols, start + 0.45 * time_limit_s)
+            stats.update(lp_bound=lpb.bound, lp_optimal=lpb.lp_optimal, lp_rounds=lpb.rounds)
+            if lpb.bound > tr.bound:
+                proven = tr.total <= lpb.bound * (1 + REL)
+                bound = tr.total if proven else lpb.bound  # proven within rounding: the optimum
+                tr = TotalResult(tr.total, bound, proven, tr.partitions, tr.nodes)
         if not tr.proven and len(qs) <= SUBSET_TABLE_MAX and time.perf_counter() < deadline:
             # Few queries: price every subset instead (placement.exact.subset_table, exact;
             # 16 queries ~5 s) rather than give up the proof.
@@ -885,7 +1053,8 @@ def exact_sets(
                 caps,
                 "total",
                 cov.max,
-                max(0.1, min(left, 0.25 * time_limit_s)),
+                # a front to follow settles this tie-break exactly: a short look only
+                max(0.1, min(left, (0.02 if front and proven_t else 0.25) * time_limit_s)),
                 cov.sets,
                 workers,
                 lexicographic=False,
@@ -916,13 +1085,48 @@ def exact_sets(
         plan_m = copy.deepcopy(
             min([plan_t] + ([hm] if hm else []), key=lambda p: (p.max_cost, p.total_cost))
         )
+    front_plans, front_exact = [plan_t, plan_m], False
+    if front and uncapped and proven_t:
+        t_front = time.perf_counter()
+        pts, front_exact = pareto_front(
+            pr,
+            N,
+            _front_point(plan_t, pos),
+            _front_point(plan_m, pos),
+            proven_m,
+            deadline,
+            max_ties,
+        )
+        front_plans = [
+            build_plan(
+                "EXACT_PARETO",
+                model,
+                [
+                    [pr.model.tree(pr.queries_of(m)) for m, j in zip(p.parts, p.where) if j == jj]
+                    for jj in range(N)
+                ],
+                caps,
+                qs,
+            )
+            for p in pts
+        ]
+        stats.update(front_points=len(pts), t_front=time.perf_counter() - t_front)
+        # the front's ends are the lexicographic optima (least MaxCost at min TotalCost and
+        # least TotalCost at min MaxCost) when it is exact
+        if front_exact or front_plans[0].total_cost <= plan_t.total_cost:
+            plan_t = copy.deepcopy(min(front_plans, key=lambda p: (p.total_cost, p.max_cost)))
+        lo = min(front_plans, key=lambda p: (p.max_cost, p.total_cost))
+        if lo.max_cost <= plan_m.max_cost and (front_exact or lo.total_cost <= plan_m.total_cost):
+            plan_m = copy.deepcopy(lo)
+        if front_exact and not proven_m:  # the front ran down to "no plan below": min MaxCost
+            proven_m, bound_m = True, plan_m.max_cost
     stats["priced"] = pr.priced
     stats["t_all"] = time.perf_counter() - start
     plan_t.optimizer, plan_m.optimizer = "EXACT_TOTAL", "EXACT_MAX"
     res = ExactResult(
         plan_t,
         plan_m,
-        [plan_t, plan_m],
+        front_plans,
         "sets",
         proven_t and proven_m,
         0.0,
@@ -932,6 +1136,6 @@ def exact_sets(
         optimal_total=proven_t,
         optimal_max=proven_m,
     )
-    res.front_exact = False
+    res.front_exact = front_exact
     res.stats.update(stats)
     return seed_result(res, pool, caps)

@@ -42,16 +42,18 @@ def set_partitions(items):
             yield p[:i] + [[first] + p[i]] + p[i + 1 :]
 
 
-def random_queries(draw, n, keys=1, streams=1, max_slide=9, range_factor=3):
+def random_queries(draw, n, keys=1, streams=1, max_slide=9, range_factor=3, kinds=("time",)):
     """``n`` queries q0.. with slide in [1, max_slide], range in [1, range_factor * slide],
-    aggregate sum or max (``keys`` = 2 mixes them) on streams s0.. (``streams`` of them)."""
+    aggregate sum or max (``keys`` = 2 mixes them) on streams s0.. (``streams`` of them), window
+    kind drawn from ``kinds`` (no draw when there is one)."""
     qs = []
     for i in range(n):
         s = draw(st.integers(1, max_slide))
         r = draw(st.integers(1, range_factor * s))
         k = draw(st.integers(0, keys - 1))
         sid = draw(st.integers(0, streams - 1))
-        qs.append(Query(f"q{i}", r, s, "sum" if k == 0 else "max", f"s{sid}"))
+        kind = draw(st.sampled_from(kinds)) if len(kinds) > 1 else kinds[0]
+        qs.append(Query(f"q{i}", r, s, "sum" if k == 0 else "max", f"s{sid}", kind))
     return qs
 
 

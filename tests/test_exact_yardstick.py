@@ -122,10 +122,11 @@ def test_simulate_gap_intervals(tmp_path):
 )
 def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
     """Proven optima of ``sets`` are the exhaustive search's, for monotone (Panes, FlatFIT) and
-    non-monotone (FlatFAT, SlickDeque) Omegas, one or two keys; plans verify."""
+    non-monotone (FlatFAT, SlickDeque) Omegas, one or two keys, time and count windows (a
+    count window never shares a tree with a time window: issue 16); plans verify."""
     from placement.exact import solve_exact
 
-    qs = random_queries(data.draw, n, keys, range_factor=4)
+    qs = random_queries(data.draw, n, keys, range_factor=4, kinds=("time", "count"))
     model = CostModel(technique, lam)
     ex = exact_exhaustive(qs, model, n_nodes)
     got = solve_exact(
@@ -142,6 +143,69 @@ def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
     for p in (got.min_total, got.min_max):
         assert verify_plan(p.to_dict()) == []
         assert sorted(q.id for q in p.queries) == sorted(q.id for q in qs)
+
+
+@settings(max_examples=examples(40))
+@given(
+    data=st.data(),
+    n=st.integers(1, 8),
+    n_nodes=st.integers(1, 4),
+    technique=st.sampled_from(["panes", "flatfit", "slickdeque", "flatfat"]),
+    lam=st.sampled_from([0.3, 2.0, 20.0]),
+    keys=st.integers(1, 2),
+)
+def test_sets_front_equals_exhaustive_front(data, n, n_nodes, technique, lam, keys):
+    """The ``sets`` Pareto front (epsilon constraint over tree partitions) is the exhaustive
+    search's front point for point, marked exact; its ends are the lexicographic optima. With
+    no node-set family (``max_sets=1``: min MaxCost unproven before the front) the front runs
+    down to "no plan below" and proves min MaxCost itself."""
+    from placement.exact import solve_exact
+
+    qs = random_queries(data.draw, n, keys, range_factor=4, kinds=("time", "count"))
+    model = CostModel(technique, lam)
+    ex = exact_exhaustive(qs, model, n_nodes)
+    got = solve_exact(
+        qs,
+        model,
+        n_nodes,
+        method="sets",
+        front=True,
+        hint=data.draw(st.booleans()),
+        time_limit_s=30,
+        max_sets=data.draw(st.sampled_from([400_000, 1])),
+    )
+    assert got.front_exact and got.optimal_total and got.optimal_max
+    want = [(p.total_cost, p.max_cost) for p in ex.front]
+    have = [(p.total_cost, p.max_cost) for p in got.front]
+    assert len(have) == len(want), (have, want)
+    for a, b in zip(have, want):
+        assert math.isclose(a[0], b[0], rel_tol=1e-7) and math.isclose(a[1], b[1], rel_tol=1e-7)
+    assert math.isclose(got.min_total.max_cost, ex.min_total.max_cost, rel_tol=1e-7)
+    assert math.isclose(got.min_max.total_cost, ex.min_max.total_cost, rel_tol=1e-7)
+    for p in got.front:
+        assert verify_plan(p.to_dict()) == []
+
+
+def test_packs_against_brute_force():
+    """``exact_sets.packs`` (the front's leaf check) says yes exactly when some assignment of
+    the items to the nodes stays within the capacity."""
+    import itertools
+    import random
+
+    from placement.exact_sets import packs
+
+    rnd = random.Random(5)
+    for _ in range(300):
+        costs = [rnd.choice([1.0, 2.0, 3.0, 4.5, 5.0]) for _ in range(rnd.randint(0, 6))]
+        n_nodes, cap = rnd.randint(1, 3), rnd.choice([3.0, 5.0, 6.0, 9.0])
+        brute = any(
+            all(sum(c for c, j in zip(costs, w) if j == k) <= cap for k in range(n_nodes))
+            for w in itertools.product(range(n_nodes), repeat=len(costs))
+        )
+        got = packs(costs, n_nodes, cap)
+        assert (got is not None) == brute, (costs, n_nodes, cap)
+        if got is not None:
+            assert all(sum(c for c, j in zip(costs, got) if j == k) <= cap for k in range(n_nodes))
 
 
 @settings(max_examples=examples(15))
@@ -248,3 +312,42 @@ def test_simulate_beyond_exhaustive_reports_bounds(tmp_path):
     assert (df["gap_total_hi"] > df["gap_total"]).all()
     html = build_report(tmp_path).read_text()
     assert "min TotalCost not proven: optimum in [" in html
+
+
+@settings(max_examples=examples(40))
+@given(
+    data=st.data(),
+    n=st.integers(1, 8),
+    technique=st.sampled_from(["panes", "flatfit"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    lam=st.sampled_from([0.3, 1.0, 20.0]),
+    keys=st.integers(1, 2),
+)
+def test_lp_bound_never_above_the_brute_force_min_total(data, n, technique, slicing, lam, keys):
+    """``exact_lp.total_lower_bound`` (column generation, Lagrangian bound) is at most the
+    exhaustive min TotalCost, and meets it when the LP is integral (then the search proves)."""
+    from placement.exact_lp import total_lower_bound
+    from placement.exact_sets import Pricer
+
+    qs = random_queries(data.draw, n, keys, range_factor=4, kinds=("time", "count"))
+    model = CostModel(technique, lam, slicing=slicing)
+    opt = exact_exhaustive(qs, model, 1).min_total.total_cost
+    lb = total_lower_bound(Pricer(qs, model), [], math.inf)
+    if not Pricer(qs, model).additive:
+        assert lb.bound == -math.inf
+        return
+    assert lb.lp_optimal
+    assert lb.bound <= opt * (1 + TOL)
+
+
+def test_lp_bound_proves_min_total_at_a_low_rate():
+    """20 queries at rate 1 (many small trees: the tree branch and bound alone leaves a ~25 %
+    gap): the LP bound proves min TotalCost."""
+    from placement.exact import solve_exact
+    from sim.workload import WorkloadSpec, generate
+
+    qs = generate(WorkloadSpec(qnum=20, smax=20, rate=1, omax=5, seed=0))
+    model = CostModel("panes", 1.0)
+    got = solve_exact(qs, model, 8, hint=True, time_limit_s=60)
+    assert got.method == "sets" and got.optimal_total and got.gap_total == 0
+    assert got.stats["lp_optimal"]

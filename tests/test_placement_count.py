@@ -171,15 +171,33 @@ def test_count_edges_are_converted_in_every_weave_path(windows, rate, tech):
         assert t.cost == pytest.approx(rate + t.time_edge_rate * t.omega, rel=1e-12)
 
 
-# Known defect (open): WG_LS's bounded search can miss a better "query out of a tree on the
-# busiest node, woven into a count tree elsewhere" move; the exact prices of both sides are
-# right (checked: the without-bound equals the exact cost), so a merge bound (kind 4) overshoots.
-# Found by this test (seed 2161, n 12, 3 nodes, panes, lam 0.05, WG_I): it stays, non-strict,
-# until fixed; the pinned case below is strict.
-KIND4_COUNT_BOUND = "WG_LS kind-4 merge bound overshoots for a count tree (open defect)"
+windows_of_one_tree = st.lists(
+    st.tuples(st.integers(1, 30), st.integers(1, 12)), min_size=1, max_size=4
+)
 
 
-@pytest.mark.xfail(strict=False, reason=KIND4_COUNT_BOUND)
+@settings(max_examples=examples(300))
+@given(
+    xs=windows_of_one_tree,
+    ys=windows_of_one_tree,
+    kind=st.sampled_from(["time", "count"]),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    rate=st.sampled_from([0.05, 1.0, 10.0]),
+)
+def test_wg_ls_merge_bound_never_above_the_exact_merged_cost(xs, ys, kind, tech, slicing, rate):
+    """``LocalSearch.merge_lbs`` (WG_LS's optimistic price of weaving two trees, kinds 2 and 4)
+    is at most the exact merged cost, for time and count trees; shared windows included (the
+    case the old kind-4 bound missed: its shared-item lookup never matched)."""
+    model = CostModel(tech, rate, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    tx = model.tree([Query(f"x{i}", r, s, agg, "s0", kind) for i, (r, s) in enumerate(xs)])
+    ty = model.tree([Query(f"y{i}", r, s, agg, "s0", kind) for i, (r, s) in enumerate(ys)])
+    lb = LocalSearch(model, [None, None], 1.0, 1.0).merge_lbs([tx, ty], [ty, tx])
+    exact = model.merged_price(tx, ty)[2]
+    assert lb[0, 0] <= exact and lb[1, 1] <= exact
+
+
 @settings(max_examples=examples(300))
 @given(
     seed=st.integers(0, 10_000),
@@ -220,8 +238,9 @@ def test_wg_ls_bounds_hold_for_count_trees(seed, n, nodes, tech, lam, init):
     assert not any(s.better(k, got) for k in improving), (got, min(improving))
 
 
-@pytest.mark.xfail(strict=True, reason=KIND4_COUNT_BOUND)
 def test_wg_ls_finds_the_query_move_into_a_count_tree():
+    """Found by the property test: q8 (window (18, 12)) out of a node-1 tree, into the node-2
+    count tree that already holds (18, 12): free, but the old kind-4 bound charged it."""
     test_wg_ls_bounds_hold_for_count_trees.hypothesis.inner_test(
         seed=2161, n=12, nodes=3, tech="panes", lam=0.05, init="WG_I"
     )

@@ -42,7 +42,10 @@ def run(
     gen: str = "nrm",
     time_limit_s: float = 60.0,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    front: bool = False,
 ) -> list[dict[str, Any]]:
+    """One row per (qnum, seed, nodes); ``front``: also the exact Pareto front (within the
+    same ``time_limit_s`` per instance)."""
     warm_up()
     rows = []
     for qnum in qnums:
@@ -62,7 +65,7 @@ def run(
                     hints=plans,
                     hint=False,
                     time_limit_s=time_limit_s,
-                    front=False,
+                    front=front,
                 )
                 wall = time.perf_counter() - t0
                 st = res.stats
@@ -100,6 +103,11 @@ def run(
                         "node_sets": st.get("sets"),
                         "bb_nodes": st.get("bb_nodes"),
                         "trees_priced": st.get("priced"),
+                        "front_exact": bool(front and res.front_exact),
+                        "front_points": len(res.front) if front else None,
+                        # the front comes last: the whole call is the time to the front
+                        "time_front_s": wall if front else None,
+                        "time_front_phase_s": st.get("t_front") if front else None,
                     }
                 )
                 if on_row:
