@@ -22,11 +22,11 @@ from typing import Any
 from executors.live_tree import LiveTree
 
 from .deploy import Deployment
-from .node_actor import _ActorCore, pick_technique, shipped_executors
+from .node_actor import ActorCore, pick_technique, shipped_executors
 from .plan_specs import DeploymentError
 
 
-class LiveNodeCore(_ActorCore):
+class LiveNodeCore(ActorCore):
     """A node whose trees are ``LiveTree`` s (tuple input only)."""
 
     def __init__(

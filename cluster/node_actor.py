@@ -761,7 +761,7 @@ def shipped_executors() -> dict[str, type]:
     return ext
 
 
-class _ActorCore(NodeCore):
+class ActorCore(NodeCore):
     """NodeCore plus what only makes sense inside a Ray actor."""
 
     def ray_node_id(self) -> str:
@@ -776,7 +776,7 @@ def _make_actor():
 
     # num_cpus=0: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
     # with more nodes than cores (they then share the cores, as a simulation should).
-    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(_ActorCore)
+    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(ActorCore)
 
 
 class _LazyActor:

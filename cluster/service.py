@@ -57,11 +57,11 @@ class _Parts:
     ends up in exactly one part."""
 
     def __init__(self, path: Path, schema: pa.Schema, start: int, fresh: bool):
-        from .streaming import _clear_dataset
+        from .streaming import clear_dataset
 
         self.path, self.schema, self.next, self.rows = path, schema, int(start), 0
         if fresh:
-            _clear_dataset(path)
+            clear_dataset(path)
         path.mkdir(parents=True, exist_ok=True)
         for p in path.iterdir():
             m = _PART_RE.fullmatch(p.name)

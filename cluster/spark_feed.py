@@ -107,7 +107,7 @@ def read_debs_df(spark, path: str, streams: Sequence[str] | None = None):
     return df
 
 
-def _nondecreasing(ts: np.ndarray, prev: int | None) -> bool:
+def nondecreasing(ts: np.ndarray, prev: int | None) -> bool:
     if ts.shape[0] == 0:
         return True
     if prev is not None and ts[0] < prev:
@@ -220,7 +220,7 @@ def ordered_arrow_batches(
                 continue
             if order == "auto":
                 ts = tbl.column("ts_ms").to_numpy()
-                if not _nondecreasing(ts, prev):
+                if not nondecreasing(ts, prev):
                     tbl = part(a).orderBy(*sort_cols).toArrow().combine_chunks()
                     stats["sorted_chunks"] += 1
                     ts = tbl.column("ts_ms").to_numpy()

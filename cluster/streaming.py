@@ -93,7 +93,7 @@ import pyarrow.parquet as pq
 from .answer_blocks import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
 from .deploy import Deployment
 from .live import default_pinning, load_plan, started_runtimes, write_final_plan
-from .spark_feed import _nondecreasing
+from .spark_feed import nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
 #: arrays stop at 2 GiB, and a micro-batch's bytes sit in driver memory.
@@ -210,7 +210,7 @@ class _PartWriter:
 
     def __init__(self, path: Path, schema: pa.Schema):
         self.path, self.schema, self.parts, self.rows = path, schema, 0, 0
-        _clear_dataset(path)
+        clear_dataset(path)
         path.mkdir(parents=True)
 
     def write(self, table: pa.Table, batch: int) -> None:
@@ -231,7 +231,7 @@ class _PartWriter:
         os.replace(tmp, self.path / name)
 
 
-def _clear_dataset(path: Path) -> None:
+def clear_dataset(path: Path) -> None:
     """Remove a previous run's output at ``path`` (a file, or a directory of our parts only)."""
     if path.is_dir():
         foreign = [
@@ -623,7 +623,7 @@ class DirectoryStream:
         backpressure)."""
         t = table.select(["ts_ms", "index", *self.streams]).combine_chunks()
         ts = t.column("ts_ms").to_numpy()
-        if not _nondecreasing(ts, None):
+        if not nondecreasing(ts, None):
             t = t.sort_by([("ts_ms", "ascending"), ("index", "ascending")])
         t = t.select(["ts_ms", *self.streams])
         for b in t.to_batches(max_chunksize=self.options.batch_rows):

@@ -23,7 +23,7 @@ _META_SLOTS = 3
 
 
 @njit(cache=True)
-def _twostacks_kernel(
+def twostacks_kernel(
     op,
     new_hi,
     new_lo,
@@ -139,7 +139,7 @@ class TwoStacks(FinalAggregator):
 
     def _kernel(self, new_hi, new_lo, due_ptr, due_n, out_hi, out_lo, ops):
         s = self.state
-        _twostacks_kernel(
+        twostacks_kernel(
             self.op,
             new_hi,
             new_lo,

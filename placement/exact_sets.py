@@ -909,7 +909,7 @@ def exact_sets(
     False)."""
     from placement.dist_local_search import wg_ls
     from placement.distributed import node_capacities
-    from placement.exact import ExactResult, InfeasibleError, plans_fitting, seed_result
+    from placement.exact_common import ExactResult, InfeasibleError, plans_fitting, seed_result
     from placement.queries import validate_unique
 
     start = time.perf_counter()
@@ -968,7 +968,7 @@ def exact_sets(
         if not tr.proven and len(qs) <= SUBSET_TABLE_MAX and time.perf_counter() < deadline:
             # Few queries: price every subset instead (placement.exact.subset_table, exact;
             # 16 queries ~5 s) rather than give up the proof.
-            from placement.exact import subset_table
+            from placement.exact_common import subset_table
 
             table = subset_table(qs, model)
             full = (1 << len(qs)) - 1

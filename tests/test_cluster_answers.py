@@ -173,13 +173,13 @@ def test_drain_with_queries_without_answers():
 
 
 def test_bench_cost_check_in_model_units():
-    """``sim.bench.e2e._measured_cost`` on nodes run in this process: the lambda part is the
+    """``sim.bench.e2e.measured_cost`` on nodes run in this process: the lambda part is the
     tuples each tree folded per ms (= the plan's rate), SlickDeque Inv trees with an exact
     Omega measure the plan's E * Omega (avg trees' two primitives counted as one aggregate
     operation) up to the windows closing after the last tuple, and the parts add up to the
     plan's node cost."""
     from cluster.deploy import node_specs
-    from sim.bench.e2e import _measured_cost, cost_summary, e2e_queries, format_table
+    from sim.bench.e2e import cost_summary, e2e_queries, format_table, measured_cost
     from sim.bench.live import STREAMS, round_robin_plan
 
     rate = 0.1  # tuples per ms, as in the plan
@@ -196,7 +196,7 @@ def test_bench_cost_check_in_model_units():
         node.flush()
         metrics["nodes"][sp["node_id"]] = node.metrics()
     span = float(ts[-1] - ts[0] + 1)
-    cost = _measured_cost(plan, metrics, span, "raw")
+    cost = measured_cost(plan, metrics, span, "raw")
     for node in plan["nodes"]:
         c = cost[node["id"]]
         assert c["plan_cost"] == pytest.approx(node["cost"], abs=1e-4)

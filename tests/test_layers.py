@@ -22,23 +22,6 @@ LAYERS = ("placement", "executors", "cluster", "sim")
 ANY_LAYER = ("sim.bench",)
 NO_RUNTIME = {"placement": ("ray", "pyspark"), "executors": ("ray", "pyspark")}
 
-# KNOWN: violations that other branches of issue 12 remove in parallel. Listed so this branch
-# is green; the merger strikes each entry as its branch is merged (the tests also fail on a
-# KNOWN entry that is gone, so the lists only shrink) and from then on nothing is admitted.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # exact-count: exact <-> exact_sets
-    frozenset({"placement.exact", "placement.exact_sets"}),
-}
-KNOWN_PRIVATE: set[tuple[str, str]] = {
-    # driver-out: node_actor.py split, streaming.py, spark_feed.py, sim/bench/e2e.py
-    ("cluster.live_node", "cluster.node_actor._ActorCore"),
-    ("cluster.service", "cluster.streaming._clear_dataset"),
-    ("cluster.streaming", "cluster.spark_feed._nondecreasing"),
-    ("sim.bench.count", "sim.bench.e2e._measured_cost"),
-    # arch-kernels: the technique files' kernels
-    ("sim.bench.executors", "executors.twostacks._twostacks_kernel"),
-}
-
 
 def module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -147,10 +130,7 @@ def test_no_back_edges(tree):
 
 def test_no_module_cycles(tree):
     _, graph, _ = tree
-    found = cycles(graph)
-    assert sorted(map(sorted, found - KNOWN_CYCLES)) == []
-    # KNOWN entries that are gone must be struck from the list, so it only shrinks
-    assert sorted(map(sorted, KNOWN_CYCLES - found)) == []
+    assert sorted(map(sorted, cycles(graph))) == []
 
 
 def test_placement_and_executors_import_no_ray_or_spark(tree):
@@ -160,9 +140,7 @@ def test_placement_and_executors_import_no_ray_or_spark(tree):
 
 def test_no_private_names_across_modules(tree):
     modules, _, raw = tree
-    found = set(private_imports(modules, raw))
-    assert sorted(found - KNOWN_PRIVATE) == []
-    assert sorted(KNOWN_PRIVATE - found) == []
+    assert sorted(set(private_imports(modules, raw))) == []
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

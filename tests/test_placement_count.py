@@ -375,13 +375,13 @@ def _count_plan_and_batch(n: int = 200_000):
 
 
 def _assert_within_2_percent(plan, metrics, span):
-    """``sim.bench.e2e._measured_cost`` (the e2e cost check): per node and per part (lambda, each
+    """``sim.bench.e2e.measured_cost`` (the e2e cost check): per node and per part (lambda, each
     IE technique) measured operations per ms within 2 % of the plan, and per count tree its
     measured slices and final-aggregation operations per ms within 2 % of ``edge_rate`` and
     ``edge_rate * omega``."""
-    from sim.bench.e2e import PRIMITIVES, _measured_cost
+    from sim.bench.e2e import PRIMITIVES, measured_cost
 
-    cost = _measured_cost(plan, metrics, span, "raw")
+    cost = measured_cost(plan, metrics, span, "raw")
     for nd in plan["nodes"]:
         c = cost[nd["id"]]
         assert c["plan_cost"] == pytest.approx(nd["cost"], abs=1e-4)

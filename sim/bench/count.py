@@ -7,7 +7,7 @@ workload of count and time windows (the papers' generator for ranges and slides,
 query a count window, two streams, sum/max/avg), runs the plan on Ray actors
 (``cluster.deploy.Deployment`` with operation counting; ``live=False``: the actors' core
 ``NodeCore`` in this process) over a stream of exactly ``rate`` tuples per ms, and reports the
-e2e cost check (``sim.bench.e2e._measured_cost``: per node and part, measured vs planned
+e2e cost check (``sim.bench.e2e.measured_cost``: per node and part, measured vs planned
 operations per ms) plus, over the count trees alone, planned vs measured edges and
 final-aggregation operations per ms and what the unconverted model (edges per tuple taken as
 edges per ms) would have planned.
@@ -60,7 +60,7 @@ def run_count_check(
     from placement.optimizers import optimize
     from placement.plan import verify_plan
     from placement.trees import CostModel
-    from sim.bench.e2e import PRIMITIVES, _measured_cost, cost_summary
+    from sim.bench.e2e import PRIMITIVES, cost_summary, measured_cost
 
     qs = count_workload(qnum, smax, omax, seed)
     rates = {s: float(rate) for s in STREAMS}
@@ -104,7 +104,7 @@ def run_count_check(
         f"ran {tuples} tuples per stream {'on Ray actors' if live else 'in process'} "
         f"({time.perf_counter() - t0:.1f} s)"
     )
-    node_cost = _measured_cost(plan, metrics, span, "raw")
+    node_cost = measured_cost(plan, metrics, span, "raw")
     axes: dict[str, dict] = {}
     for n in plan["nodes"]:
         for t in n["trees"]:

@@ -31,7 +31,7 @@ Raw and sliced answers are compared with each other (all of them) for every n.
 row also carries per-node measured cost next to the plan's estimate ``sum_t lambda + E_t *
 Omega_t`` (``node_cost``: per node and per part, lambda and each IE technique, in the model's
 units; ``cost_check``: the mean measured/plan ratio over nodes and the ratio per part;
-``_measured_cost`` says exactly what is counted); counting costs a few percent of actor time.
+``measured_cost`` says exactly what is counted); counting costs a few percent of actor time.
 ``finish`` in each row: where ``Deployment.finish`` spent its time (nodes working off their
 queues, flush, answers handed over, driver merge).
 """
@@ -207,7 +207,7 @@ def _run_mode(
 PRIMITIVES = {"sum": 1, "count": 1, "min": 1, "max": 1, "avg": 2, "range": 2, "stddev": 3}
 
 
-def _measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
+def measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
     """Per node: the plan's estimated cost ``sum_t lambda + E_t * Omega_t`` beside the measured
     one, in the model's units, split by part (DESIGN.md s. 3).
 
@@ -466,7 +466,7 @@ def run_e2e_bench(
                         if diff:
                             row["diff"] = diff
                     if count_ops:
-                        row["node_cost"] = _measured_cost(plan, res.metrics, span_ms, mode)
+                        row["node_cost"] = measured_cost(plan, res.metrics, span_ms, mode)
                         row["cost_check"] = cost_summary(row["node_cost"])
                     rows.append(row)
                     log(json.dumps(row))

@@ -325,9 +325,9 @@ def _twostacks_literal_op():
     from numba import literally, njit
 
     from executors.aggregates import OP_MIN
-    from executors.twostacks import TwoStacks, _twostacks_kernel
+    from executors.twostacks import TwoStacks, twostacks_kernel
 
-    impl = njit(cache=False)(_twostacks_kernel.py_func)
+    impl = njit(cache=False)(twostacks_kernel.py_func)
 
     @njit(cache=False)
     def lit(op, *args):
