@@ -389,13 +389,15 @@ class LocalSearch:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
-        best = {"q": None, "i": None}
+        best_q: list[int] | None = None  # quantized key of the best move offered so far
+        best_i: int | None = None
         steps = [REL * max(1.0, abs(c)) for c in cur]
 
         def offer(k, i: int) -> None:
+            nonlocal best_q, best_i
             kq = [math.floor(x / st) for x, st in zip(k, steps)]
-            if self.better(k, cur) if best["q"] is None else _lex_lt(kq, best["q"]):
-                best.update(q=kq, i=i)
+            if self.better(k, cur) if best_q is None else _lex_lt(kq, best_q):
+                best_q, best_i = kq, i
 
         def move_of(i: int):
             k, t, u = int(kind[i]), int(T[i]), int(U[i])
@@ -415,10 +417,10 @@ class LocalSearch:
             offer(self._key1(ctx, int(A[i]), float(LA[i]), int(B[i]), float(LB[i])), i)
         cur_q = [x[0] for x in self._quantized(cur, *(np.array([c]) for c in cur))]
         bd = np.flatnonzero(kind >= 2)
-        bd = bd[_lex_lt_arr([x[bd] for x in qk], best["q"] or cur_q)]
+        bd = bd[_lex_lt_arr([x[bd] for x in qk], best_q or cur_q)]
         order = bd[np.lexsort([x[bd] for x in qk][::-1])]
         for i, kq in zip(order.tolist(), zip(*(x[order].tolist() for x in qk))):
-            if best["q"] is not None and not _lex_lt(kq, best["q"]):
+            if best_q is not None and not _lex_lt(kq, best_q):
                 break
             k, t, u, a, b = int(kind[i]), int(T[i]), int(U[i]), int(A[i]), int(B[i])
             tree = flat[t][2]
@@ -435,7 +437,7 @@ class LocalSearch:
                     else float(ld[b] - cost[u]) + self.merged_cost(qt, flat[u][2])
                 )
             offer(self._key1(ctx, a, la, b, lb), i)
-        return None if best["i"] is None else move_of(best["i"])
+        return None if best_i is None else move_of(best_i)
 
     def run(self, nodes: list[list[Tree]], max_iters: int, on_plan=None) -> list[list[Tree]]:
         """Re-weave, then the best improving move, until none is left; ``on_plan(nodes)`` sees

@@ -186,7 +186,7 @@ def exact_cpsat(
         """Lexicographic solve: minimise ``primary`` ("total" or "max"), then the other one.
         A fresh model per step (they are small), with ``bounds`` as upper bounds."""
         nonlocal all_optimal
-        result = {}
+        result: dict[str, int] = {}
         sol = None
         key = {"total": 1, "max": 2}
         start = [s for s in sols if all(s[key[k]] <= b for k, b in bounds.items())]

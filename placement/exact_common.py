@@ -91,8 +91,10 @@ class ExactResult:
     optimal: bool  # proven optimal (always True for exhaustive)
     abs_tol: float  # cost differences below this may be misranked (integer scaling)
     candidate_trees: int
-    bound_total: float | None = None  # proven lower bound of min TotalCost (None: = optimum)
-    bound_max: float | None = None  # proven lower bound of min MaxCost (None: = optimum)
+    # Proven lower bounds of min TotalCost / min MaxCost; NaN (unset): the optimum when proven,
+    # else 0 (``__post_init__`` fills them, so they are always numbers afterwards).
+    bound_total: float = math.nan
+    bound_max: float = math.nan
     optimal_total: bool | None = None  # min TotalCost proven (None: as ``optimal``)
     optimal_max: bool | None = None  # min MaxCost proven (None: as ``optimal``)
     seeded: list[str] = field(default_factory=list)  # hint plans that beat the solver's answer
@@ -104,9 +106,9 @@ class ExactResult:
             self.optimal_total = self.optimal
         if self.optimal_max is None:
             self.optimal_max = self.optimal
-        if self.bound_total is None:
+        if math.isnan(self.bound_total):
             self.bound_total = self.min_total.total_cost if self.optimal_total else 0.0
-        if self.bound_max is None:
+        if math.isnan(self.bound_max):
             self.bound_max = self.min_max.max_cost if self.optimal_max else 0.0
         self._settle()
 

@@ -68,7 +68,10 @@ class FamilyTooLarge(RuntimeError):
 
 
 class OutOfTime(RuntimeError):
-    pass
+    """The deadline passed. ``bound`` (set on the way up, when known): a lower bound of what
+    was left unexplored."""
+
+    bound: float
 
 
 class Pricer:
@@ -120,6 +123,14 @@ class TotalResult:
     nodes: int = 0
 
 
+@dataclass
+class _Incumbent:
+    """The best total found so far and its partitions (ties within ``REL`` kept)."""
+
+    total: float
+    parts: list[list[int]]
+
+
 def min_total_partition(
     pr: Pricer,
     ub: float = INF,
@@ -140,7 +151,7 @@ def min_total_partition(
     cap = max_cost  # as given: the caller's strict constraint carries its own rounding margin
     # Big omegas first: open trees get their E early, so the bounds bite early.
     order = sorted(range(n), key=lambda i: (pr.key[i], -(pr.e1[i] * pr.om1[i]), i))
-    best = {"total": ub, "parts": [list(ub_partition)] if ub_partition else []}
+    best = _Incumbent(ub, [list(ub_partition)] if ub_partition else [])
     count = [0]
 
     def rest_bound(k: int, blocks: list[list]) -> float:
@@ -198,14 +209,14 @@ def min_total_partition(
         if k == n:
             total = math.fsum(b[2] for b in blocks)
             tol = REL * max(1.0, abs(total))
-            if total > best["total"] + tol:
+            if total > best.total + tol:
                 return INF
             if cap < INF and packs([b[2] for b in blocks], n_nodes, cap) is None:
                 return INF
-            if total < best["total"] - tol:
-                best["total"], best["parts"] = total, [[b[1] for b in blocks]]
-            elif total <= best["total"] + tol:
-                best["parts"].append([b[1] for b in blocks])
+            if total < best.total - tol:
+                best.total, best.parts = total, [[b[1] for b in blocks]]
+            elif total <= best.total + tol:
+                best.parts.append([b[1] for b in blocks])
             return INF
         i = order[k]
         kids = []
@@ -228,7 +239,7 @@ def min_total_partition(
             key=lambda x: (x[0], x[1]),
         )
         for pos, (lb, _, b, nb) in enumerate(scored):
-            if lb > best["total"] * (1 + REL) + 1e-300:
+            if lb > best.total * (1 + REL) + 1e-300:
                 break
             try:
                 rec(k + 1, nb, b)
@@ -242,11 +253,11 @@ def min_total_partition(
     try:
         rec(0, [], 0.0)
         proven = True
-        bound = best["total"]
+        bound = best.total
     except OutOfTime as stop:
         proven = False
-        bound = min(getattr(stop, "bound", 0.0), best["total"])
-    return TotalResult(best["total"], bound, proven, best["parts"], count[0])
+        bound = min(getattr(stop, "bound", 0.0), best.total)
+    return TotalResult(best.total, bound, proven, best.parts, count[0])
 
 
 def packs(costs: Sequence[float], n_nodes: int, cap: float) -> list[int] | None:
@@ -407,8 +418,9 @@ def solve_sets(
     scale = 1e7 / max(vmax, 1e-300)
     start = time.perf_counter()
     result: dict[str, int] = {}
-    proven, bound_int = True, 0
-    chosen = None
+    proven = True
+    bound_int: float = 0  # the solver's objective bound (integer units), from the first step
+    chosen: list[int] | None = None
     if primary == "feasible":  # any cover within ``limit``: no objective
         objectives: tuple = ("feasible",)
     else:
@@ -420,12 +432,12 @@ def solve_sets(
             for k, cc in enumerate(cls_caps):
                 if cc is None or v <= cc * (1 + 1e-12):
                     y[m, k] = mdl.new_bool_var(f"y{m}_{k}")
-        by_q = [[] for _ in range(n)]
-        for (m, _k), var in y.items():
+        by_q: list[list[cp_model.IntVar]] = [[] for _ in range(n)]
+        for (m, _k), yv in y.items():
             r = m
             while r:
                 low = r & -r
-                by_q[low.bit_length() - 1].append(var)
+                by_q[low.bit_length() - 1].append(yv)
                 r ^= low
         if any(not vs for vs in by_q):
             return None
@@ -436,17 +448,17 @@ def solve_sets(
         w = {m: int(round(v * scale)) for m, v in cols}
         top = max(w.values())
         var = {"max": mdl.new_int_var(0, top, "max"), "total": mdl.new_int_var(0, top * N, "total")}
-        for (m, _k), v in y.items():
-            mdl.add(var["max"] >= w[m]).only_enforce_if(v)
-        mdl.add(var["total"] == sum(w[m] * v for (m, k), v in y.items()))
+        for (m, _k), yv in y.items():
+            mdl.add(var["max"] >= w[m]).only_enforce_if(yv)
+        mdl.add(var["total"] == sum(w[m] * yv for (m, k), yv in y.items()))
         mdl.add(N * var["max"] >= var["total"])
         for name, b in result.items():
             mdl.add(var[name] <= b)
         hs = chosen if chosen is not None else hint
         if hs is not None and all(any((m, k) in y for k in range(len(cls_caps))) for m in hs):
             hset = set(hs)
-            for (m, _k), v in y.items():
-                mdl.add_hint(v, m in hset)
+            for (m, _k), yv in y.items():
+                mdl.add_hint(yv, m in hset)
         if obj != "feasible":
             mdl.minimize(var[obj])
         solver = cp_model.CpSolver()
@@ -480,6 +492,7 @@ def solve_sets(
         result[obj] = int(solver.value(var[obj]))
         chosen = [m for (m, k), v in y.items() if solver.value(v)]
         chosen_cls = [k for (m, k), v in y.items() if solver.value(v)]
+    assert chosen is not None  # the first step either solved or returned
     vals = [fam.best[m] for m in chosen]
     total, mx = math.fsum(vals), max(vals)
     if primary == "feasible":
@@ -515,8 +528,9 @@ def schedule_trees(
     mx = mdl.new_int_var(0, sum(w), "max")
     for j in range(N):
         mdl.add(mx >= load[j])
-        if caps[j] is not None:
-            mdl.add(load[j] <= int(math.floor(caps[j] * scale - 0.5 * T)))
+        cap = caps[j]
+        if cap is not None:
+            mdl.add(load[j] <= int(math.floor(cap * scale - 0.5 * T)))
     if len(set(caps)) == 1:
         mdl.add(x[0][0] == 1)  # equal nodes: the first tree on the first node
     mdl.minimize(mx)
@@ -866,7 +880,7 @@ def pareto_front(
         pts.append(pt)
     if low_proven or not exact:
         pts.append(low)
-    keep = []
+    keep: list[FrontPoint] = []
     for p in sorted(pts, key=lambda p: (p.total, p.max)):
         if keep and p.total <= keep[-1].total * (1 + 1e-12):
             if p.max < keep[-1].max:
@@ -999,14 +1013,16 @@ def exact_sets(
             ]
             plan_t = build_plan("EXACT_TOTAL", model, node_trees, caps, qs)
     else:
+        # capped: every node has a capacity (node_capacities: all or none)
+        cap_max = max(c for c in caps if c is not None)
         try:
-            fam = node_set_family(pr, max(caps), max_sets, start + 0.45 * time_limit_s)
+            fam = node_set_family(pr, cap_max, max_sets, start + 0.45 * time_limit_s)
             got = solve_sets(
                 pr,
                 fam,
                 caps,
                 "total",
-                max(caps),
+                cap_max,
                 max(0.1, start + 0.45 * time_limit_s - time.perf_counter()),
                 None,
                 workers,
