@@ -1,7 +1,7 @@
 """A proven lower bound on min TotalCost by column generation (``placement.exact_sets``).
 
 Why: min TotalCost is the cheapest partition of the queries into one-key trees. The tree branch
-and bound (``exact_sets.min_total_partition``) proves it fast when sharing pays a lot (few big
+and bound (``exact_trees.min_total_partition``) proves it fast when sharing pays a lot (few big
 trees), but at a low rate optimal plans have many small trees and its relaxation is weak. The
 linear relaxation of the set partition over *all* trees is much tighter there, and it needs no
 list of all trees: for any duals ``pi`` (one per query) every partition ``P`` costs

@@ -187,12 +187,12 @@ def test_sets_front_equals_exhaustive_front(data, n, n_nodes, technique, lam, ke
 
 
 def test_packs_against_brute_force():
-    """``exact_sets.packs`` (the front's leaf check) says yes exactly when some assignment of
+    """``exact_trees.packs`` (the front's leaf check) says yes exactly when some assignment of
     the items to the nodes stays within the capacity."""
     import itertools
     import random
 
-    from placement.exact_sets import packs
+    from placement.exact_trees import packs
 
     rnd = random.Random(5)
     for _ in range(300):
@@ -327,7 +327,7 @@ def test_lp_bound_never_above_the_brute_force_min_total(data, n, technique, slic
     """``exact_lp.total_lower_bound`` (column generation, Lagrangian bound) is at most the
     exhaustive min TotalCost, and meets it when the LP is integral (then the search proves)."""
     from placement.exact_lp import total_lower_bound
-    from placement.exact_sets import Pricer
+    from placement.exact_trees import Pricer
 
     qs = random_queries(data.draw, n, keys, range_factor=4, kinds=("time", "count"))
     model = CostModel(technique, lam, slicing=slicing)
