@@ -32,7 +32,7 @@ KNOWN_CYCLES: set[frozenset[str]] = {
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     # driver-out: node_actor.py split, streaming.py, spark_feed.py, sim/bench/e2e.py
     ("cluster.live_node", "cluster.node_actor._ActorCore"),
-    ("cluster.service", "cluster.streaming._clear_dataset"),
+    ("cluster.run_files", "cluster.streaming._clear_dataset"),
     ("cluster.streaming", "cluster.spark_feed._nondecreasing"),
     ("sim.bench.count", "sim.bench.e2e._measured_cost"),
     # arch-kernels: the technique files' kernels
