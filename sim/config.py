@@ -320,7 +320,7 @@ class Placement(Strict):
 
     #: WG_PF (placement.pareto): at most this many plans on the returned front
     front_size: Annotated[int, Field(ge=1, le=64)] = 8
-    #: WG_PF's rule picking the plan to report and run (placement.pareto.Choose); None: the
+    #: WG_PF's rule picking the plan to report and run (placement.pareto_choose.Choose); None: the
     #: default (capacities when the nodes have capacities, else total_cost_within: 5%)
     choose: Any = None
 
@@ -329,7 +329,7 @@ class Placement(Strict):
     def _choose(cls, v: Any) -> Any:
         if v is None:
             return v
-        from placement.pareto import Choose, ChooseError
+        from placement.pareto_choose import Choose, ChooseError
 
         try:
             Choose.parse(v)
@@ -338,8 +338,8 @@ class Placement(Strict):
         return v
 
     def choose_rule(self, capacities: list[float | None]):
-        """The WG_PF rule for a cluster layout (``placement.pareto.default_choose`` if unset)."""
-        from placement.pareto import Choose, default_choose
+        """The WG_PF rule for a cluster layout (``placement.pareto_choose.default_choose`` if unset)."""
+        from placement.pareto_choose import Choose, default_choose
 
         return default_choose(capacities) if self.choose is None else Choose.parse(self.choose)
 
