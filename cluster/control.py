@@ -46,6 +46,12 @@ class ServiceError(Exception):
         self.message = message
 
 
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (the form of every refusal and status error)."""
+    s = " ".join(str(e).split()) or type(e).__name__
+    return s.strip("'\"")
+
+
 class ControlServer:
     """Serves ``service``'s commands on 127.0.0.1:``port`` (0: any free port)."""
 

@@ -24,140 +24,31 @@ per change: wall time, event time, command or cause, trees moved, planned TotalC
 before and after), ``plan_current.json`` (the running plan; ``weaveplace verify-plan`` passes),
 ``answers.parquet/``, ``late.parquet/``, ``rejects/`` as in ``cluster.streaming``.
 Answers are float64 for the whole run (queries added later may need it).
+
+Modules: this one holds the commands and the running plan; ``cluster.service_stream`` the
+directory stream, ``cluster.service_state`` what ``--resume`` continues from,
+``cluster.service_status`` the status reply and load samples, ``cluster.run_files`` the
+crash-safe files of the run directory.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import posixpath
-import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from .answer_blocks import ANSWER_SCHEMA_FLOAT
-from .control import ServiceError
+from . import service_state, service_status
+from .control import ServiceError, one_line
 from .live_node import LiveDeployment
-from .streaming import LATE_SCHEMA, DirectoryStream, FileRecord, StreamOptions, StreamStats
+from .run_files import atomic_write, jsonable
+from .service_stream import ServiceStream
+from .streaming import StreamOptions, StreamStats
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)
-
-
-class _Parts:
-    """A Parquet dataset written one numbered part at a time, each atomically, that survives a
-    restart: a resumed run keeps the parts before its checkpoint's counter and removes the
-    ones from it on (written after the checkpoint: they are regenerated), so every answer
-    ends up in exactly one part."""
-
-    def __init__(self, path: Path, schema: pa.Schema, start: int, fresh: bool):
-        from .streaming import clear_dataset
-
-        self.path, self.schema, self.next, self.rows = path, schema, int(start), 0
-        if fresh:
-            clear_dataset(path)
-        path.mkdir(parents=True, exist_ok=True)
-        for p in path.iterdir():
-            m = _PART_RE.fullmatch(p.name)
-            if (m and int(m.group(1)) >= self.next) or p.name.startswith("."):
-                p.unlink()
-        self.parts = sum(1 for p in path.iterdir() if _PART_RE.fullmatch(p.name))
-
-    def write(self, table: pa.Table, batch: int | None = None) -> None:
-        if not table.num_rows:
-            return
-        name = f"part-{self.next:05d}.parquet"
-        self.next += 1
-        tmp = self.path / f".{name}.tmp"
-        pq.write_table(table.select(self.schema.names).cast(self.schema), tmp)
-        os.replace(tmp, self.path / name)
-        self.parts += 1
-        self.rows += table.num_rows
-
-    def close(self) -> None:
-        if not self.parts:
-            self.write_empty()
-
-    def write_empty(self) -> None:
-        tmp = self.path / ".empty.tmp"
-        pq.write_table(self.schema.empty_table(), tmp)
-        os.replace(tmp, self.path / f"part-{self.next:05d}.parquet")
-        self.next += 1
-        self.parts += 1
-
-
-_PART_RE = re.compile(r"part-(\d+)\.parquet")
-
-
-class ServiceStream(DirectoryStream):
-    """The directory stream of a service: float64 answers for the whole run (see module doc),
-    outputs and fed files that survive a resume, the service's state saved after every
-    micro-batch, and a stop that keeps open windows for a resume (unless ``flush``)."""
-
-    service: Service
-
-    def answer_schema(self) -> pa.Schema:
-        return ANSWER_SCHEMA_FLOAT
-
-    def _open_outputs(self, out: Path) -> None:
-        if getattr(self, "_answers", None) is not None:  # opened by Service.run already
-            return
-        r = self.service.resume_state
-        fresh = r is None
-        self._answers = _Parts(
-            out / "answers.parquet", ANSWER_SCHEMA_FLOAT, 0 if fresh else r["answer_parts"], fresh
-        )
-        self._late = _Parts(
-            out / "late.parquet", LATE_SCHEMA, 0 if fresh else r["late_parts"], fresh
-        )
-        self._rejects = out / "rejects"
-        if fresh and self._rejects.is_dir():
-            for p in self._rejects.glob("*.rejects.tsv"):
-                p.unlink()
-
-    def _already_fed(self, row) -> bool:
-        return posixpath.basename(row["path"]) in self.service.fed_names
-
-    def _process(self, batch_df) -> None:
-        n = self.stats.files
-        super()._process(batch_df)
-        if self.stats.files != n:
-            now = time.time()  # the answers the files released are written: their latency
-            for rec in self.stats.files_log[n:]:
-                try:
-                    self.service.file_latency.append(
-                        now - os.stat(self.directory / rec.name).st_mtime
-                    )
-                except OSError:
-                    pass
-            for rec in self.stats.files_log[n:]:
-                self.service.fed_names.add(rec.name)
-            self.service._persist()
-            self.service._sample_load()
-
-    def _finish(self) -> None:
-        import ray
-
-        for ref in self._warmups:
-            try:
-                ray.get(ref)
-            except ray.exceptions.RayActorError:
-                pass
-        if self.service.flush_on_stop:
-            super()._finish()
-            self.service._persist(final=True)
-            return
-        self.service._flush_outputs()
-        self._answers.close()
-        self._late.close()
-        self.stats.stop_reason = self._stop_reason
-        self.stats.deployment_metrics = self.dep.metrics()
 
 
 class Service:
@@ -198,11 +89,12 @@ class Service:
         self.stream = ServiceStream(dep, spark, directory, self.run_dir, options, progress)
         self.stream.service = self
         self._tree_cache: dict[tuple, Any] = {}
-        self._events: list[dict] = []
-        self._events_path = self.run_dir / "events.jsonl"
+        self.events: list[dict] = []  # the latest (all are in events.jsonl)
+        self.events_path = self.run_dir / "events.jsonl"
         self._cmd_lock = threading.Lock()  # one command at a time
-        self._last_sample: dict[str, tuple[float, dict]] = {}
-        self._state_gen = 0
+        self.last_sample: dict[str, tuple[float, dict]] = {}
+        self.state_gen = 0  # saved states so far (cluster.service_state)
+        self.opt_factor = 1.0  # the optimizer over WeaveShare at the last re-plan (drift)
         self.file_latency: list[float] = []  # s from a file's arrival to its answers written
         self.state = "starting"
         self.control = None
@@ -219,30 +111,13 @@ class Service:
                         "active": [str(q) for q in t["queries"]],
                     }
             self.capacity = {str(n["id"]): n.get("capacity") for n in plan["nodes"]}
-            self._next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()] or [-1])
+            self.next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()] or [-1])
             self.fed_names: set[str] = set()
-            for p in (self._events_path, self.run_dir / "load.jsonl"):
+            for p in (self.events_path, self.run_dir / "load.jsonl"):
                 if p.exists():
                     p.unlink()
         else:
-            self.queries = r["queries"]
-            self.used_ids = set(r["used_ids"])
-            self.trees = r["trees"]
-            self.capacity = r["capacity"]
-            self._next_tree = int(r["next_tree"])
-            self.fed_names = set(r["fed"])
-            self._state_gen = int(r["gen"])
-            self._opt_factor = float(r.get("opt_factor", 1.0))
-            st = self.stream.stats
-            for k, v in r["stats"].items():
-                setattr(st, k, v)
-            st.files_log = [FileRecord(name, -1) for name in r["fed"]]
-            if self._events_path.exists():
-                self._events = [
-                    json.loads(x)
-                    for x in self._events_path.read_text().splitlines()[-20:]
-                    if x.strip()
-                ]
+            service_state.restore(self, r)
 
     # -- plan ---------------------------------------------------------------------------------
     def _tree(self, qids: list[str]):
@@ -269,10 +144,10 @@ class Service:
                     order.append(tid)
             nodes.append(Node(nid, trees, self.capacity.get(nid)))
         return Plan(
-            self.optimizer, self.model.technique, nodes, self._rates(), self.model.slicing
+            self.optimizer, self.model.technique, nodes, self.rates(), self.model.slicing
         ), order
 
-    def _rates(self) -> dict[str, float]:
+    def rates(self) -> dict[str, float]:
         rates = self.model.rates if isinstance(self.model.rates, dict) else {}
         for q in self.queries.values():
             rates.setdefault(q["stream"], self.default_rate)
@@ -295,7 +170,7 @@ class Service:
 
     def write_plan(self) -> dict:
         d = self.plan_dict()
-        _atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=1))
+        atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=1))
         self.dep.plan = d  # membership changes (add_node, lose_node) follow it
         self.dep._layout = None
         return d
@@ -318,41 +193,15 @@ class Service:
             "max_cost_after": after[1],
             **detail,
         }
-        self._events.append(ev)
-        with open(self._events_path, "a") as f:
-            f.write(json.dumps(ev, default=_jsonable) + "\n")
-        self._sample_load()
+        self.events.append(ev)
+        with open(self.events_path, "a") as f:
+            f.write(json.dumps(ev, default=jsonable) + "\n")
+        self.sample_load()
         return ev
 
-    def _sample_load(self) -> None:
-        """One line of ``RUN_DIR/load.jsonl`` (per micro-batch and per change): per node the
-        planned cost and the actor's cumulative counters, from which ``weaveplace report``
-        draws the load over time (``sim/report/serve_page.py``)."""
-        try:
-            nodes = self.dep.metrics()["nodes"]
-        except Exception:  # a node being recovered: skip this sample
-            return
-        plan, _ = self.placement_plan()
-        planned = {n.id: n.cost for n in plan.nodes}
-        row = {
-            "wall_time": time.time(),
-            "event_time": self.event_time,
-            "files": self.stream.stats.files,
-            "answers": self.stream.stats.answers,
-            "nodes": {
-                nid: {
-                    "planned_cost": planned.get(nid),
-                    "tuples": m["tuples"],
-                    "tree_tuples": m["tree_tuples"],
-                    "busy_s": m["busy_s"],
-                    "answers": m["answers"],
-                    "queue_depth": m.get("queue_depth"),
-                }
-                for nid, m in nodes.items()
-            },
-        }
-        with open(self.run_dir / "load.jsonl", "a") as f:
-            f.write(json.dumps(row, default=_jsonable) + "\n")
+    def sample_load(self) -> None:
+        """Append one line to ``RUN_DIR/load.jsonl`` (``cluster.service_status``)."""
+        service_status.sample_load(self)
 
     # -- commands -----------------------------------------------------------------------------
     def _registration_time(self) -> tuple[int, int | None]:
@@ -391,7 +240,7 @@ class Service:
 
                 get_aggregate(q.aggregate)
             except (QueryError, ValueError, TypeError, KeyError) as e:
-                raise ServiceError(400, f"add-queries: {_line(e)}") from None
+                raise ServiceError(400, f"add-queries: {one_line(e)}") from None
             if q.kind != "time":
                 raise ServiceError(
                     400,
@@ -423,13 +272,13 @@ class Service:
             plan, order = self.placement_plan()
             for q in qs:
                 self.queries[q.id] = _qdict(q.to_dict())
-            self._rates()
+            self.rates()
             try:
                 rep = add_queries(plan, qs, self.model)
             except (ValueError, KeyError) as e:
                 for q in qs:
                     del self.queries[q.id]
-                raise ServiceError(400, f"add-queries: {_line(e)}") from None
+                raise ServiceError(400, f"add-queries: {one_line(e)}") from None
             at, t_reg = self._registration_time()
             tree_of = {qid: tid for tid, t in self.trees.items() for qid in t["active"]}
             new_ids = {q.id for q in qs}
@@ -450,8 +299,8 @@ class Service:
                             raise ServiceError(500, "internal: placement merged running trees")
                         changes.append((node.id, tid, at, dicts, []))
                     else:
-                        tid = f"t{self._next_tree}"
-                        self._next_tree += 1
+                        tid = f"t{self.next_tree}"
+                        self.next_tree += 1
                         new_trees.append(
                             (
                                 node.id,
@@ -471,7 +320,7 @@ class Service:
             self.dep.apply_changes(changes, new_trees)
             self.used_ids |= new_ids
             self.write_plan()
-            self._flush_outputs()
+            self.flush_outputs()
             streams = sorted({q.stream for q in qs})
             reply = {"accepted_at": {s: t_reg for s in streams}, "queries": where}
             self._event(
@@ -518,7 +367,7 @@ class Service:
             for i in ids:
                 del self.queries[i]
             self.write_plan()
-            self._flush_outputs()
+            self.flush_outputs()
             self._event("remove-queries", before, queries=sorted(ids), removed_at=t_unreg)
             self._check_drift()
             return {"removed_at": {s: t_unreg for s in streams}}
@@ -535,14 +384,14 @@ class Service:
             try:
                 rec = self.dep.add_node(nid, capacity=cap, reason="add-node")
             except DeploymentError as e:
-                raise ServiceError(409, f"add-node: {_line(e)}") from None
+                raise ServiceError(409, f"add-node: {one_line(e)}") from None
             new = rec["node"]
             self.capacity[new] = rec.get("capacity")
             for tid in rec["trees"]:
                 if tid in self.trees:
                     self.trees[tid]["node"] = new
             self.write_plan()
-            self._flush_outputs()
+            self.flush_outputs()
             self._event("add-node", before, node=new, trees_moved=rec["moved"], trees=rec["trees"])
             return {"node": new, "moved": rec["trees"]}
 
@@ -579,13 +428,13 @@ class Service:
             try:
                 rec = self.dep.retire_node(nid, targets, reason="retire-node")
             except DeploymentError as e:
-                raise ServiceError(409, f"retire-node: {_line(e)}") from None
+                raise ServiceError(409, f"retire-node: {one_line(e)}") from None
             for tid, dest in targets.items():
                 if tid in self.trees:
                     self.trees[tid]["node"] = dest
             self.capacity.pop(nid, None)
             self.write_plan()
-            self._flush_outputs()
+            self.flush_outputs()
             self._event(
                 "retire-node", before, node=nid, trees_moved=rec["moved"], trees=rec["trees"]
             )
@@ -625,7 +474,7 @@ class Service:
         drift right after its own re-plan, and re-plan on every command)."""
         running, _ = self._costs()
         ws = self._reference_total()
-        ref = ws * getattr(self, "_opt_factor", 1.0)
+        ref = ws * self.opt_factor
         return {
             "running_total": running,
             "weaveshare_total": ws,
@@ -664,7 +513,7 @@ class Service:
             )
         except (ValueError, KeyError) as e:
             raise ServiceError(
-                409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {_line(e)}"
+                409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {one_line(e)}"
             ) from None
         # fresh tree -> running tree of the same key with the largest overlap (greedy, the
         # costliest fresh trees first), else a new tree
@@ -690,12 +539,12 @@ class Service:
                 if self.trees[r]["node"] != node:
                     moves.append((t.cost, r, node))
             else:
-                tid = f"t{self._next_tree}"
-                self._next_tree += 1
+                tid = f"t{self.next_tree}"
+                self.next_tree += 1
                 new_trees.append((tid, t, node))
                 assign.append((tid, ids, node))
         ws = self._reference_total()
-        self._opt_factor = max(1.0, fresh.total_cost / ws) if ws > 0 else 1.0
+        self.opt_factor = max(1.0, fresh.total_cost / ws) if ws > 0 else 1.0
         moves.sort(key=lambda x: -x[0])
         do_moves = {r: node for _, r, node in moves[: self.max_moves]}
         at, t_at = self._registration_time()
@@ -749,7 +598,7 @@ class Service:
         for r, node in do_moves.items():
             self.trees[r]["node"] = node
         self.write_plan()
-        self._flush_outputs()
+        self.flush_outputs()
         self._event(
             cause,
             before,
@@ -797,202 +646,25 @@ class Service:
         self.stream.request_stop("stop")
         return {"stopping": True, "flush": flush, "event_time": self.event_time}
 
-    # -- persistence (resume) -------------------------------------------------------------
-    def _flush_outputs(self) -> None:
-        """Checkpoint, write the answers and late tuples handed over, save the state: what is
-        on disk is always consistent with the saved state (see ``_persist``)."""
-        ans = self.dep.take_answers()
-        late = self.dep.take_late()
-        self.stream._answers.write(ans)
-        self.stream._late.write(late)
-        self.stream.stats.answers += ans.num_rows
-        self.stream.stats.late += late.num_rows
-        self._persist()
+    # -- persistence (resume): cluster.service_state ------------------------------------------
+    def flush_outputs(self) -> None:
+        """Write the answers handed over through a checkpoint, then save the state."""
+        service_state.flush_outputs(self)
 
-    def _persist(self, final: bool = False) -> None:
-        """Save what ``serve --resume`` needs in ``RUN_DIR/state``: every node's last checkpoint
-        (snapshot files), the driver's bookkeeping (queries, trees, ids used, files fed, part
-        counters, late offsets, batch sequence).  Called right after answers were handed over
-        through a checkpoint and written, so state and outputs agree; a crash before the next
-        call loses nothing: the resumed run re-reads the files fed since and regenerates their
-        answers (parts written after this state are removed at resume)."""
-        dep = self.dep
-        if any(len(n.sources) != 1 for n in dep.nodes.values()):
-            dep.checkpoint()
-        gen = self._state_gen + 1
-        sd = self.run_dir / "state"
-        sd.mkdir(exist_ok=True)
-        nodes = {}
-        for nid, n in dep.nodes.items():
-            src = n.sources[0]
-            fname = None
-            if src.blob is not None:
-                fname = f"{nid}.{gen}.npz"
-                with open(sd / fname, "wb") as f:
-                    f.write(src.blob)
-                    f.flush()
-                    os.fsync(f.fileno())
-            nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq, "ray_node": n.ray_node}
-        st = self.stream.stats
-        state = {
-            "version": 1,
-            "final": final,
-            "gen": gen,
-            "queries": self.queries,
-            "used_ids": sorted(self.used_ids),
-            "trees": self.trees,
-            "capacity": self.capacity,
-            "next_tree": self._next_tree,
-            "fed": sorted(self.fed_names),
-            "nodes": nodes,
-            "seq": dep._seq,
-            "late_seen": dep._late_seen,
-            "lost": sorted(dep.lost),
-            "answer_parts": self.stream._answers.next,
-            "late_parts": self.stream._late.next,
-            "stats": {
-                k: getattr(st, k)
-                for k in (
-                    "files",
-                    "rows",
-                    "answers",
-                    "late",
-                    "batches",
-                    "max_ts",
-                    "files_rejected",
-                    "rows_rejected",
-                )
-            },
-            "model": {
-                "ie": self.model.technique,
-                "rates": self._rates(),
-                "slicing": self.model.slicing,
-                "default_rate": self.default_rate,
-            },
-            "optimizer": self.optimizer,
-            "allowed_lateness": dep.allowed_lateness,
-            "tolerance": self.tolerance,
-            "max_moves": self.max_moves,
-            "opt_factor": getattr(self, "_opt_factor", 1.0),
-        }
-        _atomic_write(sd / "service.json", json.dumps(state, default=_jsonable))
-        keep = {v["blob"] for v in nodes.values()}
-        for p in sd.glob("*.npz"):
-            if p.name not in keep:
-                p.unlink()
-        self._state_gen = gen
+    def persist(self, final: bool = False) -> None:
+        """Save what ``serve --resume`` needs in ``RUN_DIR/state``."""
+        service_state.save_state(self, final)
 
-    # -- status -------------------------------------------------------------------------------
+    # -- status: cluster.service_status -----------------------------------------------------
     def status(self) -> dict:
         """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
         watermark per stream, backlog, late tuples, answers written, the last events."""
         with self._cmd_lock:  # not during a change (the plan is being rewritten)
-            return self._status()
-
-    def _status(self) -> dict:
-        st = self.stream.stats
-        plan = self.plan_dict()
-        try:
-            metrics = self.dep.metrics()["nodes"]
-        except Exception as e:  # a node being recovered: report what is known
-            metrics = {"error": _line(e)}
-        now = time.monotonic()
-        nodes = {}
-        for n in plan["nodes"]:
-            nid = n["id"]
-            m = metrics.get(nid, {}) if isinstance(metrics, dict) else {}
-            prev = self._last_sample.get(nid)
-            load = {
-                "tuples_per_s": None,
-                "tree_tuples_per_s": None,
-                "busy_share": None,
-                "answers_per_s": None,
-            }
-            if m and prev is not None and now > prev[0]:
-                dt = now - prev[0]
-                pm = prev[1]
-                load = {
-                    "tuples_per_s": (m["tuples"] - pm["tuples"]) / dt,
-                    "tree_tuples_per_s": (m["tree_tuples"] - pm["tree_tuples"]) / dt,
-                    "busy_share": (m["busy_s"] - pm["busy_s"]) / dt,
-                    "answers_per_s": (m["answers"] - pm["answers"]) / dt,
-                    "interval_s": dt,
-                }
-            if m:
-                self._last_sample[nid] = (
-                    now,
-                    {k: m[k] for k in ("tuples", "tree_tuples", "busy_s", "answers")},
-                )
-            nodes[nid] = {
-                "planned_cost": n["cost"],
-                "capacity": n.get("capacity"),
-                "trees": {t["id"]: t["queries"] for t in n["trees"]},
-                "queries": sum(len(t["queries"]) for t in n["trees"]),
-                "measured": {
-                    **load,
-                    "queue_depth": m.get("queue_depth"),
-                    "tuples": m.get("tuples"),
-                    "late_tuples": m.get("late_tuples"),
-                    "rss_bytes": m.get("rss_bytes"),
-                    "generations": m.get("generations"),
-                },
-            }
-        wm = st.watermark
-        return {
-            "state": self.state,
-            "event_time": st.max_ts,
-            "watermark": {s: wm for s in sorted({q["stream"] for q in self.queries.values()})},
-            "queries": sorted(self.queries),
-            "total_cost": plan["total_cost"],
-            "max_cost": plan["max_cost"],
-            "nodes": nodes,
-            "backlog": self.backlog(),
-            "files": st.files,
-            "rows": st.rows,
-            "late": st.late,
-            "answers": st.answers,
-            "events": self._events[-20:],
-            "answer_latency_s": _percentiles(self.file_latency[-1000:]),
-            "driver_rss_bytes": _rss(),
-            "drift": self.drift(),
-        }
+            return service_status.status(self)
 
     def backlog(self) -> dict:
         """Files in the watched directory not fed yet (and their bytes)."""
-        fed = {f.name for f in self.stream.stats.files_log}
-        files = nbytes = 0
-        import fnmatch
-
-        pat = self.stream.options.pattern
-        try:
-            for e in os.scandir(self.stream.directory):
-                if (
-                    e.is_file()
-                    and not e.name.startswith((".", "_"))
-                    and fnmatch.fnmatch(e.name, pat)
-                    and e.name not in fed
-                ):
-                    files += 1
-                    nbytes += e.stat().st_size
-        except OSError:
-            pass
-        return {"files": files, "bytes": nbytes}
-
-    def _write_metrics(self, stats: StreamStats) -> None:
-        """``metrics.json`` at stop (the live report's input), as ``weaveplace run`` writes."""
-        m = dict(stats.deployment_metrics or {})
-        m["answers"] = stats.answers
-        m["stream"] = stats.to_dict()
-        m["feed"] = {
-            "mode": "serve",
-            "rows": stats.rows,
-            "batches": stats.batches,
-            "seconds": stats.seconds,
-            "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
-            "timeline": stats.timeline,
-        }
-        m["data_path"] = str(self.stream.directory)
-        _atomic_write(self.run_dir / "metrics.json", json.dumps(m, indent=1, default=_jsonable))
+        return service_status.backlog(self)
 
     # -- run ----------------------------------------------------------------------------------
     def run(self, port: int = 0, token: str | None = None) -> StreamStats:
@@ -1006,7 +678,7 @@ class Service:
             self.stream.out.mkdir(parents=True, exist_ok=True)
             self.stream._open_outputs(self.stream.out)  # commands may write parts at once
             self.write_plan()
-            self._persist()
+            self.persist()
             self.control.write_file(self.run_dir / "control.json")
             self.state = "running"
             resumed = self.resume_state is not None
@@ -1018,7 +690,7 @@ class Service:
             )
             stats = self.stream.run()
             self.state = "stopped"
-            self._write_metrics(stats)
+            service_status.write_metrics(self, stats)
             self._event(
                 "stop",
                 self._costs(),
@@ -1030,27 +702,6 @@ class Service:
         finally:
             self.state = "stopped" if self.state != "running" else "failed"
             self.control.stop()
-
-
-def _percentiles(xs: list[float]) -> dict:
-    """p50/p99/max of the latest file latencies (the status and the page show them)."""
-    if not xs:
-        return {"n": 0, "p50": None, "p99": None, "max": None}
-    import numpy as np
-
-    a = np.asarray(xs)
-    return {
-        "n": int(a.size),
-        "p50": float(np.percentile(a, 50)),
-        "p99": float(np.percentile(a, 99)),
-        "max": float(a.max()),
-    }
-
-
-def _rss() -> int | None:
-    from .live_node import rss_bytes
-
-    return rss_bytes()
 
 
 def _node_args(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, float | None]:
@@ -1098,26 +749,3 @@ def _exec_query(q: dict) -> dict:
 
 def _tree_key(tid: str):
     return (0, int(tid[1:]), "") if tid[1:].isdigit() else (1, 0, tid)
-
-
-def _line(e: BaseException) -> str:
-    s = " ".join(str(e).split()) or type(e).__name__
-    return s.strip("'\"")
-
-
-def _jsonable(x):
-    if hasattr(x, "item"):
-        return x.item()
-    return str(x)
-
-
-def _atomic_write(path: Path, text: str, mode: int | None = None) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    if mode is not None:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-    else:
-        tmp.write_text(text)
-    os.replace(tmp, path)

@@ -5,10 +5,9 @@ point of the trade-off and WG_LS at one fixed compromise; WG_PF returns the whol
 can choose ("the cheapest plan whose busiest node carries at most X", "the most balanced plan within
 5 % of the cheapest total", "the cheapest plan that fits the capacities").
 
-**Objectives.** A plan is the point ``(TotalCost, U)`` with ``U = max_j cost_j / capacity_j``
-(capacity 1 when nodes have none, so ``U`` is MaxCost; with capacities it is the largest
-utilization, as WG_LS reads MaxCost). Plan a *weakly dominates* plan b when it is no worse in both
-(within a relative ``REL`` of rounding); the front holds the plans no other found plan dominates.
+**Objectives.** A plan is the point ``(TotalCost, U)``, ``U`` the largest utilization (MaxCost
+without capacities); the front holds the plans no other found plan weakly dominates
+(``placement.pareto_front``).
 
 **Search** (``wg_pf``):
 
@@ -37,25 +36,13 @@ utilization, as WG_LS reads MaxCost). Plan a *weakly dominates* plan b when it i
 Every archived plan is a layout of exactly priced trees (built by ``CostModel``); the returned
 plans are ``Plan`` objects that ``verify_plan`` re-prices from their queries (the tests do).
 
-**Front size.** At most ``front_size`` plans are returned: the two ends, the chosen plan, then
-(greedily) plans that weakly dominate seed plans not yet covered, then the plans adding the most
-hypervolume (reference point: 1.1 x the front's worst TotalCost and MaxCost). So the returned front
-still weakly dominates every seed unless more than ``front_size`` plans are needed to cover them.
-
-**Choose rule** (``Choose``, applied to the full front before truncation):
-``max_cost_at_most: N`` the cheapest plan with MaxCost <= N; ``max_cost_within: "p%"`` the cheapest
-plan with MaxCost within p % of the front's smallest; ``total_cost_within: "p%"`` the smallest
-MaxCost with TotalCost within p % of the front's cheapest (default without capacities, 5 %);
-``capacities`` the cheapest plan whose every node is within its capacity (default with
-capacities). When no plan meets the rule, the most balanced plan (cap rules) or the plan needing
-the least load shedding (capacities) is chosen and ``note`` says so in one line, with a shedding
-proposal (``placement.shedding``) for capacities.
+The front and its truncation to ``front_size`` plans: ``placement.pareto_front``; the rule
+that picks the plan to run: ``placement.pareto_choose``.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -63,11 +50,12 @@ from typing import Any
 
 from placement.dist_local_search import LocalSearch, wg_ls
 from placement.distributed import TABLE7, build_plan, node_capacities, optimize
+from placement.pareto_choose import Choose, choose, default_choose, shedding_note
+from placement.pareto_front import REL, Archive, Layout, select_front, weakly_dominates
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
 
-REL = 1e-9  # relative rounding tolerance for comparing costs
 DEFAULT_FRONT_SIZE = 8
 #: the optimizers whose plans seed the front, each ``(queries, model, caps, seed=, preprocess=)``
 _SEEDS: dict[str, Callable[..., Any]] = {
@@ -75,244 +63,6 @@ _SEEDS: dict[str, Callable[..., Any]] = {
     "WG_LS": wg_ls,
 }
 SEED_OPTIMIZERS = tuple(_SEEDS)
-RULES = ("max_cost_at_most", "max_cost_within", "total_cost_within", "capacities")
-
-
-# ---- points, dominance, hypervolume ------------------------------------------------------------
-
-
-def _le(x: float, y: float) -> bool:
-    return x <= y + REL * max(1.0, abs(x), abs(y))
-
-
-def weakly_dominates(a: Sequence[float], b: Sequence[float]) -> bool:
-    """``a`` no worse than ``b`` in both objectives (within rounding)."""
-    return _le(a[0], b[0]) and _le(a[1], b[1])
-
-
-def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
-    """``a`` weakly dominates ``b`` and is better in one objective by more than rounding."""
-    return weakly_dominates(a, b) and not weakly_dominates(b, a)
-
-
-def nondominated(points: Sequence[Sequence[float]]) -> list[int]:
-    """Indices of the non-dominated points, sorted by the first objective; of points equal
-    within rounding the first one is kept."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1], i))
-    keep: list[int] = []
-    for i in order:
-        if not any(weakly_dominates(points[k], points[i]) for k in keep):
-            keep = [k for k in keep if not weakly_dominates(points[i], points[k])]
-            keep.append(i)
-    return sorted(keep, key=lambda i: (points[i][0], points[i][1]))
-
-
-def hypervolume(points: Sequence[Sequence[float]], ref: Sequence[float]) -> float:
-    """Area dominated by ``points`` and bounded by ``ref`` (minimisation of both objectives);
-    points outside the reference box add nothing."""
-    pts = sorted((p[0], p[1]) for p in points if p[0] < ref[0] and p[1] < ref[1])
-    area, best_y = 0.0, ref[1]
-    for x, y in pts:  # by x ascending: each point adds the strip below the best y so far
-        if y < best_y:
-            area += (ref[0] - x) * (best_y - y)
-            best_y = y
-    return area
-
-
-def front_distance(point: Sequence[float], front: Sequence[Sequence[float]]) -> float:
-    """Multiplicative epsilon distance of ``point`` to ``front``: the smallest ``e >= 0`` such
-    that ``point`` is within a factor ``1 + e`` of some front point in both objectives, i.e.
-    ``min_f max_i point_i / f_i - 1`` (0: on the front or better)."""
-
-    def ratio(p: float, f: float) -> float:
-        return p / f if f > 0 else (1.0 if p <= 0 else math.inf)
-
-    return max(0.0, min(max(ratio(point[0], f[0]), ratio(point[1], f[1])) for f in front) - 1)
-
-
-# ---- the choose rule ---------------------------------------------------------------------------
-
-_PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-
-
-class ChooseError(ValueError):
-    """A malformed ``placement.choose`` (the message names the key and what is allowed)."""
-
-
-@dataclass(frozen=True)
-class Choose:
-    """One rule (module docstring). ``value``: the cap for ``max_cost_at_most``, a fraction
-    (0.05 for "5%") for the ``_within`` rules, None for ``capacities``."""
-
-    rule: str
-    value: float | None = None
-
-    @property
-    def amount(self) -> float:
-        """``value`` of a rule that has one (every rule but ``capacities``)."""
-        if self.value is None:
-            raise ValueError(f"{self.rule}: has no value")
-        return self.value
-
-    @staticmethod
-    def parse(raw: Any, where: str = "placement.choose") -> Choose:
-        """``"capacities"``, ``{max_cost_at_most: N}``, ``{max_cost_within: "10%"}`` or
-        ``{total_cost_within: "5%"}``; a one-line ``ChooseError`` otherwise."""
-        allowed = (
-            'capacities, {max_cost_at_most: N}, {max_cost_within: "p%"} or '
-            '{total_cost_within: "p%"}'
-        )
-        if isinstance(raw, Choose):
-            return raw
-        if raw == "capacities" or raw == {"capacities": True}:
-            return Choose("capacities")
-        if not isinstance(raw, dict) or len(raw) != 1:
-            raise ChooseError(f"{where}: expected {allowed}, got {raw!r}")
-        ((k, v),) = raw.items()
-        if k == "max_cost_at_most":
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, (int, float))
-                or not v > 0
-                or not math.isfinite(v)
-            ):
-                raise ChooseError(
-                    f"{where}.max_cost_at_most: expected a number > 0 "
-                    f"(operations per time unit), got {v!r}"
-                )
-            return Choose(k, float(v))
-        if k in ("max_cost_within", "total_cost_within"):
-            m = _PCT.match(v) if isinstance(v, str) else None
-            if m is None:
-                raise ChooseError(f'{where}.{k}: expected a percentage such as "5%", got {v!r}')
-            return Choose(k, float(m.group(1)) / 100.0)
-        raise ChooseError(f"{where}: unknown rule {k!r}; expected {allowed}")
-
-    def to_dict(self) -> Any:
-        if self.rule == "capacities":
-            return "capacities"
-        if self.rule == "max_cost_at_most":
-            return {self.rule: self.value}
-        return {self.rule: f"{self.amount * 100:g}%"}
-
-    def __str__(self) -> str:
-        d = self.to_dict()
-        return d if isinstance(d, str) else f"{self.rule}: {next(iter(d.values()))}"
-
-
-def default_choose(caps: Sequence[float | None]) -> Choose:
-    """``capacities`` when the nodes have capacities, else ``total_cost_within: 5%``."""
-    if any(c is not None for c in caps):
-        return Choose("capacities")
-    return Choose("total_cost_within", 0.05)
-
-
-def _fits(plan: Plan) -> bool:
-    return all(n.capacity is None or n.cost <= n.capacity * (1 + 1e-12) for n in plan.nodes)
-
-
-def shedding_note(plans: Sequence[Plan]) -> str:
-    """One line: no plan fits the capacities, and the load-shedding proposal
-    (``placement.shedding.shed_load``) of the plan that keeps the most (tuple x query) pairs."""
-    from placement.shedding import InfeasibleEvenWhenShedding, overloads, shed_load
-
-    best = None
-    for i, p in enumerate(plans):
-        try:
-            s = shed_load(p)
-        except InfeasibleEvenWhenShedding:
-            continue
-        if best is None or s.kept_value > best[1].kept_value * (1 + REL):
-            best = (i, s)
-    worst = min(plans, key=lambda p: sum(o.excess for o in overloads(p)))
-    over = ", ".join(f"{o.node} {o.cost:.6g} > {o.capacity:.6g}" for o in overloads(worst))
-    head = f"no plan of the WG_PF front fits the node capacities (closest: {over})"
-    if best is None:
-        return head + "; no load shedding helps (edges alone exceed a capacity): add capacity"
-    i, s = best
-    drops = ", ".join(f"{st} {100 * d:.3g} %" for st, d in sorted(s.drop.items()) if d > 1e-12)
-    lost = 100 * (1 - s.kept_value / s.full_value) if s.full_value else 0.0
-    return (
-        head + f"; proposal: shed at the sources of front plan {i} (TotalCost "
-        f"{plans[i].total_cost:.6g}) the input fraction {drops}, losing {lost:.3g} % of "
-        "the (tuple x query) pairs the answers aggregate (`weaveplace shed` on the plan)"
-    )
-
-
-def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
-    """``(index, met, note)``: the plan of ``plans`` (a front) that ``rule`` picks, whether it
-    meets the rule and, when not, one line saying what was chosen instead and why."""
-    if not plans:
-        raise ValueError("choose: empty front")
-    T = [p.total_cost for p in plans]
-    M = [p.max_cost for p in plans]
-    idx = range(len(plans))
-    cheapest = lambda ok: min(ok, key=lambda i: (T[i], M[i], i))  # noqa: E731
-    balanced = min(idx, key=lambda i: (M[i], T[i], i))
-    if rule.rule == "capacities":
-        ok = [i for i in idx if _fits(plans[i])]
-        if ok:
-            return cheapest(ok), True, ""
-        return _least_overload(plans), False, shedding_note(plans)
-    if rule.rule == "max_cost_at_most":
-        ok = [i for i in idx if _le(M[i], rule.amount)]
-        if ok:
-            return cheapest(ok), True, ""
-        return (
-            balanced,
-            False,
-            (
-                f"placement.choose: no plan of the WG_PF front has MaxCost <= "
-                f"{rule.value:g} (smallest: {M[balanced]:.6g}); chose the most "
-                "balanced plan"
-            ),
-        )
-    if rule.rule == "max_cost_within":
-        cap = min(M) * (1 + rule.amount)
-        return cheapest([i for i in idx if _le(M[i], cap)]), True, ""
-    if rule.rule == "total_cost_within":
-        cap = min(T) * (1 + rule.amount)
-        ok = [i for i in idx if _le(T[i], cap)]
-        return min(ok, key=lambda i: (M[i], T[i], i)), True, ""
-    raise ValueError(f"unknown rule {rule.rule!r}")
-
-
-def _least_overload(plans: Sequence[Plan]) -> int:
-    from placement.shedding import overloads
-
-    return min(
-        range(len(plans)),
-        key=lambda i: (sum(o.excess for o in overloads(plans[i])), plans[i].total_cost, i),
-    )
-
-
-# ---- the archive of layouts --------------------------------------------------------------------
-
-Layout = Sequence[Sequence[Tree]]  # per node, its trees (the archive keeps tuples of tuples)
-
-
-class _Archive:
-    """Non-dominated layouts found so far, with the source that first reached each."""
-
-    def __init__(self, caps: Sequence[float | None]):
-        self.caps = [1.0 if c is None else float(c) for c in caps]
-        self.items: list[tuple[tuple[float, float], Layout, str]] = []
-        self.seen = 0
-
-    def point(self, nodes) -> tuple[float, float]:
-        loads = [sum(t.cost for t in ts) for ts in nodes]
-        return (math.fsum(loads), max(l / c for l, c in zip(loads, self.caps)))
-
-    def add(self, nodes, source: str) -> bool:
-        """Archive ``nodes`` unless a kept layout weakly dominates it; True when kept."""
-        self.seen += 1
-        p = self.point(nodes)
-        if any(weakly_dominates(q, p) for q, _, _ in self.items):
-            return False
-        self.items = [it for it in self.items if not weakly_dominates(p, it[0])]
-        self.items.append((p, tuple(tuple(ts) for ts in nodes), source))
-        self.items.sort(key=lambda it: it[0])
-        return True
 
 
 # ---- moves that split a tree -------------------------------------------------------------------
@@ -337,7 +87,7 @@ def _split_groups(t: Tree, max_groups: int) -> list[list[Query]]:
     return out
 
 
-class _Splitter:
+class Splitter:
     """Split moves from the busiest node (module docstring, step 3), priced exactly."""
 
     def __init__(self, model: CostModel, caps: list[float], max_groups: int = 4, targets: int = 2):
@@ -406,7 +156,7 @@ class _Pls:
     changed trees (``model.tree`` of the query sets, cached) and built only when no archived
     layout weakly dominates it. Meant for small instances (``pls_max_queries``)."""
 
-    def __init__(self, model: CostModel, arch: _Archive):
+    def __init__(self, model: CostModel, arch: Archive):
         self.model, self.arch = model, arch
         self._tree: dict[frozenset, Tree] = {}
 
@@ -602,42 +352,6 @@ class ParetoResult:
         return out
 
 
-def _select(
-    points: list[tuple[float, float]], k: int, must: list[int], seeds: list[tuple[float, float]]
-) -> list[int]:
-    """Up to ``k`` indices of ``points`` (a front sorted by TotalCost): ``must`` first (the
-    chosen plan survives even ``k = 1``), the ends, then cover of ``seeds`` (greedy), then the
-    largest hypervolume gain (module docstring)."""
-    n = len(points)
-    if n <= k:
-        return list(range(n))
-    chosen: list[int] = []
-    for i in [*must, 0, n - 1]:
-        if i not in chosen:
-            chosen.append(i)
-    uncovered = [s for s in seeds if not any(weakly_dominates(points[i], s) for i in chosen)]
-    while uncovered and len(chosen) < k:
-        gain = [
-            (sum(weakly_dominates(points[i], s) for s in uncovered), -i)
-            for i in range(n)
-            if i not in chosen
-        ]
-        g, neg_i = max(gain)
-        if g == 0:
-            break
-        chosen.append(-neg_i)
-        uncovered = [s for s in uncovered if not weakly_dominates(points[-neg_i], s)]
-    ref = (1.1 * max(p[0] for p in points), 1.1 * max(p[1] for p in points))
-    while len(chosen) < k:
-        base = hypervolume([points[i] for i in chosen], ref)
-        i = max(
-            (i for i in range(n) if i not in chosen),
-            key=lambda i: (hypervolume([points[j] for j in chosen] + [points[i]], ref) - base, -i),
-        )
-        chosen.append(i)
-    return sorted(chosen[:k])
-
-
 def budgets(t_lo: float, t_hi: float, count: int) -> list[float]:
     """``count`` TotalCost budgets strictly between the cheapest and the most balanced plan's,
     denser near the cheap end (where the front usually bends)."""
@@ -678,7 +392,7 @@ def wg_pf(
     small = len(qs) <= 64
     walks = (2 * front_size if small else 3) if walks is None else walks
     split_rounds = (8 if small else 3) if split_rounds is None else split_rounds
-    arch = _Archive(caps)
+    arch = Archive(caps)
     given, seeds = dict(seeds or {}), {}
     for name in SEED_OPTIMIZERS:
         p = given.get(name) or _SEEDS[name](qs, model, caps, seed=seed, preprocess=preprocess)
@@ -699,7 +413,7 @@ def wg_pf(
                 max_iters,
                 on_plan=lambda ns, tag=f"budget{k}": arch.add(ns, tag),
             )
-        splitter = _Splitter(model, capv)
+        splitter = Splitter(model, capv)
         for _, start, _ in list(arch.items):
             cur = [list(ts) for ts in start]
             for _ in range(split_rounds):
@@ -723,7 +437,7 @@ def wg_pf(
     ]
     ci, met, note = choose(plans_all, rule)
     seed_pts = [arch.point([n.trees for n in p.nodes]) for p in seeds.values()]
-    keep = _select(pts, front_size, [ci], seed_pts)
+    keep = select_front(pts, front_size, [ci], seed_pts)
     front = [plans_all[i] for i in keep]
     chosen = keep.index(ci)
     if rule.rule == "capacities" and not met:

@@ -33,13 +33,8 @@ import pandas as pd
 from placement.pareto import (
     SEED_OPTIMIZERS as SEED_OPTIMIZERS,  # re-exported: sim.simulate reuses these seed plans
 )
-from placement.pareto import (
-    ParetoResult,
-    front_distance,
-    hypervolume,
-    weakly_dominates,
-    wg_pf,
-)
+from placement.pareto import ParetoResult, wg_pf
+from placement.pareto_front import front_distance, hypervolume, weakly_dominates
 from placement.plan import Plan
 
 FRONT_COLUMNS = ("front", "front_points", "choose", "choose_met", "choose_note", "front_hv_ratio")

@@ -30,7 +30,8 @@ from placement.edges import ENGINES
 from placement.queries import AGGREGATES
 from placement.slicing import SLICINGS
 from sim.cli import app
-from sim.config import OPTIMIZER_NAMES, load_config
+from sim.config import load_config
+from sim.config_placement import OPTIMIZER_NAMES
 
 # (range, slide) per aggregate: r mod s != 0 for some (two Pairs fragments), shared slides
 WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400), (800, 200)]

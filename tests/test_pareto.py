@@ -15,18 +15,15 @@ from hypothesis import strategies as st
 
 from placement.exact import solve_exact
 from placement.optimizers import optimize
-from placement.pareto import (
-    Choose,
-    ChooseError,
-    _Archive,
-    _Splitter,
-    choose,
+from placement.pareto import Splitter, wg_pf
+from placement.pareto_choose import Choose, ChooseError, choose
+from placement.pareto_front import (
+    Archive,
     dominates,
     front_distance,
     hypervolume,
     nondominated,
     weakly_dominates,
-    wg_pf,
 )
 from placement.plan import verify_plan
 from placement.queries import Query
@@ -177,7 +174,7 @@ def test_split_moves_are_priced_exactly():
     model = CostModel("panes", 2.0)
     big = model.tree(qs)
     nodes = [[big], []]
-    sp = _Splitter(model, [1.0, 1.0])
+    sp = Splitter(model, [1.0, 1.0])
     cands = sp.candidates(nodes)
     assert cands  # a slide group or the large-slide half of the tree, to the empty node
     for c in cands:
@@ -186,7 +183,7 @@ def test_split_moves_are_priced_exactly():
         for ts in c:
             for t in ts:
                 assert math.isclose(t.cost, model.tree(t.queries).cost, rel_tol=1e-12)
-    arch = _Archive([None, None])
+    arch = Archive([None, None])
     loads = [max(sum(t.cost for t in ts) for ts in c) for c in cands]
     assert min(loads) < big.cost  # splitting unloads the busiest node
     assert arch.point(nodes) == (big.cost, big.cost)

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from placement.optimizers import optimize
-from placement.pareto import SEED_OPTIMIZERS, hypervolume, weakly_dominates, wg_pf
+from placement.pareto import SEED_OPTIMIZERS, wg_pf
+from placement.pareto_front import hypervolume, weakly_dominates
 from placement.queries import Query
 from placement.trees import CostModel
 
@@ -177,7 +178,7 @@ def run_summary(run_dir) -> dict[str, Any]:
 
     import pandas as pd
 
-    from placement.pareto import nondominated
+    from placement.pareto_front import nondominated
 
     run = Path(run_dir)
     d = pd.read_csv(run / "results.csv", float_precision="round_trip")
