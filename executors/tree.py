@@ -24,6 +24,9 @@ length under Cutty (``floor(r/s)`` complete slices).
 The ``value`` column is int64 when every query of the tree has an integer answer
 (sum/count/min/max/range over integer input), float64 otherwise; a tree mixing
 integer sums beyond 2^53 with float aggregates should be split.
+
+One idea, one file (~640 lines): the pipeline above, its checks of which technique fits which
+queries, and the two answer paths (table and per-query blocks) that share its state.
 """
 
 from __future__ import annotations
