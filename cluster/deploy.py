@@ -44,7 +44,7 @@ from .answer_blocks import AnswerBlocks, empty_late, merge_blocks
 from .answer_sink import AnswerCommits, WrittenPart, read_answers, read_late
 from .fault_drills import check_faults
 from .membership import MembershipMixin, next_node_id
-from .node_actor import NodeActor, shipped_executors
+from .node_ray import NodeActor, shipped_executors
 from .pinning import pin_round_robin, ray_nodes_for_pinning, resolve_pins, with_node_affinity
 from .plan_specs import PLAN_SCHEMA, DeploymentError, node_specs
 from .recovery import DriverNode, RecoveryMixin, RestoreSource
