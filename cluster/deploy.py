@@ -120,7 +120,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
     ``technique`` overrides the plan's ``ie``; ``allowed_lateness`` is in the streams' time unit.
     ``mode``: ``"raw"`` (actors take tuple batches, ``feed_raw``) or ``"sliced"`` (actors take
     per-stream batches of pre-aggregated slices cut at ``edge_classes(stream)``, the union of
-    the edges of every tree on the stream: ``spark_feed.feed_sliced``; time windows only).
+    the edges of every tree on the stream: ``spark_slices.feed_sliced``; time windows only).
     ``count_ops``: trees count their final-aggregation operations (``metrics()`` per tree:
     ``final_ops``, ``omega``), to set measured cost beside the plan's estimate.
 

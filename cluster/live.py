@@ -35,7 +35,8 @@ from cluster.debs_reader import is_parquet_name
 
 from .deploy import Deployment, RunResult
 from .ray_runtime import RayRuntime
-from .spark_feed import feed_raw, feed_sliced, spark_session
+from .spark_feed import feed_raw, spark_session
+from .spark_slices import feed_sliced
 from .text_feed import feed_text
 
 

@@ -91,10 +91,10 @@ from typing import Any
 import pyarrow as pa
 
 from .deploy import Deployment
-from .spark_feed import nondecreasing
 from .stream_options import FileRecord, StreamError, StreamOptions, StreamStats
 from .stream_parts import LATE_SCHEMA, PartWriter, answer_schema
 from .stream_parts import clear_dataset as clear_dataset  # cluster.service imports it from here
+from .time_chunks import nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
 #: arrays stop at 2 GiB, and a micro-batch's bytes sit in driver memory.

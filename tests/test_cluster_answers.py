@@ -13,7 +13,7 @@ import pytest
 import cluster.answer_blocks as answer_blocks
 from cluster.answer_blocks import AnswerBlocks, concat_answers, merge_blocks
 from cluster.node_actor import NodeCore
-from cluster.spark_feed import parquet_row_groups, parquet_span
+from cluster.time_chunks import parquet_row_groups, parquet_span
 from executors import ExecutionTree
 
 KEY = [("query_id", "ascending"), ("window_start", "ascending")]
