@@ -96,8 +96,8 @@ def replay_reference(plan, tables: list[pa.Table], *, lateness: int):
     that order in this process: the batch run's answers and late tuples, without Ray or Spark
     (a cheaper oracle where the order, not the transport, is what is tested)."""
     from cluster.answer_blocks import concat_answers
-    from cluster.deploy import node_specs
     from cluster.node_actor import NodeCore
+    from cluster.plan_specs import node_specs
 
     data = pa.concat_tables(tables).combine_chunks()
     answers, late = [], []

@@ -756,10 +756,11 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
 
 def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
     """An ``add`` fault reaches run_live as written (no ``node``/``capacity: None`` keys, so
-    ``cluster.deploy.check_faults`` names the node itself); summary lines say what moved."""
+    ``cluster.fault_drills.check_faults`` names the node itself); summary lines say what moved."""
     import cluster.live
     from cluster.answer_blocks import empty_answers, empty_late
-    from cluster.deploy import RunResult, check_faults
+    from cluster.deploy import RunResult
+    from cluster.fault_drills import check_faults
     from sim.live import drill_lines, live_run
 
     seen = {}
