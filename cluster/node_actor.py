@@ -5,7 +5,10 @@ routes columns to trees, keeps answers until the driver collects them, and repor
 The logic lives in the plain class ``NodeCore`` (testable without Ray); ``node_ray.NodeActor`` is
 the same class wrapped by ``ray.remote``.  Beside it: ``node_answers`` (answers as per-query
 blocks, late tuples as a table), ``node_snapshot`` (the snapshot byte format), ``node_warmup``
-(kernel loading outside ``busy_s``).
+(kernel loading outside ``busy_s``).  What stays here (~600 lines) is one idea: the node's
+tree-hosting state (trees by stream, their applied ``seq``, pending answers, counters) and the
+calls that change it (ingest, pushed pieces, flush, drain, checkpoint, restore, adopt, drop),
+which all read and write that same state.
 
 Routing: a query's *stream* is a column name of the input (e.g. ``"mf01"``); every batch carries
 ``ts_ms`` (int64 event time) plus one or more stream columns.  ``ingest(stream, batch)`` feeds
