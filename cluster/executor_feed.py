@@ -35,7 +35,8 @@ from typing import Any
 
 from .piece_order import SUB
 from .plan_specs import DeploymentError
-from .spark_feed import FeedStats, parquet_row_groups
+from .spark_feed import FeedStats
+from .time_chunks import parquet_row_groups
 
 _ATTACHED: dict[str, Any] = {}  # per Spark Python worker: the Ray address it attached to
 

@@ -35,7 +35,8 @@ from cluster.debs_reader import is_parquet_name
 
 from .deploy import Deployment, RunResult
 from .ray_runtime import RayRuntime
-from .spark_feed import feed_raw, feed_sliced, spark_session
+from .spark_feed import feed_raw, spark_session
+from .spark_slices import feed_sliced
 from .text_feed import feed_text
 
 
@@ -157,7 +158,7 @@ def run_live(
     trees re-placed on the others, exactly too (a node added by the drill: trees move to it,
     exactly; ``plan_final.json`` then holds the layout as it ran).  ``pin_nodes`` (default:
     when ``ray_address`` is given) pins plan nodes to Ray nodes round robin (``Deployment``);
-    ``faults`` is a fault drill (``cluster.deploy.check_faults``).
+    ``faults`` is a fault drill (``cluster.fault_drills.check_faults``).
 
     ``answers``: ``"driver"`` (default: the actors hand their answers to the driver, which
     merges and writes them; the fastest route on one machine) or ``"actors"`` (each node actor

@@ -22,7 +22,8 @@ from typing import Any
 from executors.live_tree import LiveTree
 
 from .deploy import Deployment
-from .node_actor import ActorCore, pick_technique, shipped_executors
+from .node_actor import pick_technique
+from .node_ray import ActorCore, shipped_executors
 from .plan_specs import DeploymentError
 
 

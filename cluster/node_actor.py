@@ -2,8 +2,13 @@
 
 Why thin: the executor (``executors.ExecutionTree``) does all the window work; the actor only
 routes columns to trees, keeps answers until the driver collects them, and reports metrics.
-The logic lives in the plain class ``NodeCore`` (testable without Ray); ``NodeActor`` is the same
-class wrapped by ``ray.remote``.
+The logic lives in the plain class ``NodeCore`` (testable without Ray); ``node_ray.NodeActor`` is
+the same class wrapped by ``ray.remote``.  Beside it: ``node_answers`` (answers as per-query
+blocks, late tuples as a table), ``node_snapshot`` (the snapshot byte format), ``node_warmup``
+(kernel loading outside ``busy_s``).  What stays here (~600 lines) is one idea: the node's
+tree-hosting state (trees by stream, their applied ``seq``, pending answers, counters) and the
+calls that change it (ingest, pushed pieces, flush, drain, checkpoint, restore, adopt, drop),
+which all read and write that same state.
 
 Routing: a query's *stream* is a column name of the input (e.g. ``"mf01"``); every batch carries
 ``ts_ms`` (int64 event time) plus one or more stream columns.  ``ingest(stream, batch)`` feeds
@@ -18,7 +23,8 @@ snapshot taken at the same point, which is what makes recovery exactly-once: the
 the answers up to the snapshot, and a replacement actor restored from it regenerates exactly
 the answers after it.  Late tuples live in the trees' state (so they are part of snapshots).
 
-Snapshots are ``numpy.savez`` bytes (JSON metadata + each tree's own snapshot), no pickle.
+Snapshots are ``numpy.savez`` bytes (JSON metadata + each tree's own snapshot), no pickle
+(``node_snapshot``).
 
 Moving trees between nodes (a node lost for good, ``Deployment.lose_node``): every tree records
 the last batch ``seq`` it applied (``tree_seq``, part of snapshots), ``add_trees(specs,
@@ -31,9 +37,6 @@ to a running deployment (``Deployment.add_node``) takes trees the same way, and 
 
 from __future__ import annotations
 
-import io
-import json
-import sys
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -44,16 +47,16 @@ import pyarrow.compute as pc
 
 from executors import ExecutionTree
 from executors.aggregates import get_aggregate
-from executors.base import extensions, register
+from executors.base import register
 from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
 from executors.slicing import edge_classes
 from executors.tree import fits, normalize_technique
 
-from .answer_blocks import (
-    AnswerBlocks,
-    empty_late,
-)
+from .answer_blocks import AnswerBlocks
 from .answer_sink import WrittenPart, write_part
+from .node_answers import answer_blocks, late_table, query_ranks
+from .node_snapshot import dump_snapshot, load_snapshot, tree_snapshot
+from .node_warmup import KernelWarmup
 from .piece_order import PieceOrder
 
 INPUT_MODES = ("tuples", "slices")
@@ -157,8 +160,7 @@ class NodeCore:
         }
         # one-off kernel loading (numba compile or cache load) per (tree, data kind), done
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
-        self._warm_tids: set[tuple[str, str]] = set()
-        self._warm_keys: set[tuple] = set()
+        self._warm = KernelWarmup(input_mode)
         self._pieces: PieceOrder | None = None  # the executor route's reorder buffer
 
     @property
@@ -207,7 +209,9 @@ class NodeCore:
         ``trees``: only these trees (a replay to trees adopted from a lost node).  Returns the
         number of answers this call produced (the answers themselves stay here until drained).
         """
-        self._warm_for(_as_table(batch), trees)
+        todo = self._warm.needed(_as_table(batch), self.by_stream, trees)
+        if todo:
+            self.warmup(todo)
         t0 = time.perf_counter()
         raw = batch
         batch = _as_table(batch)
@@ -295,26 +299,6 @@ class NodeCore:
                 f"(next piece, next sub-batch, held back) = {got}"
             )
         return {"last_seq": self.last_seq, "max_buffered": po.max_buffered}
-
-    def _warm_for(self, batch, only: Iterable[str] | None) -> None:
-        """Warm the kernels the trees this batch reaches need for its data kind (int or float
-        values; slices: int), unless done already: the first batch's ``busy_s`` would otherwise
-        hold seconds of numba compiling (issue 11, item 7)."""
-        names = batch.schema.names
-        todo = []
-        for s, tids in self.by_stream.items():
-            if self.input_mode == "tuples" and s not in names:
-                continue
-            kind = "i"
-            if self.input_mode == "tuples" and pa.types.is_floating(batch.schema.field(s).type):
-                kind = "f"
-            todo += [
-                (tid, kind)
-                for tid in tids
-                if (tid, kind) not in self._warm_tids and (only is None or tid in only)
-            ]
-        if todo:
-            self.warmup(todo)
 
     def _keep(self, tid: str, cols) -> int:
         """Keep a tree's answer columns until the next drain; returns their number."""
@@ -412,65 +396,18 @@ class NodeCore:
         """``drain`` as ``AnswerBlocks``: the answers as one block per query, in query id
         order, each block's windows in order.
 
-        Why blocks: the driver then merges the nodes' answers block by block
-        (``merge_blocks``) instead of sorting millions of rows by a string key on one core,
-        and only ``window_start`` and ``value`` travel (query id and range per block give the
-        rest): 16 bytes per answer instead of ~33.  The grouping is cheap: a tree emits each
-        query's answers in window order, so per tree a stable sort by query (a radix sort on
-        small ints) is enough (checked, with a full sort as fallback).
+        Why blocks: ``node_answers.answer_blocks``.
         """
         parts, self._pending = self._pending, []
         if not parts:
             return AnswerBlocks.empty()
-        ids, ranks = self._query_ranks()
-        by_tree: dict[str, list] = {}
-        for tid, c in parts:
-            by_tree.setdefault(tid, []).append(c)
-        blocks = []
-        for tid, cs in by_tree.items():
-            q, st, va = (
-                np.concatenate([c[i] for c in cs]) if len(cs) > 1 else cs[0][i] for i in (0, 1, 3)
-            )
-            tree = self.trees[tid]
-            nq = len(tree.queries)
-            if nq > 1:
-                o = np.argsort(q.astype(np.uint16) if nq <= 1 << 16 else q, kind="stable")
-                q, st, va = q[o], st[o], va[o]
-            cnt = np.bincount(q, minlength=nq)
-            off = np.concatenate([[0], np.cumsum(cnt)])
-            if st.shape[0] > 1:
-                inc = st[1:] > st[:-1]
-                cut = off[1:-1]
-                inc[cut[(cut > 0) & (cut < st.shape[0])] - 1] = True  # block boundaries
-                if not bool(inc.all()):  # not expected: a query's answers out of window order
-                    o = np.lexsort((st, q))
-                    q, st, va = q[o], st[o], va[o]
-            r = ranks[tid]
-            blocks += [
-                (int(r[i]), tree.queries[i].range, st[off[i] : off[i + 1]], va[off[i] : off[i + 1]])
-                for i in np.flatnonzero(cnt)
-            ]
-        blocks.sort(key=lambda b: b[0])
-        return AnswerBlocks(
-            [ids[b[0]] for b in blocks],
-            [b[1] for b in blocks],
-            [b[2] for b in blocks],
-            [b[3] for b in blocks],
-        )
+        return answer_blocks(parts, self.trees, self._query_ranks())
 
     def _query_ranks(self):
         """(query ids of every hosted tree, sorted; per tree: the rank of each of its queries
         in that order)."""
         if self._ranks is None:
-            # a query handed from one tree to another (cluster.service re-weaving) is in both
-            qids = sorted({q.id for t in self.trees.values() for q in t.queries})
-            pos = {q: i for i, q in enumerate(qids)}
-            dt = np.uint16 if len(qids) <= 1 << 16 else np.uint32
-            ranks = {
-                tid: np.array([pos[q.id] for q in t.queries], dtype=dt)
-                for tid, t in self.trees.items()
-            }
-            self._ranks = (qids, ranks)
+            self._ranks = query_ranks(self.trees)
         return self._ranks
 
     def late(self, since: dict[str, int] | None = None) -> pa.Table:
@@ -479,25 +416,7 @@ class NodeCore:
         ``since`` (tree id -> count) skips each tree's first ``count`` late tuples, so a
         driver writing late tuples as they come fetches only the new ones (a tree's late
         tuples only ever grow, in arrival order, and are part of its snapshots)."""
-        rows = []
-        for tid in sorted(self.trees):
-            lt = self.trees[tid].late
-            k = int((since or {}).get(tid, 0))
-            if lt.count > k:
-                ts, vals = lt.ts[k:], lt.values[k:]
-                n = ts.shape[0]
-                rows.append(
-                    pa.table(
-                        {
-                            "node_id": pa.array([self.node_id] * n, pa.string()),
-                            "tree_id": pa.array([tid] * n, pa.string()),
-                            "stream": pa.array([self.tree_stream[tid]] * n, pa.string()),
-                            "ts_ms": pa.array(ts, pa.int64()),
-                            "value": pa.array(vals.astype(np.float64), pa.float64()),
-                        }
-                    )
-                )
-        return pa.concat_tables(rows) if rows else empty_late()
+        return late_table(self.node_id, self.trees, self.tree_stream, since)
 
     def metrics(self) -> dict[str, Any]:
         """Counters for this node.  Queue depth is known only to the driver (in-flight calls);
@@ -530,7 +449,6 @@ class NodeCore:
         answers are *not* included: use ``checkpoint()`` to take answers and snapshot at the
         same point."""
         meta = {
-            "version": 1,
             "spec": self.spec,
             "last_seq": self.last_seq,
             "counters": self.counters,
@@ -539,12 +457,7 @@ class NodeCore:
             "trees": sorted(self.trees),
             "tree_seq": self.tree_seq,
         }
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
-        for tid in sorted(self.trees):
-            arrays[f"tree/{tid}"] = np.frombuffer(self.trees[tid].snapshot(), np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)
-        return buf.getvalue()
+        return dump_snapshot(meta, {tid: t.snapshot() for tid, t in self.trees.items()})
 
     def checkpoint(self) -> tuple[bytes, pa.Table, int]:
         """``(snapshot, answers since the previous drain, last_seq)`` taken atomically (an actor
@@ -575,7 +488,7 @@ class NodeCore:
     def restore(self, data: bytes) -> int:
         """Replace this node's state by a snapshot (of a node with the same spec); returns the
         snapshot's ``last_seq`` so the caller can replay the batches after it."""
-        arrays, meta = _load_snapshot(data)
+        arrays, meta = load_snapshot(data)
         if sorted(meta["trees"]) != sorted(self.trees):
             raise ValueError(
                 f"snapshot of node {meta['spec']['node_id']!r} has trees "
@@ -583,7 +496,7 @@ class NodeCore:
             )
         seqs = meta.get("tree_seq") or {}
         for tid in self.trees:
-            self.trees[tid] = self._tree_cls.restore(arrays[f"tree/{tid}"].tobytes())
+            self.trees[tid] = self._tree_cls.restore(tree_snapshot(arrays, tid))
             self.tree_seq[tid] = int(seqs.get(tid, meta["last_seq"]))
         self._ranks = None
         self.last_seq = int(meta["last_seq"])
@@ -601,7 +514,7 @@ class NodeCore:
         snapshot of another node that holds them (a lost node's last checkpoint).  Returns each
         added tree's ``tree_seq``: the batches after it must be replayed to it (``ingest(...,
         trees=)``).  Nothing is added if any tree is refused."""
-        arrays, meta = _load_snapshot(snapshot) if snapshot is not None else ({}, {})
+        arrays, meta = load_snapshot(snapshot) if snapshot is not None else ({}, {})
         if meta and meta["spec"].get("input_mode", "tuples") != self.input_mode:
             raise ValueError(
                 f"node {self.node_id} (input_mode {self.input_mode!r}) cannot adopt "
@@ -615,13 +528,12 @@ class NodeCore:
                 raise ValueError(f"node {self.node_id}: already hosts a tree {tid!r}")
             tree, seq = None, -1
             if snapshot is not None:
-                key = f"tree/{tid}"
-                if key not in arrays:
+                if f"tree/{tid}" not in arrays:
                     raise ValueError(
                         f"snapshot of node {meta['spec']['node_id']!r} has no tree "
                         f"{tid!r} (trees: {meta['trees']})"
                     )
-                tree = self._tree_cls.restore(arrays[key].tobytes())
+                tree = self._tree_cls.restore(tree_snapshot(arrays, tid))
                 want = sorted(str(q["id"]) for q in t["queries"])
                 if sorted(q.id for q in tree.queries) != want:
                     raise ValueError(
@@ -663,7 +575,7 @@ class NodeCore:
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> NodeCore:
-        s = _load_snapshot(data)[1]["spec"]
+        s = load_snapshot(data)[1]["spec"]
         node = cls(
             s["node_id"],
             s["trees"],
@@ -685,56 +597,11 @@ class NodeCore:
         ``"i"`` or ``"f"`` for int or float values) pairs, default every tree with int data;
         a kernel set already loaded is skipped.  Tree state is untouched; the seconds are
         returned and added to the ``compile_s`` counter (reported apart from ``busy_s``)."""
-        t0 = time.perf_counter()
-        if not self._warm_keys:
-            empty_late()  # pyarrow imports pandas on the first table built (~0.3 s)
-        tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
         if which is None:
             which = [(tid, "i") for tid in self.trees]
-        for tid, kind in which:
-            self._warm_tids.add((tid, kind))
-            t = self.trees[tid]
-            key = (
-                self.tree_technique[tid],
-                t.slicing,
-                t.count_ops,
-                kind,
-                tuple(sorted(str(p) for p in _prims_of(t.queries))),
-            )
-            if key in self._warm_keys:
-                continue
-            self._warm_keys.add(key)
-            qs = [q.as_dict() for q in t.queries]
-            tmp = tree_cls(
-                qs, technique=self.tree_technique[tid], count_ops=t.count_ops, slicing=t.slicing
-            )
-            mr = max(q["range"] for q in qs)
-            ts = np.arange(0, 3 * mr, max(1, mr // 32), dtype=np.int64)
-            v = (ts % 7).astype(np.float64 if kind == "f" else np.int64)
-            if self.input_mode == "slices":
-                from executors.slice_input import slice_aggregates
-
-                tmp.process_slices(slice_aggregates(ts, v, tmp.slicer.classes))
-            else:
-                tmp.process(ts, v)
-            tmp.flush()
-        dt = time.perf_counter() - t0
+        dt = self._warm.warm(self.trees, self.tree_technique, which)
         self.counters["compile_s"] = self.counters.get("compile_s", 0.0) + dt
         return dt
-
-
-def _load_snapshot(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """(arrays, meta) of a node snapshot."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    meta = json.loads(arrays["meta"].tobytes().decode())
-    if meta.get("version") != 1:
-        raise ValueError(f"unsupported node snapshot version {meta.get('version')!r}")
-    return arrays, meta
-
-
-def _prims_of(queries) -> set:
-    return {p for q in queries for p in q.aggregate.primitives(True)}
 
 
 def _ops(tree) -> dict:
@@ -746,48 +613,3 @@ def _ops(tree) -> dict:
 
 def _plain(d: dict) -> dict:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()}
-
-
-def shipped_executors() -> dict[str, type]:
-    """The executors registered outside ``executors`` (``executors.base.extensions``), for a
-    node actor's constructor: Ray pickles them by value, so their module need not be
-    importable in the actor's process."""
-    ext = extensions()
-    if ext:
-        from ray import cloudpickle
-
-        for cls in ext.values():
-            cloudpickle.register_pickle_by_value(sys.modules[cls.__module__])
-    return ext
-
-
-class ActorCore(NodeCore):
-    """NodeCore plus what only makes sense inside a Ray actor."""
-
-    def ray_node_id(self) -> str:
-        """The Ray node this actor runs on (hex id): checks node pinning."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-
-def _make_actor():
-    import ray
-
-    # num_cpus=0: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
-    # with more nodes than cores (they then share the cores, as a simulation should).
-    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(ActorCore)
-
-
-class _LazyActor:
-    """``NodeActor.remote(...)``/``.options(...)`` without importing Ray at module import."""
-
-    _cls = None
-
-    def __getattr__(self, name):
-        if _LazyActor._cls is None:
-            _LazyActor._cls = _make_actor()
-        return getattr(_LazyActor._cls, name)
-
-
-NodeActor = _LazyActor()

@@ -66,204 +66,39 @@ that is still being written.  A file is read once; changing it afterwards has no
 files directly in the directory are read: subdirectories are ignored, except that Spark takes
 ``name=value`` subdirectories for partitions (avoid such names there).  Empty files are skipped
 by Spark's scan (not even counted).
+
+This module is the stream itself (the Spark source it starts and watches, and what each
+micro-batch does with its files), one idea kept in one ``DirectoryStream`` class because
+``cluster.service`` subclasses it; its options and stats are in ``stream_options``, its output
+parts in ``stream_parts``, ``run_stream`` (runtimes and Ctrl-C around it) in ``stream_run``.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import posixpath
-import re
 import shutil
 import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .answer_blocks import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
 from .deploy import Deployment
-from .live import default_pinning, load_plan, started_runtimes, write_final_plan
-from .spark_feed import nondecreasing
+from .stream_options import FileRecord, StreamError, StreamOptions, StreamStats
+from .stream_parts import LATE_SCHEMA, PartWriter, answer_schema
+from .stream_parts import clear_dataset as clear_dataset  # cluster.service imports it from here
+from .time_chunks import nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
 #: arrays stop at 2 GiB, and a micro-batch's bytes sit in driver memory.
 MAX_FILE_BYTES = 1 << 30
-LATE_SCHEMA = empty_late().schema
-_PART_RE = re.compile(r"part-\d+\.parquet")
-
-
-class StreamError(RuntimeError):
-    """A live stream that cannot start or could not go on (one line, no traceback for users)."""
-
-
-@dataclass(frozen=True)
-class StreamOptions:
-    """How to watch the directory and when to stop (``None``: no such limit)."""
-
-    pattern: str = "*"  # glob over file names (Spark's pathGlobFilter)
-    files_per_batch: int = 8  # Spark's maxFilesPerTrigger
-    poll_s: float = 1.0  # trigger interval: one directory listing per poll
-    idle_timeout_s: float | None = None
-    max_files: int | None = None
-    timeout_s: float | None = None
-    batch_rows: int = 1 << 18  # rows per Deployment.feed call
-    extra_columns: str = "reject"  # a text line's trailing 57th field: "reject" or "ignore"
-
-    def __post_init__(self):
-        if self.files_per_batch < 1:
-            raise ValueError("files_per_batch must be >= 1")
-        if self.poll_s <= 0 or self.batch_rows < 1:
-            raise ValueError("poll_s must be > 0 and batch_rows >= 1")
-        for k in ("idle_timeout_s", "max_files", "timeout_s"):
-            v = getattr(self, k)
-            if v is not None and v <= 0:
-                raise ValueError(f"{k} must be > 0 or None")
-        if self.idle_timeout_s is not None and self.idle_timeout_s <= self.poll_s:
-            raise ValueError(
-                f"idle_timeout_s ({self.idle_timeout_s}) must exceed poll_s "
-                f"({self.poll_s}): Spark looks for new files once per poll"
-            )
-        if self.extra_columns not in ("reject", "ignore"):
-            raise ValueError(
-                f"extra_columns must be 'reject' or 'ignore', got {self.extra_columns!r}"
-            )
-        if not self.pattern or "/" in self.pattern:
-            raise ValueError(f"pattern must be a non-empty file-name glob, got {self.pattern!r}")
-
-
-@dataclass
-class FileRecord:
-    """One file handed over by Spark: what became of it."""
-
-    name: str
-    batch: int
-    rows: int = 0
-    rejected_rows: int = 0
-    glued_lines: int = 0  # text lines holding two records, split (cluster.debs_text)
-    extra_column_lines: int = 0  # text lines whose trailing extra field was dropped
-    error: str | None = None  # set when the whole file was rejected
-    ts_min: int | None = None
-    ts_max: int | None = None
-    t_s: float = 0.0  # seconds after the stream started when it was fed
-
-
-@dataclass
-class StreamStats:
-    """Counters of a stream, updated after every micro-batch (read them from any thread)."""
-
-    directory: str = ""
-    files: int = 0  # files handed over and read (rejected ones included)
-    files_rejected: int = 0  # files rejected whole (unreadable, too big, vanished)
-    rows: int = 0  # tuples fed
-    rows_rejected: int = 0  # malformed lines of text files
-    glued_lines: int = 0  # text lines holding two records, split into two rows
-    batches: int = 0  # micro-batches that brought files
-    answers: int = 0  # answer rows written
-    late: int = 0  # late-tuple rows written (per tree)
-    parts: int = 0  # answer parts written
-    max_ts: int | None = None  # newest event time fed (ms)
-    allowed_lateness: int = 0
-    seconds: float = 0.0
-    idle_s: float = 0.0  # seconds since the last file (or the start)
-    stop_reason: str | None = None
-    files_log: list[FileRecord] = field(default_factory=list)
-    timeline: list[dict] = field(default_factory=list)
-    deployment_metrics: dict = field(default_factory=dict)
-
-    @property
-    def watermark(self) -> int | None:
-        return None if self.max_ts is None else self.max_ts - self.allowed_lateness
-
-    def line(self) -> str:
-        """One short progress line: files, micro-batches, rows, answers, late tuples, the
-        watermark (event time, UTC) and the seconds since the last file."""
-        wm = self.watermark
-        wm_s = "-" if wm is None else datetime.fromtimestamp(wm / 1000, UTC).strftime("%H:%M:%S")
-        rej = f" ({self.files_rejected} rejected)" if self.files_rejected else ""
-        bad = f" ({self.rows_rejected:,} bad)" if self.rows_rejected else ""
-        return (
-            f"{self.files} files{rej}, {self.batches} batches, {self.rows:,} rows{bad}, "
-            f"{self.answers:,} answers, {self.late:,} late, wm {wm_s}, "
-            f"idle {self.idle_s:.0f}s"
-        )
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("deployment_metrics")
-        d["files_log"] = [asdict(f) for f in self.files_log]
-        d["watermark"] = self.watermark
-        return d
-
-
-class _PartWriter:
-    """A Parquet dataset directory written one part at a time, each part atomically."""
-
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.path, self.schema, self.parts, self.rows = path, schema, 0, 0
-        clear_dataset(path)
-        path.mkdir(parents=True)
-
-    def write(self, table: pa.Table, batch: int) -> None:
-        if not table.num_rows:
-            return
-        self._put(table.select(self.schema.names).cast(self.schema), f"part-{batch:05d}.parquet")
-        self.parts += 1
-        self.rows += table.num_rows
-
-    def close(self) -> None:
-        """An empty dataset still gets one (empty) part, so readers know its schema."""
-        if not self.parts:
-            self._put(self.schema.empty_table(), "part-00000.parquet")
-
-    def _put(self, table: pa.Table, name: str) -> None:
-        tmp = self.path / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.path / name)
-
-
-def clear_dataset(path: Path) -> None:
-    """Remove a previous run's output at ``path`` (a file, or a directory of our parts only)."""
-    if path.is_dir():
-        foreign = [
-            p.name
-            for p in path.iterdir()
-            if not (_PART_RE.fullmatch(p.name) or p.name.startswith("."))
-        ]
-        if foreign:
-            raise StreamError(
-                f"{path} holds files weaveplace did not write ({foreign[:3]}); "
-                f"choose another output directory"
-            )
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
-
-
-def answer_schema(deployment: Deployment) -> pa.Schema:
-    """The answers' schema for the whole run, fixed up front so that every part agrees: value
-    is int64 iff every query's answer is integer on its DEBS column (int columns: sum, min,
-    max, range, count; avg/stddev and boolean columns give float64), as in a batch run."""
-    from cluster.debs_format import DEBS_SCHEMA
-    from executors.aggregates import get_aggregate
-
-    all_int = True
-    for n in deployment.nodes.values():
-        for t in n.spec["trees"]:
-            col_int = pa.types.is_integer(DEBS_SCHEMA.field(t["stream"]).type)
-            all_int &= all(
-                get_aggregate(q["aggregate"]).output_is_int(col_int) for q in t["queries"]
-            )
-    return ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
 
 
 def _binary_file_schema():
@@ -333,8 +168,8 @@ class DirectoryStream:
 
     def _open_outputs(self, out: Path) -> None:
         """A fresh run's outputs (a previous run's parts and rejects are removed)."""
-        self._answers = _PartWriter(out / "answers.parquet", self.answer_schema())
-        self._late = _PartWriter(out / "late.parquet", LATE_SCHEMA)
+        self._answers = PartWriter(out / "answers.parquet", self.answer_schema())
+        self._late = PartWriter(out / "late.parquet", LATE_SCHEMA)
         self._rejects = out / "rejects"
         if self._rejects.is_dir():
             for p in self._rejects.glob("*.rejects.tsv"):
@@ -667,116 +502,3 @@ def stream_directory(
     """Watch ``directory`` and feed ``deployment`` until a stop condition; see the module
     docstring.  Writes ``answers.parquet/``, ``late.parquet/`` and ``rejects/`` in ``out_dir``."""
     return DirectoryStream(deployment, spark, directory, out_dir, options, progress).run()
-
-
-class _SigintGuard:
-    """``run_stream``'s Ctrl-C policy outside the stream itself (which has its own, see
-    ``DirectoryStream``): while Ray, Spark and the actors start, Ctrl-C aborts
-    (KeyboardInterrupt); once the stream has stopped only the teardown is left (actors, Spark,
-    Ray: a few seconds), and Ctrl-C is ignored so that it completes.  PySpark's own handler
-    would cancel jobs through Py4J from inside a Py4J call (tracebacks, a half-stopped
-    context), so it is kept out while ``run_stream`` runs; the handler found at the start is
-    restored at the end.  Outside the main thread this does nothing."""
-
-    def __init__(self):
-        self.quiet = False
-        self.previous = None
-        self.active = threading.current_thread() is threading.main_thread()
-
-    def _handler(self, signum, frame):
-        if not self.quiet:
-            raise KeyboardInterrupt
-
-    def install(self) -> None:
-        if self.active:
-            prev = signal.signal(signal.SIGINT, self._handler)
-            if self.previous is None:
-                self.previous = prev
-
-    def restore(self) -> None:
-        if self.active and self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
-@dataclass
-class StreamResult:
-    stats: StreamStats
-    metrics: dict
-    out_dir: Path
-
-
-def run_stream(
-    plan: Mapping[str, Any] | str | Path,
-    directory: str | Path,
-    out_dir: str | Path,
-    *,
-    options: StreamOptions | None = None,
-    ray_address: str | None = None,
-    num_cpus: int = 2,
-    spark=None,
-    spark_master: str = "local[*]",
-    technique: str | None = None,
-    allowed_lateness: int = 0,
-    max_in_flight: int = 4,
-    checkpoint_every: int | None = None,
-    max_log_bytes: int | None = 128 << 20,
-    pin_nodes: bool | None = None,
-    faults: list[Mapping[str, Any]] | None = None,
-    progress: Callable[[StreamStats], None] | None = None,
-) -> StreamResult:
-    """``run_live`` for a directory: deploy ``plan`` on Ray, stream ``directory`` through
-    Spark until a stop condition, write the answers as they come plus ``metrics.json`` (and
-    ``plan_final.json`` if a node was lost for good or added, as ``run_live`` does).
-
-    ``checkpoint_every``, ``max_log_bytes``, ``pin_nodes`` (default: when ``ray_address`` is
-    given) and ``faults`` are ``Deployment``'s.  A drill's ``at_batch`` counts the feed
-    batches (``options.batch_rows`` rows of one file each, files in arrival order), not
-    Spark's micro-batches, so a drill hits the same rows however Spark groups the files;
-    a fault whose batch is never fed does not fire (``metrics["faults"]``).  Answers and
-    late tuples stay exactly those of a fault-free run (``Deployment.take_answers`` /
-    ``take_late``); ``node_id`` of a late tuple is the node hosting its tree when it was
-    handed over.
-
-    Owns what it starts (Ray unless one is running or an address is given, Spark unless a
-    session is passed in) and stops it on every exit path, Ctrl-C included."""
-    plan = load_plan(plan)
-    pin_nodes = default_pinning(pin_nodes, ray_address)
-    guard = _SigintGuard()
-    guard.install()
-    try:
-        # a new SparkContext installs PySpark's SIGINT handler: take it back
-        with started_runtimes(
-            ray_address, num_cpus, spark, spark_master, on_new_spark=guard.install
-        ) as (spark, startup):
-            with Deployment(
-                plan,
-                technique=technique,
-                allowed_lateness=allowed_lateness,
-                max_in_flight=max_in_flight,
-                checkpoint_every=checkpoint_every,
-                max_log_bytes=max_log_bytes,
-                pin_nodes=pin_nodes,
-                faults=faults,
-            ) as dep:
-                stats = stream_directory(dep, spark, directory, out_dir, options, progress)
-                guard.quiet = True  # only teardown left: let it complete
-                final_plan = dep.plan
-    finally:
-        guard.restore()
-    metrics = dict(stats.deployment_metrics)
-    metrics["answers"] = stats.answers  # finish() counted only the last (flushed) part
-    metrics["stream"] = stats.to_dict()
-    metrics["feed"] = {
-        "mode": "stream",
-        "rows": stats.rows,
-        "batches": stats.batches,
-        "seconds": stats.seconds,
-        "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
-        "timeline": stats.timeline,
-    }
-    metrics["startup"] = startup
-    metrics["data_path"] = str(directory)
-    out = Path(out_dir)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=float))
-    write_final_plan(out, final_plan, bool(metrics.get("replacements") or metrics.get("additions")))
-    return StreamResult(stats, metrics, out)

@@ -44,7 +44,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .spark_feed import FeedStats, feed_raw, feed_sliced, push_batches
+from .spark_feed import FeedStats, feed_raw, push_batches
+from .spark_slices import feed_sliced
 
 #: byte range per Spark task at most (64 MiB: ~400 K lines, ~0.3 s of parsing, ~60 MB of
 #: parsed columns in the task's memory at worst)

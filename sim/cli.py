@@ -327,7 +327,7 @@ def run(
     from rich.markup import escape
 
     from cluster.deploy import DeploymentError
-    from cluster.streaming import StreamError
+    from cluster.stream_options import StreamError
     from sim.config import ConfigError
     from sim.live import check_live, drill_lines, live_run
 

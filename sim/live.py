@@ -2,7 +2,7 @@
 
 Flow (one way): config -> workload -> placement (one optimizer) -> plan JSON -> cluster
 (``cluster.live.run_live``: Ray actors fed by Spark; with ``data.directory``,
-``cluster.streaming.run_stream``: Structured Streaming over arriving files) -> answers, late
+``cluster.stream_run.run_stream``: Structured Streaming over arriving files) -> answers, late
 tuples, metrics -> summary.
 Live queries read DEBS columns: a query's ``stream`` is the column name (mf01, mf02, ...), ranges
 and slides are in milliseconds (``kind: time``) or tuples (``kind: count``). A stream's rate in the
@@ -316,13 +316,14 @@ def _stream_run(
     start: float,
 ) -> LiveSummary:
     """``data.directory``: Structured Streaming over the directory until a stop condition
-    (``cluster.streaming.StreamError`` if the stream cannot start or go on).
+    (``cluster.stream_options.StreamError`` if the stream cannot start or go on).
 
     ``run.batch_rows``, ``run.checkpoint_every`` and ``run.faults`` apply as in a file run:
     each file is fed in ``batch_rows``-row batches (files in arrival order), and those feed
     batches are what ``checkpoint_every`` and a drill's ``at_batch`` count (on top, every
     micro-batch ends with a checkpoint: ``Deployment.take_answers``)."""
-    from cluster.streaming import StreamOptions, run_stream
+    from cluster.stream_options import StreamOptions
+    from cluster.stream_run import run_stream
 
     w = config.data.directory
     opts = StreamOptions(

@@ -138,7 +138,7 @@ def run_service(
     from cluster.live import default_pinning, started_runtimes
     from cluster.live_node import LiveDeployment, plan_from_state
     from cluster.service import Service
-    from cluster.streaming import StreamOptions
+    from cluster.stream_options import StreamOptions
     from placement.trees import CostModel
 
     w = cfg.data.directory
@@ -362,7 +362,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
     from rich.table import Column
 
     from cluster.plan_specs import DeploymentError
-    from cluster.streaming import StreamError
+    from cluster.stream_options import StreamError
 
     try:
         cfg, run_dir, state, text, base = prepare(config, resume)

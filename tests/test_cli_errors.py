@@ -134,7 +134,7 @@ def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     import sim.cli
     import sim.live
     from cluster.deploy import DeploymentError
-    from cluster.streaming import StreamError
+    from cluster.stream_options import StreamError
 
     if shutil.which("java") is None:
         pytest.skip("weaveplace run checks for Java first")

@@ -13,7 +13,7 @@ import pytest
 import cluster.answer_blocks as answer_blocks
 from cluster.answer_blocks import AnswerBlocks, concat_answers, merge_blocks
 from cluster.node_actor import NodeCore
-from cluster.spark_feed import parquet_row_groups, parquet_span
+from cluster.time_chunks import parquet_row_groups, parquet_span
 from executors import ExecutionTree
 
 KEY = [("query_id", "ascending"), ("window_start", "ascending")]
@@ -178,7 +178,7 @@ def test_bench_cost_check_in_model_units():
     Omega measure the plan's E * Omega (avg trees' two primitives counted as one aggregate
     operation) up to the windows closing after the last tuple, and the parts add up to the
     plan's node cost."""
-    from cluster.deploy import node_specs
+    from cluster.plan_specs import node_specs
     from sim.bench.e2e import cost_summary, e2e_queries, format_table, measured_cost
     from sim.bench.live import STREAMS, round_robin_plan
 

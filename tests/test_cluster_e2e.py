@@ -647,7 +647,8 @@ def test_add_node_mid_stream_exactly_once_with_kills_and_loss(
     matches what the actors run."""
     import ray
 
-    from cluster.deploy import Deployment, DeploymentError, ray_nodes_for_pinning
+    from cluster.deploy import Deployment, DeploymentError
+    from cluster.pinning import ray_nodes_for_pinning
     from placement.plan import verify_plan
 
     plan = workload["plan"]

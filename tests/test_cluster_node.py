@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from cluster.answer_blocks import concat_answers
-from cluster.deploy import DeploymentError, node_specs
 from cluster.node_actor import NodeCore, pick_technique
+from cluster.plan_specs import DeploymentError, node_specs
 from executors import ExecutionTree
 
 Q1 = [
@@ -280,7 +280,8 @@ def test_moved_trees_resume_exactly_and_old_host_drops_them():
 
 
 def test_pin_round_robin_and_fault_drill_checks():
-    from cluster.deploy import check_faults, pin_round_robin
+    from cluster.fault_drills import check_faults
+    from cluster.pinning import pin_round_robin
 
     assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
         "a": "w0",
@@ -338,7 +339,7 @@ def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
     """The plan's ``slicing`` goes into every tree spec; a node builds Cutty trees from it
     (snapshots keep them Cutty) and answers exactly as Pairs trees; a bad value is refused;
     re-placement after a lost node prices trees under the plan's slicing."""
-    from cluster.deploy import _Layout
+    from cluster.running_plan import Layout
     from placement.plan import single_node_plan
     from placement.queries import Query
     from placement.trees import CostModel
@@ -377,7 +378,7 @@ def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
     key = [("query_id", "ascending"), ("window_start", "ascending")]
     want = pairs.drain().sort_by(key)
     assert want.num_rows > 50 and pa.concat_tables([first, cut.drain()]).sort_by(key).equals(want)
-    lay = _Layout(p)
+    lay = Layout(p)
     assert lay.model.slicing == "cutty" and lay.plan.slicing == "cutty"
     model = CostModel("slickdeque", {"mf01": 0.2}, slicing="cutty")
     t = model.tree([Query("x", 1000, 300, "sum", "mf01")])

@@ -31,7 +31,7 @@ def sliced_workload(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sliced_result(sliced_workload, ray_session, spark):
     from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_sliced
+    from cluster.spark_slices import feed_sliced
 
     with Deployment(sliced_workload["plan"], mode="sliced", max_in_flight=3) as dep:
         fs = feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
@@ -75,7 +75,8 @@ def test_sliced_fault_recovery_and_float_stream(
     import ray
 
     from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_raw, feed_sliced, read_debs_df, sliced_arrow_tables
+    from cluster.spark_feed import feed_raw, read_debs_df
+    from cluster.spark_slices import feed_sliced, sliced_arrow_tables
 
     plan = sliced_workload["plan"]
     with Deployment(plan, mode="sliced", max_in_flight=2) as dep:
@@ -136,7 +137,7 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
     later, before the next checkpoint (node-2 then holds everything, including trees node-0
     had just adopted, restored from node-1's snapshot): answers equal the fault-free run."""
     from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_sliced
+    from cluster.spark_slices import feed_sliced
 
     plan = make_plan(sliced_workload["queries"], n_nodes=3)
     faults = [
@@ -161,7 +162,7 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
 
 def test_sliced_mode_refusals(sliced_workload, ray_session, spark):
     from cluster.deploy import Deployment, DeploymentError
-    from cluster.spark_feed import feed_sliced
+    from cluster.spark_slices import feed_sliced
 
     with Deployment(sliced_workload["plan"], mode="sliced") as dep:
         with pytest.raises(ValueError, match="order='file'"):
@@ -224,7 +225,7 @@ def test_arrow_and_spark_readers_agree(
     reader) give the same answers; so does the ``arrow`` reader on a file whose row groups
     are out of time order (each time-range chunk filters every overlapping row group)."""
     from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_sliced
+    from cluster.spark_slices import feed_sliced
 
     fs, res = sliced_result
     assert fs.reader == "arrow"
@@ -263,7 +264,7 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
     the move's snapshots + replayed slice batches) and loses node-0 before batch 5: answers
     equal the fault-free run; the final plan verifies."""
     from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_sliced
+    from cluster.spark_slices import feed_sliced
     from placement.plan import verify_plan
 
     faults = [
@@ -290,7 +291,8 @@ def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, 
     runs Cutty trees on the actors, in sliced mode (the union of Pairs edges, unchanged) and
     in raw mode: both answer exactly as the Pairs plan's sliced run, row for row (int data)."""
     from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_raw, feed_sliced
+    from cluster.spark_feed import feed_raw
+    from cluster.spark_slices import feed_sliced
     from executors.slicing import edge_classes
 
     plan = make_plan(sliced_workload["queries"], slicing="cutty")

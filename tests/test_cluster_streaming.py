@@ -96,8 +96,8 @@ def replay_reference(plan, tables: list[pa.Table], *, lateness: int):
     that order in this process: the batch run's answers and late tuples, without Ray or Spark
     (a cheaper oracle where the order, not the transport, is what is tested)."""
     from cluster.answer_blocks import concat_answers
-    from cluster.deploy import node_specs
     from cluster.node_actor import NodeCore
+    from cluster.plan_specs import node_specs
 
     data = pa.concat_tables(tables).combine_chunks()
     answers, late = [], []
@@ -202,7 +202,7 @@ def in_order(data, ray_session, spark, tmp_path_factory):
     """One stream fed in three waves while it runs: files 0-2 and an unreadable Parquet;
     once those are done files 3-4 (4 with malformed lines) and a Parquet of another schema;
     once those are done, a snapshot of the answers on disk, then file 5."""
-    from cluster.streaming import StreamOptions
+    from cluster.stream_options import StreamOptions
 
     d = tmp_path_factory.mktemp("in_order")
     inp, out = d / "in", d / "out"
@@ -303,7 +303,7 @@ def test_file_reaching_back_in_time_gives_late_tuples_not_losses(
     idle.  With allowed lateness 14 s, B's tuples older than the watermark after C are late
     (late.parquet), the newer ones folded in; answers and late tuples equal the plan's nodes
     replaying the same file order."""
-    from cluster.streaming import StreamOptions
+    from cluster.stream_options import StreamOptions
 
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
@@ -399,7 +399,8 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
     order, row for row and none twice; the late tuples of node-1's trees name node-1 up to
     the loss and node-0 after it.  metrics.json records the re-placement, plan_final.json
     verifies, and the report counts late tuples on the node holding their tree at the end."""
-    from cluster.streaming import StreamOptions, run_stream
+    from cluster.stream_options import StreamOptions
+    from cluster.stream_run import run_stream
     from placement.plan import verify_plan
     from sim.live import drill_lines
     from sim.report import build_report

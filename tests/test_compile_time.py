@@ -72,7 +72,7 @@ def test_node_busy_time_excludes_kernel_loading(monkeypatch):
             ],
         }
     ]
-    import cluster.node_actor as na
+    import cluster.node_warmup as na
 
     node = NodeCore("n0", trees)
     real, real_empty_late = NodeCore.warmup, na.empty_late

@@ -756,10 +756,11 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
 
 def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
     """An ``add`` fault reaches run_live as written (no ``node``/``capacity: None`` keys, so
-    ``cluster.deploy.check_faults`` names the node itself); summary lines say what moved."""
+    ``cluster.fault_drills.check_faults`` names the node itself); summary lines say what moved."""
     import cluster.live
     from cluster.answer_blocks import empty_answers, empty_late
-    from cluster.deploy import RunResult, check_faults
+    from cluster.deploy import RunResult
+    from cluster.fault_drills import check_faults
     from sim.live import drill_lines, live_run
 
     seen = {}
@@ -800,10 +801,11 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     checkpoint_every, faults) and the caller's Spark session (Ray and Spark replaced by
     recorders): in directory mode the drill counts the feed batches of the files."""
     import cluster.live
-    import cluster.streaming
+    import cluster.stream_run
     from cluster.answer_blocks import empty_answers, empty_late
     from cluster.deploy import RunResult
-    from cluster.streaming import StreamResult, StreamStats
+    from cluster.stream_options import StreamStats
+    from cluster.stream_run import StreamResult
     from sim.live import live_run
 
     seen: dict[str, dict] = {}
@@ -817,7 +819,7 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
         return StreamResult(StreamStats(), {"feed": {"rows": 0}}, Path(out_dir))
 
     monkeypatch.setattr(cluster.live, "run_live", fake_run_live)
-    monkeypatch.setattr(cluster.streaming, "run_stream", fake_run_stream)
+    monkeypatch.setattr(cluster.stream_run, "run_stream", fake_run_stream)
     (tmp_path / "in").mkdir()
     raw = _with(
         _with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),

@@ -7,7 +7,7 @@ tree per query on the nodes round robin.  A fixture registers both (pricing in
 ``placement.cost``, executor in ``executors.base``, optimizer in ``placement.optimizers``) and
 unregisters them after; nothing else in the code base names them.  Each goes through
 ``weaveplace validate``, planning, ``simulate`` and a live run (Ray actors fed by Spark: the
-executor reaches the actors' processes by value, ``cluster.node_actor.shipped_executors``),
+executor reaches the actors' processes by value, ``cluster.node_ray.shipped_executors``),
 with answers equal to the brute-force oracle.  The toy engine ``toy_brute`` counts edges by
 checking every position of the composite slide; plans priced with it equal ``fast``'s.
 """

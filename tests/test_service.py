@@ -119,7 +119,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     from cluster.control import ControlError, call
     from cluster.live_node import LiveDeployment
     from cluster.service import Service
-    from cluster.streaming import StreamOptions
+    from cluster.stream_options import StreamOptions
     from placement.plan import verify_plan
 
     initial = _queries("a", 6, seed=1)
@@ -269,7 +269,7 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     from cluster.control import ControlError, call
     from cluster.live_node import LiveDeployment
     from cluster.service import Service
-    from cluster.streaming import StreamOptions
+    from cluster.stream_options import StreamOptions
     from placement.plan import Node, Plan, verify_plan
     from placement.queries import query_from_mapping
     from placement.trees import CostModel

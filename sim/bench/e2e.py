@@ -173,7 +173,8 @@ def _run_mode(
 
     from cluster.deploy import Deployment
     from cluster.executor_feed import feed_executors
-    from cluster.spark_feed import feed_raw, feed_sliced
+    from cluster.spark_feed import feed_raw
+    from cluster.spark_slices import feed_sliced
 
     feed_by, answers = ROUTES[route]
     if mode == "sliced" or feed_by == "executors":

@@ -1,0 +1,44 @@
+"""The byte format of a node snapshot: ``numpy.savez`` of JSON metadata plus each tree's own
+snapshot, no pickle.
+
+Why its own module: the format (its version, its keys) is what a replacement actor, an adopting
+node and the driver's recovery agree on; ``node_actor`` decides *what* goes in a snapshot and
+when, this module only how it is written and read back.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+
+SNAPSHOT_VERSION = 1
+
+
+def dump_snapshot(meta: dict[str, Any], trees: dict[str, bytes]) -> bytes:
+    """``meta`` (JSON-able, ``version`` added) and each tree's snapshot bytes by tree id."""
+    arrays = {
+        "meta": np.frombuffer(json.dumps({"version": SNAPSHOT_VERSION, **meta}).encode(), np.uint8)
+    }
+    for tid in sorted(trees):
+        arrays[f"tree/{tid}"] = np.frombuffer(trees[tid], np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def load_snapshot(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(arrays, meta) of a node snapshot; a tree's snapshot is ``arrays[f"tree/{id}"]``."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(arrays["meta"].tobytes().decode())
+    if meta.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"unsupported node snapshot version {meta.get('version')!r}")
+    return arrays, meta
+
+
+def tree_snapshot(arrays: dict[str, np.ndarray], tid: str) -> bytes:
+    """One tree's snapshot bytes out of ``load_snapshot``'s arrays."""
+    return arrays[f"tree/{tid}"].tobytes()
