@@ -26,7 +26,7 @@ class AnswerParts:
     ends up in exactly one part."""
 
     def __init__(self, path: Path, schema: pa.Schema, start: int, fresh: bool):
-        from .streaming import clear_dataset
+        from .stream_parts import clear_dataset
 
         self.path, self.schema, self.next, self.rows = path, schema, int(start), 0
         if fresh:

@@ -45,7 +45,7 @@ from .control import ServiceError, one_line
 from .live_node import LiveDeployment
 from .run_files import atomic_write, jsonable
 from .service_stream import ServiceStream
-from .streaming import StreamOptions, StreamStats
+from .stream_options import StreamOptions, StreamStats
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)

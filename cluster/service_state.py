@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from .run_files import atomic_write, jsonable
-from .streaming import FileRecord
+from .stream_options import FileRecord
 
 
 def restore(svc: Any, r: dict) -> None:

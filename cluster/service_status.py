@@ -16,7 +16,7 @@ from typing import Any
 from .control import one_line
 from .live_node import rss_bytes
 from .run_files import atomic_write, jsonable
-from .streaming import StreamStats
+from .stream_options import StreamStats
 
 
 def sample_load(svc: Any) -> None:

@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from .answer_blocks import ANSWER_SCHEMA_FLOAT
 from .run_files import AnswerParts
-from .streaming import LATE_SCHEMA, DirectoryStream
+from .stream_parts import LATE_SCHEMA
+from .streaming import DirectoryStream
 
 
 class ServiceStream(DirectoryStream):

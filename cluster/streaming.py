@@ -93,7 +93,6 @@ import pyarrow as pa
 from .deploy import Deployment
 from .stream_options import FileRecord, StreamError, StreamOptions, StreamStats
 from .stream_parts import LATE_SCHEMA, PartWriter, answer_schema
-from .stream_parts import clear_dataset as clear_dataset  # cluster.service imports it from here
 from .time_chunks import nondecreasing
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
