@@ -28,7 +28,9 @@ Answers are float64 for the whole run (queries added later may need it).
 Modules: this one holds the commands and the running plan; ``cluster.service_stream`` the
 directory stream, ``cluster.service_state`` what ``--resume`` continues from,
 ``cluster.service_status`` the status reply and load samples, ``cluster.run_files`` the
-crash-safe files of the run directory.
+crash-safe files of the run directory. The commands stay together (~750 lines) because each one
+is the same transaction on the running plan: validate, take the lock, re-place, apply to the
+trees, write the plan and the state, log the event.
 """
 
 from __future__ import annotations
