@@ -132,9 +132,17 @@ def initial_plan(cfg) -> tuple[dict, Any]:
 
 
 def run_service(
-    cfg, run_dir: Path, state: dict | None, text: str, base: str, spark=None, progress=None
+    cfg,
+    run_dir: Path,
+    state: dict | None,
+    text: str,
+    base: str,
+    spark=None,
+    progress=None,
+    say=None,
 ):
-    """Start (or resume) the deployment and serve until stopped; returns the stream stats."""
+    """Start (or resume) the deployment and serve until stopped; returns the stream stats.
+    ``say``: gets one line naming the token an attached Ray connection used."""
     from cluster.live import default_pinning, started_runtimes
     from cluster.live_node import LiveDeployment, plan_from_state
     from cluster.service import Service
@@ -173,7 +181,9 @@ def run_service(
         plan = plan_from_state(state["nodes"], m, state["capacity"])
         optimizer = state["optimizer"]
     ray_address = cfg.cluster.ray.address
-    with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, _):
+    with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, startup):
+        if say is not None and startup.get("ray_auth"):
+            say(f"Ray: {startup['ray_auth']}")
         with LiveDeployment(
             plan,
             allowed_lateness=cfg.run.allowed_lateness,
@@ -391,6 +401,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
                 text,
                 base,
                 progress=lambda st: bar.update(task, description=st.line()),
+                say=lambda line: console.print(escape(line), soft_wrap=True),
             )
         except ServeError as e:
             raise user_error(str(e)) from None
