@@ -1,4 +1,5 @@
-"""Attaching to a token-protected Ray cluster started with ``ray start --head`` (issue 11, 5).
+"""Attaching to a token-protected Ray cluster started with ``ray start --head`` (issue 11, 5;
+``weaveplace serve`` attached: issue 13).
 
 A real head node runs in its own process group (``ray start --head --block`` with token
 authentication, its own RAY_TMPDIR and free ports) and is killed by process group at the end.
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import numpy as np
@@ -223,3 +225,95 @@ def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
         assert time.monotonic() - t0 < 60  # not Ray's minutes of retries
         seen.append(lines[0])
     assert seen[0] == seen[1]
+
+
+@pytest.mark.cluster
+def test_serve_attached_answers_equal_the_oracle(ray_head, tmp_path):
+    """``weaveplace serve`` on the token-protected head (a subprocess, the token through
+    ``RAY_AUTH_TOKEN_PATH``): two files dropped, a query added between them, ``stop --flush``;
+    it names the token it attached with, and every query's answers equal the brute force over
+    the files (the added query's from its ``accepted_at``)."""
+    from datetime import datetime, timedelta
+
+    from sim.debs_generator import generate_debs
+
+    address, token, _ = ray_head
+    (tmp_path / "tok").write_text(token)
+    incoming, run_dir = tmp_path / "incoming", tmp_path / "run"
+    incoming.mkdir()
+    cfg = yaml.safe_load(_config(tmp_path, address).read_text())
+    cfg["data"] = {"directory": {"path": str(incoming), "poll_s": 0.25}}
+    cfg["run"] = {"mode": "live", "output_dir": str(run_dir), "allowed_lateness": 0}
+    (tmp_path / "serve.yaml").write_text(yaml.safe_dump(cfg))
+    env = _clean_env(
+        RAY_AUTH_TOKEN_PATH=str(tmp_path / "tok"),
+        HOME=str(tmp_path),
+        RAY_TMPDIR=str(tmp_path / "rt"),
+        COLUMNS="200",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim.cli", "serve", str(tmp_path / "serve.yaml")],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def ctl(*args):
+        res = _run(["ctl", str(run_dir), *args], env, timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        return yaml.safe_load(res.stdout)
+
+    def drop(k: int) -> None:
+        tmp = incoming / f".f{k}.parquet"
+        t0 = datetime(2012, 2, 22, 16, 46, 28, tzinfo=UTC) + timedelta(seconds=5 * k)
+        generate_debs(tmp, duration_s=5, rate_hz=100, seed=k, start=t0)
+        tmp.rename(incoming / f"f{k}.parquet")
+
+    def fed(n: int) -> None:
+        deadline = time.monotonic() + 120
+        while ctl("status")["files"] < n:
+            assert time.monotonic() < deadline, "files not fed in 120 s"
+            time.sleep(0.5)
+
+    try:
+        deadline = time.monotonic() + 180
+        while not (run_dir / "control.json").exists():
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "serve did not start in 180 s"
+            time.sleep(0.5)
+        drop(0)
+        fed(1)
+        (tmp_path / "more.yaml").write_text(
+            "queries:\n  - {id: mn, stream: mf02, aggregate: min, range: 900, slide: 300}\n"
+        )
+        t_reg = ctl("add-queries", str(tmp_path / "more.yaml"))["accepted_at"]["mf02"]
+        drop(1)
+        fed(2)
+        ctl("stop", "--flush")
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert f"Ray: token from RAY_AUTH_TOKEN_PATH ({tmp_path / 'tok'})" in out
+    data = pq.read_table([str(incoming / f"f{k}.parquet") for k in (0, 1)]).to_pandas()
+    got = pq.read_table(run_dir / "answers.parquet").to_pylist()
+    for qid, agg, r, s, col, t0 in (
+        ("mx", "max", 1000, 400, "mf01", None),
+        ("av", "avg", 700, 300, "mf01", None),
+        ("sm", "sum", 500, 500, "mf02", None),
+        ("mn", "min", 900, 300, "mf02", t_reg),
+    ):
+        want, _ = brute_force(
+            [{"id": qid, "aggregate": agg, "range": r, "slide": s}],
+            data["ts_ms"].to_numpy(),
+            data[col].to_numpy(),
+        )
+        want = [w for w in want if t0 is None or w[1] >= t0]
+        mine = sorted(
+            (a["window_start"], a["window_end"], a["value"]) for a in got if a["query_id"] == qid
+        )
+        assert mine and [m[:2] for m in mine] == [(st, en) for _, st, en, _ in want]
+        np.testing.assert_allclose([m[2] for m in mine], [w[3] for w in want], rtol=1e-9)
