@@ -146,17 +146,7 @@ def backlog(svc: Any) -> dict:
 
 def write_metrics(svc: Any, stats: StreamStats) -> None:
     """``metrics.json`` at stop (the live report's input), as ``weaveplace run`` writes."""
-    m = dict(stats.deployment_metrics or {})
-    m["answers"] = stats.answers
-    m["stream"] = stats.to_dict()
-    m["feed"] = {
-        "mode": "serve",
-        "rows": stats.rows,
-        "batches": stats.batches,
-        "seconds": stats.seconds,
-        "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
-        "timeline": stats.timeline,
-    }
+    m = stats.metrics("serve")
     m["data_path"] = str(svc.stream.directory)
     atomic_write(svc.run_dir / "metrics.json", json.dumps(m, indent=1, default=jsonable))
 

@@ -106,6 +106,23 @@ class StreamStats:
             f"idle {self.idle_s:.0f}s"
         )
 
+    def metrics(self, mode: str) -> dict:
+        """``metrics.json`` of a stream that stopped: the deployment's metrics with the answers
+        of every part (``finish()`` counted only the last), the stream's counters and the feed
+        summary (``mode``: ``stream`` for ``weaveplace run``, ``serve``)."""
+        m = dict(self.deployment_metrics or {})
+        m["answers"] = self.answers
+        m["stream"] = self.to_dict()
+        m["feed"] = {
+            "mode": mode,
+            "rows": self.rows,
+            "batches": self.batches,
+            "seconds": self.seconds,
+            "rows_per_s": self.rows / self.seconds if self.seconds else 0.0,
+            "timeline": self.timeline,
+        }
+        return m
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("deployment_metrics")

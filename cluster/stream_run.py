@@ -116,17 +116,7 @@ def run_stream(
                 final_plan = dep.plan
     finally:
         guard.restore()
-    metrics = dict(stats.deployment_metrics)
-    metrics["answers"] = stats.answers  # finish() counted only the last (flushed) part
-    metrics["stream"] = stats.to_dict()
-    metrics["feed"] = {
-        "mode": "stream",
-        "rows": stats.rows,
-        "batches": stats.batches,
-        "seconds": stats.seconds,
-        "rows_per_s": stats.rows / stats.seconds if stats.seconds else 0.0,
-        "timeline": stats.timeline,
-    }
+    metrics = stats.metrics("stream")
     metrics["startup"] = startup
     metrics["data_path"] = str(directory)
     out = Path(out_dir)
