@@ -30,9 +30,6 @@ from typing import Any
 
 import pandas as pd
 
-from placement.pareto import (
-    SEED_OPTIMIZERS as SEED_OPTIMIZERS,  # re-exported: sim.simulate reuses these seed plans
-)
 from placement.pareto import ParetoResult, wg_pf
 from placement.pareto_front import front_distance, hypervolume, weakly_dominates
 from placement.plan import Plan
