@@ -106,3 +106,27 @@ def refused(tech, qs):
         tech in ("panes_inv", "twostacks", "daba")
         and len({(q["range"], q["slide"]) for q in qs}) > 1
     )
+
+
+# ---- live runs over every aggregate ------------------------------------------------------------
+
+#: one window per aggregate (prime-ish slides, r mod s != 0 included)
+WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400), (800, 200)]
+
+
+def live_config(optimizer: str, ie: str, engine: str = "fast", slicing: str = "pairs") -> dict:
+    """A short live run's config: one query per aggregate on mf01, 2 nodes, 4 s at 100 Hz."""
+    from placement.queries import AGGREGATES
+
+    queries = [
+        {"id": f"q_{a}", "stream": "mf01", "aggregate": a, "range": r, "slide": s}
+        for a, (r, s) in zip(AGGREGATES, WINDOWS)
+    ]
+    return {
+        "workload": {"queries": queries},
+        "streams": {"mf01": {"rate": 0.1}},
+        "cluster": {"nodes": 2},
+        "placement": {"optimizers": optimizer, "ie": ie, "engine": engine, "slicing": slicing},
+        "data": {"duration_s": 4, "rate_hz": 100, "seed": 3},
+        "run": {"mode": "live", "batch_rows": 128},
+    }

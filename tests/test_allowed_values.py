@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from helpers import WINDOWS, live_config
 from typer.testing import CliRunner
 
 from executors.oracle import brute_force
@@ -34,7 +35,6 @@ from sim.config import load_config
 from sim.config_placement import OPTIMIZER_NAMES
 
 # (range, slide) per aggregate: r mod s != 0 for some (two Pairs fragments), shared slides
-WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400), (800, 200)]
 
 
 LIVE_OPTIMIZERS = ("shared", "WG_LS", "W_TN", "G_RAND", "weaveshare", "WG_I")
@@ -93,18 +93,7 @@ def _validated(tmp_path, optimizer, ie, engine, slicing):
 
 
 def _config(optimizer, ie, engine, slicing) -> dict:
-    queries = [
-        {"id": f"q_{a}", "stream": "mf01", "aggregate": a, "range": r, "slide": s}
-        for a, (r, s) in zip(AGGREGATES, WINDOWS)
-    ]
-    return {
-        "workload": {"queries": queries},
-        "streams": {"mf01": {"rate": 0.1}},
-        "cluster": {"nodes": 2},
-        "placement": {"optimizers": optimizer, "ie": ie, "engine": engine, "slicing": slicing},
-        "data": {"duration_s": 4, "rate_hz": 100, "seed": 3},
-        "run": {"mode": "live", "batch_rows": 128},
-    }
+    return live_config(optimizer, ie, engine, slicing)
 
 
 @pytest.mark.parametrize("optimizer, ie, engine, slicing", LIVE_RUNS)

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from helpers import WINDOWS, live_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -47,7 +48,6 @@ from sim.cli import app
 from sim.config import load_config
 
 TECH, OPT, ENGINE = "toy_recompute", "toy_rr", "toy_brute"
-WINDOWS = [(1000, 400), (700, 400), (1200, 600), (500, 500), (900, 300), (1100, 400), (800, 200)]
 
 
 # ---- the toy technique ------------------------------------------------------------------------
@@ -149,18 +149,7 @@ def toys():
 
 
 def _config(slicing: str = "pairs") -> dict:
-    queries = [
-        {"id": f"q_{a}", "stream": "mf01", "aggregate": a, "range": r, "slide": s}
-        for a, (r, s) in zip(AGGREGATES, WINDOWS)
-    ]
-    return {
-        "workload": {"queries": queries},
-        "streams": {"mf01": {"rate": 0.1}},
-        "cluster": {"nodes": 2},
-        "placement": {"optimizers": OPT, "ie": TECH, "slicing": slicing},
-        "data": {"duration_s": 4, "rate_hz": 100, "seed": 3},
-        "run": {"mode": "live", "batch_rows": 128},
-    }
+    return live_config(OPT, TECH, slicing=slicing)
 
 
 def _write(tmp_path, raw: dict):
