@@ -180,10 +180,12 @@ class LocalSearch:
 
     @staticmethod
     def _quantized(cur, k0, mx, tot):
-        """Keys on a grid of relative step REL around the current plan's key, so that numpy
+        """Keys on a grid of relative step REL centred on the current plan's key, so that numpy
         can order them lexicographically with rounding noise counted as a tie (``offer``
-        quantizes single keys the same way)."""
-        return [np.floor(x / (REL * max(1.0, abs(c)))) for x, c in zip((k0, mx, tot), cur)]
+        quantizes single keys the same way). Centred, not floored: a component equal to the
+        current one up to rounding (often exactly 1.0, the clamped ratio) must land in one
+        bin, and ``floor(1.0 / step)`` sits on a bin edge."""
+        return [np.round((x - c) / (REL * max(1.0, abs(c)))) for x, c in zip((k0, mx, tot), cur)]
 
     def _without_lbs(self, t: Tree, qs: list[Query]) -> np.ndarray:
         """Lower bounds on the cost of ``t`` minus each of ``qs``: its edges include every
@@ -395,7 +397,7 @@ class LocalSearch:
 
         def offer(k, i: int) -> None:
             nonlocal best_q, best_i
-            kq = [math.floor(x / st) for x, st in zip(k, steps)]
+            kq = [round((x - c) / st) for x, c, st in zip(k, cur, steps)]
             if self.better(k, cur) if best_q is None else _lex_lt(kq, best_q):
                 best_q, best_i = kq, i
 
