@@ -222,6 +222,9 @@ class Deployment(RecoveryMixin, MembershipMixin):
         # replay log: (seq, stream, batch ref, target nodes, streams in the batch)
         self._log: list[tuple[int, str | None, Any, tuple[str, ...], tuple[str, ...]]] = []
         self._seq = -1
+        # batches fed (driver route: ``feed`` calls, = _seq + 1; executor route: pieces): the
+        # clock of fault drills and of ``before_batch`` in re-placement records
+        self.batches_fed = 0
         self._since_ckpt = 0
         self._log_bytes = 0
         self._layout: Layout | None = None
@@ -350,7 +353,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
 
         if self._finished:
             raise DeploymentError("deployment already finished")
-        self._fire_faults(self._seq + 1)
+        self._fire_faults(self.batches_fed)
         if isinstance(batch, pa.Table):
             batch = (
                 batch.combine_chunks().to_batches()[0]
@@ -363,6 +366,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         streams = [stream] if stream is not None else [s for s in self.streams if s in names]
         targets = sorted({nid for s in streams for nid in self.stream_nodes.get(s, [])})
         self._seq += 1
+        self.batches_fed += 1
         seq = self._seq
         self.rows_fed += batch.num_rows
         self.bytes_fed += batch.nbytes
@@ -501,7 +505,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         import ray
 
         t0 = time.perf_counter()
-        self._fire_faults(self._seq + 1)  # a drill "at" the batch after the last one
+        self._fire_faults(self.batches_fed)  # a drill "at" the batch after the last one
         self._wait_all()
         t1 = time.perf_counter()
         for _nid, n in self.nodes.items():  # flush goes through the same recovery path
@@ -594,7 +598,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         out = {
             "rows_fed": self.rows_fed,
             "bytes_fed": self.bytes_fed,
-            "batches": self._seq + 1,
+            "batches": self.batches_fed,
             "wall_s": wall,
             "technique": self.technique,
             "checkpoints": self.checkpoints,

@@ -17,10 +17,19 @@ which is event-time order when the file is sorted by time; each task checks its 
 driver checks the boundaries between pieces (``ts_ms`` non-decreasing across the file) and
 refuses the result in one line otherwise (``feed: driver`` sorts such files).
 
-What this route does not do (refused in one line): sliced mode, a text or non-local input,
-fault drills and recovery: the tuples never pass the driver, so it keeps no replay log; an
-actor dying during the feed fails the run with a ``DeploymentError`` (use ``feed: driver`` for
-exactly-once recovery; cluster/README.md says how a replay from the source would lift this).
+Exactly once through failures: the feed runs as one Spark job per *segment* of pieces, cut
+at every ``checkpoint_every`` pieces and at every fault drill (``at_batch`` counts pieces on
+this route).  Between segments the driver checkpoints, fires the drill and logs the segment's
+sub-batches as ``PieceSource``s (a file address, no data: the replay log of ``recovery``).  A
+node actor that dies (a drill's kill, or a crash during a job, which then fails) is restored
+from its checkpoint and replays the logged sub-batches *by reading the file itself*; a node
+lost for good has its trees adopted the same way (``membership``); the failed segment is then
+pushed again under a new *epoch* (pushes of the failed attempt's lingering tasks are dropped),
+and the trees that applied part of it skip those batches by ``seq``.  So the answers equal a
+fault-free run's, and the driver still sees no tuple.  The file must be readable at the same
+path by the actors (as it is by the Spark workers).
+
+What this route does not do (refused in one line): sliced mode, a text or non-local input.
 """
 
 from __future__ import annotations
@@ -28,12 +37,13 @@ from __future__ import annotations
 import functools
 import math
 import os
+import secrets
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .piece_order import SUB
+from .piece_order import SUB, sub_batches
 from .plan_specs import DeploymentError
 from .spark_feed import FeedStats
 from .time_chunks import parquet_row_groups
@@ -102,7 +112,7 @@ def _push_pieces(rows, *, spec: dict):
         t1 = time.perf_counter()
         waits = 0
         for nid in payloads:  # the piece's turn: within max_ahead of the next piece to apply
-            while not ray.get(actors[nid].piece_window.remote(p)):
+            while not ray.get(actors[nid].piece_window.remote(p, spec["epoch"])):
                 waits += 1
                 time.sleep(0.005)
         inflight: deque = deque()
@@ -110,7 +120,9 @@ def _push_pieces(rows, *, spec: dict):
         for j in range(subs):
             for nid in payloads:
                 inflight.append(
-                    actors[nid].push_piece.remote(p, j, j == subs - 1, payloads[nid][j])
+                    actors[nid].push_piece.remote(
+                        p, j, j == subs - 1, payloads[nid][j], spec["epoch"]
+                    )
                 )
             while len(inflight) > limit:
                 if not ray.get(inflight.popleft()):
@@ -142,6 +154,16 @@ def plan_pieces(groups, piece_rows: int) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def segment_cuts(pieces: int, checkpoint_every: int | None, fault_at) -> list[int]:
+    """Where the feed of ``pieces`` pieces is cut into Spark jobs: ``0``, ``pieces``, every
+    ``checkpoint_every`` pieces and every fault drill's piece inside the feed (sorted)."""
+    cuts = {0, pieces}
+    if checkpoint_every:
+        cuts.update(range(0, pieces, int(checkpoint_every)))
+    cuts.update(int(a) for a in fault_at if 0 < int(a) < pieces)
+    return sorted(cuts)
+
+
 def feed_executors(
     deployment,
     spark,
@@ -151,34 +173,32 @@ def feed_executors(
     piece_rows: int | None = None,
     max_ahead: int = 4,
     max_in_flight: int = 2,
+    max_attempts: int = 3,
 ) -> FeedStats:
     """Push the tuples of the local Parquet file ``path`` (in time order) to ``deployment``
     (mode ``raw``) from Spark tasks: one task per piece of ``piece_rows`` rows (default: the
     file cut into about 4 pieces per Spark core), pushed in sub-batches of at most
-    ``batch_rows`` rows.  The driver
-    sees no tuple: ``deployment.metrics()["bytes_fed"]`` stays 0 and ``FeedStats`` counts what
-    the tasks pushed (``bytes_pushed`` in ``timeline[0]``)."""
-    import ray
+    ``batch_rows`` rows, one Spark job per segment (module docstring; a segment whose job
+    fails because a node actor died is pushed again after recovery, at most
+    ``max_attempts`` times).  The driver sees no tuple: ``deployment.metrics()["bytes_fed"]``
+    stays 0 and ``FeedStats`` counts what the tasks pushed (``bytes_pushed`` in
+    ``timeline[0]``)."""
+    import pyarrow.parquet as pq
 
-    if getattr(deployment, "mode", "raw") != "raw":
+    dep = deployment
+    if getattr(dep, "mode", "raw") != "raw":
         raise DeploymentError("feed 'executors' runs raw mode only (sliced mode: feed 'driver')")
-    if deployment.faults:
-        raise DeploymentError(
-            "fault drills need feed 'driver': the executor route keeps no replay log"
-        )
     groups = parquet_row_groups(path)
     if groups is None:
         raise DeploymentError(
             f"feed 'executors' needs a local Parquet file with ts_ms statistics; {path!r} is not"
         )
-    import pyarrow.parquet as pq
-
     schema = pq.read_schema(path)
-    streams = [s for s in deployment.streams if s in schema.names]
-    missing = sorted(set(deployment.streams) - set(streams))
+    streams = [s for s in dep.streams if s in schema.names]
+    missing = sorted(set(dep.streams) - set(streams))
     if missing:
         raise KeyError(f"{path}: no column(s) {missing}; streams must be column names")
-    deployment.declare_input(schema)
+    dep.declare_input(schema)
     st = FeedStats()
     t0 = time.perf_counter()
     total = sum(g[1] for g in groups)
@@ -186,54 +206,50 @@ def feed_executors(
     if piece_rows is None:
         piece_rows = max(1, math.ceil(total / (4 * par)))
     pieces = plan_pieces(groups, piece_rows)
-    nodes = {
-        nid: ["ts_ms"] + sorted({t["stream"] for t in n.spec["trees"]} & set(streams))
-        for nid, n in deployment.nodes.items()
-    }
-    targets = {nid: cols for nid, cols in nodes.items() if len(cols) > 1}
-    base = deployment._seq + 1
-    _on_actors(
-        [deployment.nodes[n].actor.begin_pieces.remote(base, max_ahead) for n in deployment.nodes]
-    )
-    ctx = ray.get_runtime_context()
-    address = ctx.gcs_address
-    spec = {
-        "address": address,
-        "namespace": ctx.namespace,
-        "loopback": address.split(":")[0] in ("127.0.0.1", "localhost"),
-        "names": {nid: deployment.actor_names[nid] for nid in targets},
-        "targets": targets,
+    columns = ["ts_ms", *streams]
+    job = {
         "path": str(Path(path).resolve()),
-        "columns": ["ts_ms", *streams],
+        "columns": columns,
         "batch_rows": int(batch_rows),
         "max_in_flight": int(max_in_flight),
+        "max_ahead": int(max_ahead),
+        "base": dep._seq + 1,
     }
-    sc = spark.sparkContext
-    fn = functools.partial(_push_pieces, spec=spec)
-    try:
-        out = sc.parallelize(pieces, len(pieces)).mapPartitions(fn).collect() if pieces else []
-    except Exception as e:  # a Py4J trace of pages: one line
-        raise DeploymentError(
-            "executor feed failed (a node actor died or a Spark task could not reach Ray; the "
-            f"executor route keeps no replay log: rerun, or use feed 'driver'): {_first_line(e)}"
-        ) from None
-    st.spark_seconds = time.perf_counter() - t0
-    out.sort(key=lambda x: x["piece"])
-    prev = None
-    for x in out:
-        if x["nulls"]:
-            raise DeploymentError(f"{path}: null values in the stream columns")
-        if not x["ordered"] or (prev is not None and x["first"] is not None and x["first"] < prev):
-            raise DeploymentError(
-                f"{path}: not in time order (piece {x['piece']}); feed 'executors' needs a "
-                "time-ordered file (feed 'driver' sorts)"
-            )
-        if x["last"] is not None:
-            prev = x["last"]
-    ends = _on_actors(
-        [deployment.nodes[n].actor.end_pieces.remote(len(pieces)) for n in deployment.nodes]
+    first = dep.batches_fed  # the drills' clock counts pieces here
+    cuts = segment_cuts(
+        len(pieces),
+        dep.checkpoint_every,
+        [f["at_batch"] - first for f in dep.faults if not f["fired"]],
     )
-    deployment._seq = max([base - 1] + [e["last_seq"] for e in ends] + [base + len(pieces) * SUB])
+    out: list[dict] = []
+    ends: list[dict] = []
+    attempts = 0
+    prev = None
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        dep._fire_faults(first + lo)
+        seg, seg_ends, targets, tries = _push_segment(dep, spark, pieces, lo, hi, job, max_attempts)
+        attempts += tries
+        for x in sorted(seg, key=lambda x: x["piece"]):
+            if x["nulls"]:
+                raise DeploymentError(f"{path}: null values in the stream columns")
+            if not x["ordered"] or (
+                prev is not None and x["first"] is not None and x["first"] < prev
+            ):
+                raise DeploymentError(
+                    f"{path}: not in time order (piece {x['piece']}); feed 'executors' needs a "
+                    "time-ordered file (feed 'driver' sorts)"
+                )
+            if x["last"] is not None:
+                prev = x["last"]
+        out += seg
+        ends += seg_ends
+        _log_segment(dep, pieces[lo:hi], job, targets)
+        dep._seq = job["base"] + hi * SUB - 1  # every seq below is applied
+        dep.batches_fed = first + hi
+        dep._since_ckpt += hi - lo
+        if dep.checkpoint_every and dep._since_ckpt >= dep.checkpoint_every and hi < len(pieces):
+            dep.checkpoint()
+    st.spark_seconds = time.perf_counter() - t0
     st.rows = sum(x["rows"] for x in out)
     st.batches = sum(max(1, math.ceil(x["rows"] / batch_rows)) for x in out)
     st.chunks = len(pieces)
@@ -242,6 +258,8 @@ def feed_executors(
         {
             "route": "executors",
             "pieces": len(pieces),
+            "segments": len(cuts) - 1,
+            "attempts": attempts,
             "bytes_pushed": sum(x["bytes"] for x in out),
             "task_read_s": sum(x["read_s"] for x in out),
             "task_push_s": sum(x["push_s"] for x in out),
@@ -253,18 +271,97 @@ def feed_executors(
     return st
 
 
-def _on_actors(refs: list) -> list:
-    """``ray.get`` of calls to the node actors; a dead actor is a one-line refusal (no replay
-    log on this route)."""
+def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts: int):
+    """One Spark job pushing pieces ``[lo, hi)`` to every node hosting a stream; if it fails
+    because node actors died, they are recovered (``Deployment._on_dead``: restored and
+    replayed from the log, or lost and re-placed) and the segment is pushed again under a new
+    epoch.  Returns the tasks' piece summaries, the nodes' ``end_pieces`` replies, the target
+    nodes and the number of attempts."""
     import ray
 
-    try:
-        return ray.get(refs)
-    except ray.exceptions.RayActorError as e:
-        raise DeploymentError(
-            "a node actor died during the executor feed; the executor route keeps no replay "
-            f"log: rerun, or use feed 'driver' ({type(e).__name__})"
-        ) from None
+    for attempt in range(1, max_attempts + 1):
+        epoch = secrets.randbits(62)
+        targets = {
+            nid: ["ts_ms"] + sorted({t["stream"] for t in n.spec["trees"]} & set(job["columns"]))
+            for nid, n in dep.nodes.items()
+        }
+        targets = {nid: cols for nid, cols in targets.items() if len(cols) > 1}
+        failure = None
+        try:
+            ray.get(
+                [
+                    dep.nodes[n].actor.begin_pieces.remote(job["base"], job["max_ahead"], lo, epoch)
+                    for n in dep.nodes
+                ]
+            )
+            ctx = ray.get_runtime_context()
+            address = ctx.gcs_address
+            spec = {
+                **job,
+                "address": address,
+                "namespace": ctx.namespace,
+                "loopback": address.split(":")[0] in ("127.0.0.1", "localhost"),
+                "names": {nid: dep.actor_names[nid] for nid in targets},
+                "targets": targets,
+                "epoch": epoch,
+            }
+            fn = functools.partial(_push_pieces, spec=spec)
+            part = pieces[lo:hi]
+            sc = spark.sparkContext
+            out = sc.parallelize(part, len(part)).mapPartitions(fn).collect() if part else []
+            ends = ray.get([dep.nodes[n].actor.end_pieces.remote(hi) for n in dep.nodes])
+            return out, ends, sorted(targets), attempt
+        except ray.exceptions.RayActorError as e:
+            failure = type(e).__name__
+        except Exception as e:  # a failed Spark job (a Py4J trace of pages): one line
+            failure = _first_line(e)
+        dead = _dead_nodes(dep)
+        if not dead:
+            raise DeploymentError(f"executor feed failed (no node actor died): {failure}")
+        if not dep.auto_recover:
+            raise DeploymentError(
+                f"node(s) {', '.join(dead)} died during the executor feed and auto_recover is "
+                f"off: {failure}"
+            )
+        for nid in dead:
+            if nid in dep.nodes:
+                dep._on_dead(nid)
+    raise DeploymentError(
+        f"executor feed: pieces {lo}-{hi - 1} failed {max_attempts} times (node actors kept "
+        f"dying); last: {failure}"
+    )
+
+
+def _dead_nodes(dep, timeout_s: float = 120.0) -> list[str]:
+    """The nodes whose actor does not answer a ping."""
+    import ray
+
+    refs = {nid: n.actor.ping.remote() for nid, n in dep.nodes.items()}
+    dead = []
+    for nid, ref in refs.items():
+        try:
+            ray.get(ref, timeout=timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            dead.append(nid)
+    return dead
+
+
+def _log_segment(dep, part, job: dict, targets: list[str]) -> None:
+    """Log the segment's sub-batches (their place in the file: ``PieceSource``) for replays;
+    each target node has now been sent them all (``submitted_seq``)."""
+    if not dep.auto_recover or not part:
+        return
+    streams = tuple(job["columns"][1:])
+    seq = -1
+    for p, rg, a, b in part:
+        for j, src in enumerate(
+            sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"])
+        ):
+            seq = job["base"] + p * SUB + j
+            dep._log.append((seq, None, src, tuple(targets), streams))
+    for nid in targets:
+        if nid in dep.nodes:
+            dep.nodes[nid].submitted_seq = max(dep.nodes[nid].submitted_seq, seq)
 
 
 def _first_line(e: BaseException) -> str:

@@ -222,7 +222,7 @@ class LiveDeployment(Deployment):
         del self.nodes[nid]
         self.lost[nid] = {
             "reason": reason,
-            "before_batch": self._seq + 1,
+            "before_batch": self.batches_fed,
             "ray_node": gone.ray_node,
             "recoveries": gone.recoveries,
         }
@@ -310,6 +310,7 @@ class LiveDeployment(Deployment):
             n.sources = [RestoreSource(trees, blobs.get(nid), int(saved["seq"]), nid)]
         self._route()
         self._seq = int(seq)
+        self.batches_fed = int(seq) + 1  # the driver route (serve): one seq per batch
         self._late_seen = {k: int(v) for k, v in late_seen.items()}
 
     def tree_state(self) -> dict[str, dict[str, dict]]:

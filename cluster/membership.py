@@ -98,7 +98,7 @@ class MembershipMixin:
         record = {
             "node": node_id,
             "reason": reason,
-            "before_batch": self._seq + 1,
+            "before_batch": self.batches_fed,
             "snapshot_seq": gone.snapshot_seq,
             **record,
             "replayed_batches": replayed,
@@ -106,7 +106,7 @@ class MembershipMixin:
         }
         self.lost[node_id] = {
             "reason": reason,
-            "before_batch": self._seq + 1,
+            "before_batch": self.batches_fed,
             "ray_node": gone.ray_node,
             "recoveries": gone.recoveries,
         }
@@ -232,7 +232,7 @@ class MembershipMixin:
         record = {
             "node": nid,
             "reason": reason,
-            "before_batch": self._seq + 1,
+            "before_batch": self.batches_fed,
             "snapshot_seq": self._seq,
             "ray_node": pin,
             **record,

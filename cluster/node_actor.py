@@ -57,7 +57,7 @@ from .answer_sink import WrittenPart, write_part
 from .node_answers import answer_blocks, late_table, query_ranks
 from .node_snapshot import dump_snapshot, load_snapshot, tree_snapshot
 from .node_warmup import KernelWarmup
-from .piece_order import PieceOrder
+from .piece_order import PieceOrder, PieceSource
 
 INPUT_MODES = ("tuples", "slices")
 
@@ -162,6 +162,7 @@ class NodeCore:
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
         self._warm = KernelWarmup(input_mode)
         self._pieces: PieceOrder | None = None  # the executor route's reorder buffer
+        self._epoch = -1  # the executor feed's attempt it belongs to (pushes of older ones drop)
 
     @property
     def _tree_cls(self):
@@ -209,6 +210,8 @@ class NodeCore:
         ``trees``: only these trees (a replay to trees adopted from a lost node).  Returns the
         number of answers this call produced (the answers themselves stay here until drained).
         """
+        if isinstance(batch, PieceSource):  # a replay on the executor route: read the source
+            batch = batch.read()
         todo = self._warm.needed(_as_table(batch), self.by_stream, trees)
         if todo:
             self.warmup(todo)
@@ -261,23 +264,34 @@ class NodeCore:
         return produced
 
     # -- the executor route: Spark tasks push pieces of the input (executor_feed) ----------
-    def begin_pieces(self, base_seq: int, max_ahead: int = 4) -> None:
-        """Start taking pushed pieces (``piece_order``): sub-batch ``j`` of piece ``p`` is
-        batch ``base_seq + p * SUB + j``."""
-        self._pieces = PieceOrder(base_seq, max_ahead)
+    def begin_pieces(
+        self, base_seq: int, max_ahead: int = 4, first_piece: int = 0, epoch: int = 0
+    ) -> None:
+        """Start taking pushed pieces ``first_piece, ...`` (``piece_order``): sub-batch ``j`` of
+        piece ``p`` is batch ``base_seq + p * SUB + j``.  ``epoch`` numbers the feed's
+        attempts: a task of an earlier, failed attempt may still be pushing (Spark cancels
+        tasks lazily) and its sub-batches may carry other columns than this attempt's (trees
+        moved meanwhile), so they are dropped."""
+        self._pieces = PieceOrder(base_seq, max_ahead, first_piece)
+        self._epoch = int(epoch)
 
-    def piece_window(self, piece: int) -> bool:
+    def piece_window(self, piece: int, epoch: int = 0) -> bool:
         """Whether ``piece`` may be pushed now (within ``max_ahead`` of the next piece to
-        apply); once true it stays true.  Asked before any data is sent."""
+        apply); once true it stays true.  Asked before any data is sent.  A stale attempt's
+        task is let through (its pushes are dropped)."""
+        if epoch != self._epoch:
+            return True
         if self._pieces is None:
             raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
         return piece < self._pieces.next_piece + self._pieces.max_ahead
 
-    def push_piece(self, piece: int, sub: int, last: bool, data: bytes) -> bool:
+    def push_piece(self, piece: int, sub: int, last: bool, data: bytes, epoch: int = 0) -> bool:
         """One sub-batch from a Spark task, as Arrow IPC stream bytes (decoded here: the
         arrays live in this process, not in an object owned by the task).  Applied now if
         it is next in piece order, else buffered; ``False``: refused (too far ahead), the
-        task offers it again later."""
+        task offers it again later.  A push of a stale attempt is dropped (``True``)."""
+        if epoch != self._epoch:
+            return True
         if self._pieces is None:
             raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
         due = self._pieces.offer(piece, sub, last, data)
@@ -289,8 +303,8 @@ class NodeCore:
         return True
 
     def end_pieces(self, pieces: int) -> dict[str, int]:
-        """End of a pushed feed of ``pieces`` pieces: every piece must have been applied
-        (else a task's push was lost: ``RuntimeError``)."""
+        """End of a pushed feed (or segment) up to piece ``pieces``: every piece before it
+        must have been applied (else a task's push was lost: ``RuntimeError``)."""
         po, self._pieces = self._pieces, None
         if po is None or not po.done(pieces):
             got = None if po is None else (po.next_piece, po.next_sub, len(po.buffer))

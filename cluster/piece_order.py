@@ -1,4 +1,4 @@
-"""Event-time order for batches that Spark tasks push to a node actor in parallel.
+"""Pieces of a time-ordered Parquet file: their order at a node, and their source for replays.
 
 Why: on the executor route (``executor_feed``) each Spark task reads one *piece* of a
 time-ordered Parquet file (a row range, pieces numbered in file order) and pushes it, cut
@@ -13,24 +13,69 @@ task holding it is running.
 Each sub-batch ``j`` of piece ``p`` is applied with batch sequence number
 ``base + p * SUB + j`` (``SUB`` = 2^20 sub-batches per piece at most), so the trees' seq
 bookkeeping (skip what was applied) works as on the driver route.
+
+Replays read the source: the tuples of the executor route never pass the driver, so its
+replay log (``recovery``) holds ``PieceSource``s, a sub-batch's address in the file, and a
+restored actor reads them itself (``NodeCore.ingest``).  A sub-batch read again holds exactly
+the rows the task pushed under the same ``seq`` (same row group, same row range).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 SUB = 1 << 20
+
+
+@dataclass(frozen=True)
+class PieceSource:
+    """Rows ``[start, stop)`` of row group ``row_group`` of the Parquet file ``path``, columns
+    ``columns``: one logged sub-batch of the executor route."""
+
+    path: str
+    row_group: int
+    start: int
+    stop: int
+    columns: tuple[str, ...]
+
+    def read(self) -> pa.Table:
+        import pyarrow.parquet as pq
+
+        t = pq.ParquetFile(self.path).read_row_group(self.row_group, columns=list(self.columns))
+        return t.slice(self.start, self.stop - self.start)
+
+    @property
+    def nbytes(self) -> int:  # what the replay log pins: nothing in the object store
+        return 0
+
+
+def sub_batches(
+    path: str, row_group: int, start: int, stop: int, batch_rows: int, columns
+) -> list[PieceSource]:
+    """A piece (rows ``[start, stop)`` of a row group) cut into sub-batches of at most
+    ``batch_rows`` rows, as the pushing task cuts it (at least one, maybe empty)."""
+    n = max(1, -(-(stop - start) // batch_rows))
+    cols = tuple(columns)
+    return [
+        PieceSource(
+            path, row_group, start + j * batch_rows, min(stop, start + (j + 1) * batch_rows), cols
+        )
+        for j in range(n)
+    ]
 
 
 class PieceOrder:
     """The reorder buffer of one node for one executor feed."""
 
-    def __init__(self, base_seq: int, max_ahead: int = 4):
+    def __init__(self, base_seq: int, max_ahead: int = 4, first_piece: int = 0):
         if max_ahead < 1:
             raise ValueError("max_ahead must be >= 1")
         self.base = int(base_seq)
         self.max_ahead = int(max_ahead)
-        self.next_piece = 0
+        self.next_piece = int(first_piece)  # a feed in segments starts each one further on
         self.next_sub = 0
         self.buffer: dict[tuple[int, int], tuple[bool, Any]] = {}
         self.max_buffered = 0  # the most sub-batches ever held back (a metric)
@@ -62,5 +107,5 @@ class PieceOrder:
         return due
 
     def done(self, pieces: int) -> bool:
-        """Every one of ``pieces`` pieces applied, nothing held back."""
+        """Every piece before ``pieces`` applied, nothing held back."""
         return self.next_piece == pieces and self.next_sub == 0 and not self.buffer

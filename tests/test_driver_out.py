@@ -328,15 +328,127 @@ def test_executor_feed_equals_driver_route(
     assert res.answers.equals(driver_route.answers)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 50),
+    st.integers(0, 400),
+    st.integers(1, 130),
+    st.integers(0, 40),
+    st.one_of(st.none(), st.integers(1, 9)),
+    st.lists(st.integers(-3, 45), max_size=5),
+)
+def test_sub_batches_and_segments_cover_the_piece_as_the_task_cuts_it(
+    a, n, batch_rows, pieces, ckpt, faults
+):
+    """The replay log's addresses (``sub_batches``) cover a piece's rows exactly, in order, in
+    the task's sub-batches; the segments cover every piece once, cut at checkpoints and drills."""
+    from cluster.executor_feed import segment_cuts
+    from cluster.piece_order import sub_batches
+
+    subs = sub_batches("f.parquet", 3, a, a + n, batch_rows, ["ts_ms", "mf01"])
+    assert len(subs) == max(1, -(-n // batch_rows))
+    rows = [r for s in subs for r in range(s.start, s.stop)]
+    assert rows == list(range(a, a + n))
+    assert all(s.stop - s.start <= batch_rows and s.row_group == 3 for s in subs)
+    task = [
+        range(a + j * batch_rows, min(a + n, a + (j + 1) * batch_rows)) for j in range(len(subs))
+    ]
+    assert [range(s.start, s.stop) for s in subs] == task
+    cuts = segment_cuts(pieces, ckpt, faults)
+    assert cuts[0] == 0 and cuts[-1] == pieces and cuts == sorted(set(cuts))
+    want = {0, pieces} | ({k for k in range(0, pieces, ckpt)} if ckpt else set())
+    want |= {f for f in faults if 0 < f < pieces}
+    assert set(cuts) == want
+
+
+@pytest.mark.parametrize("answers", ["driver", "actors"])
+def test_executor_feed_exactly_once_through_fault_drills(
+    workload, driver_route, ray_session, spark, tmp_path, answers
+):
+    """The executor route under a drill on three nodes: a kill before any checkpoint (the
+    restored actor replays by reading the file itself), node-1 lost for good (its trees
+    adopted and replayed from the file), a node added, the adopting node killed, with
+    checkpoints every 4 pieces.  No tuple crosses the driver; the answers equal the fault-free
+    driver route's row for row."""
+    from cluster.deploy import Deployment
+    from cluster.executor_feed import feed_executors, plan_pieces, segment_cuts
+    from cluster.time_chunks import parquet_row_groups
+
+    plan = make_plan(workload["queries"], n_nodes=3)
+    n = len(plan_pieces(parquet_row_groups(str(workload["path"])), 500))
+    faults = [
+        {"kind": "kill", "node": "node-0", "at_batch": 2},
+        {"kind": "lose", "node": "node-1", "at_batch": 5},
+        {"kind": "add", "node": "node-9", "at_batch": 7},
+        {"kind": "kill", "node": "node-2", "at_batch": 9},
+        {"kind": "kill", "node": "node-0", "at_batch": n},  # after the last piece: at finish
+    ]
+    out = tmp_path / "run"
+    with Deployment(
+        plan, max_in_flight=2, checkpoint_every=4, faults=faults, answers=answers, out_dir=out
+    ) as dep:
+        fs = feed_executors(
+            dep, spark, str(workload["path"]), batch_rows=300, piece_rows=500, max_ahead=2
+        )
+        res = dep.finish()
+    m = res.metrics
+    assert fs.chunks == n >= 12 and fs.rows == workload["rows"]
+    # cut at 2, 4, 5, 7, 8, 9, 12 (4, 8, 12: checkpoints)
+    assert fs.timeline[0]["segments"] == len(segment_cuts(n, 4, [2, 5, 7, 9, n])) - 1 >= 7
+    assert m["rows_fed"] == 0 and m["bytes_fed"] == 0
+    assert all(f["fired"] for f in dep.faults)
+    assert [r["node"] for r in m["replacements"]] == ["node-1"]
+    assert [a["node"] for a in m["additions"]] == ["node-9"]
+    assert m["nodes"]["node-0"]["recoveries"] == 2 and m["nodes"]["node-2"]["recoveries"] == 1
+    assert res.answers.equals(driver_route.answers)
+
+
+def test_executor_feed_exact_when_an_actor_dies_during_a_job(
+    workload, driver_route, ray_session, spark
+):
+    """An actor killed while Spark tasks are pushing (not at a drill's cut): the job fails,
+    the node is restored and replays from the file, the segment is pushed again under a new
+    epoch (the dead job's lingering pushes are dropped); answers equal the fault-free run's."""
+    import threading
+    import time
+
+    import ray
+
+    from cluster.deploy import Deployment
+    from cluster.executor_feed import feed_executors
+
+    with Deployment(workload["plan"], max_in_flight=2) as dep:
+        victim = dep.actor("node-1")
+        killed = threading.Event()
+
+        def kill_when_busy():
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                if ray.get(victim.metrics.remote())["tuples"] >= 1000:
+                    ray.kill(victim, no_restart=True)
+                    killed.set()
+                    return
+                time.sleep(0.01)
+
+        th = threading.Thread(target=kill_when_busy, daemon=True)
+        th.start()
+        fs = feed_executors(
+            dep, spark, str(workload["path"]), batch_rows=200, piece_rows=200, max_ahead=1
+        )
+        th.join()
+        res = dep.finish()
+    assert killed.is_set()
+    assert res.metrics["nodes"]["node-1"]["recoveries"] == 1
+    # one segment (no checkpoints, no drill); the kill came a sixth of the way through it (the
+    # metrics call queues behind the pushes), so the job failed and was pushed again
+    assert fs.timeline[0]["segments"] == 1 and fs.timeline[0]["attempts"] == 2
+    assert res.answers.equals(driver_route.answers)
+
+
 def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     from cluster.deploy import Deployment, DeploymentError
     from cluster.executor_feed import feed_executors
 
-    with Deployment(
-        workload["plan"], faults=[{"kind": "kill", "node": "node-0", "at_batch": 2}]
-    ) as dep:
-        with pytest.raises(DeploymentError, match="fault drills need feed 'driver'"):
-            feed_executors(dep, spark, str(workload["path"]))
     # a file out of time order: refused in one line (feed 'driver' sorts it)
     t = pq.read_table(workload["path"])
     bad = tmp_path / "shuffled.parquet"
@@ -351,12 +463,12 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     with Deployment(time_only, mode="sliced") as dep:
         with pytest.raises(DeploymentError, match="raw mode only"):
             feed_executors(dep, spark, str(workload["path"]))
-    # an actor lost on this route: refused in one line, not recovered (no replay log)
+    # an actor lost without auto_recover: refused in one line
     import ray
 
-    with Deployment(workload["plan"]) as dep:
+    with Deployment(workload["plan"], auto_recover=False) as dep:
         ray.kill(dep.actor("node-1"), no_restart=True)
-        with pytest.raises(DeploymentError, match="no replay log") as ei:
+        with pytest.raises(DeploymentError, match="auto_recover is off") as ei:
             feed_executors(dep, spark, str(workload["path"]))
         assert "\n" not in str(ei.value)
 
