@@ -181,8 +181,8 @@ def feed_executors(
     ``batch_rows`` rows, one Spark job per segment (module docstring; a segment whose job
     fails because a node actor died is pushed again after recovery, at most
     ``max_attempts`` times).  The driver sees no tuple: ``deployment.metrics()["bytes_fed"]``
-    stays 0 and ``FeedStats`` counts what the tasks pushed (``bytes_pushed`` in
-    ``timeline[0]``)."""
+    stays 0 and ``FeedStats.pushed`` counts what the tasks pushed; ``timeline`` has one point
+    per segment."""
     import pyarrow.parquet as pq
 
     dep = deployment
@@ -226,6 +226,7 @@ def feed_executors(
     attempts = 0
     prev = None
     for lo, hi in zip(cuts, cuts[1:], strict=False):
+        t1 = time.perf_counter()
         dep._fire_faults(first + lo)
         seg, seg_ends, targets, tries = _push_segment(dep, spark, pieces, lo, hi, job, max_attempts)
         attempts += tries
@@ -242,6 +243,10 @@ def feed_executors(
             if x["last"] is not None:
                 prev = x["last"]
         out += seg
+        now = time.perf_counter()
+        st.timeline.append(
+            {"t_s": now - t0, "rows": sum(x["rows"] for x in seg) / max(now - t1, 1e-9)}
+        )
         ends += seg_ends
         _log_segment(dep, pieces[lo:hi], job, targets)
         dep._seq = job["base"] + hi * SUB - 1  # every seq below is applied
@@ -254,20 +259,17 @@ def feed_executors(
     st.batches = sum(max(1, math.ceil(x["rows"] / batch_rows)) for x in out)
     st.chunks = len(pieces)
     st.seconds = time.perf_counter() - t0
-    st.timeline = [
-        {
-            "route": "executors",
-            "pieces": len(pieces),
-            "segments": len(cuts) - 1,
-            "attempts": attempts,
-            "bytes_pushed": sum(x["bytes"] for x in out),
-            "task_read_s": sum(x["read_s"] for x in out),
-            "task_push_s": sum(x["push_s"] for x in out),
-            "refused_rounds": sum(x["refused"] for x in out),
-            "max_buffered": max((e["max_buffered"] for e in ends), default=0),
-            "worker_pids": len({x["pid"] for x in out}),
-        }
-    ]
+    st.pushed = {
+        "pieces": len(pieces),
+        "segments": len(cuts) - 1,
+        "attempts": attempts,
+        "bytes_pushed": sum(x["bytes"] for x in out),
+        "task_read_s": sum(x["read_s"] for x in out),
+        "task_push_s": sum(x["push_s"] for x in out),
+        "refused_rounds": sum(x["refused"] for x in out),
+        "max_buffered": max((e["max_buffered"] for e in ends), default=0),
+        "worker_pids": len({x["pid"] for x in out}),
+    }
     return st
 
 

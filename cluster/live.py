@@ -247,6 +247,7 @@ def run_live(
             "sorted_chunks": fs.sorted_chunks,
             "slices": fs.slices,
             "timeline": fs.timeline,
+            "pushed": fs.pushed,
             "order": order,
             "route": feed,
         },

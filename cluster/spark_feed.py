@@ -203,6 +203,8 @@ class FeedStats:
     reader: str = ""  # sliced mode: who read the file for slicing (arrow | spark)
     # raw mode: per batch, wall-clock seconds since the feed started and the rows/s of the batch
     timeline: list = field(default_factory=list)
+    # the executor route: what the Spark tasks pushed (bytes, pieces, segments, attempts, ...)
+    pushed: dict = field(default_factory=dict)
 
     @property
     def rows_per_s(self) -> float:

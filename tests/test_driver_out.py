@@ -322,7 +322,7 @@ def test_executor_feed_equals_driver_route(
     assert fs.rows == workload["rows"] and fs.chunks == -(-workload["rows"] // 1300)
     m = res.metrics
     assert m["rows_fed"] == 0 and m["bytes_fed"] == 0  # nothing through the driver
-    assert fs.timeline[0]["bytes_pushed"] > 16 * workload["rows"]
+    assert fs.pushed["bytes_pushed"] > 16 * workload["rows"]
     for n in m["nodes"].values():
         assert n["tuples"] == workload["rows"]
     assert res.answers.equals(driver_route.answers)
@@ -394,7 +394,7 @@ def test_executor_feed_exactly_once_through_fault_drills(
     m = res.metrics
     assert fs.chunks == n >= 12 and fs.rows == workload["rows"]
     # cut at 2, 4, 5, 7, 8, 9, 12 (4, 8, 12: checkpoints)
-    assert fs.timeline[0]["segments"] == len(segment_cuts(n, 4, [2, 5, 7, 9, n])) - 1 >= 7
+    assert fs.pushed["segments"] == len(segment_cuts(n, 4, [2, 5, 7, 9, n])) - 1 >= 7
     assert m["rows_fed"] == 0 and m["bytes_fed"] == 0
     assert all(f["fired"] for f in dep.faults)
     assert [r["node"] for r in m["replacements"]] == ["node-1"]
@@ -441,7 +441,7 @@ def test_executor_feed_exact_when_an_actor_dies_during_a_job(
     assert res.metrics["nodes"]["node-1"]["recoveries"] == 1
     # one segment (no checkpoints, no drill); the kill came a sixth of the way through it (the
     # metrics call queues behind the pushes), so the job failed and was pushed again
-    assert fs.timeline[0]["segments"] == 1 and fs.timeline[0]["attempts"] == 2
+    assert fs.pushed["segments"] == 1 and fs.pushed["attempts"] == 2
     assert res.answers.equals(driver_route.answers)
 
 
