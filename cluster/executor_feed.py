@@ -43,7 +43,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .piece_order import SUB, sub_batches
+from .piece_order import SUB, PieceSource, Slicing, sub_batches
 from .plan_specs import DeploymentError
 from .spark_feed import FeedStats
 from .time_chunks import parquet_row_groups
@@ -83,7 +83,6 @@ def _push_pieces(rows, *, spec: dict):
     """Spark task body: for each ``(piece no, row group, first row, end row)``, read the rows,
     check their order, push sub-batches to the target actors in order (bounded in flight per
     actor; refused pushes re-offered).  Yields one summary dict per piece."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
     import ray
 
@@ -97,18 +96,29 @@ def _push_pieces(rows, *, spec: dict):
         t = f.read_row_group(rg, columns=spec["columns"]).slice(a, b - a)
         ts = t.column("ts_ms").to_numpy()
         ordered = bool(ts.shape[0] < 2 or (ts[1:] >= ts[:-1]).all())
-        subs = max(1, math.ceil(t.num_rows / spec["batch_rows"]))
-        payloads = {}
-        for nid, cols in spec["targets"].items():
-            tt = t.select(cols)
-            out = []
-            for j in range(subs):
-                part = tt.slice(j * spec["batch_rows"], spec["batch_rows"])
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, part.schema) as w:
-                    w.write_table(part)
-                out.append(sink.getvalue().to_pybytes())
-            payloads[nid] = out
+        br = spec["batch_rows"]
+        slicing = spec["slicing"]
+        # per target node, its sub-batches in order: (stream or None, seq sub number, bytes)
+        payloads: dict[str, list] = {}
+        chunks: dict[str, int] = {}
+        slice_rows = 0
+        if slicing is None:
+            subs = max(1, math.ceil(t.num_rows / br))
+            for nid, cols in spec["targets"].items():
+                tt = t.select(cols)
+                payloads[nid] = [(None, j, _ipc(tt.slice(j * br, br))) for j in range(subs)]
+        else:
+            cut = {s: slicing.cut(t, s) for s in slicing.streams}
+            chunks = {s: max(1, math.ceil(x.num_rows / br)) for s, x in cut.items()}
+            slice_rows = sum(x.num_rows for x in cut.values())
+            if max(chunks.values()) > slicing.slot:
+                raise RuntimeError(f"piece {p}: more than {slicing.slot} slice sub-batches")
+            for nid, cols in spec["targets"].items():
+                payloads[nid] = [
+                    (s, slicing.first_sub(s) + c, _ipc(cut[s].slice(c * br, br)))
+                    for s in cols[1:]
+                    for c in range(chunks[s])
+                ]
         t1 = time.perf_counter()
         waits = 0
         for nid in payloads:  # the piece's turn: within max_ahead of the next piece to apply
@@ -117,13 +127,15 @@ def _push_pieces(rows, *, spec: dict):
                 time.sleep(0.005)
         inflight: deque = deque()
         limit = spec["max_in_flight"] * len(payloads)
-        for j in range(subs):
-            for nid in payloads:
-                inflight.append(
-                    actors[nid].push_piece.remote(
-                        p, j, j == subs - 1, payloads[nid][j], spec["epoch"]
+        for j in range(max((len(x) for x in payloads.values()), default=0)):
+            for nid, items in payloads.items():
+                if j < len(items):
+                    s, ss, data = items[j]
+                    inflight.append(
+                        actors[nid].push_piece.remote(
+                            p, j, j == len(items) - 1, data, spec["epoch"], s, ss
+                        )
                     )
-                )
             while len(inflight) > limit:
                 if not ray.get(inflight.popleft()):
                     raise RuntimeError(f"piece {p}: push refused inside its window")
@@ -135,13 +147,24 @@ def _push_pieces(rows, *, spec: dict):
             "first": int(ts[0]) if ts.shape[0] else None,
             "last": int(ts[-1]) if ts.shape[0] else None,
             "ordered": ordered,
-            "bytes": int(sum(len(x) for v in payloads.values() for x in v)),
+            "bytes": int(sum(len(x[2]) for v in payloads.values() for x in v)),
+            "chunks": chunks,  # sliced mode: slice sub-batches per stream
+            "slice_rows": slice_rows,
             "read_s": t1 - t0,
             "push_s": time.perf_counter() - t1,
             "refused": waits,
             "pid": os.getpid(),
             "nulls": int(sum(t.column(c).null_count for c in spec["columns"])),
         }
+
+
+def _ipc(part) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, part.schema) as w:
+        w.write_table(part)
+    return sink.getvalue().to_pybytes()
 
 
 def plan_pieces(groups, piece_rows: int) -> list[tuple[int, int, int, int]]:
@@ -186,8 +209,6 @@ def feed_executors(
     import pyarrow.parquet as pq
 
     dep = deployment
-    if getattr(dep, "mode", "raw") != "raw":
-        raise DeploymentError("feed 'executors' runs raw mode only (sliced mode: feed 'driver')")
     groups = parquet_row_groups(path)
     if groups is None:
         raise DeploymentError(
@@ -199,6 +220,19 @@ def feed_executors(
     if missing:
         raise KeyError(f"{path}: no column(s) {missing}; streams must be column names")
     dep.declare_input(schema)
+    slicing = None
+    if getattr(dep, "mode", "raw") == "sliced":
+        import pyarrow as pa
+
+        ints = all(
+            pa.types.is_integer(schema.field(s).type) or pa.types.is_boolean(schema.field(s).type)
+            for s in streams
+        )
+        slicing = Slicing(
+            tuple(streams),
+            tuple(tuple(tuple(c) for c in dep.edge_classes(s)) for s in streams),
+            not ints,
+        )
     st = FeedStats()
     t0 = time.perf_counter()
     total = sum(g[1] for g in groups)
@@ -214,6 +248,7 @@ def feed_executors(
         "max_in_flight": int(max_in_flight),
         "max_ahead": int(max_ahead),
         "base": dep._seq + 1,
+        "slicing": slicing,
     }
     first = dep.batches_fed  # the drills' clock counts pieces here
     cuts = segment_cuts(
@@ -248,7 +283,7 @@ def feed_executors(
             {"t_s": now - t0, "rows": sum(x["rows"] for x in seg) / max(now - t1, 1e-9)}
         )
         ends += seg_ends
-        _log_segment(dep, pieces[lo:hi], job, targets)
+        _log_segment(dep, pieces[lo:hi], job, targets, {x["piece"]: x["chunks"] for x in seg})
         dep._seq = job["base"] + hi * SUB - 1  # every seq below is applied
         dep.batches_fed = first + hi
         dep._since_ckpt += hi - lo
@@ -258,6 +293,7 @@ def feed_executors(
     st.rows = sum(x["rows"] for x in out)
     st.batches = sum(max(1, math.ceil(x["rows"] / batch_rows)) for x in out)
     st.chunks = len(pieces)
+    st.slices = sum(x["slice_rows"] for x in out)
     st.seconds = time.perf_counter() - t0
     st.pushed = {
         "pieces": len(pieces),
@@ -312,7 +348,7 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
             sc = spark.sparkContext
             out = sc.parallelize(part, len(part)).mapPartitions(fn).collect() if part else []
             ends = ray.get([dep.nodes[n].actor.end_pieces.remote(hi) for n in dep.nodes])
-            return out, ends, sorted(targets), attempt
+            return out, ends, targets, attempt
         except ray.exceptions.RayActorError as e:
             failure = type(e).__name__
         except Exception as e:  # a failed Spark job (a Py4J trace of pages): one line
@@ -348,19 +384,31 @@ def _dead_nodes(dep, timeout_s: float = 120.0) -> list[str]:
     return dead
 
 
-def _log_segment(dep, part, job: dict, targets: list[str]) -> None:
+def _log_segment(dep, part, job: dict, targets: dict, chunks: dict) -> None:
     """Log the segment's sub-batches (their place in the file: ``PieceSource``) for replays;
-    each target node has now been sent them all (``submitted_seq``)."""
+    each target node has now been sent all of its own (``submitted_seq``).  Raw mode: one
+    entry per sub-batch of rows for every target; sliced mode: one per stream and chunk of
+    its slices (``chunks``: per piece, chunks per stream, as the task cut them), for the
+    nodes hosting that stream."""
     if not dep.auto_recover or not part:
         return
+    sl = job["slicing"]
     streams = tuple(job["columns"][1:])
     seq = -1
     for p, rg, a, b in part:
-        for j, src in enumerate(
-            sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"])
-        ):
-            seq = job["base"] + p * SUB + j
-            dep._log.append((seq, None, src, tuple(targets), streams))
+        base = job["base"] + p * SUB
+        if sl is None:
+            subs = sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"])
+            for j, src in enumerate(subs):
+                seq = base + j
+                dep._log.append((seq, None, src, tuple(sorted(targets)), streams))
+            continue
+        for s in sl.streams:
+            hosts = tuple(sorted(n for n, cols in targets.items() if s in cols))
+            for c in range(chunks[p][s]):
+                seq = max(seq, base + sl.first_sub(s) + c)
+                src = PieceSource(job["path"], rg, a, b, ("ts_ms", s), s, sl, c, job["batch_rows"])
+                dep._log.append((base + sl.first_sub(s) + c, s, src, hosts, (s,)))
     for nid in targets:
         if nid in dep.nodes:
             dep.nodes[nid].submitted_seq = max(dep.nodes[nid].submitted_seq, seq)

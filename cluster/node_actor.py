@@ -57,7 +57,7 @@ from .answer_sink import WrittenPart, write_part
 from .node_answers import answer_blocks, late_table, query_ranks
 from .node_snapshot import dump_snapshot, load_snapshot, tree_snapshot
 from .node_warmup import KernelWarmup
-from .piece_order import PieceOrder, PieceSource
+from .piece_order import SUB, PieceOrder, PieceSource
 
 INPUT_MODES = ("tuples", "slices")
 
@@ -285,21 +285,33 @@ class NodeCore:
             raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
         return piece < self._pieces.next_piece + self._pieces.max_ahead
 
-    def push_piece(self, piece: int, sub: int, last: bool, data: bytes, epoch: int = 0) -> bool:
+    def push_piece(
+        self,
+        piece: int,
+        sub: int,
+        last: bool,
+        data: bytes,
+        epoch: int = 0,
+        stream: str | None = None,
+        seq_sub: int | None = None,
+    ) -> bool:
         """One sub-batch from a Spark task, as Arrow IPC stream bytes (decoded here: the
         arrays live in this process, not in an object owned by the task).  Applied now if
         it is next in piece order, else buffered; ``False``: refused (too far ahead), the
-        task offers it again later.  A push of a stale attempt is dropped (``True``)."""
+        task offers it again later.  A push of a stale attempt is dropped (``True``).
+        Sliced mode: ``stream``'s slices, applied as batch ``base + piece * SUB + seq_sub``
+        (``piece_order.Slicing``: the same number on every node), ``sub`` ordering them."""
         if epoch != self._epoch:
             return True
-        if self._pieces is None:
+        po = self._pieces
+        if po is None:
             raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
-        due = self._pieces.offer(piece, sub, last, data)
+        due = po.offer(piece, sub, last, (stream, sub if seq_sub is None else seq_sub, data))
         if due is None:
             return False
-        for seq, d in due:
+        for seq, (s, ss, d) in due:
             batch = pa.ipc.open_stream(d).read_all()
-            self.ingest(None, batch, seq)
+            self.ingest(s, batch, seq - (seq - po.base) % SUB + ss)
         return True
 
     def end_pieces(self, pieces: int) -> dict[str, int]:

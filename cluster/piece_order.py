@@ -31,21 +31,68 @@ SUB = 1 << 20
 
 
 @dataclass(frozen=True)
+class Slicing:
+    """Sliced mode on the executor route: the streams in a fixed order (stream ``i``'s slice
+    sub-batches of a piece take sub numbers from ``i * slot``: one seq numbering for every
+    node, whichever streams it hosts), each stream's edge classes (the union over the
+    deployment, ``Deployment.edge_classes``) and the value type."""
+
+    streams: tuple[str, ...]
+    classes: tuple[tuple[tuple[int, int], ...], ...]
+    as_float: bool
+
+    @property
+    def slot(self) -> int:
+        return SUB // max(1, len(self.streams))
+
+    def first_sub(self, stream: str) -> int:
+        return self.streams.index(stream) * self.slot
+
+    def cut(self, rows: pa.Table, stream: str) -> pa.Table:
+        """The slices of ``stream`` in ``rows`` (``ts_ms`` + the stream column; at least one
+        row), the columns a sliced node ingests."""
+        from .spark_slices import slice_partition
+
+        i = self.streams.index(stream)
+        out = list(
+            slice_partition(
+                rows.select(["ts_ms", stream]).to_batches(),
+                [stream],
+                {stream: list(self.classes[i])},
+                self.as_float,
+            )
+        )
+        if not out:
+            raise ValueError("a piece has at least one row")
+        return pa.Table.from_batches(out).drop(["sid"])
+
+
+@dataclass(frozen=True)
 class PieceSource:
-    """Rows ``[start, stop)`` of row group ``row_group`` of the Parquet file ``path``, columns
-    ``columns``: one logged sub-batch of the executor route."""
+    """One logged sub-batch of the executor route: rows ``[start, stop)`` of row group
+    ``row_group`` of the Parquet file ``path``, columns ``columns``; in sliced mode
+    (``slicing``) those rows are the whole piece and the sub-batch is chunk ``chunk`` (of
+    ``batch_rows`` slice rows) of ``stream``'s slices."""
 
     path: str
     row_group: int
     start: int
     stop: int
     columns: tuple[str, ...]
+    stream: str | None = None
+    slicing: Slicing | None = None
+    chunk: int = 0
+    batch_rows: int = 0
 
     def read(self) -> pa.Table:
         import pyarrow.parquet as pq
 
         t = pq.ParquetFile(self.path).read_row_group(self.row_group, columns=list(self.columns))
-        return t.slice(self.start, self.stop - self.start)
+        t = t.slice(self.start, self.stop - self.start)
+        if self.slicing is None:
+            return t
+        assert self.stream is not None
+        return self.slicing.cut(t, self.stream).slice(self.chunk * self.batch_rows, self.batch_rows)
 
     @property
     def nbytes(self) -> int:  # what the replay log pins: nothing in the object store

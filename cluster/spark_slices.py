@@ -22,7 +22,7 @@ from .spark_feed import FeedStats, read_debs_df
 from .time_chunks import parquet_row_groups, prefetched, time_chunks
 
 
-def _slice_partition(batches, streams, classes, as_float):
+def slice_partition(batches, streams, classes, as_float):
     """``mapInArrow`` body (runs in Spark's Python workers): one partition's tuples -> one
     row per (stream, non-empty slice).  The whole partition is aggregated at once so only
     partition boundaries (not Arrow batch boundaries) split a slice."""
@@ -82,7 +82,7 @@ def _slice_pieces(pieces, path, streams, classes, as_float):
     """Spark task body of the ``arrow`` reader (runs in Spark's Python workers): each piece
     ``(row group, first row, end row, lo, hi)`` of the Parquet file read with pyarrow, its rows
     with ``lo <= ts_ms < hi`` (a time-range chunk; None: all) cut into slices
-    (``_slice_partition``) and shipped as Arrow IPC bytes."""
+    (``slice_partition``) and shipped as Arrow IPC bytes."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -96,7 +96,7 @@ def _slice_pieces(pieces, path, streams, classes, as_float):
             t = t.filter(pc.and_(pc.greater_equal(ts, lo), pc.less(ts, hi)))
         sink = pa.BufferOutputStream()
         w = None
-        for rb in _slice_partition(t.to_batches(), streams, classes, as_float):
+        for rb in slice_partition(t.to_batches(), streams, classes, as_float):
             if w is None:
                 w = pa.ipc.new_stream(sink, rb.schema)
             w.write_batch(rb)
@@ -169,7 +169,7 @@ def sliced_arrow_tables(
         fields += [T.StructField(c, T.DoubleType(), False) for c in ("sum_lo", "sq_lo")]
     schema = T.StructType(fields)
     fn = functools.partial(
-        _slice_partition,
+        slice_partition,
         streams=streams,
         classes={s: [tuple(c) for c in classes[s]] for s in streams},
         as_float=as_float,

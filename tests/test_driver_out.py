@@ -403,6 +403,43 @@ def test_executor_feed_exactly_once_through_fault_drills(
     assert res.answers.equals(driver_route.answers)
 
 
+def test_executor_feed_sliced_mode_exactly_once_through_fault_drills(
+    workload, driver_route, ray_session, spark, tmp_path
+):
+    """Sliced mode on the executor route: the tasks cut their piece into each stream's slices
+    (the deployment's edge union) and push them to the nodes hosting the stream; a slice cut
+    by a piece boundary arrives as two rows, which the trees fold.  Under a kill, a loss and
+    an addition (replays re-slice the piece from the file), the answers equal the raw driver
+    route's for every (time-window) query."""
+    from cluster.deploy import Deployment
+    from cluster.executor_feed import feed_executors
+
+    tq = [q for q in workload["queries"] if q.kind == "time"]
+    plan = make_plan(tq, n_nodes=3)
+    faults = [
+        {"kind": "kill", "node": "node-2", "at_batch": 1},
+        {"kind": "lose", "node": "node-1", "at_batch": 3},
+        {"kind": "add", "at_batch": 5},
+        {"kind": "kill", "node": "node-0", "at_batch": 6},
+    ]
+    with Deployment(
+        plan, mode="sliced", checkpoint_every=2, faults=faults, answers="actors", out_dir=tmp_path
+    ) as dep:
+        fs = feed_executors(
+            dep, spark, str(workload["path"]), batch_rows=40, piece_rows=700, max_ahead=2
+        )
+        res = dep.finish()
+    m = res.metrics
+    assert fs.rows == workload["rows"] and 0 < fs.slices < fs.rows
+    assert m["rows_fed"] == 0 and all(f["fired"] for f in dep.faults)
+    assert m["nodes"]["node-0"]["recoveries"] == 1 and m["nodes"]["node-2"]["recoveries"] == 1
+    assert m["replacements"] and m["additions"]
+    want = _only(driver_route.answers, {q.id for q in tq})
+    avg = {q.id for q in tq if q.aggregate == "avg"}
+    assert res.answers.num_rows == want.num_rows
+    assert_answers_equal(res.answers, want, avg)
+
+
 def test_executor_feed_exact_when_an_actor_dies_during_a_job(
     workload, driver_route, ray_session, spark
 ):
@@ -459,10 +496,6 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     with Deployment(workload["plan"]) as dep:
         with pytest.raises(DeploymentError, match="local Parquet file"):
             feed_executors(dep, spark, str(tmp_path / "nope.parquet"))
-    time_only = make_plan([q for q in workload["queries"] if q.kind == "time"])
-    with Deployment(time_only, mode="sliced") as dep:
-        with pytest.raises(DeploymentError, match="raw mode only"):
-            feed_executors(dep, spark, str(workload["path"]))
     # an actor lost without auto_recover: refused in one line
     import ray
 
