@@ -329,7 +329,7 @@ def run_e2e_bench(
     log=print,
 ) -> list[dict]:
     """Run the benchmark; one row (dict) per (query count, mode, route) including
-    ``spark_sql``.  ``routes``: ``ROUTES`` names (the executor route runs raw mode only).
+    ``spark_sql``.  ``routes``: ``ROUTES`` names.
 
     Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
     already running (then it is borrowed) -- never more than one of each.
@@ -357,9 +357,7 @@ def run_e2e_bench(
             warm = round_robin_plan(e2e_queries(3), 1, rate_hz / 1000)
             if spark_sql:
                 spark_sql_time(spark, path, e2e_queries(3))
-            runs_of = [
-                (m, r) for m in modes for r in routes if m == "raw" or ROUTES[r][0] == "driver"
-            ]
+            runs_of = [(m, r) for m in modes for r in routes]
             out_dir = data_dir / "answers-run"
             for mode, route in runs_of:
                 _run_mode(
@@ -472,8 +470,9 @@ def run_e2e_bench(
                     rows.append(row)
                     log(json.dumps(row))
                 for key, t in answers.items():
-                    if key != "raw" and "raw" in answers and "/" in key:
-                        same_route = t.equals(answers["raw"])
+                    base = key.split("/")[0]  # "<mode>/<route>" against that mode's driver route
+                    if "/" in key and base in answers:
+                        same_route = t.equals(answers[base])
                         for r in rows:
                             if r["queries"] == nq and r.get("mode") == key:
                                 r["equals_driver_route"] = same_route
@@ -497,16 +496,17 @@ def format_table(rows: list[dict]) -> str:
             by_n[r["queries"]][r["mode"]] = r
     seen = list(dict.fromkeys(m for v in by_n.values() for m in v))
     modes = [m for m in seen if m != "spark_sql"] + [m for m in seen if m == "spark_sql"]
-    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>16}" for m in modes)
+    w = max([16] + [len(m) + 7 for m in modes])  # "sliced/executors tup/s" fits
+    head = f"{'queries':>8} " + " ".join(f"{m + ' tup/s':>{w}}" for m in modes)
     if "spark_sql" in modes:
-        head += "".join(f"{m + '/sql':>12}" for m in modes if m != "spark_sql")
+        head += "".join(f" {m + '/sql':>{w - 1}}" for m in modes if m != "spark_sql")
     lines = [head + "  checked"]
     for n, v in sorted(by_n.items()):
-        cells = [f"{v[m]['tuples_per_s']:>16,}" if m in v else f"{'-':>16}" for m in modes]
+        cells = [f"{v[m]['tuples_per_s']:>{w},}" if m in v else f"{'-':>{w}}" for m in modes]
         if "spark_sql" in v:
             sql = v["spark_sql"]["tuples_per_s"]
             cells += [
-                f"{v[m]['tuples_per_s'] / sql:>11.1f}x" if m in v else f"{'-':>12}"
+                f"{v[m]['tuples_per_s'] / sql:>{w - 1}.1f}x" if m in v else f"{'-':>{w}}"
                 for m in modes
                 if m != "spark_sql"
             ]
