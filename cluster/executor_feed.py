@@ -29,7 +29,12 @@ and the trees that applied part of it skip those batches by ``seq``.  So the ans
 fault-free run's, and the driver still sees no tuple.  The file must be readable at the same
 path by the actors (as it is by the Spark workers).
 
-What this route does not do (refused in one line): sliced mode, a text or non-local input.
+Sliced mode: a task cuts its piece into each stream's slices (``piece_order.Slicing``: the
+deployment's edge union per stream, the driver route's ``slice_partition``) and pushes each
+stream's slices to the nodes hosting it; a slice cut by a piece boundary arrives as two rows,
+which the trees fold as on the driver route.
+
+What this route does not do (refused in one line): a text or non-local input.
 """
 
 from __future__ import annotations
@@ -199,7 +204,7 @@ def feed_executors(
     max_attempts: int = 3,
 ) -> FeedStats:
     """Push the tuples of the local Parquet file ``path`` (in time order) to ``deployment``
-    (mode ``raw``) from Spark tasks: one task per piece of ``piece_rows`` rows (default: the
+    (mode ``raw``: rows; ``sliced``: each stream's slices) from Spark tasks: one task per piece of ``piece_rows`` rows (default: the
     file cut into about 4 pieces per Spark core), pushed in sub-batches of at most
     ``batch_rows`` rows, one Spark job per segment (module docstring; a segment whose job
     fails because a node actor died is pushed again after recovery, at most
