@@ -129,6 +129,8 @@ def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
         )
     if cfg.streams is None:
         rates = {s: cfg.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
+    else:  # every declared stream: queries added later on it are priced at its rate
+        rates = {**{s: v.rate for s, v in cfg.streams.items()}, **rates}
     model = CostModel(cfg.placement.ie, rates, cfg.placement.engine, cfg.placement.slicing)
     planner = Planner.from_config(cfg)
     choice = None
