@@ -171,6 +171,7 @@ def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_p
     cfg, th, box = _start(path, None, spark)
     wait_for(lambda: _running(run_dir, box), "serve to start")
     (t0, m0), front0 = _expected(INITIAL, cfg, rule)  # the config's order, as serve plans
+    assert t0 > min(p[0] for p in front0)  # the rule gives up TotalCost for balance
     st = _status(run_dir)
     assert (st["total_cost"], st["max_cost"]) == (t0, m0)
     ch = st["choose"]
@@ -333,3 +334,49 @@ def test_serve_choose_mistakes_are_one_line(tmp_path, placement, nodes, expect):
     assert expect in out and "Traceback" not in out
     assert len([x for x in out.splitlines() if x.strip()]) <= 2, out  # the serving line + error
     assert not (tmp_path / "run" / "control.json").exists()
+
+
+def test_run_runs_the_chosen_plan(ray_session, spark, tmp_path):
+    """``weaveplace run`` with WG_PF: plan.json is the plan the rule picks from WG_PF's front
+    (``sim.simulate.plan_for(strict=True)``; here not the cheapest plan), and its answers are
+    the brute force's."""
+    from executors.oracle import brute_force
+    from sim.config import config_from_mapping
+    from sim.live import live_run
+
+    out = tmp_path / "out"
+    raw = {
+        "workload": {"queries": INITIAL},
+        "streams": {s: {"rate": RATES[s]} for s in ("mf01", "mf02")},
+        "cluster": {"nodes": 3},
+        "placement": {
+            "optimizers": "WG_PF",
+            "ie": "slickdeque",
+            "front_size": 4,
+            "choose": {"max_cost_within": "0%"},
+        },
+        "data": {"duration_s": 6, "rate_hz": RATE_HZ, "seed": 3},
+        "run": {"mode": "live", "output_dir": str(out), "batch_rows": 128},
+    }
+    cfg = config_from_mapping(raw)
+    rule = Choose("max_cost_within", 0.0)
+    want, front = _expected(INITIAL, cfg, rule)
+    assert want[0] > min(p[0] for p in front)  # the rule gives up TotalCost for balance
+    summary = live_run(cfg, spark=spark)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["optimizer"] == "WG_PF" and (plan["total_cost"], plan["max_cost"]) == want
+    assert (summary.estimated_total_cost, summary.estimated_max_cost) == want
+    data = pq.read_table(out / "data.parquet", columns=["ts_ms", "mf01", "mf02"])
+    got = pq.read_table(out / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    d = got.to_pydict()
+    wanted = []
+    for q in INITIAL:
+        spec = {k: q[k] for k in ("id", "aggregate", "range", "slide")}
+        rows, late = brute_force([spec], data["ts_ms"].to_numpy(), data[q["stream"]].to_numpy())
+        assert not late
+        wanted += rows
+    wanted.sort(key=lambda w: (w[0], w[1]))
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in wanted]
+    np.testing.assert_allclose(d["value"], [float(w[3]) for w in wanted], rtol=1e-9)
