@@ -163,7 +163,8 @@ def run_service(
     say=None,
 ):
     """Start (or resume) the deployment and serve until stopped; returns the stream stats.
-    ``say``: gets one line naming the token an attached Ray connection used."""
+    ``say``: gets one-line notices (the token an attached Ray connection used; with WG_PF,
+    the rule that chose the initial plan)."""
     from cluster.live import default_pinning, started_runtimes
     from cluster.live_node import LiveDeployment, plan_from_state
     from cluster.service import Service
@@ -197,6 +198,11 @@ def run_service(
         (sd / "config.yaml").write_text(text)
         (sd / "config_dir").write_text(base)
         optimizer = plan["optimizer"]
+        if choice is not None and say is not None:
+            say(
+                f"WG_PF: the plan `{choice['rule']}` picks of a {len(choice['front'])}-plan "
+                f"front (TotalCost {plan['total_cost']:.6g}, MaxCost {plan['max_cost']:.6g})"
+            )
     else:
         m = state["model"]
         model = CostModel(m["ie"], dict(m["rates"]), cfg.placement.engine, m["slicing"])

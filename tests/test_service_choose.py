@@ -112,11 +112,13 @@ def _start(config_path, resume, spark):
     from sim.serve_cli import prepare, run_service
 
     cfg, run_dir, state, text, base = prepare(config_path, resume)
-    box: dict = {}
+    box: dict = {"said": []}
 
     def go():
         try:
-            box["stats"] = run_service(cfg, run_dir, state, text, base, spark=spark)
+            box["stats"] = run_service(
+                cfg, run_dir, state, text, base, spark=spark, say=box["said"].append
+            )
         except BaseException as e:  # shown by the assertion that waits for the start
             box["error"] = e
 
@@ -172,6 +174,10 @@ def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_p
     wait_for(lambda: _running(run_dir, box), "serve to start")
     (t0, m0), front0 = _expected(INITIAL, cfg, rule)  # the config's order, as serve plans
     assert t0 > min(p[0] for p in front0)  # the rule gives up TotalCost for balance
+    assert [x for x in box["said"] if x.startswith("WG_PF")] == [
+        f"WG_PF: the plan `max_cost_within: 0%` picks of a {len(front0)}-plan front "
+        f"(TotalCost {t0:.6g}, MaxCost {m0:.6g})"
+    ]
     st = _status(run_dir)
     assert (st["total_cost"], st["max_cost"]) == (t0, m0)
     ch = st["choose"]
