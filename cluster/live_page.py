@@ -4,7 +4,8 @@ No external URL (no CDN, fonts or images): the page is rendered on the server fr
 ``Service.status()`` (so it shows the state even without JavaScript) and a small inline script
 re-fetches ``/status`` every 2 s (the token travels in the cookie ``GET /?token=`` set) and
 redraws: per node planned cost vs measured load (bars: planned cost share, measured busy share),
-trees and queries per node, watermark lag, backlog, late tuples, answers and the event log.
+trees and queries per node, watermark lag, backlog, late tuples, answers and the event log;
+with WG_PF, the rule that chose the last plan and whether it was met (its note when not).
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ function draw(s){
     '<span>TotalCost <b>'+fmt(s.total_cost,4)+'</b></span><span>MaxCost <b>'+fmt(s.max_cost,4)+'</b></span>'+
     '<span>files <b>'+s.files+'</b></span><span>backlog <b>'+s.backlog.files+' files</b></span>'+
     '<span>answers <b>'+s.answers+'</b></span><span>late <b>'+s.late+'</b></span>'+
-    '<span>watermark lag '+(lag.join(', ')||'-')+'</span>';
+    '<span>watermark lag '+(lag.join(', ')||'-')+'</span>'+
+    (s.choose?'<span class="choose">WG_PF rule <b>'+esc(s.choose.rule)+'</b>'+
+      (s.choose.default?' (default)':'')+(s.choose.met?' met':' <b>not met</b>: '+
+      esc(s.choose.note))+'</span>':'');
   document.getElementById('queries').textContent=s.queries.join(', ');
   document.getElementById('events').innerHTML=s.events.slice().reverse().map(e=>
     '<tr><td>'+new Date(e.wall_time*1000).toISOString().slice(11,19)+'</td><td>'+fmt(e.event_time,0)+

@@ -25,6 +25,10 @@ before and after), ``plan_current.json`` (the running plan; ``weaveplace verify-
 ``answers.parquet/``, ``late.parquet/``, ``rejects/`` as in ``cluster.streaming``.
 Answers are float64 for the whole run (queries added later may need it).
 
+Re-plans (``rebalance``, drift past ``placement.tolerance``) run the configured optimizer with
+the initial plan's arguments; with WG_PF, the plan ``placement.choose`` picks from its front
+(``cluster.service_plan``: the rule is part of the state, shown in ``status``).
+
 Modules: this one holds the commands and the running plan; ``cluster.service_stream`` the
 directory stream, ``cluster.service_state`` what ``--resume`` continues from,
 ``cluster.service_status`` the status reply and load samples, ``cluster.run_files`` the
@@ -46,6 +50,7 @@ from . import service_state, service_status
 from .control import ServiceError, one_line
 from .live_node import LiveDeployment
 from .run_files import atomic_write, jsonable
+from .service_plan import Planner
 from .service_stream import ServiceStream
 from .stream_options import StreamOptions, StreamStats
 
@@ -76,6 +81,8 @@ class Service:
         tolerance: float = 0.25,
         max_moves: int = 8,
         optimizer: str | None = None,
+        planner: Planner | None = None,
+        choice: dict | None = None,
         resume_state: dict | None = None,
     ):
         self.dep = dep
@@ -86,6 +93,10 @@ class Service:
         self.tolerance = float(tolerance)
         self.max_moves = int(max_moves)
         self.optimizer = str(optimizer or plan.get("optimizer", ""))
+        #: how re-plans plan (``cluster.service_plan``); default: the optimizer's defaults
+        self.planner = planner or Planner(self.optimizer)
+        #: how WG_PF chose the last plan it made (``service_plan.choice_record``), else None
+        self.choice = choice
         self.resume_state = resume_state
         self.flush_on_stop = False
         self.stream = ServiceStream(dep, spark, directory, self.run_dir, options, progress)
@@ -164,6 +175,8 @@ class Service:
         for n in d["nodes"]:
             for t in n["trees"]:
                 t["id"] = next(ids)
+        if self.choice is not None:
+            d["choose"] = self.choice
         return d
 
     def _costs(self) -> tuple[float, float]:
@@ -473,7 +486,15 @@ class Service:
         offline WeaveShare's TotalCost over the running queries times the configured
         optimizer's own factor over WeaveShare at the last re-plan (1 before any: an optimizer
         that weaves less than WeaveShare, e.g. to fill the nodes, would otherwise look like
-        drift right after its own re-plan, and re-plan on every command)."""
+        drift right after its own re-plan, and re-plan on every command).
+
+        WG_PF keeps this reference (DESIGN.md s. 9-10 define no other): its factor is the
+        chosen plan's, so a rule that trades TotalCost for balance is not drift after its own
+        re-plan; the rule itself is applied at each re-plan, not watched between them (its
+        caps are relative to a front that only a re-plan computes).  As for every optimizer,
+        the factor is 1 until the first re-plan, so a balanced initial plan costlier than
+        WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
+        add or remove."""
         running, _ = self._costs()
         ws = self._reference_total()
         ref = ws * self.opt_factor
@@ -487,7 +508,8 @@ class Service:
 
     def rebalance(self, body: Any = None, cause: str = "rebalance") -> dict:
         """Re-plan (the command, or a drift past ``placement.tolerance``): a fresh plan of the
-        running queries by the configured optimizer (WeaveShare + placement), reached by
+        running queries by the configured optimizer (WeaveShare + placement; WG_PF: the plan
+        ``placement.choose`` picks from its front, ``cluster.service_plan``), reached by
         re-weaving at T (queries handed between trees: the old tree keeps their windows that
         start before T, the new one takes them from T on, ``LiveTree.change(handoff=)``) and by
         moving at most ``placement.max_moves`` running trees whose node changes (the costliest
@@ -497,7 +519,6 @@ class Service:
             return self._rebalance(cause)
 
     def _rebalance(self, cause: str) -> dict:
-        from placement.optimizers import optimize
         from placement.queries import query_from_mapping
 
         before = self._costs()
@@ -507,12 +528,7 @@ class Service:
         caps = [self.capacity.get(n) for n in nids]
         qs = [query_from_mapping(self.queries[i]) for i in sorted(self.queries)]
         try:
-            fresh = optimize(
-                self.optimizer,
-                qs,
-                self.model,
-                caps if any(c is not None for c in caps) else len(nids),
-            )
+            fresh, choice = self.planner.plan(qs, self.model, caps)
         except (ValueError, KeyError) as e:
             raise ServiceError(
                 409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {one_line(e)}"
@@ -599,6 +615,8 @@ class Service:
         moved = self.dep.move_trees(do_moves)
         for r, node in do_moves.items():
             self.trees[r]["node"] = node
+        if choice is not None:
+            self.choice = choice
         self.write_plan()
         self.flush_outputs()
         self._event(
@@ -611,6 +629,7 @@ class Service:
             moves_skipped=max(0, len(moves) - self.max_moves),
             fresh_total=fresh.total_cost,
             fresh_max=fresh.max_cost,
+            **_choice_detail(choice),
         )
         return {
             "moved": do_moves,
@@ -621,6 +640,7 @@ class Service:
             "max_cost": self._costs()[1],
             "fresh_total_cost": fresh.total_cost,
             "fresh_max_cost": fresh.max_cost,
+            **({} if choice is None else {"choose": choice}),
         }
 
     def _check_drift(self) -> None:
@@ -660,7 +680,8 @@ class Service:
     # -- status: cluster.service_status -----------------------------------------------------
     def status(self) -> dict:
         """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
-        watermark per stream, backlog, late tuples, answers written, the last events."""
+        watermark per stream, backlog, late tuples, answers written, the last events and,
+        with WG_PF, how the last plan was chosen (``choose``: ``cluster.service_plan``)."""
         with self._cmd_lock:  # not during a change (the plan is being rewritten)
             return service_status.status(self)
 
@@ -704,6 +725,13 @@ class Service:
         finally:
             self.state = "stopped" if self.state != "running" else "failed"
             self.control.stop()
+
+
+def _choice_detail(choice: dict | None) -> dict:
+    """The choice fields of a re-plan's event (the front's points stay in status)."""
+    if choice is None:
+        return {}
+    return {"choose": choice["rule"], "choose_met": choice["met"], "choose_note": choice["note"]}
 
 
 def _node_args(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, float | None]:

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from .run_files import atomic_write, jsonable
+from .service_plan import Planner
 from .stream_options import FileRecord
 
 
@@ -28,6 +29,9 @@ def restore(svc: Any, r: dict) -> None:
     svc.fed_names = set(r["fed"])
     svc.state_gen = int(r["gen"])
     svc.opt_factor = float(r.get("opt_factor", 1.0))
+    if r.get("planner"):  # (states saved before the planner was kept: the constructor's)
+        svc.planner = Planner.from_state(r["planner"])
+    svc.choice = r.get("choice", svc.choice)
     st = svc.stream.stats
     for k, v in r["stats"].items():
         setattr(st, k, v)
@@ -115,6 +119,8 @@ def save_state(svc: Any, final: bool = False) -> None:
         "tolerance": svc.tolerance,
         "max_moves": svc.max_moves,
         "opt_factor": svc.opt_factor,
+        "planner": svc.planner.to_state(),
+        "choice": svc.choice,
     }
     atomic_write(sd / "service.json", json.dumps(state, default=jsonable))
     keep = {v["blob"] for v in nodes.values()}

@@ -52,8 +52,9 @@ def sample_load(svc: Any) -> None:
 
 def status(svc: Any) -> dict:
     """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
-    watermark per stream, backlog, late tuples, answers written, the last events (the caller
-    holds the command lock: not during a change)."""
+    watermark per stream, backlog, late tuples, answers written, the last events, the drift
+    and ``choose`` (WG_PF: how the last plan was chosen, ``cluster.service_plan``; else None)
+    (the caller holds the command lock: not during a change)."""
     st = svc.stream.stats
     plan = svc.plan_dict()
     try:
@@ -119,6 +120,7 @@ def status(svc: Any) -> dict:
         "answer_latency_s": percentiles(svc.file_latency[-1000:]),
         "driver_rss_bytes": rss_bytes(),
         "drift": svc.drift(),
+        "choose": svc.choice,
     }
 
 

@@ -2,8 +2,9 @@
 
 Why a subclass of its own: the service's stream differs from ``weaveplace run``'s only where a
 long-lived, resumable deployment needs it: float64 answers for the whole run (queries added
-later may need them), output parts and fed files kept across a resume, the service's state
-saved after every micro-batch, and a stop that keeps open windows unless asked to flush.
+later may need them), the streams fed follow the running queries (an added query may read a
+stream no tree read before), output parts and fed files kept across a resume, the service's
+state saved after every micro-batch, and a stop that keeps open windows unless asked to flush.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ class ServiceStream(DirectoryStream):
         if fresh and self._rejects.is_dir():
             for p in self._rejects.glob("*.rejects.tsv"):
                 p.unlink()
+
+    def _feed(self, table, rec) -> None:
+        # the deployment's streams now, not at the start: a query added on a stream no tree
+        # read before gets that column from the next file on
+        self.streams = list(self.dep.streams)
+        super()._feed(table, rec)
 
     def _already_fed(self, row) -> bool:
         return posixpath.basename(row["path"]) in self.service.fed_names

@@ -92,9 +92,14 @@ def prepare(config_path: Path | None, resume: Path | None):
     return cfg, run_dir, state, text, base
 
 
-def initial_plan(cfg) -> tuple[dict, Any]:
-    """The config's plan (as ``weaveplace run``) and its cost model."""
+def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
+    """The config's plan (as ``weaveplace run``), its cost model, the planner re-plans use
+    (``cluster.service_plan.Planner``) and, for WG_PF, how the plan was chosen.  WG_PF: the
+    plan ``placement.choose`` picks, by the planner re-plans use; a rule no plan meets stops
+    the start with its one-line note (``ServeError``), as ``weaveplace run`` does."""
     from cluster.debs_format import VALUE_COLUMNS
+    from cluster.service_plan import Planner
+    from placement.optimizers import DISTRIBUTED
     from placement.trees import CostModel
     from sim.config import ConfigError
     from sim.simulate import plan_for, workload_point
@@ -124,11 +129,27 @@ def initial_plan(cfg) -> tuple[dict, Any]:
         )
     if cfg.streams is None:
         rates = {s: cfg.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
+    else:  # every declared stream: queries added later on it are priced at its rate
+        rates = {**{s: v.rate for s, v in cfg.streams.items()}, **rates}
     model = CostModel(cfg.placement.ie, rates, cfg.placement.engine, cfg.placement.slicing)
-    plan = plan_for(names[0], queries, model, point["capacities"], cfg)
+    planner = Planner.from_config(cfg)
+    choice = None
+    if names[0] in DISTRIBUTED:
+        try:
+            plan, choice = planner.plan(queries, model, point["capacities"])
+        except (ValueError, KeyError) as e:
+            msg = " ".join(str(e).split())
+            raise ServeError(f"placement.optimizers: {names[0]}: {msg}") from None
+        if choice is not None and not choice["met"]:
+            raise ServeError(choice["note"])
+    else:  # a single-node optimizer: all trees on the first node (re-plans are refused)
+        plan = plan_for(names[0], queries, model, point["capacities"], cfg)
     for node, node_id in zip(plan.nodes, point["node_ids"]):
         node.id = node_id
-    return plan.to_dict(), model
+    d = plan.to_dict()
+    if choice is not None:
+        d["choose"] = choice
+    return d, model, planner, choice
 
 
 def run_service(
@@ -142,10 +163,12 @@ def run_service(
     say=None,
 ):
     """Start (or resume) the deployment and serve until stopped; returns the stream stats.
-    ``say``: gets one line naming the token an attached Ray connection used."""
+    ``say``: gets one-line notices (the token an attached Ray connection used; with WG_PF,
+    the rule that chose the initial plan)."""
     from cluster.live import default_pinning, started_runtimes
     from cluster.live_node import LiveDeployment, plan_from_state
     from cluster.service import Service
+    from cluster.service_plan import Planner
     from cluster.stream_options import StreamOptions
     from placement.trees import CostModel
 
@@ -168,18 +191,26 @@ def run_service(
         )
         watch = w.path
     if state is None:
-        plan, model = initial_plan(cfg)
+        plan, model, planner, choice = initial_plan(cfg)
         (run_dir / "plan.json").write_text(json.dumps(plan, indent=1))
         sd = run_dir / "state"
         sd.mkdir(exist_ok=True)
         (sd / "config.yaml").write_text(text)
         (sd / "config_dir").write_text(base)
         optimizer = plan["optimizer"]
+        if choice is not None and say is not None:
+            say(
+                f"WG_PF: the plan `{choice['rule']}` picks of a {len(choice['front'])}-plan "
+                f"front (TotalCost {plan['total_cost']:.6g}, MaxCost {plan['max_cost']:.6g})"
+            )
     else:
         m = state["model"]
         model = CostModel(m["ie"], dict(m["rates"]), cfg.placement.engine, m["slicing"])
         plan = plan_from_state(state["nodes"], m, state["capacity"])
         optimizer = state["optimizer"]
+        # the state's planner and choice win (Service restores them); states saved before
+        # they were kept plan as the config does
+        planner, choice = Planner.from_config(cfg), None
     ray_address = cfg.cluster.ray.address
     with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, startup):
         if say is not None and startup.get("ray_auth"):
@@ -209,6 +240,8 @@ def run_service(
                 tolerance=cfg.placement.tolerance,
                 max_moves=cfg.placement.max_moves,
                 optimizer=optimizer,
+                planner=planner,
+                choice=choice,
                 resume_state=state,
                 progress=progress,
             )
