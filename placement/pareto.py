@@ -44,8 +44,10 @@ priced), ``W`` the number WG_LS's own search evaluated on the instance (``Plan.w
 is machine-independent, so the front never depends on the machine's load, and it follows
 WG_LS's effort: the same kind of scans on the same instance, so WG_PF's own search costs about
 ``WORK_RATIO`` x WG_LS's search, also where WG_LS converges after a few moves. The walks get up
-to half of it (shared evenly: what one leaves goes to the next), the split walks up to three
-quarters with what the walks left, the kicks the rest. The floor leaves small instances, where
+to ``WALK_SHARE`` of it (shared evenly: what one leaves goes to the next), the split walks up to
+``SPLIT_SHARE`` with what the walks left, the kicks what is left then: on Table 8's largest
+instances the walks, which find most of the front there, use nearly all of it; on small ones
+they converge early and the kicks run. The floor leaves small instances, where
 WG_LS stops after a few scans, room to search (20,000 moves: a fraction of a second there). The
 Pareto local search of small instances is bounded by its own ``pls_max_explored``.
 
@@ -75,9 +77,9 @@ from placement.trees import CostModel, Tree
 DEFAULT_FRONT_SIZE = 8
 #: WG_PF's own search (walks, split walks, kicks) evaluates at most max(WORK_FLOOR,
 #: WORK_RATIO x the candidate moves WG_LS's search evaluated) candidate moves
-WORK_RATIO = 1.0
+WORK_RATIO = 2.0
 WORK_FLOOR = 20_000
-WALK_SHARE, SPLIT_SHARE = 0.5, 0.75  # the walks' share of that budget; walks and splits'
+WALK_SHARE, SPLIT_SHARE = 0.8, 1.0  # the walks take up to 80 %, the split walks the rest
 #: the optimizers whose plans seed the front, each ``(queries, model, caps, seed=, preprocess=)``
 _SEEDS: dict[str, Callable[..., Any]] = {
     **{name: partial(optimize, name) for name in TABLE7},
