@@ -77,7 +77,7 @@ from placement.trees import CostModel, Tree
 DEFAULT_FRONT_SIZE = 8
 #: WG_PF's own search (walks, split walks, kicks) evaluates at most max(WORK_FLOOR,
 #: WORK_RATIO x the candidate moves WG_LS's search evaluated) candidate moves
-WORK_RATIO = 2.0
+WORK_RATIO = 1.0
 WORK_FLOOR = 20_000
 WALK_SHARE, SPLIT_SHARE = 0.8, 1.0  # the walks take up to 80 %, the split walks the rest
 #: the optimizers whose plans seed the front, each ``(queries, model, caps, seed=, preprocess=)``
@@ -481,7 +481,8 @@ def wg_pf(
         return search.work + splitter.work
 
     if N > 1:
-        # 1. budget walks: up to half the budget, shared evenly (what one leaves, the next gets)
+        # 1. budget walks: up to WALK_SHARE of the budget, shared evenly (what one leaves, the
+        # next gets)
         lo, hi = arch.items[0][0][0], arch.items[-1][0][0]
         bs = budgets(lo, hi, walks)
         for k, b in enumerate(bs):
@@ -519,7 +520,8 @@ def wg_pf(
             pls.run(pls_max_explored)
         # 3. kicks: a split however much it raises MaxCost, then a descent (the rest of the
         # budget), from each front plan; then the Pareto local search again from what they found
-        if _kicks(arch, splitter, search, max_iters, lambda: budget - splitter.work) and pls:
+        found = _kicks(arch, splitter, search, max_iters, lambda: budget - splitter.work)
+        if found and pls is not None:
             pls.run(pls_max_explored)
     pts = [it[0] for it in arch.items]
     plans_all = [
