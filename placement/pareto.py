@@ -135,8 +135,8 @@ class Splitter:
         return t
 
     def candidates(self, nodes, targets: int | None = None):
-        """Every split of a tree on the busiest node to one of its ``targets`` (default
-        ``self.targets``; None: every other node) least loaded other nodes: the new layouts."""
+        """Every split of a tree on the busiest node to one of the ``targets`` (default
+        ``self.targets``) least loaded other nodes, alone or woven: the new layouts."""
         loads = [sum(t.cost for t in ts) for ts in nodes]
         util = [l / c for l, c in zip(loads, self.caps)]
         N = len(nodes)
