@@ -74,6 +74,11 @@ class LocalSearch:
         self._without: dict[tuple[int, str], float] = {}
         self._counts: dict[int, tuple] = {}
         self._lbs: dict[tuple[int, int], np.ndarray] = {}
+        #: candidate moves keyed so far (bound or exact): the search's effort in units that do
+        #: not depend on the machine (WG_PF budgets its own search by WG_LS's)
+        self.work = 0
+        #: queries whose trees no move may take (WG_PF's kicks keep the split they made)
+        self.pinned: frozenset[str] = frozenset()
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -390,6 +395,13 @@ class LocalSearch:
         if not cols:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
+        if self.pinned:
+            pin = np.array([any(q.id in self.pinned for q in t.queries) for t in trees])
+            ok = ~(pin[T] | ((kind == 1) & pin[U]))
+            kind, T, U, R, A, LA, B, LB = (x[ok] for x in (kind, T, U, R, A, LA, B, LB))
+            if not kind.size:
+                return None
+        self.work += len(kind)
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
         best_q: list[int] | None = None  # quantized key of the best move offered so far
         best_i: int | None = None
@@ -441,14 +453,19 @@ class LocalSearch:
             offer(self._key1(ctx, a, la, b, lb), i)
         return None if best_i is None else move_of(best_i)
 
-    def run(self, nodes: list[list[Tree]], max_iters: int, on_plan=None) -> list[list[Tree]]:
-        """Re-weave, then the best improving move, until none is left; ``on_plan(nodes)`` sees
-        every plan passed through (WG_PF archives them: ``placement.pareto``)."""
+    def run(
+        self, nodes: list[list[Tree]], max_iters: int, on_plan=None, work_limit: float = math.inf
+    ) -> list[list[Tree]]:
+        """Re-weave, then the best improving move, until none is left (or ``self.work`` has
+        reached ``work_limit``); ``on_plan(nodes)`` sees every plan passed through (WG_PF
+        archives them: ``placement.pareto``)."""
         nodes = [list(ts) for ts in nodes]
         N = len(nodes)
         loads = [sum(t.cost for t in ts) for ts in nodes]
         dirty = set(range(N))
         for _ in range(max_iters):
+            if self.work >= work_limit:
+                break
             # 1. Re-weave changed nodes: never raises any node cost.
             rewoven = False
             for j in sorted(dirty):
@@ -536,4 +553,6 @@ def wg_ls(
         k = search.key([sum(t.cost for t in ts) for ts in nodes])
         if search.better(k, best_key):
             best_nodes, best_key = nodes, k
-    return build_plan("WG_LS", model, best_nodes, caps, list(queries))
+    plan = build_plan("WG_LS", model, best_nodes, caps, list(queries))
+    plan.work = search.work
+    return plan

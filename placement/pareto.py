@@ -29,9 +29,27 @@ without capacities); the front holds the plans no other found plan weakly domina
    layout not yet explored is explored once, with every single-query move (to any node, alone or
    woven into any same-key tree there), query swaps between nodes, whole-tree weaves and swaps,
    slide-group splits to another node, and the same from each layout one tree move away (a
-   plateau in both objectives that opens room for the next move). Measured: it reaches the exact
-   front's hypervolume on the small instances (BENCHMARKS.md); its cost grows quickly with the
-   number of queries, hence the limit.
+   plateau in both objectives that opens room for the next move). Its cost grows quickly with
+   the number of queries, hence the limit.
+5. *Kicks* (``_kicks``): from each front plan, every split of a tree on the busiest node to any
+   other node, kept however much it raises MaxCost, followed by WG_LS's descent towards the
+   smallest MaxCost with the split's two trees pinned where it put them: a compound move (a
+   split and the re-balancing moves around it, evaluated as one) that reaches balanced plans
+   when every single move raises MaxCost. Then the Pareto local search again from what the
+   kicks found (small instances).
+
+**Budget.** Steps 2, 3 and 5 together evaluate at most ``max(WORK_FLOOR, WORK_RATIO x W)``
+candidate moves (``LocalSearch.work``: every move keyed; ``Splitter.work``: every split
+priced), ``W`` the number WG_LS's own search evaluated on the instance (``Plan.work``). The unit
+is machine-independent, so the front never depends on the machine's load, and it follows
+WG_LS's effort: the same kind of scans on the same instance, so WG_PF's own search costs about
+``WORK_RATIO`` x WG_LS's search, also where WG_LS converges after a few moves. The walks get up
+to ``WALK_SHARE`` of it (shared evenly: what one leaves goes to the next), the split walks up to
+``SPLIT_SHARE`` with what the walks left, the kicks what is left then: on Table 8's largest
+instances the walks, which find most of the front there, use nearly all of it; on small ones
+they converge early and the kicks run. The floor leaves small instances, where
+WG_LS stops after a few scans, room to search (20,000 moves: a fraction of a second there). The
+Pareto local search of small instances is bounded by its own ``pls_max_explored``.
 
 Every archived plan is a layout of exactly priced trees (built by ``CostModel``); the returned
 plans are ``Plan`` objects that ``verify_plan`` re-prices from their queries (the tests do).
@@ -57,6 +75,11 @@ from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
 
 DEFAULT_FRONT_SIZE = 8
+#: WG_PF's own search (walks, split walks, kicks) evaluates at most max(WORK_FLOOR,
+#: WORK_RATIO x the candidate moves WG_LS's search evaluated) candidate moves
+WORK_RATIO = 1.0
+WORK_FLOOR = 20_000
+WALK_SHARE, SPLIT_SHARE = 0.8, 1.0  # the walks take up to 80 %, the split walks the rest
 #: the optimizers whose plans seed the front, each ``(queries, model, caps, seed=, preprocess=)``
 _SEEDS: dict[str, Callable[..., Any]] = {
     **{name: partial(optimize, name) for name in TABLE7},
@@ -95,6 +118,7 @@ class Splitter:
         self.max_groups, self.targets = max_groups, targets
         self._tree: dict[tuple, Tree] = {}
         self._merged: dict[tuple[int, int], Tree] = {}
+        self.work = 0  # candidate splits priced (counted with LocalSearch.work in WG_PF's budget)
 
     def tree(self, queries: list[Query]) -> Tree:
         k = tuple(sorted(q.id for q in queries))
@@ -110,8 +134,9 @@ class Splitter:
             t = self._merged[k] = self.model.merge(a, b)
         return t
 
-    def candidates(self, nodes):
-        """Every split of a tree on the busiest node: ``(new nodes, (T, U))``."""
+    def candidates(self, nodes, targets: int | None = None):
+        """Every split of a tree on the busiest node to one of the ``targets`` (default
+        ``self.targets``) least loaded other nodes, alone or woven: the new layouts."""
         loads = [sum(t.cost for t in ts) for ts in nodes]
         util = [l / c for l, c in zip(loads, self.caps)]
         N = len(nodes)
@@ -127,8 +152,8 @@ class Splitter:
                 part = self.tree(g)
                 new_h = list(nodes[h])
                 new_h[ti] = rest
-                for b in others[: self.targets]:
-                    options = [(None, part)]
+                for b in others[: self.targets if targets is None else targets]:
+                    options: list[tuple[int | None, Tree]] = [(None, part)]
                     options += [
                         (ui, self.merged(u, part))
                         for ui, u in enumerate(nodes[b])
@@ -143,7 +168,44 @@ class Splitter:
                         new = list(nodes)
                         new[h], new[b] = new_h, new_b
                         out.append(new)
+        self.work += len(out)
         return out
+
+
+def _kicks(
+    arch: Archive,
+    splitter: Splitter,
+    search: LocalSearch,
+    max_iters: int,
+    work_limit: Callable[[], float],
+) -> bool:
+    """From each front plan, every split of a tree on its busiest node to any other node, kept
+    however much it raises MaxCost, then WG_LS's descent towards the smallest MaxCost (then
+    TotalCost): a compound move (a split followed by the moves that re-balance around it) that
+    reaches plans no single improving move does. Every plan passed through is archived; stops
+    when ``search.work`` reaches ``work_limit()``. True when some plan entered the archive."""
+    found = [False]
+
+    def keep(ns) -> None:
+        found[0] |= arch.add(ns, "kick")
+
+    search.t_ref, search.m_ref = math.inf, math.inf  # key (1, U, T)
+    for _, start, _ in list(arch.items):
+        if search.work >= work_limit():
+            break
+        before = {t.uid for ts in start for t in ts}
+        for cand in splitter.candidates([list(ts) for ts in start], targets=len(start)):
+            if search.work >= work_limit():
+                break
+            keep(cand)
+            # the two new trees stay where the split put them (else the descent's first move
+            # is to weave them back together)
+            search.pinned = frozenset(
+                q.id for ts in cand for t in ts if t.uid not in before for q in t.queries
+            )
+            search.run(cand, max_iters, on_plan=keep, work_limit=work_limit())
+    search.pinned = frozenset()
+    return found[0]
 
 
 # ---- Pareto local search (small instances) -----------------------------------------------------
@@ -159,6 +221,7 @@ class _Pls:
     def __init__(self, model: CostModel, arch: Archive):
         self.model, self.arch = model, arch
         self._tree: dict[frozenset, Tree] = {}
+        self.explored: set = set()
 
     def tree(self, queries) -> Tree:
         k = frozenset(q.id for q in queries)
@@ -301,7 +364,8 @@ class _Pls:
                     self.explore(new)
 
     def run(self, max_explored: int) -> int:
-        explored: set = set()
+        """Explore archived layouts not explored yet (by this search, over all its runs)."""
+        explored = self.explored
         count = 0
         while count < max_explored:
             todo = [it for it in self.arch.items if _layout_key(it[1]) not in explored]
@@ -333,6 +397,8 @@ class ParetoResult:
     seeds: dict[str, Plan] = field(default_factory=dict)
     archived: int = 0  # non-dominated layouts found before truncation
     visited: int = 0  # layouts offered to the archive
+    work: int = 0  # candidate moves the walks, split walks and kicks evaluated
+    budget: float = 0.0  # the most they were allowed (wg_pf)
 
     @property
     def plan(self) -> Plan:
@@ -374,16 +440,21 @@ def wg_pf(
     pls_max_queries: int = 24,
     pls_max_explored: int = 400,
     seeds: dict[str, Plan] | None = None,
+    work_ratio: float = WORK_RATIO,
+    work_floor: int = WORK_FLOOR,
 ) -> ParetoResult:
     """The WG_PF front and chosen plan (module docstring). Deterministic.
 
     ``walks``: budget walks (default 2 x front_size for up to 64 queries, else 3);
     ``max_iters``: moves per walk; ``split_rounds``: split steps per walk (default 8 up to 64
-    queries, else 3). Defaults keep the whole front within ~3x WG_LS's time at Table 8's scale.
+    queries, else 3). The walks, split walks and kicks together evaluate at most
+    ``max(work_floor, work_ratio x W)`` candidate moves, ``W`` the number WG_LS's own search
+    evaluated on the same instance (``Plan.work``): a budget in machine-independent units, so
+    the plans do not depend on the machine's load (module docstring, "Budget").
     ``seeds``: plans of ``SEED_OPTIMIZERS`` already computed with the same arguments (a
-    simulation has them); the missing ones are computed here. Small instances (at most
-    ``pls_max_queries`` queries) finish with a Pareto local search of at most
-    ``pls_max_explored`` explored layouts."""
+    simulation has them); the missing ones are computed here, and so is WG_LS's when the
+    given plan does not carry its work. Small instances (at most ``pls_max_queries`` queries)
+    finish with a Pareto local search of at most ``pls_max_explored`` explored layouts."""
     qs = validate_unique(queries)
     caps = node_capacities(nodes)
     if front_size < 1:
@@ -395,15 +466,27 @@ def wg_pf(
     arch = Archive(caps)
     given, seeds = dict(seeds or {}), {}
     for name in SEED_OPTIMIZERS:
-        p = given.get(name) or _SEEDS[name](qs, model, caps, seed=seed, preprocess=preprocess)
+        p = given.get(name)
+        if p is None or (name == "WG_LS" and p.work is None):
+            p = _SEEDS[name](qs, model, caps, seed=seed, preprocess=preprocess)
         seeds[name] = p
         arch.add([n.trees for n in p.nodes], name)
     capv = arch.caps
     N = len(caps)
+    budget = max(float(work_floor), work_ratio * float(seeds["WG_LS"].work or 0))
+    search = LocalSearch(model, caps, 1.0, math.inf)
+    splitter = Splitter(model, capv)
+
+    def spent() -> int:
+        return search.work + splitter.work
+
     if N > 1:
-        search = LocalSearch(model, caps, 1.0, math.inf)
+        # 1. budget walks: up to WALK_SHARE of the budget, shared evenly (what one leaves, the
+        # next gets)
         lo, hi = arch.items[0][0][0], arch.items[-1][0][0]
-        for k, b in enumerate(budgets(lo, hi, walks)):
+        bs = budgets(lo, hi, walks)
+        for k, b in enumerate(bs):
+            limit = spent() + (WALK_SHARE * budget - spent()) / (len(bs) - k)
             search.t_ref, search.m_ref = b, math.inf
             start = min(
                 arch.items, key=lambda it: search.key([sum(t.cost for t in ts) for ts in it[1]])
@@ -412,11 +495,14 @@ def wg_pf(
                 [list(ts) for ts in start],
                 max_iters,
                 on_plan=lambda ns, tag=f"budget{k}": arch.add(ns, tag),
+                work_limit=limit,
             )
-        splitter = Splitter(model, capv)
+        # 2. split walks from every front plan, up to SPLIT_SHARE of the budget in all
         for _, start, _ in list(arch.items):
             cur = [list(ts) for ts in start]
             for _ in range(split_rounds):
+                if spent() >= SPLIT_SHARE * budget:
+                    break
                 cur_p = arch.point(cur)
                 best = None
                 for cand in splitter.candidates(cur):
@@ -429,8 +515,14 @@ def wg_pf(
                 if best is None:
                     break
                 cur = best[1]
-        if len(qs) <= pls_max_queries:
-            _Pls(model, arch).run(pls_max_explored)
+        pls = _Pls(model, arch) if len(qs) <= pls_max_queries else None
+        if pls is not None:
+            pls.run(pls_max_explored)
+        # 3. kicks: a split however much it raises MaxCost, then a descent (the rest of the
+        # budget), from each front plan; then the Pareto local search again from what they found
+        found = _kicks(arch, splitter, search, max_iters, lambda: budget - splitter.work)
+        if found and pls is not None:
+            pls.run(pls_max_explored)
     pts = [it[0] for it in arch.items]
     plans_all = [
         build_plan("WG_PF", model, [list(ts) for ts in it[1]], caps, qs) for it in arch.items
@@ -442,4 +534,6 @@ def wg_pf(
     chosen = keep.index(ci)
     if rule.rule == "capacities" and not met:
         note = shedding_note(front) if front else note
-    return ParetoResult(front, chosen, rule, met, note, seeds, len(arch.items), arch.seen)
+    return ParetoResult(
+        front, chosen, rule, met, note, seeds, len(arch.items), arch.seen, spent(), budget
+    )

@@ -55,6 +55,9 @@ class Plan:
     nodes: list[Node]
     rates: dict[str, float]
     slicing: str | None = None
+    #: the optimizer's search effort in machine-independent units, when it reports one (WG_LS:
+    #: candidate moves keyed); not serialised. WG_PF budgets its own search by it.
+    work: int | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         found = {t.slicing for n in self.nodes for t in n.trees}

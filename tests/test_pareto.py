@@ -13,6 +13,7 @@ from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement.dist_local_search import LocalSearch, wg_ls
 from placement.exact import solve_exact
 from placement.optimizers import optimize
 from placement.pareto import Splitter, wg_pf
@@ -187,6 +188,115 @@ def test_split_moves_are_priced_exactly():
     loads = [max(sum(t.cost for t in ts) for ts in c) for c in cands]
     assert min(loads) < big.cost  # splitting unloads the busiest node
     assert arch.point(nodes) == (big.cost, big.cost)
+
+
+# ---- the work budget and the kicks ----------------------------------------------------------------
+
+
+def test_wg_ls_reports_its_work_and_wg_pf_stays_within_its_budget():
+    from sim.workload import WorkloadSpec, generate
+
+    qs = generate(WorkloadSpec(qnum=40, smax=30, rate=10.0, zskew=1, omax=10, gen="div", seed=2))
+    ls = wg_ls(qs, CostModel("panes", 10.0), [None] * 4)
+    assert ls.work is not None and ls.work > 0
+    assert wg_ls(qs, CostModel("panes", 10.0), [None] * 4).work == ls.work  # machine-free units
+    runs = {}
+    for ratio in (0.0, 0.5, 2.0):
+        res = wg_pf(qs, CostModel("panes", 10.0), 4, work_ratio=ratio, work_floor=0)
+        assert res.budget == ratio * ls.work and res.seeds["WG_LS"].work == ls.work
+        # each step is checked before it starts: one step (a best-move scan, one layout's
+        # splits) past the budget at most, never a walk or a phase
+        assert res.work <= res.budget + 2_000, (ratio, res.work, res.budget)
+        runs[ratio] = res
+    again = wg_pf(qs, CostModel("panes", 10.0), 4, work_ratio=0.5, work_floor=0)
+    assert [point(p) for p in again.front] == [point(p) for p in runs[0.5].front]
+    assert again.work == runs[0.5].work
+    # no budget: the front is the seeds' non-dominated plans, nothing searched
+    assert runs[0.0].work == 0
+    seed_pts = [point(p) for p in runs[0.0].seeds.values()]
+    assert {point(p) for p in runs[0.0].front} <= set(seed_pts)
+    # a seed WG_LS plan without its work (e.g. loaded from a file) is recomputed, not trusted
+    given = dict(runs[0.5].seeds)
+    given["WG_LS"] = optimize("WG_LS", qs, CostModel("panes", 10.0), 4)
+    given["WG_LS"].work = None
+    res = wg_pf(qs, CostModel("panes", 10.0), 4, work_ratio=0.5, work_floor=0, seeds=given)
+    assert res.budget == 0.5 * ls.work
+
+
+@settings(max_examples=examples(20))
+@given(data=st.data(), n=st.integers(3, 8), n_nodes=st.integers(2, 4), keys=st.integers(1, 2))
+def test_pinned_queries_stay_on_their_node(data, n, n_nodes, keys):
+    """WG_PF's kicks pin the two trees of a split: WG_LS's descent moves everything else."""
+    qs = random_queries(data.draw, n, keys)
+    model = CostModel("panes", 2.0)
+    where = [data.draw(st.integers(0, n_nodes - 1)) for _ in qs]
+    nodes = [[model.tree([q]) for q, w in zip(qs, where) if w == j] for j in range(n_nodes)]
+    pinned = {q.id for q in qs if data.draw(st.booleans())}
+    search = LocalSearch(model, [None] * n_nodes, math.inf, math.inf)
+    search.pinned = frozenset(pinned)
+    seen = []
+
+    def node_of(ns):
+        return {q.id: j for j, ts in enumerate(ns) for t in ts for q in t.queries}
+
+    out = search.run(nodes, 50, on_plan=lambda ns: seen.append(node_of(ns)))
+    want = {q.id: w for q, w in zip(qs, where) if q.id in pinned}
+    for m in [*seen, node_of(out)]:
+        assert {k: m[k] for k in pinned} == want
+        assert sorted(m) == sorted(q.id for q in qs)
+
+
+def _hv_ratio(front, exact):
+    ep = [point(p) for p in exact]
+    ref = (1.1 * max(p[0] for p in ep), 1.1 * max(p[1] for p in ep))
+    return hypervolume([point(p) for p in front], ref) / hypervolume(ep, ref)
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(
+    data=st.data(),
+    n=st.integers(4, 8),
+    n_nodes=st.integers(2, 3),
+    lam=st.sampled_from([0.5, 5.0]),
+    keys=st.integers(1, 2),
+)
+def test_front_hypervolume_against_the_exhaustive_exact_front(data, n, n_nodes, lam, keys):
+    qs = random_queries(data.draw, n, keys, streams=2)
+    model = CostModel("panes", lam)
+    res = wg_pf(qs, model, n_nodes)
+    ex = solve_exact(qs, model, n_nodes, method="exhaustive").front
+    for p in res.front:
+        assert verify_plan(p.to_dict()) == []
+    assert _hv_ratio(res.front, ex) <= 1 + 1e-9  # no front beats the exact one
+    for p in res.front:  # every front plan is weakly dominated by an exact one
+        assert any(weakly_dominates(point(e), point(p)) for e in ex)
+
+
+@pytest.mark.xfail(strict=True, reason="open: duplicate windows on 3 nodes, hypervolume 0.92")
+def test_front_gap_on_duplicate_windows():
+    """Found by the property above: six queries of one key, three of them the same window
+    (1, 1) and two (2, 1), on 3 nodes; WG_PF's front stays 8 % below the exact hypervolume."""
+    qs = [
+        Query(f"q{i}", r, s, "sum", "s0")
+        for i, (r, s) in enumerate([(1, 1), (2, 1), (5, 2), (1, 1), (1, 1), (2, 1)])
+    ]
+    model = CostModel("panes", 0.5)
+    res = wg_pf(qs, model, 3)
+    ex = solve_exact(qs, model, 3, method="exhaustive").front
+    assert _hv_ratio(res.front, ex) >= 0.99
+
+
+def test_kick_reaches_the_front_no_single_move_does():
+    """Mixed-grid small instance 39 (3 nodes, Panes): the exact front's balanced points need a
+    tree split and several trees moved around it at once; every single move raises MaxCost."""
+    from sim.bench.pareto import mixed_instances
+
+    inst = mixed_instances(40, 0, sizes=(8, 10))[39]
+    model = CostModel(inst["ie"], inst["rates"])
+    res = wg_pf(inst["queries"], model, inst["nodes"])
+    ex = solve_exact(inst["queries"], model, inst["nodes"]).front
+    assert len(res.front) >= 2 and _hv_ratio(res.front, ex) >= 0.99
+    assert min(p.max_cost for p in res.front) == pytest.approx(min(p.max_cost for p in ex))
 
 
 # ---- the choose rule -----------------------------------------------------------------------------

@@ -9,8 +9,9 @@ streams at different rates, prime slides, ``r < s`` hopping windows mixed with `
   would) against WG_PF's returned front: does some front plan weakly dominate it?
 - ``hv_vs_exact``: small instances (8-10 queries): WG_PF front hypervolume / exact front's
   (reference point 1.1 x the exact front's worst TotalCost and MaxCost).
-- ``runtime``: WG_PF's whole front vs WG_LS at given generator points, each on a fresh cost
-  model (no shared caches), in both orders; the ratio is taken per point.
+- ``runtime``: WG_PF's whole front vs WG_LS at given generator points (``RUNTIME_POINTS``), each
+  on a fresh cost model (no shared caches), in both orders; the ratio is taken per point, with
+  the work (candidate moves) of WG_LS's search and of WG_PF's own search and its budget.
 """
 
 from __future__ import annotations
@@ -27,6 +28,23 @@ from placement.queries import Query
 from placement.trees import CostModel
 
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37)
+#: Table 8's largest point (500 queries; timed on 32 nodes): first the configuration where WG_LS
+#: converges fastest relative to WG_PF's search (6.4x before WG_PF's work budget), then Smax 50
+_P = dict(qnum=500, seed=0)
+RUNTIME_POINTS = [
+    dict(_P, smax=25, rate=100.0, zskew=1.0, omax=100.0, gen="div"),
+    *(
+        dict(_P, smax=50, rate=rate, zskew=1.0, omax=100.0, gen=gen)
+        for gen in ("nrm", "div")
+        for rate in (10.0, 100.0)
+    ),
+    *(
+        dict(_P, smax=50, rate=rate, zskew=0.0, omax=omax, gen=gen)
+        for gen in ("nrm", "div")
+        for rate in (10.0, 100.0)
+        for omax in (10.0, 100.0)
+    ),
+]
 TECHNIQUES = ("panes", "flatfit", "flatfat")
 
 
@@ -152,17 +170,19 @@ def runtime(
         spec = WorkloadSpec(**kw)
         qs = generate(spec)
         times: dict[str, list[float]] = {"WG_LS": [], "WG_PF": []}
+        work: dict[str, Any] = {}
         for order in (("WG_LS", "WG_PF"), ("WG_PF", "WG_LS")):
             for name in order:
                 model = CostModel("panes", {spec.stream: spec.rate})
                 t0 = time.perf_counter()
                 if name == "WG_PF":
-                    wg_pf(qs, model, nodes)
+                    res = wg_pf(qs, model, nodes)
+                    work.update(pf_work=res.work, pf_budget=res.budget, pf_points=len(res.front))
                 else:
-                    optimize(name, qs, model, nodes)
+                    work["ls_work"] = optimize(name, qs, model, nodes).work
                 times[name].append(time.perf_counter() - t0)
         ls, pf = min(times["WG_LS"]), min(times["WG_PF"])
-        rows.append({**kw, "nodes": nodes, "wg_ls_s": ls, "wg_pf_s": pf, "ratio": pf / ls})
+        rows.append({**kw, "nodes": nodes, "wg_ls_s": ls, "wg_pf_s": pf, "ratio": pf / ls, **work})
         if on_row:
             on_row(rows[-1])
     return rows
