@@ -1,0 +1,129 @@
+"""Run by tests/test_routes_multinode.py in a subprocess: every feed/answer route of a live run
+on a multi-node Ray cluster, with Spark ``local[2]`` or a standalone Spark master.
+
+Why a subprocess: as in ``multinode_driver.py`` (its docstring says more), one process can be
+connected to one Ray only, and the test session's embedded Ray must stay undisturbed; a hang
+or crash here is ended by the parent killing this process group (the Cluster's reaper then
+stops its nodes).  The caller sets ``RAY_TMPDIR`` (private, short) and
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's node IP is then 127.0.0.1, where the GCS listens).
+
+Usage: ``python multinode_routes_driver.py JOB.json``.  The job names the plans, the data and
+the phases: a Spark master (and conf) each, with its runs (``{name, plan, mode, feed, answers,
+batch_rows, faults}``).  One ``ray.cluster_utils.Cluster`` (head + ``ray_workers`` workers, 1
+CPU and an 80 MiB object store each) serves every phase (its start-up is the dearest part);
+each run is one ``cluster.live.run_live`` attached to it by address (plan nodes pinned to Ray
+nodes round robin), its outputs in ``OUT/<name>/``.  ``OUT/result.json`` holds the Ray nodes,
+and per phase the Spark master, the run wall times and where Spark tasks ran (process,
+interpreter, a marker from the environment of a standalone worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+MIB = 1 << 20
+NODE = dict(num_cpus=1, object_store_memory=80 * MIB, node_ip_address="127.0.0.1")
+HEAD_RESOURCE = "node:__internal_head__"
+
+
+def _task_env(_):
+    """Spark task body: where this task runs (the Python worker's process and environment)."""
+    import os
+
+    yield {
+        "pid": os.getpid(),
+        "marker": os.environ.get("WEAVEPLACE_SPARK_WORKER"),
+        "python": sys.executable,
+    }
+
+
+def run_phase(phase: dict, job: dict, address: str, out: Path) -> dict:
+    """One Spark session (``phase["master"]``) and its runs, each a ``run_live`` attached to
+    the cluster at ``address``; the session is stopped before the next phase (and before the
+    cluster: its Python workers are attached to it)."""
+    from cluster.live import run_live
+    from cluster.spark_feed import spark_session
+
+    t1 = time.perf_counter()
+    spark = spark_session(phase["master"], conf=phase.get("spark_conf"))
+    try:
+        sc = spark.sparkContext
+        res: dict = {
+            "startup_s": time.perf_counter() - t1,
+            "master": sc.master,
+            "parallelism": sc.defaultParallelism,
+            "driver_pid": os.getpid(),
+            "runs": {},
+        }
+        for run in phase["runs"]:
+            t2 = time.perf_counter()
+            r = run_live(
+                job["plans"][run["plan"]],
+                job["data"],
+                out / run["name"],
+                ray_address=address,  # pins plan nodes to Ray nodes
+                spark=spark,
+                mode=run["mode"],
+                batch_rows=run["batch_rows"],
+                max_in_flight=2,
+                faults=run.get("faults"),
+                answers=run["answers"],
+                feed=run["feed"],
+            )
+            res["runs"][run["name"]] = {
+                "wall_s": time.perf_counter() - t2,
+                "replacements": r.replacements,
+                "additions": r.additions,
+            }
+        # where Spark tasks run: one task per core slot, after the runs (same executors)
+        n = max(2, sc.defaultParallelism)
+        res["tasks"] = sc.parallelize(range(n), n).mapPartitions(_task_env).collect()
+    finally:
+        spark.stop()
+    return res
+
+
+def main(job_path: str) -> None:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from cluster.ray_runtime import RayRuntime
+
+    t0 = time.perf_counter()
+    job = json.loads(Path(job_path).read_text())
+    out = Path(job["out"])
+    Path(os.environ["RAY_TMPDIR"], "ray").mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args=dict(NODE, include_dashboard=False, temp_dir=os.environ["RAY_TMPDIR"]),
+    )
+    res: dict = {"phases": []}
+    try:
+        for _ in range(job.get("ray_workers", 2)):
+            cluster.add_node(**NODE)
+        cluster.wait_for_nodes()
+        res["ray_startup_s"] = time.perf_counter() - t0
+        with RayRuntime(address=cluster.address) as rt:  # runs below borrow this connection
+            assert not rt.owned
+            nodes = [n for n in ray.nodes() if n["Alive"]]
+            res["ray_nodes"] = {
+                "head": [n["NodeID"] for n in nodes if HEAD_RESOURCE in n["Resources"]],
+                "workers": sorted(
+                    n["NodeID"] for n in nodes if HEAD_RESOURCE not in n["Resources"]
+                ),
+                "ips": sorted({n["NodeManagerAddress"] for n in nodes}),
+            }
+            for phase in job["phases"]:  # one Spark session per phase, one after the other
+                res["phases"].append(run_phase(phase, job, cluster.address, out))
+    finally:
+        cluster.shutdown()
+    res["total_s"] = time.perf_counter() - t0
+    (out / "result.json").write_text(json.dumps(res, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

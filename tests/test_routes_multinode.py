@@ -1,0 +1,392 @@
+"""The feed and answer routes of a live run on a multi-node Ray cluster (issue 15, "Must show").
+
+A ``ray.cluster_utils.Cluster`` (head + 2 workers on 127.0.0.1) runs in a subprocess
+(``tests/multinode_routes_driver.py``; its docstring says why), first with Spark ``local[2]``,
+then with a standalone Spark master + worker that this module starts (JVM subprocesses, free
+ports, torn down whatever happens); one cluster for both, its start-up being the dearest part.  Each route (``feed: driver | executors`` x ``answers:
+driver | actors``, raw mode; sliced mode on the driver feed) goes through ``run_live`` attached
+to that cluster by address, plan nodes pinned to its Ray nodes, and must give answers equal,
+row for row, to
+
+* the driver route on the test session's single-node Ray (same plan, same data), and
+* a brute-force oracle independent of the code under test: every time window
+  ``[k*s, k*s + r)`` holding a tuple, aggregated by numpy over a mask (Spark SQL's
+  ``window()`` semantics, which tests/test_cluster_e2e.py checks our runs against), and count
+  windows over stream positions (``count_oracle``).
+
+Fault drills (a kill before any checkpoint, a node lost for good, a node added) run on the
+driver feed with either answer route and in sliced mode; the answers must still be exactly
+the fault-free ones.  The executor feed keeps no
+replay log (``feed_executors`` refuses drills), so it runs fault-free here.
+
+On the standalone master the Spark tasks run in the Python workers of the worker's executor
+(a marker in the worker's environment proves it), attach to the Ray cluster with its token
+and push their pieces to the pinned actors; nothing crosses the driver (``rows_fed`` 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from test_cluster_e2e import STREAMS, assert_answers_equal, count_oracle, make_plan, make_queries
+
+from placement.queries import Query
+from sim.debs_generator import generate_debs
+
+pytestmark = pytest.mark.cluster
+
+DRIVER = Path(__file__).with_name("multinode_routes_driver.py")
+REPO = DRIVER.parents[1]
+TIMEOUT_S = 420  # a hard cap on the driver run (~60-90 s alone, ~3x that on a loaded machine)
+BATCH = 250  # rows (raw) or slices (sliced) per batch: ~10 batches, room for the drills
+DRILL = [
+    {"kind": "kill", "node": "node-0", "at_batch": 1},  # before any checkpoint: replay all
+    {"kind": "lose", "node": "node-1", "at_batch": 3},  # trees re-placed on node-0, node-2
+    {"kind": "add", "at_batch": 5},  # node-3, pinned round robin, trees move to it
+]
+
+
+# ----------------------------------------------------------------------------- oracle
+def time_oracle(ts: np.ndarray, v: np.ndarray, q: Query) -> list[tuple]:
+    """Every window ``[k*s, k*s + r)`` that holds a tuple, brute force (a mask per window)."""
+    k = (int(ts.min()) - q.range) // q.slide + 1
+    out = []
+    while k * q.slide <= int(ts.max()):
+        a = k * q.slide
+        w = v[(ts >= a) & (ts < a + q.range)]
+        if len(w):
+            val = {
+                "sum": w.sum(),
+                "count": len(w),
+                "avg": w.sum() / len(w),
+                "min": w.min(),
+                "max": w.max(),
+            }[q.aggregate]
+            out.append((q.id, a, a + q.range, float(val)))
+        k += 1
+    return out
+
+
+def oracle(path: Path, queries: list[Query]) -> pa.Table:
+    data = pq.read_table(path, columns=["ts_ms", "index", *STREAMS]).sort_by(
+        [("ts_ms", "ascending"), ("index", "ascending")]
+    )
+    ts = data.column("ts_ms").to_numpy()
+    rows = []
+    for q in queries:
+        v = data.column(q.stream).to_numpy()
+        rows += time_oracle(ts, v, q) if q.kind == "time" else count_oracle(v, q)
+    rows.sort(key=lambda r: (r[0], r[1]))
+    cols = ["query_id", "window_start", "window_end", "value"]
+    return pa.table({c: list(x) for c, x in zip(cols, zip(*rows))})
+
+
+def test_time_oracle_small():
+    """The oracle itself on a hand-checked case: r=5, s=2 over ts 0, 1, 4, 9."""
+    ts, v = np.array([0, 1, 4, 9]), np.array([3, 5, 7, 11])
+    got = time_oracle(ts, v, Query("q", 5, 2, "sum", "s", "time"))
+    assert got == [
+        ("q", -4, 1, 3.0),
+        ("q", -2, 3, 8.0),
+        ("q", 0, 5, 15.0),
+        ("q", 2, 7, 7.0),
+        ("q", 4, 9, 7.0),
+        ("q", 6, 11, 11.0),
+        ("q", 8, 13, 11.0),
+    ]
+
+
+# ----------------------------------------------------------------------------- workload
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    d = tmp_path_factory.mktemp("routes_mn")
+    path = d / "debs.parquet"
+    n = generate_debs(path, duration_s=25, rate_hz=100, seed=13)
+    queries = make_queries(n_time=18, seed=5)
+    tq = [q for q in queries if q.kind == "time"]
+    plans = {"raw": make_plan(queries, n_nodes=3), "sliced": make_plan(tq, n_nodes=3)}
+    assert all(n["trees"] for p in plans.values() for n in p["nodes"])
+    ids = {k: {q.id for q in (queries if k == "raw" else tq)} for k in plans}
+    return {"dir": d, "path": path, "rows": n, "queries": queries, "plans": plans, "ids": ids}
+
+
+@pytest.fixture(scope="module")
+def reference(workload, ray_session):
+    """The driver route on the session's single-node Ray, per plan, and the oracle's answers."""
+    from cluster.deploy import Deployment
+
+    batches = pq.read_table(workload["path"]).to_batches(max_chunksize=BATCH)
+    ref = {}
+    for name, plan in workload["plans"].items():
+        with Deployment(plan, max_in_flight=2) as dep:
+            for b in batches:
+                dep.feed(None, b)
+            ref[name] = dep.finish().answers
+    assert ref["raw"].num_rows > 1000
+    ora = oracle(workload["path"], workload["queries"])
+    avg = {q.id for q in workload["queries"] if q.aggregate == "avg"}
+    assert_answers_equal(ref["raw"], ora, avg)  # the reference is right to begin with
+    return {**ref, "oracle": ora, "avg": avg}
+
+
+def _only(t: pa.Table, ids) -> pa.Table:
+    return t.filter(pc.is_in(t.column("query_id"), value_set=pa.array(sorted(ids))))
+
+
+# ----------------------------------------------------------------------------- the runs
+def _runs(specs: list[dict]) -> list[dict]:
+    out = []
+    for r in specs:
+        r = {"plan": "raw", "batch_rows": BATCH, **r}
+        out.append({"mode": r["plan"], **r})
+    return out
+
+
+# Spark local[2]: every route in raw mode, sliced mode on the driver feed; drills on the
+# driver feed with either answer route (the executor feed refuses them: no replay log)
+LOCAL_RUNS = _runs(
+    [
+        {"name": "driver-driver-drill", "feed": "driver", "answers": "driver", "faults": DRILL},
+        {"name": "driver-actors-drill", "feed": "driver", "answers": "actors", "faults": DRILL},
+        {"name": "executors-driver", "feed": "executors", "answers": "driver"},
+        {"name": "executors-actors", "feed": "executors", "answers": "actors"},
+        {
+            "name": "sliced-driver-actors-drill",
+            "plan": "sliced",
+            "feed": "driver",
+            "answers": "actors",
+            # fewer batches in sliced mode (one per stream and ~BATCH slices)
+            "faults": [dict(f, at_batch=f["at_batch"] // 2) for f in DRILL],
+        },
+    ]
+)
+# the standalone master: the executor feed (tasks in the worker's executor attach to Ray)
+STANDALONE_RUNS = _runs(
+    [
+        {"name": "sa-executors-actors", "feed": "executors", "answers": "actors"},
+        {"name": "sa-executors-driver", "feed": "executors", "answers": "driver"},
+    ]
+)
+STANDALONE_CONF = {"spark.executor.memory": "512m", "spark.cores.max": "1"}
+
+
+# ----------------------------------------------------------------------------- standalone Spark
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(pred, timeout: float, what: str, logs: list[Path]) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.2)
+    tail = "\n".join(p.read_text()[-1500:] for p in logs if p.exists())
+    raise TimeoutError(f"{what} not up after {timeout} s:\n{tail}")
+
+
+@contextmanager
+def standalone_spark(d: Path):
+    """A Spark standalone master and one worker (1 core, 1 GiB) on 127.0.0.1, free ports, no
+    fixed web UI ports; each in its own process group, killed on exit whatever happened.  The
+    worker's environment is what a deployed worker has: this interpreter for PySpark, the
+    project importable, and a marker the test looks for in task processes."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    port = _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(d),
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        WEAVEPLACE_SPARK_WORKER=str(d),
+    )
+    cls = [str(home / "bin" / "spark-class")]
+    procs: list[subprocess.Popen] = []
+    logs = [d / "master.log", d / "worker.log"]
+
+    def start(args, log):
+        with open(log, "w") as f:
+            procs.append(
+                subprocess.Popen(
+                    cls + args, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
+
+    try:
+        start(
+            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+            + ["--webui-port", "0"],
+            logs[0],
+        )
+        _wait_for(lambda: "I have been elected leader" in logs[0].read_text(), 90, url, logs)
+        start(
+            ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1"]
+            + ["--memory", "1g", "--webui-port", "0", "--work-dir", str(d / "work")],
+            logs[1],
+        )
+        _wait_for(
+            lambda: "Successfully registered with master" in logs[1].read_text(),
+            90,
+            "the Spark worker",
+            logs,
+        )
+        yield {"url": url, "marker": str(d), "procs": procs}
+    finally:
+        for p in reversed(procs):  # the worker (and its executors) first, then the master
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+# ----------------------------------------------------------------------------- the driver
+def run_driver(workload, out: Path, phases: list[dict]) -> dict:
+    """Run the routes driver (its own Ray cluster) under a hard timeout; its result.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    job = {"out": str(out), "data": str(workload["path"]), "plans": workload["plans"]}
+    (out / "job.json").write_text(json.dumps({**job, "phases": phases}))
+    raytmp = tempfile.mkdtemp(prefix="wp-mr-", dir="/tmp")
+    env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(out / "job.json")],
+        env=env,
+        cwd=str(REPO),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        log, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        pytest.fail(f"routes driver timed out after {TIMEOUT_S} s:\n{log[-3000:]}")
+    finally:
+        subprocess.run(["rm", "-rf", raytmp], check=False)
+    assert proc.returncode == 0, log[-4000:]
+    return json.loads((out / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def routes(workload, tmp_path_factory):
+    """One driver run (one Ray cluster): the local[2] phase, then the standalone one.  A
+    standalone master that does not come up fails its own test only (the error is kept)."""
+    out = tmp_path_factory.mktemp("routes_out")
+    t0 = time.perf_counter()
+    phases = [{"master": "local[2]", "runs": LOCAL_RUNS}]
+    with ExitStack() as stack:
+        try:
+            sa = stack.enter_context(standalone_spark(tmp_path_factory.mktemp("standalone")))
+            phases.append(
+                {"master": sa["url"], "runs": STANDALONE_RUNS, "spark_conf": STANDALONE_CONF}
+            )
+        except Exception as e:  # noqa: BLE001  (reported by the standalone test)
+            sa = e
+        res = run_driver(workload, out, phases)
+        if not isinstance(sa, Exception):  # master and worker lived through the whole run
+            res["standalone_alive"] = all(p.poll() is None for p in sa["procs"])
+    res["test_s"] = time.perf_counter() - t0
+    return {"out": out, "res": res, "standalone": sa}
+
+
+def answers_of(run_dir: Path) -> tuple[pa.Table, dict]:
+    """A run's answers (the file the driver wrote, or the actors' dataset) and metrics."""
+    from cluster.answer_sink import read_answers
+
+    a = run_dir / "answers.parquet"
+    t = read_answers(a) if a.is_dir() else pq.read_table(a)
+    return t, json.loads((run_dir / "metrics.json").read_text())
+
+
+def check_run(workload, reference, res: dict, out: Path, run: dict) -> dict:
+    """Answers equal the single-node driver route and the oracle; the route is the one asked
+    for; a drill fired entirely (a kill recovered, a loss re-placed, an addition)."""
+    got, m = answers_of(out / run["name"])
+    plan = run["plan"]
+    assert m["answers_route"] == run["answers"] and m["feed"]["route"] == run["feed"]
+    assert m["feed"]["mode"] == run["mode"] and m["answers"] == got.num_rows
+    if run["answers"] == "actors":
+        assert (out / run["name"] / "answers.parquet").is_dir()
+        assert m["answer_bytes_to_driver"] == 0 and m["answer_parts"] > 0
+    else:
+        assert m["answer_bytes_to_driver"] > 0
+    if run["feed"] == "executors":
+        assert m["rows_fed"] == 0 and m["bytes_fed"] == 0  # no tuple through the driver
+        assert m["feed"]["timeline"][0]["bytes_pushed"] > 16 * workload["rows"]
+        assert m["feed"]["rows"] == workload["rows"]
+    elif plan == "raw":
+        assert m["rows_fed"] == workload["rows"]
+    # every plan node pinned to a Ray node of this cluster (not the session's)
+    ray_nodes = set(res["ray_nodes"]["head"]) | set(res["ray_nodes"]["workers"])
+    assert {n["ray_node"] for n in m["nodes"].values()} <= ray_nodes
+    if run.get("faults"):
+        assert [f["fired"] for f in m["faults"]] == [True] * len(run["faults"])
+        assert m["replacements"] and m["additions"] and "node-1" not in m["nodes"]
+        assert m["nodes"]["node-0"]["recoveries"] == 1  # restarted, on its pinned Ray node
+    assert got.equals(reference[plan]), f"{run['name']}: not the single-node driver route's"
+    assert_answers_equal(got, _only(reference["oracle"], workload["ids"][plan]), reference["avg"])
+    return m
+
+
+def _summary(what: str, res: dict, phase: dict) -> str:
+    runs = ", ".join(f"{k} {v['wall_s']:.1f} s" for k, v in phase["runs"].items())
+    return (
+        f"{what}: ray start {res['ray_startup_s']:.1f} s, spark start {phase['startup_s']:.1f} s, "
+        f"runs {runs}; driver {res['total_s']:.1f} s, with JVMs {res['test_s']:.1f} s"
+    )
+
+
+def test_routes_on_a_ray_cluster_with_spark_local2(workload, reference, routes):
+    res = routes["res"]
+    phase = res["phases"][0]
+    assert phase["master"] == "local[2]" and list(phase["runs"]) == [r["name"] for r in LOCAL_RUNS]
+    assert len(res["ray_nodes"]["workers"]) == 2 and res["ray_nodes"]["ips"] == ["127.0.0.1"]
+    for run in LOCAL_RUNS:
+        check_run(workload, reference, res, routes["out"], run)
+    print(_summary("routes on a Ray cluster + Spark local[2]", res, phase))
+
+
+def test_executor_feed_with_a_standalone_spark_master(workload, reference, routes):
+    sa = routes["standalone"]
+    if isinstance(sa, Exception):
+        raise sa
+    res = routes["res"]
+    phase = res["phases"][1]
+    assert phase["master"] == sa["url"]
+    # the tasks ran in the worker's executor (its environment), not in the driver's process
+    tasks = phase["tasks"]
+    assert tasks and all(t["marker"] == sa["marker"] for t in tasks)
+    assert phase["driver_pid"] not in {t["pid"] for t in tasks}
+    for run in STANDALONE_RUNS:
+        m = check_run(workload, reference, res, routes["out"], run)
+        assert m["feed"]["timeline"][0]["worker_pids"] == 1  # the worker's one core
+    assert res["standalone_alive"]
+    print(_summary("executor feed on a Ray cluster + standalone Spark", res, phase))
