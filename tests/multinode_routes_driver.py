@@ -4,8 +4,9 @@ on a multi-node Ray cluster, with Spark ``local[2]`` or a standalone Spark maste
 Why a subprocess: as in ``multinode_driver.py`` (its docstring says more), one process can be
 connected to one Ray only, and the test session's embedded Ray must stay undisturbed; a hang
 or crash here is ended by the parent killing this process group (the Cluster's reaper then
-stops its nodes).  The caller sets ``RAY_TMPDIR`` (private, short) and
-``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's node IP is then 127.0.0.1, where the GCS listens).
+stops its nodes).  The caller sets ``RAY_TMPDIR`` (private, short),
+``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (Ray's node IP is then 127.0.0.1, where the GCS listens)
+and ``RAY_AUTH_MODE=token`` (the nodes check the token of ``~/.ray/auth_token``).
 
 Usage: ``python multinode_routes_driver.py JOB.json``.  The job names the plans, the data and
 the phases: a Spark master (and conf) each, with its runs (``{name, plan, mode, feed, answers,
@@ -31,14 +32,46 @@ HEAD_RESOURCE = "node:__internal_head__"
 
 
 def _task_env(_):
-    """Spark task body: where this task runs (the Python worker's process and environment)."""
+    """Spark task body: where this task runs (process, environment) and the Ray it is
+    attached to (the executor feed's tasks attached this reused Python worker)."""
     import os
+
+    import ray
 
     yield {
         "pid": os.getpid(),
         "marker": os.environ.get("WEAVEPLACE_SPARK_WORKER"),
         "python": sys.executable,
+        "ray_address": ray.get_runtime_context().gcs_address if ray.is_initialized() else None,
+        "ray_auth_mode": os.environ.get("RAY_AUTH_MODE"),
     }
+
+
+PROBE = """
+import sys
+from ray._raylet import GcsClient
+from ray.exceptions import AuthenticationError
+try:
+    GcsClient(address=sys.argv[1]).internal_kv_get(b"probe", None, timeout=10)
+    print("open")
+except AuthenticationError:
+    print("refused")
+except Exception as e:
+    print("error", type(e).__name__)
+"""
+
+
+def tokenless_probe(address: str) -> str:
+    """What the cluster answers a client without a token: ``refused`` when it checks tokens
+    (then whoever attached, the Spark tasks too, did so with the token)."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env["RAY_AUTH_MODE"] = "disabled"
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, address], env=env, capture_output=True, text=True, timeout=90
+    )
+    return (p.stdout.strip().splitlines() or [p.stderr.strip()[-300:]])[-1]
 
 
 def run_phase(phase: dict, job: dict, address: str, out: Path) -> dict:
@@ -49,11 +82,18 @@ def run_phase(phase: dict, job: dict, address: str, out: Path) -> dict:
     from cluster.spark_feed import spark_session
 
     t1 = time.perf_counter()
+    ready = phase.get("ready")  # a standalone worker still starting: wait for its log line
+    while ready and ready["text"] not in Path(ready["log"]).read_text(errors="replace"):
+        if time.perf_counter() - t1 > ready["timeout_s"]:
+            return {"error": f"{phase['master']}: no {ready['text']!r} in {ready['log']}"}
+        time.sleep(0.2)
+    t_ready = time.perf_counter()
     spark = spark_session(phase["master"], conf=phase.get("spark_conf"))
     try:
         sc = spark.sparkContext
         res: dict = {
-            "startup_s": time.perf_counter() - t1,
+            "waited_s": t_ready - t1,
+            "startup_s": time.perf_counter() - t_ready,
             "master": sc.master,
             "parallelism": sc.defaultParallelism,
             "driver_pid": os.getpid(),
@@ -103,7 +143,7 @@ def main(job_path: str) -> None:
     )
     res: dict = {"phases": []}
     try:
-        for _ in range(job.get("ray_workers", 2)):
+        for _ in range(job["ray_workers"]):
             cluster.add_node(**NODE)
         cluster.wait_for_nodes()
         res["ray_startup_s"] = time.perf_counter() - t0
@@ -116,7 +156,9 @@ def main(job_path: str) -> None:
                     n["NodeID"] for n in nodes if HEAD_RESOURCE not in n["Resources"]
                 ),
                 "ips": sorted({n["NodeManagerAddress"] for n in nodes}),
+                "address": cluster.address,
             }
+            res["tokenless_probe"] = tokenless_probe(cluster.address)
             for phase in job["phases"]:  # one Spark session per phase, one after the other
                 res["phases"].append(run_phase(phase, job, cluster.address, out))
     finally:

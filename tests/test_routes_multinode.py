@@ -1,6 +1,6 @@
 """The feed and answer routes of a live run on a multi-node Ray cluster (issue 15, "Must show").
 
-A ``ray.cluster_utils.Cluster`` (head + 2 workers on 127.0.0.1) runs in a subprocess
+A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1) runs in a subprocess
 (``tests/multinode_routes_driver.py``; its docstring says why), first with Spark ``local[2]``,
 then with a standalone Spark master + worker that this module starts (JVM subprocesses, free
 ports, torn down whatever happens); one cluster for both, its start-up being the dearest part.  Each route (``feed: driver | executors`` x ``answers:
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -44,6 +45,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_cluster_e2e import STREAMS, assert_answers_equal, count_oracle, make_plan, make_queries
 
+from cluster.ray_runtime import LOOPBACK_ENV
 from placement.queries import Query
 from sim.debs_generator import generate_debs
 
@@ -52,6 +54,9 @@ pytestmark = pytest.mark.cluster
 DRIVER = Path(__file__).with_name("multinode_routes_driver.py")
 REPO = DRIVER.parents[1]
 TIMEOUT_S = 420  # a hard cap on the driver run (~60-90 s alone, ~3x that on a loaded machine)
+# 3 plan nodes over 2 Ray nodes (workers first, then the head: node-0 and node-2 share one);
+# a third Ray node costs a raylet and its workers on a 2-core machine and proves nothing more
+RAY_WORKERS = 1
 BATCH = 250  # rows (raw) or slices (sliced) per batch: ~10 batches, room for the drills
 DRILL = [
     {"kind": "kill", "node": "node-0", "at_batch": 1},  # before any checkpoint: replay all
@@ -191,29 +196,33 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for(pred, timeout: float, what: str, logs: list[Path]) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.2)
-    tail = "\n".join(p.read_text()[-1500:] for p in logs if p.exists())
-    raise TimeoutError(f"{what} not up after {timeout} s:\n{tail}")
+MASTER_UP = "I have been elected leader"
+WORKER_UP = "Successfully registered with master"
 
 
 @contextmanager
 def standalone_spark(d: Path):
-    """A Spark standalone master and one worker (1 core, 1 GiB) on 127.0.0.1, free ports, no
-    fixed web UI ports; each in its own process group, killed on exit whatever happened.  The
-    worker's environment is what a deployed worker has: this interpreter for PySpark, the
-    project importable, and a marker the test looks for in task processes."""
+    """A Spark standalone master and one worker (1 core, 1 GiB) on 127.0.0.1, a free port, no
+    fixed web UI ports; each in its own process group, killed on exit whatever happened.
+
+    Started, not waited for: they come up while the driver starts its Ray cluster and runs
+    the local[2] phase; the worker starts once the master's log says it leads (a worker that
+    finds no master retries only after 5-15 s), the driver waits for the worker's
+    registration in its log (``ready``).  The worker's environment is what a deployed worker
+    has: this interpreter for PySpark, the project importable, and a marker the test looks
+    for in task processes."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
+    clean = {  # no Ray settings of this process: the tasks find the token as a worker would
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS", LOOPBACK_ENV)
+    }
     env = dict(
-        os.environ,
+        clean,
         SPARK_HOME=str(home),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOG_DIR=str(d),
@@ -221,37 +230,29 @@ def standalone_spark(d: Path):
         PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
         WEAVEPLACE_SPARK_WORKER=str(d),
     )
-    cls = [str(home / "bin" / "spark-class")]
+    cls = str(home / "bin" / "spark-class")
+    master_log, worker_log = d / "master.log", d / "worker.log"
+    master = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+    worker = ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1"]
+    worker += ["--memory", "1g", "--work-dir", str(d / "work")]
+    worker_sh = (
+        f"until grep -q '{MASTER_UP}' {shlex.quote(str(master_log))}; do sleep 0.2; done; "
+        f"exec {shlex.quote(cls)} {shlex.join(worker)} --webui-port 0"
+    )
     procs: list[subprocess.Popen] = []
-    logs = [d / "master.log", d / "worker.log"]
-
-    def start(args, log):
-        with open(log, "w") as f:
-            procs.append(
-                subprocess.Popen(
-                    cls + args, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            )
-
     try:
-        start(
-            ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
-            + ["--webui-port", "0"],
-            logs[0],
-        )
-        _wait_for(lambda: "I have been elected leader" in logs[0].read_text(), 90, url, logs)
-        start(
-            ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1"]
-            + ["--memory", "1g", "--webui-port", "0", "--work-dir", str(d / "work")],
-            logs[1],
-        )
-        _wait_for(
-            lambda: "Successfully registered with master" in logs[1].read_text(),
-            90,
-            "the Spark worker",
-            logs,
-        )
-        yield {"url": url, "marker": str(d), "procs": procs}
+        for cmd, log in (
+            ([cls, *master, "--webui-port", "0"], master_log),
+            (["sh", "-c", worker_sh], worker_log),
+        ):
+            with open(log, "w") as f:
+                procs.append(
+                    subprocess.Popen(
+                        cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+                    )
+                )
+        ready = {"log": str(worker_log), "text": WORKER_UP, "timeout_s": 120}
+        yield {"url": url, "marker": str(d), "procs": procs, "ready": ready}
     finally:
         for p in reversed(procs):  # the worker (and its executors) first, then the master
             try:
@@ -270,9 +271,11 @@ def run_driver(workload, out: Path, phases: list[dict]) -> dict:
     """Run the routes driver (its own Ray cluster) under a hard timeout; its result.json."""
     out.mkdir(parents=True, exist_ok=True)
     job = {"out": str(out), "data": str(workload["path"]), "plans": workload["plans"]}
+    job["ray_workers"] = RAY_WORKERS
     (out / "job.json").write_text(json.dumps({**job, "phases": phases}))
     raytmp = tempfile.mkdtemp(prefix="wp-mr-", dir="/tmp")
     env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    env["RAY_AUTH_MODE"] = "token"  # the cluster checks tokens (~/.ray/auth_token)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.Popen(
         [sys.executable, str(DRIVER), str(out / "job.json")],
@@ -306,7 +309,12 @@ def routes(workload, tmp_path_factory):
         try:
             sa = stack.enter_context(standalone_spark(tmp_path_factory.mktemp("standalone")))
             phases.append(
-                {"master": sa["url"], "runs": STANDALONE_RUNS, "spark_conf": STANDALONE_CONF}
+                {
+                    "master": sa["url"],
+                    "ready": sa["ready"],
+                    "runs": STANDALONE_RUNS,
+                    "spark_conf": STANDALONE_CONF,
+                }
             )
         except Exception as e:  # noqa: BLE001  (reported by the standalone test)
             sa = e
@@ -344,9 +352,13 @@ def check_run(workload, reference, res: dict, out: Path, run: dict) -> dict:
         assert m["feed"]["rows"] == workload["rows"]
     elif plan == "raw":
         assert m["rows_fed"] == workload["rows"]
-    # every plan node pinned to a Ray node of this cluster (not the session's)
-    ray_nodes = set(res["ray_nodes"]["head"]) | set(res["ray_nodes"]["workers"])
-    assert {n["ray_node"] for n in m["nodes"].values()} <= ray_nodes
+    # plan node i pinned to Ray node i mod 2 of (worker, head) of this cluster (an added
+    # node too: node-3 -> the head)
+    order = res["ray_nodes"]["workers"] + res["ray_nodes"]["head"]
+    assert len(order) == 2
+    assert {nid: n["ray_node"] for nid, n in m["nodes"].items()} == {
+        nid: order[int(nid.split("-")[1]) % 2] for nid in m["nodes"]
+    }
     if run.get("faults"):
         assert [f["fired"] for f in m["faults"]] == [True] * len(run["faults"])
         assert m["replacements"] and m["additions"] and "node-1" not in m["nodes"]
@@ -359,7 +371,8 @@ def check_run(workload, reference, res: dict, out: Path, run: dict) -> dict:
 def _summary(what: str, res: dict, phase: dict) -> str:
     runs = ", ".join(f"{k} {v['wall_s']:.1f} s" for k, v in phase["runs"].items())
     return (
-        f"{what}: ray start {res['ray_startup_s']:.1f} s, spark start {phase['startup_s']:.1f} s, "
+        f"{what}: ray start {res['ray_startup_s']:.1f} s, waited for a Spark worker "
+        f"{phase['waited_s']:.1f} s, spark start {phase['startup_s']:.1f} s, "
         f"runs {runs}; driver {res['total_s']:.1f} s, with JVMs {res['test_s']:.1f} s"
     )
 
@@ -368,7 +381,11 @@ def test_routes_on_a_ray_cluster_with_spark_local2(workload, reference, routes):
     res = routes["res"]
     phase = res["phases"][0]
     assert phase["master"] == "local[2]" and list(phase["runs"]) == [r["name"] for r in LOCAL_RUNS]
-    assert len(res["ray_nodes"]["workers"]) == 2 and res["ray_nodes"]["ips"] == ["127.0.0.1"]
+    assert len(res["ray_nodes"]["workers"]) == RAY_WORKERS
+    assert res["ray_nodes"]["ips"] == ["127.0.0.1"]
+    assert res["tokenless_probe"] == "refused"  # a token-checking cluster
+    # Spark's Python workers that ran the executor feed are attached to this cluster
+    assert {t["ray_address"] for t in phase["tasks"]} - {None} == {res["ray_nodes"]["address"]}
     for run in LOCAL_RUNS:
         check_run(workload, reference, res, routes["out"], run)
     print(_summary("routes on a Ray cluster + Spark local[2]", res, phase))
@@ -380,11 +397,18 @@ def test_executor_feed_with_a_standalone_spark_master(workload, reference, route
         raise sa
     res = routes["res"]
     phase = res["phases"][1]
+    assert "error" not in phase, phase.get("error")
     assert phase["master"] == sa["url"]
     # the tasks ran in the worker's executor (its environment), not in the driver's process
     tasks = phase["tasks"]
     assert tasks and all(t["marker"] == sa["marker"] for t in tasks)
     assert phase["driver_pid"] not in {t["pid"] for t in tasks}
+    # ... and attached to this Ray cluster, which refuses clients without its token: the
+    # attach found ~/.ray/auth_token itself (the worker's environment has no RAY_AUTH_*)
+    assert res["tokenless_probe"] == "refused"
+    assert {(t["ray_address"], t["ray_auth_mode"]) for t in tasks} == {
+        (res["ray_nodes"]["address"], "token")
+    }
     for run in STANDALONE_RUNS:
         m = check_run(workload, reference, res, routes["out"], run)
         assert m["feed"]["timeline"][0]["worker_pids"] == 1  # the worker's one core
