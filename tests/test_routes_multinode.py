@@ -1,12 +1,13 @@
 """The feed and answer routes of a live run on a multi-node Ray cluster (issue 15, "Must show").
 
-A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1) runs in a subprocess
-(``tests/multinode_routes_driver.py``; its docstring says why), first with Spark ``local[2]``,
-then with a standalone Spark master + worker that this module starts (JVM subprocesses, free
-ports, torn down whatever happens); one cluster for both, its start-up being the dearest part.  Each route (``feed: driver | executors`` x ``answers:
-driver | actors``, raw mode; sliced mode on the driver feed) goes through ``run_live`` attached
-to that cluster by address, plan nodes pinned to its Ray nodes, and must give answers equal,
-row for row, to
+A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1, checking tokens) runs in a
+subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first with Spark
+``local[2]``, then with a standalone Spark master + worker that this module starts (JVM
+subprocesses, a free port, torn down whatever happens); one Ray cluster serves both, its
+start-up being the dearest part.  Each route (``feed: driver | executors`` x ``answers: driver
+| actors``, raw mode; sliced mode on the driver feed) goes through ``run_live`` attached to
+that cluster by address, plan nodes pinned to its Ray nodes, and must give answers equal, row
+for row, to
 
 * the driver route on the test session's single-node Ray (same plan, same data), and
 * a brute-force oracle independent of the code under test: every time window
@@ -16,12 +17,13 @@ row for row, to
 
 Fault drills (a kill before any checkpoint, a node lost for good, a node added) run on the
 driver feed with either answer route and in sliced mode; the answers must still be exactly
-the fault-free ones.  The executor feed keeps no
-replay log (``feed_executors`` refuses drills), so it runs fault-free here.
+the fault-free ones.  The executor feed keeps no replay log (``feed_executors`` refuses
+drills), so it runs fault-free here.
 
 On the standalone master the Spark tasks run in the Python workers of the worker's executor
 (a marker in the worker's environment proves it), attach to the Ray cluster with its token
-and push their pieces to the pinned actors; nothing crosses the driver (``rows_fed`` 0).
+(found by the attach itself: the worker's environment has no Ray settings) and push their
+pieces to the pinned actors; nothing crosses the driver (``rows_fed`` 0).
 """
 
 from __future__ import annotations
