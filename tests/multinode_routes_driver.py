@@ -9,7 +9,7 @@ stops its nodes).  The caller sets ``RAY_TMPDIR`` (private, short),
 and ``RAY_AUTH_MODE=token`` (the nodes check the token of ``~/.ray/auth_token``).
 
 Usage: ``python multinode_routes_driver.py JOB.json``.  The job names the plans, the data and
-the phases: a Spark master (and conf) each, with its runs (``{name, plan, mode, feed, answers,
+the phases: a name, a Spark master (and conf) each, with its runs (``{name, plan, mode, feed, answers,
 batch_rows, faults}``).  One ``ray.cluster_utils.Cluster`` (head + ``ray_workers`` workers, 1
 CPU and an 80 MiB object store each) serves every phase (its start-up is the dearest part);
 each run is one ``cluster.live.run_live`` attached to it by address (plan nodes pinned to Ray
@@ -141,7 +141,7 @@ def main(job_path: str) -> None:
         initialize_head=True,
         head_node_args=dict(NODE, include_dashboard=False, temp_dir=os.environ["RAY_TMPDIR"]),
     )
-    res: dict = {"phases": []}
+    res: dict = {"phases": {}}
     try:
         for _ in range(job["ray_workers"]):
             cluster.add_node(**NODE)
@@ -160,7 +160,7 @@ def main(job_path: str) -> None:
             }
             res["tokenless_probe"] = tokenless_probe(cluster.address)
             for phase in job["phases"]:  # one Spark session per phase, one after the other
-                res["phases"].append(run_phase(phase, job, cluster.address, out))
+                res["phases"][phase["name"]] = run_phase(phase, job, cluster.address, out)
     finally:
         cluster.shutdown()
     res["total_s"] = time.perf_counter() - t0

@@ -5,7 +5,7 @@ subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first
 ``local[2]``, then with a standalone Spark master + worker that this module starts (JVM
 subprocesses, a free port, torn down whatever happens); one Ray cluster serves both, its
 start-up being the dearest part.  Each route (``feed: driver | executors`` x ``answers: driver
-| actors``, raw mode; sliced mode on the driver feed) goes through ``run_live`` attached to
+| actors``, raw mode; sliced mode on either feed) goes through ``run_live`` attached to
 that cluster by address, plan nodes pinned to its Ray nodes, and must give answers equal, row
 for row, to
 
@@ -15,10 +15,11 @@ for row, to
   ``window()`` semantics, which tests/test_cluster_e2e.py checks our runs against), and count
   windows over stream positions (``count_oracle``).
 
-Fault drills (a kill before any checkpoint, a node lost for good, a node added) run on the
-driver feed with either answer route and in sliced mode; the answers must still be exactly
-the fault-free ones.  The executor feed keeps no replay log (``feed_executors`` refuses
-drills), so it runs fault-free here.
+Fault drills (a kill before any checkpoint, a node lost for good, a node added) run on both
+feeds, with either answer route and in sliced mode; the answers must still be exactly the
+fault-free ones.  On the executor feed a drill's ``at_batch`` counts pieces, the feed runs as
+one Spark job per segment between drills, and a restored or adopting actor replays the logged
+pieces by reading the file itself.
 
 On the standalone master the Spark tasks run in the Python workers of the worker's executor
 (a marker in the worker's environment proves it), attach to the Ray cluster with its token
@@ -163,14 +164,19 @@ def _runs(specs: list[dict]) -> list[dict]:
     return out
 
 
-# Spark local[2]: every route in raw mode, sliced mode on the driver feed; drills on the
-# driver feed with either answer route (the executor feed refuses them: no replay log)
+# Spark local[2]: every route in raw mode, sliced mode on either feed, drills on all but one
+# (the executor feed's plain path: one Spark job, 8 pieces on 2 cores)
 LOCAL_RUNS = _runs(
     [
         {"name": "driver-driver-drill", "feed": "driver", "answers": "driver", "faults": DRILL},
         {"name": "driver-actors-drill", "feed": "driver", "answers": "actors", "faults": DRILL},
         {"name": "executors-driver", "feed": "executors", "answers": "driver"},
-        {"name": "executors-actors", "feed": "executors", "answers": "actors"},
+        {
+            "name": "executors-actors-drill",
+            "feed": "executors",
+            "answers": "actors",
+            "faults": DRILL,  # at_batch counts pieces: 8 of them (4 per Spark core)
+        },
         {
             "name": "sliced-driver-actors-drill",
             "plan": "sliced",
@@ -179,13 +185,31 @@ LOCAL_RUNS = _runs(
             # fewer batches in sliced mode (one per stream and ~BATCH slices)
             "faults": [dict(f, at_batch=f["at_batch"] // 2) for f in DRILL],
         },
+        {
+            "name": "sliced-executors-driver-drill",
+            "plan": "sliced",
+            "feed": "executors",
+            "answers": "driver",
+            "faults": DRILL,
+        },
     ]
 )
-# the standalone master: the executor feed (tasks in the worker's executor attach to Ray)
+# the standalone master: the executor feed (tasks in the worker's executor attach to Ray),
+# raw with a drill, sliced without
 STANDALONE_RUNS = _runs(
     [
-        {"name": "sa-executors-actors", "feed": "executors", "answers": "actors"},
-        {"name": "sa-executors-driver", "feed": "executors", "answers": "driver"},
+        {
+            "name": "sa-executors-actors-drill",
+            "feed": "executors",
+            "answers": "actors",
+            "faults": DRILL,
+        },
+        {
+            "name": "sa-sliced-executors-driver",
+            "plan": "sliced",
+            "feed": "executors",
+            "answers": "driver",
+        },
     ]
 )
 STANDALONE_CONF = {"spark.executor.memory": "512m", "spark.cores.max": "1"}
@@ -301,27 +325,34 @@ def run_driver(workload, out: Path, phases: list[dict]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def routes(workload, tmp_path_factory):
-    """One driver run (one Ray cluster): the local[2] phase, then the standalone one.  A
-    standalone master that does not come up fails its own test only (the error is kept)."""
+def routes(workload, tmp_path_factory, request):
+    """One driver run (one Ray cluster): the local[2] phase, then the standalone one, each
+    only if its test was selected.  A standalone master that does not come up fails its own
+    test only (the error is kept)."""
+    selected = {getattr(i, "originalname", i.name) for i in request.session.items}
     out = tmp_path_factory.mktemp("routes_out")
     t0 = time.perf_counter()
-    phases = [{"master": "local[2]", "runs": LOCAL_RUNS}]
+    phases = []
+    if LOCAL_TEST in selected:
+        phases.append({"name": "local", "master": "local[2]", "runs": LOCAL_RUNS})
+    sa: dict | Exception | None = None
     with ExitStack() as stack:
         try:
-            sa = stack.enter_context(standalone_spark(tmp_path_factory.mktemp("standalone")))
-            phases.append(
-                {
-                    "master": sa["url"],
-                    "ready": sa["ready"],
-                    "runs": STANDALONE_RUNS,
-                    "spark_conf": STANDALONE_CONF,
-                }
-            )
+            if SA_TEST in selected:
+                sa = stack.enter_context(standalone_spark(tmp_path_factory.mktemp("standalone")))
+                phases.append(
+                    {
+                        "name": "standalone",
+                        "master": sa["url"],
+                        "ready": sa["ready"],
+                        "runs": STANDALONE_RUNS,
+                        "spark_conf": STANDALONE_CONF,
+                    }
+                )
         except Exception as e:  # noqa: BLE001  (reported by the standalone test)
             sa = e
         res = run_driver(workload, out, phases)
-        if not isinstance(sa, Exception):  # master and worker lived through the whole run
+        if isinstance(sa, dict):  # master and worker lived through the whole run
             res["standalone_alive"] = all(p.poll() is None for p in sa["procs"])
     res["test_s"] = time.perf_counter() - t0
     return {"out": out, "res": res, "standalone": sa}
@@ -350,8 +381,12 @@ def check_run(workload, reference, res: dict, out: Path, run: dict) -> dict:
         assert m["answer_bytes_to_driver"] > 0
     if run["feed"] == "executors":
         assert m["rows_fed"] == 0 and m["bytes_fed"] == 0  # no tuple through the driver
-        assert m["feed"]["timeline"][0]["bytes_pushed"] > 16 * workload["rows"]
-        assert m["feed"]["rows"] == workload["rows"]
+        pushed = m["feed"]["pushed"]
+        assert pushed["bytes_pushed"] > 16 * (workload["rows"] if plan == "raw" else 100)
+        assert m["feed"]["rows"] == workload["rows"] and pushed["pieces"] == 8
+        # one Spark job per segment between drills; a killed actor fails one attempt
+        assert pushed["segments"] == (4 if run.get("faults") else 1)
+        assert pushed["attempts"] == pushed["segments"] + (1 if run.get("faults") else 0)
     elif plan == "raw":
         assert m["rows_fed"] == workload["rows"]
     # plan node i pinned to Ray node i mod 2 of (worker, head) of this cluster (an added
@@ -379,9 +414,13 @@ def _summary(what: str, res: dict, phase: dict) -> str:
     )
 
 
+LOCAL_TEST = "test_routes_on_a_ray_cluster_with_spark_local2"
+SA_TEST = "test_executor_feed_with_a_standalone_spark_master"
+
+
 def test_routes_on_a_ray_cluster_with_spark_local2(workload, reference, routes):
     res = routes["res"]
-    phase = res["phases"][0]
+    phase = res["phases"]["local"]
     assert phase["master"] == "local[2]" and list(phase["runs"]) == [r["name"] for r in LOCAL_RUNS]
     assert len(res["ray_nodes"]["workers"]) == RAY_WORKERS
     assert res["ray_nodes"]["ips"] == ["127.0.0.1"]
@@ -393,12 +432,13 @@ def test_routes_on_a_ray_cluster_with_spark_local2(workload, reference, routes):
     print(_summary("routes on a Ray cluster + Spark local[2]", res, phase))
 
 
+@pytest.mark.slow
 def test_executor_feed_with_a_standalone_spark_master(workload, reference, routes):
     sa = routes["standalone"]
     if isinstance(sa, Exception):
         raise sa
     res = routes["res"]
-    phase = res["phases"][1]
+    phase = res["phases"]["standalone"]
     assert "error" not in phase, phase.get("error")
     assert phase["master"] == sa["url"]
     # the tasks ran in the worker's executor (its environment), not in the driver's process
@@ -413,6 +453,6 @@ def test_executor_feed_with_a_standalone_spark_master(workload, reference, route
     }
     for run in STANDALONE_RUNS:
         m = check_run(workload, reference, res, routes["out"], run)
-        assert m["feed"]["timeline"][0]["worker_pids"] == 1  # the worker's one core
+        assert m["feed"]["pushed"]["worker_pids"] == 1  # the worker's one core
     assert res["standalone_alive"]
     print(_summary("executor feed on a Ray cluster + standalone Spark", res, phase))
