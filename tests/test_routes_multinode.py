@@ -453,6 +453,8 @@ def test_executor_feed_with_a_standalone_spark_master(workload, reference, route
     }
     for run in STANDALONE_RUNS:
         m = check_run(workload, reference, res, routes["out"], run)
-        assert m["feed"]["pushed"]["worker_pids"] == 1  # the worker's one core
+        # the worker's one core: one Python worker, unless a task failed (a drill's kill:
+        # Spark then starts a new one)
+        assert m["feed"]["pushed"]["worker_pids"] == 1 or run.get("faults")
     assert res["standalone_alive"]
     print(_summary("executor feed on a Ray cluster + standalone Spark", res, phase))
