@@ -9,13 +9,15 @@ stops its nodes).  The caller sets ``RAY_TMPDIR`` (private, short),
 and ``RAY_AUTH_MODE=token`` (the nodes check the token of ``~/.ray/auth_token``).
 
 Usage: ``python multinode_routes_driver.py JOB.json``.  The job names the plans, the data and
-the phases: a name, a Spark master (and conf) each, with its runs (``{name, plan, mode, feed, answers,
+the phases: each a name, a Spark master (and conf, and optionally a log line to wait for: a
+standalone worker still starting) and its runs (``{name, plan, mode, feed, answers,
 batch_rows, faults}``).  One ``ray.cluster_utils.Cluster`` (head + ``ray_workers`` workers, 1
 CPU and an 80 MiB object store each) serves every phase (its start-up is the dearest part);
 each run is one ``cluster.live.run_live`` attached to it by address (plan nodes pinned to Ray
 nodes round robin), its outputs in ``OUT/<name>/``.  ``OUT/result.json`` holds the Ray nodes,
-and per phase the Spark master, the run wall times and where Spark tasks ran (process,
-interpreter, a marker from the environment of a standalone worker).
+what a client without a token gets from them, and per phase the Spark master, the run wall
+times and where Spark tasks ran (process, interpreter, a marker from the environment of a
+standalone worker, the Ray they are attached to).
 """
 
 from __future__ import annotations
