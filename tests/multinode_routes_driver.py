@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 MIB = 1 << 20
@@ -76,7 +77,35 @@ def tokenless_probe(address: str) -> str:
     return (p.stdout.strip().splitlines() or [p.stderr.strip()[-300:]])[-1]
 
 
-def run_phase(phase: dict, job: dict, address: str, out: Path) -> dict:
+@contextmanager
+def ray_worker_removed_at(cluster, at_batch: int | None):
+    """While a run is in this context, the Ray worker node(s) leave the cluster just before
+    batch ``at_batch`` (pieces on the executor feed) is fed: the drill's clock
+    (``Deployment._fire_faults``, which both feeds call) is where the real failure happens,
+    so it falls between the same batches in every run."""
+    if at_batch is None:
+        yield
+        return
+    from cluster.deploy import Deployment
+
+    orig = Deployment._fire_faults
+    gone: list = []
+
+    def fire(self, batch_no: int) -> None:
+        if batch_no >= at_batch and not gone:
+            gone.extend(n.node_id for n in list(cluster.worker_nodes))
+            for n in list(cluster.worker_nodes):
+                cluster.remove_node(n, allow_graceful=True)
+        orig(self, batch_no)
+
+    Deployment._fire_faults = fire
+    try:
+        yield gone
+    finally:
+        Deployment._fire_faults = orig
+
+
+def run_phase(phase: dict, job: dict, address: str, out: Path, cluster) -> dict:
     """One Spark session (``phase["master"]``) and its runs, each a ``run_live`` attached to
     the cluster at ``address``; the session is stopped before the next phase (and before the
     cluster: its Python workers are attached to it)."""
@@ -103,23 +132,26 @@ def run_phase(phase: dict, job: dict, address: str, out: Path) -> dict:
         }
         for run in phase["runs"]:
             t2 = time.perf_counter()
-            r = run_live(
-                job["plans"][run["plan"]],
-                job["data"],
-                out / run["name"],
-                ray_address=address,  # pins plan nodes to Ray nodes
-                spark=spark,
-                mode=run["mode"],
-                batch_rows=run["batch_rows"],
-                max_in_flight=2,
-                faults=run.get("faults"),
-                answers=run["answers"],
-                feed=run["feed"],
-            )
+            with ray_worker_removed_at(cluster, run.get("remove_ray_workers_at")) as gone:
+                r = run_live(
+                    job["plans"][run["plan"]],
+                    job["data"],
+                    out / run["name"],
+                    ray_address=address,  # pins plan nodes to Ray nodes
+                    spark=spark,
+                    mode=run["mode"],
+                    batch_rows=run["batch_rows"],
+                    max_in_flight=2,
+                    checkpoint_every=run.get("checkpoint_every"),
+                    faults=run.get("faults"),
+                    answers=run["answers"],
+                    feed=run["feed"],
+                )
             res["runs"][run["name"]] = {
                 "wall_s": time.perf_counter() - t2,
                 "replacements": r.replacements,
                 "additions": r.additions,
+                "ray_nodes_removed": gone,
             }
         # where Spark tasks run: one task per core slot, after the runs (same executors)
         n = max(2, sc.defaultParallelism)
@@ -162,7 +194,7 @@ def main(job_path: str) -> None:
             }
             res["tokenless_probe"] = tokenless_probe(cluster.address)
             for phase in job["phases"]:  # one Spark session per phase, one after the other
-                res["phases"][phase["name"]] = run_phase(phase, job, cluster.address, out)
+                res["phases"][phase["name"]] = run_phase(phase, job, cluster.address, out, cluster)
     finally:
         cluster.shutdown()
     res["total_s"] = time.perf_counter() - t0

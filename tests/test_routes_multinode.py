@@ -195,7 +195,9 @@ LOCAL_RUNS = _runs(
     ]
 )
 # the standalone master: the executor feed (tasks in the worker's executor attach to Ray),
-# raw with a drill, sliced without
+# raw with a drill, sliced without, and last (it leaves the head alone) the Ray worker node
+# leaving the cluster mid-feed (checkpoints every 2 pieces; the 2 plan nodes pinned there are
+# lost, their trees re-placed on node-1 from the checkpoint at piece 4)
 STANDALONE_RUNS = _runs(
     [
         {
@@ -209,6 +211,13 @@ STANDALONE_RUNS = _runs(
             "plan": "sliced",
             "feed": "executors",
             "answers": "driver",
+        },
+        {
+            "name": "sa-executors-actors-ray-node-lost",
+            "feed": "executors",
+            "answers": "actors",
+            "checkpoint_every": 2,
+            "remove_ray_workers_at": 4,
         },
     ]
 )
@@ -384,9 +393,12 @@ def check_run(workload, reference, res: dict, out: Path, run: dict) -> dict:
         pushed = m["feed"]["pushed"]
         assert pushed["bytes_pushed"] > 16 * (workload["rows"] if plan == "raw" else 100)
         assert m["feed"]["rows"] == workload["rows"] and pushed["pieces"] == 8
-        # one Spark job per segment between drills; a killed actor fails one attempt
-        assert pushed["segments"] == (4 if run.get("faults") else 1)
-        assert pushed["attempts"] == pushed["segments"] + (1 if run.get("faults") else 0)
+        # one Spark job per segment between drills (or checkpoints every 2 pieces); a
+        # killed actor fails one attempt
+        cut = run.get("faults") or run.get("checkpoint_every")
+        assert pushed["segments"] == (4 if cut else 1)
+        if run.get("faults") or not cut:
+            assert pushed["attempts"] == pushed["segments"] + (1 if run.get("faults") else 0)
     elif plan == "raw":
         assert m["rows_fed"] == workload["rows"]
     # plan node i pinned to Ray node i mod 2 of (worker, head) of this cluster (an added
@@ -455,6 +467,18 @@ def test_executor_feed_with_a_standalone_spark_master(workload, reference, route
         m = check_run(workload, reference, res, routes["out"], run)
         # the worker's one core: one Python worker, unless a task failed (a drill's kill:
         # Spark then starts a new one)
-        assert m["feed"]["pushed"]["worker_pids"] == 1 or run.get("faults")
+        assert (
+            m["feed"]["pushed"]["worker_pids"] == 1
+            or run.get("faults")
+            or run.get("remove_ray_workers_at")
+        )
+    # the Ray worker node left before piece 4: node-0 and node-2 (pinned there) lost for good,
+    # their trees on node-1 (the head), and the answers above still exact
+    lost = STANDALONE_RUNS[-1]["name"]
+    assert phase["runs"][lost]["ray_nodes_removed"] == res["ray_nodes"]["workers"]
+    _, m = answers_of(routes["out"] / lost)
+    assert sorted(r["node"] for r in m["replacements"]) == ["node-0", "node-2"]
+    assert all("Ray node" in r["reason"] and "gone" in r["reason"] for r in m["replacements"])
+    assert list(m["nodes"]) == ["node-1"] and m["feed"]["pushed"]["attempts"] > 4
     assert res["standalone_alive"]
     print(_summary("executor feed on a Ray cluster + standalone Spark", res, phase))
