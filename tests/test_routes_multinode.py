@@ -24,7 +24,9 @@ pieces by reading the file itself.
 On the standalone master the Spark tasks run in the Python workers of the worker's executor
 (a marker in the worker's environment proves it), attach to the Ray cluster with its token
 (found by the attach itself: the worker's environment has no Ray settings) and push their
-pieces to the pinned actors; nothing crosses the driver (``rows_fed`` 0).
+pieces to the pinned actors; nothing crosses the driver (``rows_fed`` 0).  Last, a real
+multi-node failure: the Ray worker node leaves the cluster mid executor feed; the plan nodes
+pinned there are lost for good and their trees re-placed on the head, exactly.
 """
 
 from __future__ import annotations
