@@ -64,17 +64,21 @@ except Exception as e:
 """
 
 
-def tokenless_probe(address: str) -> str:
-    """What the cluster answers a client without a token: ``refused`` when it checks tokens
-    (then whoever attached, the Spark tasks too, did so with the token)."""
+def tokenless_probe(address: str):
+    """Ask the cluster, as a client without a token, in a subprocess running alongside the
+    runs; ``.communicate()`` gives ``refused`` when the cluster checks tokens (then whoever
+    attached, the Spark tasks too, did so with the token)."""
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
     env["RAY_AUTH_MODE"] = "disabled"
-    p = subprocess.run(
-        [sys.executable, "-c", PROBE, address], env=env, capture_output=True, text=True, timeout=90
+    return subprocess.Popen(
+        [sys.executable, "-c", PROBE, address],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    return (p.stdout.strip().splitlines() or [p.stderr.strip()[-300:]])[-1]
 
 
 @contextmanager
@@ -192,9 +196,11 @@ def main(job_path: str) -> None:
                 "ips": sorted({n["NodeManagerAddress"] for n in nodes}),
                 "address": cluster.address,
             }
-            res["tokenless_probe"] = tokenless_probe(cluster.address)
+            probe = tokenless_probe(cluster.address)
             for phase in job["phases"]:  # one Spark session per phase, one after the other
                 res["phases"][phase["name"]] = run_phase(phase, job, cluster.address, out, cluster)
+            pout, perr = probe.communicate(timeout=90)
+            res["tokenless_probe"] = (pout.strip().splitlines() or [perr.strip()[-300:]])[-1]
     finally:
         cluster.shutdown()
     res["total_s"] = time.perf_counter() - t0
