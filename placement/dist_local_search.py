@@ -508,13 +508,15 @@ class LocalSearch:
         # the best exact one. The move taken is the one of offering the priced candidates one
         # by one: the first exact minimum from the first candidate that beats the plan (those
         # priced past that stop never win: their exact keys are at least their optimistic
-        # ones, which are at least the best at the stop).
-        pos, size = 0, 32
+        # ones, which are at least the best at the stop). Chunks stay small while they need new
+        # prices (what is priced past the stop is wasted), and grow while prices are cached.
+        pos, size = 0, 16
         while pos < order.size:
             part = order[pos : pos + size]
             if best_q is not None:
                 n = int(np.count_nonzero(_lex_lt_arr([x[part] for x in qk], best_q)))
                 part = part[:n]  # sorted keys: those still below the best are a prefix
+            known = len(self._merged) + len(self._without)
             if part.size:
                 ks = self._exact_keys(ctx, part, flat, reps, kind, T, U, R, A, LA, B)
                 kq = self._quantized(cur, *ks)
@@ -529,7 +531,8 @@ class LocalSearch:
                         best_q, best_i = kj, int(part[j])
             if part.size < size:
                 break
-            pos, size = pos + size, min(4 * size, 2048)
+            fresh = len(self._merged) + len(self._without) > known
+            pos, size = pos + size, max(16, size // 2) if fresh else min(2 * size, 512)
         return None if best_i is None else move_of(best_i)
 
     def run(self, nodes: list[list[Tree]], max_iters: int, on_plan=None) -> list[list[Tree]]:
