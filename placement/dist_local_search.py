@@ -243,14 +243,14 @@ class LocalSearch:
             ids = None
             if item_of is not None:
                 known, weights = self._items.setdefault(item_of, ({}, []))
-                ids = []
+                seen = []
                 for it, w in (item_of(a, b) for a, b in t.windows):
                     g = known.get(it)
                     if g is None:
                         g = known[it] = len(weights)
                         weights.append(w)
-                    ids.append(g)
-                ids = np.array(ids, dtype=np.intp)
+                    seen.append(g)
+                ids = np.array(seen, dtype=np.intp)
             r = self._rows[k] = (ids, self.model.rate(t.stream), t.time_edge_rate, t.omega)
         return r
 
@@ -270,8 +270,8 @@ class LocalSearch:
         if all(len(r[0]) == 1 for r in rx):
             member = np.zeros((ny, len(weights)), bool)
             member[rows_y, cat_y] = True
-            gx = np.array([r[0][0] for r in rx], dtype=np.intp)
-            return np.where(member[:, gx].T, weights[gx][:, None], 0.0)
+            one = np.array([r[0][0] for r in rx], dtype=np.intp)
+            return np.where(member[:, one].T, weights[one][:, None], 0.0)
         gx = [r[0] for r in rx]
         cat_x = np.concatenate(gx) if gx else np.zeros(0, np.intp)
         uniq, first = np.unique(np.concatenate([cat_x, cat_y]), return_index=True)
@@ -474,7 +474,7 @@ class LocalSearch:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
-        best_q: list[int] | None = None  # quantized key of the best move offered so far
+        best_q: list[float] | None = None  # quantized key of the best move offered so far
         best_i: int | None = None
         steps = [REL * max(1.0, abs(c)) for c in cur]
 
