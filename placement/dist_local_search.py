@@ -23,7 +23,9 @@ out of a tree on the most loaded node into another node, alone or woven into a t
 **Speed**: every candidate is keyed in numpy; a candidate whose price is unknown (a merge, a tree
 minus a query) is keyed first with a certified lower bound on that price and priced only while
 it could still beat the best exact candidate (``LocalSearch.best_move``; checked against an
-exhaustive exactly-priced scan by a property test). Prices are cached by tree uid.
+exhaustive exactly-priced scan by a property test). Prices are cached by tree uid, and so is
+what the merge bounds read of a tree; the shared items of a pair are summed by a compiled loop
+(``ls_kernels``), and exact prices are keyed in chunks.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 
 from placement.cost import items_of, tree_cost
 from placement.distributed import build_plan, optimize
+from placement.ls_kernels import shared_weights
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel, Tree
@@ -79,6 +82,8 @@ class LocalSearch:
         self.work = 0
         #: queries whose trees no move may take (WG_PF's kicks keep the split they made)
         self.pinned: frozenset[str] = frozenset()
+        self._rows: dict[tuple, tuple] = {}  # merge_lbs's view of a tree (by uid)
+        self._items: dict[Any, tuple[dict, list[float]]] = {}  # item -> id, weights by id
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -232,6 +237,65 @@ class LocalSearch:
         v = self._lbs[k] = (self.model.rate(t.stream) + e * t.scale * om) * (1 - REL)
         return v
 
+    def _row(self, t: Tree, item_of) -> tuple:
+        """``(item ids, lambda, E_time, Omega)`` of ``t`` for ``merge_lbs``, cached by uid: the
+        bounds of every pair are rebuilt each iteration from trees that mostly did not change.
+        Item ids are numbered per item function in order of first sight (``None`` when Omega
+        is not additive)."""
+        k = (t.uid, item_of)
+        r = self._rows.get(k)
+        if r is None:
+            ids = None
+            if item_of is not None:
+                known, weights = self._items.setdefault(item_of, ({}, []))
+                seen = []
+                for it, w in (item_of(a, b) for a, b in t.windows):
+                    g = known.get(it)
+                    if g is None:
+                        g = known[it] = len(weights)
+                        weights.append(w)
+                    seen.append(g)
+                ids = np.array(seen, dtype=np.intp)
+            r = self._rows[k] = (ids, self.model.rate(t.stream), t.time_edge_rate, t.omega)
+        return r
+
+    def _shared(self, rx: list[tuple], ry: list[tuple], item_of) -> np.ndarray:
+        """``S[i, j]``: the summed weight of the items that ``xs[i]`` and ``ys[j]`` share.
+
+        Summed like a 0/1 incidence product with items as columns in order of first sight
+        over ``xs`` then ``ys`` (``ls_kernels``): the order fixes the rounding of a sum of
+        several weights, and the bounds, hence the order in which ``best_move`` prices its
+        ties, must not depend on what was cached before. A single-item ``xs[i]`` (a
+        one-query tree) shares its one weight or nothing: no sum, no order."""
+        weights = np.asarray(self._items[item_of][1], float)
+        nx, ny = len(rx), len(ry)
+        gy = [r[0] for r in ry]
+        rows_y = np.repeat(np.arange(ny), [len(g) for g in gy])
+        cat_y = np.concatenate(gy) if gy else np.zeros(0, np.intp)
+        if all(len(r[0]) == 1 for r in rx):
+            member = np.zeros((ny, len(weights)), bool)
+            member[rows_y, cat_y] = True
+            one = np.array([r[0][0] for r in rx], dtype=np.intp)
+            return np.where(member[:, one].T, weights[one][:, None], 0.0)
+        gx = [r[0] for r in rx]
+        cat_x = np.concatenate(gx) if gx else np.zeros(0, np.intp)
+        uniq, first = np.unique(np.concatenate([cat_x, cat_y]), return_index=True)
+        order = uniq[np.argsort(first)]  # ids in order of first sight: the columns
+        col = np.zeros(len(weights), np.intp)
+        col[order] = np.arange(len(order))
+        rows_x = np.repeat(np.arange(nx), [len(g) for g in gx])
+        cx = col[cat_x]
+        srt = np.lexsort((cx, rows_x))
+        rows_x, cx = rows_x[srt], cx[srt]
+        keep = np.ones(len(cx), bool)  # an item counts once per tree
+        keep[1:] = (rows_x[1:] != rows_x[:-1]) | (cx[1:] != cx[:-1])
+        rows_x, cx = rows_x[keep], cx[keep]
+        ptr = np.zeros(nx + 1, np.intp)
+        np.cumsum(np.bincount(rows_x, minlength=nx), out=ptr[1:])
+        member = np.zeros((ny, len(order)), np.bool_)
+        member[rows_y, col[cat_y]] = True
+        return shared_weights(ptr, cx, weights[order][cx], member)
+
     def merge_lbs(self, xs: list[Tree], ys: list[Tree]) -> np.ndarray:
         """Lower bounds ``M[i, j]`` on the cost per time unit of ``xs[i]`` woven with ``ys[j]``
         (pairs of one key; other pairs get a number that is never used).
@@ -244,37 +308,16 @@ class LocalSearch:
         items they share), else at least each part's floor (``cost.omega_floor``). The factor
         ``1 - REL`` absorbs rounding (the exact price multiplies in another order).
         """
-        lam = np.array([self.model.rate(x.stream) for x in xs])[:, None]
-        e = np.maximum(
-            np.array([x.time_edge_rate for x in xs])[:, None],
-            np.array([y.time_edge_rate for y in ys])[None, :],
-        )
         item_of = self._item_of(xs[0].technique) if xs else None
+        rx = [self._row(x, item_of) for x in xs]
+        ry = [self._row(y, item_of) for y in ys]
+        lam = np.array([r[1] for r in rx])[:, None]
+        e = np.maximum(np.array([r[2] for r in rx])[:, None], np.array([r[2] for r in ry])[None, :])
         if item_of is not None:
-            items: dict = {}  # item -> (column, weight)
-
-            def incidence(ts: list[Tree]) -> np.ndarray:
-                rows = [
-                    [
-                        items.setdefault(it, (len(items), w))[0]
-                        for it, w in (item_of(r, s) for r, s in t.windows)
-                    ]
-                    for t in ts
-                ]
-                m = np.zeros((len(ts), len(items)))
-                for n, cols in enumerate(rows):
-                    m[n, cols] = 1.0
-                return m
-
-            ix, iy = incidence(xs), incidence(ys)
-            ix = np.pad(ix, ((0, 0), (0, len(items) - ix.shape[1])))
-            wt = np.zeros(len(items))
-            for col, w in items.values():
-                wt[col] = w
             om = (
-                np.array([x.omega for x in xs])[:, None]
-                + np.array([y.omega for y in ys])[None, :]
-                - (ix * wt) @ iy.T
+                np.array([r[3] for r in rx])[:, None]
+                + np.array([r[3] for r in ry])[None, :]
+                - self._shared(rx, ry, item_of)
             )
         else:
             om = np.maximum(
@@ -282,6 +325,39 @@ class LocalSearch:
                 np.array([self.model.omega_floor(y) for y in ys])[None, :],
             )
         return (lam + e * om) * (1 - REL)
+
+    def _exact_keys(self, ctx, part, flat, reps, kind, T, U, R, A, LA, B):
+        """Exact key arrays of the bounded candidates ``part`` (kinds 2-4 of ``best_move``):
+        the prices their optimistic keys stood in for."""
+        ld, cost = ctx["loads"], ctx["tree_cost"]
+        k, t, u, a, b = kind[part], T[part], U[part], A[part], B[part]
+        extra_a, extra_b = np.zeros(part.size), np.zeros(part.size)
+        for n, (kn, tn, un, rn) in enumerate(
+            zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist())
+        ):
+            tree = flat[tn][2]
+            if kn == 2:
+                extra_b[n] = self.merged_cost(tree, flat[un][2])
+                continue
+            q = reps[rn][1]
+            qt = self.single(q)
+            extra_a[n] = self.without_cost(tree, q)
+            extra_b[n] = qt.cost if kn == 3 else self.merged_cost(qt, flat[un][2])
+        la = np.where(k == 2, LA[part], (ld[a] - cost[t]) + extra_a)
+        lb = np.where(k == 3, ld[b], ld[b] - cost[u]) + extra_b
+        return self._keys(ctx, a, la, b, lb)
+
+    @staticmethod
+    def _better_arr(ks, cur) -> np.ndarray:
+        """``better(k, cur)`` for key arrays ``ks`` (a list of columns)."""
+        out = np.zeros(ks[0].shape, bool)
+        open_ = np.ones(ks[0].shape, bool)
+        for x, y in zip(ks, cur):
+            tol = REL * np.maximum(1.0, np.maximum(np.abs(x), abs(y)))
+            lt, gt = x < y - tol, x > y + tol
+            out |= open_ & lt
+            open_ &= ~(lt | gt)
+        return out
 
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
         """The move with the smallest key, or None when none beats the current plan.
@@ -302,10 +378,17 @@ class LocalSearch:
         util = ld / caps
         top = [int(j) for j in np.argsort(-util, kind="stable")[:3]]
         h = top[0]
-        ctx = {"loads": ld, "caps": caps, "util": util, "top": top, "total": float(ld.sum())}
         cur = self.key(loads)
         node = np.array([j for j, _, _ in flat])
         cost = np.array([t.cost for _, _, t in flat])
+        ctx = {
+            "loads": ld,
+            "caps": caps,
+            "util": util,
+            "top": top,
+            "total": float(ld.sum()),
+            "tree_cost": cost,
+        }
         keyid = {k: n for n, k in enumerate(dict.fromkeys(t.key for _, _, t in flat))}
         kid = np.array([keyid[t.key] for _, _, t in flat])
         trees = [t for _, _, t in flat]
@@ -403,7 +486,7 @@ class LocalSearch:
                 return None
         self.work += len(kind)
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
-        best_q: list[int] | None = None  # quantized key of the best move offered so far
+        best_q: list[float] | None = None  # quantized key of the best move offered so far
         best_i: int | None = None
         steps = [REL * max(1.0, abs(c)) for c in cur]
 
@@ -433,24 +516,35 @@ class LocalSearch:
         bd = np.flatnonzero(kind >= 2)
         bd = bd[_lex_lt_arr([x[bd] for x in qk], best_q or cur_q)]
         order = bd[np.lexsort([x[bd] for x in qk][::-1])]
-        for i, kq in zip(order.tolist(), zip(*(x[order].tolist() for x in qk))):
-            if best_q is not None and not _lex_lt(kq, best_q):
+        # Price in chunks, best optimistic key first, until the next optimistic key cannot beat
+        # the best exact one. The move taken is the one of offering the priced candidates one
+        # by one: the first exact minimum from the first candidate that beats the plan (those
+        # priced past that stop never win: their exact keys are at least their optimistic
+        # ones, which are at least the best at the stop). Chunks stay small while they need new
+        # prices (what is priced past the stop is wasted), and grow while prices are cached.
+        pos, size = 0, 16
+        while pos < order.size:
+            part = order[pos : pos + size]
+            if best_q is not None:
+                n = int(np.count_nonzero(_lex_lt_arr([x[part] for x in qk], best_q)))
+                part = part[:n]  # sorted keys: those still below the best are a prefix
+            known = len(self._merged) + len(self._without)
+            if part.size:
+                ks = self._exact_keys(ctx, part, flat, reps, kind, T, U, R, A, LA, B)
+                kq = self._quantized(cur, *ks)
+                start = 0
+                if best_q is None:
+                    good = self._better_arr(ks, cur)
+                    start = int(np.argmax(good)) if good.any() else part.size
+                if start < part.size:
+                    j = start + int(np.lexsort([x[start:] for x in kq][::-1])[0])
+                    kj = [float(x[j]) for x in kq]
+                    if best_q is None or _lex_lt(kj, best_q):
+                        best_q, best_i = kj, int(part[j])
+            if part.size < size:
                 break
-            k, t, u, a, b = int(kind[i]), int(T[i]), int(U[i]), int(A[i]), int(B[i])
-            tree = flat[t][2]
-            if k == 2:
-                la = float(LA[i])
-                lb = float(ld[b] - cost[u]) + self.merged_cost(tree, flat[u][2])
-            else:
-                q = reps[int(R[i])][1]
-                qt = self.single(q)
-                la = float(ld[h] - cost[t]) + self.without_cost(tree, q)
-                lb = (
-                    float(ld[b]) + qt.cost
-                    if k == 3
-                    else float(ld[b] - cost[u]) + self.merged_cost(qt, flat[u][2])
-                )
-            offer(self._key1(ctx, a, la, b, lb), i)
+            fresh = len(self._merged) + len(self._without) > known
+            pos, size = pos + size, max(16, size // 2) if fresh else min(2 * size, 512)
         return None if best_i is None else move_of(best_i)
 
     def run(

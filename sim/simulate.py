@@ -324,6 +324,14 @@ def simulate(
     )
 
 
+def _group_weight(config: Config, points: list[dict[str, Any]], group: list[int]) -> int:
+    """An a-priori estimate of a workload's work, to submit the largest first: its query count
+    squared (WG_LS and WeaveShare price pairs of trees) times its node layouts."""
+    w = points[group[0]]["workload"]
+    qnum = w["qnum"] if w is not None else len(config.workload.queries or [])
+    return qnum * qnum * len(group)
+
+
 def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, tick):
     """Workloads across ``workers`` processes (spawned: no inherited threads or sessions);
     progress labels come back through a managed queue."""
@@ -335,7 +343,10 @@ def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, 
     rows: list[dict[str, Any]] = []
     with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         q = manager.Queue()
-        pending = {pool.submit(_worker, config, g, out, q) for g in groups}
+        # longest first, so that no worker is left alone with a big workload at the end
+        points = config.points()
+        order = sorted(groups, key=lambda g: _group_weight(config, points, g), reverse=True)
+        pending = {pool.submit(_worker, config, g, out, q) for g in order}
 
         def drain() -> None:
             while True:

@@ -263,6 +263,48 @@ def test_preprocess_variants_group_units():
     )
 
 
+_WINDOW = st.tuples(st.integers(1, 12), st.integers(1, 4)).map(lambda w: (w[0] * w[1], w[1]))
+_TREE = st.lists(_WINDOW, min_size=1, max_size=5)
+
+
+@settings(max_examples=examples(60))
+@given(
+    xs=st.lists(_TREE, min_size=1, max_size=5),
+    ys=st.lists(_TREE, min_size=1, max_size=5),
+    tech=st.sampled_from(["panes", "flatfit"]),
+    lam=st.sampled_from([0.5, 10.0]),
+)
+def test_wg_ls_merge_bounds_sum_the_shared_items(xs, ys, tech, lam):
+    """``merge_lbs`` with an additive Omega is ``(lambda + max(E_x, E_y) * (Omega_x + Omega_y -
+    shared items' weight)) * (1 - REL)`` (oracle: the weights of the shared windows summed with
+    ``math.fsum``), one-query trees on the left (kind 4) as well, and does not depend on what
+    the search has seen before."""
+    from placement.cost import items_of
+    from placement.dist_local_search import REL
+
+    model = CostModel(tech, lam)
+    n = iter(range(10**6))
+
+    def trees(spec):
+        return [model.tree([Query(f"q{next(n)}", r, s) for r, s in ws]) for ws in spec]
+
+    tx, ty = trees(xs), trees(ys)
+    singles = trees([[ws[0]] for ws in xs])
+    item = items_of(tx[0].technique, model.slicing)[0]
+    for left in (tx, singles):
+        fresh = LocalSearch(model, [None, None], 1.0, 1.0)
+        used = LocalSearch(model, [None, None], 1.0, 1.0)
+        used.merge_lbs(ty[::-1], tx[::-1] + singles)  # other items seen first
+        got = fresh.merge_lbs(left, ty)
+        assert got.tobytes() == used.merge_lbs(left, ty).tobytes()
+        for i, x in enumerate(left):
+            for j, y in enumerate(ty):
+                shared = math.fsum(item(r, s)[1] for r, s in x.windows & y.windows)
+                om = x.omega + y.omega - shared
+                want = (lam + max(x.time_edge_rate, y.time_edge_rate) * om) * (1 - REL)
+                assert got[i, j] == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
 def _all_moves_exact(s: LocalSearch, nodes, loads):
     """Every move of WG_LS's neighbourhood (module doc of dist_local_search: whole trees
     anywhere, single queries out of the most loaded node), priced exactly: the brute-force

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from placement.plan import verify_plan
 from sim.cli import app
 from sim.config import ConfigError, config_from_mapping, load_config
-from sim.simulate import simulate
+from sim.simulate import _group_weight, _workload_groups, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -253,3 +253,16 @@ def test_wg_pf_after_its_seed_optimizers_reuses_their_plans(tmp_path):
     assert summary.runs == 3 and list(df.optimizer) == ["WG_TN", "WG_I", "WG_PF"]
     for row in df.itertuples():
         assert verify_plan(json.loads((tmp_path / row.plan).read_text())) == [], row.plan
+
+
+def test_pool_submits_the_largest_workloads_first():
+    """The pool gets the largest workloads first (grid order puts qnum 6 before 7), so no worker
+    idles at the end; rows do not depend on the order (``test_workers_give_the_same_results``)."""
+    cfg = config_from_mapping(TINY)
+    points = cfg.points()
+    groups = _workload_groups(points)
+    qnum = [points[g[0]]["workload"]["qnum"] for g in groups]
+    assert qnum == [6, 6, 7, 7]
+    order = sorted(groups, key=lambda g: _group_weight(cfg, points, g), reverse=True)
+    assert [points[g[0]]["workload"]["qnum"] for g in order] == [7, 7, 6, 6]
+    assert order[0] == groups[2]  # stable among equals: grid order
