@@ -130,3 +130,33 @@ def live_config(optimizer: str, ie: str, engine: str = "fast", slicing: str = "p
         "data": {"duration_s": 4, "rate_hz": 100, "seed": 3},
         "run": {"mode": "live", "batch_rows": 128},
     }
+
+
+def run_cluster_driver(argv: list[str], env: dict, cwd, raytmp: str, timeout_s: float, label: str):
+    """Run a multi-node test driver (its own Ray cluster) in a process group of its own under a
+    hard timeout (the group is killed on expiry); its private ``RAY_TMPDIR`` ``raytmp`` is
+    removed whatever happens.  Returns ``(returncode, output)``."""
+    import os
+    import signal
+    import subprocess
+
+    import pytest
+
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        log, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        pytest.fail(f"{label} timed out after {timeout_s} s:\n{log[-3000:]}")
+    finally:
+        subprocess.run(["rm", "-rf", raytmp], check=False)
+    return proc.returncode, log

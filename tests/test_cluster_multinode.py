@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import run_cluster_driver
 
 from placement.plan import Node, Plan
 from placement.queries import Query
@@ -77,25 +76,16 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     raytmp = tempfile.mkdtemp(prefix="wp-mn-", dir="/tmp")
     env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     t0 = time.perf_counter()
-    proc = subprocess.Popen(
+    rc, log = run_cluster_driver(
         [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
-        env=env,
-        cwd=str(DRIVER.parents[1]),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+        env,
+        DRIVER.parents[1],
+        raytmp,
+        TIMEOUT_S,
+        "multi-node driver",
     )
-    try:
-        log, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"multi-node driver timed out after {TIMEOUT_S} s:\n{log[-3000:]}")
-    finally:
-        subprocess.run(["rm", "-rf", raytmp], check=False)
     elapsed = time.perf_counter() - t0
-    assert proc.returncode == 0, log[-3000:]
+    assert rc == 0, log[-3000:]
     res = json.loads((tmp_path / "result.json").read_text())
 
     # pinning: 4 plan nodes round robin over workers then head; the actors really are there

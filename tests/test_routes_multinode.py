@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from helpers import run_cluster_driver
 from test_cluster_e2e import STREAMS, assert_answers_equal, count_oracle, make_plan, make_queries
 
 from cluster.ray_runtime import LOOPBACK_ENV
@@ -313,24 +314,15 @@ def run_driver(workload, out: Path, phases: list[dict]) -> dict:
     env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     env["RAY_AUTH_MODE"] = "token"  # the cluster checks tokens (~/.ray/auth_token)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
-    proc = subprocess.Popen(
+    rc, log = run_cluster_driver(
         [sys.executable, str(DRIVER), str(out / "job.json")],
-        env=env,
-        cwd=str(REPO),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+        env,
+        REPO,
+        raytmp,
+        TIMEOUT_S,
+        "routes driver",
     )
-    try:
-        log, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        pytest.fail(f"routes driver timed out after {TIMEOUT_S} s:\n{log[-3000:]}")
-    finally:
-        subprocess.run(["rm", "-rf", raytmp], check=False)
-    assert proc.returncode == 0, log[-4000:]
+    assert rc == 0, log[-4000:]
     return json.loads((out / "result.json").read_text())
 
 

@@ -115,6 +115,24 @@ def raw_request(url, token=None, method="GET", body=None):
         return e.code, e.read()
 
 
+def assert_answers_follow_registrations(files, regs: dict, run_dir: Path) -> None:
+    """``answers.parquet`` equals the section 9 oracle: each registration ``(query, accepted
+    at, removed at)`` answered over every row of ``files`` (the tables dropped)."""
+    allt = pa.concat_tables(files)
+    want = []
+    for q, a, b in regs.values():
+        want += registered_answers(
+            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
+        )
+    want.sort(key=lambda x: (x[0], x[1]))
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    d = got.to_pydict()
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
+    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
+
+
 def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     from cluster.control import ControlError, call
     from cluster.live_node import LiveDeployment
@@ -367,18 +385,6 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
         call(run_dir, "POST", "/stop", {"flush": True})
         th.join(SAFETY_S)
         assert not th.is_alive()
-    allt = pa.concat_tables(files)
-    want = []
-    for q, a, b in regs.values():
-        want += registered_answers(
-            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
-        )
-    want.sort(key=lambda x: (x[0], x[1]))
-    got = pq.read_table(run_dir / "answers.parquet").sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")]
-    )
-    d = got.to_pydict()
-    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
-    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
+    assert_answers_follow_registrations(files, regs, run_dir)
     assert pq.read_table(run_dir / "late.parquet").num_rows == 0
     assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []

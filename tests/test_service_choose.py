@@ -20,14 +20,12 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from test_service import drop, raw_request, wait_for
+from test_service import assert_answers_follow_registrations, drop, raw_request, wait_for
 
-from executors.live_oracle import registered_answers
 from placement.pareto_choose import Choose
 from sim.debs_generator import generate_debs
 
@@ -249,19 +247,7 @@ def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_p
     th.join(120)
     assert not th.is_alive() and "error" not in box
     # answers: the section 9 oracle over every row, across the re-plans and the resume
-    allt = pa.concat_tables(files)
-    want = []
-    for q, a, b in regs.values():
-        want += registered_answers(
-            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
-        )
-    want.sort(key=lambda x: (x[0], x[1]))
-    got = pq.read_table(run_dir / "answers.parquet").sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")]
-    )
-    d = got.to_pydict()
-    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
-    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
+    assert_answers_follow_registrations(files, regs, run_dir)
     assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []
 
 
