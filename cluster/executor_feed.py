@@ -204,9 +204,10 @@ def feed_executors(
     max_attempts: int = 3,
 ) -> FeedStats:
     """Push the tuples of the local Parquet file ``path`` (in time order) to ``deployment``
-    (mode ``raw``: rows; ``sliced``: each stream's slices) from Spark tasks: one task per piece of ``piece_rows`` rows (default: the
-    file cut into about 4 pieces per Spark core), pushed in sub-batches of at most
-    ``batch_rows`` rows, one Spark job per segment (module docstring; a segment whose job
+    (mode ``raw``: rows; ``sliced``: each stream's slices) from Spark tasks: one task per
+    piece of ``piece_rows`` rows (default: the file cut into about 4 pieces per Spark core),
+    pushed in sub-batches of at most ``batch_rows`` rows (slice rows in sliced mode), one
+    Spark job per segment (module docstring; a segment whose job
     fails because a node actor died is pushed again after recovery, at most
     ``max_attempts`` times).  The driver sees no tuple: ``deployment.metrics()["bytes_fed"]``
     stays 0 and ``FeedStats.pushed`` counts what the tasks pushed; ``timeline`` has one point
