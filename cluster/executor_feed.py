@@ -12,10 +12,11 @@ sub-batches as Arrow IPC bytes, to every node hosting one of its streams.
 Order: pieces are numbered in file order and a node applies them strictly in that order
 (``piece_order``: early pieces buffered, at most ``max_ahead`` pieces ahead; a task whose piece
 is further ahead waits, asking the actor ``piece_window`` every 5 ms, before it sends any data:
-bounded memory per actor, and ``max_in_flight`` pushes outstanding per task and actor).  So each tree sees the file order,
-which is event-time order when the file is sorted by time; each task checks its piece and the
-driver checks the boundaries between pieces (``ts_ms`` non-decreasing across the file) and
-refuses the result in one line otherwise (``feed: driver`` sorts such files).
+bounded memory per actor, and ``max_in_flight`` pushes outstanding per task and actor).  So
+each tree sees the file order, which is event-time order when the file is sorted by time; each
+task checks its piece and the driver checks the boundaries between pieces (``ts_ms``
+non-decreasing across the file) and refuses the result in one line otherwise (``feed: driver``
+sorts such files).
 
 Exactly once through failures: the feed runs as one Spark job per *segment* of pieces, cut
 at every ``checkpoint_every`` pieces and at every fault drill (``at_batch`` counts pieces on
