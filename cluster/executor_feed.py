@@ -49,7 +49,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .piece_order import SUB, PieceSource, Slicing, sub_batches
+from .piece_order import SUB, Slicing, sub_batches
 from .plan_specs import DeploymentError
 from .spark_feed import FeedStats
 from .time_chunks import parquet_row_groups
@@ -102,28 +102,28 @@ def _push_pieces(rows, *, spec: dict):
         t = f.read_row_group(rg, columns=spec["columns"]).slice(a, b - a)
         ts = t.column("ts_ms").to_numpy()
         ordered = bool(ts.shape[0] < 2 or (ts[1:] >= ts[:-1]).all())
-        br = spec["batch_rows"]
-        slicing = spec["slicing"]
+        br, slicing = spec["batch_rows"], spec["slicing"]
         # per target node, its sub-batches in order: (stream or None, seq sub number, bytes)
         payloads: dict[str, list] = {}
         chunks: dict[str, int] = {}
         slice_rows = 0
         if slicing is None:
-            subs = max(1, math.ceil(t.num_rows / br))
+            subs = sub_batches(spec["path"], rg, a, b, br, spec["columns"])
             for nid, cols in spec["targets"].items():
                 tt = t.select(cols)
-                payloads[nid] = [(None, j, _ipc(tt.slice(j * br, br))) for j in range(subs)]
+                payloads[nid] = [(None, j, _ipc(src.chunk_of(tt))) for j, src in subs]
         else:
             cut = {s: slicing.cut(t, s) for s in slicing.streams}
             chunks = {s: max(1, math.ceil(x.num_rows / br)) for s, x in cut.items()}
             slice_rows = sum(x.num_rows for x in cut.values())
             if max(chunks.values()) > slicing.slot:
                 raise RuntimeError(f"piece {p}: more than {slicing.slot} slice sub-batches")
+            subs = sub_batches(spec["path"], rg, a, b, br, spec["columns"], slicing, chunks)
             for nid, cols in spec["targets"].items():
                 payloads[nid] = [
-                    (s, slicing.first_sub(s) + c, _ipc(cut[s].slice(c * br, br)))
-                    for s in cols[1:]
-                    for c in range(chunks[s])
+                    (src.stream, j, _ipc(src.chunk_of(cut[src.stream])))
+                    for j, src in subs
+                    if src.stream in cols
                 ]
         t1 = time.perf_counter()
         waits = 0
@@ -400,22 +400,14 @@ def _log_segment(dep, part, job: dict, targets: dict, chunks: dict) -> None:
     if not dep.auto_recover or not part:
         return
     sl = job["slicing"]
-    streams = tuple(job["columns"][1:])
     seq = -1
     for p, rg, a, b in part:
-        base = job["base"] + p * SUB
-        if sl is None:
-            subs = sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"])
-            for j, src in enumerate(subs):
-                seq = base + j
-                dep._log.append((seq, None, src, tuple(sorted(targets)), streams))
-            continue
-        for s in sl.streams:
-            hosts = tuple(sorted(n for n, cols in targets.items() if s in cols))
-            for c in range(chunks[p][s]):
-                seq = max(seq, base + sl.first_sub(s) + c)
-                src = PieceSource(job["path"], rg, a, b, ("ts_ms", s), s, sl, c, job["batch_rows"])
-                dep._log.append((base + sl.first_sub(s) + c, s, src, hosts, (s,)))
+        subs = sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"], sl, chunks[p])
+        for j, src in subs:
+            seq = job["base"] + p * SUB + j
+            streams = tuple(job["columns"][1:]) if src.stream is None else (src.stream,)
+            hosts = tuple(sorted(n for n, cols in targets.items() if set(streams) & set(cols)))
+            dep._log.append((seq, src.stream, src, hosts, streams))
     for nid in targets:
         if nid in dep.nodes:
             dep.nodes[nid].submitted_seq = max(dep.nodes[nid].submitted_seq, seq)

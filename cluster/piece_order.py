@@ -69,48 +69,68 @@ class Slicing:
 
 @dataclass(frozen=True)
 class PieceSource:
-    """One logged sub-batch of the executor route: rows ``[start, stop)`` of row group
-    ``row_group`` of the Parquet file ``path``, columns ``columns``; in sliced mode
-    (``slicing``) those rows are the whole piece and the sub-batch is chunk ``chunk`` (of
-    ``batch_rows`` slice rows) of ``stream``'s slices."""
+    """One sub-batch of the executor route: chunk ``chunk`` (``batch_rows`` rows at most) of
+    the piece rows ``[start, stop)`` of row group ``row_group`` of the Parquet file ``path``
+    (columns ``columns``), or in sliced mode (``slicing``) of ``stream``'s slices of them.
+    The pushing task cuts its piece with ``chunk_of`` and the replay log holds these, so a
+    replay re-reads exactly what was pushed under the same ``seq``."""
 
     path: str
     row_group: int
     start: int
     stop: int
     columns: tuple[str, ...]
+    chunk: int
+    batch_rows: int
     stream: str | None = None
     slicing: Slicing | None = None
-    chunk: int = 0
-    batch_rows: int = 0
+
+    def chunk_of(self, rows: pa.Table) -> pa.Table:
+        """This sub-batch's chunk of the piece's rows (raw) or of its stream's slices."""
+        return rows.slice(self.chunk * self.batch_rows, self.batch_rows)
+
+    def take(self, piece: pa.Table) -> pa.Table:
+        """This sub-batch of the piece's rows (as read: ``columns``)."""
+        if self.slicing is not None:
+            assert self.stream is not None
+            piece = self.slicing.cut(piece, self.stream)
+        return self.chunk_of(piece)
 
     def read(self) -> pa.Table:
         import pyarrow.parquet as pq
 
         t = pq.ParquetFile(self.path).read_row_group(self.row_group, columns=list(self.columns))
-        t = t.slice(self.start, self.stop - self.start)
-        if self.slicing is None:
-            return t
-        assert self.stream is not None
-        return self.slicing.cut(t, self.stream).slice(self.chunk * self.batch_rows, self.batch_rows)
-
-    @property
-    def nbytes(self) -> int:  # what the replay log pins: nothing in the object store
-        return 0
+        return self.take(t.slice(self.start, self.stop - self.start))
 
 
 def sub_batches(
-    path: str, row_group: int, start: int, stop: int, batch_rows: int, columns
-) -> list[PieceSource]:
-    """A piece (rows ``[start, stop)`` of a row group) cut into sub-batches of at most
-    ``batch_rows`` rows, as the pushing task cuts it (at least one, maybe empty)."""
-    n = max(1, -(-(stop - start) // batch_rows))
+    path: str,
+    row_group: int,
+    start: int,
+    stop: int,
+    batch_rows: int,
+    columns,
+    slicing: Slicing | None = None,
+    chunks: dict[str, int] | None = None,
+) -> list[tuple[int, PieceSource]]:
+    """A piece's sub-batches in push order, each with its sub number (the ``seq`` offset in
+    the piece): raw mode, its rows cut into ``batch_rows`` (at least one chunk, maybe empty);
+    sliced mode, per stream in ``slicing``'s order its ``chunks[stream]`` chunks of slices,
+    numbered from ``slicing.first_sub(stream)``."""
     cols = tuple(columns)
+    if slicing is None:
+        n = max(1, -(-(stop - start) // batch_rows))
+        return [
+            (c, PieceSource(path, row_group, start, stop, cols, c, batch_rows)) for c in range(n)
+        ]
+    assert chunks is not None
     return [
-        PieceSource(
-            path, row_group, start + j * batch_rows, min(stop, start + (j + 1) * batch_rows), cols
+        (
+            slicing.first_sub(s) + c,
+            PieceSource(path, row_group, start, stop, ("ts_ms", s), c, batch_rows, s, slicing),
         )
-        for j in range(n)
+        for s in slicing.streams
+        for c in range(chunks[s])
     ]
 
 

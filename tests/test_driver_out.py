@@ -331,29 +331,43 @@ def test_executor_feed_equals_driver_route(
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(0, 50),
-    st.integers(0, 400),
+    st.integers(1, 400),
     st.integers(1, 130),
     st.integers(0, 40),
     st.one_of(st.none(), st.integers(1, 9)),
     st.lists(st.integers(-3, 45), max_size=5),
 )
-def test_sub_batches_and_segments_cover_the_piece_as_the_task_cuts_it(
-    a, n, batch_rows, pieces, ckpt, faults
-):
-    """The replay log's addresses (``sub_batches``) cover a piece's rows exactly, in order, in
-    the task's sub-batches; the segments cover every piece once, cut at checkpoints and drills."""
-    from cluster.executor_feed import segment_cuts
-    from cluster.piece_order import sub_batches
+def test_sub_batches_and_segments_cover_the_piece(a, n, batch_rows, pieces, ckpt, faults):
+    """A piece's sub-batches (``sub_batches``, what the task pushes and the replay log holds)
+    re-read from a real file give its rows exactly, in order, at most ``batch_rows`` each,
+    numbered 0, 1, ...; in sliced mode each stream's chunks of slices, numbered from the
+    stream's slot, give its slices; the segments cover every piece once, cut at checkpoints
+    and drills."""
+    import tempfile
 
-    subs = sub_batches("f.parquet", 3, a, a + n, batch_rows, ["ts_ms", "mf01"])
-    assert len(subs) == max(1, -(-n // batch_rows))
-    rows = [r for s in subs for r in range(s.start, s.stop)]
-    assert rows == list(range(a, a + n))
-    assert all(s.stop - s.start <= batch_rows and s.row_group == 3 for s in subs)
-    task = [
-        range(a + j * batch_rows, min(a + n, a + (j + 1) * batch_rows)) for j in range(len(subs))
-    ]
-    assert [range(s.start, s.stop) for s in subs] == task
+    from cluster.executor_feed import segment_cuts
+    from cluster.piece_order import Slicing, sub_batches
+
+    ts = np.arange(a + n, dtype=np.int64) * 7
+    t = pa.table({"ts_ms": ts, "mf01": ts % 13, "mf02": ts % 5})
+    with tempfile.TemporaryDirectory() as d:
+        path = f"{d}/f.parquet"
+        pq.write_table(t, path, row_group_size=a + n)
+        subs = sub_batches(path, 0, a, a + n, batch_rows, ["ts_ms", "mf01", "mf02"])
+        assert [j for j, _ in subs] == list(range(max(1, -(-n // batch_rows))))
+        got = [src.read() for _, src in subs]
+        assert all(g.num_rows <= batch_rows for g in got)
+        assert pa.concat_tables(got).equals(t.slice(a, n))
+        sl = Slicing(("mf01", "mf02"), (((21, 0),), ((35, 0), (14, 0))), False)
+        piece = t.slice(a, n)
+        cut = {s: sl.cut(piece, s) for s in sl.streams}
+        chunks = {s: max(1, -(-x.num_rows // batch_rows)) for s, x in cut.items()}
+        subs = sub_batches(path, 0, a, a + n, batch_rows, t.column_names, sl, chunks)
+        assert [j for j, _ in subs] == sorted({j for j, _ in subs})
+        for s in sl.streams:
+            mine = [(j, src) for j, src in subs if src.stream == s]
+            assert [j for j, _ in mine] == [sl.first_sub(s) + c for c in range(chunks[s])]
+            assert pa.concat_tables([src.read() for _, src in mine]).equals(cut[s])
     cuts = segment_cuts(pieces, ckpt, faults)
     assert cuts[0] == 0 and cuts[-1] == pieces and cuts == sorted(set(cuts))
     want = {0, pieces} | ({k for k in range(0, pieces, ckpt)} if ckpt else set())
