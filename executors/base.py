@@ -207,7 +207,7 @@ def unregister(name: str) -> None:
 
 def extensions() -> dict[str, type[FinalAggregator]]:
     """Executors registered from outside this package (a plugin, a test): a process that runs
-    trees elsewhere (a node actor) needs them shipped along (``cluster.node_ray``)."""
+    trees elsewhere (a node actor) needs them shipped along (``cluster.node.actor``)."""
     return {n: c for n, c in TECHNIQUES.items() if not c.__module__.startswith("executors.")}
 
 

@@ -1,6 +1,6 @@
 """Slice-fed execution trees: answers from pre-aggregated slices instead of raw tuples.
 
-Why: in the cluster's ``sliced`` feed mode (``cluster.spark_slices.feed_sliced``) Spark cuts each
+Why: in the cluster's ``sliced`` feed mode (``cluster.feeds.sliced.feed_sliced``) Spark cuts each
 stream at the **union of the edges of every tree on that stream** and ships one row per
 non-empty slice (count, sum, min, max, sum of squares, ``[slice_start, slice_end)`` and the
 largest timestamp in it) instead of every tuple.  A tree's own edges are a subset of that union,

@@ -273,7 +273,7 @@ class ExecutionTree:
         numpy arrays (``qidx`` indexes ``queries``) or None when nothing is due.
 
         Why: a node hosting many trees gathers the answers of all its trees and calls and
-        builds one table per drain (``cluster.node_actor``), instead of one small Arrow table
+        builds one table per drain (``cluster.node.core``), instead of one small Arrow table
         per tree and call.  ``ordered=False`` leaves each closed chunk's answers in slice order
         (window end ascending, then window length descending) instead of sorting them by
         ``(window_end, query)``: a query's answers are still in window order, which is all a

@@ -2,7 +2,7 @@
 
 Why in the lowest layer: every layer's kernels (placement, executors) compile into this one
 cache, and it must be set before numba is imported, by the CLI's entry point (sim) and for the
-Ray workers (``cluster.ray_runtime``); here each may import it without importing numba. Filling
+Ray workers (``cluster.runtime.ray_runtime``); here each may import it without importing numba. Filling
 the cache (``weaveplace warmup``) is ``sim.compile_cache``.
 """
 

@@ -24,7 +24,7 @@ from typing import Any
 from placement import distributed, weaveshare
 from placement.dist_local_search import wg_ls
 from placement.distributed import NodesArg, node_capacities
-from placement.pareto import wg_pf
+from placement.pareto.search import wg_pf
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree

@@ -13,7 +13,7 @@ from typing import Any
 
 #: The aggregates a query may ask for: the one list that config validation (``sim.config``),
 #: query construction, pricing (``placement.cost``) and execution (``executors.aggregates``
-#: registers exactly these, checked at import; ``cluster.node_actor``) share.
+#: registers exactly these, checked at import; ``cluster.node.core``) share.
 #: ``product`` (DESIGN.md lists it as optional) is refused: as a monoid it would need a fourth
 #: kernel op in every final-aggregation technique, it has no safe inverse (a zero in the window
 #: makes division undefined, so neither subtract-on-evict nor SlickDeque Inv could run it) and

@@ -326,8 +326,8 @@ def run(
     (which stops cleanly: the last windows are flushed and written; a second Ctrl-C aborts)."""
     from rich.markup import escape
 
-    from cluster.deploy import DeploymentError
-    from cluster.stream_options import StreamError
+    from cluster.deployment.deployment import DeploymentError
+    from cluster.feeds.directory_options import StreamError
     from sim.config import ConfigError
     from sim.live import check_live, drill_lines, live_run
 
@@ -396,7 +396,7 @@ def run(
         )
     console.print(table)
     auth = (summary.metrics.get("startup") or {}).get("ray_auth")
-    if auth:  # which token the Ray connection used (cluster.ray_runtime.attach_auth)
+    if auth:  # which token the Ray connection used (cluster.runtime.ray_runtime.attach_auth)
         console.print(f"Ray: {escape(auth)}", soft_wrap=True)
     for line in drill_lines(summary.metrics):
         console.print(escape(line), soft_wrap=True)

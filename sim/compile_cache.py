@@ -14,7 +14,7 @@ runtimes. Now:
 * what is left (loading the cache: a few hundred ms per process; compiling when the cache is cold
   or was cleared) happens before the timers and is reported apart: ``compile_s`` in simulation
   rows and summaries, in ``weaveplace plan``'s line, and per node in live-run metrics
-  (``cluster.node_actor.NodeCore.warmup``), never inside ``runtime_s`` / Table 10 / ``busy_s``.
+  (``cluster.node.core.NodeCore.warmup``), never inside ``runtime_s`` / Table 10 / ``busy_s``.
 
 numba keys its cache on each kernel's source file: after editing ``executors/aggregates.py``
 (shared combine functions) clear the cache directory (``executors/README.md``, Caveats).

@@ -113,7 +113,7 @@ class Run(Strict):
     ) -> None:
         """A drill names known nodes (or nodes it added earlier), touches no node after losing
         it, adds no existing id and leaves one node; an added node has a capacity exactly when
-        the cluster's nodes do (the same rules as ``cluster.fault_drills.check_faults`` and
+        the cluster's nodes do (the same rules as ``cluster.deployment.drills.check_faults`` and
         ``Deployment.add_node``, without importing the cluster)."""
         order = sorted(range(len(self.faults)), key=lambda i: (self.faults[i].at_batch, i))
         explicit = {

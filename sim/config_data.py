@@ -16,7 +16,7 @@ from sim.config_base import ConfigError, PosInt, Strict
 
 class DirectorySpec(Strict):
     """A directory watched by Spark Structured Streaming: DEBS files (text or Parquet) are fed
-    as they arrive, answers written as they come out (``cluster.streaming``).  At least
+    as they arrive, answers written as they come out (``cluster.feeds.directory``).  At least
     Ctrl-C stops it; ``idle_timeout_s``, ``max_files`` and ``timeout_s`` stop it by themselves."""
 
     path: Annotated[str, Field(min_length=1)]
@@ -50,7 +50,7 @@ class DirectorySpec(Strict):
 
 class Data(Strict):
     """Input tuples for live runs: a file, a directory of arriving files, or a synthetic
-    DEBS-style feed (``cluster.debs_format``)."""
+    DEBS-style feed (``cluster.debs.format``)."""
 
     path: Annotated[str, Field(min_length=1)] | None = None
     directory: DirectorySpec | None = None

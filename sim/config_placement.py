@@ -84,7 +84,7 @@ class Placement(Strict):
     def _choose(cls, v: Any) -> Any:
         if v is None:
             return v
-        from placement.pareto_choose import Choose, ChooseError
+        from placement.pareto.choose import Choose, ChooseError
 
         try:
             Choose.parse(v)
@@ -94,7 +94,7 @@ class Placement(Strict):
 
     def choose_rule(self, capacities: list[float | None]):
         """The WG_PF rule for a cluster layout (``placement.pareto_choose.default_choose`` if unset)."""
-        from placement.pareto_choose import Choose, default_choose
+        from placement.pareto.choose import Choose, default_choose
 
         return default_choose(capacities) if self.choose is None else Choose.parse(self.choose)
 

@@ -1,6 +1,6 @@
 """``weaveplace data ...``: DEBS data files (convert a text file to Parquet once).
 
-Why apart from ``sim.cli``: file tooling over the DEBS readers (``cluster.debs_reader``), not
+Why apart from ``sim.cli``: file tooling over the DEBS readers (``cluster.debs.reader``), not
 planning or running; generation is ``python -m sim.debs generate``.
 """
 
@@ -34,8 +34,8 @@ def data_convert(
     from rich.markup import escape
     from rich.progress import DownloadColumn, TransferSpeedColumn
 
-    from cluster.debs_format import EXTRA_COLUMNS_CHOICES
-    from cluster.debs_reader import convert_debs, is_parquet_name
+    from cluster.debs.format import EXTRA_COLUMNS_CHOICES
+    from cluster.debs.reader import convert_debs, is_parquet_name
 
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
         raise UserError(

@@ -1,7 +1,7 @@
 """Command line for DEBS data: ``python -m sim.debs {generate,bench}``.
 
 Why apart from the generator and the readers: it is glue over both (``sim.debs_generator``,
-``cluster.debs_reader``), kept as the documented way to write input files for live runs
+``cluster.debs.reader``), kept as the documented way to write input files for live runs
 (README, ``configs/live_stream.yaml``) and to time generation and reading.
 """
 
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from cluster.debs_reader import read_debs
+from cluster.debs.reader import read_debs
 from sim.debs_generator import generate_debs
 
 

@@ -2,7 +2,7 @@
 
 Why: the published queries (DESIGN.md section 6) run on the DEBS 2012 manufacturing-equipment
 stream (~100 Hz, ~33 M events). We cannot ship the original file, so we generate data with the
-same layout (``cluster.debs_format``) and realistic dynamics, as Parquet or as the original text.
+same layout (``cluster.debs.format``) and realistic dynamics, as Parquet or as the original text.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cluster.debs_format import (
+from cluster.debs.format import (
     BOOL_COLUMNS,
     DEBS_SCHEMA,
     ENERGY_COLUMNS,
@@ -230,7 +230,7 @@ def generate_debs(
 
     ``start``: ISO string or datetime; naive means UTC. ``fmt="parquet"``: ``DEBS_SCHEMA``
     (zstd), one row group per chunk, generator parameters in the file metadata. ``fmt="tsv"``:
-    the original text format (``cluster.debs_format``). Work is done ``chunk_rows`` events at a time
+    the original text format (``cluster.debs.format``). Work is done ``chunk_rows`` events at a time
     (~0.5 KB of temporaries per event), so memory is bounded for any duration.
 
     Output is byte-identical for equal arguments, ``chunk_rows`` included (each chunk has its

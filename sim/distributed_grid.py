@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from placement.exact import solve_exact
+from placement.exact.optimum import solve_exact
 from placement.optimizers import DISTRIBUTED, optimize
 from placement.trees import CostModel
 from sim.workload import generate

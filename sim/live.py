@@ -1,8 +1,8 @@
 """``weaveplace run CONFIG``: plan, deploy on Ray, feed through Spark, collect, write, summarise.
 
 Flow (one way): config -> workload -> placement (one optimizer) -> plan JSON -> cluster
-(``cluster.live.run_live``: Ray actors fed by Spark; with ``data.directory``,
-``cluster.stream_run.run_stream``: Structured Streaming over arriving files) -> answers, late
+(``cluster.runs.file_run.run_live``: Ray actors fed by Spark; with ``data.directory``,
+``cluster.runs.directory_run.run_stream``: Structured Streaming over arriving files) -> answers, late
 tuples, metrics -> summary.
 Live queries read DEBS columns: a query's ``stream`` is the column name (mf01, mf02, ...), ranges
 and slides are in milliseconds (``kind: time``) or tuples (``kind: count``). A stream's rate in the
@@ -122,10 +122,10 @@ def _streams(config: Config) -> list[tuple[str, str]]:
 
 def _data_columns(path: str) -> tuple[list[str], str]:
     """Columns a live run can read from ``data.path`` and a label for messages: the Parquet
-    schema (read from the footer, no data) or the DEBS text layout (``cluster.debs_format``), after a
+    schema (read from the footer, no data) or the DEBS text layout (``cluster.debs.format``), after a
     check that the file can be opened and read."""
-    from cluster.debs_format import VALUE_COLUMNS
-    from cluster.debs_reader import is_parquet_name
+    from cluster.debs.format import VALUE_COLUMNS
+    from cluster.debs.reader import is_parquet_name
 
     if is_parquet_name(path):
         import pyarrow.parquet as pq
@@ -156,7 +156,7 @@ def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool 
     can make the same ones (issue 11): run.mode live, one workload and one cluster layout,
     one optimizer, a readable data source whose columns include every query's stream, an
     output directory that is not the watched one, a reachable Ray address that accepts our
-    token (``cluster.ray_runtime.attach_auth``) and Java (PySpark 4).  Raises a one-line
+    token (``cluster.runtime.ray_runtime.attach_auth``) and Java (PySpark 4).  Raises a one-line
     ``ConfigError``."""
     import shutil
 
@@ -184,7 +184,7 @@ def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool 
     if config.data.path is not None:
         columns, label = _data_columns(config.data.path)
     else:
-        from cluster.debs_format import VALUE_COLUMNS
+        from cluster.debs.format import VALUE_COLUMNS
 
         columns, label = list(VALUE_COLUMNS), "DEBS columns"
     for key, stream in _streams(config):
@@ -205,7 +205,7 @@ def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool 
     address = config.cluster.ray.address
     check_ray_address(address)
     if address not in (None, "", "auto", "local"):  # the token check ray.init would fail on
-        from cluster.ray_runtime import attach_auth
+        from cluster.runtime.ray_runtime import attach_auth
 
         try:
             attach_auth(address)
@@ -227,7 +227,7 @@ def live_run(
     ``data.directory``, with the stream's progress line about four times a second).
     ``spark``: a running session to use (and leave running), e.g. in tests.  Every check is
     ``check_live``'s, made before any work (``weaveplace validate`` makes the same)."""
-    from cluster.live import run_live
+    from cluster.runs.file_run import run_live
     from sim.debs_generator import generate_debs
 
     say = progress or (lambda stage: None)
@@ -262,7 +262,7 @@ def live_run(
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
     if watch is not None:
         return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark, start)
-    from cluster.debs_reader import is_parquet_name
+    from cluster.debs.reader import is_parquet_name
 
     text = not is_parquet_name(Path(data_path).name)
     say(
@@ -316,14 +316,14 @@ def _stream_run(
     start: float,
 ) -> LiveSummary:
     """``data.directory``: Structured Streaming over the directory until a stop condition
-    (``cluster.stream_options.StreamError`` if the stream cannot start or go on).
+    (``cluster.feeds.directory_options.StreamError`` if the stream cannot start or go on).
 
     ``run.batch_rows``, ``run.checkpoint_every`` and ``run.faults`` apply as in a file run:
     each file is fed in ``batch_rows``-row batches (files in arrival order), and those feed
     batches are what ``checkpoint_every`` and a drill's ``at_batch`` count (on top, every
     micro-batch ends with a checkpoint: ``Deployment.take_answers``)."""
-    from cluster.stream_options import StreamOptions
-    from cluster.stream_run import run_stream
+    from cluster.feeds.directory_options import StreamOptions
+    from cluster.runs.directory_run import run_stream
 
     w = config.data.directory
     opts = StreamOptions(

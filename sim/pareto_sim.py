@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
-from placement.pareto import ParetoResult, wg_pf
-from placement.pareto_front import front_distance, hypervolume, weakly_dominates
+from placement.pareto.front import front_distance, hypervolume, weakly_dominates
+from placement.pareto.search import ParetoResult, wg_pf
 from placement.plan import Plan
 
 FRONT_COLUMNS = ("front", "front_points", "choose", "choose_met", "choose_note", "front_hv_ratio")

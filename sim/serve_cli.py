@@ -1,7 +1,7 @@
 """``weaveplace serve CONFIG`` / ``serve --resume RUN_DIR`` and ``weaveplace ctl RUN_DIR CMD``.
 
 ``serve`` plans the config's queries as ``weaveplace run`` does (one optimizer, one cluster
-layout), starts Ray and Spark, and runs ``cluster.service.Service`` over ``data.directory``
+layout), starts Ray and Spark, and runs ``cluster.service.service.Service`` over ``data.directory``
 until ``ctl ... stop`` (or Ctrl-C; both keep the state for ``--resume``).  ``RUN_DIR`` is
 ``run.output_dir``; ``RUN_DIR/state/`` holds what a resume needs (the config text included, so
 ``--resume`` takes no config).  ``ctl`` reads ``RUN_DIR/control.json`` and prints the JSON reply;
@@ -94,11 +94,11 @@ def prepare(config_path: Path | None, resume: Path | None):
 
 def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
     """The config's plan (as ``weaveplace run``), its cost model, the planner re-plans use
-    (``cluster.service_plan.Planner``) and, for WG_PF, how the plan was chosen.  WG_PF: the
+    (``cluster.service.planning.Planner``) and, for WG_PF, how the plan was chosen.  WG_PF: the
     plan ``placement.choose`` picks, by the planner re-plans use; a rule no plan meets stops
     the start with its one-line note (``ServeError``), as ``weaveplace run`` does."""
-    from cluster.debs_format import VALUE_COLUMNS
-    from cluster.service_plan import Planner
+    from cluster.debs.format import VALUE_COLUMNS
+    from cluster.service.planning import Planner
     from placement.optimizers import DISTRIBUTED
     from placement.trees import CostModel
     from sim.config import ConfigError
@@ -165,11 +165,11 @@ def run_service(
     """Start (or resume) the deployment and serve until stopped; returns the stream stats.
     ``say``: gets one-line notices (the token an attached Ray connection used; with WG_PF,
     the rule that chose the initial plan)."""
-    from cluster.live import default_pinning, started_runtimes
-    from cluster.live_node import LiveDeployment, plan_from_state
-    from cluster.service import Service
-    from cluster.service_plan import Planner
-    from cluster.stream_options import StreamOptions
+    from cluster.deployment.churn import LiveDeployment, plan_from_state
+    from cluster.feeds.directory_options import StreamOptions
+    from cluster.runs.file_run import default_pinning, started_runtimes
+    from cluster.service.planning import Planner
+    from cluster.service.service import Service
     from placement.trees import CostModel
 
     w = cfg.data.directory
@@ -345,7 +345,7 @@ def ctl(
     flush: bool = False,
 ) -> Any:
     """Send one command; returns the reply (``ServeError`` with the one-line reason)."""
-    from cluster.control import ControlError, call
+    from cluster.service.control import ControlError, call
 
     args = list(args or [])
     try:
@@ -386,7 +386,7 @@ def _no_args(command: str, args: list[str]) -> None:
 
 def wait_stopped(run_dir: Path, timeout_s: float = 120.0) -> bool:
     """True once the deployment of ``run_dir`` no longer answers (tests, scripts)."""
-    from cluster.control import ControlError, call
+    from cluster.service.control import ControlError, call
 
     t = time.monotonic()
     while time.monotonic() - t < timeout_s:
@@ -404,8 +404,8 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Column
 
-    from cluster.plan_specs import DeploymentError
-    from cluster.stream_options import StreamError
+    from cluster.deployment.specs import DeploymentError
+    from cluster.feeds.directory_options import StreamError
 
     try:
         cfg, run_dir, state, text, base = prepare(config, resume)

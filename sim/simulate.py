@@ -2,7 +2,7 @@
 
 Why plan level: the dissertation's chapter 6 compares optimizers by plan cost (aggregate operations
 per time unit), not by running the plans, so this is what reproduces Table 9, Figure 40, Table 10
-and Figure 41 on any machine. Live execution of a plan is ``cluster.live``'s job.
+and Figure 41 on any machine. Live execution of a plan is ``cluster.runs.file_run``'s job.
 
 Outputs under ``output_dir`` (``run.output_dir`` or the override):
 
@@ -52,7 +52,7 @@ import pandas as pd
 
 from placement.distributed import build_plan
 from placement.optimizers import SINGLE_NODE, category, optimize, run_single_node
-from placement.pareto import SEED_OPTIMIZERS, ParetoResult
+from placement.pareto.search import SEED_OPTIMIZERS, ParetoResult
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
@@ -399,7 +399,7 @@ def _exact(
     res: dict[str, Any] = dict.fromkeys(EXACT_COLUMNS)
     if len(queries) > limit:
         return res, None
-    from placement.exact import InfeasibleError, solve_exact
+    from placement.exact.optimum import InfeasibleError, solve_exact
 
     try:
         ex = solve_exact(

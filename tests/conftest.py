@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def ray_session():
     """An embedded local Ray (2 CPUs, 127.0.0.1, no dashboard); yields the RayRuntime."""
-    from cluster.ray_runtime import RayRuntime
+    from cluster.runtime.ray_runtime import RayRuntime
 
     rt = RayRuntime(num_cpus=2).start()
     try:
@@ -53,7 +53,7 @@ def ray_session():
 @pytest.fixture(scope="session")
 def spark():
     """A quiet local[2] Spark session shared by the whole test session."""
-    from cluster.spark_feed import spark_session
+    from cluster.feeds.parquet import spark_session
 
     s = spark_session("local[2]", app_name="weaveplace-tests")
     try:

@@ -5,7 +5,7 @@ per tuple times the stream's rate; a plan that forgets the rate misprices count 
 factor (0.1 tuples/ms: 10x too high; 100 tuples per time unit: 100x too low).  This plans a
 workload of count and time windows (the papers' generator for ranges and slides, every other
 query a count window, two streams, sum/max/avg), runs the plan on Ray actors
-(``cluster.deploy.Deployment`` with operation counting; ``live=False``: the actors' core
+(``cluster.deployment.deployment.Deployment`` with operation counting; ``live=False``: the actors' core
 ``NodeCore`` in this process) over a stream of exactly ``rate`` tuples per ms, and reports the
 e2e cost check (``sim.bench.e2e.measured_cost``: per node and part, measured vs planned
 operations per ms) plus, over the count trees alone, planned vs measured edges and
@@ -81,8 +81,8 @@ def run_count_check(
     span = float(ts[-1] - ts[0] + 1)
     t0 = time.perf_counter()
     if live:
-        from cluster.deploy import Deployment
-        from cluster.ray_runtime import RayRuntime
+        from cluster.deployment.deployment import Deployment
+        from cluster.runtime.ray_runtime import RayRuntime
 
         with RayRuntime(num_cpus=2):
             with Deployment(plan, max_in_flight=2, count_ops=True) as dep:
@@ -90,8 +90,8 @@ def run_count_check(
                     dep.feed(None, data.slice(i, batch_rows))
                 metrics = dep.finish().metrics
     else:
-        from cluster.node_actor import NodeCore
-        from cluster.plan_specs import node_specs
+        from cluster.deployment.specs import node_specs
+        from cluster.node.core import NodeCore
 
         metrics = {"nodes": {}}
         for sp in node_specs(plan):

@@ -171,10 +171,10 @@ def _run_mode(
 ):
     import ray
 
-    from cluster.deploy import Deployment
-    from cluster.executor_feed import feed_executors
-    from cluster.spark_feed import feed_raw
-    from cluster.spark_slices import feed_sliced
+    from cluster.deployment.deployment import Deployment
+    from cluster.feeds.executors import feed_executors
+    from cluster.feeds.parquet import feed_raw
+    from cluster.feeds.sliced import feed_sliced
 
     feed_by, answers = ROUTES[route]
     if mode == "sliced" or feed_by == "executors":
@@ -334,8 +334,8 @@ def run_e2e_bench(
     Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
     already running (then it is borrowed) -- never more than one of each.
     """
-    from cluster.ray_runtime import RayRuntime
-    from cluster.spark_feed import spark_session
+    from cluster.feeds.parquet import spark_session
+    from cluster.runtime.ray_runtime import RayRuntime
     from sim.debs_generator import generate_debs
 
     data_dir = Path(data_dir)

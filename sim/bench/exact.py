@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from placement.exact import solve_exact
+from placement.exact.optimum import solve_exact
 from placement.optimizers import DISTRIBUTED, optimize
 from placement.queries import Query
 from placement.trees import CostModel

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from placement.dist_local_search import LocalSearch
-from placement.exact import solve_exact
+from placement.exact.optimum import solve_exact
 from placement.optimizers import optimize
 from placement.trees import CostModel
 from sim.workload import WorkloadSpec, generate

@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/weaveplace-bench-live")
     a = ap.parse_args(argv)
 
-    from cluster.live import run_live
+    from cluster.runs.file_run import run_live
     from sim.debs_generator import generate_debs
 
     out = Path(a.out)

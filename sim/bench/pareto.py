@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from placement.optimizers import optimize
-from placement.pareto import SEED_OPTIMIZERS, wg_pf
-from placement.pareto_front import hypervolume, weakly_dominates
+from placement.pareto.front import hypervolume, weakly_dominates
+from placement.pareto.search import SEED_OPTIMIZERS, wg_pf
 from placement.queries import Query
 from placement.trees import CostModel
 
@@ -131,7 +131,7 @@ def hv_vs_exact(
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Hypervolume ratio WG_PF / exact on small instances (``placement.exact.solve_exact``)."""
-    from placement.exact import solve_exact
+    from placement.exact.optimum import solve_exact
 
     rows = []
     for inst in instances:
@@ -198,7 +198,7 @@ def run_summary(run_dir) -> dict[str, Any]:
 
     import pandas as pd
 
-    from placement.pareto_front import nondominated
+    from placement.pareto.front import nondominated
 
     run = Path(run_dir)
     d = pd.read_csv(run / "results.csv", float_precision="round_trip")

@@ -70,7 +70,7 @@ def run_serve_bench(
     resume: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict:
-    from cluster.control import call
+    from cluster.service.control import call
     from sim.config import load_config
     from sim.debs_generator import generate_debs
     from sim.serve_cli import run_service
@@ -256,7 +256,7 @@ def run_serve_bench(
 
 def _resume(run_dir: Path, out: Path, incoming: Path, drop, next_file: int, say) -> dict:
     """``serve --resume`` in a new process; seconds until the first new answer part."""
-    from cluster.control import call
+    from cluster.service.control import call
 
     ans = run_dir / "answers.parquet"
     before = {p.name for p in ans.iterdir()}

@@ -3,12 +3,12 @@
     weaveplace bench text --rows 1000000 --queries 100
 
 The same ``rows`` generated events are written once as the original text format and once
-converted to Parquet (``cluster.debs_reader.convert_debs``; the conversion time is reported, not part of
+converted to Parquet (``cluster.debs.reader.convert_debs``; the conversion time is reported, not part of
 either figure).  For each input, ``repeat`` times, alternating (Parquet, text, Parquet, ...)
 so that both see the same machine load: a ``Deployment`` of ``queries`` queries
 (``sim.bench.live.bench_queries``, WeaveShare trees dealt over ``nodes`` nodes) in raw mode, its
 actors warmed up, then the clock runs over the feed and ``finish``: ``feed_raw`` for Parquet,
-``cluster.text_feed.feed_text`` (Spark tasks parse byte ranges into a stage, then the stage is
+``cluster.feeds.text.feed_text`` (Spark tasks parse byte ranges into a stage, then the stage is
 fed) for text.  Best wall time per input counts (all in ``runs_s``); rows/s = rows / wall.
 Ray and Spark start-up are excluded, both warm (one small run of each input first).  The text
 run's answers must equal the Parquet run's exactly, else the row says so.
@@ -25,9 +25,9 @@ from sim.bench.live import bench_queries, round_robin_plan
 def _one_run(plan, kind: str, spark, path: Path, stage_dir: Path, batch_rows: int):
     import ray
 
-    from cluster.deploy import Deployment
-    from cluster.spark_feed import feed_raw
-    from cluster.text_feed import feed_text
+    from cluster.deployment.deployment import Deployment
+    from cluster.feeds.parquet import feed_raw
+    from cluster.feeds.text import feed_text
 
     with Deployment(plan, mode="raw", auto_recover=False) as dep:
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
@@ -55,9 +55,9 @@ def run_text_bench(
     log=print,
 ) -> list[dict]:
     """Rows/s of text vs Parquet input; one dict per input (``parquet``, ``text``)."""
-    from cluster.debs_reader import convert_debs
-    from cluster.ray_runtime import RayRuntime
-    from cluster.spark_feed import spark_session
+    from cluster.debs.reader import convert_debs
+    from cluster.feeds.parquet import spark_session
+    from cluster.runtime.ray_runtime import RayRuntime
     from sim.debs_generator import generate_debs
 
     data_dir = Path(data_dir)

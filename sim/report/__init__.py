@@ -27,7 +27,7 @@ Run directories:
   (``c<N>_WG_PF_front.json``, ``c<N>_EXACT_front.json``: lists of plans, ``sim.pareto_sim``) are
   drawn on the configuration's TotalCost-vs-MaxCost scatter with WG_PF's chosen plan marked, and
   ``pareto_summary.csv`` is shown as a table.
-* live (``cluster.live.run_live``; or ``cluster.stream_run.run_stream``, whose
+* live (``cluster.runs.file_run.run_live``; or ``cluster.runs.directory_run.run_stream``, whose
   ``answers.parquet``/``late.parquet`` are directories of parts and whose metrics add
   ``stream``): ``metrics.json``, ``answers.parquet``, ``late.parquet`` and,
   if present, the deployed plan (``plan.json``, any ``*.json`` in the folder with the plan schema,

@@ -101,7 +101,7 @@ def live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
         ("data path", m.get("data_path")),
     ]
     st = m.get("stream") or {}
-    if st:  # live mode over a directory (cluster.streaming): batches above are feed batches
+    if st:  # live mode over a directory (cluster.feeds.directory): batches above are feed batches
         overview += [
             ("watched directory", st.get("directory")),
             ("files", st.get("files")),

@@ -1,0 +1,1 @@
+"""Answers as blocks, as Parquet parts written atomically, and run files."""

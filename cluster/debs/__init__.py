@@ -1,0 +1,1 @@
+"""The DEBS data format and its readers (text and Parquet)."""

@@ -1,0 +1,1 @@
+"""A deployed plan: actors, recovery, membership, pinning, drills."""

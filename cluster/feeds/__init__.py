@@ -1,0 +1,1 @@
+"""Sources that feed a deployment: Parquet, sliced, text, executor tasks, directory."""

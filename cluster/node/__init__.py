@@ -1,0 +1,1 @@
+"""One plan node: its execution trees, ingest, answers, snapshots (no driver state)."""

@@ -1,0 +1,58 @@
+"""``NodeCore`` as a Ray actor: the ``ray.remote`` wrapping, made lazily, and the extension
+executors shipped to the actors' processes.
+
+Why its own module: everything here needs Ray (imported only when first used), while
+``node_actor.NodeCore`` is a plain class that tests and in-process runs use without it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cluster.node.core import NodeCore
+from executors.base import extensions
+
+
+def shipped_executors() -> dict[str, type]:
+    """The executors registered outside ``executors`` (``executors.base.extensions``), for a
+    node actor's constructor: Ray pickles them by value, so their module need not be
+    importable in the actor's process."""
+    ext = extensions()
+    if ext:
+        from ray import cloudpickle
+
+        for cls in ext.values():
+            cloudpickle.register_pickle_by_value(sys.modules[cls.__module__])
+    return ext
+
+
+class ActorCore(NodeCore):
+    """NodeCore plus what only makes sense inside a Ray actor."""
+
+    def ray_node_id(self) -> str:
+        """The Ray node this actor runs on (hex id): checks node pinning."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
+def _make_actor():
+    import ray
+
+    # num_cpus=0: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
+    # with more nodes than cores (they then share the cores, as a simulation should).
+    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(ActorCore)
+
+
+class _LazyActor:
+    """``NodeActor.remote(...)``/``.options(...)`` without importing Ray at module import."""
+
+    _cls = None
+
+    def __getattr__(self, name):
+        if _LazyActor._cls is None:
+            _LazyActor._cls = _make_actor()
+        return getattr(_LazyActor._cls, name)
+
+
+NodeActor = _LazyActor()

@@ -1,0 +1,104 @@
+"""A node's answers and late tuples as the driver takes them: per-query blocks, a late table.
+
+Why its own module: turning the trees' raw answer columns into ``AnswerBlocks`` (one block per
+query, in query id order, each in window order) is the node half of the driver's block merge
+(``answer_blocks.merge_blocks``); it depends on the trees only through their queries, not on
+how the node routes batches or takes snapshots.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from cluster.answers.blocks import AnswerBlocks, empty_late
+
+
+def query_ranks(trees: dict) -> tuple[list[str], dict[str, np.ndarray]]:
+    """(query ids of every tree in ``trees``, sorted; per tree id: the rank of each of its
+    queries in that order)."""
+    # a query handed from one tree to another (cluster.service.service re-weaving) is in both
+    qids = sorted({q.id for t in trees.values() for q in t.queries})
+    pos = {q: i for i, q in enumerate(qids)}
+    dt = np.uint16 if len(qids) <= 1 << 16 else np.uint32
+    ranks = {tid: np.array([pos[q.id] for q in t.queries], dtype=dt) for tid, t in trees.items()}
+    return qids, ranks
+
+
+def answer_blocks(
+    parts: list[tuple[str, tuple]], trees: dict, ranks: tuple[list[str], dict[str, np.ndarray]]
+) -> AnswerBlocks:
+    """The answer columns ``parts`` ((tree id, (qidx, window_start, window_end, value)) in
+    production order) as one block per query, in query id order, each block's windows in
+    order; ``ranks`` is ``query_ranks(trees)``.
+
+    Why blocks: the driver then merges the nodes' answers block by block (``merge_blocks``)
+    instead of sorting millions of rows by a string key on one core, and only ``window_start``
+    and ``value`` travel (query id and range per block give the rest): 16 bytes per answer
+    instead of ~33.  The grouping is cheap: a tree emits each query's answers in window order,
+    so per tree a stable sort by query (a radix sort on small ints) is enough (checked, with a
+    full sort as fallback).
+    """
+    if not parts:
+        return AnswerBlocks.empty()
+    ids, rank_of = ranks
+    by_tree: dict[str, list] = {}
+    for tid, c in parts:
+        by_tree.setdefault(tid, []).append(c)
+    blocks = []
+    for tid, cs in by_tree.items():
+        q, st, va = (
+            np.concatenate([c[i] for c in cs]) if len(cs) > 1 else cs[0][i] for i in (0, 1, 3)
+        )
+        tree = trees[tid]
+        nq = len(tree.queries)
+        if nq > 1:
+            o = np.argsort(q.astype(np.uint16) if nq <= 1 << 16 else q, kind="stable")
+            q, st, va = q[o], st[o], va[o]
+        cnt = np.bincount(q, minlength=nq)
+        off = np.concatenate([[0], np.cumsum(cnt)])
+        if st.shape[0] > 1:
+            inc = st[1:] > st[:-1]
+            cut = off[1:-1]
+            inc[cut[(cut > 0) & (cut < st.shape[0])] - 1] = True  # block boundaries
+            if not bool(inc.all()):  # not expected: a query's answers out of window order
+                o = np.lexsort((st, q))
+                q, st, va = q[o], st[o], va[o]
+        r = rank_of[tid]
+        blocks += [
+            (int(r[i]), tree.queries[i].range, st[off[i] : off[i + 1]], va[off[i] : off[i + 1]])
+            for i in np.flatnonzero(cnt)
+        ]
+    blocks.sort(key=lambda b: b[0])
+    return AnswerBlocks(
+        [ids[b[0]] for b in blocks],
+        [b[1] for b in blocks],
+        [b[2] for b in blocks],
+        [b[3] for b in blocks],
+    )
+
+
+def late_table(
+    node_id: str, trees: dict, tree_stream: dict[str, str], since: dict[str, int] | None
+) -> pa.Table:
+    """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value; ``since``
+    (tree id -> count) skips each tree's first ``count`` late tuples."""
+    rows = []
+    for tid in sorted(trees):
+        lt = trees[tid].late
+        k = int((since or {}).get(tid, 0))
+        if lt.count > k:
+            ts, vals = lt.ts[k:], lt.values[k:]
+            n = ts.shape[0]
+            rows.append(
+                pa.table(
+                    {
+                        "node_id": pa.array([node_id] * n, pa.string()),
+                        "tree_id": pa.array([tid] * n, pa.string()),
+                        "stream": pa.array([tree_stream[tid]] * n, pa.string()),
+                        "ts_ms": pa.array(ts, pa.int64()),
+                        "value": pa.array(vals.astype(np.float64), pa.float64()),
+                    }
+                )
+            )
+    return pa.concat_tables(rows) if rows else empty_late()

@@ -1,0 +1,1 @@
+"""Runs end to end over a file or a directory, owning their runtimes."""

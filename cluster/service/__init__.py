@@ -1,0 +1,1 @@
+"""``weaveplace serve``: a long-lived deployment with a control API."""

@@ -1,0 +1,94 @@
+"""The directory stream of ``weaveplace serve``: ``cluster.feeds.directory``'s stream, resumable.
+
+Why a subclass of its own: the service's stream differs from ``weaveplace run``'s only where a
+long-lived, resumable deployment needs it: float64 answers for the whole run (queries added
+later may need them), the streams fed follow the running queries (an added query may read a
+stream no tree read before), output parts and fed files kept across a resume, the service's
+state saved after every micro-batch, and a stop that keeps open windows unless asked to flush.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from cluster.answers.blocks import ANSWER_SCHEMA_FLOAT
+from cluster.answers.files import AnswerParts
+from cluster.answers.parts import LATE_SCHEMA
+from cluster.feeds.directory import DirectoryStream
+
+
+class ServiceStream(DirectoryStream):
+    """The directory stream of a service: float64 answers for the whole run (see module doc),
+    outputs and fed files that survive a resume, the service's state saved after every
+    micro-batch, and a stop that keeps open windows for a resume (unless ``flush``)."""
+
+    service: Any  # the cluster.service.service.Service that owns the stream (set by it)
+
+    def answer_schema(self) -> pa.Schema:
+        return ANSWER_SCHEMA_FLOAT
+
+    def _open_outputs(self, out: Path) -> None:
+        if getattr(self, "_answers", None) is not None:  # opened by Service.run already
+            return
+        r = self.service.resume_state
+        fresh = r is None
+        self._answers = AnswerParts(
+            out / "answers.parquet", ANSWER_SCHEMA_FLOAT, 0 if fresh else r["answer_parts"], fresh
+        )
+        self._late = AnswerParts(
+            out / "late.parquet", LATE_SCHEMA, 0 if fresh else r["late_parts"], fresh
+        )
+        self._rejects = out / "rejects"
+        if fresh and self._rejects.is_dir():
+            for p in self._rejects.glob("*.rejects.tsv"):
+                p.unlink()
+
+    def _feed(self, table, rec) -> None:
+        # the deployment's streams now, not at the start: a query added on a stream no tree
+        # read before gets that column from the next file on
+        self.streams = list(self.dep.streams)
+        super()._feed(table, rec)
+
+    def _already_fed(self, row) -> bool:
+        return posixpath.basename(row["path"]) in self.service.fed_names
+
+    def _process(self, batch_df) -> None:
+        n = self.stats.files
+        super()._process(batch_df)
+        if self.stats.files != n:
+            now = time.time()  # the answers the files released are written: their latency
+            for rec in self.stats.files_log[n:]:
+                try:
+                    self.service.file_latency.append(
+                        now - os.stat(self.directory / rec.name).st_mtime
+                    )
+                except OSError:
+                    pass
+            for rec in self.stats.files_log[n:]:
+                self.service.fed_names.add(rec.name)
+            self.service.persist()
+            self.service.sample_load()
+
+    def _finish(self) -> None:
+        import ray
+
+        for ref in self._warmups:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                pass
+        if self.service.flush_on_stop:
+            super()._finish()
+            self.service.persist(final=True)
+            return
+        self.service.flush_outputs()
+        self._answers.close()
+        self._late.close()
+        self.stats.stop_reason = self._stop_reason
+        self.stats.deployment_metrics = self.dep.metrics()

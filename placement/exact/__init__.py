@@ -1,0 +1,1 @@
+"""The exact optimum: set partitions, node sets, LP bounds, exact fronts."""

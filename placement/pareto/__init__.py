@@ -1,0 +1,1 @@
+"""WG_PF: the cost/balance Pareto front and the rule that picks one plan."""

@@ -1,0 +1,122 @@
+"""Multi-node Ray: plan nodes pinned to Ray nodes, and a Ray node leaving mid-stream.
+
+A ``ray.cluster_utils.Cluster`` (head + 2 workers on 127.0.0.1) runs in a subprocess
+(``tests/multinode_driver.py``, whose docstring says why); this test builds the plan and the
+data, runs the same plan on the session's single-node Ray as the reference, and checks what the
+subprocess saw: each actor on the Ray node it was pinned to (4 plan nodes round robin over 3 Ray
+nodes), the fault-free answers equal to the single-node run, and, after the Ray node of
+``node-1`` is removed and ``node-0``'s actor is killed, the answers still equal, ``node-1``'s
+trees re-placed on the surviving plan nodes and ``node-0`` restarted on its own Ray node; a plan
+node added after that (``add_node``) is pinned round robin over the Ray nodes still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from helpers import run_cluster_driver
+
+from placement.plan import Node, Plan
+from placement.queries import Query
+from placement.trees import CostModel
+from placement.weaveshare import weaveshare
+from sim.debs_generator import generate_debs
+
+pytestmark = pytest.mark.cluster
+
+STREAMS = ("mf01", "mf02", "mf03")
+DRIVER = Path(__file__).with_name("multinode_driver.py")
+TIMEOUT_S = 170  # a hard cap; the run takes ~25-40 s on this 2-core machine
+
+
+def _plan(n_nodes: int = 4) -> dict:
+    rng = np.random.default_rng(7)
+    qs = []
+    for i in range(24):
+        s = int(rng.choice([200, 250, 500, 1000, 1500]))
+        r = s * int(rng.integers(1, 5)) + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
+        qs.append(
+            Query(f"q{i:02d}", r, s, ("sum", "max", "avg", "min")[i % 4], STREAMS[i % 3], "time")
+        )
+    qs.append(Query("c0", 40, 15, "sum", "mf02", "count"))
+    rates = {s: 0.1 for s in STREAMS}
+    trees = sorted(weaveshare(qs, CostModel("slickdeque", rates)), key=lambda t: -t.cost)
+    nodes = [Node(f"node-{i}") for i in range(n_nodes)]
+    for i, t in enumerate(trees):
+        nodes[i % n_nodes].trees.append(t)
+    return Plan("WG_TN", "slickdeque", nodes, rates).to_dict()
+
+
+def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
+    from cluster.deployment.deployment import Deployment
+
+    plan = _plan()
+    assert all(n["trees"] for n in plan["nodes"])
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    data = tmp_path / "debs.parquet"
+    generate_debs(data, duration_s=30, rate_hz=100, seed=5)
+
+    # reference: the same plan on the session's single-node Ray, same batches
+    batches = pq.read_table(data).to_batches(max_chunksize=250)
+    with Deployment(plan) as dep:
+        for b in batches:
+            dep.feed(None, b)
+        ref = dep.finish().answers
+    assert ref.num_rows > 1000
+
+    # the multi-node run: own Ray in a subprocess, own short RAY_TMPDIR (socket path limit)
+    raytmp = tempfile.mkdtemp(prefix="wp-mn-", dir="/tmp")
+    env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    t0 = time.perf_counter()
+    rc, log = run_cluster_driver(
+        [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
+        env,
+        DRIVER.parents[1],
+        raytmp,
+        TIMEOUT_S,
+        "multi-node driver",
+    )
+    elapsed = time.perf_counter() - t0
+    assert rc == 0, log[-3000:]
+    res = json.loads((tmp_path / "result.json").read_text())
+
+    # pinning: 4 plan nodes round robin over workers then head; the actors really are there
+    ray_nodes = res["ray_nodes"]
+    w0, w1 = ray_nodes["workers"]
+    assert res["expected"] == {
+        "node-0": w0,
+        "node-1": w1,
+        "node-2": ray_nodes["head"],
+        "node-3": w0,
+    }
+    assert res["pins"] == res["expected"] == res["placement"]
+
+    # answers: fault-free multi-node run == single-node run, row for row, bit for bit
+    clean = pq.read_table(tmp_path / "clean.parquet")
+    assert clean.equals(ref)
+
+    # a Ray node left and node-0 was killed: still the same answers
+    faulty = pq.read_table(tmp_path / "faulty.parquet")
+    assert faulty.equals(ref)
+    (rec,) = res["replacements"]
+    assert rec["node"] == "node-1" and "Ray node" in rec["reason"] and "gone" in rec["reason"]
+    assert rec["snapshot_seq"] == 2 and rec["moved"] == len(plan["nodes"][1]["trees"])
+    assert set(rec["trees"].values()) <= {"node-0", "node-2", "node-3"}
+    assert res["recoveries"] == {"node-0": 1, "node-2": 0, "node-3": 0, "node-4": 0}
+    (add,) = res["additions"]  # plan node 4 -> Ray node 4 mod 2 of (w0, head)
+    assert add["node"] == "node-4" and add["ray_node"] == w0 and add["moved"] > 0
+    after = res["placement_after"]
+    assert after == {"node-0": w0, "node-2": ray_nodes["head"], "node-3": w0, "node-4": w0}
+    assert res["late_rows"] == [0, 0]
+    print(
+        f"multi-node: startup {res['startup_s']:.1f} s, driver {res['total_s']:.1f} s, "
+        f"test {elapsed:.1f} s"
+    )

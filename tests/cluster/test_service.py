@@ -1,0 +1,390 @@
+"""``weaveplace serve`` (cluster/service/service.py, control.py): a deployment over a directory whose
+queries come and go, with the real Ray and Spark (session fixtures).
+
+Oracle: DESIGN.md section 9 (``executors.live_oracle.registered_answers``) over every row of the
+files, each query with the T_reg / T_unreg its command returned.  The files are in time order,
+so no tuple is late.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from executors.live_oracle import registered_answers
+from sim.debs_generator import generate_debs
+
+pytestmark = pytest.mark.cluster
+
+SAFETY_S = 240.0
+CHROMIUM = shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
+FILE_S, N_FILES, RATE_HZ = 4, 8, 50
+
+
+def _queries(prefix, n, seed, streams=("mf01", "mf02", "mf03")):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        s = int(rng.choice([200, 250, 500, 1000]))
+        r = s * int(rng.integers(1, 4)) + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
+        out.append(
+            {
+                "id": f"{prefix}{i}",
+                "stream": streams[i % len(streams)],
+                "aggregate": ["sum", "max", "avg", "min", "count"][i % 5],
+                "range": r,
+                "slide": s,
+                "kind": "time",
+            }
+        )
+    return out
+
+
+def _plan(queries, n_nodes=3):
+    from placement.plan import Node, Plan
+    from placement.queries import query_from_mapping
+    from placement.trees import CostModel
+    from placement.weaveshare import weaveshare
+
+    rates = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
+    model = CostModel("slickdeque", rates)
+    trees = sorted(
+        weaveshare([query_from_mapping(q) for q in queries], model), key=lambda t: -t.cost
+    )
+    nodes = [Node(f"node-{i}") for i in range(n_nodes)]
+    for i, t in enumerate(trees):
+        nodes[i % n_nodes].trees.append(t)
+    return Plan("WG_TN", "slickdeque", nodes, rates).to_dict(), model
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("serve_data")
+    generate_debs(d / "all.parquet", duration_s=FILE_S * N_FILES, rate_hz=RATE_HZ, seed=7)
+    t = pq.read_table(d / "all.parquet")
+    t0 = int(t.column("ts_ms")[0].as_py())
+    rel = pc.subtract(t.column("ts_ms"), t0)
+    parts = [
+        t.filter(
+            pc.and_(pc.greater_equal(rel, k * FILE_S * 1000), pc.less(rel, (k + 1) * FILE_S * 1000))
+        )
+        for k in range(N_FILES)
+    ]
+    return parts
+
+
+def drop(directory: Path, name: str, table: pa.Table) -> None:
+    tmp = directory / f".{name}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, directory / name)
+    time.sleep(0.02)
+
+
+def wait_for(cond, what, timeout=SAFETY_S):
+    t = time.monotonic()
+    while not cond():
+        if time.monotonic() - t > timeout:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def raw_request(url, token=None, method="GET", body=None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def assert_answers_follow_registrations(files, regs: dict, run_dir: Path) -> None:
+    """``answers.parquet`` equals the section 9 oracle: each registration ``(query, accepted
+    at, removed at)`` answered over every row of ``files`` (the tables dropped)."""
+    allt = pa.concat_tables(files)
+    want = []
+    for q, a, b in regs.values():
+        want += registered_answers(
+            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
+        )
+    want.sort(key=lambda x: (x[0], x[1]))
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    d = got.to_pydict()
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
+    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
+
+
+def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
+    from cluster.deployment.churn import LiveDeployment
+    from cluster.feeds.directory_options import StreamOptions
+    from cluster.service.control import ControlError, call
+    from cluster.service.service import Service
+    from placement.plan import verify_plan
+
+    initial = _queries("a", 6, seed=1)
+    plan, model = _plan(initial)
+    incoming, run_dir = tmp_path / "in", tmp_path / "run"
+    incoming.mkdir()
+    opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
+    with LiveDeployment(plan) as dep:
+        svc = Service(
+            dep, spark, incoming, run_dir, plan, model, options=opts, default_rate=RATE_HZ / 1000.0
+        )
+        box = {}
+        th = threading.Thread(target=lambda: box.setdefault("stats", svc.run()), daemon=True)
+        th.start()
+        wait_for(
+            lambda: svc.state == "running" and (run_dir / "control.json").exists(),
+            "the service to start",
+        )
+        ctl = json.loads((run_dir / "control.json").read_text())
+        assert stat.S_IMODE(os.stat(run_dir / "control.json").st_mode) == 0o600
+        regs = {q["id"]: [q, None, None] for q in initial}
+
+        def feed(k):
+            drop(incoming, f"f{k:02d}.parquet", files[k])
+            wait_for(lambda: svc.stream.stats.files >= k + 1, f"file {k} fed")
+
+        feed(0)
+        feed(1)
+        added = _queries("b", 5, seed=2)
+        rep = call(run_dir, "POST", "/add-queries", {"queries": added})
+        t_reg = rep["accepted_at"]["mf01"]
+        assert t_reg == svc.stream.stats.max_ts + 1
+        assert set(rep["queries"]) == {q["id"] for q in added}
+        for q in added:
+            regs[q["id"]] = [q, t_reg, None]
+        feed(2)
+        feed(3)
+        rep = call(run_dir, "POST", "/remove-queries", {"ids": ["a1", "b2"]})
+        t_unreg = rep["removed_at"]["mf02"]
+        regs["a1"][2] = regs["b2"][2] = t_unreg
+        # refused commands change nothing: 4xx with one line
+        with pytest.raises(ControlError, match="already running"):
+            call(run_dir, "POST", "/add-queries", {"queries": [added[0]]})
+        with pytest.raises(ControlError, match="used before"):
+            call(run_dir, "POST", "/add-queries", {"queries": [dict(added[2], id="a1")]})
+        with pytest.raises(ControlError, match="unknown query"):
+            call(run_dir, "POST", "/remove-queries", {"ids": ["zz"]})
+        with pytest.raises(ControlError, match="range"):
+            call(run_dir, "POST", "/add-queries", {"queries": [dict(added[0], id="x", range=0)]})
+        code, body = raw_request(ctl["url"] + "/add-queries", ctl["token"], "POST", b"{oops")
+        assert code == 400 and b"malformed JSON" in body
+        code, _ = raw_request(ctl["url"] + "/status")
+        assert code == 401
+        code, _ = raw_request(ctl["url"] + "/status", "wrong")
+        assert code == 401
+        feed(4)
+        more = _queries("c", 3, seed=3)
+        rep = call(run_dir, "POST", "/add-queries", {"queries": more})
+        for q in more:
+            regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
+        feed(5)
+        st = call(run_dir, "GET", "/status")
+        assert sorted(st["queries"]) == sorted(k for k, v in regs.items() if v[2] is None)
+        assert set(st["nodes"]) == {"node-0", "node-1", "node-2"}
+        assert st["files"] == 6 and st["backlog"]["files"] == 0
+        code, page = raw_request(ctl["url"] + f"/?token={ctl['token']}")
+        assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
+        if CHROMIUM:  # the page in headless Chromium after add-queries: new queries, bars
+            shot = tmp_path / "page.png"
+            url = ctl["url"] + f"/?token={ctl['token']}"
+            flags = [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--virtual-time-budget=3000",
+            ]
+            dom = subprocess.run(
+                flags + ["--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+            ).stdout
+            assert all(q["id"] in dom for q in more)
+            assert len(re.findall(r'<tr class="node" data-node="node-\d">', dom)) == 3
+            widths = [int(w) for w in re.findall(r'bar planned"><span style="width:(\d+)px', dom)]
+            assert len(widths) == 3 and max(widths) == 260
+            subprocess.run(
+                flags + [f"--screenshot={shot}", "--window-size=1280,900", url],
+                check=True,
+                timeout=120,
+                capture_output=True,
+            )
+            import matplotlib.image as mpimg
+
+            img = mpimg.imread(shot)[..., :3]
+            assert float(img.std()) > 0.05 and float((img.mean(axis=2) < 0.9).mean()) > 0.01
+        feed(6)
+        feed(7)
+        call(run_dir, "POST", "/stop", {"flush": True})
+        th.join(SAFETY_S)
+        assert not th.is_alive()
+        with pytest.raises(ControlError, match="no deployment answering"):
+            call(run_dir, "GET", "/status", timeout=5)
+    stats = box["stats"]
+    assert stats.stop_reason == "stop" and stats.late == 0
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    allt = pa.concat_tables(files)
+    rows = []
+    for q, a, b in regs.values():
+        col = allt.column(q["stream"]).to_numpy()
+        rows += registered_answers([(q, a, b)], allt.column("ts_ms").to_numpy(), col)
+    rows.sort(key=lambda x: (x[0], x[1]))
+    d = got.to_pydict()
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [r[:3] for r in rows]
+    np.testing.assert_allclose(d["value"], [float(r[3]) for r in rows], rtol=1e-9)
+    # every change is an event; the running plan verifies and holds the running queries
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    events = [e for e in events if e["command"] != "drift"]  # re-plans the commands caused
+    assert [e["command"] for e in events] == [
+        "start",
+        "add-queries",
+        "remove-queries",
+        "add-queries",
+        "stop",
+    ]
+    assert events[1]["accepted_at"] == t_reg and events[2]["removed_at"] == t_unreg
+    assert all(e["total_cost_after"] > 0 for e in events)
+    cur = json.loads((run_dir / "plan_current.json").read_text())
+    assert verify_plan(cur) == []
+    assert sorted(q["id"] for q in cur["queries"]) == sorted(
+        k for k, v in regs.items() if v[2] is None
+    )
+    # weaveplace report: the load over time with the events marked
+    from sim.report import build_report
+
+    text = build_report(run_dir).read_text()
+    assert "Deployment over time" in text and "serve_load_over_time.png" in text
+    assert text.count("remove-queries") >= 1
+
+
+def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
+    """A plan with nothing woven, all on one node: the running TotalCost is far above
+    WeaveShare's, so the first command re-plans ("drift"): queries are handed between trees at
+    T, at most max_moves (1) trees change node; answers stay those of the section 9 oracle;
+    then add-node, retire-node and rebalance keep them."""
+    from cluster.deployment.churn import LiveDeployment
+    from cluster.feeds.directory_options import StreamOptions
+    from cluster.service.control import ControlError, call
+    from cluster.service.service import Service
+    from placement.plan import Node, Plan, verify_plan
+    from placement.queries import query_from_mapping
+    from placement.trees import CostModel
+    from placement.weaveshare import no_share
+
+    qs = [
+        {
+            "id": f"s{i}",
+            "stream": "mf01",
+            "aggregate": "sum",
+            "range": r,
+            "slide": s,
+            "kind": "time",
+        }
+        for i, (r, s) in enumerate(
+            [(1000, 500), (2000, 500), (3000, 1000), (1500, 500), (2000, 1000), (4000, 1000)]
+        )
+    ]
+    qs += [
+        {
+            "id": "m0",
+            "stream": "mf02",
+            "aggregate": "max",
+            "range": 1000,
+            "slide": 250,
+            "kind": "time",
+        }
+    ]
+    rates = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
+    model = CostModel("slickdeque", rates)
+    trees = no_share([query_from_mapping(q) for q in qs], model)
+    plan = Plan(
+        "WG_TN", "slickdeque", [Node("node-0", trees), Node("node-1"), Node("node-2")], rates
+    ).to_dict()
+    incoming, run_dir = tmp_path / "in", tmp_path / "run"
+    incoming.mkdir()
+    opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
+    regs = {q["id"]: [q, None, None] for q in qs}
+    with LiveDeployment(plan) as dep:
+        svc = Service(
+            dep,
+            spark,
+            incoming,
+            run_dir,
+            plan,
+            model,
+            options=opts,
+            default_rate=RATE_HZ / 1000.0,
+            tolerance=0.25,
+            max_moves=1,
+        )
+        th = threading.Thread(target=svc.run, daemon=True)
+        th.start()
+        wait_for(
+            lambda: svc.state == "running" and (run_dir / "control.json").exists(),
+            "the service to start",
+        )
+
+        def feed(k):
+            drop(incoming, f"f{k:02d}.parquet", files[k])
+            wait_for(lambda: svc.stream.stats.files >= k + 1, f"file {k} fed")
+
+        feed(0)
+        feed(1)
+        assert svc.drift()["drift"] > 0.25
+        extra = [
+            {
+                "id": "s9",
+                "stream": "mf01",
+                "aggregate": "sum",
+                "range": 1000,
+                "slide": 1000,
+                "kind": "time",
+            }
+        ]
+        rep = call(run_dir, "POST", "/add-queries", {"queries": extra})
+        regs["s9"] = [extra[0], rep["accepted_at"]["mf01"], None]
+        ev = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+        assert [e["command"] for e in ev] == ["start", "add-queries", "drift"]
+        assert ev[-1]["trees_moved"] <= 1 and ev[-1]["handoffs"] > 0
+        assert ev[-1]["total_cost_after"] == pytest.approx(ev[-1]["fresh_total"])
+        assert svc.drift()["drift"] <= 0.25
+        feed(2)
+        feed(3)
+        rep = call(run_dir, "POST", "/add-node", {})
+        feed(4)
+        with pytest.raises(ControlError, match="unknown node"):
+            call(run_dir, "POST", "/retire-node", {"id": "node-9"})
+        call(run_dir, "POST", "/retire-node", {"id": "node-0"})
+        feed(5)
+        rep = call(run_dir, "POST", "/rebalance", {})
+        assert rep["total_cost"] == pytest.approx(rep["fresh_total_cost"])
+        feed(6)
+        feed(7)
+        call(run_dir, "POST", "/stop", {"flush": True})
+        th.join(SAFETY_S)
+        assert not th.is_alive()
+    assert_answers_follow_registrations(files, regs, run_dir)
+    assert pq.read_table(run_dir / "late.parquet").num_rows == 0
+    assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []

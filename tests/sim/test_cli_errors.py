@@ -1,0 +1,226 @@
+"""User mistakes on the command line end in one clear line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[2]
+LIVE = (REPO / "configs" / "live_quickstart.yaml").read_text()
+
+
+def _cli(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the socket is: nothing listens there
+
+
+def test_unreachable_ray_address(tmp_path):
+    cfg = tmp_path / "live.yaml"
+    cfg.write_text(
+        LIVE.replace("cluster:\n", f"cluster:\n  ray: {{address: '127.0.0.1:{_closed_port()}'}}\n")
+    )
+    res = _cli("run", str(cfg), "--out", str(tmp_path / "out"))
+    assert res.returncode == 2
+    assert "cluster.ray.address" in res.stderr + res.stdout
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_java_missing(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))  # no java on this PATH
+    res = _cli(
+        "run",
+        str(REPO / "configs" / "live_quickstart.yaml"),
+        "--out",
+        str(tmp_path / "out"),
+        env=env,
+    )
+    assert res.returncode == 2
+    assert "Java" in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["simulate", "no/such/config.yaml"], "no/such/config.yaml"),
+        (["verify-plan", "no/such/plan.json"], "plan file not found"),
+        (["report", "no/such/run"], "run directory not found"),
+        (["plan", "--qnum", "0"], "qnum"),
+        (["plan", "--gen", "weird"], "generator"),
+        (["bench", "f1", "--experiments", "9"], "experiments"),
+    ],
+)
+def test_bad_arguments(args, needle):
+    res = _cli(*args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert needle in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_live_config_refused_by_simulate(tmp_path):
+    res = _cli("simulate", str(REPO / "configs" / "live_quickstart.yaml"))
+    assert res.returncode == 2
+    assert "run.mode" in res.stdout + res.stderr
+
+
+def test_stream_output_into_the_watched_directory(tmp_path):
+    """Outputs written into the watched directory would be read back as input: refused with
+    one line before Ray or Spark start."""
+    (tmp_path / "in").mkdir()
+    cfg = tmp_path / "live.yaml"
+    cfg.write_text(
+        LIVE.replace(
+            "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+            "data:\n  directory: {path: in}\n",
+        )
+    )
+    res = _cli("run", str(cfg), "--out", str(tmp_path / "in"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "run.output_dir" in res.stderr and "watched directory" in res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize(
+    "flag, value, needle",
+    [
+        ("--until-idle", "5", "only for a watched directory"),  # live_quickstart generates data
+        ("--max-files", "0", "expected a number > 0"),
+    ],
+)
+def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
+    cfg = tmp_path / "live.yaml"
+    if value == "0":
+        (tmp_path / "in").mkdir()
+        cfg.write_text(
+            LIVE.replace(
+                "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                "data:\n  directory: {path: in}\n",
+            )
+        )
+    else:
+        cfg.write_text(LIVE)
+    res = _cli("run", str(cfg), flag, value, "--out", str(tmp_path / "out"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert flag in res.stdout + res.stderr and needle in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+
+
+@pytest.mark.parametrize("error, code", [("deployment", 2), ("stream", 1)])
+def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
+    """``weaveplace run``: a DeploymentError (a drill or plan that cannot run, a failed
+    recovery) is a user error, exit 2; a StreamError (Spark cannot watch the directory) exit
+    1; both one line, no traceback (live_run replaced, so no Ray or Spark starts)."""
+    import shutil
+
+    import sim.cli
+    import sim.live
+    from cluster.deployment.deployment import DeploymentError
+    from cluster.feeds.directory_options import StreamError
+
+    if shutil.which("java") is None:
+        pytest.skip("weaveplace run checks for Java first")
+    exc = (
+        DeploymentError("faults[0]: node 'node-9' is unknown")
+        if error == "deployment"
+        else StreamError("Spark cannot watch /x: refused")
+    )
+
+    def failing(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(sim.live, "live_run", failing)
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "weaveplace",
+            "run",
+            str(REPO / "configs" / "live_quickstart.yaml"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    with pytest.raises(SystemExit) as ex:
+        sim.cli.main()
+    assert ex.value.code == code
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert str(exc) in text and "Traceback" not in text
+    assert len([ln for ln in text.splitlines() if ln.strip()]) == 1
+
+
+def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
+    """`make run` = `weaveplace quickstart`: the simulation really runs, and the live step gets
+    plain values for every option (a typer default object there crashed the quickstart)."""
+    import inspect
+
+    import sim.cli as cli
+
+    seen = {}
+    params = inspect.signature(cli.run).parameters
+
+    def fake_run(config, out, **kw):
+        seen.update(kw)
+        assert set(params) == {"config", "out", *kw}
+        return tmp_path / "live" / "report.html"
+
+    monkeypatch.setattr(cli, "run", fake_run)
+    res = CliRunner().invoke(cli.app, ["quickstart", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "simulation" / "results.csv").is_file()
+    assert all(v is None for v in seen.values())
+
+
+def test_data_convert(tmp_path):
+    """``weaveplace data convert``: a summary line, rejects next to OUT, Parquet equal to
+    the reader's rows; mistakes are one line with exit code 2."""
+    import pyarrow.parquet as pq
+
+    from cluster.debs.text import read_debs_tsv
+    from sim.debs_generator import generate_debs
+
+    src = tmp_path / "in.txt"
+    generate_debs(src, duration_s=3, seed=2, fmt="tsv")
+    lines = src.read_bytes()[:-2].split(b"\r\n")
+    lines[5] += lines[6]  # glued
+    del lines[6]
+    lines[9] += b"\tmachine-1"
+    src.write_bytes(b"\r\n".join(lines) + b"\r\nbad line\r\n")
+    out = tmp_path / "out.parquet"
+    res = _cli("data", "convert", str(src), str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "rejected" in res.stdout and "1 glued lines split" in res.stdout
+    rows = (tmp_path / "out.rejects.tsv").read_text().splitlines()
+    assert [r.split("\t")[0] for r in rows[1:]] == ["10", str(len(lines) + 1)]
+    assert pq.read_table(out).equals(read_debs_tsv(src).read_all())
+    res = _cli("data", "convert", str(src), str(out), "--extra-columns", "ignore")
+    assert res.returncode == 0 and "1 extra columns dropped" in res.stdout
+    assert pq.read_table(out).equals(read_debs_tsv(src, extra_columns="ignore").read_all())
+    for args, needle in (
+        (["nope.txt", str(out)], "IN: file not found"),
+        ([str(src), str(tmp_path / "o.csv")], "OUT:"),
+        ([str(out), str(tmp_path / "o.parquet")], "already Parquet"),
+        ([str(src), str(out), "--extra-columns", "x"], "--extra-columns"),
+    ):
+        res = _cli("data", "convert", *args)
+        assert res.returncode == 2 and needle in res.stdout + res.stderr, args
+        assert "Traceback" not in res.stdout + res.stderr
