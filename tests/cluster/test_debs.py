@@ -21,7 +21,9 @@ from helpers import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cluster import debs_format, debs_reader, debs_text
+from cluster.debs import format as debs_format
+from cluster.debs import reader as debs_reader
+from cluster.debs import text as debs_text
 from cluster.debs.format import (
     BOOL_COLUMNS,
     DEBS_SCHEMA,

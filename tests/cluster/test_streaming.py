@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_e2e import make_plan, make_queries
 
-from cluster import debs_format
+from cluster.debs import format as debs_format
 from cluster.debs.format import BOOL_COLUMNS, INT_COLUMNS
 from cluster.debs.reader import read_debs
 from sim.debs_generator import generate_debs
