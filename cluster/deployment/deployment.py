@@ -313,6 +313,22 @@ class Deployment(RecoveryMixin, MembershipMixin):
                     hosts.append(nid)
 
     @property
+    def last_seq(self) -> int:
+        """The sequence number of the last batch fed (-1 before the first)."""
+        return self._seq
+
+    @property
+    def late_seen(self) -> dict[str, int]:
+        """Late tuples counted so far per tree id (a copy)."""
+        return dict(self._late_seen)
+
+    def follow_plan(self, plan: Mapping[str, Any]) -> None:
+        """Adopt ``plan`` as the running plan (a service re-planned between batches): later
+        membership changes (``lose_node``, ``add_node``) start from it."""
+        self.plan = plan
+        self._layout = None
+
+    @property
     def streams(self) -> list[str]:
         return sorted(self.stream_nodes)
 

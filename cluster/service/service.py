@@ -187,8 +187,7 @@ class Service:
     def write_plan(self) -> dict:
         d = self.plan_dict()
         atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=1))
-        self.dep.plan = d  # membership changes (add_node, lose_node) follow it
-        self.dep._layout = None
+        self.dep.follow_plan(d)  # membership changes (add_node, lose_node) follow it
         return d
 
     # -- events -------------------------------------------------------------------------------
