@@ -12,6 +12,7 @@ import numpy as np
 
 from placement.slicing import window_lengths as _shared_window_lengths
 
+#: int64 sentinels of an open end (no window end, every tuple): the executors' one INF/NEG_INF
 INF = np.iinfo(np.int64).max
 NEG_INF = np.iinfo(np.int64).min
 #: max work (edges of one composite slide + windows in it) for the exact window lengths

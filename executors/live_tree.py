@@ -38,11 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .edges import INF, NEG_INF
 from .slicing import QuerySpec, normalize_query
 from .tree import ExecutionTree, LateTuples, fits, normalize_technique
-
-INF = np.iinfo(np.int64).max
-NEG_INF = np.iinfo(np.int64).min
 
 
 def technique_for(technique: str, queries: list[QuerySpec]) -> str:

@@ -46,11 +46,10 @@ from placement.exact.common import (
     seed_result,
     subset_table,
 )
+from placement.exact.trees import INF
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel
-
-INF = math.inf
 
 
 def _plan(name, table: SubsetTable, model, caps, node_tree_masks) -> Plan:
