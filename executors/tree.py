@@ -627,19 +627,24 @@ class ExecutionTree:
             as_arrow=meta["as_arrow"],
             **extra,
         )
-        tree.slicer.load_state_dict(
+        tree.load_state(meta, arrays)
+        return tree
+
+    def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Load the running state ``snapshot`` saved (slicer, final aggregators, operation
+        counters) into this tree, just built from the same ``meta`` by ``restore``."""
+        self.slicer.load_state_dict(
             {k[len("slicer/") :]: v for k, v in arrays.items() if k.startswith("slicer/")}
         )
-        if tree._built:
-            if [str(p) for p in tree.prims] != meta["prims"]:
+        if self._built:
+            if [str(p) for p in self.prims] != meta["prims"]:
                 raise ValueError("snapshot primitives do not match the queries")
-            for i, p in enumerate(tree.prims):
+            for i, p in enumerate(self.prims):
                 pre = f"agg{i}/"
-                tree.aggs[p].load_state_dict(
+                self.aggs[p].load_state_dict(
                     {k[len(pre) :]: v for k, v in arrays.items() if k.startswith(pre)}
                 )
-            tree._ops_total.update(meta["ops_total"])
-            tree._ops_unattached = int(meta.get("ops_unattached", 0))
+            self._ops_total.update(meta["ops_total"])
+            self._ops_unattached = int(meta.get("ops_unattached", 0))
         if "ops_slices" in arrays:
-            tree._ops_slices = [arrays["ops_slices"]]
-        return tree
+            self._ops_slices = [arrays["ops_slices"]]

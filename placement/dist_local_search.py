@@ -141,7 +141,7 @@ class LocalSearch:
     def without(self, t: Tree, q: Query) -> Tree:
         cls, wins, cs = self._without_parts(t, q)
         rest = [p for p in t.queries if p.id != q.id]
-        return self.model._price(
+        return self.model.tree_from_parts(
             t.stream, t.aggregate, rest, cls, wins, cs, self.model.engine.density(cls), t.kind
         )
 

@@ -109,9 +109,9 @@ class ExactResult:
             self.bound_total = self.min_total.total_cost if self.optimal_total else 0.0
         if math.isnan(self.bound_max):
             self.bound_max = self.min_max.max_cost if self.optimal_max else 0.0
-        self._settle()
+        self.settle()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """A bound never exceeds the best known plan (it bounds the optimum from below); a plan
         that meets its bound is proven optimal."""
         self.bound_total = min(self.bound_total, self.min_total.total_cost)
@@ -177,7 +177,7 @@ def seed_result(
         else copy.deepcopy(p)
         for p in res.front
     ]
-    res._settle()
+    res.settle()
     return res
 
 
