@@ -458,10 +458,11 @@ def test_shedding_scales_count_trees_with_the_kept_tuples():
 def test_bench_count_check_in_process():
     """``weaveplace bench count``'s check (in process, small): count and time trees within 2 %
     of the plan; the unconverted model (edges per tuple as per ms) is off by the rate."""
-    from sim.bench.count import format_count_check, run_count_check
+    from sim.bench.count import CountCheckOptions, format_count_check, run_count_check
 
     res = run_count_check(
-        qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False, log=lambda m: None
+        CountCheckOptions(qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False),
+        log=lambda m: None,
     )
     count, time_ = res["axes"]["count"], res["axes"]["time"]
     for a in (count, time_):
