@@ -13,10 +13,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from placement.exact.subset_split import unfold
 from placement.exact.trees import INF
 from placement.plan import Plan
 from placement.queries import Query
-from placement.subset_split import unfold
 from placement.trees import CostModel
 
 

@@ -140,7 +140,7 @@ def exact_cpsat(
     pos = {q.id: i for i, q in enumerate(qs)}
     plans = list(hints)
     if hint:
-        from placement.dist_local_search import wg_ls
+        from placement.local_search.search import wg_ls
 
         plans.append(wg_ls(qs, model, node_capacities(nodes)))
 

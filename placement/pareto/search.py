@@ -14,11 +14,11 @@ without capacities); the front holds the plans no other found plan weakly domina
 1. *Seeds*: every Table 7 plan and WG_LS's (so the front weakly dominates each of them by
    construction, before truncation).
 2. *Budget walks*: for budgets ``B_k`` spread between the cheapest and the most balanced seed's
-   TotalCost, WG_LS's local search (``dist_local_search.LocalSearch``: move a tree, swap trees, weave a
-   tree into a tree of another node, take a query out of a tree on the busiest node, re-weave a
-   node; certified lower bounds prune the exact pricing) minimises ``(max(1, T/B_k), U, T)``, i.e.
-   the smallest MaxCost whose TotalCost stays within ``B_k``. It starts from the archived plan best
-   under that key; every plan it passes through is archived.
+   TotalCost, WG_LS's local search (``placement.local_search.search.LocalSearch``: move a
+   tree, swap trees, weave a tree into a tree of another node, take a query out of a tree on the
+   busiest node, re-weave a node; certified lower bounds prune the exact pricing) minimises
+   ``(max(1, T/B_k), U, T)``, i.e. the smallest MaxCost whose TotalCost stays within ``B_k``. It
+   starts from the archived plan best under that key; every plan it passes through is archived.
 3. *Split walks*: from each front plan, split a tree on the busiest node into two trees on different
    nodes (a group of its queries, by slide, or the half of its queries with the largest slides,
    goes to one of the least loaded nodes, alone or woven into a tree there): it gives up some
@@ -66,8 +66,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from placement.dist_local_search import LocalSearch, wg_ls
 from placement.distributed import TABLE7, build_plan, node_capacities, optimize
+from placement.local_search.search import LocalSearch, wg_ls
 from placement.pareto.choose import ChoiceRule, choose, default_choose, shedding_note
 from placement.pareto.front import REL, Archive, TreesByNode, select_front, weakly_dominates
 from placement.plan import Plan

@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
-from placement.dist_local_search import LocalSearch
+from placement.local_search.search import LocalSearch
 from placement.optimizers import DISTRIBUTED as ALL_OPTIMIZERS
 from placement.optimizers import optimize
 from placement.plan import PlanError, load_plan, single_node_plan, verify_plan

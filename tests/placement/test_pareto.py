@@ -13,8 +13,8 @@ from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.dist_local_search import LocalSearch, wg_ls
 from placement.exact.optimum import solve_exact
+from placement.local_search.search import LocalSearch, wg_ls
 from placement.optimizers import optimize
 from placement.pareto.choose import ChoiceRule, ChooseError, choose
 from placement.pareto.front import (
