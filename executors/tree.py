@@ -16,7 +16,7 @@ Technique per primitive (``technique=``):
 * ``panes_inv``, ``twostacks``, ``daba``: one distinct (range, slide) per tree
   (they answer a single window length).
 
-Slicing (``slicing=``): ``pairs`` (default; DESIGN.md section 2) or ``cutty`` (slices cut at
+Slicing (``slicing=``): ``pairs`` (default; docs/DESIGN.md s. 2) or ``cutty`` (slices cut at
 window starts only, windows ending inside a slice add the open slice's partial:
 ``executors.cutty``).  Every technique works with both: a lone (range, slide) still has one
 length under Cutty (``floor(r/s)`` complete slices).

@@ -1,6 +1,6 @@
 """WG_PF: a front of non-dominated plans (TotalCost vs MaxCost) and the rule that picks one.
 
-Why: TotalCost and MaxCost pull apart (DESIGN.md section 10). Every Table 7 optimizer sits at one
+Why: TotalCost and MaxCost pull apart (docs/DESIGN.md s. 10). Every Table 7 optimizer sits at one
 point of the trade-off and WG_LS at one fixed compromise; WG_PF returns the whole front so the user
 can choose ("the cheapest plan whose busiest node carries at most X", "the most balanced plan within
 5 % of the cheapest total", "the cheapest plan that fits the capacities").

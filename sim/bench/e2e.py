@@ -228,7 +228,7 @@ PRIMITIVES = {"sum": 1, "count": 1, "min": 1, "max": 1, "avg": 2, "range": 2, "s
 
 def measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
     """Per node: the plan's estimated cost ``sum_t lambda + E_t * Omega_t`` beside the measured
-    one, in the model's units, split by part (DESIGN.md s. 3).
+    one, in the model's units, split by part (docs/DESIGN.md s. 3).
 
     * ``lambda``: items folded into each tree's slices per ms: in raw mode every tuple of the
       tree's stream (the model's lambda, per tree); in sliced mode the incoming slices (the
