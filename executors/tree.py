@@ -42,6 +42,7 @@ import pyarrow as pa
 from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, require_selective
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
+from .edges import NEG_INF
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
 
 TECHNIQUE_ALIASES = {
@@ -289,7 +290,7 @@ class ExecutionTree:
     def flush_columns(self, *, ordered: bool = False):
         """``flush`` as ``process_columns`` returns answers."""
         sl = self.slicer
-        if not self._built or sl.max_ts == np.iinfo(np.int64).min:
+        if not self._built or sl.max_ts == NEG_INF:
             return None
         W = sl.flush_watermark()
         sl.max_ts = max(sl.max_ts, W + sl.lateness)
