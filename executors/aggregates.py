@@ -594,7 +594,7 @@ STDDEV = _register(
 
 def _check_query_aggregates() -> None:
     """The executors run exactly the aggregates a query may ask for (``placement.queries``):
-    a name accepted by validation but unknown here crashed live runs (issue 11, product)."""
+    a name accepted by validation but unknown here would crash a live run."""
     from placement.queries import AGGREGATES as NAMES
     from placement.queries import INVERTIBLE_AGGREGATES, SELECTIVE_AGGREGATES
 

@@ -1,6 +1,6 @@
 """Cutty slicing (Carbone et al., CIKM 2016): slices start only where windows start.
 
-Pairs cuts the stream at every window start *and* end (DESIGN.md section 2), so a query with
+Pairs cuts the stream at every window start *and* end (docs/DESIGN.md s. 2), so a query with
 ``r mod s != 0`` has ``2 floor(r/s) + 1`` slices per window.  Cutty cuts only at window starts
 (classes ``(s, 0)``): ``ceil(r/s)`` partials per window (dissertation Table 1), i.e. fewer
 slices for final aggregation to store and update.  A window that ends inside a slice is answered

@@ -1,5 +1,5 @@
 """Edges of a tree's queries at run time: residue classes, the edges in a span, the window that
-first covers a position, and the slices per window (DESIGN.md sections 1-2).
+first covers a position, and the slices per window (docs/DESIGN.md s. 1-2).
 
 Edges of a query ``(r, s)`` are the positions ``t`` with ``t mod s == 0`` (starts) or
 ``t mod s == r mod s`` (ends): the residue classes ``(s, 0)`` and ``(s, r mod s)`` (Pairs). The
@@ -12,6 +12,7 @@ import numpy as np
 
 from placement.slicing import window_lengths as _shared_window_lengths
 
+#: int64 sentinels of an open end (no window end, every tuple): the executors' one INF/NEG_INF
 INF = np.iinfo(np.int64).max
 NEG_INF = np.iinfo(np.int64).min
 #: max work (edges of one composite slide + windows in it) for the exact window lengths

@@ -25,7 +25,7 @@ def exact_value(x, is_int):
 
 
 def evaluate_window(name: str, vals: list, is_int: bool):
-    """One aggregate over one window's exact values (shared with ``live_oracle``)."""
+    """One aggregate over one window's exact values (shared with ``churn_oracle``)."""
     if name == "count":
         return len(vals)
     if name == "sum":

@@ -53,6 +53,7 @@ import numpy as np
 
 from .aggregates import OP_MAX, OP_MIN, OP_SUM, Primitive, lift_square, reduce_slices
 from .cutty import CuttySlicer
+from .edges import INF, NEG_INF
 from .slicing import (
     StreamSlicer,
     edges_between,
@@ -89,7 +90,7 @@ def slice_dtype(is_int: bool) -> np.dtype:
 # ----------------------------------------------------------------------------- producer
 def _next_edges(classes, t: np.ndarray) -> np.ndarray:
     """Smallest edge > t, per element (vectorised over t, loop over classes)."""
-    out = np.full(t.shape, np.iinfo(np.int64).max, dtype=np.int64)
+    out = np.full(t.shape, INF, dtype=np.int64)
     for s, c in classes:
         np.minimum(out, t + 1 + ((c - t - 1) % s), out=out)
     return out
@@ -97,7 +98,7 @@ def _next_edges(classes, t: np.ndarray) -> np.ndarray:
 
 def _floor_edges(classes, t: np.ndarray) -> np.ndarray:
     """Largest edge <= t, per element."""
-    out = np.full(t.shape, np.iinfo(np.int64).min, dtype=np.int64)
+    out = np.full(t.shape, NEG_INF, dtype=np.int64)
     for s, c in classes:
         np.maximum(out, t - ((t - c) % s), out=out)
     return out

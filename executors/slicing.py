@@ -1,6 +1,6 @@
 """Partial aggregation: queries -> edges -> slices, with event time and lateness.
 
-Contract (DESIGN.md sections 1-2):
+Contract (docs/DESIGN.md s. 1-2):
 
 * Window k of query (r, s) covers ``[k*s, k*s + r)``; its answer is due at
   ``end = k*s + r``; a window with no tuples produces no answer.

@@ -16,7 +16,7 @@ Technique per primitive (``technique=``):
 * ``panes_inv``, ``twostacks``, ``daba``: one distinct (range, slide) per tree
   (they answer a single window length).
 
-Slicing (``slicing=``): ``pairs`` (default; DESIGN.md section 2) or ``cutty`` (slices cut at
+Slicing (``slicing=``): ``pairs`` (default; docs/DESIGN.md s. 2) or ``cutty`` (slices cut at
 window starts only, windows ending inside a slice add the open slice's partial:
 ``executors.cutty``).  Every technique works with both: a lone (range, slide) still has one
 length under Cutty (``floor(r/s)`` complete slices).
@@ -42,6 +42,7 @@ import pyarrow as pa
 from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, require_selective
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
+from .edges import NEG_INF
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
 
 TECHNIQUE_ALIASES = {
@@ -289,7 +290,7 @@ class ExecutionTree:
     def flush_columns(self, *, ordered: bool = False):
         """``flush`` as ``process_columns`` returns answers."""
         sl = self.slicer
-        if not self._built or sl.max_ts == np.iinfo(np.int64).min:
+        if not self._built or sl.max_ts == NEG_INF:
             return None
         W = sl.flush_watermark()
         sl.max_ts = max(sl.max_ts, W + sl.lateness)
@@ -627,19 +628,24 @@ class ExecutionTree:
             as_arrow=meta["as_arrow"],
             **extra,
         )
-        tree.slicer.load_state_dict(
+        tree.load_state(meta, arrays)
+        return tree
+
+    def load_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Load the running state ``snapshot`` saved (slicer, final aggregators, operation
+        counters) into this tree, just built from the same ``meta`` by ``restore``."""
+        self.slicer.load_state_dict(
             {k[len("slicer/") :]: v for k, v in arrays.items() if k.startswith("slicer/")}
         )
-        if tree._built:
-            if [str(p) for p in tree.prims] != meta["prims"]:
+        if self._built:
+            if [str(p) for p in self.prims] != meta["prims"]:
                 raise ValueError("snapshot primitives do not match the queries")
-            for i, p in enumerate(tree.prims):
+            for i, p in enumerate(self.prims):
                 pre = f"agg{i}/"
-                tree.aggs[p].load_state_dict(
+                self.aggs[p].load_state_dict(
                     {k[len(pre) :]: v for k, v in arrays.items() if k.startswith(pre)}
                 )
-            tree._ops_total.update(meta["ops_total"])
-            tree._ops_unattached = int(meta.get("ops_unattached", 0))
+            self._ops_total.update(meta["ops_total"])
+            self._ops_unattached = int(meta.get("ops_unattached", 0))
         if "ops_slices" in arrays:
-            tree._ops_slices = [arrays["ops_slices"]]
-        return tree
+            self._ops_slices = [arrays["ops_slices"]]

@@ -1,10 +1,11 @@
-"""Cost model: ``C_t = lambda + E_t * Omega_t`` aggregate operations per time unit (DESIGN.md s. 3).
+"""Cost model: ``C_t = lambda + E_t * Omega_t`` aggregate operations per time unit
+(docs/DESIGN.md s. 3).
 
 ``Omega_t`` is the number of final-aggregation operations per edge for the tree's incremental
 evaluation (IE) technique (dissertation Table 11), with ``nP_i = r_i * E_t`` partials in query
 i's range. Choices where the text is loose (kept testable here):
 
-- **Count windows** (``kind: count``; issue 16): ``E``, ``nP_i`` and Omega live on the tree's
+- **Count windows** (``kind: count``): ``E``, ``nP_i`` and Omega live on the tree's
   own axis, the tuple positions of its stream, where they are the same formulas (Omega is a
   number per edge, ``nP_i = r_i * E`` counts partials whatever the unit); the cost converts
   with the stream's rate: ``C_t = lambda + (E_t per tuple) * lambda * Omega_t`` operations per

@@ -119,13 +119,14 @@ class NodeState:
     def n(self) -> int:
         return len(self.caps)
 
-    def _cap(self, j: int) -> float:
+    def capacity(self, j: int) -> float:
+        """Node ``j``'s capacity; 1 for a node without one, so its utilization is its load."""
         c = self.caps[j]
         return 1.0 if c is None else c
 
     def util_key(self, j: int, load: float | None = None) -> tuple:
         load = self.load[j] if load is None else load
-        return (load / self._cap(j), -self._cap(j), j)
+        return (load / self.capacity(j), -self.capacity(j), j)
 
     def min_node(self) -> int:
         """findMinNode: smallest cost (utilization with capacities); ties larger capacity, index."""

@@ -4,7 +4,7 @@ Config validation (``sim.config``), ``weaveplace plan --optimizer``, simulation 
 read these two dicts and nothing else.  A new optimizer is one function plus one
 ``register_optimizer`` call; this module registers the built-in ones.  Why a module of its
 own: it sits above every optimizer module (``weaveshare``, ``distributed``,
-``dist_local_search``, ``pareto``), so none of them imports another one back to dispatch by
+``local_search``, ``pareto``), so none of them imports another one back to dispatch by
 name.
 
 - A **single-node** optimizer maps queries to trees, ``run(queries, model, progress)``; a plan
@@ -22,8 +22,8 @@ from functools import partial
 from typing import Any
 
 from placement import distributed, weaveshare
-from placement.dist_local_search import wg_ls
 from placement.distributed import NodesArg, node_capacities
+from placement.local_search.search import wg_ls
 from placement.pareto.search import wg_pf
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
@@ -142,7 +142,7 @@ for _spec in distributed.OPTIMIZERS.values():  # the thirteen of Table 7
     )
 register_optimizer(
     DistributedOptimizer(
-        "WG_LS", "WG", wg_ls, "local search from WG_TN and WG_I (dist_local_search)"
+        "WG_LS", "WG", wg_ls, "local search from WG_TN and WG_I (placement.local_search)"
     )
 )
 register_optimizer(

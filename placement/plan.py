@@ -1,4 +1,5 @@
-"""Plans: trees assigned to nodes, serialised as JSON schema ``weaveplace.plan/1`` (DESIGN.md s. 4).
+"""Plans: trees assigned to nodes, serialised as JSON schema ``weaveplace.plan/1``
+(docs/DESIGN.md s. 4).
 
 Every cost in a plan is recomputable from its queries and stream rates alone: ``verify_plan``
 re-prices each tree from scratch (with the brute-force-checked edge engine) and compares.
@@ -8,7 +9,7 @@ so plans written before it load unchanged): the slicing every tree of the plan i
 executed with (``placement.trees.CostModel``, ``executors.ExecutionTree``).  One per plan, as
 ``ie`` is: a plan is priced by one cost model.  Written always, so a plan says how it runs.
 
-``axis`` (per tree, ``"time"`` or ``"count"``; issue 16): the axis its windows share, the
+``axis`` (per tree, ``"time"`` or ``"count"``): the axis its windows share, the
 queries' ``kind``. ``composite_slide`` and ``edges`` are on that axis (milliseconds or tuple
 positions); ``edge_rate`` is always edges per *time unit* (for a count tree: edges per tuple x
 the stream's rate), so ``cost = lambda + edge_rate * omega`` holds for every tree.  Plans

@@ -1,6 +1,6 @@
 """Aggregate Continuous Queries (ACQs) and their validation.
 
-An ACQ is ``(id, stream, aggregate, range r, slide s, kind)`` (DESIGN.md section 1). Queries are
+An ACQ is ``(id, stream, aggregate, range r, slide s, kind)`` (docs/DESIGN.md s. 1). Queries are
 small frozen value objects; a workload of a million of them is still cheap because slicing and
 placement work on their residue classes, not on the objects.
 """
@@ -14,7 +14,7 @@ from typing import Any
 #: The aggregates a query may ask for: the one list that config validation (``sim.config``),
 #: query construction, pricing (``placement.cost``) and execution (``executors.aggregates``
 #: registers exactly these, checked at import; ``cluster.node.core``) share.
-#: ``product`` (DESIGN.md lists it as optional) is refused: as a monoid it would need a fourth
+#: ``product`` (docs/DESIGN.md lists it as optional) is refused: as a monoid it would need a fourth
 #: kernel op in every final-aggregation technique, it has no safe inverse (a zero in the window
 #: makes division undefined, so neither subtract-on-evict nor SlickDeque Inv could run it) and
 #: int64 products overflow after a few DEBS readings.  Until it is executed it is not accepted.
@@ -66,7 +66,7 @@ class Query:
     def share_key(self) -> tuple[str, str, str]:
         """``(stream, aggregate, kind)``: only queries with equal keys can share a tree. Why
         the kind: a count window slices the tuple axis (positions), a time window the time
-        axis; no slicing serves both (issue 16)."""
+        axis; no slicing serves both."""
         return (self.stream, self.aggregate, self.kind)
 
     @property

@@ -134,8 +134,8 @@ def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replace
         pick = None
         for t in st.trees[src]:
             after = list(util)
-            after[src] = (st.load[src] - t.cost) / st._cap(src)
-            after[new] = (st.load[new] + t.cost) / st._cap(new)
+            after[src] = (st.load[src] - t.cost) / st.capacity(src)
+            after[new] = (st.load[new] + t.cost) / st.capacity(new)
             k = key(after)
             if better(k, current) and (pick is None or better(k, pick[0])):
                 pick = (k, t)

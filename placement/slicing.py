@@ -1,4 +1,4 @@
-"""Slicing a query into edges, as residue classes (DESIGN.md section 2).
+"""Slicing a query into edges, as residue classes (docs/DESIGN.md s. 2).
 
 Query ``(r, s)`` needs an edge at every ``t`` with ``t mod s == 0`` (window starts) and
 ``t mod s == r mod s`` (window ends), i.e. the residue classes ``(s, 0)`` and ``(s, r mod s)``.

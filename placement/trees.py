@@ -113,9 +113,12 @@ class CostModel:
         the stream's rate for count windows (their axis is the tuple positions)."""
         return self.rate(stream) if kind == "count" else 1.0
 
-    def _price(
+    def tree_from_parts(
         self, stream, aggregate, queries, classes, windows, cs, e, kind: str = "time"
     ) -> Tree:
+        """The priced tree of ``queries`` from slicing parts the caller already has (their
+        residue ``classes``, ``windows``, composite slide ``cs`` and edges per time unit
+        ``e``), so a search that derives them incrementally does not slice the queries again."""
         tech = resolve_technique(self.technique, [aggregate])
         om = omega(tech, windows, e, self.slicing)
         sc = self.scale(stream, kind)
@@ -160,7 +163,7 @@ class CostModel:
         e = self.engine.density(cls)
         windows = frozenset((q.range, q.slide) for q in qs)
         cs = lcm(*(q.slide for q in qs))
-        return self._price(stream, aggregate, qs, cls, windows, cs, e, kind)
+        return self.tree_from_parts(stream, aggregate, qs, cls, windows, cs, e, kind)
 
     def merged_price(self, x: Tree, y: Tree) -> tuple[Fraction, float, float]:
         """``(E, Omega, cost)`` of weaving x and y, without building the merged tree."""

@@ -7,7 +7,7 @@ merge reduces the cost. The paper's *cost lookup table* is a max-heap of pair be
 row of the newly merged tree is computed per iteration. Rows are pruned with a certified upper
 bound on the benefit (never a heuristic), so the plan is exactly the naive algorithm's plan, with
 ties broken by tree creation order; it does not depend on the edge engine. For Panes and FlatFIT
-(additive Omega) the lazy table is ``placement.lazy_table`` (compiled rows, exact benefits of
+(additive Omega) the lazy table is ``placement.lazy_table.table`` (compiled rows, exact benefits of
 single-modulus pairs); ``_Table`` here serves the eager strategy and the other techniques.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from placement.lazy_table import KernelTable
+from placement.lazy_table.table import KernelTable
 from placement.queries import Query
 from placement.trees import CostModel, Tree
 

@@ -1,6 +1,6 @@
 """numba's one-off compilation: one cache directory for everything, filled once at install time.
 
-Why (issue 11, item 7): the kernels (``placement.weave_kernels`` and ``ls_kernels``, the
+Why (issue 11, item 7): the kernels (``placement.lazy_table`` and ``placement.local_search``, the
 executors' final aggregators and slicers) are compiled by numba on first use, ~25 s of CPU for
 a first ``weaveplace plan`` and seconds per live actor, and that used to land inside reported
 runtimes. Now:
@@ -34,8 +34,8 @@ def warm_placement() -> float:
     global _PLACEMENT_WARM
     if _PLACEMENT_WARM is not None:
         return 0.0
-    from placement import ls_kernels
-    from placement.lazy_table import warm
+    from placement.lazy_table.table import warm
+    from placement.local_search import kernels as ls_kernels
 
     t0 = time.perf_counter()
     warm()

@@ -75,8 +75,8 @@ class Placement(Strict):
 
     #: WG_PF (placement.pareto): at most this many plans on the returned front
     front_size: Annotated[int, Field(ge=1, le=64)] = 8
-    #: WG_PF's rule picking the plan to report and run (placement.pareto_choose.Choose); None: the
-    #: default (capacities when the nodes have capacities, else total_cost_within: 5%)
+    #: WG_PF's rule picking the plan to report and run (placement.pareto.choose.ChoiceRule); None:
+    #: the default (capacities when the nodes have capacities, else total_cost_within: 5%)
     choose: Any = None
 
     @field_validator("choose", mode="after")
@@ -84,19 +84,19 @@ class Placement(Strict):
     def _choose(cls, v: Any) -> Any:
         if v is None:
             return v
-        from placement.pareto.choose import Choose, ChooseError
+        from placement.pareto.choose import ChoiceRule, ChooseError
 
         try:
-            Choose.parse(v)
+            ChoiceRule.parse(v)
         except ChooseError as exc:
             raise ConfigError(str(exc)) from None
         return v
 
     def choose_rule(self, capacities: list[float | None]):
         """The WG_PF rule for a cluster layout (``placement.pareto_choose.default_choose`` if unset)."""
-        from placement.pareto.choose import Choose, default_choose
+        from placement.pareto.choose import ChoiceRule, default_choose
 
-        return default_choose(capacities) if self.choose is None else Choose.parse(self.choose)
+        return default_choose(capacities) if self.choose is None else ChoiceRule.parse(self.choose)
 
     #: weaveplace serve: re-plan when the running plan's TotalCost drifts more than this
     #: fraction above a fresh plan of the running queries; at most max_moves trees move then

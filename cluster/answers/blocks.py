@@ -2,14 +2,17 @@
 
 Why its own module: a node actor only *produces* ``AnswerBlocks``; turning blocks of many
 nodes and checkpoints into one ``(query_id, window_start)``-sorted table (``merge_blocks``)
-is the driver route's work, and the actor route (``answer_sink``) writes the same blocks as
-Parquet parts with the same schema.  ``value`` is int64 when every answer is integer, else
-float64 (then int answers beyond 2^53 are refused, as Arrow's checked cast does).
+is the driver route's work, and the actor route (``cluster.answers.sink``) writes the same blocks
+as Parquet parts with the same schema.  The one int64 rule of every answer table lives here
+(``answer_schema_for``): ``value`` is int64 when every answer is integer, else float64 (then int
+answers beyond 2^53 are refused, as Arrow's checked cast does).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,22 +26,52 @@ ANSWER_SCHEMA_INT = pa.schema(
     ]
 )
 ANSWER_SCHEMA_FLOAT = ANSWER_SCHEMA_INT.set(3, pa.field("value", pa.float64()))
+LATE_SCHEMA = pa.schema(
+    [
+        ("node_id", pa.string()),
+        ("tree_id", pa.string()),
+        ("stream", pa.string()),
+        ("ts_ms", pa.int64()),
+        ("value", pa.float64()),
+    ]
+)
+
+
+def answer_schema_for(all_int: bool) -> pa.Schema:
+    """The int64 rule: ``value`` is int64 iff every answer is integer, else float64."""
+    return ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
+
+
+def trees_answer_int(trees: Iterable[dict], column_is_int: Callable[[str], bool]) -> bool:
+    """Whether every query of these tree specs answers integers, given which stream columns
+    are integer (int columns: sum, min, max, range, count; avg and stddev give floats)."""
+    from executors.aggregates import get_aggregate
+
+    return all(
+        get_aggregate(q["aggregate"]).output_is_int(column_is_int(t["stream"]))
+        for t in trees
+        for q in t["queries"]
+    )
+
+
+def answer_schema(deployment: Any) -> pa.Schema:
+    """The answers' schema of a run on DEBS columns, fixed up front so that every part agrees
+    (``deployment``: a ``cluster.deployment.deployment.Deployment``); boolean columns give
+    float64, as in a batch run."""
+    from cluster.debs.format import DEBS_SCHEMA
+
+    trees = [t for n in deployment.nodes.values() for t in n.spec["trees"]]
+    return answer_schema_for(
+        trees_answer_int(trees, lambda s: pa.types.is_integer(DEBS_SCHEMA.field(s).type))
+    )
 
 
 def empty_answers(int_values: bool = True) -> pa.Table:
-    return (ANSWER_SCHEMA_INT if int_values else ANSWER_SCHEMA_FLOAT).empty_table()
+    return answer_schema_for(int_values).empty_table()
 
 
 def empty_late() -> pa.Table:
-    return pa.schema(
-        [
-            ("node_id", pa.string()),
-            ("tree_id", pa.string()),
-            ("stream", pa.string()),
-            ("ts_ms", pa.int64()),
-            ("value", pa.float64()),
-        ]
-    ).empty_table()
+    return LATE_SCHEMA.empty_table()
 
 
 class AnswerBlocks:
@@ -97,15 +130,16 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
     all_int = all(v.dtype == np.int64 for v in values)
     if value_type == "int64" and not all_int:
         raise ValueError("float answers in a run whose answers were declared int64")
+    vt = answer_schema_for(all_int and value_type != "float64").field("value").type
     vdt: type[np.number]
-    if all_int and value_type != "float64":
-        vt, vdt = pa.int64(), np.int64
+    if pa.types.is_integer(vt):
+        vdt = np.int64
     else:
         ints = [v for v in values if v.dtype == np.int64]
         iv = np.concatenate(ints) if ints else np.zeros(0, np.int64)
         if iv.shape[0] and (int(iv.max()) > 1 << 53 or int(iv.min()) < -(1 << 53)):
             pa.array(iv).cast(pa.float64())  # raises ArrowInvalid, naming the value
-        vt, vdt = pa.float64(), np.float64
+        vdt = np.float64
     if int(pos[-1]) >= 1 << 31:  # beyond 32-bit string offsets: not expected
         big = pa.table(
             {
@@ -180,6 +214,7 @@ def concat_answers(parts: list[pa.Table]) -> pa.Table:
     parts = [p for p in parts if p is not None]
     if not parts:
         return empty_answers(True)
-    all_int = all(pa.types.is_integer(p.schema.field("value").type) for p in parts)
-    schema = ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
+    schema = answer_schema_for(
+        all(pa.types.is_integer(p.schema.field("value").type) for p in parts)
+    )
     return pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])

@@ -1,10 +1,16 @@
-"""A stream's outputs: Parquet datasets written one part per micro-batch, each part atomic,
-and the answers' schema fixed for the whole run.
+"""Parquet datasets written one part at a time: the one writer of every answers and late-tuple
+part weaveplace puts on disk, with one safety rule.
 
-Why its own module: how results land on disk (a hidden name then a rename, so a reader sees
-whole parts only; a previous run's parts removed, foreign files refused) is independent of
-how Spark hands over files and how they are fed; ``cluster.service.service`` writes its parts by the
-same rules.
+Why one module: how results land on disk is independent of who produces them (the directory
+stream and the service write numbered parts from the driver, node actors write their own parts
+on the actor route, ``cluster.answers.sink``), and the rules must be the same everywhere:
+
+* **a part appears whole or not at all**: it is written to a hidden temporary of a unique name
+  beside it, then renamed over it (``write_part_file``), so a reader sees whole parts only and
+  two writers of one part (a dead actor and its retry) never share a temporary;
+* **weaveplace deletes only what it wrote** (``clear_dataset``): a previous run's dataset is
+  removed before a run writes to the same place, but a directory holding anything else is
+  refused, so a mistyped output directory never costs the user a file.
 """
 
 from __future__ import annotations
@@ -12,53 +18,49 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cluster.answers.blocks import ANSWER_SCHEMA_FLOAT, ANSWER_SCHEMA_INT, empty_late
-from cluster.deployment.deployment import Deployment
 from cluster.feeds.directory_options import StreamError
 
-LATE_SCHEMA = empty_late().schema
-_PART_RE = re.compile(r"part-\d+\.parquet")
+#: a numbered part of a dataset written by ``PartWriter``
+PART_RE = re.compile(r"part-(\d+)\.parquet")
+#: a node's part on the actor route (``cluster.answers.sink``): a round number or ``final``
+_NODE_PART_RE = re.compile(r"part-[0-9A-Za-z_]+\.parquet")
+_NODE_DIR_RE = re.compile(r"node=[^/]+")
+#: the actor route's record of its committed parts (``cluster.answers.sink.MANIFEST``)
+_MANIFEST = "_manifest.json"
 
 
-class PartWriter:
-    """A Parquet dataset directory written one part at a time, each part atomically."""
+def write_part_file(table: pa.Table, dest: Path) -> None:
+    """Write ``table`` as the Parquet file ``dest``, whole or not at all: a hidden temporary of
+    a unique name in the same directory, renamed over ``dest``."""
+    tmp = dest.parent / f".{dest.name}.{uuid.uuid4().hex}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, dest)
 
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.path, self.schema, self.parts, self.rows = path, schema, 0, 0
-        clear_dataset(path)
-        path.mkdir(parents=True)
 
-    def write(self, table: pa.Table, batch: int) -> None:
-        if not table.num_rows:
-            return
-        self._put(table.select(self.schema.names).cast(self.schema), f"part-{batch:05d}.parquet")
-        self.parts += 1
-        self.rows += table.num_rows
-
-    def close(self) -> None:
-        """An empty dataset still gets one (empty) part, so readers know its schema."""
-        if not self.parts:
-            self._put(self.schema.empty_table(), "part-00000.parquet")
-
-    def _put(self, table: pa.Table, name: str) -> None:
-        tmp = self.path / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.path / name)
+def _ours(entry: Path) -> bool:
+    """Whether weaveplace wrote this entry of a dataset directory: a numbered part, a hidden
+    temporary, or the actor route's manifest and ``node=<id>`` directories of parts."""
+    name = entry.name
+    if name.startswith(".") or PART_RE.fullmatch(name) or name == _MANIFEST:
+        return True
+    if _NODE_DIR_RE.fullmatch(name) and entry.is_dir():
+        return all(
+            p.name.startswith(".") or _NODE_PART_RE.fullmatch(p.name) for p in entry.iterdir()
+        )
+    return False
 
 
 def clear_dataset(path: Path) -> None:
-    """Remove a previous run's output at ``path`` (a file, or a directory of our parts only)."""
+    """Remove a previous run's output at ``path`` (a file, or a directory of our parts only);
+    a directory holding files weaveplace did not write is refused (``StreamError``)."""
     if path.is_dir():
-        foreign = [
-            p.name
-            for p in path.iterdir()
-            if not (_PART_RE.fullmatch(p.name) or p.name.startswith("."))
-        ]
+        foreign = [p.name for p in path.iterdir() if not _ours(p)]
         if foreign:
             raise StreamError(
                 f"{path} holds files weaveplace did not write ({foreign[:3]}); "
@@ -69,18 +71,57 @@ def clear_dataset(path: Path) -> None:
         path.unlink()
 
 
-def answer_schema(deployment: Deployment) -> pa.Schema:
-    """The answers' schema for the whole run, fixed up front so that every part agrees: value
-    is int64 iff every query's answer is integer on its DEBS column (int columns: sum, min,
-    max, range, count; avg/stddev and boolean columns give float64), as in a batch run."""
-    from cluster.debs.format import DEBS_SCHEMA
-    from executors.aggregates import get_aggregate
+class PartWriter:
+    """A Parquet dataset directory written one numbered part at a time, each atomically, every
+    part cast to one ``schema``.
 
-    all_int = True
-    for n in deployment.nodes.values():
-        for t in n.spec["trees"]:
-            col_int = pa.types.is_integer(DEBS_SCHEMA.field(t["stream"]).type)
-            all_int &= all(
-                get_aggregate(q["aggregate"]).output_is_int(col_int) for q in t["queries"]
-            )
-    return ANSWER_SCHEMA_INT if all_int else ANSWER_SCHEMA_FLOAT
+    ``write(table, batch)`` names the part after the micro-batch (``part-<batch>.parquet``);
+    ``close`` writes one empty part when nothing was written, so readers know the schema.
+    ``fresh=False`` resumes a dataset at part number ``start``: the parts before it are kept,
+    the ones from it on (written after the resumed checkpoint: they are regenerated) and hidden
+    temporaries are removed, so every row ends up in exactly one part. ``parts`` counts the
+    parts holding rows, ``next`` is the number after the last part written."""
+
+    def __init__(self, path: Path, schema: pa.Schema, start: int = 0, fresh: bool = True):
+        self.path, self.schema, self.next, self.rows = path, schema, int(start), 0
+        if fresh:
+            clear_dataset(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for p in path.iterdir():
+            m = PART_RE.fullmatch(p.name)
+            if (m and int(m.group(1)) >= self.next) or p.name.startswith("."):
+                p.unlink()
+        self.parts = sum(1 for p in path.iterdir() if PART_RE.fullmatch(p.name))
+
+    def write(self, table: pa.Table, batch: int | None = None) -> None:
+        """Write ``table`` (no rows: nothing) as part ``batch`` (default: ``next``)."""
+        if not table.num_rows:
+            return
+        number = self.next if batch is None else int(batch)
+        self._put(table.select(self.schema.names).cast(self.schema), number)
+        self.next = max(self.next, number + 1)
+        self.parts += 1
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        """An empty dataset still gets one (empty) part, so readers know its schema."""
+        if not self.parts:
+            self._put(self.schema.empty_table(), self.next)
+
+    def _put(self, table: pa.Table, number: int) -> None:
+        write_part_file(table, self.path / f"part-{number:05d}.parquet")
+
+
+class AnswerParts(PartWriter):
+    """The service's ``PartWriter``: parts numbered by its own counter (saved in the service's
+    state, because a resumed run's micro-batch ids start again), and the empty part ``close``
+    writes counts as a part (a resumed run finds it on disk and counts it the same way)."""
+
+    def write(self, table: pa.Table, batch: int | None = None) -> None:
+        super().write(table)
+
+    def close(self) -> None:
+        if not self.parts:
+            self._put(self.schema.empty_table(), self.next)
+            self.next += 1
+            self.parts += 1

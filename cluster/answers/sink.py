@@ -9,9 +9,10 @@ the driver only learns counts and part names.
 
 Exactly once, the commit protocol: a part is written at a checkpoint together with the
 snapshot taken at the same point (``NodeCore.checkpoint_write``), under the name the driver
-gave for that checkpoint round (``part-<round>``), by write-to-temporary + rename (a reader
-never sees half a part).  A part is *committed* when the driver received the reply of that
-call, i.e. holds the snapshot taken at the same point; only committed parts stay
+gave for that checkpoint round (``part-<round>``), by ``cluster.answers.parts.write_part_file``
+(write-to-temporary + rename: a reader never sees half a part).  A part is *committed* when the
+driver received the reply of that call, i.e. holds the snapshot taken at the same point; only
+committed parts stay
 (``AnswerCommits.finalize`` deletes the others).  Every answer is in exactly one committed
 part because:
 
@@ -34,13 +35,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from cluster.answers.parts import clear_dataset, write_part_file
 
 ANSWER_COLUMNS = ["query_id", "window_start", "window_end", "value"]
 MANIFEST = "_manifest.json"  # names starting with "_" or "." are skipped by pyarrow and Spark
@@ -70,9 +70,7 @@ def write_part(root: str | os.PathLike, node_id: str, part: str, table: pa.Table
         dest.unlink(missing_ok=True)
         return WrittenPart(rel, 0, 0)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{dest.name}.{uuid.uuid4().hex}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, dest)
+    write_part_file(table, dest)
     return WrittenPart(rel, table.num_rows, dest.stat().st_size)
 
 
@@ -84,11 +82,9 @@ class AnswerCommits:
         self.parts: dict[str, WrittenPart] = {}
 
     def reset(self) -> None:
-        """Start a run: an existing dataset (or file) at ``root`` is removed."""
-        if self.root.is_dir():
-            shutil.rmtree(self.root)
-        elif self.root.exists():
-            self.root.unlink()
+        """Start a run: a previous run's dataset (or a file) at ``root`` is removed; a directory
+        holding files weaveplace did not write is refused (``clear_dataset``)."""
+        clear_dataset(self.root)
         self.root.mkdir(parents=True)
 
     def commit(self, part: WrittenPart) -> None:

@@ -23,7 +23,7 @@ from cluster.deployment.deployment import Deployment
 from cluster.deployment.specs import DeploymentError
 from cluster.node.actor import ActorCore, shipped_executors
 from cluster.node.core import pick_technique
-from executors.live_tree import LiveTree
+from executors.churn_tree import ChurnTree as LiveTree
 
 
 class LiveNodeCore(ActorCore):

@@ -90,7 +90,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cluster.answers.parts import LATE_SCHEMA, PartWriter, answer_schema
+from cluster.answers.blocks import LATE_SCHEMA, answer_schema
+from cluster.answers.parts import PartWriter
 from cluster.deployment.deployment import Deployment
 from cluster.feeds.directory_options import FileRecord, StreamError, StreamOptions, StreamStats
 from cluster.feeds.time_chunks import nondecreasing

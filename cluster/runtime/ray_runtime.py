@@ -45,7 +45,6 @@ import os
 from pathlib import Path
 
 DEFAULT_TMPDIR = "/tmp/ray-weaveplace"
-_REPO = Path(__file__).resolve().parents[1]
 
 
 def _worker_env() -> dict[str, str]:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from placement.pareto.choose import Choose, default_choose
+from placement.pareto.choose import ChoiceRule, default_choose
 from placement.pareto.search import DEFAULT_FRONT_SIZE, ParetoResult, wg_pf
 from placement.plan import Plan
 from placement.queries import Query
@@ -61,11 +61,11 @@ class Planner:
             pl.choose,
         )
 
-    def rule(self, caps: Sequence[float | None]) -> Choose | None:
+    def rule(self, caps: Sequence[float | None]) -> ChoiceRule | None:
         """WG_PF's rule for a layout with these capacities (None for other optimizers)."""
         if self.optimizer != "WG_PF":
             return None
-        return default_choose(list(caps)) if self.choose is None else Choose.parse(self.choose)
+        return default_choose(list(caps)) if self.choose is None else ChoiceRule.parse(self.choose)
 
     def plan(
         self, queries: Sequence[Query], model: CostModel, caps: Sequence[float | None]

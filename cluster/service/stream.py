@@ -17,9 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from cluster.answers.blocks import ANSWER_SCHEMA_FLOAT
-from cluster.answers.files import AnswerParts
-from cluster.answers.parts import LATE_SCHEMA
+from cluster.answers.blocks import ANSWER_SCHEMA_FLOAT, LATE_SCHEMA
+from cluster.answers.parts import AnswerParts
 from cluster.feeds.directory import DirectoryStream
 
 

@@ -13,12 +13,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from placement.exact.subset_split import unfold
+from placement.exact.trees import INF
 from placement.plan import Plan
 from placement.queries import Query
-from placement.subset_split import unfold
 from placement.trees import CostModel
-
-INF = math.inf
 
 
 class InfeasibleError(ValueError):
@@ -110,9 +109,9 @@ class ExactResult:
             self.bound_total = self.min_total.total_cost if self.optimal_total else 0.0
         if math.isnan(self.bound_max):
             self.bound_max = self.min_max.max_cost if self.optimal_max else 0.0
-        self._settle()
+        self.settle()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """A bound never exceeds the best known plan (it bounds the optimum from below); a plan
         that meets its bound is proven optimal."""
         self.bound_total = min(self.bound_total, self.min_total.total_cost)
@@ -178,7 +177,7 @@ def seed_result(
         else copy.deepcopy(p)
         for p in res.front
     ]
-    res._settle()
+    res.settle()
     return res
 
 

@@ -27,7 +27,7 @@ import math
 import time
 from dataclasses import dataclass
 
-INF = math.inf
+from placement.exact.trees import INF
 
 
 @dataclass

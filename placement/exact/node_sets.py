@@ -18,9 +18,9 @@ from numba import njit, types
 from numba.typed import Dict
 
 from placement.distributed import build_plan
+from placement.exact.subset_split import unfold
 from placement.exact.trees import INF, REL, FamilyTooLarge, OutOfTime, Pricer
 from placement.plan import Plan
-from placement.subset_split import unfold
 
 # ---- node-set family ------------------------------------------------------------------------
 

@@ -46,11 +46,10 @@ from placement.exact.common import (
     seed_result,
     subset_table,
 )
+from placement.exact.trees import INF
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel
-
-INF = math.inf
 
 
 def _plan(name, table: SubsetTable, model, caps, node_tree_masks) -> Plan:
@@ -141,7 +140,7 @@ def exact_cpsat(
     pos = {q.id: i for i, q in enumerate(qs)}
     plans = list(hints)
     if hint:
-        from placement.dist_local_search import wg_ls
+        from placement.local_search.search import wg_ls
 
         plans.append(wg_ls(qs, model, node_capacities(nodes)))
 

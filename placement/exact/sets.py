@@ -94,9 +94,9 @@ def exact_sets(
     (``pareto_front``, in the time left; ``ExactResult.front_exact`` says whether it was
     proven); otherwise the two plans and the hints' non-dominated ones (``front_exact``
     False)."""
-    from placement.dist_local_search import wg_ls
     from placement.distributed import node_capacities
     from placement.exact.common import ExactResult, InfeasibleError, plans_fitting, seed_result
+    from placement.local_search.search import wg_ls
     from placement.queries import validate_unique
 
     start = time.perf_counter()

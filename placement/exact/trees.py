@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from placement.queries import Query
 from placement.trees import CostModel
 
-INF = math.inf
+INF = math.inf  # the price of what cannot be placed; the one INF of the exact solvers
 SUBSET_TABLE_MAX = 16  # min TotalCost falls back to pricing all subsets up to this many queries
 REL = 1e-9  # relative slack of every comparison of float costs (sums of a few float terms)
 

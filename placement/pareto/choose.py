@@ -4,7 +4,7 @@ Why one module: the rule is what the user writes and reads (parsing, one-line er
 note when no plan meets it, the load-shedding proposal); the search (``placement.pareto``)
 only hands it the front.
 
-**Choose rule** (``Choose``, applied to the full front before truncation):
+**The choice rule** (``ChoiceRule``, applied to the full front before truncation):
 ``max_cost_at_most: N`` the cheapest plan with MaxCost <= N; ``max_cost_within: "p%"`` the cheapest
 plan with MaxCost within p % of the front's smallest; ``total_cost_within: "p%"`` the smallest
 MaxCost with TotalCost within p % of the front's cheapest (default without capacities, 5 %);
@@ -25,8 +25,6 @@ from typing import Any
 from placement.pareto.front import REL, at_most
 from placement.plan import Plan
 
-RULES = ("max_cost_at_most", "max_cost_within", "total_cost_within", "capacities")
-
 _PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -35,7 +33,7 @@ class ChooseError(ValueError):
 
 
 @dataclass(frozen=True)
-class Choose:
+class ChoiceRule:
     """One rule (module docstring). ``value``: the cap for ``max_cost_at_most``, a fraction
     (0.05 for "5%") for the ``_within`` rules, None for ``capacities``."""
 
@@ -50,17 +48,17 @@ class Choose:
         return self.value
 
     @staticmethod
-    def parse(raw: Any, where: str = "placement.choose") -> Choose:
+    def parse(raw: Any, where: str = "placement.choose") -> ChoiceRule:
         """``"capacities"``, ``{max_cost_at_most: N}``, ``{max_cost_within: "10%"}`` or
         ``{total_cost_within: "5%"}``; a one-line ``ChooseError`` otherwise."""
         allowed = (
             'capacities, {max_cost_at_most: N}, {max_cost_within: "p%"} or '
             '{total_cost_within: "p%"}'
         )
-        if isinstance(raw, Choose):
+        if isinstance(raw, ChoiceRule):
             return raw
         if raw == "capacities" or raw == {"capacities": True}:
-            return Choose("capacities")
+            return ChoiceRule("capacities")
         if not isinstance(raw, dict) or len(raw) != 1:
             raise ChooseError(f"{where}: expected {allowed}, got {raw!r}")
         ((k, v),) = raw.items()
@@ -75,12 +73,12 @@ class Choose:
                     f"{where}.max_cost_at_most: expected a number > 0 "
                     f"(operations per time unit), got {v!r}"
                 )
-            return Choose(k, float(v))
+            return ChoiceRule(k, float(v))
         if k in ("max_cost_within", "total_cost_within"):
             m = _PCT.match(v) if isinstance(v, str) else None
             if m is None:
                 raise ChooseError(f'{where}.{k}: expected a percentage such as "5%", got {v!r}')
-            return Choose(k, float(m.group(1)) / 100.0)
+            return ChoiceRule(k, float(m.group(1)) / 100.0)
         raise ChooseError(f"{where}: unknown rule {k!r}; expected {allowed}")
 
     def to_dict(self) -> Any:
@@ -95,11 +93,11 @@ class Choose:
         return d if isinstance(d, str) else f"{self.rule}: {next(iter(d.values()))}"
 
 
-def default_choose(caps: Sequence[float | None]) -> Choose:
+def default_choose(caps: Sequence[float | None]) -> ChoiceRule:
     """``capacities`` when the nodes have capacities, else ``total_cost_within: 5%``."""
     if any(c is not None for c in caps):
-        return Choose("capacities")
-    return Choose("total_cost_within", 0.05)
+        return ChoiceRule("capacities")
+    return ChoiceRule("total_cost_within", 0.05)
 
 
 def _fits(plan: Plan) -> bool:
@@ -134,7 +132,7 @@ def shedding_note(plans: Sequence[Plan]) -> str:
     )
 
 
-def choose(plans: Sequence[Plan], rule: Choose) -> tuple[int, bool, str]:
+def choose(plans: Sequence[Plan], rule: ChoiceRule) -> tuple[int, bool, str]:
     """``(index, met, note)``: the plan of ``plans`` (a front) that ``rule`` picks, whether it
     meets the rule and, when not, one line saying what was chosen instead and why."""
     if not plans:

@@ -2,7 +2,7 @@
 
 Why one module: what "non-dominated" and "a good small front" mean is independent of how
 plans are searched (``placement.pareto``) and of the rule that picks one
-(``placement.pareto_choose``); benchmarks and the simulation's front columns use it alone.
+(``placement.pareto.choose``); benchmarks and the simulation's front columns use it alone.
 
 **Objectives.** A plan is the point ``(TotalCost, U)`` with ``U = max_j cost_j / capacity_j``
 (capacity 1 when nodes have none, so ``U`` is MaxCost; with capacities it is the largest
@@ -77,7 +77,7 @@ def front_distance(point: Sequence[float], front: Sequence[Sequence[float]]) -> 
 
 # ---- the archive of layouts --------------------------------------------------------------------
 
-Layout = Sequence[Sequence[Tree]]  # per node, its trees (the archive keeps tuples of tuples)
+TreesByNode = Sequence[Sequence[Tree]]  # per node, its trees (the archive keeps tuples of tuples)
 
 
 class Archive:
@@ -85,7 +85,7 @@ class Archive:
 
     def __init__(self, caps: Sequence[float | None]):
         self.caps = [1.0 if c is None else float(c) for c in caps]
-        self.items: list[tuple[tuple[float, float], Layout, str]] = []
+        self.items: list[tuple[tuple[float, float], TreesByNode, str]] = []
         self.seen = 0
 
     def point(self, nodes) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """WG_PF: a front of non-dominated plans (TotalCost vs MaxCost) and the rule that picks one.
 
-Why: TotalCost and MaxCost pull apart (DESIGN.md section 10). Every Table 7 optimizer sits at one
+Why: TotalCost and MaxCost pull apart (docs/DESIGN.md s. 10). Every Table 7 optimizer sits at one
 point of the trade-off and WG_LS at one fixed compromise; WG_PF returns the whole front so the user
 can choose ("the cheapest plan whose busiest node carries at most X", "the most balanced plan within
 5 % of the cheapest total", "the cheapest plan that fits the capacities").
@@ -14,11 +14,11 @@ without capacities); the front holds the plans no other found plan weakly domina
 1. *Seeds*: every Table 7 plan and WG_LS's (so the front weakly dominates each of them by
    construction, before truncation).
 2. *Budget walks*: for budgets ``B_k`` spread between the cheapest and the most balanced seed's
-   TotalCost, WG_LS's local search (``dist_local_search.LocalSearch``: move a tree, swap trees, weave a
-   tree into a tree of another node, take a query out of a tree on the busiest node, re-weave a
-   node; certified lower bounds prune the exact pricing) minimises ``(max(1, T/B_k), U, T)``, i.e.
-   the smallest MaxCost whose TotalCost stays within ``B_k``. It starts from the archived plan best
-   under that key; every plan it passes through is archived.
+   TotalCost, WG_LS's local search (``placement.local_search.search.LocalSearch``: move a
+   tree, swap trees, weave a tree into a tree of another node, take a query out of a tree on the
+   busiest node, re-weave a node; certified lower bounds prune the exact pricing) minimises
+   ``(max(1, T/B_k), U, T)``, i.e. the smallest MaxCost whose TotalCost stays within ``B_k``. It
+   starts from the archived plan best under that key; every plan it passes through is archived.
 3. *Split walks*: from each front plan, split a tree on the busiest node into two trees on different
    nodes (a group of its queries, by slide, or the half of its queries with the largest slides,
    goes to one of the least loaded nodes, alone or woven into a tree there): it gives up some
@@ -66,10 +66,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from placement.dist_local_search import LocalSearch, wg_ls
 from placement.distributed import TABLE7, build_plan, node_capacities, optimize
-from placement.pareto.choose import Choose, choose, default_choose, shedding_note
-from placement.pareto.front import REL, Archive, Layout, select_front, weakly_dominates
+from placement.local_search.search import LocalSearch, wg_ls
+from placement.pareto.choose import ChoiceRule, choose, default_choose, shedding_note
+from placement.pareto.front import REL, Archive, TreesByNode, select_front, weakly_dominates
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
@@ -211,7 +211,7 @@ def _kicks(
 # ---- Pareto local search (small instances) -----------------------------------------------------
 
 
-class _Pls:
+class ParetoLocalSearch:
     """Pareto local search over single-query moves: every query of every tree, to every node,
     alone or woven into any same-key tree there (its own node included: re-partitioning a node).
     Each archived layout not yet explored is explored once; a neighbour is priced from the two
@@ -230,7 +230,7 @@ class _Pls:
             t = self._tree[k] = self.model.tree(sorted(queries, key=lambda q: q.id))
         return t
 
-    def explore(self, nodes: Layout) -> None:
+    def explore(self, nodes: TreesByNode) -> None:
         arch, caps = self.arch, self.arch.caps
         loads = [sum(t.cost for t in ts) for ts in nodes]
         total = math.fsum(loads)
@@ -285,7 +285,7 @@ class _Pls:
             return
         self.arch.add(new, "pls")
 
-    def _tree_moves(self, nodes: Layout) -> None:
+    def _tree_moves(self, nodes: TreesByNode) -> None:
         """A whole tree woven into a tree of another node, two trees swapped between nodes,
         and a group of a tree's queries (``_split_groups``) to another node, alone or woven."""
         N = len(nodes)
@@ -320,7 +320,7 @@ class _Pls:
                             new[b].append(part)
                             self._offer(new)
 
-    def _swaps(self, nodes: Layout, loads: list[float], total: float) -> None:
+    def _swaps(self, nodes: TreesByNode, loads: list[float], total: float) -> None:
         """Exchange two same-key queries between trees of different nodes."""
         arch, caps = self.arch, self.arch.caps
         N = len(nodes)
@@ -346,7 +346,7 @@ class _Pls:
                 new[a][ti], new[b][ui] = t2, u2
                 arch.add(new, "pls")
 
-    def explore_with_plateau(self, nodes: Layout) -> None:
+    def explore_with_plateau(self, nodes: TreesByNode) -> None:
         """``explore`` from ``nodes`` and from every layout one whole-tree move away (a tree
         alone to another node): such a move often keeps both objectives (a plateau the archive
         would refuse) but opens room for the next query move, e.g. a node emptied for a query
@@ -378,7 +378,7 @@ class _Pls:
         return count
 
 
-def _layout_key(nodes: Layout) -> tuple:
+def _layout_key(nodes: TreesByNode) -> tuple:
     return tuple(tuple(sorted(tuple(sorted(q.id for q in t.queries)) for t in ts)) for ts in nodes)
 
 
@@ -391,7 +391,7 @@ class ParetoResult:
 
     front: list[Plan]
     chosen: int
-    rule: Choose
+    rule: ChoiceRule
     met: bool
     note: str
     seeds: dict[str, Plan] = field(default_factory=dict)
@@ -433,7 +433,7 @@ def wg_pf(
     seed: int = 0,
     preprocess: bool | str = False,
     front_size: int = DEFAULT_FRONT_SIZE,
-    rule: Choose | Any | None = None,
+    rule: ChoiceRule | Any | None = None,
     walks: int | None = None,
     max_iters: int = 40,
     split_rounds: int | None = None,
@@ -459,7 +459,7 @@ def wg_pf(
     caps = node_capacities(nodes)
     if front_size < 1:
         raise ValueError(f"front_size: expected an integer >= 1, got {front_size}")
-    rule = default_choose(caps) if rule is None else Choose.parse(rule)
+    rule = default_choose(caps) if rule is None else ChoiceRule.parse(rule)
     small = len(qs) <= 64
     walks = (2 * front_size if small else 3) if walks is None else walks
     split_rounds = (8 if small else 3) if split_rounds is None else split_rounds
@@ -515,7 +515,7 @@ def wg_pf(
                 if best is None:
                     break
                 cur = best[1]
-        pls = _Pls(model, arch) if len(qs) <= pls_max_queries else None
+        pls = ParetoLocalSearch(model, arch) if len(qs) <= pls_max_queries else None
         if pls is not None:
             pls.run(pls_max_explored)
         # 3. kicks: a split however much it raises MaxCost, then a descent (the rest of the

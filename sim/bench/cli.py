@@ -240,7 +240,18 @@ def bench_exact(
 
     with _progress() as bar:
         task = bar.add_task("exact", total=len(qs) * len(ns) * len(sd))
-        rows = b.run(qs, ns, sd, rate, smax, omax, "nrm", time_limit, on_row=row_done, front=front)
+        opts = b.ExactBenchOptions(
+            qnums=qs,
+            nodes=ns,
+            seeds=sd,
+            rate=rate,
+            smax=smax,
+            omax=omax,
+            gen="nrm",
+            time_limit_s=time_limit,
+            front=front,
+        )
+        rows = b.run(opts, on_row=row_done)
     df = pd.DataFrame(rows)
     table = Table(
         "queries",
@@ -381,7 +392,7 @@ def bench_executors(
     out: Path = out_option(),
 ):
     """Final-aggregation throughput, latency and memory (dissertation Figures 23-29)."""
-    from sim.bench.executors import DEFAULT_TECHNIQUES, run_executor_bench
+    from sim.bench.executors import DEFAULT_TECHNIQUES, ExecutorBenchOptions, run_executor_bench
 
     aggs = choices("aggregates", aggregates, ("sum", "max"))
     mode_list = choices("modes", modes, ("single", "max-multi"))
@@ -400,14 +411,14 @@ def bench_executors(
                 + (f" (cpu time: {cpu / 1e6:.2f})" if cpu else "")
             )
 
-        rows = run_executor_bench(
-            DEFAULT_TECHNIQUES,
-            aggs,
-            windows,
-            tuple(mode_list),
+        opts = ExecutorBenchOptions(
+            techniques=DEFAULT_TECHNIQUES,
+            aggregates=aggs,
+            windows=windows,
+            modes=tuple(mode_list),
             cell_seconds=cell_seconds,
-            progress=seen,
         )
+        rows = run_executor_bench(opts, progress=seen)
     write_results(out, "bench_executors.json", rows)
 
 
@@ -530,8 +541,8 @@ def bench_count(
     live: bool = typer.Option(True, help="Run on Ray actors (--no-live: NodeCore in process)."),
     out: Path = out_option(),
 ):
-    """Count-window plans: planned vs measured edges and operations per ms (issue 16)."""
-    from sim.bench.count import format_count_check, run_count_check
+    """Count-window plans: planned vs measured edges and operations per ms."""
+    from sim.bench.count import CountCheckOptions, format_count_check, run_count_check
 
     if qnum < 1 or smax < 1 or omax < 1 or not rate > 0 or tuples < 10_000 or nodes < 1:
         raise UserError(
@@ -539,13 +550,9 @@ def bench_count(
             "--tuples >= 10000 are required"
         )
     res = run_count_check(
-        qnum,
-        smax,
-        omax,
-        rate,
-        tuples,
-        nodes,
-        live=live,
+        CountCheckOptions(
+            qnum=qnum, smax=smax, omax=omax, rate=rate, tuples=tuples, nodes=nodes, live=live
+        ),
         log=lambda m: console.print(m, markup=False),
     )
     console.print(format_count_check(res), markup=False)
@@ -575,24 +582,24 @@ def bench_e2e(
     out: Path = out_option(),
 ):
     """End to end (Spark -> Ray actors) tuples/s: raw vs sliced feed vs Spark SQL windows."""
-    from sim.bench.e2e import format_table, run_e2e_bench
+    from sim.bench.e2e import E2eOptions, format_table, run_e2e_bench
 
     qlist = int_items("queries", queries, 1)
     mode_list = choices("modes", modes, ("raw", "sliced"))
     route_list = choices("routes", routes, ("driver", "actors", "executors"))
-    rows = run_e2e_bench(
-        qlist,
-        tuple(mode_list),
-        duration_s,
-        rate_hz,
+    opts = E2eOptions(
+        queries_list=qlist,
+        modes=tuple(mode_list),
+        duration_s=duration_s,
+        rate_hz=rate_hz,
         routes=tuple(route_list),
         nodes=nodes,
         spark_sql=spark_sql,
         check_max_queries=check_max_queries,
         check_sample=check_sample,
         repeat=max(1, repeat),
-        log=lambda s: console.print(s, soft_wrap=True, markup=False),
     )
+    rows = run_e2e_bench(opts, log=lambda s: console.print(s, soft_wrap=True, markup=False))
     console.print(format_table(rows), markup=False)
     write_results(out, "bench_e2e.json", rows)
     if any(
@@ -639,16 +646,13 @@ def bench_serve(
 ):
     """A deployment under query churn: answer latency, plan cost vs fresh, control and resume
     latency, memory (``sim/bench/serve.py``; run it under the bench lock)."""
-    from sim.bench.serve import run_serve_bench
+    from sim.bench.serve import ServeBenchOptions, run_serve_bench
 
     if not add_every > 0 or not speed > 0:
         raise UserError("--add-every and --speed: numbers > 0")
     res = run_serve_bench(
         out,
-        queries,
-        add_every,
-        speed,
-        resume=resume,
+        ServeBenchOptions(queries=queries, add_every_s=add_every, speed=speed, resume=resume),
         say=lambda s: console.print(s, soft_wrap=True, markup=False),
     )
     console.print(json.dumps(res, indent=1), markup=False)

@@ -1,6 +1,6 @@
 """``weaveplace bench count``: count-window plans against measured operations per time unit.
 
-Why (issue 16): a count window slices the tuple axis, so its edges per time unit are its edges
+Why: a count window slices the tuple axis, so its edges per time unit are its edges
 per tuple times the stream's rate; a plan that forgets the rate misprices count trees by that
 factor (0.1 tuples/ms: 10x too high; 100 tuples per time unit: 100x too low).  This plans a
 workload of count and time windows (the papers' generator for ranges and slides, every other
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,22 +39,28 @@ def count_workload(qnum: int = 40, smax: int = 50, omax: float = 20.0, seed: int
     ]
 
 
-def run_count_check(
-    qnum: int = 40,
-    smax: int = 50,
-    omax: float = 20.0,
-    rate: float = 0.5,
-    tuples: int = 1_000_000,
-    nodes: int = 2,
-    technique: str = "slickdeque",
-    optimizer: str = "WG_LS",
-    live: bool = True,
-    seed: int = 0,
-    batch_rows: int = 1 << 17,
-    log=print,
-) -> dict:
-    """Plan, run with operation counting, compare (module docstring). ``tuples`` per stream,
-    timestamps ``floor(i / rate)`` ms."""
+@dataclass(frozen=True)
+class CountCheckOptions:
+    """What ``run_count_check`` plans and runs: the workload (``count_workload``), ``tuples``
+    per stream at ``rate`` tuples per ms, the plan's ``nodes``, ``technique`` and
+    ``optimizer``; ``live``: on Ray actors (False: ``NodeCore`` in this process)."""
+
+    qnum: int = 40
+    smax: int = 50
+    omax: float = 20.0
+    rate: float = 0.5
+    tuples: int = 1_000_000
+    nodes: int = 2
+    technique: str = "slickdeque"
+    optimizer: str = "WG_LS"
+    live: bool = True
+    seed: int = 0
+    batch_rows: int = 1 << 17
+
+
+def run_count_check(opts: CountCheckOptions = CountCheckOptions(), log=print) -> dict:
+    """Plan, run with operation counting, compare (module docstring). ``opts.tuples`` per
+    stream, timestamps ``floor(i / rate)`` ms."""
     import pyarrow as pa
 
     from placement.optimizers import optimize
@@ -62,32 +68,34 @@ def run_count_check(
     from placement.trees import CostModel
     from sim.bench.e2e import PRIMITIVES, cost_summary, measured_cost
 
-    qs = count_workload(qnum, smax, omax, seed)
-    rates = {s: float(rate) for s in STREAMS}
-    model = CostModel(technique, rates)
+    qs = count_workload(opts.qnum, opts.smax, opts.omax, opts.seed)
+    rates = {s: float(opts.rate) for s in STREAMS}
+    model = CostModel(opts.technique, rates)
     t0 = time.perf_counter()
-    plan = optimize(optimizer, qs, model, nodes, seed=seed).to_dict()
+    plan = optimize(opts.optimizer, qs, model, opts.nodes, seed=opts.seed).to_dict()
     problems = verify_plan(plan)
     if problems:
         raise RuntimeError(f"plan does not verify: {problems[:3]}")
     log(
-        f"{optimizer}: {sum(len(n['trees']) for n in plan['nodes'])} trees for {len(qs)} "
-        f"queries on {nodes} nodes, TotalCost {plan['total_cost']:.6g} "
+        f"{opts.optimizer}: {sum(len(n['trees']) for n in plan['nodes'])} trees for {len(qs)} "
+        f"queries on {opts.nodes} nodes, TotalCost {plan['total_cost']:.6g} "
         f"({time.perf_counter() - t0:.1f} s)"
     )
-    ts = np.floor(np.arange(tuples) / rate).astype(np.int64)
-    rng = np.random.default_rng(seed)
-    data = pa.record_batch({"ts_ms": ts, **{s: rng.integers(0, 1 << 20, tuples) for s in STREAMS}})
+    ts = np.floor(np.arange(opts.tuples) / opts.rate).astype(np.int64)
+    rng = np.random.default_rng(opts.seed)
+    data = pa.record_batch(
+        {"ts_ms": ts, **{s: rng.integers(0, 1 << 20, opts.tuples) for s in STREAMS}}
+    )
     span = float(ts[-1] - ts[0] + 1)
     t0 = time.perf_counter()
-    if live:
+    if opts.live:
         from cluster.deployment.deployment import Deployment
         from cluster.runtime.ray_runtime import RayRuntime
 
         with RayRuntime(num_cpus=2):
             with Deployment(plan, max_in_flight=2, count_ops=True) as dep:
-                for i in range(0, tuples, batch_rows):
-                    dep.feed(None, data.slice(i, batch_rows))
+                for i in range(0, opts.tuples, opts.batch_rows):
+                    dep.feed(None, data.slice(i, opts.batch_rows))
                 metrics = dep.finish().metrics
     else:
         from cluster.deployment.specs import node_specs
@@ -96,12 +104,12 @@ def run_count_check(
         metrics = {"nodes": {}}
         for sp in node_specs(plan):
             node = NodeCore(sp["node_id"], sp["trees"], plan["ie"], count_ops=True)
-            for i in range(0, tuples, batch_rows):
-                node.ingest(None, data.slice(i, batch_rows))
+            for i in range(0, opts.tuples, opts.batch_rows):
+                node.ingest(None, data.slice(i, opts.batch_rows))
             node.flush()
             metrics["nodes"][sp["node_id"]] = node.metrics()
     log(
-        f"ran {tuples} tuples per stream {'on Ray actors' if live else 'in process'} "
+        f"ran {opts.tuples} tuples per stream {'on Ray actors' if opts.live else 'in process'} "
         f"({time.perf_counter() - t0:.1f} s)"
     )
     node_cost = measured_cost(plan, metrics, span, "raw")
@@ -133,16 +141,16 @@ def run_count_check(
         a["unconverted_ratio"] = a["ops_per_ms"] / a["unconverted_ops_per_ms"]
     return {
         "config": dict(
-            qnum=qnum,
-            smax=smax,
-            omax=omax,
-            rate=rate,
-            tuples=tuples,
-            nodes=nodes,
-            technique=technique,
-            optimizer=optimizer,
-            live=live,
-            seed=seed,
+            qnum=opts.qnum,
+            smax=opts.smax,
+            omax=opts.omax,
+            rate=opts.rate,
+            tuples=opts.tuples,
+            nodes=opts.nodes,
+            technique=opts.technique,
+            optimizer=opts.optimizer,
+            live=opts.live,
+            seed=opts.seed,
         ),
         "total_cost": plan["total_cost"],
         "cost_check": cost_summary(node_cost),

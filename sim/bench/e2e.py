@@ -43,6 +43,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +149,7 @@ def _warm_python_workers(spark) -> None:
     ).collect()
 
 
-#: data paths (issue 15): who feeds the actors and who writes the answers
+#: data paths: who feeds the actors and who writes the answers
 ROUTES = {
     "driver": ("driver", "driver"),  # Spark -> driver -> actors -> driver -> Parquet
     "actors": ("driver", "actors"),  # Spark -> driver -> actors -> Parquet (actors write)
@@ -156,19 +157,36 @@ ROUTES = {
 }
 
 
-def _run_mode(
-    plan,
-    mode,
-    spark,
-    path,
-    *,
-    batch_rows,
-    chunk_rows,
-    max_in_flight,
-    count_ops,
-    route="driver",
-    out_dir=None,
-):
+@dataclass(frozen=True)
+class E2eOptions:
+    """What ``run_e2e_bench`` runs (module docstring): per query count of ``queries_list``, each
+    mode x route (``ROUTES`` names) ``repeat`` times over ``duration_s`` seconds of DEBS-style
+    data at ``rate_hz`` (kept in ``data_dir``), and Spark SQL's window jobs (``spark_sql``,
+    repeated while a run takes under ``sql_repeat_below_s``); answers checked against Spark
+    SQL's up to ``check_max_queries`` queries, above it on ``check_sample`` random ones."""
+
+    queries_list: Sequence[int] = (1, 10, 100, 1000)
+    modes: Sequence[str] = ("raw", "sliced")
+    duration_s: float = 2000
+    rate_hz: float = 100
+    routes: Sequence[str] = ("driver",)
+    nodes: int = 2
+    spark_sql: bool = True
+    check_max_queries: int = 100
+    check_sample: int = 0
+    data_dir: str | Path = "/tmp/weaveplace-bench-e2e"
+    batch_rows: int = 1 << 18
+    chunk_rows: int = 1_000_000
+    max_in_flight: int = 4
+    count_ops: bool = True
+    spark_master: str = "local[2]"
+    seed: int = 0
+    repeat: int = 2
+    sql_repeat_below_s: float = 60.0
+
+
+def _run_mode(plan, mode: str, route: str, spark, path, opts: E2eOptions, out_dir=None):
+    """One timed run of ``plan`` in ``mode`` over ``route``: (feed stats, run result, wall s)."""
     import ray
 
     from cluster.deployment.deployment import Deployment
@@ -183,8 +201,8 @@ def _run_mode(
     with Deployment(
         plan,
         mode=mode,
-        max_in_flight=max_in_flight,
-        count_ops=count_ops,
+        max_in_flight=opts.max_in_flight,
+        count_ops=opts.count_ops,
         auto_recover=False,
         answers=answers,
         out_dir=out_dir if answers == "actors" else None,
@@ -194,10 +212,10 @@ def _run_mode(
         t = time.perf_counter()
         cpu = time.process_time()  # the driver process's CPU (all its threads)
         if feed_by == "executors":
-            fs = feed_executors(dep, spark, str(path), batch_rows=batch_rows)
+            fs = feed_executors(dep, spark, str(path), batch_rows=opts.batch_rows)
         else:
             feed = feed_sliced if mode == "sliced" else feed_raw
-            fs = feed(dep, spark, str(path), batch_rows=batch_rows, chunk_rows=chunk_rows)
+            fs = feed(dep, spark, str(path), batch_rows=opts.batch_rows, chunk_rows=opts.chunk_rows)
         res = dep.finish()
         wall = time.perf_counter() - t
         res.metrics["driver_cpu_s"] = time.process_time() - cpu
@@ -210,7 +228,7 @@ PRIMITIVES = {"sum": 1, "count": 1, "min": 1, "max": 1, "avg": 2, "range": 2, "s
 
 def measured_cost(plan, metrics, span_ms: float, mode: str) -> dict:
     """Per node: the plan's estimated cost ``sum_t lambda + E_t * Omega_t`` beside the measured
-    one, in the model's units, split by part (DESIGN.md s. 3).
+    one, in the model's units, split by part (docs/DESIGN.md s. 3).
 
     * ``lambda``: items folded into each tree's slices per ms: in raw mode every tuple of the
       tree's stream (the model's lambda, per tree); in sliced mode the incoming slices (the
@@ -306,30 +324,9 @@ def cost_summary(node_cost: dict) -> dict:
     }
 
 
-def run_e2e_bench(
-    queries_list: Sequence[int] = (1, 10, 100, 1000),
-    modes: Sequence[str] = ("raw", "sliced"),
-    duration_s: float = 2000,
-    rate_hz: float = 100,
-    *,
-    routes: Sequence[str] = ("driver",),
-    nodes: int = 2,
-    spark_sql: bool = True,
-    check_max_queries: int = 100,
-    check_sample: int = 0,
-    data_dir: str | Path = "/tmp/weaveplace-bench-e2e",
-    batch_rows: int = 1 << 18,
-    chunk_rows: int = 1_000_000,
-    max_in_flight: int = 4,
-    count_ops: bool = True,
-    spark_master: str = "local[2]",
-    seed: int = 0,
-    repeat: int = 2,
-    sql_repeat_below_s: float = 60.0,
-    log=print,
-) -> list[dict]:
+def run_e2e_bench(opts: E2eOptions = E2eOptions(), log=print) -> list[dict]:
     """Run the benchmark; one row (dict) per (query count, mode, route) including
-    ``spark_sql``.  ``routes``: ``ROUTES`` names.
+    ``spark_sql``.
 
     Starts (and always stops) one embedded Ray and one local Spark session, unless Ray is
     already running (then it is borrowed) -- never more than one of each.
@@ -338,11 +335,11 @@ def run_e2e_bench(
     from cluster.runtime.ray_runtime import RayRuntime
     from sim.debs_generator import generate_debs
 
-    data_dir = Path(data_dir)
+    data_dir = Path(opts.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / f"debs_{int(duration_s)}s_{int(rate_hz)}hz.parquet"
+    path = data_dir / f"debs_{int(opts.duration_s)}s_{int(opts.rate_hz)}hz.parquet"
     if not path.exists():
-        generate_debs(path, duration_s=duration_s, rate_hz=rate_hz, seed=1)
+        generate_debs(path, duration_s=opts.duration_s, rate_hz=opts.rate_hz, seed=1)
     import pyarrow.parquet as pq
 
     meta = pq.read_table(path, columns=["ts_ms"]).column("ts_ms")
@@ -350,31 +347,20 @@ def run_e2e_bench(
     span_ms = float(pc.max(meta).as_py() - pc.min(meta).as_py() + 1)
     rows: list[dict] = []
     with RayRuntime(num_cpus=2):
-        spark = spark_session(spark_master, app_name="weaveplace-bench-e2e")
+        spark = spark_session(opts.spark_master, app_name="weaveplace-bench-e2e")
         try:
             # warm-up: JVM (Spark SQL's window jobs too: its first job otherwise pays the JIT,
             # ~3 s at 1 query), Python workers, numba kernels, actors (not measured)
-            warm = round_robin_plan(e2e_queries(3), 1, rate_hz / 1000)
-            if spark_sql:
+            warm = round_robin_plan(e2e_queries(3), 1, opts.rate_hz / 1000)
+            if opts.spark_sql:
                 spark_sql_time(spark, path, e2e_queries(3))
-            runs_of = [(m, r) for m in modes for r in routes]
+            runs_of = [(m, r) for m in opts.modes for r in opts.routes]
             out_dir = data_dir / "answers-run"
             for mode, route in runs_of:
-                _run_mode(
-                    warm,
-                    mode,
-                    spark,
-                    path,
-                    batch_rows=batch_rows,
-                    chunk_rows=chunk_rows,
-                    max_in_flight=max_in_flight,
-                    count_ops=count_ops,
-                    route=route,
-                    out_dir=out_dir,
-                )
-            for nq in queries_list:
-                qs = e2e_queries(nq, seed=seed)
-                plan = round_robin_plan(qs, nodes, rate_hz / 1000)
+                _run_mode(warm, mode, route, spark, path, opts, out_dir)
+            for nq in opts.queries_list:
+                qs = e2e_queries(nq, seed=opts.seed)
+                plan = round_robin_plan(qs, opts.nodes, opts.rate_hz / 1000)
                 avg_ids = {q.id for q in qs if q.aggregate == "avg"}
                 ref = None
                 check_qs = []
@@ -385,10 +371,10 @@ def run_e2e_bench(
                     "distinct_rs": len({(q.range, q.slide) for q in qs}),
                     "r_mod_s_ne_0": sum(1 for q in qs if q.range % q.slide),
                 }
-                if spark_sql:
+                if opts.spark_sql:
                     secs, jobs = spark_sql_time(spark, path, qs)
                     runs = [secs]
-                    while len(runs) < repeat and max(runs) < sql_repeat_below_s:
+                    while len(runs) < opts.repeat and max(runs) < opts.sql_repeat_below_s:
                         runs.append(spark_sql_time(spark, path, qs)[0])
                     secs = min(runs)
                     row = {
@@ -399,11 +385,11 @@ def run_e2e_bench(
                         "tuples_per_s": round(n_rows / secs),
                         "spark_jobs": jobs,
                     }
-                    if nq <= check_max_queries:
+                    if nq <= opts.check_max_queries:
                         check_qs = qs
                     else:  # a random sample of the queries (checking all is one job per r, s)
-                        rng = np.random.default_rng(seed + nq)
-                        pick = sorted(rng.choice(nq, min(check_sample, nq), replace=False))
+                        rng = np.random.default_rng(opts.seed + nq)
+                        pick = sorted(rng.choice(nq, min(opts.check_sample, nq), replace=False))
                         check_qs = [qs[i] for i in pick]
                     if check_qs:
                         ref = spark_sql_answers(spark, path, check_qs)
@@ -414,19 +400,8 @@ def run_e2e_bench(
                 answers = {}
                 for mode, route in runs_of:
                     best, runs = None, []
-                    for _ in range(max(1, repeat)):
-                        got = _run_mode(
-                            plan,
-                            mode,
-                            spark,
-                            path,
-                            batch_rows=batch_rows,
-                            chunk_rows=chunk_rows,
-                            max_in_flight=max_in_flight,
-                            count_ops=count_ops,
-                            route=route,
-                            out_dir=out_dir,
-                        )
+                    for _ in range(max(1, opts.repeat)):
+                        got = _run_mode(plan, mode, route, spark, path, opts, out_dir)
                         runs.append(got[2])
                         if best is None or got[2] < best[2]:
                             best = got
@@ -464,7 +439,7 @@ def run_e2e_bench(
                         row["equal_to_spark_sql"] = diff is None
                         if diff:
                             row["diff"] = diff
-                    if count_ops:
+                    if opts.count_ops:
                         row["node_cost"] = measured_cost(plan, res.metrics, span_ms, mode)
                         row["cost_check"] = cost_summary(row["node_cost"])
                     rows.append(row)
@@ -573,11 +548,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs per mode; the best counts")
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     a = ap.parse_args(argv)
-    rows = run_e2e_bench(
-        a.queries,
-        a.modes,
-        a.duration_s,
-        a.rate_hz,
+    opts = E2eOptions(
+        queries_list=a.queries,
+        modes=a.modes,
+        duration_s=a.duration_s,
+        rate_hz=a.rate_hz,
         routes=a.routes,
         nodes=a.nodes,
         spark_sql=not a.no_spark_sql,
@@ -588,6 +563,7 @@ def main(argv=None) -> int:
         count_ops=not a.no_count_ops,
         repeat=max(1, a.repeat),
     )
+    rows = run_e2e_bench(opts)
     print(format_table(rows))
     if a.out:
         Path(a.out).write_text(json.dumps(rows, indent=1))

@@ -1,10 +1,10 @@
-"""``weaveplace bench exact``: how far the exact yardstick reaches (issue 17).
+"""``weaveplace bench exact``: how far the exact yardstick reaches.
 
 Why: every plan-quality claim (heuristics' gaps, the Pareto front) is measured against the exact
 optimum, so its reach has to be measured too: instance size (queries x nodes) against the time
 to prove min TotalCost and min MaxCost, and the share proven within the time limit.
 
-Instances: the papers' generator (default: the issue's Smax 20, rate 20, Omax 5, Gen nrm; a
+Instances: the papers' generator (default: Smax 20, rate 20, Omax 5, Gen nrm; a
 second regime with a small rate, where sharing pays less and optimal plans have many trees,
 is selectable). The heuristics (Table 7's thirteen, without W_TN whose WeaveShare is the same
 as WG_TN's here) run first, untimed, and seed the solver, as in ``simulate``. Compilation (numba)
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from placement.exact.optimum import solve_exact
@@ -32,28 +33,38 @@ def warm_up() -> None:
     solve_exact(qs, CostModel("panes", 1.0), 2, method="sets", hint=False, time_limit_s=10)
 
 
+@dataclass(frozen=True)
+class ExactBenchOptions:
+    """The instances of ``run``: every (qnum, seed) workload of the generator (``rate``,
+    ``smax``, ``omax``, ``gen``) on every node count, ``time_limit_s`` per instance;
+    ``front``: also the exact Pareto front (within the same time limit)."""
+
+    qnums: Sequence[int] = (8, 12, 16, 20, 24)
+    nodes: Sequence[int] = (2, 4, 8)
+    seeds: Sequence[int] = (0,)
+    rate: float = 20.0
+    smax: int = 20
+    omax: float = 5.0
+    gen: str = "nrm"
+    time_limit_s: float = 60.0
+    front: bool = False
+
+
 def run(
-    qnums: Sequence[int] = (8, 12, 16, 20, 24),
-    nodes: Sequence[int] = (2, 4, 8),
-    seeds: Sequence[int] = (0,),
-    rate: float = 20.0,
-    smax: int = 20,
-    omax: float = 5.0,
-    gen: str = "nrm",
-    time_limit_s: float = 60.0,
+    opts: ExactBenchOptions = ExactBenchOptions(),
     on_row: Callable[[dict[str, Any]], None] | None = None,
-    front: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per (qnum, seed, nodes); ``front``: also the exact Pareto front (within the
-    same ``time_limit_s`` per instance)."""
+    """One row per (qnum, seed, nodes), each handed to ``on_row`` as soon as it is done."""
     warm_up()
     rows = []
-    for qnum in qnums:
-        for seed in seeds:
-            spec = WorkloadSpec(qnum=qnum, smax=smax, rate=rate, omax=omax, gen=gen, seed=seed)
+    for qnum in opts.qnums:
+        for seed in opts.seeds:
+            spec = WorkloadSpec(
+                qnum=qnum, smax=opts.smax, rate=opts.rate, omax=opts.omax, gen=opts.gen, seed=seed
+            )
             qs = generate(spec)
-            model = CostModel("panes", rate)
-            for n_nodes in nodes:
+            model = CostModel("panes", opts.rate)
+            for n_nodes in opts.nodes:
                 t0 = time.perf_counter()
                 plans = [optimize(h, qs, model, n_nodes) for h in HEURISTICS]
                 heur_s = time.perf_counter() - t0
@@ -64,8 +75,8 @@ def run(
                     n_nodes,
                     hints=plans,
                     hint=False,
-                    time_limit_s=time_limit_s,
-                    front=front,
+                    time_limit_s=opts.time_limit_s,
+                    front=opts.front,
                 )
                 wall = time.perf_counter() - t0
                 st = res.stats
@@ -79,10 +90,10 @@ def run(
                         "qnum": qnum,
                         "nodes": n_nodes,
                         "seed": seed,
-                        "rate": rate,
-                        "smax": smax,
-                        "omax": omax,
-                        "gen": gen,
+                        "rate": opts.rate,
+                        "smax": opts.smax,
+                        "omax": opts.omax,
+                        "gen": opts.gen,
                         "method": res.method,
                         "proven_total": bool(res.optimal_total),
                         "proven_max": bool(res.optimal_max),
@@ -103,11 +114,11 @@ def run(
                         "node_sets": st.get("sets"),
                         "bb_nodes": st.get("bb_nodes"),
                         "trees_priced": st.get("priced"),
-                        "front_exact": bool(front and res.front_exact),
-                        "front_points": len(res.front) if front else None,
+                        "front_exact": bool(opts.front and res.front_exact),
+                        "front_points": len(res.front) if opts.front else None,
                         # the front comes last: the whole call is the time to the front
-                        "time_front_s": wall if front else None,
-                        "time_front_phase_s": st.get("t_front") if front else None,
+                        "time_front_s": wall if opts.front else None,
+                        "time_front_phase_s": st.get("t_front") if opts.front else None,
                     }
                 )
                 if on_row:

@@ -1,6 +1,6 @@
 """WG_LS against the exact optimum of its own objective on small instances.
 
-Why this yardstick: WG_LS minimises ``(max(1, T/T*, M/M*), M, T)`` (placement.dist_local_search),
+Why this yardstick: WG_LS minimises ``(max(1, T/T*, M/M*), M, T)`` (placement.local_search.search),
 a compromise between TotalCost and MaxCost. The exact solver's min-TotalCost and min-MaxCost
 plans each optimise one side only; the best plan *for WG_LS's objective* lies on the exact Pareto
 front (the objective grows with T and with M), so we take the front's best point under the same
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from placement.dist_local_search import LocalSearch
 from placement.exact.optimum import solve_exact
+from placement.local_search.search import LocalSearch
 from placement.optimizers import optimize
 from placement.trees import CostModel
 from sim.workload import WorkloadSpec, generate

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -82,18 +84,27 @@ def _numpy_cell(op, x, n, budget):
     return m, el, cpu
 
 
+@dataclass(frozen=True)
+class ExecutorBenchOptions:
+    """The cells of ``run_executor_bench``: every technique x aggregate x mode x window (``None``:
+    powers of two 1..2^22; max-multi stops at ``max_multi_window``: n answers per slide, the
+    output alone is n values), each timed for ``cell_seconds`` over at most ``max_slices``
+    slices, ``latency_samples`` single slides timed one by one."""
+
+    techniques: Sequence[str] = DEFAULT_TECHNIQUES
+    aggregates: Sequence[str] = ("sum", "max")
+    windows: Sequence[int] | None = None
+    modes: Sequence[str] = ("single", "max-multi")
+    dtype: str = "f8"
+    cell_seconds: float = 0.5
+    max_slices: int = 1 << 23
+    latency_samples: int = 2000
+    max_multi_window: int = 1 << 12
+    seed: int = 0
+
+
 def run_executor_bench(
-    techniques=DEFAULT_TECHNIQUES,
-    aggregates=("sum", "max"),
-    windows=None,
-    modes=("single", "max-multi"),
-    dtype="f8",
-    cell_seconds: float = 0.5,
-    max_slices: int = 1 << 23,
-    latency_samples: int = 2000,
-    max_multi_window: int = 1 << 12,
-    seed: int = 0,
-    progress=None,
+    opts: ExecutorBenchOptions = ExecutorBenchOptions(), progress=None
 ) -> list[dict]:
     """Benchmark rows, one per (technique, aggregate, mode, window).
 
@@ -101,25 +112,21 @@ def run_executor_bench(
     throughput (slices/s, wall clock), cpu_seconds and throughput_cpu (the same over this
     thread's CPU time: on a shared machine it leaves out the time other processes held
     the core), lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us,
-    ops_mean, ops_max (aggregate operations per slide), state_bytes, peak_bytes.
-    ``windows`` defaults to powers of two 1..2^22; max-multi stops at
-    ``max_multi_window`` (n answers per slide: the output alone is n values).
+    ops_mean, ops_max (aggregate operations per slide), state_bytes, peak_bytes;
+    ``progress`` gets each row as it is done.
     """
-    if windows is None:
-        windows = [1 << k for k in range(23)]
-    rng = np.random.default_rng(seed)
+    windows = [1 << k for k in range(23)] if opts.windows is None else opts.windows
+    rng = np.random.default_rng(opts.seed)
     rows = []
-    for agg in aggregates:
+    for agg in opts.aggregates:
         op = {"sum": OP_SUM, "max": OP_MAX}[agg]
-        prim = Primitive(op, "v", dtype)
-        for mode in modes:
+        prim = Primitive(op, "v", opts.dtype)
+        for mode in opts.modes:
             for n in windows:
-                if mode == "max-multi" and n > max_multi_window:
+                if mode == "max-multi" and n > opts.max_multi_window:
                     continue
-                for tech in techniques:
-                    row = _cell(
-                        tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_samples
-                    )
+                for tech in opts.techniques:
+                    row = _cell(tech, agg, op, prim, mode, n, rng, opts)
                     if row is not None:
                         rows.append(row)
                         if progress:
@@ -127,15 +134,15 @@ def run_executor_bench(
     return rows
 
 
-def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_samples):
+def _cell(tech, agg, op, prim, mode, n, rng, opts: ExecutorBenchOptions):
     dt = prim.np_dtype
     if tech == "numpy":
         if mode != "single":
             return None
-        total = min(max_slices, max(4 * n, 1 << 20)) + n - 1
+        total = min(opts.max_slices, max(4 * n, 1 << 20)) + n - 1
         x = rng.standard_normal(total) if dt == np.float64 else rng.integers(-1000, 1000, total)
         tracemalloc.start()
-        m, el, cpu = _numpy_cell(op, x.astype(dt), n, cell_seconds)
+        m, el, cpu = _numpy_cell(op, x.astype(dt), n, opts.cell_seconds)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return dict(
@@ -189,8 +196,10 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
     cap = max(1, min(1 << 18, (1 << 22) // q))
     out = (np.empty(cap * q, dt), np.empty(cap * q, dt))  # reused: no page faults in the timing
     batch, done, el, cpu = 1, 0, 0.0, 0.0
-    while done < max_slices and (el < cell_seconds or (done <= n and el < 4 * cell_seconds)):
-        k = min(batch, max_slices - done)
+    while done < opts.max_slices and (
+        el < opts.cell_seconds or (done <= n and el < 4 * opts.cell_seconds)
+    ):
+        k = min(batch, opts.max_slices - done)
         args = feed(k)
         c0 = time.thread_time()
         t0 = time.perf_counter()
@@ -199,7 +208,7 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
         cpu += time.thread_time() - c0
         el += dt_
         done += k
-        if dt_ < cell_seconds / 16:
+        if dt_ < opts.cell_seconds / 16:
             batch = min(2 * batch, cap)
     # exact operations per slide, untimed, on a fresh copy of the state
     st = a.state_dict()
@@ -208,14 +217,14 @@ def _cell(tech, agg, op, prim, mode, n, rng, cell_seconds, max_slices, latency_s
     a.load_state_dict(st)
     # 3. latency: one slice per call, straight into the compiled kernel (the
     # wrapper's argument checks would otherwise dominate small windows)
-    xs, _, _, _ = feed(latency_samples, ask=False)
+    xs, _, _, _ = feed(opts.latency_samples, ask=False)
     lo1 = np.zeros(1, dt)
     ptr1 = np.array([0, q], dtype=np.int64)
     out_hi = np.empty(q, dt)
     out_lo = np.zeros(q, dt)
     no_ops = np.zeros(0, np.int64)
-    lat = np.empty(latency_samples)
-    for i in range(latency_samples):
+    lat = np.empty(opts.latency_samples)
+    for i in range(opts.latency_samples):
         x1 = xs[i : i + 1]
         t0 = time.perf_counter()
         a._kernel(x1, lo1, ptr1, ns_slide, out_hi, out_lo, no_ops)
@@ -317,7 +326,7 @@ def run_slicing_bench(
     return rows
 
 
-# ------------------------------------------------------------------ Max side by side (issue 4)
+# ------------------------------------------------------------------ Max side by side
 def _twostacks_literal_op():
     """TwoStacks with ``op`` a compile-time literal (the per-op specialisation SlickDeque
     Non-Inv has), as a fairness check: the same kernel body as ``twostacks``, compiled once

@@ -69,7 +69,7 @@ class Result:
 def _child(args: dict) -> dict:
     """Runs inside the child process: generate, plan, report."""
     from placement.edges import EdgeCountLimit, get_engine
-    from placement.lazy_table import warm
+    from placement.lazy_table.table import warm
     from placement.trees import CostModel
     from placement.weaveshare import weave, weaveshare
     from sim.workload import WorkloadSpec, generate

@@ -125,7 +125,7 @@ def measure_tree(
     ex.process(ts, v)
     ex.flush()
     per = ex.op_counts()["per_slice"]
-    # The slicer starts at the earliest window holding ts[0] (DESIGN.md s.1: windows starting
+    # The slicer starts at the earliest window holding ts[0] (docs/DESIGN.md s. 1: windows starting
     # before the first tuple are answered), max_r before the watermark when the data is shorter
     # than the longest range: skip those empty slices, then slice i is [ts[i], ts[i+1]).
     from executors.slicing import floor_edge

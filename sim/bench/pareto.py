@@ -1,7 +1,7 @@
 """WG_PF benchmarks: weak dominance on a mixed grid, hypervolume against the exact front, runtime.
 
 Why a grid of its own: the papers' generator has one stream and slides drawn from 1..Smax; the
-trade-off between sharing and balance shows most on what a new user writes (issue 14): two
+trade-off between sharing and balance shows most on what a new user writes: two
 streams at different rates, prime slides, ``r < s`` hopping windows mixed with ``r mod s != 0``,
 2-4 nodes, Panes / FlatFIT / FlatFAT. ``mixed_instances`` draws such workloads from a seed.
 

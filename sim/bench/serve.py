@@ -1,10 +1,11 @@
-"""``weaveplace bench serve``: a deployment under query churn (issue 13's benchmarks).
+"""``weaveplace bench serve``: a deployment under query churn.
 
-(a) churn: ``queries`` queries added one every ``add_every_s`` seconds to a 3-node deployment
-while DEBS-style files (``file_s`` seconds of data each, 100 Hz) are dropped at ``speed`` x real
-time; reported: answer latency (a file's arrival -> the answers it released written), p50/p99;
-the running plan's TotalCost/MaxCost vs a fresh plan (offline WeaveShare + the configured
-optimizer) of the final queries; trees moved in all; driver and actor memory at start and end.
+(a) churn: ``queries`` queries added one every ``add_every_s`` seconds to a deployment of
+``nodes`` (3) nodes while DEBS-style files (``file_s`` seconds of data each, 100 Hz) are dropped
+at ``speed`` x real time; reported: answer latency (a file's arrival -> the answers it released
+written), p50/p99; the running plan's TotalCost/MaxCost vs a fresh plan (offline WeaveShare + the
+configured optimizer) of the final queries; trees moved in all; driver and actor memory at start
+and end.
 (b) control latency: ``add-queries`` of one query with all of them running.
 (c) resume: ``stop``, then ``weaveplace serve --resume`` in a new process: seconds to the first
 new answer part (Ray and Spark start-up included).
@@ -22,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -58,17 +60,25 @@ def _pct(xs, q):
     return float(np.percentile(np.asarray(xs), q)) if len(xs) else None
 
 
+@dataclass(frozen=True)
+class ServeBenchOptions:
+    """The churn of ``run_serve_bench`` (module docstring): ``initial`` queries at the start,
+    ``queries`` more added one every ``add_every_s`` seconds, files of ``file_s`` seconds of
+    data dropped at ``speed`` x real time; ``control_samples`` add-queries timed; ``resume``:
+    also time ``serve --resume`` to the first answer."""
+
+    queries: int = 300
+    add_every_s: float = 1.0
+    speed: float = 10.0
+    file_s: float = 10.0
+    nodes: int = 3
+    initial: int = 12
+    control_samples: int = 5
+    resume: bool = True
+
+
 def run_serve_bench(
-    out: Path,
-    queries: int = 300,
-    add_every_s: float = 1.0,
-    speed: float = 10.0,
-    file_s: float = 10.0,
-    nodes: int = 3,
-    initial: int = 12,
-    control_samples: int = 5,
-    resume: bool = True,
-    say: Callable[[str], None] = print,
+    out: Path, opts: ServeBenchOptions = ServeBenchOptions(), say: Callable[[str], None] = print
 ) -> dict:
     from cluster.service.control import call
     from sim.config import load_config
@@ -83,12 +93,14 @@ def run_serve_bench(
 
             shutil.rmtree(p)
     incoming.mkdir(parents=True)
-    span_s = queries * add_every_s * speed + 60 * speed  # data for the whole run + margin
-    n_files = int(span_s / file_s) + 1
-    say(f"generating {n_files} files of {file_s:g} s of DEBS-style data at 100 Hz")
+    span_s = (
+        opts.queries * opts.add_every_s * opts.speed + 60 * opts.speed
+    )  # data for the whole run + margin
+    n_files = int(span_s / opts.file_s) + 1
+    say(f"generating {n_files} files of {opts.file_s:g} s of DEBS-style data at 100 Hz")
     data = out / "data.parquet"
     if not data.exists():
-        generate_debs(data, duration_s=n_files * file_s, rate_hz=100, seed=3)
+        generate_debs(data, duration_s=n_files * opts.file_s, rate_hz=100, seed=3)
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -96,9 +108,9 @@ def run_serve_bench(
     rel = pc.subtract(table.column("ts_ms"), int(table.column("ts_ms")[0].as_py()))
     cfg = {
         "name": "bench-serve",
-        "workload": {"queries": make_queries("q", initial, 1)},
+        "workload": {"queries": make_queries("q", opts.initial, 1)},
         "streams": {s: {"rate": 0.1} for s in STREAMS},
-        "cluster": {"nodes": nodes},
+        "cluster": {"nodes": opts.nodes},
         "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
         "data": {"directory": {"path": str(incoming), "poll_s": 0.25, "files_per_batch": 4}},
         "run": {"mode": "live", "output_dir": str(run_dir)},
@@ -135,8 +147,8 @@ def run_serve_bench(
     def drop(k: int) -> None:
         part = table.filter(
             pc.and_(
-                pc.greater_equal(rel, int(k * file_s * 1000)),
-                pc.less(rel, int((k + 1) * file_s * 1000)),
+                pc.greater_equal(rel, int(k * opts.file_s * 1000)),
+                pc.less(rel, int((k + 1) * opts.file_s * 1000)),
             )
         )
         tmp = incoming / f".f{k:05d}.parquet"
@@ -144,7 +156,7 @@ def run_serve_bench(
         os.replace(tmp, incoming / f"f{k:05d}.parquet")
 
     def dropper():
-        k, period = 0, file_s / speed
+        k, period = 0, opts.file_s / opts.speed
         nxt = time.monotonic()
         while not stop_drop.is_set() and k < n_files:
             drop(k)
@@ -156,17 +168,17 @@ def run_serve_bench(
 
     dth = threading.Thread(target=dropper, daemon=True)
     dth.start()
-    time.sleep(2 * file_s / speed)
+    time.sleep(2 * opts.file_s / opts.speed)
     st0 = call(run_dir, "GET", "/status")
     mem0 = {
         "driver": st0["driver_rss_bytes"],
         "actors": {n: v["measured"]["rss_bytes"] for n, v in st0["nodes"].items()},
     }
-    adds = make_queries("a", queries, 2)
+    adds = make_queries("a", opts.queries, 2)
     lat_cmd = []
     t_start = time.monotonic()
     for i, q in enumerate(adds):
-        due = t_start + i * add_every_s
+        due = t_start + i * opts.add_every_s
         time.sleep(max(0.0, due - time.monotonic()))
         t1 = time.perf_counter()
         call(run_dir, "POST", "/add-queries", {"queries": [q]})
@@ -175,14 +187,14 @@ def run_serve_bench(
             say(f"{i + 1} queries added; add-queries p50 {_pct(lat_cmd, 50):.3f} s")
     churn_s = time.monotonic() - t_start
     # (b) control latency with all queries running
-    extra = make_queries("x", control_samples, 3)
+    extra = make_queries("x", opts.control_samples, 3)
     ctl_lat = []
     for q in extra:
         t1 = time.perf_counter()
         call(run_dir, "POST", "/add-queries", {"queries": [q]})
         ctl_lat.append(time.perf_counter() - t1)
         time.sleep(0.5)
-    time.sleep(3 * file_s / speed)
+    time.sleep(3 * opts.file_s / opts.speed)
     stop_drop.set()
     dth.join(60)
     st1 = call(run_dir, "GET", "/status")
@@ -208,12 +220,12 @@ def run_serve_bench(
         raise box["error"]
     svc_lat = st1["answer_latency_s"]
     res = {
-        "queries_added": queries,
-        "add_every_s": add_every_s,
-        "speed": speed,
-        "file_s": file_s,
-        "nodes": nodes,
-        "initial_queries": initial,
+        "queries_added": opts.queries,
+        "add_every_s": opts.add_every_s,
+        "speed": opts.speed,
+        "file_s": opts.file_s,
+        "nodes": opts.nodes,
+        "initial_queries": opts.initial,
         "churn_wall_s": churn_s,
         "files_fed": st1["files"],
         "rows_fed": st1["rows"],
@@ -248,7 +260,7 @@ def run_serve_bench(
         "memory_start": mem0,
         "memory_end": mem1,
     }
-    if resume:
+    if opts.resume:
         res["resume"] = _resume(run_dir, out, incoming, drop, box.get("files_dropped", 0), say)
     (out / "bench_serve.json").write_text(json.dumps(res, indent=1))
     return res
@@ -305,4 +317,5 @@ if __name__ == "__main__":
     ap.add_argument("--add-every", type=float, default=1.0)
     ap.add_argument("--speed", type=float, default=10.0)
     a = ap.parse_args()
-    print(json.dumps(run_serve_bench(Path(a.out), a.queries, a.add_every, a.speed), indent=1))
+    opts = ServeBenchOptions(queries=a.queries, add_every_s=a.add_every, speed=a.speed)
+    print(json.dumps(run_serve_bench(Path(a.out), opts), indent=1))

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from executors.live_oracle import registered_answers
+from executors.churn_oracle import registered_answers
 from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.cluster

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from test_service import assert_answers_follow_registrations, drop, raw_request, wait_for
 
-from placement.pareto.choose import Choose
+from placement.pareto.choose import ChoiceRule
 from sim.debs_generator import generate_debs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ ADDED = [
 ]
 
 
-def _pick(points, rule: Choose) -> tuple[float, float]:
+def _pick(points, rule: ChoiceRule) -> tuple[float, float]:
     """The rule by its definition (``placement.choose`` in configs/README.md) over a front."""
     T = [p[0] for p in points]
     M = [p[1] for p in points]
@@ -69,7 +69,7 @@ def _pick(points, rule: Choose) -> tuple[float, float]:
     return T[i], M[i]
 
 
-def _expected(queries, cfg, rule: Choose):
+def _expected(queries, cfg, rule: ChoiceRule):
     """(TotalCost, MaxCost) the rule picks from WG_PF's front of ``queries`` on 3 nodes, and the
     front's points."""
     from placement.pareto.search import wg_pf
@@ -165,7 +165,7 @@ def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_p
     }
     path = tmp_path / "serve.yaml"
     path.write_text(yaml.safe_dump(cfg_map))
-    rule = Choose("max_cost_within", 0.0)
+    rule = ChoiceRule("max_cost_within", 0.0)
     regs = {q["id"]: [q, None, None] for q in INITIAL}
 
     cfg, th, box = _start(path, None, spark)
@@ -351,7 +351,7 @@ def test_run_runs_the_chosen_plan(ray_session, spark, tmp_path):
         "run": {"mode": "live", "output_dir": str(out), "batch_rows": 128},
     }
     cfg = config_from_mapping(raw)
-    rule = Choose("max_cost_within", 0.0)
+    rule = ChoiceRule("max_cost_within", 0.0)
     want, front = _expected(INITIAL, cfg, rule)
     assert want[0] > min(p[0] for p in front)  # the rule gives up TotalCost for balance
     summary = live_run(cfg, spark=spark)

@@ -30,7 +30,7 @@ import pytest
 import yaml
 from test_service import _queries, drop
 
-from executors.live_oracle import registered_answers
+from executors.churn_oracle import registered_answers
 from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.cluster

@@ -1,4 +1,4 @@
-"""Edges, slices and window lengths (DESIGN.md section 2 test vectors)."""
+"""Edges, slices and window lengths (docs/DESIGN.md s. 2 test vectors)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Count-based windows (issue 16): a tree's windows share one axis, count trees are priced on
+"""Count-based windows: a tree's windows share one axis, count trees are priced on
 the tuple axis and converted to operations per time unit with the stream's rate.
 
-Oracles here are written from DESIGN.md alone: edges are the positions ``p`` (0-based tuple
+Oracles here are written from docs/DESIGN.md alone: edges are the positions ``p`` (0-based tuple
 positions for ``kind: count``) with ``p mod s == 0`` or ``p mod s == r mod s``; a count tree
 costs ``lambda + (edges per tuple) * lambda * Omega`` operations per time unit.
 """
@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
-from placement.dist_local_search import LocalSearch
+from placement.local_search.search import LocalSearch
 from placement.optimizers import DISTRIBUTED as ALL_OPTIMIZERS
 from placement.optimizers import optimize
 from placement.plan import PlanError, load_plan, single_node_plan, verify_plan
@@ -309,7 +309,7 @@ def test_node_specs_refuse_mixed_kind_trees():
 
 
 def _count_windows_brute(values, r, s):
-    """DESIGN.md s.1 for ``kind: count``: timestamp = 0-based position; window k covers
+    """docs/DESIGN.md s. 1 for ``kind: count``: timestamp = 0-based position; window k covers
     ``[k*s, k*s + r)``; windows holding no tuple give no answer (k may be negative)."""
     n = len(values)
     out = []
@@ -458,10 +458,11 @@ def test_shedding_scales_count_trees_with_the_kept_tuples():
 def test_bench_count_check_in_process():
     """``weaveplace bench count``'s check (in process, small): count and time trees within 2 %
     of the plan; the unconverted model (edges per tuple as per ms) is off by the rate."""
-    from sim.bench.count import format_count_check, run_count_check
+    from sim.bench.count import CountCheckOptions, format_count_check, run_count_check
 
     res = run_count_check(
-        qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False, log=lambda m: None
+        CountCheckOptions(qnum=12, smax=12, omax=6, rate=0.5, tuples=60_000, live=False),
+        log=lambda m: None,
     )
     count, time_ = res["axes"]["count"], res["axes"]["time"]
     for a in (count, time_):

@@ -55,7 +55,7 @@ def qs_of(wins, agg="sum"):
 
 
 def test_edge_rate_counts_window_starts_only():
-    """DESIGN.md s. 2 vector 2 (slides 3, 4, 6, 9; r mod 4 == 3, r mod 6 == 2): 27 edges in 36
+    """docs/DESIGN.md s. 2 vector 2 (slides 3, 4, 6, 9; r mod 4 == 3, r mod 6 == 2): 27 edges in 36
     under Pairs, 18 under Cutty (the multiples of 3 or 4); every engine agrees."""
     wins = [(9, 3), (7, 4), (8, 6), (18, 9)]
     for eng in ENGINES:

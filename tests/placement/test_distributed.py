@@ -9,12 +9,12 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.dist_local_search import LocalSearch
 from placement.distributed import (
     TABLE7,
     infeasible_nodes,
     make_units,
 )
+from placement.local_search.search import LocalSearch
 from placement.optimizers import DISTRIBUTED as OPTIMIZERS
 from placement.optimizers import optimize
 from placement.plan import verify_plan
@@ -280,7 +280,7 @@ def test_wg_ls_merge_bounds_sum_the_shared_items(xs, ys, tech, lam):
     ``math.fsum``), one-query trees on the left (kind 4) as well, and does not depend on what
     the search has seen before."""
     from placement.cost import items_of
-    from placement.dist_local_search import REL
+    from placement.local_search.search import REL
 
     model = CostModel(tech, lam)
     n = iter(range(10**6))
@@ -306,7 +306,7 @@ def test_wg_ls_merge_bounds_sum_the_shared_items(xs, ys, tech, lam):
 
 
 def _all_moves_exact(s: LocalSearch, nodes, loads):
-    """Every move of WG_LS's neighbourhood (module doc of dist_local_search: whole trees
+    """Every move of WG_LS's neighbourhood (module doc of placement.local_search.search: whole trees
     anywhere, single queries out of the most loaded node), priced exactly: the brute-force
     oracle for ``LocalSearch.best_move``."""
     out = []

@@ -1,4 +1,4 @@
-"""The exact yardstick (issue 17): seeded with heuristic plans, proven bounds, never worse than
+"""The exact yardstick: seeded with heuristic plans, proven bounds, never worse than
 a known plan; bounds never above the brute-force optimum."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_simulate_gap_intervals(tmp_path):
 def test_sets_equals_exhaustive(data, n, n_nodes, technique, lam, keys):
     """Proven optima of ``sets`` are the exhaustive search's, for monotone (Panes, FlatFIT) and
     non-monotone (FlatFAT, SlickDeque) Omegas, one or two keys, time and count windows (a
-    count window never shares a tree with a time window: issue 16); plans verify."""
+    count window never shares a tree with a time window); plans verify."""
     from placement.exact.optimum import solve_exact
 
     qs = random_queries(data.draw, n, keys, range_factor=4, kinds=("time", "count"))

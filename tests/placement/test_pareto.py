@@ -13,10 +13,10 @@ from helpers import examples, random_queries, set_partitions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.dist_local_search import LocalSearch, wg_ls
 from placement.exact.optimum import solve_exact
+from placement.local_search.search import LocalSearch, wg_ls
 from placement.optimizers import optimize
-from placement.pareto.choose import Choose, ChooseError, choose
+from placement.pareto.choose import ChoiceRule, ChooseError, choose
 from placement.pareto.front import (
     Archive,
     dominates,
@@ -335,10 +335,10 @@ def test_each_choose_rule_picks_what_it_says(data, n, n_nodes, lam, frac):
     pts = [point(p) for p in res.front]
     lo_m, hi_m = min(p[1] for p in pts), max(p[1] for p in pts)
     rules = [
-        Choose("max_cost_at_most", lo_m + frac * (hi_m - lo_m)),
-        Choose("max_cost_at_most", lo_m * 0.5),
-        Choose("max_cost_within", frac),
-        Choose("total_cost_within", frac / 4),
+        ChoiceRule("max_cost_at_most", lo_m + frac * (hi_m - lo_m)),
+        ChoiceRule("max_cost_at_most", lo_m * 0.5),
+        ChoiceRule("max_cost_within", frac),
+        ChoiceRule("total_cost_within", frac / 4),
     ]
     for rule in rules:
         i, met, note = choose(res.front, rule)
@@ -351,10 +351,10 @@ def test_each_choose_rule_picks_what_it_says(data, n, n_nodes, lam, frac):
     # capacities: a cap between the ends admits exactly the plans whose nodes all fit
     cap = lo_m + frac * (hi_m - lo_m)
     res_c = wg_pf(qs, model, [cap] * n_nodes, front_size=8)
-    assert res_c.rule == Choose("capacities")  # the default with capacities
+    assert res_c.rule == ChoiceRule("capacities")  # the default with capacities
     cpts = [point(p) for p in res_c.front]
     fits = [all(nd.cost <= cap * (1 + 1e-12) for nd in p.nodes) for p in res_c.front]
-    want = oracle_choose(cpts, Choose("capacities"), fits)
+    want = oracle_choose(cpts, ChoiceRule("capacities"), fits)
     if want is not None:
         assert res_c.met and cpts[res_c.chosen] == cpts[want]
     else:  # no front plan fits: said in one line, never silently
@@ -365,7 +365,7 @@ def test_each_choose_rule_picks_what_it_says(data, n, n_nodes, lam, frac):
 def test_default_rule_without_capacities_is_total_within_five_percent():
     qs = [Query(f"q{i}", 3 * s, s) for i, s in enumerate([2, 3, 4, 5, 6, 7, 8, 9])]
     res = wg_pf(qs, CostModel("panes", 20.0), 3)
-    assert res.rule == Choose("total_cost_within", 0.05)
+    assert res.rule == ChoiceRule("total_cost_within", 0.05)
     t0 = min(p.total_cost for p in res.front)
     ok = [p for p in res.front if p.total_cost <= 1.05 * t0 * (1 + TOL)]
     assert res.plan.max_cost == min(p.max_cost for p in ok)
@@ -382,7 +382,7 @@ def test_default_rule_without_capacities_is_total_within_five_percent():
 )
 def test_bad_choose_is_one_line(raw, msg):
     with pytest.raises(ChooseError, match="^" + msg.replace(".", r"\.")):
-        Choose.parse(raw)
+        ChoiceRule.parse(raw)
     cfg = {
         "workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
         "placement": {"optimizers": "WG_PF", "choose": raw},
@@ -403,9 +403,9 @@ def test_capacities_rule_needs_capacities():
 
 
 def test_percentages_parse():
-    assert Choose.parse({"total_cost_within": "5%"}) == Choose("total_cost_within", 0.05)
-    assert Choose.parse({"max_cost_within": " 12.5 % "}).value == pytest.approx(0.125)
-    assert Choose.parse("capacities").to_dict() == "capacities"
+    assert ChoiceRule.parse({"total_cost_within": "5%"}) == ChoiceRule("total_cost_within", 0.05)
+    assert ChoiceRule.parse({"max_cost_within": " 12.5 % "}).value == pytest.approx(0.125)
+    assert ChoiceRule.parse("capacities").to_dict() == "capacities"
 
 
 # ---- exact front -----------------------------------------------------------------------------------

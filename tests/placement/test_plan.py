@@ -1,4 +1,4 @@
-"""Plans as JSON (schema weaveplace.plan/1, DESIGN.md section 4): shape, checks, round trip."""
+"""Plans as JSON (schema weaveplace.plan/1, docs/DESIGN.md s. 4): shape, checks, round trip."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ TOP_KEYS = {
 }
 QUERY_KEYS = {"id", "stream", "aggregate", "range", "slide", "kind"}
 NODE_KEYS = {"id", "capacity", "cost", "trees"}
-# DESIGN.md's tree keys; the implementation adds "aggregate" (a tree holds one aggregate) and
-# "axis" (the window kind its windows share, issue 16).
+# docs/DESIGN.md's tree keys; the implementation adds "aggregate" (a tree holds one aggregate) and
+# "axis" (the window kind its windows share).
 TREE_KEYS = {"id", "stream", "queries", "composite_slide", "edges", "edge_rate", "omega", "cost"}
 
 QUERIES = [

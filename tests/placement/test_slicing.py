@@ -1,4 +1,4 @@
-"""Slicing into residue classes, DESIGN.md section 2 test vectors, and query validation.
+"""Slicing into residue classes, docs/DESIGN.md s. 2 test vectors, and query validation.
 
 Every test vector is checked with all three edge engines and with the brute-force oracle, and the
 edge positions themselves are listed by hand where the vector is small enough to do so.
@@ -64,7 +64,7 @@ def test_brute_force_oracle_small_case():
     assert brute_force_edges(set()) == 0
 
 
-# ---- DESIGN.md section 2 test vectors, every engine ---------------------------------------------
+# ---- docs/DESIGN.md s. 2 test vectors, every engine ---------------------------------------------
 
 
 @pytest.fixture(params=ENGINES)

@@ -1,4 +1,4 @@
-"""WeaveShare's compiled lazy table (placement.weave_kernels, placement.lazy_table): exact benefits
+"""WeaveShare's compiled lazy table (placement.lazy_table: table and kernels): exact benefits
 bit for bit, certified bounds, and the same plans as the paper's eager table."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement import lazy_table as lt
-from placement import weave_kernels as wk
-from placement.lazy_table import KernelTable
+from placement.lazy_table import kernels as wk
+from placement.lazy_table import table as lt
+from placement.lazy_table.table import KernelTable
 from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import initial_trees, weave, weaveshare

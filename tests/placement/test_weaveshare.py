@@ -57,7 +57,7 @@ def assert_fixpoint(trees, model):
             assert model.benefit(x, y) <= 1e-9, (grouping([x]), grouping([y]))
 
 
-# ---- WeaveShare Example 3 (DESIGN.md section 3 correction) --------------------------------------
+# ---- WeaveShare Example 3 (docs/DESIGN.md s. 3 correction) --------------------------------------
 
 EXAMPLE3 = [Query("a", 16, 4), Query("b", 10, 5), Query("c", 8, 4)]
 
@@ -445,7 +445,7 @@ def test_merged_tree_prices_like_a_fresh_tree(x, y, tech, aggregate, lam):
 
 
 def test_omega_formulas_by_hand():
-    """DESIGN.md section 3 (Table 11) on one tree: (r 16, s 4) and (r 10, s 4), E = 2/4."""
+    """docs/DESIGN.md s. 3 (Table 11) on one tree: (r 16, s 4) and (r 10, s 4), E = 2/4."""
     qs = [Query("a", 16, 4), Query("b", 10, 4)]  # classes (4, 0), (4, 2): E = 1/2
     e = Fraction(1, 2)
     expect = {

@@ -1,6 +1,6 @@
-"""An execution tree whose queries come and go while it runs (DESIGN.md section 9).
+"""An execution tree whose queries come and go while it runs: query churn (docs/DESIGN.md s. 9).
 
-``LiveTree`` has ``ExecutionTree``'s streaming interface (``process_columns``, ``flush_columns``,
+``ChurnTree`` has ``ExecutionTree``'s streaming interface (``process_columns``, ``flush_columns``,
 ``late``, ``snapshot``/``restore``, ``stats``) plus ``change(at, add=, remove=)``.
 
 **How a running tree changes its slicing: generations.**  Adding or removing a query changes the
@@ -19,15 +19,15 @@ every query), a change at event time ``T`` (later than every tuple the tree has 
 So every window of every query is answered by exactly one generation, computed over the same
 tuples as in an uninterrupted tree: the other queries' answers do not change, an added query
 answers exactly the windows with ``start >= T_reg = T``, a removed one exactly those with
-``end <= T_unreg = T`` (DESIGN.md s. 9).  The price: for at most the longest range after a change,
-the stream is aggregated twice (both generations), and the old generation's memory is held until
-then.  Lateness is each generation's own rule (DESIGN.md s. 1 over its queries), so a tuple
-arriving within ``allowed_lateness`` of the newest timestamp is never late; a late tuple is kept
-once per generation that calls it late.  A tuple older than every running generation's start
+``end <= T_unreg = T`` (docs/DESIGN.md s. 9).  The price: for at most the longest range after a
+change, the stream is aggregated twice (both generations), and the old generation's memory is held
+until then.  Lateness is each generation's own rule (docs/DESIGN.md s. 1 over its queries), so a
+tuple arriving within ``allowed_lateness`` of the newest timestamp is never late; a late tuple is
+kept once per generation that calls it late.  A tuple older than every running generation's start
 (its generations were dropped) is late if a window of the generation that covered its time,
 containing it, has ended; otherwise it lies outside every window (``stats()["outside_windows"]``).
-Oracles: ``executors.live_oracle`` (section 9 itself, and the generations spelled out by brute
-force); tests: ``tests/test_executors_live_tree.py``.
+Oracles: ``executors.churn_oracle`` (section 9 itself, and the generations spelled out by brute
+force); tests: ``tests/executors/test_churn_tree.py``.
 """
 
 from __future__ import annotations
@@ -38,11 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .edges import INF, NEG_INF
 from .slicing import QuerySpec, normalize_query
 from .tree import ExecutionTree, LateTuples, fits, normalize_technique
-
-INF = np.iinfo(np.int64).max
-NEG_INF = np.iinfo(np.int64).min
 
 
 def technique_for(technique: str, queries: list[QuerySpec]) -> str:
@@ -102,10 +100,10 @@ class _Gen:
         return self.qmap
 
 
-class LiveTree:
+class ChurnTree:
     """A tree over one stream whose query set changes at event times (see module doc).
 
-    ``LiveTree(queries, technique, allowed_lateness, count_ops, dtype, slicing, t_start)``;
+    ``ChurnTree(queries, technique, allowed_lateness, count_ops, dtype, slicing, t_start)``;
     ``t_start`` (``T_reg`` of every initial query) makes a tree that answers only windows
     starting at or after it (a tree started for queries added to a running deployment).
     ``queries`` lists every query the tree has answered or answers (answer columns index it);
@@ -484,12 +482,12 @@ class LiveTree:
         return buf.getvalue()
 
     @classmethod
-    def restore(cls, data: bytes) -> LiveTree:
+    def restore(cls, data: bytes) -> ChurnTree:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays["meta"].tobytes().decode())
         if not meta.get("live"):
-            raise ValueError("not a LiveTree snapshot")
+            raise ValueError("not a ChurnTree snapshot")
         self = cls.__new__(cls)
         self.technique = meta["technique"]
         self.allowed_lateness = int(meta["allowed_lateness"])

@@ -25,7 +25,7 @@ minus a query) is keyed first with a certified lower bound on that price and pri
 it could still beat the best exact candidate (``LocalSearch.best_move``; checked against an
 exhaustive exactly-priced scan by a property test). Prices are cached by tree uid, and so is
 what the merge bounds read of a tree; the shared items of a pair are summed by a compiled loop
-(``ls_kernels``), and exact prices are keyed in chunks.
+(``placement.local_search.kernels``), and exact prices are keyed in chunks.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 
 from placement.cost import items_of, tree_cost
 from placement.distributed import build_plan, optimize
-from placement.ls_kernels import shared_weights
+from placement.local_search.kernels import shared_weights
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel, Tree
@@ -141,7 +141,7 @@ class LocalSearch:
     def without(self, t: Tree, q: Query) -> Tree:
         cls, wins, cs = self._without_parts(t, q)
         rest = [p for p in t.queries if p.id != q.id]
-        return self.model._price(
+        return self.model.tree_from_parts(
             t.stream, t.aggregate, rest, cls, wins, cs, self.model.engine.density(cls), t.kind
         )
 
@@ -263,7 +263,7 @@ class LocalSearch:
         """``S[i, j]``: the summed weight of the items that ``xs[i]`` and ``ys[j]`` share.
 
         Summed like a 0/1 incidence product with items as columns in order of first sight
-        over ``xs`` then ``ys`` (``ls_kernels``): the order fixes the rounding of a sum of
+        over ``xs`` then ``ys`` (``kernels``): the order fixes the rounding of a sum of
         several weights, and the bounds, hence the order in which ``best_move`` prices its
         ties, must not depend on what was cached before. A single-item ``xs[i]`` (a
         one-query tree) shares its one weight or nothing: no sum, no order."""

@@ -1,7 +1,7 @@
 """WeaveShare's lazy cost lookup table for additive Omega (Panes, FlatFIT), rows in numba.
 
 Why: same plans as the paper's eager table, but a row holds *exact* benefits wherever they are
-cheap (both trees single-modulus: ``placement.weave_kernels``) and certified upper bounds
+cheap (both trees single-modulus: ``placement.lazy_table.kernels``) and certified upper bounds
 elsewhere, so the engine prices only the few bounded pairs that reach the top; and the table's
 bookkeeping (rows, heaps) runs compiled, one kernel call per merge candidate.
 
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from placement import weave_kernels as wk
 from placement.edges.fast import single_modulus
+from placement.lazy_table import kernels as wk
 from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
@@ -80,7 +80,7 @@ _ROW_DTYPES = {  # per slot (the pool: partner, negval, exact)
 
 class KernelTable:
     """Alive trees in slots (struct of arrays), classes in a flat pool, buckets as linked lists:
-    the ``weave_kernels`` structures, replaced by grown copies when full (the kernels never
+    the ``kernels`` structures, replaced by grown copies when full (the kernels never
     grow them)."""
 
     def __init__(self, model: CostModel, trees: Sequence[Tree], floor: float):
@@ -120,7 +120,7 @@ class KernelTable:
         self.sizes = sizes  # the same array: the kernels update it in place
         self.lams = np.zeros(4)  # lambda per key
         self.evaluations = 0  # exact benefits priced by the engine
-        self._pop: Callable | None = None  # wk.pop's machine code (``weave_kernels.compiled``)
+        self._pop: Callable | None = None  # wk.pop's machine code (``kernels.compiled``)
         self._pending = list(trees)
 
     # ---- slots, pool, buckets -----------------------------------------------------------
@@ -268,7 +268,7 @@ class KernelTable:
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Per single-modulus bucket and residue, how many alive trees hold it: sorted keys
-        ``bucket * mul + residue`` and counts (for ``weave_kernels.rows``)."""
+        ``bucket * mul + residue`` and counts (for ``kernels.rows``)."""
         n = len(self.trees)
         sl = self.slots
         ok = sl.alive[:n] & (sl.smod[:n] > 0)

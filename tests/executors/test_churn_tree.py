@@ -1,4 +1,4 @@
-"""LiveTree (queries added/removed while a tree runs) against the section 9 oracles."""
+"""ChurnTree (queries added/removed while a tree runs) against the section 9 oracles."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from helpers import AGGS, assert_same, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from executors.live_oracle import generation_answers, registered_answers, registrations
-from executors.live_tree import LiveTree
+from executors.churn_oracle import generation_answers, registered_answers, registrations
+from executors.churn_tree import ChurnTree
 
 TECHS = ["slickdeque", "panes", "flatfat", "flatfit", "bint", "slickdeque_inv", "twostacks"]
 EXAMPLES = examples(120)
@@ -23,12 +23,12 @@ def rows(cols, tree):
 
 
 def drive(initial, schedule, lateness, technique="slickdeque", slicing="pairs", snap_every=0):
-    """Run a LiveTree over a schedule; returns (answers sorted by (query, start), tree)."""
-    tree = LiveTree(initial, technique=technique, allowed_lateness=lateness, slicing=slicing)
+    """Run a ChurnTree over a schedule; returns (answers sorted by (query, start), tree)."""
+    tree = ChurnTree(initial, technique=technique, allowed_lateness=lateness, slicing=slicing)
     out = []
     for i, item in enumerate(schedule):
         if snap_every and i % snap_every == snap_every - 1:
-            tree = LiveTree.restore(tree.snapshot())
+            tree = ChurnTree.restore(tree.snapshot())
         if item[0] == "data":
             out += rows(tree.process_columns(item[1], item[2]), tree)
         else:
@@ -142,7 +142,7 @@ def test_generations_with_late_tuples(w, snap_every):
 
 def test_add_and_remove_by_hand():
     """sum (10, 5) runs; at T=12 a count (4, 4) joins and the sum is removed at T=23."""
-    tree = LiveTree([{"id": "s", "aggregate": "sum", "range": 10, "slide": 5}])
+    tree = ChurnTree([{"id": "s", "aggregate": "sum", "range": 10, "slide": 5}])
     out = rows(tree.process_columns(np.array([0, 3, 7, 11]), np.array([1, 2, 4, 8])), tree)
     assert out == [("s", -5, 5, 3), ("s", 0, 10, 7)]
     tree.change(12, add=[{"id": "c", "aggregate": "count", "range": 4, "slide": 4}])
@@ -166,7 +166,7 @@ def test_add_and_remove_by_hand():
 
 
 def test_change_errors():
-    tree = LiveTree([{"id": "a", "aggregate": "max", "range": 4, "slide": 2}])
+    tree = ChurnTree([{"id": "a", "aggregate": "max", "range": 4, "slide": 2}])
     tree.process_columns(np.array([5]), np.array([1]))
     with pytest.raises(ValueError, match="later than every timestamp"):
         tree.change(5, add=[{"id": "b", "aggregate": "sum", "range": 2, "slide": 2}])
@@ -190,7 +190,7 @@ def test_handoff_between_trees(w, data):
     regs = registrations(initial, schedule)
     want = registered_answers(regs, ts, v)
     active = [q["id"] for q in initial]
-    a = LiveTree(initial, allowed_lateness=lateness)
+    a = ChurnTree(initial, allowed_lateness=lateness)
     b = None
     in_b: list[str] = []
     out = []
@@ -219,7 +219,7 @@ def test_handoff_between_trees(w, data):
             q = next(x for x in a.queries if x.id == qid).as_dict()
             a.change(at, handoff=[qid])
             if b is None:
-                b = LiveTree([q], allowed_lateness=lateness, t_start=at)
+                b = ChurnTree([q], allowed_lateness=lateness, t_start=at)
             else:
                 b.change(at, add=[q])
             in_b.append(qid)
@@ -235,10 +235,10 @@ def test_removal_after_handoff_caps_the_old_tree():
     start before T; those ending after T_unreg must not be answered (found by the property
     test above: ``q0`` (r 2, s 1) handed off and removed at 1 answered ``[0, 2)``)."""
     q0 = {"id": "q0", "aggregate": "sum", "range": 2, "slide": 1}
-    a = LiveTree([q0, {"id": "q1", "aggregate": "sum", "range": 1, "slide": 1}])
+    a = ChurnTree([q0, {"id": "q1", "aggregate": "sum", "range": 1, "slide": 1}])
     out = rows(a.process_columns(np.zeros(3, dtype=np.int64), np.ones(3)), a)
     a.change(1, handoff=["q0"])
-    b = LiveTree([q0], t_start=1)
+    b = ChurnTree([q0], t_start=1)
     b.change(1, remove=["q0"])
     a.change(1, remove=["q0"])  # cap-only: q0 is no longer active in A
     assert a.active == ["q1"]

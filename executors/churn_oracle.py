@@ -1,4 +1,4 @@
-"""Brute-force references for trees whose queries come and go (DESIGN.md section 9).
+"""Brute-force references for trees whose queries come and go (docs/DESIGN.md s. 9).
 
 Two oracles, both independent of the slicing and final-aggregation code:
 
@@ -8,10 +8,10 @@ Two oracles, both independent of the slicing and final-aggregation code:
   *every* tuple of the stream in it.  This is the truth whenever no tuple is late, e.g. when
   every tuple arrives at most ``allowed_lateness`` behind the newest timestamp seen before it
   (a window containing ``ts`` ends after ``ts``, so it cannot be closed yet).
-* ``generation_answers`` covers late tuples too.  ``executors.live_tree.LiveTree`` changes a
+* ``generation_answers`` covers late tuples too.  ``executors.churn_tree.ChurnTree`` changes a
   tree's query set by starting a new *generation* (an ordinary tree over the new set, fed the
   tuples with ``ts >= T``) while the old one runs on until its windows before ``T`` have
-  closed; lateness is each generation's rule (DESIGN.md section 1 over its queries).  This
+  closed; lateness is each generation's rule (docs/DESIGN.md s. 1 over its queries).  This
   oracle spells that out with ``executors.oracle.brute_force`` per generation.
 
 A *schedule* is the arrival order of a run: a list of ``("data", ts, values)`` and
@@ -85,11 +85,11 @@ def registered_answers(regs, ts, values) -> list[tuple[str, int, int, object]]:
 
 
 def generation_answers(initial, schedule, allowed_lateness: int = 0):
-    """Answers and late tuples of a ``LiveTree`` driven by ``schedule``, by brute force.
+    """Answers and late tuples of a ``ChurnTree`` driven by ``schedule``, by brute force.
 
     Generation g (created at the start or by a change at ``T_g``) runs its query set on every
     tuple arriving after its creation with ``ts >= T_g`` (all tuples for the first one), with
-    the window rule and lateness of DESIGN.md section 1; of its answers it keeps the windows
+    the window rule and lateness of docs/DESIGN.md s. 1; of its answers it keeps the windows
     in its *domain*: for a query it took over, start >= T_g (and >= the query's T_reg); start
     < T of the next change; end <= T_unreg of a query removed at that change.
     Returns ``(answers, late)``: answers as in ``registered_answers``; late: the set of

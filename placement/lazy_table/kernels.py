@@ -37,8 +37,8 @@ merge or the next bound to price.
 Interface: the table's arrays travel grouped in NamedTuples (``Slots``, ``Classes``,
 ``Buckets``, ``Rows``, ``Heaps``, ``Prune``; numba compiles field access to the same loads as
 separate arguments), with named codes (``POP_*`` answers, ``SZ_*`` size slots, ``H_*`` heap
-columns). ``pop`` runs once per merge, so ``lazy_table`` calls it through ``compiled``: numba's
-dispatch would type every field of the structures at each call.
+columns). ``pop`` runs once per merge, so ``lazy_table.table`` calls it through ``compiled``:
+numba's dispatch would type every field of the structures at each call.
 
 One file (over 600 lines) on purpose: numba's cache keys a kernel on its own source file only,
 so the inlined helpers ``rows`` and ``pop`` compile in (pricing, bounds, heaps) live here; in
@@ -144,8 +144,8 @@ def compiled(kernel, args: tuple):
     now), to call without numba's dispatch: that types every argument at each call, and for
     NamedTuples more slowly than for arrays (40 arrays in 5 NamedTuples: ~6 us per call against
     ~2 us as 40 arguments, ~1.4 us through this), while ``pop`` runs once per merge. Later calls
-    must pass arguments of these very types (``lazy_table`` only ever replaces a structure by a
-    grown copy, same dtypes)."""
+    must pass arguments of these very types (``lazy_table.table`` only ever replaces a structure
+    by a grown copy, same dtypes)."""
     return kernel.compile(tuple(numba.typeof(a) for a in args))
 
 

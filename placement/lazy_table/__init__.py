@@ -1,0 +1,1 @@
+"""WeaveShare's lazy cost lookup table for additive Omega (table) and its numba rows (kernels)."""
