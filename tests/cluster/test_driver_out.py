@@ -16,14 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_e2e import (
-    STREAMS,
-    assert_answers_equal,
-    count_oracle,
-    make_plan,
-    make_queries,
-    spark_oracle,
-)
+from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
+from support.cluster_plans import STREAMS, make_plan, make_queries
 
 from cluster.answers.sink import AnswerCommits, read_answers, write_part
 from sim.debs import generate_debs
@@ -552,7 +546,7 @@ def test_run_live_with_the_driver_out(workload, driver_route, ray_session, spark
 
 def test_config_routes(tmp_path):
     import yaml
-    from test_config import EXPLICIT
+    from support.configs import EXPLICIT
 
     from sim.config import ConfigError, load_config
 

@@ -49,7 +49,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers import run_cluster_driver
-from test_e2e import STREAMS, assert_answers_equal, count_oracle, make_plan, make_queries
+from support.cluster_oracles import assert_answers_equal, count_oracle
+from support.cluster_plans import STREAMS, make_plan, make_queries
 
 from cluster.runtime.ray_runtime import LOOPBACK_ENV
 from placement.queries import Query

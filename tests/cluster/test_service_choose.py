@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from test_service import assert_answers_follow_registrations, drop, raw_request, wait_for
+from support.service import assert_answers_follow_registrations, drop, raw_request
+from support.waiting import wait_for
 
 from placement.pareto.choose import Choose
 from sim.debs_generator import generate_debs

@@ -16,6 +16,7 @@ import yaml
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.configs import EXPLICIT
 from typer.testing import CliRunner
 
 from sim.cli import app
@@ -53,26 +54,6 @@ GEN = {
     },
     "data": {"duration_s": 10.0, "rate_hz": 100.0, "seed": 1},
     "run": {"mode": "simulate", "allowed_lateness": 0, "output_dir": "out/x", "seed": 0},
-}
-EXPLICIT = {
-    "workload": {
-        "queries": [
-            {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
-            {
-                "id": "b",
-                "stream": "mf01",
-                "aggregate": "max",
-                "range": 6,
-                "slide": 3,
-                "kind": "time",
-            },
-            {"id": "c", "stream": "mf02", "aggregate": "avg", "range": 4, "slide": 4},
-        ]
-    },
-    "streams": {"mf01": {"rate": 0.1}, "mf02": {"rate": 2}},
-    "cluster": {"nodes": [{"id": "n0", "capacity": 50.0}, {"id": "n1", "capacity": 80}]},
-    "placement": {"optimizers": "WG_I", "ie": "slickdeque", "preprocess": "classes", "exact": True},
-    "run": {"output_dir": "out/y"},
 }
 PATH_RE = re.compile(r"^([A-Za-z_][\w-]*|\[.+?\])((\[\d+\])|(\[.+?\])|(\.[A-Za-z_][\w-]*))*: ")
 
