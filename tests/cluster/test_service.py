@@ -147,7 +147,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         assert st["files"] == 6 and st["backlog"]["files"] == 0
         code, page = raw_request(ctl["url"] + f"/?token={ctl['token']}")
         assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
-        if CHROMIUM:  # the page in headless Chromium after add-queries: new queries, bars
+        if CHROMIUM:  # the page in headless Chromium after add-queries (a skip at the end if not)
             shot = tmp_path / "page.png"
             url = ctl["url"] + f"/?token={ctl['token']}"
             flags = [
@@ -219,6 +219,11 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     text = build_report(run_dir).read_text()
     assert "Deployment over time" in text and "serve_load_over_time.png" in text
     assert text.count("remove-queries") >= 1
+    if CHROMIUM is None:  # reported, not passed: the page's browser check above did not run
+        pytest.skip(
+            "chromium not installed: the control page was not checked in a browser "
+            "(every other check of this test ran and passed)"
+        )
 
 
 def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
