@@ -1,7 +1,7 @@
-"""The driver out of the data path (issue 15): actors write their answers, executors push.
+"""The driver out of the data path: actors write their answers, executors push.
 
 Oracles: the driver route (itself checked against Spark SQL and numpy in
-tests/test_cluster_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy
+tests/cluster/test_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy
 brute force; exactly-once under kills, node loss and addition is checked row for row against
 the fault-free run, with a part written by an actor whose reply never came (an orphan) in the
 mix.  The datasets are read back as one table by pyarrow and by Spark.

@@ -1,4 +1,4 @@
-"""The deployment that lives (issue 13's "must show"): ``weaveplace serve`` as a real process
+"""The deployment that lives, end to end: ``weaveplace serve`` as a real process
 with its own Ray and Spark, 3 nodes; while files arrive: add 20 queries, remove 5, add a node,
 retire another, ``kill -9`` the driver, ``serve --resume``, add 5 more, stop.  Every query's
 answers equal the section 9 oracle (``registered_answers``, with the T_reg / T_unreg the

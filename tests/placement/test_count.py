@@ -1,7 +1,7 @@
-"""Count-based windows (issue 16): a tree's windows share one axis, count trees are priced on
+"""Count-based windows: a tree's windows share one axis, count trees are priced on
 the tuple axis and converted to operations per time unit with the stream's rate.
 
-Oracles here are written from DESIGN.md alone: edges are the positions ``p`` (0-based tuple
+Oracles here are written from docs/DESIGN.md alone: edges are the positions ``p`` (0-based tuple
 positions for ``kind: count``) with ``p mod s == 0`` or ``p mod s == r mod s``; a count tree
 costs ``lambda + (edges per tuple) * lambda * Omega`` operations per time unit.
 """
@@ -308,7 +308,7 @@ def test_node_specs_refuse_mixed_kind_trees():
 
 
 def _count_windows_brute(values, r, s):
-    """DESIGN.md s.1 for ``kind: count``: timestamp = 0-based position; window k covers
+    """docs/DESIGN.md s. 1 for ``kind: count``: timestamp = 0-based position; window k covers
     ``[k*s, k*s + r)``; windows holding no tuple give no answer (k may be negative)."""
     n = len(values)
     out = []
@@ -473,7 +473,7 @@ def test_bench_count_check_in_process():
 
 
 def test_issue_16_as_a_user_simulate_and_verify_plan(tmp_path):
-    """The issue's steps on the command line: ``weaveplace simulate`` plans the two queries as
+    """The user's steps on the command line: ``weaveplace simulate`` plans the two queries as
     two trees (20 and 0.2 edges per time unit, TotalCost 240.4), ``verify-plan`` accepts the
     plan and refuses an old one weaving them with one line, exit 2."""
     import subprocess
