@@ -79,7 +79,7 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     rc, log = run_cluster_driver(
         [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
         env,
-        DRIVER.parents[1],
+        DRIVER.parents[2],
         raytmp,
         TIMEOUT_S,
         "multi-node driver",

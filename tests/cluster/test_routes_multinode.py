@@ -59,7 +59,7 @@ from sim.debs_generator import generate_debs
 pytestmark = pytest.mark.cluster
 
 DRIVER = Path(__file__).with_name("multinode_routes_driver.py")
-REPO = DRIVER.parents[1]
+REPO = DRIVER.parents[2]
 TIMEOUT_S = 420  # a hard cap on the driver run (~60-90 s alone, ~3x that on a loaded machine)
 # 3 plan nodes over 2 Ray nodes (workers first, then the head: node-0 and node-2 share one);
 # a third Ray node costs a raylet and its workers on a 2-core machine and proves nothing more
