@@ -22,14 +22,23 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/weaveplace quickstart
 
+# Two pytest-xdist workers, a test module never split between them (its module fixtures are
+# built once): most of the suite's wall time is waiting on Ray, Spark and CLI subprocesses,
+# which two workers overlap (tests/conftest.py). Modules are handed out in collection order
+# (tests/cluster, the long ones, first; the short ones fill the end), not xdist's default of
+# most tests first, which leaves the one-test multi-minute modules for last.
+# TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST) --durations=15
 
 # The inner loop: no Ray, no Spark, nothing marked slow (markers in pyproject.toml), property
 # tests with the dev hypothesis profile (few examples; tests/conftest.py). `make test` runs all
 # of it with the ci profile's full counts.
 test-fast: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(BIN)/python -m pytest -q -m "not cluster and not slow"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(BIN)/python -m pytest -q $(XDIST) -m "not cluster and not slow"
 
 # Style and types; mypy covers the packages with no Ray or Spark (config in pyproject.toml).
 lint: $(STAMP)

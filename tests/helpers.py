@@ -57,6 +57,43 @@ def random_queries(draw, n, keys=1, streams=1, max_slide=9, range_factor=3, kind
     return qs
 
 
+def all_moves_exact(s, nodes, loads):
+    """Every move of WG_LS's neighbourhood (module doc of placement.local_search.search: whole trees
+    anywhere, single queries out of the most loaded node), priced exactly: the brute-force
+    oracle for ``LocalSearch.best_move`` (``s``, a ``placement.local_search.search.LocalSearch``)."""
+    out = []
+    N = len(nodes)
+    h = max(range(N), key=lambda j: (loads[j], -j))
+    for a in range(N):
+        for ti, t in enumerate(nodes[a]):
+            for b in range(N):
+                if b == a:
+                    continue
+                out.append(("move", a, ti, b, None))
+                for ui, u in enumerate(nodes[b]):
+                    if u.key == t.key:
+                        out.append(("move", a, ti, b, ui))
+                    if b > a:
+                        out.append(("swap", a, ti, b, ui))
+            if len(t.queries) > 1 and a == h:
+                for q in t.queries:
+                    for b in range(N):
+                        if b != a:
+                            out.append(("query", a, ti, b, None, q))
+                            out += [
+                                ("query", a, ti, b, ui, q)
+                                for ui, u in enumerate(nodes[b])
+                                if u.key == t.key
+                            ]
+    keys = []
+    for mv in out:
+        ns, ls = [list(x) for x in nodes], list(loads)
+        s.apply(ns, ls, mv)
+        keys.append(s.key(ls))
+        s._single.clear()  # apply may hand out the cached single-query tree
+    return keys
+
+
 # ---- executor comparisons -------------------------------------------------------------------------
 
 AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]

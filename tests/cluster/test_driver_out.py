@@ -1,7 +1,7 @@
-"""The driver out of the data path (issue 15): actors write their answers, executors push.
+"""The driver out of the data path: actors write their answers, executors push.
 
 Oracles: the driver route (itself checked against Spark SQL and numpy in
-tests/test_cluster_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy
+tests/cluster/test_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy
 brute force; exactly-once under kills, node loss and addition is checked row for row against
 the fault-free run, with a part written by an actor whose reply never came (an orphan) in the
 mix.  The datasets are read back as one table by pyarrow and by Spark.
@@ -16,14 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_e2e import (
-    STREAMS,
-    assert_answers_equal,
-    count_oracle,
-    make_plan,
-    make_queries,
-    spark_oracle,
-)
+from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
+from support.cluster_plans import STREAMS, make_plan, make_queries
 
 from cluster.answers.sink import AnswerCommits, read_answers, write_part
 from sim.debs import generate_debs
@@ -552,7 +546,7 @@ def test_run_live_with_the_driver_out(workload, driver_route, ray_session, spark
 
 def test_config_routes(tmp_path):
     import yaml
-    from test_config import EXPLICIT
+    from support.configs import EXPLICIT
 
     from sim.config import ConfigError, load_config
 

@@ -17,45 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
+from support.cluster_plans import RATE_HZ, STREAMS, make_plan, make_queries
 
-from placement.plan import Node, Plan  # noqa: E402
-from placement.queries import Query  # noqa: E402
-from placement.trees import CostModel  # noqa: E402
-from placement.weaveshare import weaveshare  # noqa: E402
 from sim.debs_generator import generate_debs  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
-STREAMS = ("mf01", "mf02", "mf03")
-AGGS = ("sum", "count", "avg", "min", "max")
-SLIDES = (100, 200, 250, 400, 500, 750, 1000, 2000, 3000)
-DURATION_S, RATE_HZ = 90, 100
-
-
-def make_queries(n_time: int = 54, seed: int = 3) -> list[Query]:
-    """Mixed ranges/slides in ms: multiples (tumbling and sliding) and r mod s != 0, r >= s
-    (Spark refuses slide > range), plus a few count windows."""
-    rng = np.random.default_rng(seed)
-    qs = []
-    for i in range(n_time):
-        s = int(rng.choice(SLIDES))
-        k = int(rng.integers(1, 6))
-        r = s * k + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
-        qs.append(Query(f"q{i:03d}", r, s, AGGS[i % len(AGGS)], STREAMS[i % 3], "time"))
-    for j, (r, s, agg) in enumerate([(50, 20, "sum"), (100, 100, "max"), (64, 24, "avg")]):
-        qs.append(Query(f"c{j}", r, s, agg, STREAMS[j], "count"))
-    return qs
-
-
-def make_plan(queries, n_nodes: int = 2, slicing: str = "pairs") -> dict:
-    """WeaveShare trees dealt round-robin (by descending cost) over ``n_nodes`` nodes."""
-    rates = {s: RATE_HZ / 1000.0 for s in STREAMS}  # tuples per ms
-    model = CostModel("slickdeque", rates, slicing=slicing)
-    trees = sorted(weaveshare(queries, model), key=lambda t: -t.cost)
-    nodes = [Node(f"node-{i}") for i in range(n_nodes)]
-    for i, t in enumerate(trees):
-        nodes[i % n_nodes].trees.append(t)
-    return Plan("WG_TN", "slickdeque", nodes, rates).to_dict()
+DURATION_S = 90
 
 
 @pytest.fixture(scope="module")
@@ -67,100 +36,6 @@ def workload(tmp_path_factory):
     plan = make_plan(queries)
     (d / "plan.json").write_text(json.dumps(plan))
     return {"dir": d, "path": path, "rows": n, "queries": queries, "plan": plan}
-
-
-def spark_oracle(spark, path, queries) -> pa.Table:
-    """Every time query answered by Spark SQL's window(), as one job, values as double.
-
-    Each query contributes ``(query_id, window(t, r ms, s ms), value)`` rows (Spark assigns
-    the windows); one ``groupBy(query_id, w)`` then computes the aggregates and each query
-    keeps its own (one shuffle in all, instead of one per query).
-    """
-    from pyspark.sql import functions as F
-
-    df = (
-        spark.read.parquet(str(path))
-        .select("ts_ms", *STREAMS)
-        .withColumn("t", F.timestamp_millis("ts_ms"))
-    )
-    parts = []
-    for q in queries:
-        if q.kind != "time":
-            continue
-        w = F.window("t", f"{q.range} milliseconds", f"{q.slide} milliseconds")
-        parts.append(
-            df.select(
-                F.lit(q.id).alias("query_id"),
-                F.lit(q.aggregate).alias("agg"),
-                w.alias("w"),
-                F.col(q.stream).alias("v"),
-            )
-        )
-    u = parts[0]
-    for p in parts[1:]:
-        u = u.unionByName(p)
-    agg = F.col("agg")
-    out = (
-        u.groupBy("query_id", "agg", "w")
-        .agg(
-            F.sum("v").alias("sum"),
-            F.count("v").alias("count"),
-            F.avg("v").alias("avg"),
-            F.min("v").alias("min"),
-            F.max("v").alias("max"),
-        )
-        .select(
-            "query_id",
-            F.unix_millis("w.start").alias("window_start"),
-            F.unix_millis("w.end").alias("window_end"),
-            F.when(agg == "sum", F.col("sum"))
-            .when(agg == "count", F.col("count"))
-            .when(agg == "avg", F.col("avg"))
-            .when(agg == "min", F.col("min"))
-            .otherwise(F.col("max"))
-            .cast("double")
-            .alias("value"),
-        )
-    )
-    return out.toArrow().sort_by([("query_id", "ascending"), ("window_start", "ascending")])
-
-
-def count_oracle(values: np.ndarray, q: Query) -> list[tuple]:
-    """Count windows over positions: window k covers positions [k*s, k*s + r)."""
-    n = len(values)
-    out = []
-    k = -((q.range - 1) // q.slide)  # windows starting before position 0 hold tuples too
-    while k * q.slide < n:
-        a, b = max(k * q.slide, 0), min(k * q.slide + q.range, n)
-        v = values[a:b]
-        val = {
-            "sum": v.sum(),
-            "max": v.max(),
-            "min": v.min(),
-            "count": len(v),
-            "avg": v.sum() / len(v),
-        }[q.aggregate]
-        out.append((q.id, k * q.slide, k * q.slide + q.range, float(val)))
-        k += 1
-    return out
-
-
-def assert_answers_equal(ours: pa.Table, ref: pa.Table, avg_ids: set[str]):
-    assert ours.num_rows == ref.num_rows, (ours.num_rows, ref.num_rows)
-    for c in ("query_id", "window_start", "window_end"):
-        a, b = ours.column(c).to_pylist(), ref.column(c).to_pylist()
-        if a != b:
-            i = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
-            raise AssertionError(
-                f"{c} differs at row {i}: ours {ours.slice(i, 1).to_pylist()}"
-                f" ref {ref.slice(i, 1).to_pylist()}"
-            )
-    qid = np.array(ours.column("query_id").to_pylist(), dtype=object)
-    va = ours.column("value").to_numpy().astype(np.float64)
-    vb = ref.column("value").to_numpy().astype(np.float64)
-    is_avg = np.isin(qid, list(avg_ids))
-    np.testing.assert_array_equal(va[~is_avg], vb[~is_avg])
-    np.testing.assert_allclose(va[is_avg], vb[is_avg], rtol=1e-9, atol=0)
 
 
 @pytest.fixture(scope="module")

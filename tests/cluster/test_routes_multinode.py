@@ -1,4 +1,4 @@
-"""The feed and answer routes of a live run on a multi-node Ray cluster (issue 15, "Must show").
+"""The feed and answer routes of a live run on a multi-node Ray cluster, each exactly once.
 
 A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1, checking tokens) runs in a
 subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first with Spark
@@ -12,7 +12,7 @@ for row, to
 * the driver route on the test session's single-node Ray (same plan, same data), and
 * a brute-force oracle independent of the code under test: every time window
   ``[k*s, k*s + r)`` holding a tuple, aggregated by numpy over a mask (Spark SQL's
-  ``window()`` semantics, which tests/test_cluster_e2e.py checks our runs against), and count
+  ``window()`` semantics, which tests/cluster/test_e2e.py checks our runs against), and count
   windows over stream positions (``count_oracle``).
 
 Fault drills (a kill before any checkpoint, a node lost for good, a node added) run on both
@@ -49,7 +49,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from helpers import run_cluster_driver
-from test_e2e import STREAMS, assert_answers_equal, count_oracle, make_plan, make_queries
+from support.cluster_oracles import assert_answers_equal, count_oracle
+from support.cluster_plans import STREAMS, make_plan, make_queries
 
 from cluster.runtime.ray_runtime import LOOPBACK_ENV
 from placement.queries import Query
@@ -171,7 +172,7 @@ def _runs(specs: list[dict]) -> list[dict]:
 LOCAL_RUNS = _runs(
     [
         # each feed with each answer route and each mode once (the driver feed with driver
-        # answers is tests/test_cluster_multinode.py's; the embedded Ray runs every pairing)
+        # answers is tests/cluster/test_multinode.py's; the embedded Ray runs every pairing)
         {"name": "driver-actors-drill", "feed": "driver", "answers": "actors", "faults": DRILL},
         {
             "name": "executors-actors-drill",

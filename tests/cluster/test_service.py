@@ -1,7 +1,7 @@
 """``weaveplace serve`` (cluster/service/service.py, control.py): a deployment over a directory whose
 queries come and go, with the real Ray and Spark (session fixtures).
 
-Oracle: DESIGN.md section 9 (``executors.live_oracle.registered_answers``) over every row of the
+Oracle: docs/DESIGN.md s. 9 (``executors.live_oracle.registered_answers``) over every row of the
 files, each query with the T_reg / T_unreg its command returned.  The files are in time order,
 so no tuple is late.
 """
@@ -15,9 +15,6 @@ import shutil
 import stat
 import subprocess
 import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from support.service import (
+    assert_answers_follow_registrations,
+    drop,
+    raw_request,
+    service_queries,
+)
+from support.waiting import wait_for
 
 from executors.churn_oracle import registered_answers
 from sim.debs_generator import generate_debs
@@ -36,25 +40,6 @@ CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 )
 FILE_S, N_FILES, RATE_HZ = 4, 8, 50
-
-
-def _queries(prefix, n, seed, streams=("mf01", "mf02", "mf03")):
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        s = int(rng.choice([200, 250, 500, 1000]))
-        r = s * int(rng.integers(1, 4)) + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
-        out.append(
-            {
-                "id": f"{prefix}{i}",
-                "stream": streams[i % len(streams)],
-                "aggregate": ["sum", "max", "avg", "min", "count"][i % 5],
-                "range": r,
-                "slide": s,
-                "kind": "time",
-            }
-        )
-    return out
 
 
 def _plan(queries, n_nodes=3):
@@ -90,49 +75,6 @@ def files(tmp_path_factory):
     return parts
 
 
-def drop(directory: Path, name: str, table: pa.Table) -> None:
-    tmp = directory / f".{name}.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, directory / name)
-    time.sleep(0.02)
-
-
-def wait_for(cond, what, timeout=SAFETY_S):
-    t = time.monotonic()
-    while not cond():
-        if time.monotonic() - t > timeout:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def raw_request(url, token=None, method="GET", body=None):
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    req = urllib.request.Request(url, data=body, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def assert_answers_follow_registrations(files, regs: dict, run_dir: Path) -> None:
-    """``answers.parquet`` equals the section 9 oracle: each registration ``(query, accepted
-    at, removed at)`` answered over every row of ``files`` (the tables dropped)."""
-    allt = pa.concat_tables(files)
-    want = []
-    for q, a, b in regs.values():
-        want += registered_answers(
-            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
-        )
-    want.sort(key=lambda x: (x[0], x[1]))
-    got = pq.read_table(run_dir / "answers.parquet").sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")]
-    )
-    d = got.to_pydict()
-    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
-    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
-
-
 def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     from cluster.deployment.churn import LiveDeployment
     from cluster.feeds.directory_options import StreamOptions
@@ -140,7 +82,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     from cluster.service.service import Service
     from placement.plan import verify_plan
 
-    initial = _queries("a", 6, seed=1)
+    initial = service_queries("a", 6, seed=1)
     plan, model = _plan(initial)
     incoming, run_dir = tmp_path / "in", tmp_path / "run"
     incoming.mkdir()
@@ -166,7 +108,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
 
         feed(0)
         feed(1)
-        added = _queries("b", 5, seed=2)
+        added = service_queries("b", 5, seed=2)
         rep = call(run_dir, "POST", "/add-queries", {"queries": added})
         t_reg = rep["accepted_at"]["mf01"]
         assert t_reg == svc.stream.stats.max_ts + 1
@@ -194,7 +136,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         code, _ = raw_request(ctl["url"] + "/status", "wrong")
         assert code == 401
         feed(4)
-        more = _queries("c", 3, seed=3)
+        more = service_queries("c", 3, seed=3)
         rep = call(run_dir, "POST", "/add-queries", {"queries": more})
         for q in more:
             regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
@@ -205,7 +147,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         assert st["files"] == 6 and st["backlog"]["files"] == 0
         code, page = raw_request(ctl["url"] + f"/?token={ctl['token']}")
         assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
-        if CHROMIUM:  # the page in headless Chromium after add-queries: new queries, bars
+        if CHROMIUM:  # the page in headless Chromium after add-queries (a skip at the end if not)
             shot = tmp_path / "page.png"
             url = ctl["url"] + f"/?token={ctl['token']}"
             flags = [
@@ -277,6 +219,11 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     text = build_report(run_dir).read_text()
     assert "Deployment over time" in text and "serve_load_over_time.png" in text
     assert text.count("remove-queries") >= 1
+    if CHROMIUM is None:  # reported, not passed: the page's browser check above did not run
+        pytest.skip(
+            "chromium not installed: the control page was not checked in a browser "
+            "(every other check of this test ran and passed)"
+        )
 
 
 def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):

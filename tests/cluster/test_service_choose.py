@@ -1,4 +1,4 @@
-"""``weaveplace serve`` with WG_PF (issue 14): the initial plan and every re-plan are the plan
+"""``weaveplace serve`` with WG_PF: the initial plan and every re-plan are the plan
 the config's ``placement.choose`` rule picks from WG_PF's front; the rule survives
 ``serve --resume``; a bad or unmeetable rule is one line, exit 2.
 
@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from test_service import assert_answers_follow_registrations, drop, raw_request, wait_for
+from support.service import assert_answers_follow_registrations, drop, raw_request
+from support.waiting import wait_for
 
 from placement.pareto.choose import ChoiceRule
 from sim.debs_generator import generate_debs

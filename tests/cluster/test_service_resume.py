@@ -1,4 +1,4 @@
-"""The deployment that lives (issue 13's "must show"): ``weaveplace serve`` as a real process
+"""The deployment that lives, end to end: ``weaveplace serve`` as a real process
 with its own Ray and Spark, 3 nodes; while files arrive: add 20 queries, remove 5, add a node,
 retire another, ``kill -9`` the driver, ``serve --resume``, add 5 more, stop.  Every query's
 answers equal the section 9 oracle (``registered_answers``, with the T_reg / T_unreg the
@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from test_service import _queries, drop
+from support.service import drop, service_queries
+from support.waiting import wait_for
 
 from executors.churn_oracle import registered_answers
 from sim.debs_generator import generate_debs
@@ -74,21 +75,6 @@ def _ctl(run_dir: Path, tmp: Path, *args) -> subprocess.CompletedProcess:
     )
 
 
-def _wait(cond, what, proc=None, timeout=SAFETY_S):
-    t = time.monotonic()
-    while True:
-        try:
-            if cond():
-                return
-        except Exception:
-            pass
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"serve exited ({proc.returncode}) while waiting for {what}")
-        if time.monotonic() - t > timeout:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def _end_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -112,7 +98,7 @@ def test_serve_kill_resume(tmp_path):
     ]
     incoming, run_dir = d / "in", d / "run"
     incoming.mkdir()
-    initial = _queries("a", 8, seed=11)
+    initial = service_queries("a", 8, seed=11)
     cfg = {
         "workload": {"queries": initial},
         "cluster": {"nodes": 3},
@@ -127,23 +113,27 @@ def test_serve_kill_resume(tmp_path):
     proc = _serve(["live.yaml"], d)
     procs = [proc]
     try:
-        _wait(
+        wait_for(
             lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
             "serve to start",
-            proc,
+            SAFETY_S,
+            proc=proc,
+            retry_errors=True,
         )
 
         def feed(k, p):
             drop(incoming, f"f{k:02d}.parquet", files[k])
-            _wait(
+            wait_for(
                 lambda: call(run_dir, "GET", "/status", timeout=10)["files"] >= k + 1,
                 f"file {k} fed",
-                p,
+                SAFETY_S,
+                proc=p,
+                retry_errors=True,
             )
 
         feed(0, proc)
         # 20 queries, the first 10 through `weaveplace ctl add-queries FILE.yaml`
-        b = _queries("b", 20, seed=12)
+        b = service_queries("b", 20, seed=12)
         (d / "b.yaml").write_text(yaml.safe_dump({"queries": b[:10]}))
         r = _ctl(run_dir, d, "add-queries", str(d / "b.yaml"))
         assert r.returncode == 0, r.stderr
@@ -181,13 +171,21 @@ def test_serve_kill_resume(tmp_path):
         _end_group(proc)
         proc = _serve(["--resume", str(run_dir)], d)
         procs.append(proc)
-        _wait(
+        wait_for(
             lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
             "serve --resume to start",
-            proc,
+            SAFETY_S,
+            proc=proc,
+            retry_errors=True,
         )
-        _wait(lambda: call(run_dir, "GET", "/status", timeout=10)["files"] >= 8, "file 7", proc)
-        c = _queries("c", 5, seed=13)
+        wait_for(
+            lambda: call(run_dir, "GET", "/status", timeout=10)["files"] >= 8,
+            "file 7",
+            SAFETY_S,
+            proc=proc,
+            retry_errors=True,
+        )
+        c = service_queries("c", 5, seed=13)
         rep = call(run_dir, "POST", "/add-queries", {"queries": c})
         for q in c:
             regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]

@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_e2e import STREAMS, assert_answers_equal, make_plan, make_queries, spark_oracle
+from support.cluster_oracles import assert_answers_equal, spark_oracle
+from support.cluster_plans import STREAMS, make_plan, make_queries
 
 from sim.debs_generator import generate_debs
 

@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from test_e2e import make_plan, make_queries
+from support.cluster_plans import make_plan, make_queries
+from support.waiting import wait_for
 
 from cluster.debs import format as debs_format
 from cluster.debs.format import BOOL_COLUMNS, INT_COLUMNS
@@ -161,14 +162,6 @@ def run_stream_with(plan, spark, inp: Path, out: Path, options, writer=None, lat
     return stats
 
 
-def wait_until(cond, what: str, timeout: float = 30.0) -> None:
-    t = time.monotonic()
-    while not cond():
-        if time.monotonic() - t > timeout:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def six_files(data) -> list[tuple[str, pa.Table]]:
     """The data as six 10 s files in time order (text, one Parquet)."""
     return [
@@ -217,11 +210,11 @@ def in_order(data, ray_session, spark, tmp_path_factory):
         for name, t in files[:3]:
             drop(inp, name, t)
         drop(inp, "02x-junk.parquet", b"PAR1 not a parquet file")
-        wait_until(lambda: s.stats.files >= 4, "the first wave")
+        wait_for(lambda: s.stats.files >= 4, "the first wave", timeout=30.0)
         drop(inp, *files[3])
         drop(inp, files[4][0], bad_text)
         drop(inp, "04x-other.parquet", (d / "other.parquet").read_bytes())
-        wait_until(lambda: s.stats.files >= 7, "the second wave")
+        wait_for(lambda: s.stats.files >= 7, "the second wave", timeout=30.0)
         seen["early"] = pq.read_table(out / "answers.parquet")
         seen["parts"] = sorted(p.name for p in (out / "answers.parquet").iterdir())
         drop(inp, *files[5])
@@ -466,7 +459,7 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
     assert drill_lines(m)[0].startswith(f"node node-1 lost before batch {first[3] + 1} ")
     text = build_report(out).read_text()
     assert "differ" not in text and "Nodes lost and re-placed" in text
-    from test_report import Tables
+    from support.report_tables import Tables
 
     rows_by_node = {ra["data-node"]: f for ra, f in Tables(text).fields("live-nodes")}
     assert (

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_e2e import make_plan  # noqa: E402
+from support.cluster_plans import make_plan
 
 from cluster.debs.reader import convert_debs
 from executors.oracle import brute_force

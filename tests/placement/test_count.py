@@ -15,10 +15,9 @@ from math import lcm
 
 import numpy as np
 import pytest
-from helpers import examples
+from helpers import all_moves_exact, examples  # WG_LS's brute-force move oracle
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from test_distributed import _all_moves_exact  # WG_LS's brute-force move oracle
 
 from placement.local_search.search import LocalSearch
 from placement.optimizers import DISTRIBUTED as ALL_OPTIMIZERS
@@ -229,7 +228,7 @@ def test_wg_ls_bounds_hold_for_count_trees(seed, n, nodes, tech, lam, init):
     ns = [list(x.trees) for x in start.nodes]
     ls = [sum(t.cost for t in ts) for ts in ns]
     cur = s.key(ls)
-    improving = [k for k in _all_moves_exact(s, ns, ls) if s.better(k, cur)]
+    improving = [k for k in all_moves_exact(s, ns, ls) if s.better(k, cur)]
     move = s.best_move(ns, ls)
     if move is None:
         assert not improving
@@ -475,7 +474,7 @@ def test_bench_count_check_in_process():
 
 
 def test_issue_16_as_a_user_simulate_and_verify_plan(tmp_path):
-    """The issue's steps on the command line: ``weaveplace simulate`` plans the two queries as
+    """The user's steps on the command line: ``weaveplace simulate`` plans the two queries as
     two trees (20 and 0.2 edges per time unit, TotalCost 240.4), ``verify-plan`` accepts the
     plan and refuses an old one weaving them with one line, exit 2."""
     import subprocess

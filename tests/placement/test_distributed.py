@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from helpers import examples
+from helpers import all_moves_exact, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -305,43 +305,6 @@ def test_wg_ls_merge_bounds_sum_the_shared_items(xs, ys, tech, lam):
                 assert got[i, j] == pytest.approx(want, rel=1e-12, abs=1e-12)
 
 
-def _all_moves_exact(s: LocalSearch, nodes, loads):
-    """Every move of WG_LS's neighbourhood (module doc of placement.local_search.search: whole trees
-    anywhere, single queries out of the most loaded node), priced exactly: the brute-force
-    oracle for ``LocalSearch.best_move``."""
-    out = []
-    N = len(nodes)
-    h = max(range(N), key=lambda j: (loads[j], -j))
-    for a in range(N):
-        for ti, t in enumerate(nodes[a]):
-            for b in range(N):
-                if b == a:
-                    continue
-                out.append(("move", a, ti, b, None))
-                for ui, u in enumerate(nodes[b]):
-                    if u.key == t.key:
-                        out.append(("move", a, ti, b, ui))
-                    if b > a:
-                        out.append(("swap", a, ti, b, ui))
-            if len(t.queries) > 1 and a == h:
-                for q in t.queries:
-                    for b in range(N):
-                        if b != a:
-                            out.append(("query", a, ti, b, None, q))
-                            out += [
-                                ("query", a, ti, b, ui, q)
-                                for ui, u in enumerate(nodes[b])
-                                if u.key == t.key
-                            ]
-    keys = []
-    for mv in out:
-        ns, ls = [list(x) for x in nodes], list(loads)
-        s.apply(ns, ls, mv)
-        keys.append(s.key(ls))
-        s._single.clear()  # apply may hand out the cached single-query tree
-    return keys
-
-
 @settings(max_examples=examples(40))
 @given(
     seed=st.integers(0, 10_000),
@@ -368,7 +331,7 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     ns = [list(x.trees) for x in start.nodes]
     ls = [sum(t.cost for t in ts) for ts in ns]
     cur = s.key(ls)
-    oracle = _all_moves_exact(s, ns, ls)
+    oracle = all_moves_exact(s, ns, ls)
     move = s.best_move(ns, ls)
     improving = [k for k in oracle if s.better(k, cur)]
     if move is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from helpers import examples, random_queries
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -260,7 +261,7 @@ def test_sets_out_of_time_keeps_real_bounds(data, n, n_nodes, limit):
 
 
 def test_sets_reaches_twenty_queries_on_eight_nodes():
-    """The issue's size (20 queries, 8 nodes, Smax 20, rate 20, Omax 5): both optima proven,
+    """The target size (20 queries, 8 nodes, Smax 20, rate 20, Omax 5): both optima proven,
     at most every heuristic. (Time goals live in ``weaveplace bench exact``; the limit here
     only keeps the suite bounded.)"""
     from placement.exact.optimum import solve_exact
@@ -340,6 +341,7 @@ def test_lp_bound_never_above_the_brute_force_min_total(data, n, technique, slic
     assert lb.bound <= opt * (1 + TOL)
 
 
+@pytest.mark.slow  # ~12-25 s alone (the LP over 20 queries): `make test` runs it, not test-fast
 def test_lp_bound_proves_min_total_at_a_low_rate():
     """20 queries at rate 1 (many small trees: the tree branch and bound alone leaves a ~25 %
     gap): the LP bound proves min TotalCost."""

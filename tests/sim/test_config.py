@@ -16,6 +16,7 @@ import yaml
 from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.configs import EXPLICIT
 from typer.testing import CliRunner
 
 from sim.cli import app
@@ -53,26 +54,6 @@ GEN = {
     },
     "data": {"duration_s": 10.0, "rate_hz": 100.0, "seed": 1},
     "run": {"mode": "simulate", "allowed_lateness": 0, "output_dir": "out/x", "seed": 0},
-}
-EXPLICIT = {
-    "workload": {
-        "queries": [
-            {"id": "a", "stream": "mf01", "aggregate": "max", "range": 10, "slide": 2},
-            {
-                "id": "b",
-                "stream": "mf01",
-                "aggregate": "max",
-                "range": 6,
-                "slide": 3,
-                "kind": "time",
-            },
-            {"id": "c", "stream": "mf02", "aggregate": "avg", "range": 4, "slide": 4},
-        ]
-    },
-    "streams": {"mf01": {"rate": 0.1}, "mf02": {"rate": 2}},
-    "cluster": {"nodes": [{"id": "n0", "capacity": 50.0}, {"id": "n1", "capacity": 80}]},
-    "placement": {"optimizers": "WG_I", "ie": "slickdeque", "preprocess": "classes", "exact": True},
-    "run": {"output_dir": "out/y"},
 }
 PATH_RE = re.compile(r"^([A-Za-z_][\w-]*|\[.+?\])((\[\d+\])|(\[.+?\])|(\.[A-Za-z_][\w-]*))*: ")
 
@@ -714,8 +695,24 @@ def test_cli_validate_exit_codes(tmp_path):
 
 
 def test_config_model_is_importable_for_code():
-    """Code can build a Config without YAML (same validation)."""
-    assert isinstance(Config.model_validate(GEN), Config)
+    """Code can build a Config without YAML (same validation): the values of the mapping, the
+    same model as ``config_from_mapping`` builds, and the same check naming the key."""
+    from pydantic import ValidationError
+
+    cfg = Config.model_validate(GEN)
+    assert cfg.model_dump() == config_from_mapping(GEN).model_dump()
+    assert cfg.name == "fuzz"
+    assert cfg.placement.optimizer_list == ["WG_TN", "WG_I", "WG_LS", "weaveshare"]
+    assert cfg.placement.exact_max_queries == 8
+    assert cfg.cluster.layouts() == [
+        (["node-0", "node-1"], [None, None]),
+        (["node-0", "node-1", "node-2", "node-3"], [None] * 4),
+    ]
+    assert len(cfg.points()) == 2 * 2 * 2  # qnum x gen x nodes
+    assert (cfg.data.duration_s, cfg.data.rate_hz, cfg.data.seed) == (10.0, 100.0, 1)
+    assert cfg.run.mode == "simulate" and cfg.run.output_dir == "out/x"
+    with pytest.raises(ValidationError, match=r"placement.optimizers\[2\]: unknown optimizer"):
+        Config.model_validate(_with(GEN, ("placement", "optimizers", 2), "WG_XX"))
 
 
 def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):

@@ -1,0 +1,77 @@
+"""The ``weaveplace serve`` tests' shared parts: the queries they register, files dropped into
+the watched directory, raw HTTP requests to the control server, and the oracle for the answers
+of queries that come and go (docs/DESIGN.md s. 9: ``executors.live_oracle.registered_answers``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from executors.live_oracle import registered_answers
+
+
+def service_queries(prefix, n, seed, streams=("mf01", "mf02", "mf03")):
+    """``n`` time queries ``<prefix>0..`` over ``streams`` in turn: slides of 200-1000 ms, ranges
+    of 1-3 slides (every third one not a multiple of its slide), the aggregates in turn."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        s = int(rng.choice([200, 250, 500, 1000]))
+        r = s * int(rng.integers(1, 4)) + (int(rng.integers(1, s)) if i % 3 == 0 else 0)
+        out.append(
+            {
+                "id": f"{prefix}{i}",
+                "stream": streams[i % len(streams)],
+                "aggregate": ["sum", "max", "avg", "min", "count"][i % 5],
+                "range": r,
+                "slide": s,
+                "kind": "time",
+            }
+        )
+    return out
+
+
+def drop(directory: Path, name: str, table: pa.Table) -> None:
+    """Put ``table`` in ``directory`` as ``name`` atomically (written under a hidden name, then
+    renamed), 20 ms after the previous drop so modification times keep the arrival order."""
+    tmp = directory / f".{name}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, directory / name)
+    time.sleep(0.02)
+
+
+def raw_request(url, token=None, method="GET", body=None):
+    """An HTTP request to the control server as ``(status, body)``, error statuses included."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def assert_answers_follow_registrations(files, regs: dict, run_dir: Path) -> None:
+    """``answers.parquet`` equals the section 9 oracle: each registration ``(query, accepted
+    at, removed at)`` answered over every row of ``files`` (the tables dropped)."""
+    allt = pa.concat_tables(files)
+    want = []
+    for q, a, b in regs.values():
+        want += registered_answers(
+            [(q, a, b)], allt.column("ts_ms").to_numpy(), allt.column(q["stream"]).to_numpy()
+        )
+    want.sort(key=lambda x: (x[0], x[1]))
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    d = got.to_pydict()
+    assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
+    np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
