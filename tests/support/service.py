@@ -1,6 +1,6 @@
 """The ``weaveplace serve`` tests' shared parts: the queries they register, files dropped into
 the watched directory, raw HTTP requests to the control server, and the oracle for the answers
-of queries that come and go (docs/DESIGN.md s. 9: ``executors.live_oracle.registered_answers``).
+of queries that come and go (docs/DESIGN.md s. 9: ``executors.churn_oracle.registered_answers``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from executors.live_oracle import registered_answers
+from executors.churn_oracle import registered_answers
 
 
 def service_queries(prefix, n, seed, streams=("mf01", "mf02", "mf03")):
