@@ -166,6 +166,7 @@ def run_service(
     ``say``: gets one-line notices (the token an attached Ray connection used; with WG_PF,
     the rule that chose the initial plan)."""
     from cluster.deployment.churn import LiveDeployment, plan_from_state
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.directory_options import StreamOptions
     from cluster.runs.file_run import default_pinning, started_runtimes
     from cluster.service.planning import Planner
@@ -217,9 +218,11 @@ def run_service(
             say(f"Ray: {startup['ray_auth']}")
         with LiveDeployment(
             plan,
-            allowed_lateness=cfg.run.allowed_lateness,
-            checkpoint_every=cfg.run.checkpoint_every,
-            pin_nodes=default_pinning(None, ray_address),
+            DeploymentOptions(
+                allowed_lateness=cfg.run.allowed_lateness,
+                checkpoint_every=cfg.run.checkpoint_every,
+                pin_nodes=default_pinning(None, ray_address),
+            ),
         ) as dep:
             if state is not None:
                 sd = run_dir / "state"

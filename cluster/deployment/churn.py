@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from cluster.deployment.deployment import Deployment
+from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.specs import DeploymentError
 from cluster.node.actor import ActorCore, shipped_executors
 from cluster.node.core import pick_technique
@@ -129,10 +130,10 @@ LiveNodeActor = _LazyLiveActor()
 class LiveDeployment(Deployment):
     """``Deployment`` on ``LiveNodeActor`` s, with ``change_tree`` / ``host_tree``."""
 
-    def __init__(self, plan, **kw):
-        if kw.get("mode", "raw") != "raw":
+    def __init__(self, plan, options: DeploymentOptions | None = None):
+        if options is not None and options.mode != "raw":
             raise DeploymentError("a live deployment runs raw mode (tuple input) only")
-        super().__init__(plan, **kw)
+        super().__init__(plan, options)
 
     def _new_actor(self, node_id: str, trees: list[dict]):
         from cluster.deployment.pinning import with_node_affinity

@@ -35,7 +35,6 @@ sink), and cutting the class further would only scatter that shared state over m
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -49,16 +48,14 @@ from cluster.answers.blocks import AnswerBlocks, empty_late, merge_blocks
 from cluster.answers.sink import AnswerCommits, WrittenPart, read_answers, read_late
 from cluster.deployment.drills import check_faults
 from cluster.deployment.membership import MembershipMixin
+from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.pinning import resolve_pins, with_node_affinity
 from cluster.deployment.recovery import DriverNode, RecoveryMixin, RestoreSource
 from cluster.deployment.running_plan import Layout
 from cluster.deployment.specs import DeploymentError, node_specs
 from cluster.node.actor import NodeActor, shipped_executors
 
-#: where answers go: through the driver (merged there) or written by the node actors
-ANSWER_ROUTES = ("driver", "actors")
-
-__all__ = ["ANSWER_ROUTES", "Deployment", "DeploymentError", "RunResult"]
+__all__ = ["Deployment", "RunResult"]
 
 
 class RunResult:
@@ -130,36 +127,14 @@ class Deployment(RecoveryMixin, MembershipMixin):
     ``add_node`` from ``MembershipMixin`` (``membership.py``).
     """
 
-    def __init__(
-        self,
-        plan: Mapping[str, Any],
-        *,
-        technique: str | None = None,
-        allowed_lateness: int = 0,
-        max_in_flight: int = 4,
-        checkpoint_every: int | None = None,
-        max_log_bytes: int | None = 128 << 20,
-        auto_recover: bool = True,
-        actor_options: Mapping[str, Any] | None = None,
-        mode: str = "raw",
-        count_ops: bool = False,
-        pin_nodes: bool | Mapping[str, str] = False,
-        faults: list[Mapping[str, Any]] | None = None,
-        answers: str = "driver",
-        out_dir: str | os.PathLike | None = None,
-    ):
+    def __init__(self, plan: Mapping[str, Any], options: DeploymentOptions | None = None):
         import ray
 
         if not ray.is_initialized():
             raise DeploymentError("Ray is not running: use cluster.runtime.ray_runtime.RayRuntime")
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight must be >= 1")
-        if mode not in ("raw", "sliced"):
-            raise ValueError(f"mode must be 'raw' or 'sliced', got {mode!r}")
-        if answers not in ANSWER_ROUTES:
-            raise ValueError(f"answers must be 'driver' or 'actors', got {answers!r}")
-        if answers == "actors" and out_dir is None:
-            raise ValueError("answers='actors' needs out_dir (where the actors write)")
+        opts = options if options is not None else DeploymentOptions()
+        self.options = opts
+        answers, mode, out_dir = opts.answers, opts.mode, opts.out_dir
         self.answers = answers
         self.value_type: str | None = None  # actor route: fixed by the first batch fed
         self._answer_commits: AnswerCommits | None = None
@@ -170,16 +145,16 @@ class Deployment(RecoveryMixin, MembershipMixin):
             self._answer_commits.reset()
             self._late_commits.reset()
         self.mode = mode
-        self.count_ops = bool(count_ops)
+        self.count_ops = bool(opts.count_ops)
         self.plan = plan
         self.initial_plan = plan
-        self.technique = technique or plan.get("ie") or "slickdeque"
-        self.allowed_lateness = int(allowed_lateness)
-        self.max_in_flight = int(max_in_flight)
-        self.checkpoint_every = checkpoint_every
-        self.max_log_bytes = max_log_bytes
-        self.auto_recover = auto_recover
-        self.actor_options = dict(actor_options or {})
+        self.technique = opts.technique or plan.get("ie") or "slickdeque"
+        self.allowed_lateness = int(opts.allowed_lateness)
+        self.max_in_flight = int(opts.max_in_flight)
+        self.checkpoint_every = opts.checkpoint_every
+        self.max_log_bytes = opts.max_log_bytes
+        self.auto_recover = opts.auto_recover
+        self.actor_options = dict(opts.actor_options)
         self.nodes: dict[str, DriverNode] = {}
         specs = node_specs(plan)
         if mode == "sliced":
@@ -194,9 +169,9 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 raise DeploymentError(
                     f"sliced mode runs time windows only; count-window queries: {cq[:10]}"
                 )
-        self.faults = check_faults(faults, [sp["node_id"] for sp in specs])
-        pins = resolve_pins(pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
-        self._pinning = bool(pin_nodes)  # add_node pins a new node too
+        self.faults = check_faults(list(opts.faults), [sp["node_id"] for sp in specs])
+        pins = resolve_pins(opts.pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
+        self._pinning = bool(opts.pin_nodes)  # add_node pins a new node too
         self._created = len(specs)  # plan nodes started so far (add_node's pin index)
         # actors are named (in the driver's Ray namespace) so that Spark tasks attached to the
         # cluster find them (the executor route: executor_feed)

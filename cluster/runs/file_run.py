@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from cluster.debs.reader import is_parquet_name
 from cluster.deployment.deployment import Deployment, RunResult
+from cluster.deployment.options import DeploymentOptions
 from cluster.feeds.parquet import feed_raw, spark_session
 from cluster.feeds.sliced import feed_sliced
 from cluster.feeds.text import feed_text
@@ -180,16 +181,18 @@ def run_live(
     with started_runtimes(ray_address, num_cpus, spark, spark_master) as (spark, startup):
         with Deployment(
             plan,
-            technique=technique,
-            allowed_lateness=allowed_lateness,
-            max_in_flight=max_in_flight,
-            checkpoint_every=checkpoint_every,
-            max_log_bytes=max_log_bytes,
-            mode=mode,
-            pin_nodes=pin_nodes,
-            faults=faults,
-            answers=answers,
-            out_dir=out_dir if answers == "actors" else None,
+            DeploymentOptions(
+                technique=technique,
+                allowed_lateness=allowed_lateness,
+                max_in_flight=max_in_flight,
+                checkpoint_every=checkpoint_every,
+                max_log_bytes=max_log_bytes,
+                mode=mode,
+                pin_nodes=pin_nodes,
+                faults=faults,
+                answers=answers,
+                out_dir=out_dir if answers == "actors" else None,
+            ),
         ) as dep:
             if feed == "executors":
                 from cluster.feeds.executors import feed_executors

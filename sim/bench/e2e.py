@@ -172,6 +172,7 @@ def _run_mode(
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.executors import feed_executors
     from cluster.feeds.parquet import feed_raw
     from cluster.feeds.sliced import feed_sliced
@@ -182,12 +183,14 @@ def _run_mode(
 
     with Deployment(
         plan,
-        mode=mode,
-        max_in_flight=max_in_flight,
-        count_ops=count_ops,
-        auto_recover=False,
-        answers=answers,
-        out_dir=out_dir if answers == "actors" else None,
+        DeploymentOptions(
+            mode=mode,
+            max_in_flight=max_in_flight,
+            count_ops=count_ops,
+            auto_recover=False,
+            answers=answers,
+            out_dir=out_dir if answers == "actors" else None,
+        ),
     ) as dep:
         # new actor processes load numba kernels on first use (~0.5-1 s): not the feed's cost
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])

@@ -26,10 +26,11 @@ def _one_run(plan, kind: str, spark, path: Path, stage_dir: Path, batch_rows: in
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw
     from cluster.feeds.text import feed_text
 
-    with Deployment(plan, mode="raw", auto_recover=False) as dep:
+    with Deployment(plan, DeploymentOptions(mode="raw", auto_recover=False)) as dep:
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
         t = time.perf_counter()
         parse_s = 0.0
