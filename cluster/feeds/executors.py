@@ -52,7 +52,7 @@ from typing import Any
 from cluster.deployment.specs import DeploymentError
 from cluster.feeds.parquet import FeedStats
 from cluster.feeds.time_chunks import parquet_row_groups
-from cluster.node.piece_order import SUB, Slicing, sub_batches
+from cluster.node.piece_order import SUBS_PER_PIECE, Slicing, sub_batches
 
 _ATTACHED: dict[str, Any] = {}  # per Spark Python worker: the Ray address it attached to
 
@@ -291,7 +291,7 @@ def feed_executors(
         )
         ends += seg_ends
         _log_segment(dep, pieces[lo:hi], job, targets, {x["piece"]: x["chunks"] for x in seg})
-        dep._seq = job["base"] + hi * SUB - 1  # every seq below is applied
+        dep._seq = job["base"] + hi * SUBS_PER_PIECE - 1  # every seq below is applied
         dep.batches_fed = first + hi
         dep._since_ckpt += hi - lo
         if dep.checkpoint_every and dep._since_ckpt >= dep.checkpoint_every and hi < len(pieces):
@@ -404,7 +404,7 @@ def _log_segment(dep, part, job: dict, targets: dict, chunks: dict) -> None:
     for p, rg, a, b in part:
         subs = sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"], sl, chunks[p])
         for j, src in subs:
-            seq = job["base"] + p * SUB + j
+            seq = job["base"] + p * SUBS_PER_PIECE + j
             streams = tuple(job["columns"][1:]) if src.stream is None else (src.stream,)
             hosts = tuple(sorted(n for n, cols in targets.items() if set(streams) & set(cols)))
             dep._log.append((seq, src.stream, src, hosts, streams))

@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from cluster.answers.blocks import AnswerBlocks
 from cluster.answers.sink import WrittenPart, write_part
 from cluster.node.answers import answer_blocks, late_table, query_ranks
-from cluster.node.piece_order import SUB, PieceOrder, PieceSource
+from cluster.node.piece_order import SUBS_PER_PIECE, PieceOrder, PieceSource
 from cluster.node.snapshot import dump_snapshot, load_snapshot, tree_snapshot
 from cluster.node.warmup import KernelWarmup
 from executors import ExecutionTree
@@ -267,7 +267,7 @@ class NodeCore:
         self, base_seq: int, max_ahead: int = 4, first_piece: int = 0, epoch: int = 0
     ) -> None:
         """Start taking pushed pieces ``first_piece, ...`` (``piece_order``): sub-batch ``j`` of
-        piece ``p`` is batch ``base_seq + p * SUB + j``.  ``epoch`` numbers the feed's
+        piece ``p`` is batch ``base_seq + p * SUBS_PER_PIECE + j``.  ``epoch`` numbers the feed's
         attempts: a task of an earlier, failed attempt may still be pushing (Spark cancels
         tasks lazily) and its sub-batches may carry other columns than this attempt's (trees
         moved meanwhile), so they are dropped."""
@@ -298,8 +298,8 @@ class NodeCore:
         arrays live in this process, not in an object owned by the task).  Applied now if
         it is next in piece order, else buffered; ``False``: refused (too far ahead), the
         task offers it again later.  A push of a stale attempt is dropped (``True``).
-        Sliced mode: ``stream``'s slices, applied as batch ``base + piece * SUB + seq_sub``
-        (``piece_order.Slicing``: the same number on every node), ``sub`` ordering them."""
+        Sliced mode: ``stream``'s slices, applied as batch
+        ``base + piece * SUBS_PER_PIECE + seq_sub`` (``piece_order.Slicing``: the same number on every node), ``sub`` ordering them."""
         if epoch != self._epoch:
             return True
         po = self._pieces
@@ -310,7 +310,7 @@ class NodeCore:
             return False
         for seq, (s, ss, d) in due:
             batch = pa.ipc.open_stream(d).read_all()
-            self.ingest(s, batch, seq - (seq - po.base) % SUB + ss)
+            self.ingest(s, batch, seq - (seq - po.base) % SUBS_PER_PIECE + ss)
         return True
 
     def end_pieces(self, pieces: int) -> dict[str, int]:
