@@ -55,7 +55,7 @@ class ChurnNodeCore(ActorCore):
         for t in self.spec["trees"]:
             if str(t["id"]) == tid:
                 t["queries"] = lineage
-        self._ranks = None
+        self.pending.trees_changed()
         return lineage
 
     def host_tree(self, spec: dict[str, Any], t_start: int | None, seq: int) -> str:

@@ -1,6 +1,6 @@
 """Pieces of a time-ordered Parquet file: their order at a node, and their source for replays.
 
-Why: on the executor route (``executor_feed``) each Spark task reads one *piece* of a
+Why: on the executor route (``cluster.feeds.executors``) each Spark task reads one *piece* of a
 time-ordered Parquet file (a row range, pieces numbered in file order) and pushes it, cut
 into sub-batches, straight to the node actors; tasks run in parallel and finish in any order,
 but every tree must see its stream in event-time order.  So a node applies pieces strictly in
