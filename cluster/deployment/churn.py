@@ -29,7 +29,7 @@ class ChurnDeployment(Deployment):
             raise DeploymentError("a live deployment runs raw mode (tuple input) only")
         super().__init__(plan, options)
 
-    def _new_actor(self, node_id: str, trees: list[dict]):
+    def start_actor(self, node_id: str, trees: list[dict]):
         from cluster.deployment.pinning import with_node_affinity
 
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
@@ -53,7 +53,7 @@ class ChurnDeployment(Deployment):
         ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc)."""
         import ray
 
-        self._wait_all()
+        self.wait_all()
         refs = []
         for nid, tid, at, add, remove, *rest in changes:
             refs.append(
@@ -79,7 +79,7 @@ class ChurnDeployment(Deployment):
                         dict(t, queries=out) if str(t["id"]) == tid else t for t in n.spec["trees"]
                     ],
                 }
-        self._route()
+        self.update_routes()
         self.checkpoint()
 
     def retire_node(self, nid: str, targets: dict[str, str], reason: str = "retired") -> dict:
@@ -114,13 +114,8 @@ class ChurnDeployment(Deployment):
         except Exception:
             pass
         del self.nodes[nid]
-        self.lost[nid] = {
-            "reason": reason,
-            "before_batch": self.batches_fed,
-            "ray_node": gone.ray_node,
-            "recoveries": gone.recoveries,
-        }
-        self._route()
+        self.membership.record_gone(nid, gone, reason)
+        self.update_routes()
         self.checkpoint()
         return {
             "node": nid,
@@ -175,7 +170,7 @@ class ChurnDeployment(Deployment):
                 base.dropped + mv,
             )
             moved += len(mv)
-        self._route()
+        self.update_routes()
         self.checkpoint()
         return moved
 
@@ -192,14 +187,14 @@ class ChurnDeployment(Deployment):
             except Exception:
                 pass
             n.spec = {**n.spec, "trees": trees}
-            n.actor = self._new_actor(nid, trees)
+            n.actor = self.start_actor(nid, trees)
             if blobs.get(nid) is not None:
                 ray.get(n.actor.restore.remote(blobs[nid]))
             n.sources = [RestoreSource(trees, blobs.get(nid), int(saved["seq"]), nid)]
-        self._route()
+        self.update_routes()
         self._seq = int(seq)
         self.batches_fed = int(seq) + 1  # the driver route (serve): one seq per batch
-        self._late_seen = {k: int(v) for k, v in late_seen.items()}
+        self.late_handover.restore(late_seen)
 
     def tree_state(self) -> dict[str, dict[str, dict]]:
         import ray

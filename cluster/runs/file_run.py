@@ -32,8 +32,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cluster.debs.reader import is_parquet_name
-from cluster.deployment.deployment import Deployment, RunResult
+from cluster.deployment.deployment import Deployment
 from cluster.deployment.options import DeploymentOptions
+from cluster.deployment.result import RunResult
 from cluster.feeds.parquet import feed_raw, spark_session
 from cluster.feeds.sliced import feed_sliced
 from cluster.feeds.text import feed_text

@@ -246,7 +246,9 @@ def test_actor_route_exactly_once_with_kills_loss_add_and_an_orphan(
             if i == 5:
                 orphan = ray.get(
                     dep.actor("node-1").checkpoint_write.remote(
-                        str(out / "answers.parquet"), f"{dep._rounds + 1:06d}", dep.value_type
+                        str(out / "answers.parquet"),
+                        f"{dep.checkpoint_rounds + 1:06d}",
+                        dep.value_type,
                     )
                 )[1]
                 assert orphan.num_rows > 0
