@@ -37,7 +37,7 @@ from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.result import RunResult
 from cluster.feeds.parquet import feed_raw, spark_session
 from cluster.feeds.sliced import feed_sliced
-from cluster.feeds.text import feed_text
+from cluster.feeds.text import TextFeedOptions, feed_text
 from cluster.runtime.ray_runtime import RayRuntime
 
 
@@ -205,13 +205,15 @@ def run_live(
                     spark,
                     data_path,
                     out_dir,
-                    mode=mode,
-                    batch_rows=batch_rows,
-                    chunk_rows=chunk_rows,
-                    order=order,
-                    max_rows=max_rows,
-                    extra_columns=extra_columns,
-                    range_bytes=text_range_bytes,
+                    TextFeedOptions(
+                        mode=mode,
+                        batch_rows=batch_rows,
+                        chunk_rows=chunk_rows,
+                        order=order,
+                        max_rows=max_rows,
+                        extra_columns=extra_columns,
+                        range_bytes=text_range_bytes,
+                    ),
                 )
                 text_metrics = stage.metrics()
             elif mode == "sliced":
