@@ -70,13 +70,13 @@ __all__ = ["Deployment"]
 class Deployment:
     """A plan running on Ray: ``feed`` batches, ``checkpoint``, ``finish``.
 
-    ``options`` (``DeploymentOptions``; default: all defaults) holds the settings.
+    ``options`` (``DeploymentOptions``; default: all defaults) holds the settings:
     ``technique`` overrides the plan's ``ie``; ``allowed_lateness`` is in the streams' time unit.
     ``mode``: ``"raw"`` (actors take tuple batches, ``feed_raw``) or ``"sliced"`` (actors take
     per-stream batches of pre-aggregated slices cut at ``edge_classes(stream)``, the union of
-    the edges of every tree on the stream: ``cluster.feeds.sliced.feed_sliced``; time windows only).
-    ``count_ops``: trees count their final-aggregation operations (``metrics()`` per tree:
-    ``final_ops``, ``omega``), to set measured cost beside the plan's estimate.
+    the edges of every tree on the stream: ``cluster.feeds.sliced.feed_sliced``; time windows
+    only).  ``count_ops``: trees count their final-aggregation operations (``metrics()`` per
+    tree: ``final_ops``, ``omega``), to set measured cost beside the plan's estimate.
 
     ``pin_nodes``: ``True`` pins plan node i to Ray node ``i mod R`` (``ray_nodes_for_pinning``
     order) with a hard ``NodeAffinitySchedulingStrategy``; a mapping gives plan node -> Ray node
