@@ -165,7 +165,8 @@ def run_service(
     """Start (or resume) the deployment and serve until stopped; returns the stream stats.
     ``say``: gets one-line notices (the token an attached Ray connection used; with WG_PF,
     the rule that chose the initial plan)."""
-    from cluster.deployment.churn import LiveDeployment, plan_from_state
+    from cluster.deployment.churn import ChurnDeployment, plan_from_state
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.directory_options import StreamOptions
     from cluster.runs.file_run import default_pinning, started_runtimes
     from cluster.service.planning import Planner
@@ -215,11 +216,13 @@ def run_service(
     with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, startup):
         if say is not None and startup.get("ray_auth"):
             say(f"Ray: {startup['ray_auth']}")
-        with LiveDeployment(
+        with ChurnDeployment(
             plan,
-            allowed_lateness=cfg.run.allowed_lateness,
-            checkpoint_every=cfg.run.checkpoint_every,
-            pin_nodes=default_pinning(None, ray_address),
+            DeploymentOptions(
+                allowed_lateness=cfg.run.allowed_lateness,
+                checkpoint_every=cfg.run.checkpoint_every,
+                pin_nodes=default_pinning(None, ray_address),
+            ),
         ) as dep:
             if state is not None:
                 sd = run_dir / "state"

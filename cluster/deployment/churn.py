@@ -1,144 +1,39 @@
-"""Node actors and a deployment whose trees gain and lose queries while they run.
+"""A deployment whose trees gain and lose queries while they run (``weaveplace serve``).
 
-``LiveNodeCore`` is ``NodeCore`` hosting ``executors.live_tree.LiveTree`` s (raw tuple input),
-plus ``change_tree`` (a tree gains/loses queries at event time ``T``: a new generation, see
-``executors/live_tree.py``) and ``host_tree`` (a tree started for queries added to the running
-deployment, answering windows from ``T_reg`` on).  ``LiveDeployment`` is ``Deployment`` with
-these actors and the matching driver-side bookkeeping: after a change the node is checkpointed at
-once, so its recovery source (snapshot) already holds the change and the replay log is empty
-(a restarted actor never replays batches into a tree that has not seen the change).
+``ChurnDeployment`` is ``Deployment`` on ``ChurnNodeActor`` s (``cluster.node.churn``) with the
+matching driver-side bookkeeping: after a change the node is checkpointed at once, so its
+recovery source (snapshot) already holds the change and the replay log is empty (a restarted
+actor never replays batches into a tree that has not seen the change).
 
-Tree specs on the driver list a tree's *lineage*: every query it answered or answers (a removed
-query's last windows may still come out of an old generation), which is what a restored
-``LiveTree`` reports as ``queries`` (``NodeCore.add_trees`` checks it).
+Tree specs on the driver list a tree's *lineage*: every query it answered or answers, which is
+what a restored ``ChurnTree`` reports as ``queries`` (``NodeCore.add_trees`` checks it).
 """
 
 from __future__ import annotations
 
-import os
 import time
-from typing import Any
 
 from cluster.deployment.deployment import Deployment
+from cluster.deployment.options import DeploymentOptions
+from cluster.deployment.recovery import RestoreSource
 from cluster.deployment.specs import DeploymentError
-from cluster.node.actor import ActorCore, shipped_executors
-from cluster.node.core import pick_technique
-from executors.churn_tree import ChurnTree as LiveTree
+from cluster.node.actor import shipped_executors
+from cluster.node.churn import ChurnNodeActor
 
 
-class LiveNodeCore(ActorCore):
-    """A node whose trees are ``LiveTree`` s (tuple input only)."""
+class ChurnDeployment(Deployment):
+    """``Deployment`` on ``ChurnNodeActor`` s, with ``change_tree`` / ``host_tree``."""
 
-    def __init__(
-        self,
-        node_id,
-        trees,
-        technique="slickdeque",
-        allowed_lateness=0,
-        input_mode="tuples",
-        count_ops=False,
-        executors=None,
-    ):
-        if input_mode != "tuples":
-            raise ValueError("live trees take tuple input (raw mode) only")
-        super().__init__(
-            node_id, trees, technique, allowed_lateness, input_mode, count_ops, executors
-        )
-
-    @property
-    def _tree_cls(self):
-        return LiveTree
-
-    def change_tree(
-        self, tid: str, at: int, add: list[dict], remove: list[str], handoff: list[str] = ()
-    ) -> list[dict]:
-        """Add/remove/hand off queries of tree ``tid`` at event time ``at``
-        (``LiveTree.change``); returns its lineage."""
-        tree = self.trees[tid]
-        tree.change(at, add=add, remove=remove, handoff=handoff)
-        lineage = [q.as_dict() for q in tree.queries]
-        for t in self.spec["trees"]:
-            if str(t["id"]) == tid:
-                t["queries"] = lineage
-        self._ranks = None
-        return lineage
-
-    def host_tree(self, spec: dict[str, Any], t_start: int | None, seq: int) -> str:
-        """Start a new tree for queries registered at ``t_start`` (windows from it on); it
-        takes the batches after ``seq``."""
-        tech = pick_technique(self.spec["technique"], [q["aggregate"] for q in spec["queries"]])
-        tree = LiveTree(
-            spec["queries"],
-            technique=tech,
-            allowed_lateness=self.spec["allowed_lateness"],
-            count_ops=self.spec["count_ops"],
-            slicing=spec.get("slicing", "pairs"),
-            t_start=t_start,
-        )
-        self._host(spec, tree, seq)
-        self.spec["trees"].append(spec)
-        return str(spec["id"])
-
-    def metrics(self) -> dict[str, Any]:
-        """``NodeCore.metrics`` plus this process's resident memory (``rss_bytes``)."""
-        m = super().metrics()
-        m["rss_bytes"] = rss_bytes()
-        m["generations"] = sum(len(t.gens) for t in self.trees.values())
-        return m
-
-    def tree_state(self) -> dict[str, dict]:
-        """Per tree: active queries, generations, newest timestamp seen (status, tests)."""
-        return {
-            tid: {
-                "active": list(t.active),
-                "generations": len(t.gens),
-                "max_ts": int(t.max_ts),
-                "lineage": [q.id for q in t.queries],
-            }
-            for tid, t in self.trees.items()
-        }
-
-
-def rss_bytes() -> int | None:
-    """Resident memory of this process (Linux /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _make_live_actor():
-    import ray
-
-    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(LiveNodeCore)
-
-
-class _LazyLiveActor:
-    _cls = None
-
-    def __getattr__(self, name):
-        if _LazyLiveActor._cls is None:
-            _LazyLiveActor._cls = _make_live_actor()
-        return getattr(_LazyLiveActor._cls, name)
-
-
-LiveNodeActor = _LazyLiveActor()
-
-
-class LiveDeployment(Deployment):
-    """``Deployment`` on ``LiveNodeActor`` s, with ``change_tree`` / ``host_tree``."""
-
-    def __init__(self, plan, **kw):
-        if kw.get("mode", "raw") != "raw":
+    def __init__(self, plan, options: DeploymentOptions | None = None):
+        if options is not None and options.mode != "raw":
             raise DeploymentError("a live deployment runs raw mode (tuple input) only")
-        super().__init__(plan, **kw)
+        super().__init__(plan, options)
 
-    def _new_actor(self, node_id: str, trees: list[dict]):
+    def start_actor(self, node_id: str, trees: list[dict]):
         from cluster.deployment.pinning import with_node_affinity
 
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
-        cls = LiveNodeActor.options(**opts) if opts else LiveNodeActor
+        cls = ChurnNodeActor.options(**opts) if opts else ChurnNodeActor
         return cls.remote(
             node_id,
             list(trees),
@@ -158,7 +53,7 @@ class LiveDeployment(Deployment):
         ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc)."""
         import ray
 
-        self._wait_all()
+        self.wait_all()
         refs = []
         for nid, tid, at, add, remove, *rest in changes:
             refs.append(
@@ -184,7 +79,7 @@ class LiveDeployment(Deployment):
                         dict(t, queries=out) if str(t["id"]) == tid else t for t in n.spec["trees"]
                     ],
                 }
-        self._route()
+        self.update_routes()
         self.checkpoint()
 
     def retire_node(self, nid: str, targets: dict[str, str], reason: str = "retired") -> dict:
@@ -219,13 +114,8 @@ class LiveDeployment(Deployment):
         except Exception:
             pass
         del self.nodes[nid]
-        self.lost[nid] = {
-            "reason": reason,
-            "before_batch": self.batches_fed,
-            "ray_node": gone.ray_node,
-            "recoveries": gone.recoveries,
-        }
-        self._route()
+        self.membership.record_gone(nid, gone, reason)
+        self.update_routes()
         self.checkpoint()
         return {
             "node": nid,
@@ -239,8 +129,6 @@ class LiveDeployment(Deployment):
         ``RestoreSource``) and keeps that source for its own recovery."""
         import ray
 
-        from cluster.deployment.recovery import RestoreSource
-
         n = self.nodes[dest]
         ray.get(n.actor.add_trees.remote(trees, src.blob))
         n.spec = {**n.spec, "trees": n.spec["trees"] + trees}
@@ -253,8 +141,6 @@ class LiveDeployment(Deployment):
         their hosts' snapshots, the hosts ``drop_trees`` them, and every node is checkpointed
         again; nothing is fed in between (as ``add_node``'s moves).  Returns trees moved."""
         import ray
-
-        from cluster.deployment.recovery import RestoreSource
 
         moves = {t: d for t, d in moves.items()}
         if not moves:
@@ -284,7 +170,7 @@ class LiveDeployment(Deployment):
                 base.dropped + mv,
             )
             moved += len(mv)
-        self._route()
+        self.update_routes()
         self.checkpoint()
         return moved
 
@@ -292,8 +178,6 @@ class LiveDeployment(Deployment):
         """Put every node back to its saved checkpoint: the actor is rebuilt from the saved tree
         specs and restored from the snapshot; the batch sequence and late-tuple offsets continue."""
         import ray
-
-        from cluster.deployment.recovery import RestoreSource
 
         for nid, saved in nodes.items():
             n = self.nodes[nid]
@@ -303,14 +187,14 @@ class LiveDeployment(Deployment):
             except Exception:
                 pass
             n.spec = {**n.spec, "trees": trees}
-            n.actor = self._new_actor(nid, trees)
+            n.actor = self.start_actor(nid, trees)
             if blobs.get(nid) is not None:
                 ray.get(n.actor.restore.remote(blobs[nid]))
             n.sources = [RestoreSource(trees, blobs.get(nid), int(saved["seq"]), nid)]
-        self._route()
+        self.update_routes()
         self._seq = int(seq)
         self.batches_fed = int(seq) + 1  # the driver route (serve): one seq per batch
-        self._late_seen = {k: int(v) for k, v in late_seen.items()}
+        self.late_handover.restore(late_seen)
 
     def tree_state(self) -> dict[str, dict[str, dict]]:
         import ray
@@ -328,8 +212,8 @@ def spec_of(new_trees, tid: str) -> dict:
 
 def plan_from_state(nodes: dict, model: dict, capacity: dict) -> dict:
     """A structural plan (``node_specs`` accepts it) holding every tree of a saved service
-    state with its lineage, so ``LiveDeployment`` starts one actor per saved node; the actors
-    are then restored from their snapshots (``LiveDeployment.restore_state``)."""
+    state with its lineage, so ``ChurnDeployment`` starts one actor per saved node; the actors
+    are then restored from their snapshots (``ChurnDeployment.restore_state``)."""
     queries, pnodes, seen = [], [], set()
     for nid, saved in nodes.items():
         trees = []

@@ -12,11 +12,12 @@ Why this shape:
   calls are raised at the next feed, not at ``finish`` only.
 * **Exactly-once recovery** (``recovery.py``): checkpoints commit answers with snapshots, and a
   dead actor is restarted from its snapshot plus the replay log of batches fed since, which
-  ``feed`` keeps (and checkpoints when it exceeds ``max_log_bytes``, default 128 MiB, a quarter
+  ``feed`` fills (and checkpoints when it exceeds ``max_log_bytes``, default 128 MiB, a quarter
   of RayRuntime's object store, or every ``checkpoint_every`` batches).
 * **Nodes lost for good and added** (``membership.py``: ``lose_node``, ``add_node``):
   ``placement.replace`` decides which trees move, recovery's machinery moves them exactly once.
-* **Pinning** (``pin_nodes``, ``pinning.py``): plan node -> Ray node with a hard node affinity.
+* **Pinning** (``DeploymentOptions.pin_nodes``, ``pinning.py``): plan node -> Ray node with a
+  hard node affinity.
 * **Results while the run goes on** (live streams): ``take_answers`` checkpoints and hands
   over the committed answers, so nothing handed over is ever regenerated (a restarted node, or
   a lost node's trees on their new hosts, start from that snapshot); ``take_late`` hands over
@@ -24,97 +25,58 @@ Why this shape:
   when it moves).
 
 The driver-side sorting in ``finish`` is by ``(query_id, window_start)``.  The plan's structure
-is checked in ``plan_specs.py`` (``node_specs``), fault drills in ``fault_drills.py``, pins in
+is checked in ``specs.py`` (``node_specs``), fault drills in ``drills.py``, pins in
 ``pinning.py``.
 
-One idea at ~650 lines: ``Deployment`` is the driver's state of one run (actors, in-flight
-calls, replay log, commits) and the calls that move it (feed, take results, finish, metrics);
-what can live apart already does (recovery, membership, pinning, plan checks, answer merge and
-sink), and cutting the class further would only scatter that shared state over mixins.
+Who owns what: ``Deployment`` is the driver's state of one run (the nodes and their actors,
+in-flight calls, the batch clock) and the calls that move it (feed, take results, finish,
+metrics).  Its collaborators own the rest: ``CheckpointCoordinator`` (``recovery.py``: rounds,
+replay log, commits, recovery), ``Membership`` (``membership.py``: running plan and layout,
+lost/added nodes), an ``AnswerRoute`` (``answer_routes.py``: driver or actors),
+``LateHandover`` (``late_handover.py``: ``take_late``'s offsets).  The public methods delegate
+to them, so callers see one object.  Why the file is still ~500 lines: about 100 of them are
+those one-line delegations and their docstrings (the public API callers keep), the rest is the
+feed path (routing, backpressure, the batch clock), one idea around the nodes' calls.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from cluster.answers.blocks import AnswerBlocks, empty_late, merge_blocks
-from cluster.answers.sink import AnswerCommits, WrittenPart, read_answers, read_late
-from cluster.deployment.drills import check_faults
-from cluster.deployment.membership import MembershipMixin
+from cluster.deployment.answer_routes import answer_route, answer_value_type
+from cluster.deployment.drills import check_faults, fire_due_faults
+from cluster.deployment.late_handover import LateHandover
+from cluster.deployment.membership import Membership
+from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.pinning import resolve_pins, with_node_affinity
-from cluster.deployment.recovery import DriverNode, RecoveryMixin, RestoreSource
-from cluster.deployment.running_plan import Layout
+from cluster.deployment.recovery import (
+    CheckpointCoordinator,
+    DriverNode,
+    LoggedBatch,
+    RestoreSource,
+)
+from cluster.deployment.result import RunResult
 from cluster.deployment.specs import DeploymentError, node_specs
 from cluster.node.actor import NodeActor, shipped_executors
 
-#: where answers go: through the driver (merged there) or written by the node actors
-ANSWER_ROUTES = ("driver", "actors")
-
-__all__ = ["ANSWER_ROUTES", "Deployment", "DeploymentError", "RunResult"]
+__all__ = ["Deployment"]
 
 
-class RunResult:
-    """What a run produced: answers (query_id, window_start, window_end, value), late tuples
-    (node_id, tree_id, stream, ts_ms, value), per-node metrics, the re-placements of nodes
-    lost for good (also in ``metrics["replacements"]``) and the nodes added (``additions``).
-
-    On the actor route (``Deployment(answers="actors")``) the answers and late tuples are the
-    datasets the actors wrote (``answers_dir``, ``late_dir``); ``answers``/``late`` read them
-    on first access (one table each, sorted as on the driver route): the run itself never
-    brings them to the driver."""
-
-    def __init__(
-        self,
-        answers: pa.Table | None,
-        late: pa.Table | None,
-        metrics: dict[str, Any] | None = None,
-        *,
-        answers_dir: str | None = None,
-        late_dir: str | None = None,
-    ):
-        self._answers, self._late = answers, late
-        self.metrics: dict[str, Any] = metrics if metrics is not None else {}
-        self.answers_dir, self.late_dir = answers_dir, late_dir
-
-    @property
-    def answers(self) -> pa.Table:
-        if self._answers is None:
-            self._answers = read_answers(self.answers_dir) if self.answers_dir else None
-        return self._answers
-
-    @property
-    def late(self) -> pa.Table:
-        if self._late is None:
-            self._late = read_late(self.late_dir) if self.late_dir else None
-        return self._late
-
-    @property
-    def replacements(self) -> list[dict[str, Any]]:
-        return list(self.metrics.get("replacements", []))
-
-    @property
-    def additions(self) -> list[dict[str, Any]]:
-        """Nodes added while the run went on (``Deployment.add_node``), with the trees moved."""
-        return list(self.metrics.get("additions", []))
-
-
-class Deployment(RecoveryMixin, MembershipMixin):
+class Deployment:
     """A plan running on Ray: ``feed`` batches, ``checkpoint``, ``finish``.
 
+    ``options`` (``DeploymentOptions``; default: all defaults) holds the settings:
     ``technique`` overrides the plan's ``ie``; ``allowed_lateness`` is in the streams' time unit.
     ``mode``: ``"raw"`` (actors take tuple batches, ``feed_raw``) or ``"sliced"`` (actors take
     per-stream batches of pre-aggregated slices cut at ``edge_classes(stream)``, the union of
-    the edges of every tree on the stream: ``spark_slices.feed_sliced``; time windows only).
-    ``count_ops``: trees count their final-aggregation operations (``metrics()`` per tree:
-    ``final_ops``, ``omega``), to set measured cost beside the plan's estimate.
+    the edges of every tree on the stream: ``cluster.feeds.sliced.feed_sliced``; time windows
+    only).  ``count_ops``: trees count their final-aggregation operations (``metrics()`` per
+    tree: ``final_ops``, ``omega``), to set measured cost beside the plan's estimate.
 
     ``pin_nodes``: ``True`` pins plan node i to Ray node ``i mod R`` (``ray_nodes_for_pinning``
     order) with a hard ``NodeAffinitySchedulingStrategy``; a mapping gives plan node -> Ray node
@@ -126,60 +88,33 @@ class Deployment(RecoveryMixin, MembershipMixin):
     fired just before batch ``at_batch`` (0-based) is fed.
     Use as a context manager (or call ``shutdown``) so actors are killed on errors too.
 
-    Checkpoints and recovery come from ``RecoveryMixin`` (``recovery.py``), ``lose_node`` and
-    ``add_node`` from ``MembershipMixin`` (``membership.py``).
+    Checkpoints and recovery are delegated to ``coordinator`` (``CheckpointCoordinator``),
+    ``lose_node`` and ``add_node`` to ``membership`` (``Membership``), the answers' way out to
+    ``answer_route`` (``AnswerRoute``).
     """
 
-    def __init__(
-        self,
-        plan: Mapping[str, Any],
-        *,
-        technique: str | None = None,
-        allowed_lateness: int = 0,
-        max_in_flight: int = 4,
-        checkpoint_every: int | None = None,
-        max_log_bytes: int | None = 128 << 20,
-        auto_recover: bool = True,
-        actor_options: Mapping[str, Any] | None = None,
-        mode: str = "raw",
-        count_ops: bool = False,
-        pin_nodes: bool | Mapping[str, str] = False,
-        faults: list[Mapping[str, Any]] | None = None,
-        answers: str = "driver",
-        out_dir: str | os.PathLike | None = None,
-    ):
+    def __init__(self, plan: Mapping[str, Any], options: DeploymentOptions | None = None):
         import ray
 
         if not ray.is_initialized():
             raise DeploymentError("Ray is not running: use cluster.runtime.ray_runtime.RayRuntime")
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight must be >= 1")
-        if mode not in ("raw", "sliced"):
-            raise ValueError(f"mode must be 'raw' or 'sliced', got {mode!r}")
-        if answers not in ANSWER_ROUTES:
-            raise ValueError(f"answers must be 'driver' or 'actors', got {answers!r}")
-        if answers == "actors" and out_dir is None:
-            raise ValueError("answers='actors' needs out_dir (where the actors write)")
-        self.answers = answers
+        opts = options if options is not None else DeploymentOptions()
+        self.options = opts
+        mode = opts.mode
+        self.answers = opts.answers
         self.value_type: str | None = None  # actor route: fixed by the first batch fed
-        self._answer_commits: AnswerCommits | None = None
-        self._late_commits: AnswerCommits | None = None
-        if answers == "actors":
-            self._answer_commits = AnswerCommits(Path(str(out_dir)) / "answers.parquet")
-            self._late_commits = AnswerCommits(Path(str(out_dir)) / "late.parquet")
-            self._answer_commits.reset()
-            self._late_commits.reset()
+        self.answer_route = answer_route(opts)
+        self.coordinator = CheckpointCoordinator(self, opts, self.answer_route)
         self.mode = mode
-        self.count_ops = bool(count_ops)
-        self.plan = plan
+        self.count_ops = bool(opts.count_ops)
         self.initial_plan = plan
-        self.technique = technique or plan.get("ie") or "slickdeque"
-        self.allowed_lateness = int(allowed_lateness)
-        self.max_in_flight = int(max_in_flight)
-        self.checkpoint_every = checkpoint_every
-        self.max_log_bytes = max_log_bytes
-        self.auto_recover = auto_recover
-        self.actor_options = dict(actor_options or {})
+        self.technique = opts.technique or plan.get("ie") or "slickdeque"
+        self.allowed_lateness = int(opts.allowed_lateness)
+        self.max_in_flight = int(opts.max_in_flight)
+        self.checkpoint_every = opts.checkpoint_every
+        self.max_log_bytes = opts.max_log_bytes
+        self.auto_recover = opts.auto_recover
+        self.actor_options = dict(opts.actor_options)
         self.nodes: dict[str, DriverNode] = {}
         specs = node_specs(plan)
         if mode == "sliced":
@@ -194,12 +129,11 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 raise DeploymentError(
                     f"sliced mode runs time windows only; count-window queries: {cq[:10]}"
                 )
-        self.faults = check_faults(faults, [sp["node_id"] for sp in specs])
-        pins = resolve_pins(pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
-        self._pinning = bool(pin_nodes)  # add_node pins a new node too
-        self._created = len(specs)  # plan nodes started so far (add_node's pin index)
+        self.faults = check_faults(list(opts.faults), [sp["node_id"] for sp in specs])
+        pins = resolve_pins(opts.pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
+        self.membership = Membership(self, plan, pinning=bool(opts.pin_nodes), created=len(specs))
         # actors are named (in the driver's Ray namespace) so that Spark tasks attached to the
-        # cluster find them (the executor route: executor_feed)
+        # cluster find them (the executor route: cluster.feeds.executors)
         self._run_id = uuid.uuid4().hex[:10]
         self._spawned = 0
         self.actor_names: dict[str, str] = {}
@@ -212,27 +146,14 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 ray_node=pins.get(nid),
             )
             self.nodes[nid] = n
-            n.actor = self._new_actor(nid, spec["trees"])
+            n.actor = self.start_actor(nid, spec["trees"])
         self.stream_nodes: dict[str, list[str]] = {}
-        self._route()
-        self._committed: list[AnswerBlocks] = []
-        # take_late: late tuples already handed over, per tree id (tree ids are unique in a
-        # plan, and a tree keeps its late tuples when it moves to another node)
-        self._late_seen: dict[str, int] = {}
-        # replay log: (seq, stream, batch ref, target nodes, streams in the batch)
-        self._log: list[tuple[int, str | None, Any, tuple[str, ...], tuple[str, ...]]] = []
+        self.update_routes()
+        self.late_handover = LateHandover(self)  # take_late's offsets, per tree id
         self._seq = -1
         # batches fed (driver route: ``feed`` calls, = _seq + 1; executor route: pieces): the
         # clock of fault drills and of ``before_batch`` in re-placement records
         self.batches_fed = 0
-        self._since_ckpt = 0
-        self._log_bytes = 0
-        self._layout: Layout | None = None
-        self.lost: dict[str, dict[str, Any]] = {}
-        self.replacements: list[dict[str, Any]] = []
-        self.additions: list[dict[str, Any]] = []
-        self.checkpoints = 0
-        self._rounds = 0  # checkpoint rounds (a round repeated after a loss counts again)
         self.rows_fed = 0
         self.bytes_fed = 0
         self.t_start = time.perf_counter()
@@ -240,51 +161,20 @@ class Deployment(RecoveryMixin, MembershipMixin):
         # actors start asynchronously; fail fast if one cannot be constructed
         ray.get([n.actor.ping.remote() for n in self.nodes.values()])
 
-    # -- answers ----------------------------------------------------------------------------
-    def _checkpoint_call(self, actor):
-        """The checkpoint call of the answer route: answers back as blocks (driver route) or
-        written by the actor as this round's part (actor route)."""
-        if self.answers == "actors":
-            assert self._answer_commits is not None
-            return actor.checkpoint_write.remote(
-                str(self._answer_commits.root), f"{self._rounds:06d}", self.value_type
-            )
-        return actor.checkpoint_blocks.remote()
-
-    def _commit(self, answers: AnswerBlocks | WrittenPart) -> None:
-        if isinstance(answers, WrittenPart):
-            assert self._answer_commits is not None
-            self._answer_commits.commit(answers)
-        elif answers.num_rows:
-            self._committed.append(answers)
-
     def declare_input(self, schema: pa.Schema) -> str:
         """Fix the run's answer value type from the input's schema (the actor route writes
         every part with one schema): int64 iff every query's aggregate gives integers on its
         stream's type (sliced batches: the type of ``sum``), as the trees themselves decide.
         Called by ``feed`` on the first batch; executor feeds call it with the file's schema.
         Returns ``"int64"`` or ``"float64"``."""
-        from executors.aggregates import get_aggregate
-
-        if self.value_type is not None:
-            return self.value_type
-        names = set(schema.names)
-
-        def is_int(stream: str) -> bool:
-            col = "sum" if "slice_start" in names else stream
-            return col not in names or pa.types.is_integer(schema.field(col).type)
-
-        ok = all(
-            get_aggregate(q["aggregate"]).output_is_int(is_int(t["stream"]))
-            for n in self.nodes.values()
-            for t in n.spec["trees"]
-            for q in t["queries"]
-        )
-        self.value_type = "int64" if ok else "float64"
+        if self.value_type is None:
+            trees = [t for n in self.nodes.values() for t in n.spec["trees"]]
+            self.value_type = answer_value_type(schema, trees)
         return self.value_type
 
     # -- actors -----------------------------------------------------------------------------
-    def _new_actor(self, node_id: str, trees: list[dict]):
+    def start_actor(self, node_id: str, trees: list[dict]):
+        """A new (named) actor for plan node ``node_id`` hosting ``trees``."""
         import ray
 
         opts = with_node_affinity(self.actor_options, self.nodes[node_id].ray_node)
@@ -303,7 +193,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
             executors=shipped_executors(),
         )
 
-    def _route(self) -> None:
+    def update_routes(self) -> None:
         """Which nodes host which streams (batches go only there)."""
         self.stream_nodes = {}
         for nid, n in self.nodes.items():
@@ -320,13 +210,88 @@ class Deployment(RecoveryMixin, MembershipMixin):
     @property
     def late_seen(self) -> dict[str, int]:
         """Late tuples counted so far per tree id (a copy)."""
-        return dict(self._late_seen)
+        return dict(self.late_handover.seen)
 
     def follow_plan(self, plan: Mapping[str, Any]) -> None:
         """Adopt ``plan`` as the running plan (a service re-planned between batches): later
         membership changes (``lose_node``, ``add_node``) start from it."""
-        self.plan = plan
-        self._layout = None
+        self.membership.follow_plan(plan)
+
+    # -- what the collaborators own, as before ------------------------------------------------
+    @property
+    def plan(self) -> Mapping[str, Any]:
+        """The running plan (follows nodes lost and added)."""
+        return self.membership.plan
+
+    @property
+    def lost(self) -> dict[str, dict[str, Any]]:
+        return self.membership.lost
+
+    @property
+    def replacements(self) -> list[dict[str, Any]]:
+        return self.membership.replacements
+
+    @property
+    def additions(self) -> list[dict[str, Any]]:
+        return self.membership.additions
+
+    @property
+    def checkpoints(self) -> int:
+        return self.coordinator.checkpoints
+
+    @property
+    def checkpoint_rounds(self) -> int:
+        """Checkpoint rounds so far (the actor route names its answer parts by round)."""
+        return self.coordinator.rounds
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    def checkpoint(self) -> None:
+        """Snapshot every node and commit the answers up to the snapshot
+        (``CheckpointCoordinator.checkpoint``)."""
+        self.coordinator.checkpoint()
+
+    def recover(self, node_id: str) -> None:
+        """Restart node ``node_id``'s actor from its checkpoint and replay the log
+        (``CheckpointCoordinator.recover``)."""
+        self.coordinator.recover(node_id)
+
+    def actor_died(self, node_id: str) -> None:
+        """Node ``node_id``'s actor died: restart it, or lose the node if its Ray node is gone
+        (``CheckpointCoordinator.on_dead``)."""
+        self.coordinator.on_dead(node_id)
+
+    def lose_node(self, node_id: str, reason: str = "declared lost") -> dict[str, Any]:
+        """Re-place node ``node_id``'s trees on the other nodes (``Membership.lose_node``)."""
+        return self.membership.lose_node(node_id, reason)
+
+    def add_node(
+        self,
+        node_id: str | None = None,
+        *,
+        capacity: float | None = None,
+        ray_node: str | None = None,
+        reason: str = "added",
+    ) -> dict[str, Any]:
+        """Scale out: a new node takes trees from the busiest (``Membership.add_node``)."""
+        return self.membership.add_node(
+            node_id, capacity=capacity, ray_node=ray_node, reason=reason
+        )
+
+    # -- the executor route feeds through these (``cluster.feeds.executors``) ---------------
+    def log_for_replay(self, entry: LoggedBatch) -> None:
+        """Keep a batch fed by other means than ``feed`` for replays (a ``PieceSource``)."""
+        self.coordinator.log_batch(entry)
+
+    def note_pushed(self, last_seq: int, batches_fed: int, batches: int) -> bool:
+        """``batches`` more were applied by every node up to ``last_seq`` (the drills' clock is
+        now ``batches_fed``); returns whether ``checkpoint_every`` says to checkpoint."""
+        self._seq = int(last_seq)
+        self.batches_fed = int(batches_fed)
+        self.coordinator.count_fed(batches)
+        return self.coordinator.due_by_count()
 
     @property
     def streams(self) -> list[str]:
@@ -334,7 +299,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
 
     def edge_classes(self, stream: str) -> list[tuple[int, int]]:
         """Residue classes ``(s, c)`` of the union of the edges of every tree (on every node)
-        on ``stream``: the slice boundaries of sliced mode (DESIGN.md s. 2).  Moving trees
+        on ``stream``: the slice boundaries of sliced mode (docs/DESIGN.md s. 2).  Moving trees
         between nodes does not change it."""
         from executors.slicing import edge_classes
 
@@ -369,7 +334,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
 
         if self._finished:
             raise DeploymentError("deployment already finished")
-        self._fire_faults(self.batches_fed)
+        self.fire_faults(self.batches_fed)
         if isinstance(batch, pa.Table):
             batch = (
                 batch.combine_chunks().to_batches()[0]
@@ -390,40 +355,25 @@ class Deployment(RecoveryMixin, MembershipMixin):
             return seq
         ref = ray.put(batch)
         if self.auto_recover:  # the log pins batches in the object store until a checkpoint
-            self._log.append((seq, stream, ref, tuple(targets), tuple(streams)))
-            self._log_bytes += batch.nbytes
+            self.coordinator.log_batch(
+                LoggedBatch(seq, stream, ref, tuple(targets), tuple(streams)), batch.nbytes
+            )
         for nid in targets:
             # a node lost while this batch was being sent: its trees' new hosts took the batch
             # from the log when they adopted the trees
             if nid in self.nodes:
                 self._submit(nid, stream, ref, seq)
-        self._since_ckpt += 1
-        if (self.checkpoint_every and self._since_ckpt >= self.checkpoint_every) or (
-            self.auto_recover and self.max_log_bytes and self._log_bytes >= self.max_log_bytes
-        ):
+        self.coordinator.count_fed()
+        if self.coordinator.due():
             self.checkpoint()
         return seq
 
-    def _fire_faults(self, batch_no: int) -> None:
-        import ray
-
-        for f in self.faults:
-            if f["fired"] or f["at_batch"] > batch_no:
-                continue
-            f["fired"] = True
-            if f["kind"] == "lose":
-                self.lose_node(f["node"], reason=f"fault drill at batch {f['at_batch']}")
-            elif f["kind"] == "add":
-                self.add_node(
-                    f["node"],
-                    capacity=f.get("capacity"),
-                    reason=f"fault drill at batch {f['at_batch']}",
-                )
-            elif f["node"] in self.nodes:
-                ray.kill(self.nodes[f["node"]].actor, no_restart=True)
+    def fire_faults(self, batch_no: int) -> None:
+        """Fire the drill's faults due before batch ``batch_no`` (0-based) is fed."""
+        fire_due_faults(self, self.faults, batch_no)
 
     def _submit(self, nid: str, stream, ref, seq: int) -> None:
-        self._wait(nid, self.max_in_flight - 1)
+        self.wait(nid, self.max_in_flight - 1)
         n = self.nodes.get(nid)
         if n is None:  # lost while we waited: the adopters replayed this batch from the log
             return
@@ -431,7 +381,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
         n.submitted_seq = seq
         n.max_depth = max(n.max_depth, len(n.inflight))
 
-    def _wait(self, nid: str, limit: int) -> None:
+    def wait(self, nid: str, limit: int) -> None:
         """Block until node ``nid`` has at most ``limit`` calls outstanding (oldest first) and
         surface errors of finished calls; a dead actor is recovered (or, if its Ray node is
         gone, the node is lost and re-placed) if ``auto_recover``."""
@@ -448,13 +398,14 @@ class Deployment(RecoveryMixin, MembershipMixin):
             except ray.exceptions.RayActorError as e:
                 if not self.auto_recover:
                     raise DeploymentError(f"node {nid} died: {e}") from e
-                self._on_dead(nid)
+                self.coordinator.on_dead(nid)
                 break  # recover() replayed the log and drained the node (or it was lost)
         n.blocked_s += time.perf_counter() - t0
 
-    def _wait_all(self) -> None:
+    def wait_all(self) -> None:
+        """Wait until no node has a call outstanding (errors surfaced, dead actors recovered)."""
         for nid in list(self.nodes):
-            self._wait(nid, 0)
+            self.wait(nid, 0)
 
     # -- incremental results (live streams) ---------------------------------------------------
     def take_answers(self) -> pa.Table:
@@ -465,143 +416,31 @@ class Deployment(RecoveryMixin, MembershipMixin):
         recovery can never produce them again; a recovered node replays just the batches after
         its last snapshot, and the snapshot and the answers are taken at the same point.
         ``finish()`` then returns only the answers produced after the last call."""
-        if self.answers == "actors":
-            raise DeploymentError(
-                "take_answers: the actors write the answers themselves (answers='actors'); "
-                "use the driver route for answers handed over as they come"
-            )
-        self.checkpoint()
-        parts, self._committed = self._committed, []
-        return merge_blocks(parts)
+        return self.answer_route.take_answers(self.checkpoint)
 
     def take_late(self) -> pa.Table:
         """The late tuples recorded since the previous call (all of them the first time), in
         the ``RunResult.late`` layout (``node_id``: the node hosting the tree when the tuple
-        is handed over).
-
-        Offsets are kept per tree id, not per node: tree ids are unique plan-wide and a tree's
-        late tuples live in its state (snapshots), in arrival order.  A recovered node, and a
-        tree restored on another node after ``lose_node`` (from the lost node's snapshot plus
-        the replayed batches), hold the same late tuples in the same order, so the offset
-        stays valid wherever the tree now runs: nothing repeated, nothing dropped.  If a node
-        is lost while the nodes are asked, the round is asked again (offsets move only once a
-        round saw every tree on its current host)."""
-        import ray
-
-        while True:
-            self._wait_all()
-            lost = len(self.lost)
-            since = dict(self._late_seen)
-            parts = []
-            for nid in list(self.nodes):
-                if nid not in self.nodes:  # lost meanwhile: this round is repeated
-                    break
-                try:
-                    t = ray.get(self.nodes[nid].actor.late.remote(since))
-                except ray.exceptions.RayActorError:
-                    if not self.auto_recover:
-                        raise
-                    self._on_dead(nid)  # restarted, or lost for good (then repeat the round)
-                    if nid not in self.nodes:
-                        break
-                    t = ray.get(self.nodes[nid].actor.late.remote(since))
-                if t.num_rows:
-                    parts.append(t)
-            if len(self.lost) == lost:
-                break
-        for t in parts:
-            for vc in pc.value_counts(t.column("tree_id")).to_pylist():
-                self._late_seen[vc["values"]] = self._late_seen.get(vc["values"], 0) + vc["counts"]
-        return pa.concat_tables(parts) if parts else empty_late()
+        is handed over): ``LateHandover.take``, offsets kept per tree id."""
+        return self.late_handover.take()
 
     # -- results ----------------------------------------------------------------------------
     def finish(self) -> RunResult:
         """End of input: flush every node, collect all answers (sorted by query_id,
         window_start), late tuples and metrics.  The actors stay alive until ``shutdown``."""
-        import ray
 
         t0 = time.perf_counter()
-        self._fire_faults(self.batches_fed)  # a drill "at" the batch after the last one
-        self._wait_all()
+        self.fire_faults(self.batches_fed)  # a drill "at" the batch after the last one
+        self.wait_all()
         t1 = time.perf_counter()
         for _nid, n in self.nodes.items():  # flush goes through the same recovery path
             n.flushed = True
             n.inflight.append(n.actor.flush.remote())
-        self._wait_all()
+        self.wait_all()
         t2 = time.perf_counter()
-        if self.answers == "actors":
-            return self._finish_actor_route(t0, t1, t2)
-        nids = list(self.nodes)
-        answers = ray.get([self.nodes[nid].actor.drain_blocks.remote() for nid in nids])
-        lates = ray.get([self.nodes[nid].actor.late.remote() for nid in nids])
-        t3 = time.perf_counter()
-        table = merge_blocks(self._committed + list(answers))
-        t4 = time.perf_counter()
-        late = (
-            pa.concat_tables([x for x in lates if x.num_rows])
-            if any(x.num_rows for x in lates)
-            else empty_late()
-        )
-        metrics = self.metrics()
-        metrics["answers"] = table.num_rows
-        metrics["answers_route"] = "driver"
-        # what crossed into the driver: answer blocks travel as window_start + value
-        metrics["answer_bytes_to_driver"] = int(
-            sum(
-                p.starts[i].nbytes + p.values[i].nbytes
-                for p in self._committed + list(answers)
-                for i in range(len(p.qids))
-            )
-            + sum(x.nbytes for x in lates)
-        )
-        # where finish spends its time: the nodes working off their queues, flushing, handing
-        # over answers (drain + transfer), the driver merging them
-        metrics["finish"] = {
-            "queue_s": t1 - t0,
-            "flush_s": t2 - t1,
-            "collect_s": t3 - t2,
-            "merge_s": t4 - t3,
-        }
+        result = self.answer_route.finish(self, (t0, t1, t2))
         self._finished = True
-        return RunResult(table, late, metrics)
-
-    def _finish_actor_route(self, t0: float, t1: float, t2: float) -> RunResult:
-        """``finish`` when the actors write the answers: a last checkpoint round writes (and
-        commits) every node's remaining answers, each node writes its late tuples, and
-        uncommitted parts are deleted (``answer_sink``'s protocol).  Only part names and
-        counts reach the driver."""
-        import ray
-
-        assert self._answer_commits is not None and self._late_commits is not None
-        self.checkpoint()
-        root = str(self._late_commits.root)
-        for part in ray.get([n.actor.write_late.remote(root) for n in self.nodes.values()]):
-            self._late_commits.commit(part)
-        t3 = time.perf_counter()
-        orphans = self._answer_commits.finalize() + self._late_commits.finalize()
-        t4 = time.perf_counter()
-        metrics = self.metrics()
-        metrics["answers"] = self._answer_commits.num_rows
-        metrics["answers_route"] = "actors"
-        metrics["answer_bytes_to_driver"] = 0
-        metrics["answer_parts"] = len(self._answer_commits.parts)
-        metrics["answer_bytes_written"] = self._answer_commits.nbytes
-        metrics["late_tuples"] = self._late_commits.num_rows
-        metrics["orphan_parts_removed"] = orphans
-        metrics["finish"] = {
-            "queue_s": t1 - t0,
-            "flush_s": t2 - t1,
-            "collect_s": t3 - t2,  # the last round of writes
-            "merge_s": t4 - t3,  # the commit (orphans removed, manifest)
-        }
-        self._finished = True
-        return RunResult(
-            None,
-            None,
-            metrics,
-            answers_dir=str(self._answer_commits.root),
-            late_dir=str(self._late_commits.root),
-        )
+        return result
 
     def metrics(self) -> dict[str, Any]:
         """Per-node metrics (from the actors) plus driver-side queue depth, blocking time,
@@ -650,7 +489,7 @@ class Deployment(RecoveryMixin, MembershipMixin):
                 ray.kill(n.actor, no_restart=True)
             except Exception:
                 pass
-        self._log.clear()
+        self.coordinator.clear_log()
 
     def __enter__(self) -> Deployment:
         return self

@@ -110,3 +110,25 @@ def check_faults(faults, node_ids) -> list[dict[str, Any]]:
         | {"fired": False}
         for f in out
     ]
+
+
+def fire_due_faults(dep, faults: list[dict[str, Any]], batch_no: int) -> None:
+    """Fire the faults of ``faults`` (``check_faults``' output, marked ``fired`` here) due
+    before batch ``batch_no`` is fed, on the deployment ``dep``: ``lose`` -> ``lose_node``,
+    ``add`` -> ``add_node``, ``kill`` -> the node's actor killed (recovered when found dead)."""
+    import ray
+
+    for f in faults:
+        if f["fired"] or f["at_batch"] > batch_no:
+            continue
+        f["fired"] = True
+        if f["kind"] == "lose":
+            dep.lose_node(f["node"], reason=f"fault drill at batch {f['at_batch']}")
+        elif f["kind"] == "add":
+            dep.add_node(
+                f["node"],
+                capacity=f.get("capacity"),
+                reason=f"fault drill at batch {f['at_batch']}",
+            )
+        elif f["node"] in dep.nodes:
+            ray.kill(dep.nodes[f["node"]].actor, no_restart=True)

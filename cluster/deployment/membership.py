@@ -10,11 +10,17 @@ exactly-once.  Scale out: after a checkpoint (nothing fed in between) the new ac
 moved trees from their hosts' snapshots and the hosts drop them.  Until the next checkpoint
 both are ``RestoreSource``s of the nodes involved, so a recovery or a further loss rebuilds
 them (``recovery.py``).
+
+``Membership`` owns the running plan and its ``Layout``, and the records of nodes lost, added
+and retired; the deployment owns the nodes themselves, which it changes through the
+deployment's public methods (``nodes``, ``update_routes``, ``wait``, ``start_actor``,
+``checkpoint``) and the checkpoint coordinator's ``adopt``.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from cluster.deployment.pinning import pin_for_added_node
@@ -33,11 +39,37 @@ def next_node_id(taken) -> str:
     return f"node-{k}"
 
 
-class MembershipMixin:
-    """``Deployment``'s re-placement when nodes are lost or added.  Uses the deployment's
-    ``nodes``, ``plan``, ``_layout``, ``_seq``, ``_route``, ``_wait``, ``_new_actor``,
-    ``checkpoint`` and ``_adopt`` (recovery), and records in ``lost``, ``replacements`` and
-    ``additions``."""
+class Membership:
+    """Which nodes a running deployment has: the running plan and layout, the re-placement
+    when nodes are lost or added, and its records (``lost``, ``replacements``, ``additions``).
+    ``pinning``: new nodes are pinned too; ``created``: plan nodes started so far (the pin
+    index of the next one)."""
+
+    def __init__(self, dep, plan: Mapping[str, Any], *, pinning: bool, created: int):
+        self.dep = dep
+        self.plan = plan
+        self.layout: Layout | None = None
+        self.pinning = pinning
+        self.created = created
+        self.lost: dict[str, dict[str, Any]] = {}
+        self.replacements: list[dict[str, Any]] = []
+        self.additions: list[dict[str, Any]] = []
+
+    def follow_plan(self, plan: Mapping[str, Any]) -> None:
+        """Adopt ``plan`` as the running plan (its layout is rebuilt when next needed)."""
+        self.plan = plan
+        self.layout = None
+
+    def record_gone(self, node_id: str, gone: DriverNode, reason: str) -> dict[str, Any]:
+        """Record node ``node_id`` (its last ``DriverNode``) as gone for good."""
+        rec = {
+            "reason": reason,
+            "before_batch": self.dep.batches_fed,
+            "ray_node": gone.ray_node,
+            "recoveries": gone.recoveries,
+        }
+        self.lost[node_id] = rec
+        return rec
 
     def lose_node(self, node_id: str, reason: str = "declared lost") -> dict[str, Any]:
         """Node ``node_id`` is gone for good: re-place its trees on the other nodes.
@@ -54,22 +86,23 @@ class MembershipMixin:
         t0 = time.perf_counter()
         if node_id in self.lost:
             raise DeploymentError(f"node {node_id!r} is already lost")
-        if node_id not in self.nodes:
-            raise DeploymentError(f"unknown node {node_id!r}; nodes: {', '.join(self.nodes)}")
-        if len(self.nodes) == 1:
+        dep = self.dep
+        if node_id not in dep.nodes:
+            raise DeploymentError(f"unknown node {node_id!r}; nodes: {', '.join(dep.nodes)}")
+        if len(dep.nodes) == 1:
             raise DeploymentError(
                 f"cannot lose node {node_id!r}: it is the last node, its "
                 "queries would have nowhere to run"
             )
-        if not self.auto_recover:
+        if not dep.auto_recover:
             raise DeploymentError(
                 f"cannot re-place node {node_id!r}: its state (checkpoints "
                 "and replay log) is kept only with auto_recover=True"
             )
-        if self._layout is None:
-            self._layout = Layout(self.plan)
-        target, record = self._layout.remove(node_id)  # decided before anything changes
-        gone = self.nodes.pop(node_id)
+        if self.layout is None:
+            self.layout = Layout(self.plan)
+        target, record = self.layout.remove(node_id)  # decided before anything changes
+        gone = dep.nodes.pop(node_id)
         try:
             ray.kill(gone.actor, no_restart=True)
         except Exception:
@@ -83,33 +116,28 @@ class MembershipMixin:
             for dest, trees in sorted(groups.items()):
                 adopt.append((dest, RestoreSource(trees, src.blob, src.seq, src.origin)))
         for dest, src in adopt:
-            n = self.nodes[dest]
+            n = dep.nodes[dest]
             n.spec = {**n.spec, "trees": n.spec["trees"] + src.trees}
             n.sources.append(src)
             n.adopted += len(src.trees)
-        self._route()
+        dep.update_routes()
         self.plan = plan_after_loss(self.plan, node_id, target)
         replayed = 0
         for dest, src in adopt:
-            if dest in self.nodes:  # (a host lost during this adoption passed src on)
-                replayed += self._adopt(dest, src)
+            if dest in dep.nodes:  # (a host lost during this adoption passed src on)
+                replayed += dep.coordinator.adopt(dest, src)
         for dest in sorted({d for d, _ in adopt}):
-            self._wait(dest, 0)  # surface failures of the adoption now
+            dep.wait(dest, 0)  # surface failures of the adoption now
         record = {
             "node": node_id,
             "reason": reason,
-            "before_batch": self.batches_fed,
+            "before_batch": dep.batches_fed,
             "snapshot_seq": gone.snapshot_seq,
             **record,
             "replayed_batches": replayed,
             "seconds": time.perf_counter() - t0,
         }
-        self.lost[node_id] = {
-            "reason": reason,
-            "before_batch": self.batches_fed,
-            "ray_node": gone.ray_node,
-            "recoveries": gone.recoveries,
-        }
+        self.record_gone(node_id, gone, reason)
         self.replacements.append(record)
         return record
 
@@ -126,9 +154,9 @@ class MembershipMixin:
         ``placement.replace.add_node`` (on the running layout re-priced from its queries)
         decides which trees move: while moving one tree from the most utilised node lowers the
         MaxCost (or the number of nodes tied at it).  The move: a checkpoint of every node
-        (answers committed, replay log empty), then the new actor ``add_trees`` the moved trees from their hosts' snapshots and the
-        hosts ``drop_trees`` them; routing then sends their streams to the new node.  Nothing
-        is fed in between, so no batch is lost or applied twice; until the next checkpoint the
+        (answers committed, replay log empty), then the new actor ``add_trees`` the moved trees
+        from their hosts' snapshots and the hosts ``drop_trees`` them; routing then sends their
+        streams to the new node.  Nothing is fed in between, so no batch is lost or applied twice; until the next checkpoint the
         new node's state is those snapshots (``DriverNode.sources``) and each host's its snapshot
         minus the moved trees, which ``recover`` and ``lose_node`` use if an actor dies or a
         node is lost later (the replay log and per-tree ``seq`` keep that exactly-once).
@@ -142,17 +170,18 @@ class MembershipMixin:
         records in ``metrics()["additions"]``) the moved trees and the cost change.  A node
         that no move helps (e.g. a single tree) is still added, empty."""
         t0 = time.perf_counter()
-        if self._finished:
+        dep = self.dep
+        if dep.finished:
             raise DeploymentError("deployment already finished: add nodes while it runs")
-        nid = next_node_id(set(self.nodes) | set(self.lost)) if node_id is None else str(node_id)
+        nid = next_node_id(set(dep.nodes) | set(self.lost)) if node_id is None else str(node_id)
         if not nid:
             raise DeploymentError("add_node: the node id must be a non-empty string")
-        if nid in self.nodes or nid in self.lost:
+        if nid in dep.nodes or nid in self.lost:
             raise DeploymentError(
                 f"cannot add node {nid!r}: "
                 + (
                     "it already exists"
-                    if nid in self.nodes
+                    if nid in dep.nodes
                     else "it was lost (ids of lost nodes are not reused)"
                 )
                 + "; an added node needs a new id"
@@ -173,30 +202,30 @@ class MembershipMixin:
         pin = pin_for_added_node(
             nid,
             ray_node,
-            pinning=self._pinning,
-            actor_options=self.actor_options,
-            created=self._created,
+            pinning=self.pinning,
+            actor_options=dep.actor_options,
+            created=self.created,
         )
-        if self._layout is None:  # fails here (no input rates, ...) before anything changes
-            self._layout = Layout(self.plan)
+        if self.layout is None:  # fails here (no input rates, ...) before anything changes
+            self.layout = Layout(self.plan)
         # the moved trees start from this snapshot of their hosts; nothing is fed until they
         # run on the new node.  (A node lost during the checkpoint is re-placed first.)
-        self.checkpoint()
-        if any(len(x.sources) != 1 for x in self.nodes.values()):  # checkpoint() ensures it
+        dep.checkpoint()
+        if any(len(x.sources) != 1 for x in dep.nodes.values()):  # checkpoint() ensures it
             raise DeploymentError("internal: a node still has adopted sources after a checkpoint")
-        moves, record = self._layout.add(nid, capacity)
+        moves, record = self.layout.add(nid, capacity)
         n = DriverNode(
             {"node_id": nid, "trees": []},
             None,
-            [RestoreSource([], None, self._seq, nid)],
+            [RestoreSource([], None, dep.last_seq, nid)],
             ray_node=pin,
         )
-        self.nodes[nid] = n
-        self._created += 1
-        n.actor = self._new_actor(nid, [])
+        dep.nodes[nid] = n
+        self.created += 1
+        n.actor = dep.start_actor(nid, [])
         adopt: list[RestoreSource] = []
         drops: list[tuple[str, DriverNode, Any, list[str]]] = []
-        for hid, h in list(self.nodes.items()):
+        for hid, h in list(dep.nodes.items()):
             mv = [t for t in h.spec["trees"] if moves.get(plan_tree_id(t)) == hid]
             if hid == nid or not mv:
                 continue
@@ -216,24 +245,24 @@ class MembershipMixin:
             n.added += len(mv)
             adopt.append(src)
             drops.append((hid, h, h.actor, ids))
-        self._route()
+        dep.update_routes()
         self.plan = plan_after_addition(self.plan, nid, moves, capacity)
         actor = n.actor
         for src in adopt:  # a recovery (or loss) of the new node rebuilds all of them
-            if self.nodes.get(nid) is not n or n.actor is not actor:
+            if dep.nodes.get(nid) is not n or n.actor is not actor:
                 break
-            self._adopt(nid, src)
+            dep.coordinator.adopt(nid, src)
         for hid, h, old, ids in drops:
-            self._wait(hid, self.max_in_flight - 1)
-            if self.nodes.get(hid) is h and h.actor is old:  # else recover/lose_node did it
+            dep.wait(hid, dep.max_in_flight - 1)
+            if dep.nodes.get(hid) is h and h.actor is old:  # else recover/lose_node did it
                 h.inflight.append(h.actor.drop_trees.remote(ids))
         for x in [nid] + [d[0] for d in drops]:
-            self._wait(x, 0)  # surface failures of the move now
+            dep.wait(x, 0)  # surface failures of the move now
         record = {
             "node": nid,
             "reason": reason,
-            "before_batch": self.batches_fed,
-            "snapshot_seq": self._seq,
+            "before_batch": dep.batches_fed,
+            "snapshot_seq": dep.last_seq,
             "ray_node": pin,
             **record,
             "executed_trees": n.added,

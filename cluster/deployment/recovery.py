@@ -1,14 +1,20 @@
-"""Exactly-once recovery: checkpoints, the replay log, restarting a dead node's actor.
+"""Exactly-once recovery: checkpoint rounds, the replay log, restarting a dead node's actor.
 
-Why this way: ``checkpoint()`` takes, per actor and atomically, the snapshot and the answers
-produced since the previous checkpoint; the driver *commits* those answers and keeps the refs
-of batches fed after the snapshot (the replay log, kept by ``Deployment.feed``).
-``recover(node_id)`` (called automatically when an actor dies, if ``auto_recover``) starts a new
-actor, restores the snapshot and replays the log, so the final answers equal a fault-free run's
-exactly.  Without checkpoints the snapshot is the initial (empty) state and the whole input is
-replayed.  A node's state is a list of ``RestoreSource``s: its own snapshot, then the trees it
-adopted since (from a lost node, or as an added node) with their own snapshots; the same
-replay rebuilds them (``_adopt``), and trees skip a batch ``seq`` they already applied.
+Why this way (in the spirit of Flink's checkpoint coordinator): ``CheckpointCoordinator.
+checkpoint()`` takes, per actor and atomically, the snapshot and the answers produced since the
+previous checkpoint; the driver *commits* those answers (through the deployment's answer route)
+and keeps the batches fed after the snapshot (the replay log: refs in the object store on the
+driver route, file addresses on the executor route).  ``recover(node_id)`` (called
+automatically when an actor dies, if ``auto_recover``) starts a new actor, restores the
+snapshot and replays the log, so the final answers equal a fault-free run's exactly.  Without
+checkpoints the snapshot is the initial (empty) state and the whole input is replayed.  A
+node's state is a list of ``RestoreSource``s: its own snapshot, then the trees it adopted since
+(from a lost node, or as an added node) with their own snapshots; the same replay rebuilds them
+(``adopt``), and trees skip a batch ``seq`` they already applied.
+
+The coordinator owns the rounds, the log and the commits; the deployment owns the nodes and
+their in-flight calls, which the coordinator uses through the deployment's public methods
+(``nodes``, ``wait``, ``wait_all``, ``start_actor``, ``lose_node``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster.deployment.answer_routes import AnswerRoute
+from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.pinning import ray_node_gone
 from cluster.deployment.specs import DeploymentError
 
@@ -68,29 +76,60 @@ class DriverNode:
         return self.sources[0].seq
 
 
-class RecoveryMixin:
-    """``Deployment``'s checkpoints and recovery.  Uses the deployment's ``nodes``
-    (``DriverNode`` by id), ``_log``, ``_checkpoint_call``/``_commit`` (the answer route),
-    ``_rounds``, ``_wait``/``_wait_all``, ``_new_actor`` and ``lose_node`` (a node whose Ray
-    node is gone is not restarted but lost)."""
+@dataclass(frozen=True)
+class LoggedBatch:
+    """One entry of the replay log: batch ``seq`` (of ``stream``, or ``None``: every stream it
+    carries), its ``source`` (an object-store ref, or a ``PieceSource`` the actor reads), the
+    nodes it was sent to and the streams in it."""
 
-    def _on_dead(self, nid: str) -> None:
-        """A node's actor died: restart it from its checkpoint, unless its (pinned) Ray node is
-        gone, then the node is lost for good and its trees move to the other nodes."""
-        import ray
+    seq: int
+    stream: str | None
+    source: Any
+    targets: tuple[str, ...]
+    streams: tuple[str, ...]
 
-        if ray_node_gone(self.nodes[nid].ray_node):
-            self.lose_node(nid, reason=f"Ray node {self.nodes[nid].ray_node} is gone")
-            return
-        try:
-            self.recover(nid)
-        except (ray.exceptions.RayError, DeploymentError) as e:
-            # the Ray node may have died in between (a hard-pinned actor cannot start there)
-            if nid in self.nodes and ray_node_gone(self.nodes[nid].ray_node):
-                self.lose_node(nid, reason=f"Ray node {self.nodes[nid].ray_node} is gone")
-                return
-            raise DeploymentError(f"node {nid}: recovery failed: {e}") from e
 
+class CheckpointCoordinator:
+    """A deployment's checkpoint rounds, replay log and answer commits, and the recovery of
+    its dead actors from them (module docstring)."""
+
+    def __init__(self, dep, options: DeploymentOptions, route: AnswerRoute):
+        self.dep = dep
+        self.route = route
+        self.auto_recover = options.auto_recover
+        self.max_in_flight = int(options.max_in_flight)
+        self.checkpoint_every = options.checkpoint_every
+        self.max_log_bytes = options.max_log_bytes
+        self.log: list[LoggedBatch] = []
+        self.log_bytes = 0
+        self.since_checkpoint = 0  # batches (or pieces) fed since the last checkpoint
+        self.rounds = 0  # checkpoint rounds (a round repeated after a loss counts again)
+        self.checkpoints = 0
+
+    # -- the replay log -------------------------------------------------------------------
+    def log_batch(self, entry: LoggedBatch, nbytes: int = 0) -> None:
+        """Keep ``entry`` for replays until the next checkpoint (``nbytes``: what it pins in
+        the object store, towards ``max_log_bytes``)."""
+        self.log.append(entry)
+        self.log_bytes += nbytes
+
+    def count_fed(self, batches: int = 1) -> None:
+        self.since_checkpoint += batches
+
+    def due_by_count(self) -> bool:
+        """``checkpoint_every`` batches fed since the last checkpoint."""
+        return bool(self.checkpoint_every and self.since_checkpoint >= self.checkpoint_every)
+
+    def due(self) -> bool:
+        """A checkpoint is due: by count, or the replay log holds ``max_log_bytes``."""
+        return self.due_by_count() or bool(
+            self.auto_recover and self.max_log_bytes and self.log_bytes >= self.max_log_bytes
+        )
+
+    def clear_log(self) -> None:
+        self.log.clear()
+
+    # -- checkpoints ----------------------------------------------------------------------
     def checkpoint(self) -> None:
         """Snapshot every node and commit the answers produced up to the snapshot; the replay
         log is then cleared (its batches are no longer needed).  If a node is lost meanwhile,
@@ -98,55 +137,74 @@ class RecoveryMixin:
         hold the moved trees)."""
         import ray
 
+        nodes = self.dep.nodes
         while True:
-            self._wait_all()
-            self._rounds += 1  # the actor route names its parts by round (answer_sink)
+            self.dep.wait_all()
+            self.rounds += 1  # the actor route names its parts by round (cluster.answers.sink)
             refs = {}
-            for nid, n in self.nodes.items():
-                refs[nid] = (
-                    self._checkpoint_call(n.actor),
-                    list(n.spec["trees"]),
-                    len(n.sources),
-                )
+            for nid, n in nodes.items():
+                refs[nid] = (self._call(n.actor), list(n.spec["trees"]), len(n.sources))
             for nid, (ref, trees, k) in refs.items():
-                if nid not in self.nodes:  # lost while we collected the others
+                if nid not in nodes:  # lost while we collected the others
                     continue
                 try:
                     blob, answers, seq = ray.get(ref)
                 except ray.exceptions.RayActorError:
                     if not self.auto_recover:
                         raise
-                    self._on_dead(nid)
-                    if nid not in self.nodes:
+                    self.on_dead(nid)
+                    if nid not in nodes:
                         continue
-                    n = self.nodes[nid]
+                    n = nodes[nid]
                     trees, k = list(n.spec["trees"]), len(n.sources)
                     # the same round's name: a part the dead actor wrote is overwritten
-                    blob, answers, seq = ray.get(self._checkpoint_call(n.actor))
-                n = self.nodes[nid]
+                    blob, answers, seq = ray.get(self._call(n.actor))
+                n = nodes[nid]
                 # sources appended after the checkpoint call (adoptions) are not in the snapshot
                 n.sources = [RestoreSource(trees, blob, seq, nid)] + n.sources[k:]
-                self._commit(answers)
-            if all(len(n.sources) == 1 for n in self.nodes.values()):
+                self.route.commit(answers)
+            if all(len(n.sources) == 1 for n in nodes.values()):
                 break
-        self._log.clear()
-        self._log_bytes = 0
-        self._since_ckpt = 0
+        self.log.clear()
+        self.log_bytes = 0
+        self.since_checkpoint = 0
         self.checkpoints += 1
 
-    def _replay(self, nid: str, src: RestoreSource, *, base: bool):
+    def _call(self, actor):
+        return self.route.checkpoint_call(actor, self.rounds, self.dep.value_type)
+
+    # -- recovery -------------------------------------------------------------------------
+    def on_dead(self, nid: str) -> None:
+        """A node's actor died: restart it from its checkpoint, unless its (pinned) Ray node is
+        gone, then the node is lost for good and its trees move to the other nodes."""
+        import ray
+
+        nodes = self.dep.nodes
+        if ray_node_gone(nodes[nid].ray_node):
+            self.dep.lose_node(nid, reason=f"Ray node {nodes[nid].ray_node} is gone")
+            return
+        try:
+            self.recover(nid)
+        except (ray.exceptions.RayError, DeploymentError) as e:
+            # the Ray node may have died in between (a hard-pinned actor cannot start there)
+            if nid in nodes and ray_node_gone(nodes[nid].ray_node):
+                self.dep.lose_node(nid, reason=f"Ray node {nodes[nid].ray_node} is gone")
+                return
+            raise DeploymentError(f"node {nid}: recovery failed: {e}") from e
+
+    def replay(self, nid: str, src: RestoreSource, *, base: bool):
         """The logged batches ``src``'s trees need after its snapshot, as ingest arguments."""
-        n = self.nodes[nid]
+        n = self.dep.nodes[nid]
         ids = None if base else [t["id"] for t in src.trees]
         streams = src.streams
-        for seq, stream, ref, targets, bstreams in self._log:
-            if seq <= src.seq:
+        for b in self.log:
+            if b.seq <= src.seq:
                 continue
             if base:
-                if nid in targets and seq <= n.submitted_seq:
-                    yield (stream, ref, seq)
-            elif streams.intersection(bstreams):
-                yield (stream, ref, seq, ids)
+                if nid in b.targets and b.seq <= n.submitted_seq:
+                    yield (b.stream, b.source, b.seq)
+            elif streams.intersection(b.streams):
+                yield (b.stream, b.source, b.seq, ids)
 
     def recover(self, node_id: str) -> None:
         """Replace node ``node_id`` by a new actor restored from its last checkpoint, and
@@ -158,13 +216,13 @@ class RecoveryMixin:
             raise DeploymentError(
                 f"cannot recover node {node_id}: the replay log is kept only with auto_recover=True"
             )
-        n = self.nodes[node_id]
+        n = self.dep.nodes[node_id]
         try:
             ray.kill(n.actor, no_restart=True)
         except Exception:  # already dead
             pass
         base, *adopted = n.sources
-        n.actor = self._new_actor(node_id, base.trees + base.dropped)
+        n.actor = self.dep.start_actor(node_id, base.trees + base.dropped)
         n.inflight.clear()
         n.recoveries += 1
         calls = []
@@ -172,10 +230,10 @@ class RecoveryMixin:
             calls.append(("restore", (base.blob,)))
         if base.dropped:  # trees moved to an added node since the snapshot
             calls.append(("drop_trees", ([t["id"] for t in base.dropped],)))
-        calls += [("ingest", a) for a in self._replay(node_id, base, base=True)]
+        calls += [("ingest", a) for a in self.replay(node_id, base, base=True)]
         for src in adopted:
             calls.append(("add_trees", (src.trees, src.blob)))
-            calls += [("ingest", a) for a in self._replay(node_id, src, base=False)]
+            calls += [("ingest", a) for a in self.replay(node_id, src, base=False)]
         if n.flushed:
             calls.append(("flush", ()))
         for name, args in calls:
@@ -185,20 +243,21 @@ class RecoveryMixin:
         ray.get(list(n.inflight))  # a failure during replay is not retried: it raises
         n.inflight.clear()
 
-    def _adopt(self, nid: str, src: RestoreSource) -> int:
+    def adopt(self, nid: str, src: RestoreSource) -> int:
         """Queue ``add_trees`` + the replay of ``src`` on node ``nid`` (with backpressure).
         Stops early if the node is recovered or lost meanwhile: that already rebuilt ``src``
         from ``n.sources``.  Returns the number of batches replayed."""
-        n = self.nodes[nid]
+        nodes = self.dep.nodes
+        n = nodes[nid]
         actor = n.actor
         ids = [t["id"] for t in src.trees]
         calls = [("add_trees", (src.trees, src.blob))]
-        calls += [("ingest", a) for a in self._replay(nid, src, base=False)]
+        calls += [("ingest", a) for a in self.replay(nid, src, base=False)]
         if n.flushed:
             calls.append(("flush", (ids,)))
         for name, args in calls:
-            self._wait(nid, self.max_in_flight - 1)
-            if self.nodes.get(nid) is not n or n.actor is not actor:
+            self.dep.wait(nid, self.max_in_flight - 1)
+            if nodes.get(nid) is not n or n.actor is not actor:
                 break
             n.inflight.append(getattr(actor, name).remote(*args))
         return sum(1 for name, _ in calls if name == "ingest")

@@ -1,8 +1,8 @@
 """The executor route for input: Spark tasks push their piece of the file straight to the actors.
 
 Why: on the driver route every tuple crosses the driver (``toArrow`` then ``ray.put``), so the
-driver's one core and network card cap the deployment whatever the number of nodes (issue 15;
-cluster/README.md, "Driver route vs executor route").  Here the driver only plans the pieces
+driver's one core and network card cap the deployment whatever the number of nodes
+(cluster/README.md, "Driver route vs executor route").  Here the driver only plans the pieces
 and waits for the job: each Spark task attaches to the Ray cluster (once per Python worker;
 with the cluster's token, ``ray_runtime.attach_auth``), looks the node actors up by name
 (``Deployment.actor_names``), reads its *piece* (a row range of a row group of the local
@@ -49,10 +49,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from cluster.deployment.recovery import LoggedBatch
 from cluster.deployment.specs import DeploymentError
 from cluster.feeds.parquet import FeedStats
 from cluster.feeds.time_chunks import parquet_row_groups
-from cluster.node.piece_order import SUB, Slicing, sub_batches
+from cluster.node.piece_order import SUBS_PER_PIECE, Slicing, sub_batches
 
 _ATTACHED: dict[str, Any] = {}  # per Spark Python worker: the Ray address it attached to
 
@@ -254,7 +255,7 @@ def feed_executors(
         "batch_rows": int(batch_rows),
         "max_in_flight": int(max_in_flight),
         "max_ahead": int(max_ahead),
-        "base": dep._seq + 1,
+        "base": dep.last_seq + 1,
         "slicing": slicing,
     }
     first = dep.batches_fed  # the drills' clock counts pieces here
@@ -269,7 +270,7 @@ def feed_executors(
     prev = None
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         t1 = time.perf_counter()
-        dep._fire_faults(first + lo)
+        dep.fire_faults(first + lo)
         seg, seg_ends, targets, tries = _push_segment(dep, spark, pieces, lo, hi, job, max_attempts)
         attempts += tries
         for x in sorted(seg, key=lambda x: x["piece"]):
@@ -291,10 +292,9 @@ def feed_executors(
         )
         ends += seg_ends
         _log_segment(dep, pieces[lo:hi], job, targets, {x["piece"]: x["chunks"] for x in seg})
-        dep._seq = job["base"] + hi * SUB - 1  # every seq below is applied
-        dep.batches_fed = first + hi
-        dep._since_ckpt += hi - lo
-        if dep.checkpoint_every and dep._since_ckpt >= dep.checkpoint_every and hi < len(pieces):
+        # every seq below is applied; the drills' clock counts pieces
+        due = dep.note_pushed(job["base"] + hi * SUBS_PER_PIECE - 1, first + hi, hi - lo)
+        if due and hi < len(pieces):
             dep.checkpoint()
     st.spark_seconds = time.perf_counter() - t0
     st.rows = sum(x["rows"] for x in out)
@@ -318,7 +318,7 @@ def feed_executors(
 
 def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts: int):
     """One Spark job pushing pieces ``[lo, hi)`` to every node hosting a stream; if it fails
-    because node actors died, they are recovered (``Deployment._on_dead``: restored and
+    because node actors died, they are recovered (``Deployment.actor_died``: restored and
     replayed from the log, or lost and re-placed) and the segment is pushed again under a new
     epoch.  Returns the tasks' piece summaries, the nodes' ``end_pieces`` replies, the target
     nodes and the number of attempts."""
@@ -370,7 +370,7 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
             )
         for nid in dead:
             if nid in dep.nodes:
-                dep._on_dead(nid)
+                dep.actor_died(nid)
     raise DeploymentError(
         f"executor feed: pieces {lo}-{hi - 1} failed {max_attempts} times (node actors kept "
         f"dying); last: {failure}"
@@ -404,10 +404,10 @@ def _log_segment(dep, part, job: dict, targets: dict, chunks: dict) -> None:
     for p, rg, a, b in part:
         subs = sub_batches(job["path"], rg, a, b, job["batch_rows"], job["columns"], sl, chunks[p])
         for j, src in subs:
-            seq = job["base"] + p * SUB + j
+            seq = job["base"] + p * SUBS_PER_PIECE + j
             streams = tuple(job["columns"][1:]) if src.stream is None else (src.stream,)
             hosts = tuple(sorted(n for n, cols in targets.items() if set(streams) & set(cols)))
-            dep._log.append((seq, src.stream, src, hosts, streams))
+            dep.log_for_replay(LoggedBatch(seq, src.stream, src, hosts, streams))
     for nid in targets:
         if nid in dep.nodes:
             dep.nodes[nid].submitted_seq = max(dep.nodes[nid].submitted_seq, seq)

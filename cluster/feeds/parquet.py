@@ -1,7 +1,7 @@
 """Read DEBS Parquet with Spark and push ordered Arrow batches to a ``Deployment`` (mode ``raw``).
 
-Why the driver path: DESIGN.md s. 8 measured ``DataFrame.toArrow()`` at ~650 K rows/s to the
-driver (Row iteration ~70 K rows/s) and driver -> actor at ~370 K rows/s warm, faster than Spark
+Why the driver path: docs/DESIGN.md s. 8 measured ``DataFrame.toArrow()`` at ~650 K rows/s to
+the driver (Row iteration ~70 K rows/s) and driver -> actor at ~370 K rows/s warm, faster than Spark
 workers pushing into Ray from ``mapInArrow`` (260 K rows/s) and with no Ray client inside Spark
 workers.  So the driver pulls Arrow and feeds (the default; ``executor_feed`` is the route with
 the driver out of the data path, for clusters where the driver's core or NIC is the limit:

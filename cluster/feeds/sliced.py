@@ -129,8 +129,8 @@ def sliced_arrow_tables(
     local Parquet file ``path`` with pyarrow and slice it (``_slice_pieces``): the same
     time-range chunks, each a job whose tasks are the overlapping row groups cut into row
     ranges (at least ``defaultParallelism`` tasks, so a one-row-group file keeps every core
-    busy); ``"auto"`` (default): ``arrow`` when ``path`` allows it, else ``spark``.  Why ``arrow``: with the
-    ``spark`` reader every tuple crosses from the JVM to a Python worker (Arrow IPC) before it
+    busy); ``"auto"`` (default): ``arrow`` when ``path`` allows it, else ``spark``.  Why
+    ``arrow``: with the ``spark`` reader every tuple crosses from the JVM to a Python worker (Arrow IPC) before it
     is sliced, which cost more than the slicing and the shipping of the slices together
     (1 M DEBS rows: ~0.6 s of the ~0.9 s Spark part at 10 queries; the ``arrow`` reader ~0.4 s,
     both cores busy even on a one-row-group file).  The slices are the same rows either way
@@ -153,8 +153,15 @@ def sliced_arrow_tables(
             f"{path!r} is not one (use reader='spark')"
         )
     if groups is not None:
+        slice_pieces = functools.partial(
+            _slice_pieces,
+            path=str(path),
+            streams=streams,
+            classes={s: [tuple(c) for c in classes[s]] for s in streams},
+            as_float=as_float,
+        )
         yield from _arrow_sliced_tables(
-            df, str(path), groups, streams, classes, as_float, chunk_rows, prefetch, stats
+            df, str(path), groups, slice_pieces, chunk_rows, prefetch, stats
         )
         return
     stats["reader"] = "spark"
@@ -189,19 +196,14 @@ def sliced_arrow_tables(
 
 
 def _arrow_sliced_tables(
-    df, path, groups, streams, classes, as_float, chunk_rows, prefetch, stats
+    df, path, groups, slice_pieces, chunk_rows, prefetch, stats
 ) -> Iterator[pa.Table]:
     """``sliced_arrow_tables`` with the ``arrow`` reader: per time-range chunk one Spark job
-    (an RDD of pieces, one task each), the next job prefetched while the current slices are
-    fed."""
+    (an RDD of pieces, one task each, running ``slice_pieces``: ``_slice_pieces`` bound to
+    the file, streams, edges and value type), the next job prefetched while the current
+    slices are fed."""
     sc = df.sparkSession.sparkContext
-    fn = functools.partial(
-        _slice_pieces,
-        path=path,
-        streams=streams,
-        classes={s: [tuple(c) for c in classes[s]] for s in streams},
-        as_float=as_float,
-    )
+    fn = slice_pieces
     n, k, step, ranges = time_chunks(df, chunk_rows, path)
     stats.setdefault("chunks", 0)
     stats["rows"] = n

@@ -243,25 +243,39 @@ def _stage_batches(
         yield from f.iter_batches(batch_size=batch_rows, columns=columns)
 
 
+@dataclass(frozen=True)
+class TextFeedOptions:
+    """How ``feed_text`` feeds a text file: ``mode`` (``raw`` or ``sliced``, as the
+    deployment's), ``streams`` (default: the deployment's), ``batch_rows`` and ``chunk_rows``
+    (as ``feed_raw``/``feed_sliced``), ``order`` (``auto``, ``sort`` or ``file``; module
+    docstring), ``max_rows`` (raw mode: stop after that many rows), ``extra_columns`` and
+    ``range_bytes`` (the staging's: ``stage_text``)."""
+
+    mode: str = "raw"
+    streams: Sequence[str] | None = None
+    batch_rows: int = 1 << 18
+    chunk_rows: int = 1_000_000
+    order: str = "auto"
+    max_rows: int | None = None
+    extra_columns: str = "reject"
+    range_bytes: int | None = None
+
+
 def feed_text(
     deployment,
     spark,
     path: str | Path,
     out_dir: str | Path,
-    *,
-    mode: str = "raw",
-    streams: Sequence[str] | None = None,
-    batch_rows: int = 1 << 18,
-    chunk_rows: int = 1_000_000,
-    order: str = "auto",
-    max_rows: int | None = None,
-    extra_columns: str = "reject",
-    range_bytes: int | None = None,
+    options: TextFeedOptions | None = None,
 ) -> tuple[FeedStats, TextStage]:
     """Feed the DEBS text file ``path`` to ``deployment`` (raw or sliced mode, as
-    ``feed_raw``/``feed_sliced`` feed Parquet; module docstring for the order).  Returns the
-    feed's stats (``seconds`` includes the Spark parsing) and the stage's (rejects, glued lines,
-    extra columns).  The stage directory is removed before returning."""
+    ``feed_raw``/``feed_sliced`` feed Parquet; module docstring for the order; ``options``:
+    ``TextFeedOptions``, default all defaults).  Returns the feed's stats (``seconds``
+    includes the Spark parsing) and the stage's (rejects, glued lines, extra columns).  The
+    stage directory is removed before returning."""
+    o = options if options is not None else TextFeedOptions()
+    mode, order, max_rows = o.mode, o.order, o.max_rows
+    batch_rows, chunk_rows = o.batch_rows, o.chunk_rows
     if mode not in ("raw", "sliced"):
         raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
     if order not in ("auto", "sort", "file"):
@@ -271,15 +285,15 @@ def feed_text(
             "sliced mode aggregates the data as if sorted by time; replaying a "
             "file's disorder (order='file', late tuples) needs mode 'raw'"
         )
-    streams = list(streams or deployment.streams)
+    streams = list(o.streams or deployment.streams)
     t0 = time.perf_counter()
     stage = stage_text(
         spark,
         path,
         out_dir,
         ["ts_ms", "index", *streams],
-        extra_columns=extra_columns,
-        range_bytes=range_bytes,
+        extra_columns=o.extra_columns,
+        range_bytes=o.range_bytes,
     )
     try:
         parts_dir = str(stage.directory / "parts")

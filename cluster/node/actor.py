@@ -2,7 +2,7 @@
 executors shipped to the actors' processes.
 
 Why its own module: everything here needs Ray (imported only when first used), while
-``node_actor.NodeCore`` is a plain class that tests and in-process runs use without it.
+``cluster.node.core.NodeCore`` is a plain class that tests and in-process runs use without it.
 """
 
 from __future__ import annotations
@@ -36,23 +36,29 @@ class ActorCore(NodeCore):
         return ray.get_runtime_context().get_node_id()
 
 
-def _make_actor():
-    import ray
+class LazyActorClass:
+    """``X.remote(...)``/``X.options(...)`` of a node class as a Ray actor, wrapped by
+    ``ray.remote`` on first use, so that importing this module does not import Ray.
 
-    # num_cpus=0: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
-    # with more nodes than cores (they then share the cores, as a simulation should).
-    return ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(ActorCore)
+    ``num_cpus=0``: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
+    with more nodes than cores (they then share the cores, as a simulation should).  No
+    restarts or retries: the driver recovers a dead actor itself, exactly once."""
 
-
-class _LazyActor:
-    """``NodeActor.remote(...)``/``.options(...)`` without importing Ray at module import."""
-
-    _cls = None
+    def __init__(self, core: type):
+        self.core = core
+        self.remote_class = None
 
     def __getattr__(self, name):
-        if _LazyActor._cls is None:
-            _LazyActor._cls = _make_actor()
-        return getattr(_LazyActor._cls, name)
+        if name.startswith("__"):  # copy/pickle probes: not the actor class's business
+            raise AttributeError(name)
+        if self.remote_class is None:
+            import ray
+
+            self.remote_class = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(
+                self.core
+            )
+        return getattr(self.remote_class, name)
 
 
-NodeActor = _LazyActor()
+#: ``ActorCore`` as a Ray actor (made on first use)
+NodeActor = LazyActorClass(ActorCore)

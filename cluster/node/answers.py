@@ -102,3 +102,43 @@ def late_table(
                 )
             )
     return pa.concat_tables(rows) if rows else empty_late()
+
+
+class PendingAnswers:
+    """A node's answer columns produced since the last drain, kept until the driver takes
+    them (a checkpoint or ``finish``): returning them per call would ship small tables on the
+    hot path."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[str, tuple]] = []  # (tree id, (qidx, start, end, value))
+        self.ranks = None  # query_ranks of the hosted trees (cached until they change)
+
+    def keep(self, tid: str, cols) -> int:
+        """Keep a tree's answer columns; returns their number."""
+        if cols is None or cols[0].shape[0] == 0:
+            return 0
+        self.parts.append((tid, cols))
+        return int(cols[0].shape[0])
+
+    def trees_changed(self) -> None:
+        """The hosted trees or their queries changed: the query ranks are stale."""
+        self.ranks = None
+
+    def take_blocks(self, trees: dict) -> AnswerBlocks:
+        """Hand over (and forget) the kept answers as ``AnswerBlocks`` (``answer_blocks``)."""
+        parts, self.parts = self.parts, []
+        if not parts:
+            return AnswerBlocks.empty()
+        if self.ranks is None:
+            self.ranks = query_ranks(trees)
+        return answer_blocks(parts, trees, self.ranks)
+
+    def clear(self) -> None:
+        self.parts = []
+
+    def count(self) -> int:
+        return int(sum(c[0].shape[0] for _, c in self.parts))
+
+    def held_by(self, tree_ids: set[str]) -> list[str]:
+        """The trees of ``tree_ids`` with answers not yet handed over."""
+        return sorted({tid for tid, _ in self.parts if tid in tree_ids})

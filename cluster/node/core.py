@@ -2,19 +2,22 @@
 
 Why thin: the executor (``executors.ExecutionTree``) does all the window work; the actor only
 routes columns to trees, keeps answers until the driver collects them, and reports metrics.
-The logic lives in the plain class ``NodeCore`` (testable without Ray); ``node_ray.NodeActor`` is
-the same class wrapped by ``ray.remote``.  Beside it: ``node_answers`` (answers as per-query
-blocks, late tuples as a table), ``node_snapshot`` (the snapshot byte format), ``node_warmup``
-(kernel loading outside ``busy_s``).  What stays here (~600 lines) is one idea: the node's
-tree-hosting state (trees by stream, their applied ``seq``, pending answers, counters) and the
-calls that change it (ingest, pushed pieces, flush, drain, checkpoint, restore, adopt, drop),
-which all read and write that same state.
+The logic lives in the plain class ``NodeCore`` (testable without Ray); ``actor.NodeActor`` is
+the same class wrapped by ``ray.remote``.  Beside it, one concern per module: ``answers``
+(``PendingAnswers``: answers kept until drained, as per-query blocks; late tuples as a table),
+``piece_inbox`` (``PieceInbox``: the executor route's pushed pieces, let out in order),
+``slice_edges`` (sliced mode's edge check), ``snapshot`` (the snapshot byte format),
+``warmup`` (kernel loading outside ``busy_s``), ``churn`` (trees that gain and lose queries).
+What stays here (~590 lines) is one idea: the node's tree-hosting state (trees by stream,
+their applied ``seq``, counters) and the calls that change it (ingest, flush, drain,
+checkpoint, restore, adopt, drop), which all read and write that same state; cutting it
+further would pass that state around instead of keeping it in one place.
 
 Routing: a query's *stream* is a column name of the input (e.g. ``"mf01"``); every batch carries
 ``ts_ms`` (int64 event time) plus one or more stream columns.  ``ingest(stream, batch)`` feeds
 every tree on ``stream`` with ``(ts_ms, batch[stream])``; ``stream=None`` feeds every hosted
 stream whose column is in the batch (one call per batch instead of one per stream: calls cost
-~1.6 ms each, DESIGN.md s. 8).  Trees are ordered by id within a stream, so a replay is
+~1.6 ms each, docs/DESIGN.md s. 8).  Trees are ordered by id within a stream, so a replay is
 deterministic.
 
 Output: answers accumulate in the actor (returning them per call would ship small tables on the
@@ -24,7 +27,7 @@ the answers up to the snapshot, and a replacement actor restored from it regener
 the answers after it.  Late tuples live in the trees' state (so they are part of snapshots).
 
 Snapshots are ``numpy.savez`` bytes (JSON metadata + each tree's own snapshot), no pickle
-(``node_snapshot``).
+(``snapshot``).
 
 Moving trees between nodes (a node lost for good, ``Deployment.lose_node``): every tree records
 the last batch ``seq`` it applied (``tree_seq``, part of snapshots), ``add_trees(specs,
@@ -47,15 +50,16 @@ import pyarrow.compute as pc
 
 from cluster.answers.blocks import AnswerBlocks
 from cluster.answers.sink import WrittenPart, write_part
-from cluster.node.answers import answer_blocks, late_table, query_ranks
-from cluster.node.piece_order import SUB, PieceOrder, PieceSource
+from cluster.node.answers import PendingAnswers, late_table
+from cluster.node.piece_inbox import PieceInbox
+from cluster.node.piece_order import PieceSource
+from cluster.node.slice_edges import SliceEdgeCheck
 from cluster.node.snapshot import dump_snapshot, load_snapshot, tree_snapshot
 from cluster.node.warmup import KernelWarmup
 from executors import ExecutionTree
 from executors.aggregates import get_aggregate
 from executors.base import register
-from executors.slice_input import SliceBatch, SlicedExecutionTree, check_slice_edges
-from executors.slicing import edge_classes
+from executors.slice_input import SliceBatch, SlicedExecutionTree
 from executors.tree import fits, normalize_technique
 
 INPUT_MODES = ("tuples", "slices")
@@ -132,8 +136,8 @@ class NodeCore:
             "count_ops": bool(count_ops),
         }
         self.trees: dict[str, ExecutionTree] = {}
-        self._ranks = None  # (query ids sorted, {tree id: rank of each of its queries})
-        self._union_classes: dict[tuple, list] = {}  # slices mode: trees -> union of edges
+        self.pending = PendingAnswers()  # answers since the last drain
+        self.slice_edges = SliceEdgeCheck(self.node_id)  # slices mode: the edge check
         self.tree_stream: dict[str, str] = {}
         self.tree_technique: dict[str, str] = {}
         self.tree_seq: dict[str, int] = {}
@@ -143,8 +147,6 @@ class NodeCore:
         for t in trees:
             self._host(t)
             self.spec["trees"].append(t)
-        # answers since the last drain: (tree id, (qidx, window_start, window_end, value))
-        self._pending: list[tuple[str, tuple]] = []
         self.last_seq = -1
         self.counters = {
             "batches": 0,
@@ -160,8 +162,7 @@ class NodeCore:
         # one-off kernel loading (numba compile or cache load) per (tree, data kind), done
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
         self._warm = KernelWarmup(input_mode)
-        self._pieces: PieceOrder | None = None  # the executor route's reorder buffer
-        self._epoch = -1  # the executor feed's attempt it belongs to (pushes of older ones drop)
+        self.inbox = PieceInbox(self.node_id)  # the executor route's pushed pieces
 
     @property
     def _tree_cls(self):
@@ -190,7 +191,7 @@ class NodeCore:
         ids.sort()
         self.stream_tuples.setdefault(stream, 0)
         self.stream_slices.setdefault(stream, 0)
-        self._ranks = None
+        self.pending.trees_changed()
         return tid
 
     # -- streaming --------------------------------------------------------------------------
@@ -251,7 +252,7 @@ class NodeCore:
                 v = _column(batch, s)
                 for tid in tids:
                     out = self.trees[tid].process_columns(ts, v, in_order=in_order, copy=copy)
-                    produced += self._keep(tid, out)
+                    produced += self.pending.keep(tid, out)
                     self.counters["tree_tuples"] += batch.num_rows
                 if only is None:
                     self.stream_tuples[s] += batch.num_rows
@@ -262,27 +263,21 @@ class NodeCore:
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
 
-    # -- the executor route: Spark tasks push pieces of the input (executor_feed) ----------
+    # -- the executor route: Spark tasks push pieces of the input (cluster.feeds.executors)
     def begin_pieces(
         self, base_seq: int, max_ahead: int = 4, first_piece: int = 0, epoch: int = 0
     ) -> None:
-        """Start taking pushed pieces ``first_piece, ...`` (``piece_order``): sub-batch ``j`` of
-        piece ``p`` is batch ``base_seq + p * SUB + j``.  ``epoch`` numbers the feed's
-        attempts: a task of an earlier, failed attempt may still be pushing (Spark cancels
-        tasks lazily) and its sub-batches may carry other columns than this attempt's (trees
-        moved meanwhile), so they are dropped."""
-        self._pieces = PieceOrder(base_seq, max_ahead, first_piece)
-        self._epoch = int(epoch)
+        """Start taking pushed pieces ``first_piece, ...`` (``PieceInbox``): sub-batch ``j`` of
+        piece ``p`` is batch ``base_seq + p * SUBS_PER_PIECE + j``.  ``epoch`` numbers the
+        feed's attempts: a task of an earlier, failed attempt may still be pushing (Spark
+        cancels tasks lazily) and its sub-batches may carry other columns than this attempt's
+        (trees moved meanwhile), so they are dropped."""
+        self.inbox.begin(base_seq, max_ahead, first_piece, epoch)
 
     def piece_window(self, piece: int, epoch: int = 0) -> bool:
         """Whether ``piece`` may be pushed now (within ``max_ahead`` of the next piece to
-        apply); once true it stays true.  Asked before any data is sent.  A stale attempt's
-        task is let through (its pushes are dropped)."""
-        if epoch != self._epoch:
-            return True
-        if self._pieces is None:
-            raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
-        return piece < self._pieces.next_piece + self._pieces.max_ahead
+        apply); once true it stays true.  Asked before any data is sent."""
+        return self.inbox.window(piece, epoch)
 
     def push_piece(
         self,
@@ -297,40 +292,19 @@ class NodeCore:
         """One sub-batch from a Spark task, as Arrow IPC stream bytes (decoded here: the
         arrays live in this process, not in an object owned by the task).  Applied now if
         it is next in piece order, else buffered; ``False``: refused (too far ahead), the
-        task offers it again later.  A push of a stale attempt is dropped (``True``).
-        Sliced mode: ``stream``'s slices, applied as batch ``base + piece * SUB + seq_sub``
-        (``piece_order.Slicing``: the same number on every node), ``sub`` ordering them."""
-        if epoch != self._epoch:
-            return True
-        po = self._pieces
-        if po is None:
-            raise RuntimeError(f"node {self.node_id}: begin_pieces was not called")
-        due = po.offer(piece, sub, last, (stream, sub if seq_sub is None else seq_sub, data))
+        task offers it again later.  A push of a stale attempt is dropped (``True``)."""
+        due = self.inbox.offer(piece, sub, last, data, epoch, stream, seq_sub)
         if due is None:
             return False
-        for seq, (s, ss, d) in due:
-            batch = pa.ipc.open_stream(d).read_all()
-            self.ingest(s, batch, seq - (seq - po.base) % SUB + ss)
+        for s, batch, seq in due:
+            self.ingest(s, batch, seq)
         return True
 
     def end_pieces(self, pieces: int) -> dict[str, int]:
         """End of a pushed feed (or segment) up to piece ``pieces``: every piece before it
         must have been applied (else a task's push was lost: ``RuntimeError``)."""
-        po, self._pieces = self._pieces, None
-        if po is None or not po.done(pieces):
-            got = None if po is None else (po.next_piece, po.next_sub, len(po.buffer))
-            raise RuntimeError(
-                f"node {self.node_id}: pushed feed incomplete: {pieces} pieces expected, "
-                f"(next piece, next sub-batch, held back) = {got}"
-            )
-        return {"last_seq": self.last_seq, "max_buffered": po.max_buffered}
-
-    def _keep(self, tid: str, cols) -> int:
-        """Keep a tree's answer columns until the next drain; returns their number."""
-        if cols is None or cols[0].shape[0] == 0:
-            return 0
-        self._pending.append((tid, cols))
-        return int(cols[0].shape[0])
+        max_buffered = self.inbox.end(pieces)
+        return {"last_seq": self.last_seq, "max_buffered": max_buffered}
 
     def _count_batch(self, tuples: int, replay: bool) -> None:
         """``batches``/``tuples`` count the node's own input; a replay to adopted trees counts
@@ -369,21 +343,10 @@ class NodeCore:
             # once per batch for all trees: the record array, and the edge check against the
             # union of the trees' edges (a slice inside it is inside every tree's)
             sb = SliceBatch.of(batch)
-            key = tuple(tids)
-            if key not in self._union_classes:
-                self._union_classes[key] = edge_classes(
-                    sorted({rs for tid in tids for rs in self.trees[tid].slicer.rs})
-                )
-            check_slice_edges(
-                self._union_classes[key],
-                sb.start,
-                sb.end,
-                sb.ts,
-                f"a tree of node {self.node_id} on {stream!r}",
-            )
+            self.slice_edges.check(sb, stream, {tid: self.trees[tid] for tid in tids})
             for tid in tids:
                 out = self.trees[tid].process_slice_batch(sb, edges_checked=True)
-                produced += self._keep(tid, out)
+                produced += self.pending.keep(tid, out)
                 self.counters["tree_tuples"] += cnt
                 self.counters["tree_slices"] += n
             if only is None:
@@ -403,7 +366,7 @@ class NodeCore:
         t0 = time.perf_counter()
         produced = 0
         for tid in sorted(self.trees if trees is None else set(trees)):
-            produced += self._keep(tid, self.trees[tid].flush_columns())
+            produced += self.pending.keep(tid, self.trees[tid].flush_columns())
         self.counters["answers"] += produced
         self.counters["busy_s"] += time.perf_counter() - t0
         return produced
@@ -419,21 +382,8 @@ class NodeCore:
 
     def drain_blocks(self) -> AnswerBlocks:
         """``drain`` as ``AnswerBlocks``: the answers as one block per query, in query id
-        order, each block's windows in order.
-
-        Why blocks: ``node_answers.answer_blocks``.
-        """
-        parts, self._pending = self._pending, []
-        if not parts:
-            return AnswerBlocks.empty()
-        return answer_blocks(parts, self.trees, self._query_ranks())
-
-    def _query_ranks(self):
-        """(query ids of every hosted tree, sorted; per tree: the rank of each of its queries
-        in that order)."""
-        if self._ranks is None:
-            self._ranks = query_ranks(self.trees)
-        return self._ranks
+        order, each block's windows in order (why blocks: ``node.answers.answer_blocks``)."""
+        return self.pending.take_blocks(self.trees)
 
     def late(self, since: dict[str, int] | None = None) -> pa.Table:
         """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value.
@@ -451,7 +401,7 @@ class NodeCore:
             "node_id": self.node_id,
             **self.counters,
             "late_tuples": int(late),
-            "pending_answers": int(sum(c[0].shape[0] for _, c in self._pending)),
+            "pending_answers": self.pending.count(),
             "last_seq": self.last_seq,
             "stream_tuples": dict(self.stream_tuples),
             "stream_slices": dict(self.stream_slices),
@@ -499,7 +449,7 @@ class NodeCore:
         """``checkpoint`` on the actor route: the answers since the previous checkpoint are
         written by this node as ``root/node=<id>/part-<part>.parquet`` (``value_type`` fixes
         the value column's type, one schema for the run); only the part's name, rows and
-        bytes go back with the snapshot (the commit protocol: ``answer_sink``)."""
+        bytes go back with the snapshot (the commit protocol: ``cluster.answers.sink``)."""
         blob = self.snapshot()
         table = self.drain_blocks().table(value_type)
         return blob, write_part(root, self.node_id, part, table), self.last_seq
@@ -523,13 +473,13 @@ class NodeCore:
         for tid in self.trees:
             self.trees[tid] = self._tree_cls.restore(tree_snapshot(arrays, tid))
             self.tree_seq[tid] = int(seqs.get(tid, meta["last_seq"]))
-        self._ranks = None
+        self.pending.trees_changed()
         self.last_seq = int(meta["last_seq"])
         self.counters = dict(meta["counters"])
         self.stream_tuples = dict(meta["stream_tuples"])
         self.stream_slices = {s: 0 for s in self.by_stream}
         self.stream_slices.update(meta.get("stream_slices") or {})
-        self._pending = []
+        self.pending.clear()
         return self.last_seq
 
     def add_trees(
@@ -582,7 +532,7 @@ class NodeCore:
         if unknown:
             raise ValueError(f"node {self.node_id}: no tree(s) {unknown} to drop")
         gone = set(ids)
-        pending = sorted({tid for tid, _ in self._pending if tid in gone})
+        pending = self.pending.held_by(gone)
         if pending:
             raise ValueError(f"node {self.node_id}: tree(s) {pending} have undrained answers")
         for tid in gone:
@@ -594,8 +544,8 @@ class NodeCore:
             if not self.by_stream[stream]:
                 del self.by_stream[stream]
         self.spec["trees"] = [t for t in self.spec["trees"] if str(t["id"]) not in gone]
-        self._ranks = None
-        self._union_classes = {}
+        self.pending.trees_changed()
+        self.slice_edges.reset()
         return len(gone)
 
     @classmethod
@@ -631,7 +581,7 @@ class NodeCore:
 
 def _ops(tree) -> dict:
     """Final-aggregation operation counts of a tree built with ``count_ops`` (the cost
-    model's ``E_t * Omega_t`` part, summed over time; DESIGN.md s. 3)."""
+    model's ``E_t * Omega_t`` part, summed over time; docs/DESIGN.md s. 3)."""
     oc = tree.op_counts()
     return {"final_ops": int(oc["total"]), "omega": float(oc["omega"])}
 

@@ -1,6 +1,6 @@
 """Pieces of a time-ordered Parquet file: their order at a node, and their source for replays.
 
-Why: on the executor route (``executor_feed``) each Spark task reads one *piece* of a
+Why: on the executor route (``cluster.feeds.executors``) each Spark task reads one *piece* of a
 time-ordered Parquet file (a row range, pieces numbered in file order) and pushes it, cut
 into sub-batches, straight to the node actors; tasks run in parallel and finish in any order,
 but every tree must see its stream in event-time order.  So a node applies pieces strictly in
@@ -11,7 +11,7 @@ deadlock: the next piece is always accepted, and Spark starts tasks in piece ord
 task holding it is running.
 
 Each sub-batch ``j`` of piece ``p`` is applied with batch sequence number
-``base + p * SUB + j`` (``SUB`` = 2^20 sub-batches per piece at most), so the trees' seq
+``base + p * SUBS_PER_PIECE + j`` (2^20 sub-batches per piece at most), so the trees' seq
 bookkeeping (skip what was applied) works as on the driver route.
 
 Replays read the source: the tuples of the executor route never pass the driver, so its
@@ -27,7 +27,9 @@ from typing import Any
 
 import pyarrow as pa
 
-SUB = 1 << 20
+#: sub-batches a piece may have at most: the stride of the batch seq numbers from piece to
+#: piece (sub-batch j of piece p is batch base + p * SUBS_PER_PIECE + j)
+SUBS_PER_PIECE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Slicing:
 
     @property
     def slot(self) -> int:
-        return SUB // max(1, len(self.streams))
+        return SUBS_PER_PIECE // max(1, len(self.streams))
 
     def first_sub(self, stream: str) -> int:
         return self.streams.index(stream) * self.slot
@@ -148,14 +150,14 @@ class PieceOrder:
         self.max_buffered = 0  # the most sub-batches ever held back (a metric)
 
     def seq(self, piece: int, sub: int) -> int:
-        return self.base + piece * SUB + sub
+        return self.base + piece * SUBS_PER_PIECE + sub
 
     def offer(self, piece: int, sub: int, last: bool, item: Any) -> list[tuple[int, Any]] | None:
         """Take sub-batch ``sub`` of ``piece`` (``last``: the piece's final one).  Returns the
         items now due, in order, as ``(seq, item)`` (maybe none: buffered), or ``None`` when
         refused (too far ahead: offer it again later).  A sub-batch already applied or
         already buffered is ignored (a retried push)."""
-        if not 0 <= sub < SUB:
+        if not 0 <= sub < SUBS_PER_PIECE:
             raise ValueError(f"sub-batch index {sub} out of range")
         if piece >= self.next_piece + self.max_ahead:
             return None

@@ -2,7 +2,7 @@
 snapshot, no pickle.
 
 Why its own module: the format (its version, its keys) is what a replacement actor, an adopting
-node and the driver's recovery agree on; ``node_actor`` decides *what* goes in a snapshot and
+node and the driver's recovery agree on; ``core`` decides *what* goes in a snapshot and
 when, this module only how it is written and read back.
 """
 

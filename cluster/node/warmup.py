@@ -1,9 +1,10 @@
 """Loading a node's numba kernels before its first batch, outside the busy timer.
 
 Why its own module: the first batch a tree sees would otherwise carry seconds of numba
-compiling (or cache loading) in the node's ``busy_s`` (issue 11, item 7).  Which kernel sets a
-node has loaded, which ones a batch needs, and how throwaway trees on synthetic data load them,
-is one concern apart from routing columns to trees; ``NodeCore.warmup`` adds the seconds to the
+compiling (or cache loading) in the node's ``busy_s``, and the busy time would then measure
+the compiler instead of the trees' work.  Which kernel sets a node has loaded, which ones a
+batch needs, and how throwaway trees on synthetic data load them, is one concern apart from
+routing columns to trees; ``NodeCore.warmup`` adds the seconds to the
 ``compile_s`` counter.
 """
 

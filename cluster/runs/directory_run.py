@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.deployment.deployment import Deployment
+from cluster.deployment.options import DeploymentOptions
 from cluster.feeds.directory import stream_directory
 from cluster.feeds.directory_options import StreamOptions, StreamStats
 from cluster.runs.file_run import default_pinning, load_plan, started_runtimes, write_final_plan
@@ -103,13 +104,15 @@ def run_stream(
         ) as (spark, startup):
             with Deployment(
                 plan,
-                technique=technique,
-                allowed_lateness=allowed_lateness,
-                max_in_flight=max_in_flight,
-                checkpoint_every=checkpoint_every,
-                max_log_bytes=max_log_bytes,
-                pin_nodes=pin_nodes,
-                faults=faults,
+                DeploymentOptions(
+                    technique=technique,
+                    allowed_lateness=allowed_lateness,
+                    max_in_flight=max_in_flight,
+                    checkpoint_every=checkpoint_every,
+                    max_log_bytes=max_log_bytes,
+                    pin_nodes=pin_nodes,
+                    faults=faults,
+                ),
             ) as dep:
                 stats = stream_directory(dep, spark, directory, out_dir, options, progress)
                 guard.quiet = True  # only teardown left: let it complete

@@ -32,10 +32,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cluster.debs.reader import is_parquet_name
-from cluster.deployment.deployment import Deployment, RunResult
+from cluster.deployment.deployment import Deployment
+from cluster.deployment.options import DeploymentOptions
+from cluster.deployment.result import RunResult
 from cluster.feeds.parquet import feed_raw, spark_session
 from cluster.feeds.sliced import feed_sliced
-from cluster.feeds.text import feed_text
+from cluster.feeds.text import TextFeedOptions, feed_text
 from cluster.runtime.ray_runtime import RayRuntime
 
 
@@ -180,16 +182,18 @@ def run_live(
     with started_runtimes(ray_address, num_cpus, spark, spark_master) as (spark, startup):
         with Deployment(
             plan,
-            technique=technique,
-            allowed_lateness=allowed_lateness,
-            max_in_flight=max_in_flight,
-            checkpoint_every=checkpoint_every,
-            max_log_bytes=max_log_bytes,
-            mode=mode,
-            pin_nodes=pin_nodes,
-            faults=faults,
-            answers=answers,
-            out_dir=out_dir if answers == "actors" else None,
+            DeploymentOptions(
+                technique=technique,
+                allowed_lateness=allowed_lateness,
+                max_in_flight=max_in_flight,
+                checkpoint_every=checkpoint_every,
+                max_log_bytes=max_log_bytes,
+                mode=mode,
+                pin_nodes=pin_nodes,
+                faults=faults,
+                answers=answers,
+                out_dir=out_dir if answers == "actors" else None,
+            ),
         ) as dep:
             if feed == "executors":
                 from cluster.feeds.executors import feed_executors
@@ -201,13 +205,15 @@ def run_live(
                     spark,
                     data_path,
                     out_dir,
-                    mode=mode,
-                    batch_rows=batch_rows,
-                    chunk_rows=chunk_rows,
-                    order=order,
-                    max_rows=max_rows,
-                    extra_columns=extra_columns,
-                    range_bytes=text_range_bytes,
+                    TextFeedOptions(
+                        mode=mode,
+                        batch_rows=batch_rows,
+                        chunk_rows=chunk_rows,
+                        order=order,
+                        max_rows=max_rows,
+                        extra_columns=extra_columns,
+                        range_bytes=text_range_bytes,
+                    ),
                 )
                 text_metrics = stage.metrics()
             elif mode == "sliced":

@@ -1,7 +1,7 @@
 """``weaveplace serve``: a deployment that lives until stopped while queries come and go.
 
 Shape: the directory stream of ``cluster.feeds.directory`` (Spark Structured Streaming ->
-``foreachBatch`` -> actors -> answer parts) over a ``LiveDeployment`` (``cluster.deployment.churn``:
+``foreachBatch`` -> actors -> answer parts) on a ``ChurnDeployment`` (``cluster.deployment.churn``:
 trees that gain and lose queries), plus a control API (``cluster.service.control``: HTTP/JSON on
 127.0.0.1 with a bearer token) whose commands run *between* micro-batches: a command takes the
 stream's micro-batch lock, so files are fed whole before or after it, never across it.
@@ -10,7 +10,7 @@ Registration times (DESIGN.md s. 9).  Every DEBS file feeds all streams at once 
 so one time serves every stream: ``T = newest timestamp fed + 1`` (``null`` in replies before
 anything was fed: then a query answers every window).  ``add-queries`` replies ``accepted_at``
 (T_reg per stream of the new queries), ``remove-queries`` ``removed_at`` (T_unreg); the trees
-change at T (``executors.live_tree``: generations), so every other query's answers are unchanged.
+change at T (``executors.churn_tree``: generations), so every other query's answers are unchanged.
 
 Placement of new queries.  ``placement.replace.add_queries`` on the running plan re-priced from
 its queries: each new query is woven into the existing same-key tree where that raises the
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.answers.files import atomic_write, jsonable
-from cluster.deployment.churn import LiveDeployment
+from cluster.deployment.churn import ChurnDeployment
 from cluster.feeds.directory_options import StreamOptions, StreamStats
 from cluster.service import state as service_state
 from cluster.service import status as service_status
@@ -69,7 +69,7 @@ class Service:
 
     def __init__(
         self,
-        dep: LiveDeployment,
+        dep: ChurnDeployment,
         spark,
         directory: str | Path,
         run_dir: str | Path,
@@ -411,7 +411,7 @@ class Service:
             return {"node": new, "moved": rec["trees"]}
 
     def retire_node(self, body: Any) -> dict:
-        """Graceful scale-in (``LiveDeployment.retire_node``): the node's trees go where
+        """Graceful scale-in (``ChurnDeployment.retire_node``): the node's trees go where
         ``placement.replace.remove_node`` puts them (run as separate trees where it would
         weave), at a checkpoint; the last node cannot be retired."""
         from cluster.deployment.specs import DeploymentError
@@ -510,7 +510,7 @@ class Service:
         running queries by the configured optimizer (WeaveShare + placement; WG_PF: the plan
         ``placement.choose`` picks from its front, ``cluster.service.planning``), reached by
         re-weaving at T (queries handed between trees: the old tree keeps their windows that
-        start before T, the new one takes them from T on, ``LiveTree.change(handoff=)``) and by
+        start before T, the new one takes them from T on, ``ChurnTree.change(handoff=)``) and by
         moving at most ``placement.max_moves`` running trees whose node changes (the costliest
         first; the others stay where they run).  New trees start on their planned node."""
         with self._locked():

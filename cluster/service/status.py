@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from cluster.answers.files import atomic_write, jsonable
-from cluster.deployment.churn import rss_bytes
 from cluster.feeds.directory_options import StreamStats
+from cluster.node.churn import rss_bytes
 from cluster.service.control import one_line
 
 

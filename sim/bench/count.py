@@ -90,10 +90,11 @@ def run_count_check(opts: CountCheckOptions = CountCheckOptions(), log=print) ->
     t0 = time.perf_counter()
     if opts.live:
         from cluster.deployment.deployment import Deployment
+        from cluster.deployment.options import DeploymentOptions
         from cluster.runtime.ray_runtime import RayRuntime
 
         with RayRuntime(num_cpus=2):
-            with Deployment(plan, max_in_flight=2, count_ops=True) as dep:
+            with Deployment(plan, DeploymentOptions(max_in_flight=2, count_ops=True)) as dep:
                 for i in range(0, opts.tuples, opts.batch_rows):
                     dep.feed(None, data.slice(i, opts.batch_rows))
                 metrics = dep.finish().metrics

@@ -190,6 +190,7 @@ def _run_mode(plan, mode: str, route: str, spark, path, opts: E2eOptions, out_di
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.executors import feed_executors
     from cluster.feeds.parquet import feed_raw
     from cluster.feeds.sliced import feed_sliced
@@ -200,12 +201,14 @@ def _run_mode(plan, mode: str, route: str, spark, path, opts: E2eOptions, out_di
 
     with Deployment(
         plan,
-        mode=mode,
-        max_in_flight=opts.max_in_flight,
-        count_ops=opts.count_ops,
-        auto_recover=False,
-        answers=answers,
-        out_dir=out_dir if answers == "actors" else None,
+        DeploymentOptions(
+            mode=mode,
+            max_in_flight=opts.max_in_flight,
+            count_ops=opts.count_ops,
+            auto_recover=False,
+            answers=answers,
+            out_dir=out_dir if answers == "actors" else None,
+        ),
     ) as dep:
         # new actor processes load numba kernels on first use (~0.5-1 s): not the feed's cost
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])

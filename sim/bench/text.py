@@ -26,15 +26,18 @@ def _one_run(plan, kind: str, spark, path: Path, stage_dir: Path, batch_rows: in
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw
-    from cluster.feeds.text import feed_text
+    from cluster.feeds.text import TextFeedOptions, feed_text
 
-    with Deployment(plan, mode="raw", auto_recover=False) as dep:
+    with Deployment(plan, DeploymentOptions(mode="raw", auto_recover=False)) as dep:
         ray.get([n.actor.warmup.remote() for n in dep.nodes.values()])
         t = time.perf_counter()
         parse_s = 0.0
         if kind == "text":
-            fs, stage = feed_text(dep, spark, path, stage_dir, batch_rows=batch_rows)
+            fs, stage = feed_text(
+                dep, spark, path, stage_dir, TextFeedOptions(batch_rows=batch_rows)
+            )
             parse_s = stage.seconds
         else:
             fs = feed_raw(dep, spark, str(path), batch_rows=batch_rows)

@@ -34,6 +34,7 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
     from ray.cluster_utils import Cluster
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.runtime.ray_runtime import RayRuntime
 
     t0 = time.perf_counter()
@@ -61,7 +62,7 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
             res["ray_nodes"] = {"head": head[0], "workers": work}
 
             # fault-free run, every plan node pinned
-            with Deployment(plan, pin_nodes=True, max_in_flight=2) as dep:
+            with Deployment(plan, DeploymentOptions(pin_nodes=True, max_in_flight=2)) as dep:
                 res["pins"] = {nid: n.ray_node for nid, n in dep.nodes.items()}
                 res["placement"] = dep.placement()  # what the actors themselves report
                 for b in batches:
@@ -74,7 +75,7 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
             # then a plan node is added (pinned: i = 4 -> alive Ray node 4 mod 2)
             victim_ray = res["expected"]["node-1"]
             victim = next(w for w in workers if w.node_id == victim_ray)
-            with Deployment(plan, pin_nodes=True, max_in_flight=2) as dep:
+            with Deployment(plan, DeploymentOptions(pin_nodes=True, max_in_flight=2)) as dep:
                 for i, b in enumerate(batches):
                     if i == 3:
                         dep.checkpoint()

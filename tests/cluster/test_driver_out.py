@@ -150,8 +150,9 @@ def batches(workload, spark):
 @pytest.fixture(scope="module")
 def driver_route(workload, batches, ray_session):
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
 
-    with Deployment(workload["plan"], max_in_flight=2) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=2)) as dep:
         for b in batches:
             dep.feed(None, b)
         return dep.finish()
@@ -165,8 +166,11 @@ def test_actor_route_equals_driver_route_and_oracles(
     workload, batches, driver_route, ray_session, spark, tmp_path
 ):
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
 
-    with Deployment(workload["plan"], max_in_flight=2, answers="actors", out_dir=tmp_path) as dep:
+    with Deployment(
+        workload["plan"], DeploymentOptions(max_in_flight=2, answers="actors", out_dir=tmp_path)
+    ) as dep:
         for i, b in enumerate(batches):
             if i == 4:
                 dep.checkpoint()
@@ -223,10 +227,11 @@ def test_actor_route_exactly_once_with_kills_loss_add_and_an_orphan(
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
 
     plan = make_plan(workload["queries"], n_nodes=3)
     out = tmp_path / "run"
-    with Deployment(plan, max_in_flight=2, answers="actors", out_dir=out) as dep:
+    with Deployment(plan, DeploymentOptions(max_in_flight=2, answers="actors", out_dir=out)) as dep:
         for i, b in enumerate(batches):
             if i == 1:
                 ray.kill(dep.actor("node-0"), no_restart=True)
@@ -235,7 +240,9 @@ def test_actor_route_exactly_once_with_kills_loss_add_and_an_orphan(
             if i == 5:
                 orphan = ray.get(
                     dep.actor("node-1").checkpoint_write.remote(
-                        str(out / "answers.parquet"), f"{dep._rounds + 1:06d}", dep.value_type
+                        str(out / "answers.parquet"),
+                        f"{dep.checkpoint_rounds + 1:06d}",
+                        dep.value_type,
                     )
                 )[1]
                 assert orphan.num_rows > 0
@@ -256,13 +263,15 @@ def test_actor_route_exactly_once_with_kills_loss_add_and_an_orphan(
 
 
 def test_actor_route_refusals(workload, ray_session, tmp_path):
-    from cluster.deployment.deployment import Deployment, DeploymentError
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.deployment.specs import DeploymentError
 
     with pytest.raises(ValueError, match="needs out_dir"):
-        Deployment(workload["plan"], answers="actors")
+        Deployment(workload["plan"], DeploymentOptions(answers="actors"))
     with pytest.raises(ValueError, match="answers must be"):
-        Deployment(workload["plan"], answers="both", out_dir=tmp_path)
-    with Deployment(workload["plan"], answers="actors", out_dir=tmp_path) as dep:
+        Deployment(workload["plan"], DeploymentOptions(answers="both", out_dir=tmp_path))
+    with Deployment(workload["plan"], DeploymentOptions(answers="actors", out_dir=tmp_path)) as dep:
         with pytest.raises(DeploymentError, match="write the answers themselves"):
             dep.take_answers()
 
@@ -306,9 +315,12 @@ def test_executor_feed_equals_driver_route(
     driver, answers equal the driver route's row for row (answers written by the actors or
     merged on the driver)."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.executors import feed_executors
 
-    with Deployment(workload["plan"], max_in_flight=2, answers=answers, out_dir=tmp_path) as dep:
+    with Deployment(
+        workload["plan"], DeploymentOptions(max_in_flight=2, answers=answers, out_dir=tmp_path)
+    ) as dep:
         fs = feed_executors(
             dep, spark, str(workload["path"]), batch_rows=500, piece_rows=1300, max_ahead=2
         )
@@ -379,6 +391,7 @@ def test_executor_feed_exactly_once_through_fault_drills(
     checkpoints every 4 pieces.  No tuple crosses the driver; the answers equal the fault-free
     driver route's row for row."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.executors import feed_executors, plan_pieces, segment_cuts
     from cluster.feeds.time_chunks import parquet_row_groups
 
@@ -393,7 +406,10 @@ def test_executor_feed_exactly_once_through_fault_drills(
     ]
     out = tmp_path / "run"
     with Deployment(
-        plan, max_in_flight=2, checkpoint_every=4, faults=faults, answers=answers, out_dir=out
+        plan,
+        DeploymentOptions(
+            max_in_flight=2, checkpoint_every=4, faults=faults, answers=answers, out_dir=out
+        ),
     ) as dep:
         fs = feed_executors(
             dep, spark, str(workload["path"]), batch_rows=300, piece_rows=500, max_ahead=2
@@ -420,6 +436,7 @@ def test_executor_feed_sliced_mode_exactly_once_through_fault_drills(
     an addition (replays re-slice the piece from the file), the answers equal the raw driver
     route's for every (time-window) query."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.executors import feed_executors
 
     tq = [q for q in workload["queries"] if q.kind == "time"]
@@ -431,7 +448,10 @@ def test_executor_feed_sliced_mode_exactly_once_through_fault_drills(
         {"kind": "kill", "node": "node-0", "at_batch": 6},
     ]
     with Deployment(
-        plan, mode="sliced", checkpoint_every=2, faults=faults, answers="actors", out_dir=tmp_path
+        plan,
+        DeploymentOptions(
+            mode="sliced", checkpoint_every=2, faults=faults, answers="actors", out_dir=tmp_path
+        ),
     ) as dep:
         fs = feed_executors(
             dep, spark, str(workload["path"]), batch_rows=40, piece_rows=700, max_ahead=2
@@ -460,9 +480,10 @@ def test_executor_feed_exact_when_an_actor_dies_during_a_job(
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.executors import feed_executors
 
-    with Deployment(workload["plan"], max_in_flight=2) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=2)) as dep:
         victim = dep.actor("node-1")
         killed = threading.Event()
 
@@ -491,7 +512,9 @@ def test_executor_feed_exact_when_an_actor_dies_during_a_job(
 
 
 def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
-    from cluster.deployment.deployment import Deployment, DeploymentError
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.deployment.specs import DeploymentError
     from cluster.feeds.executors import feed_executors
 
     # a file out of time order: refused in one line (feed 'driver' sorts it)
@@ -507,7 +530,7 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     # an actor lost without auto_recover: refused in one line
     import ray
 
-    with Deployment(workload["plan"], auto_recover=False) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(auto_recover=False)) as dep:
         ray.kill(dep.actor("node-1"), no_restart=True)
         with pytest.raises(DeploymentError, match="auto_recover is off") as ei:
             feed_executors(dep, spark, str(workload["path"]))

@@ -42,9 +42,10 @@ def workload(tmp_path_factory):
 def live_result(workload, ray_session, spark):
     """One deployment fed by Spark (driver path, raw mode); shared by the checks below."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw
 
-    with Deployment(workload["plan"], max_in_flight=3) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=3)) as dep:
         assert len(dep.nodes) == 2 and all(n.spec["trees"] for n in dep.nodes.values())
         fs = feed_raw(dep, spark, str(workload["path"]), batch_rows=1000)
         res = dep.finish()
@@ -114,18 +115,19 @@ def test_fault_recovery_equals_fault_free(workload, live_result, ray_session, sp
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import ordered_arrow_batches, read_debs_df
 
     df = read_debs_df(spark, str(workload["path"]), list(STREAMS))
     batches = [b.select(["ts_ms", *STREAMS]) for b in ordered_arrow_batches(df, batch_rows=700)]
     assert len(batches) > 10
 
-    with Deployment(workload["plan"], max_in_flight=2) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=2)) as dep:
         for b in batches:
             dep.feed(None, b)
         clean = dep.finish()
 
-    with Deployment(workload["plan"], max_in_flight=2) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=2)) as dep:
         for i, b in enumerate(batches):
             if i == 3:
                 ray.kill(dep.actor("node-0"), no_restart=True)
@@ -151,6 +153,7 @@ def test_take_answers_and_late_exactly_once_across_recovery(workload, ray_sessio
 
     from cluster.answers.blocks import concat_answers
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import ordered_arrow_batches, read_debs_df
 
     df = read_debs_df(spark, str(workload["path"]), list(STREAMS))
@@ -163,14 +166,14 @@ def test_take_answers_and_late_exactly_once_across_recovery(workload, ray_sessio
         ("value", "ascending"),
     ]
 
-    with Deployment(workload["plan"], allowed_lateness=50) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(allowed_lateness=50)) as dep:
         for b in batches:
             dep.feed(None, b)
         clean = dep.finish()
     assert clean.late.num_rows > 0
 
     answers, late = [], []
-    with Deployment(workload["plan"], allowed_lateness=50) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(allowed_lateness=50)) as dep:
         for i, b in enumerate(batches):
             dep.feed(None, b)
             if i in (2, 6):
@@ -212,6 +215,7 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
 
     from cluster.answers.blocks import concat_answers
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import ordered_arrow_batches, read_debs_df
 
     plan = make_plan(workload["queries"], n_nodes=3)
@@ -221,7 +225,7 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
     for a in (3, 9, 14):  # batch a+1 before batch a: batch a is (mostly) late
         batches[a], batches[a + 1] = batches[a + 1], batches[a]
 
-    with Deployment(plan, allowed_lateness=50) as dep:
+    with Deployment(plan, DeploymentOptions(allowed_lateness=50)) as dep:
         for b in batches:
             dep.feed(None, b)
         clean = dep.finish()
@@ -236,7 +240,7 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
         late.append(dep.take_late())
         host_at_take.append({t["id"]: nid for nid, n in dep.nodes.items() for t in n.spec["trees"]})
 
-    with Deployment(plan, allowed_lateness=50) as dep:
+    with Deployment(plan, DeploymentOptions(allowed_lateness=50)) as dep:
         for i, b in enumerate(batches):
             if i == 5:  # late tuples of batch 4 are on node-1, not taken yet
                 rec1 = dep.lose_node("node-1")
@@ -299,6 +303,7 @@ def test_unordered_file_auto_sorts_and_file_mode_counts_late(
     (same answers as the ordered file); ``order="file"`` feeds the disorder, and the late tuples
     and answers equal an ExecutionTree fed the same file order directly."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw
     from executors import ExecutionTree
 
@@ -325,7 +330,7 @@ def test_unordered_file_auto_sorts_and_file_mode_counts_late(
         "queries": [q.to_dict()],
         "nodes": [{"id": "n0", "trees": [{"id": "t0", "stream": q.stream, "queries": [q.id]}]}],
     }
-    with Deployment(plan, allowed_lateness=100) as dep:
+    with Deployment(plan, DeploymentOptions(allowed_lateness=100)) as dep:
         feed_raw(dep, spark, str(bad), batch_rows=1500, order="file")
         filed = dep.finish()
     shuffled = t.take(perm)
@@ -364,13 +369,14 @@ def test_lost_node_replaced_exactly_with_kills(workload, live_result, small_batc
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from placement.plan import verify_plan
 
     plan = make_plan(workload["queries"], n_nodes=3)
     before = _plan_nodes(plan)
     batches = small_batches
     assert len(batches) >= 12
-    with Deployment(plan, max_in_flight=2) as dep:
+    with Deployment(plan, DeploymentOptions(max_in_flight=2)) as dep:
         for i, b in enumerate(batches):
             if i == 3:
                 dep.checkpoint()
@@ -424,13 +430,15 @@ def test_lose_node_before_any_checkpoint_and_refusals(
     """A fault drill kills node-0 and, before that is noticed, declares it lost (no checkpoint
     yet: its trees start from the initial state on node-1 and replay everything); losing the
     last node, an unknown node or a lost one is refused with a clear error."""
-    from cluster.deployment.deployment import Deployment, DeploymentError
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.deployment.specs import DeploymentError
 
     faults = [
         {"kind": "kill", "node": "node-0", "at_batch": 2},
         {"kind": "lose", "node": "node-0", "at_batch": 4},
     ]
-    with Deployment(workload["plan"], max_in_flight=2, faults=faults) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=2, faults=faults)) as dep:
         for b in small_batches:
             dep.feed(None, b)
         with pytest.raises(DeploymentError, match="last node"):
@@ -449,13 +457,18 @@ def test_lose_node_before_any_checkpoint_and_refusals(
     with pytest.raises(DeploymentError, match=r"faults\[1\]: losing node 'node-1' loses every"):
         Deployment(
             workload["plan"],
-            faults=[
-                {"kind": "lose", "node": "node-0", "at_batch": 1},
-                {"kind": "lose", "node": "node-1", "at_batch": 2},
-            ],
+            DeploymentOptions(
+                faults=[
+                    {"kind": "lose", "node": "node-0", "at_batch": 1},
+                    {"kind": "lose", "node": "node-1", "at_batch": 2},
+                ]
+            ),
         )
     with pytest.raises(DeploymentError, match=r"faults\[0\]\.node: unknown node 'x'"):
-        Deployment(workload["plan"], faults=[{"kind": "kill", "node": "x", "at_batch": 1}])
+        Deployment(
+            workload["plan"],
+            DeploymentOptions(faults=[{"kind": "kill", "node": "x", "at_batch": 1}]),
+        )
 
 
 def test_run_live_fault_drill_writes_final_plan(
@@ -522,12 +535,14 @@ def test_add_node_mid_stream_exactly_once_with_kills_and_loss(
     matches what the actors run."""
     import ray
 
-    from cluster.deployment.deployment import Deployment, DeploymentError
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.deployment.pinning import ray_nodes_for_pinning
+    from cluster.deployment.specs import DeploymentError
     from placement.plan import verify_plan
 
     plan = workload["plan"]
-    with Deployment(plan, max_in_flight=2, pin_nodes=True) as dep:
+    with Deployment(plan, DeploymentOptions(max_in_flight=2, pin_nodes=True)) as dep:
         for i, b in enumerate(small_batches):
             if i == 4:
                 rec = dep.add_node()
@@ -595,14 +610,16 @@ def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batc
     """A drill adds a node before batch 2, kills node-0 at batch 3 (its snapshot still holds
     the moved trees: restored, then dropped) and loses the new node at batch 4, before any
     later checkpoint (its trees go back from the move's snapshots + replay): exactly once."""
-    from cluster.deployment.deployment import Deployment, DeploymentError
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.deployment.specs import DeploymentError
 
     faults = [
         {"kind": "add", "at_batch": 2, "node": "extra"},
         {"kind": "kill", "node": "node-0", "at_batch": 3},
         {"kind": "lose", "node": "extra", "at_batch": 4},
     ]
-    with Deployment(workload["plan"], max_in_flight=2, faults=faults) as dep:
+    with Deployment(workload["plan"], DeploymentOptions(max_in_flight=2, faults=faults)) as dep:
         for b in small_batches:
             dep.feed(None, b)
         res = dep.finish()
@@ -632,7 +649,7 @@ def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batc
         ([{"kind": "add", "at_batch": 1, "capacity": 0}], r"faults\[0\]\.capacity"),
     ]:
         with pytest.raises(DeploymentError, match=msg):
-            Deployment(workload["plan"], faults=faults)
+            Deployment(workload["plan"], DeploymentOptions(faults=faults))
 
 
 def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session, spark, tmp_path):

@@ -140,11 +140,12 @@ def workload(tmp_path_factory):
 def reference(workload, ray_session):
     """The driver route on the session's single-node Ray, per plan, and the oracle's answers."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
 
     batches = pq.read_table(workload["path"]).to_batches(max_chunksize=BATCH)
     ref = {}
     for name, plan in workload["plans"].items():
-        with Deployment(plan, max_in_flight=2) as dep:
+        with Deployment(plan, DeploymentOptions(max_in_flight=2)) as dep:
             for b in batches:
                 dep.feed(None, b)
             ref[name] = dep.finish().answers

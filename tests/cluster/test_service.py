@@ -76,7 +76,7 @@ def files(tmp_path_factory):
 
 
 def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
-    from cluster.deployment.churn import LiveDeployment
+    from cluster.deployment.churn import ChurnDeployment
     from cluster.feeds.directory_options import StreamOptions
     from cluster.service.control import ControlError, call
     from cluster.service.service import Service
@@ -87,7 +87,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     incoming, run_dir = tmp_path / "in", tmp_path / "run"
     incoming.mkdir()
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
-    with LiveDeployment(plan) as dep:
+    with ChurnDeployment(plan) as dep:
         svc = Service(
             dep, spark, incoming, run_dir, plan, model, options=opts, default_rate=RATE_HZ / 1000.0
         )
@@ -231,7 +231,7 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     WeaveShare's, so the first command re-plans ("drift"): queries are handed between trees at
     T, at most max_moves (1) trees change node; answers stay those of the section 9 oracle;
     then add-node, retire-node and rebalance keep them."""
-    from cluster.deployment.churn import LiveDeployment
+    from cluster.deployment.churn import ChurnDeployment
     from cluster.feeds.directory_options import StreamOptions
     from cluster.service.control import ControlError, call
     from cluster.service.service import Service
@@ -273,7 +273,7 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     incoming.mkdir()
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
     regs = {q["id"]: [q, None, None] for q in qs}
-    with LiveDeployment(plan) as dep:
+    with ChurnDeployment(plan) as dep:
         svc = Service(
             dep,
             spark,

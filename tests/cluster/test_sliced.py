@@ -32,9 +32,12 @@ def sliced_workload(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sliced_result(sliced_workload, ray_session, spark):
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.sliced import feed_sliced
 
-    with Deployment(sliced_workload["plan"], mode="sliced", max_in_flight=3) as dep:
+    with Deployment(
+        sliced_workload["plan"], DeploymentOptions(mode="sliced", max_in_flight=3)
+    ) as dep:
         fs = feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         res = dep.finish()
     return fs, res
@@ -59,9 +62,10 @@ def test_sliced_equals_spark_sql(sliced_workload, sliced_result, spark):
 
 def test_sliced_equals_raw_mode_exactly(sliced_workload, sliced_result, ray_session, spark):
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw
 
-    with Deployment(sliced_workload["plan"], max_in_flight=3) as dep:
+    with Deployment(sliced_workload["plan"], DeploymentOptions(max_in_flight=3)) as dep:
         feed_raw(dep, spark, str(sliced_workload["path"]), batch_rows=700)
         raw = dep.finish()
     assert raw.answers.equals(sliced_result[1].answers)
@@ -76,11 +80,12 @@ def test_sliced_fault_recovery_and_float_stream(
     import ray
 
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw, read_debs_df
     from cluster.feeds.sliced import feed_sliced, sliced_arrow_tables
 
     plan = sliced_workload["plan"]
-    with Deployment(plan, mode="sliced", max_in_flight=2) as dep:
+    with Deployment(plan, DeploymentOptions(mode="sliced", max_in_flight=2)) as dep:
         streams = dep.streams
         df = read_debs_df(spark, str(sliced_workload["path"]), streams)
         tables = list(
@@ -116,7 +121,7 @@ def test_sliced_fault_recovery_and_float_stream(
     pq.write_table(pa.table({"ts_ms": t.column("ts_ms"), "mf01": fv}), fpath, row_group_size=1000)
     fq = [q for q in sliced_workload["queries"] if q.stream == "mf01"]
     fplan = make_plan(fq, n_nodes=1)
-    with Deployment(fplan, mode="sliced") as dep:
+    with Deployment(fplan, DeploymentOptions(mode="sliced")) as dep:
         feed_sliced(dep, spark, str(fpath), batch_rows=400, chunk_rows=2000)
         sl = dep.finish().answers
     with Deployment(fplan) as dep:
@@ -138,6 +143,7 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
     later, before the next checkpoint (node-2 then holds everything, including trees node-0
     had just adopted, restored from node-1's snapshot): answers equal the fault-free run."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.sliced import feed_sliced
 
     plan = make_plan(sliced_workload["queries"], n_nodes=3)
@@ -145,7 +151,9 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
         {"kind": "lose", "node": "node-1", "at_batch": 4},
         {"kind": "lose", "node": "node-0", "at_batch": 5},
     ]
-    with Deployment(plan, mode="sliced", max_in_flight=2, checkpoint_every=3, faults=faults) as dep:
+    with Deployment(
+        plan, DeploymentOptions(mode="sliced", max_in_flight=2, checkpoint_every=3, faults=faults)
+    ) as dep:
         feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         res = dep.finish()
     assert res.answers.equals(sliced_result[1].answers)
@@ -162,14 +170,16 @@ def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_s
 
 
 def test_sliced_mode_refusals(sliced_workload, ray_session, spark):
-    from cluster.deployment.deployment import Deployment, DeploymentError
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.deployment.specs import DeploymentError
     from cluster.feeds.sliced import feed_sliced
 
-    with Deployment(sliced_workload["plan"], mode="sliced") as dep:
+    with Deployment(sliced_workload["plan"], DeploymentOptions(mode="sliced")) as dep:
         with pytest.raises(ValueError, match="order='file'"):
             feed_sliced(dep, spark, str(sliced_workload["path"]), order="file")
     with pytest.raises(DeploymentError, match="count-window"):
-        Deployment(make_plan(make_queries(n_time=3)), mode="sliced")
+        Deployment(make_plan(make_queries(n_time=3)), DeploymentOptions(mode="sliced"))
 
 
 def test_node_core_slices_mode_without_ray(sliced_workload):
@@ -226,12 +236,13 @@ def test_arrow_and_spark_readers_agree(
     reader) give the same answers; so does the ``arrow`` reader on a file whose row groups
     are out of time order (each time-range chunk filters every overlapping row group)."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.sliced import feed_sliced
 
     fs, res = sliced_result
     assert fs.reader == "arrow"
     plan = sliced_workload["plan"]
-    with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
+    with Deployment(plan, DeploymentOptions(mode="sliced", max_in_flight=3)) as dep:
         fs2 = feed_sliced(
             dep,
             spark,
@@ -247,7 +258,7 @@ def test_arrow_and_spark_readers_agree(
     groups = [t.slice(i, 500) for i in range(0, t.num_rows, 500)]
     shuffled = tmp_path / "shuffled.parquet"
     pq.write_table(pa.concat_tables(groups[::-1]), shuffled, row_group_size=500)
-    with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
+    with Deployment(plan, DeploymentOptions(mode="sliced", max_in_flight=3)) as dep:
         fs3 = feed_sliced(
             dep, spark, str(shuffled), batch_rows=300, chunk_rows=1500, reader="arrow"
         )
@@ -255,7 +266,7 @@ def test_arrow_and_spark_readers_agree(
     assert fs3.reader == "arrow" and fs3.rows == fs.rows
     assert res3.answers.equals(res.answers)
     with pytest.raises(ValueError, match="reader 'arrow' needs"):
-        with Deployment(plan, mode="sliced") as dep:
+        with Deployment(plan, DeploymentOptions(mode="sliced")) as dep:
             feed_sliced(dep, spark, str(tmp_path), reader="arrow")
 
 
@@ -265,6 +276,7 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
     the move's snapshots + replayed slice batches) and loses node-0 before batch 5: answers
     equal the fault-free run; the final plan verifies."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.sliced import feed_sliced
     from placement.plan import verify_plan
 
@@ -274,7 +286,8 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
         {"kind": "lose", "node": "node-0", "at_batch": 5},
     ]
     with Deployment(
-        sliced_workload["plan"], mode="sliced", max_in_flight=2, checkpoint_every=3, faults=faults
+        sliced_workload["plan"],
+        DeploymentOptions(mode="sliced", max_in_flight=2, checkpoint_every=3, faults=faults),
     ) as dep:
         feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         res = dep.finish()
@@ -292,6 +305,7 @@ def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, 
     runs Cutty trees on the actors, in sliced mode (the union of Pairs edges, unchanged) and
     in raw mode: both answer exactly as the Pairs plan's sliced run, row for row (int data)."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import feed_raw
     from cluster.feeds.sliced import feed_sliced
     from executors.slicing import edge_classes
@@ -302,14 +316,14 @@ def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, 
     assert [t["edges"] for n in plan["nodes"] for t in n["trees"]] != [
         t["edges"] for n in pairs_plan["nodes"] for t in n["trees"]
     ]
-    with Deployment(plan, mode="sliced", max_in_flight=3) as dep:
+    with Deployment(plan, DeploymentOptions(mode="sliced", max_in_flight=3)) as dep:
         for s in dep.streams:  # the sliced feed still cuts at the union of Pairs edges
             assert dep.edge_classes(s) == edge_classes(
                 sorted({(q.range, q.slide) for q in sliced_workload["queries"] if q.stream == s})
             )
         feed_sliced(dep, spark, str(sliced_workload["path"]), batch_rows=300, chunk_rows=1500)
         sliced = dep.finish()
-    with Deployment(plan, max_in_flight=3) as dep:
+    with Deployment(plan, DeploymentOptions(max_in_flight=3)) as dep:
         feed_raw(dep, spark, str(sliced_workload["path"]), batch_rows=700)
         raw = dep.finish()
     for res in (sliced, raw):

@@ -138,6 +138,7 @@ def run_stream_with(plan, spark, inp: Path, out: Path, options, writer=None, lat
     """Stream ``inp`` into a fresh deployment in this (main) thread while ``writer(stream)``
     drops files from another; writer errors fail the test."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.directory import DirectoryStream
 
     errors = []
@@ -149,7 +150,7 @@ def run_stream_with(plan, spark, inp: Path, out: Path, options, writer=None, lat
             errors.append(exc)
             s.request_stop("writer failed")
 
-    with Deployment(plan, allowed_lateness=lateness) as dep:
+    with Deployment(plan, DeploymentOptions(allowed_lateness=lateness)) as dep:
         s = DirectoryStream(dep, spark, inp, out, options)
         th = threading.Thread(target=guarded, args=(s,), daemon=True) if writer else None
         if th:

@@ -420,10 +420,11 @@ def test_live_count_run_within_2_percent_of_plan(ray_session):
     """The same plan deployed on Ray actors (``Deployment``, count_ops) and fed in batches:
     measured operations per ms within 2 % of the plan, and the count answers exact."""
     from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
     from executors import brute_force
 
     plan, b, span = _count_plan_and_batch(60_000)
-    with Deployment(plan, max_in_flight=2, count_ops=True) as dep:
+    with Deployment(plan, DeploymentOptions(max_in_flight=2, count_ops=True)) as dep:
         for i in range(0, b.num_rows, 20_000):
             dep.feed(None, b.slice(i, 20_000))
         res = dep.finish()

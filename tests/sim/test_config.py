@@ -720,7 +720,7 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     drill to cluster.runs.file_run.run_live (Ray and Spark replaced by a recorder here)."""
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
-    from cluster.deployment.deployment import RunResult
+    from cluster.deployment.result import RunResult
     from sim.live import live_run
 
     seen = {}
@@ -756,8 +756,8 @@ def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
     ``cluster.deployment.drills.check_faults`` names the node itself); summary lines say what moved."""
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
-    from cluster.deployment.deployment import RunResult
     from cluster.deployment.drills import check_faults
+    from cluster.deployment.result import RunResult
     from sim.live import drill_lines, live_run
 
     seen = {}
@@ -800,7 +800,7 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     import cluster.runs.directory_run
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
-    from cluster.deployment.deployment import RunResult
+    from cluster.deployment.result import RunResult
     from cluster.feeds.directory_options import StreamStats
     from cluster.runs.directory_run import StreamResult
     from sim.live import live_run
@@ -844,7 +844,7 @@ def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path,
     refused for generated data; a query naming an old column name (b11) is refused."""
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
-    from cluster.deployment.deployment import RunResult
+    from cluster.deployment.result import RunResult
     from sim.live import live_run
 
     seen = {}

@@ -1,0 +1,201 @@
+"""Where a deployment's answers go: back to the driver, or written by the node actors.
+
+Why a strategy: the two routes differ at exactly three points, the checkpoint call an actor
+gets (answers back as blocks, or written as this round's Parquet part), what the driver does
+with its reply (keep the blocks, or commit the part), and how ``finish`` collects what is
+left.  One small class per route behind ``AnswerRoute`` keeps those differences in one place
+instead of ``if answers == "actors"`` branches through the deployment.
+
+* ``DriverAnswers``: checkpoints hand the answers over as ``AnswerBlocks``; the driver keeps
+  them and merges every node's and checkpoint's blocks into one sorted table
+  (``merge_blocks``).  ``take_answers`` hands the committed ones over as they come.
+* ``ActorAnswers``: each actor writes its answers as ``part-<round>`` under
+  ``out_dir/answers.parquet`` and its late tuples once at the end; the driver commits the parts
+  (``AnswerCommits``: the protocol of ``cluster.answers.sink``) and never sees an answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+
+from cluster.answers.blocks import AnswerBlocks, empty_late, merge_blocks
+from cluster.answers.sink import AnswerCommits, WrittenPart
+from cluster.deployment.options import DeploymentOptions
+from cluster.deployment.result import RunResult
+from cluster.deployment.specs import DeploymentError
+
+
+class AnswerRoute:
+    """How answers leave the nodes (one implementation per ``ANSWER_ROUTES`` entry)."""
+
+    name = ""
+
+    def checkpoint_call(self, actor, round_no: int, value_type: str | None):
+        """The ref of the actor's checkpoint call: ``(snapshot, answers, last seq)``."""
+        raise NotImplementedError
+
+    def commit(self, answers: AnswerBlocks | WrittenPart) -> None:
+        """Keep the answers of a checkpoint reply (its snapshot is now the node's)."""
+        raise NotImplementedError
+
+    def take_answers(self, checkpoint: Callable[[], None]) -> pa.Table:
+        """Hand over (and forget) the answers committed so far, after ``checkpoint()``."""
+        raise NotImplementedError
+
+    def finish(self, dep, timings: tuple[float, float, float]) -> RunResult:
+        """The run's result once every node is flushed (``timings``: start, queues worked
+        off, flushed), with the route's metrics."""
+        raise NotImplementedError
+
+
+class DriverAnswers(AnswerRoute):
+    """Answers come back to the driver as blocks and are merged there."""
+
+    name = "driver"
+
+    def __init__(self) -> None:
+        self.committed: list[AnswerBlocks] = []
+
+    def checkpoint_call(self, actor, round_no: int, value_type: str | None):
+        return actor.checkpoint_blocks.remote()
+
+    def commit(self, answers: AnswerBlocks | WrittenPart) -> None:
+        if answers.num_rows:
+            self.committed.append(answers)
+
+    def take_answers(self, checkpoint: Callable[[], None]) -> pa.Table:
+        checkpoint()
+        parts, self.committed = self.committed, []
+        return merge_blocks(parts)
+
+    def finish(self, dep, timings: tuple[float, float, float]) -> RunResult:
+        import ray
+
+        t0, t1, t2 = timings
+        nids = list(dep.nodes)
+        answers = ray.get([dep.nodes[nid].actor.drain_blocks.remote() for nid in nids])
+        lates = ray.get([dep.nodes[nid].actor.late.remote() for nid in nids])
+        t3 = time.perf_counter()
+        table = merge_blocks(self.committed + list(answers))
+        t4 = time.perf_counter()
+        late = (
+            pa.concat_tables([x for x in lates if x.num_rows])
+            if any(x.num_rows for x in lates)
+            else empty_late()
+        )
+        metrics = dep.metrics()
+        metrics["answers"] = table.num_rows
+        metrics["answers_route"] = "driver"
+        # what crossed into the driver: answer blocks travel as window_start + value
+        metrics["answer_bytes_to_driver"] = int(
+            sum(
+                p.starts[i].nbytes + p.values[i].nbytes
+                for p in self.committed + list(answers)
+                for i in range(len(p.qids))
+            )
+            + sum(x.nbytes for x in lates)
+        )
+        # where finish spends its time: the nodes working off their queues, flushing, handing
+        # over answers (drain + transfer), the driver merging them
+        metrics["finish"] = {
+            "queue_s": t1 - t0,
+            "flush_s": t2 - t1,
+            "collect_s": t3 - t2,
+            "merge_s": t4 - t3,
+        }
+        return RunResult(table, late, metrics)
+
+
+class ActorAnswers(AnswerRoute):
+    """The actors write answers (per checkpoint round) and late tuples (at the end) as
+    Parquet parts under ``out_dir``; the driver commits the parts it got a reply for."""
+
+    name = "actors"
+
+    def __init__(self, out_dir) -> None:
+        self.answer_commits = AnswerCommits(Path(str(out_dir)) / "answers.parquet")
+        self.late_commits = AnswerCommits(Path(str(out_dir)) / "late.parquet")
+        self.answer_commits.reset()
+        self.late_commits.reset()
+
+    def checkpoint_call(self, actor, round_no: int, value_type: str | None):
+        return actor.checkpoint_write.remote(
+            str(self.answer_commits.root), f"{round_no:06d}", value_type
+        )
+
+    def commit(self, answers: AnswerBlocks | WrittenPart) -> None:
+        self.answer_commits.commit(answers)
+
+    def take_answers(self, checkpoint: Callable[[], None]) -> pa.Table:
+        raise DeploymentError(
+            "take_answers: the actors write the answers themselves (answers='actors'); "
+            "use the driver route for answers handed over as they come"
+        )
+
+    def finish(self, dep, timings: tuple[float, float, float]) -> RunResult:
+        """A last checkpoint round writes (and commits) every node's remaining answers, each
+        node writes its late tuples, and uncommitted parts are deleted (``cluster.answers.sink``'s
+        protocol).  Only part names and counts reach the driver."""
+        import ray
+
+        t0, t1, t2 = timings
+        dep.checkpoint()
+        root = str(self.late_commits.root)
+        for part in ray.get([n.actor.write_late.remote(root) for n in dep.nodes.values()]):
+            self.late_commits.commit(part)
+        t3 = time.perf_counter()
+        orphans = self.answer_commits.finalize() + self.late_commits.finalize()
+        t4 = time.perf_counter()
+        metrics = dep.metrics()
+        metrics["answers"] = self.answer_commits.num_rows
+        metrics["answers_route"] = "actors"
+        metrics["answer_bytes_to_driver"] = 0
+        metrics["answer_parts"] = len(self.answer_commits.parts)
+        metrics["answer_bytes_written"] = self.answer_commits.nbytes
+        metrics["late_tuples"] = self.late_commits.num_rows
+        metrics["orphan_parts_removed"] = orphans
+        metrics["finish"] = {
+            "queue_s": t1 - t0,
+            "flush_s": t2 - t1,
+            "collect_s": t3 - t2,  # the last round of writes
+            "merge_s": t4 - t3,  # the commit (orphans removed, manifest)
+        }
+        return RunResult(
+            None,
+            None,
+            metrics,
+            answers_dir=str(self.answer_commits.root),
+            late_dir=str(self.late_commits.root),
+        )
+
+
+def answer_route(options: DeploymentOptions) -> AnswerRoute:
+    """The route ``options.answers`` names (checked by ``DeploymentOptions``)."""
+    if options.answers == "actors":
+        return ActorAnswers(options.out_dir)
+    return DriverAnswers()
+
+
+def answer_value_type(schema: pa.Schema, trees: list[dict]) -> str:
+    """The run's answer value type for input of ``schema`` (the actor route writes every part
+    with one schema): ``"int64"`` iff every query's aggregate gives integers on its stream's
+    type (sliced batches: the type of ``sum``), as the trees themselves decide, else
+    ``"float64"``."""
+    from executors.aggregates import get_aggregate
+
+    names = set(schema.names)
+
+    def is_int(stream: str) -> bool:
+        col = "sum" if "slice_start" in names else stream
+        return col not in names or pa.types.is_integer(schema.field(col).type)
+
+    ok = all(
+        get_aggregate(q["aggregate"]).output_is_int(is_int(t["stream"]))
+        for t in trees
+        for q in t["queries"]
+    )
+    return "int64" if ok else "float64"

@@ -1,0 +1,107 @@
+"""A node whose trees gain and lose queries while they run (the churn of a long-lived service).
+
+``ChurnNodeCore`` is ``NodeCore`` hosting ``executors.churn_tree.ChurnTree`` s (raw tuple input),
+plus ``change_tree`` (a tree gains/loses queries at event time ``T``: a new generation, see
+``executors/churn_tree.py``) and ``host_tree`` (a tree started for queries added to the running
+deployment, answering windows from ``T_reg`` on).  The driver side is
+``cluster.deployment.churn.ChurnDeployment``.
+
+A restored ``ChurnTree`` reports its *lineage* as ``queries``: every query it answered or
+answers (a removed query's last windows may still come out of an old generation), which is
+what the driver's tree specs list (``NodeCore.add_trees`` checks it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from cluster.node.actor import ActorCore, LazyActorClass
+from cluster.node.core import pick_technique
+from executors.churn_tree import ChurnTree
+
+
+class ChurnNodeCore(ActorCore):
+    """A node whose trees are ``ChurnTree`` s (tuple input only)."""
+
+    def __init__(
+        self,
+        node_id,
+        trees,
+        technique="slickdeque",
+        allowed_lateness=0,
+        input_mode="tuples",
+        count_ops=False,
+        executors=None,
+    ):
+        if input_mode != "tuples":
+            raise ValueError("live trees take tuple input (raw mode) only")
+        super().__init__(
+            node_id, trees, technique, allowed_lateness, input_mode, count_ops, executors
+        )
+
+    @property
+    def _tree_cls(self):
+        return ChurnTree
+
+    def change_tree(
+        self, tid: str, at: int, add: list[dict], remove: list[str], handoff: list[str] = ()
+    ) -> list[dict]:
+        """Add/remove/hand off queries of tree ``tid`` at event time ``at``
+        (``ChurnTree.change``); returns its lineage."""
+        tree = self.trees[tid]
+        tree.change(at, add=add, remove=remove, handoff=handoff)
+        lineage = [q.as_dict() for q in tree.queries]
+        for t in self.spec["trees"]:
+            if str(t["id"]) == tid:
+                t["queries"] = lineage
+        self.pending.trees_changed()
+        return lineage
+
+    def host_tree(self, spec: dict[str, Any], t_start: int | None, seq: int) -> str:
+        """Start a new tree for queries registered at ``t_start`` (windows from it on); it
+        takes the batches after ``seq``."""
+        tech = pick_technique(self.spec["technique"], [q["aggregate"] for q in spec["queries"]])
+        tree = ChurnTree(
+            spec["queries"],
+            technique=tech,
+            allowed_lateness=self.spec["allowed_lateness"],
+            count_ops=self.spec["count_ops"],
+            slicing=spec.get("slicing", "pairs"),
+            t_start=t_start,
+        )
+        self._host(spec, tree, seq)
+        self.spec["trees"].append(spec)
+        return str(spec["id"])
+
+    def metrics(self) -> dict[str, Any]:
+        """``NodeCore.metrics`` plus this process's resident memory (``rss_bytes``)."""
+        m = super().metrics()
+        m["rss_bytes"] = rss_bytes()
+        m["generations"] = sum(len(t.gens) for t in self.trees.values())
+        return m
+
+    def tree_state(self) -> dict[str, dict]:
+        """Per tree: active queries, generations, newest timestamp seen (status, tests)."""
+        return {
+            tid: {
+                "active": list(t.active),
+                "generations": len(t.gens),
+                "max_ts": int(t.max_ts),
+                "lineage": [q.id for q in t.queries],
+            }
+            for tid, t in self.trees.items()
+        }
+
+
+def rss_bytes() -> int | None:
+    """Resident memory of this process (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+#: ``ChurnNodeCore`` as a Ray actor (made on first use)
+ChurnNodeActor = LazyActorClass(ChurnNodeCore)
