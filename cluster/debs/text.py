@@ -277,7 +277,7 @@ def _parse_block(
         if g is not None:
             stats.glued_lines += int((g[2] == 2).sum())
             return _parse_lines(
-                g[0], line0, stats, rej, max_line_bytes, extra_columns, file_start, g[1], g[2]
+                g[0], line0, stats, rej, max_line_bytes, extra_columns, file_start, (g[1], g[2])
             ), n
     return _parse_lines(buf, line0, stats, rej, max_line_bytes, extra_columns, file_start), n
 
@@ -302,12 +302,13 @@ def _parse_lines(
     max_line_bytes: int,
     extra_columns: str,
     file_start: bool = True,
-    line_of: np.ndarray | None = None,
-    part: np.ndarray | None = None,
+    glued: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pa.RecordBatch:
-    """``_parse_block`` on lines with no glued line left; ``line_of[i]``: the block line that
-    line i came from (None: itself), ``part``: its glued part (``_split_glued``).
+    """``_parse_block`` on lines with no glued line left; ``glued`` (from ``_split_glued``):
+    ``(line_of, part)``, ``line_of[i]`` the block line that line i came from and ``part[i]``
+    its glued part (None: every line is its own, whole).
     ``file_start``: line ``line0 + 1`` is the file's first line (a header is possible)."""
+    line_of, part = glued if glued is not None else (None, None)
     arr = np.frombuffer(buf, dtype=np.uint8)
     nl = np.flatnonzero(arr == 10)
     n = len(nl)
