@@ -285,9 +285,9 @@ def validate(config: Path = typer.Argument(..., help="Run configuration (YAML)."
     cfg = _load_config_or_exit(config)
     try:  # the checks of the command that will run it (run.mode), before any work
         if cfg.run.mode == "live":
-            from sim.live import check_live
+            from sim.cluster_run import check_cluster_run
 
-            check_live(cfg)
+            check_cluster_run(cfg)
         else:
             from sim.simulate import check_simulatable
 
@@ -328,12 +328,12 @@ def run(
 
     from cluster.deployment.deployment import DeploymentError
     from cluster.feeds.directory_options import StreamError
+    from sim.cluster_run import check_cluster_run, drill_lines, run_on_cluster
     from sim.config import ConfigError
-    from sim.live import check_live, drill_lines, live_run
 
     cfg = _load_config_or_exit(config)
-    try:  # the same checks as `weaveplace validate` (sim.live.check_live)
-        check_live(cfg, out)
+    try:  # the same checks as `weaveplace validate` (sim.cluster_run.check_cluster_run)
+        check_cluster_run(cfg, out)
     except ConfigError as exc:
         _config_error_exit(exc)
     limits = {
@@ -370,7 +370,9 @@ def run(
     with bar:
         task = bar.add_task("run", total=None)
         try:
-            summary = live_run(cfg, out, progress=lambda stage: bar.update(task, description=stage))
+            summary = run_on_cluster(
+                cfg, out, progress=lambda stage: bar.update(task, description=stage)
+            )
         except ConfigError as exc:
             bar.stop()
             _config_error_exit(exc)

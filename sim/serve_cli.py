@@ -167,7 +167,8 @@ def run_service(
     the rule that chose the initial plan)."""
     from cluster.deployment.churn import LiveDeployment, plan_from_state
     from cluster.feeds.directory_options import StreamOptions
-    from cluster.runs.file_run import default_pinning, started_runtimes
+    from cluster.runs.options import RuntimeOptions
+    from cluster.runs.startup import default_pinning, started_runtimes
     from cluster.service.planning import Planner
     from cluster.service.service import Service
     from placement.trees import CostModel
@@ -212,7 +213,8 @@ def run_service(
         # they were kept plan as the config does
         planner, choice = Planner.from_config(cfg), None
     ray_address = cfg.cluster.ray.address
-    with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, startup):
+    runtime = RuntimeOptions(ray_address, 2, spark, cfg.cluster.spark.master)
+    with started_runtimes(runtime) as (spark, startup):
         if say is not None and startup.get("ray_auth"):
             say(f"Ray: {startup['ray_auth']}")
         with LiveDeployment(

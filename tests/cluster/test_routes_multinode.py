@@ -5,7 +5,7 @@ subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first
 ``local[2]``, then with a standalone Spark master + worker that this module starts (JVM
 subprocesses, a free port, torn down whatever happens); one Ray cluster serves both, its
 start-up being the dearest part.  Each feed (``driver | executors``) and answer route (``driver |
-actors``) and mode (raw, sliced) goes through ``run_live`` attached to
+actors``) and mode (raw, sliced) goes through ``run_file`` attached to
 that cluster by address, plan nodes pinned to its Ray nodes, and must give answers equal, row
 for row, to
 

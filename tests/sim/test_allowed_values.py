@@ -98,11 +98,11 @@ def _config(optimizer, ie, engine, slicing) -> dict:
 
 @pytest.mark.parametrize("optimizer, ie, engine, slicing", LIVE_RUNS)
 def test_validate_plan_and_live_run(optimizer, ie, engine, slicing, ray_session, spark, tmp_path):
-    from sim.live import live_run
+    from sim.cluster_run import run_on_cluster
 
     raw, cfg = _validated(tmp_path, optimizer, ie, engine, slicing)
     out = tmp_path / "out"
-    summary = live_run(cfg, spark=spark)
+    summary = run_on_cluster(cfg, spark=spark)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["optimizer"] == optimizer and plan["ie"] == ie
     assert plan.get("slicing", "pairs") == slicing

@@ -128,11 +128,11 @@ def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
 def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     """``weaveplace run``: a DeploymentError (a drill or plan that cannot run, a failed
     recovery) is a user error, exit 2; a StreamError (Spark cannot watch the directory) exit
-    1; both one line, no traceback (live_run replaced, so no Ray or Spark starts)."""
+    1; both one line, no traceback (run_on_cluster replaced, so no Ray or Spark starts)."""
     import shutil
 
     import sim.cli
-    import sim.live
+    import sim.cluster_run
     from cluster.deployment.deployment import DeploymentError
     from cluster.feeds.directory_options import StreamError
 
@@ -147,7 +147,7 @@ def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     def failing(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(sim.live, "live_run", failing)
+    monkeypatch.setattr(sim.cluster_run, "run_on_cluster", failing)
     monkeypatch.setattr(
         sys,
         "argv",
