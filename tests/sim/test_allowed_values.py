@@ -32,7 +32,7 @@ from placement.queries import AGGREGATES
 from placement.slicing import SLICINGS
 from sim.cli import app
 from sim.config import load_config
-from sim.config_placement import OPTIMIZER_NAMES
+from sim.config.placement import OPTIMIZER_NAMES
 
 # (range, slide) per aggregate: r mod s != 0 for some (two Pairs fragments), shared slides
 

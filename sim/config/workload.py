@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from placement.queries import AGGREGATES, KINDS
-from sim.config_base import ConfigError, PosInt, Rate, Strict, as_list, id_to_str, one_or_list
+from sim.config.base import ConfigError, PosInt, Rate, Strict, as_list, id_to_str, one_or_list
 from sim.workload import GENERATORS
 
 MAX_QNUM = 10_000_000

@@ -1,8 +1,8 @@
 """The base of every configuration section: one-line errors, strict models, shared field types.
 
-Why a module of its own: each section (``sim.config_workload``, ``config_cluster``,
-``config_placement``, ``config_data`` and the run section in ``sim.config``) builds on the same
-strict model and the same error type, so the sections do not import one another.
+Why a module of its own: each section (``workload``, ``cluster``, ``placement``, ``data``,
+``run``) builds on the same strict model and the same error type, so the sections do not import
+one another.
 """
 
 from __future__ import annotations
