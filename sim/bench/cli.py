@@ -17,8 +17,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from sim.cli_base import UserError, console
-from sim.cli_base import progress as _progress
+from sim.cli.base import UserError, console
+from sim.cli.base import progress as _progress
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures go to BENCHMARKS.md).")
 

@@ -174,16 +174,17 @@ def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
     import inspect
 
     import sim.cli as cli
+    import sim.cli.runs as runs
 
     seen = {}
-    params = inspect.signature(cli.run).parameters
+    params = inspect.signature(runs.run).parameters
 
     def fake_run(config, out, **kw):
         seen.update(kw)
         assert set(params) == {"config", "out", *kw}
         return tmp_path / "live" / "report.html"
 
-    monkeypatch.setattr(cli, "run", fake_run)
+    monkeypatch.setattr(runs, "run", fake_run)
     res = CliRunner().invoke(cli.app, ["quickstart", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "simulation" / "results.csv").is_file()
