@@ -9,7 +9,7 @@ optimizer) of the final queries; trees moved in all; driver and actor memory at 
 (c) resume: ``stop``, then ``weaveplace serve --resume`` in a new process: seconds to the first
 new answer part (Ray and Spark start-up included).
 
-The deployment is ``sim.serve_cli.run_service`` (what ``weaveplace serve`` runs) in a thread of
+The deployment is ``sim.serve_start.run_service`` (what ``weaveplace serve`` runs) in a thread of
 this process, driven through its control API like a user would.
 """
 
@@ -73,7 +73,7 @@ def run_serve_bench(
     from cluster.service.control import call
     from sim.config import load_config
     from sim.debs_generator import generate_debs
-    from sim.serve_cli import run_service
+    from sim.serve_start import run_service
 
     out = Path(out).resolve()
     incoming, run_dir = out / "incoming", out / "run"

@@ -1,5 +1,6 @@
 """``weaveplace serve`` and ``ctl``: a deployment that runs until stopped, and one command sent
-to it (the work is in ``sim.serve_cli``; these are the Typer entries).
+to it (the work is in ``sim.serve_cli`` and ``sim.serve_start``; these are the Typer
+entries).
 """
 
 from __future__ import annotations

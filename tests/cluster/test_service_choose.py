@@ -107,7 +107,7 @@ def files(tmp_path_factory):
 
 def _start(config_path, resume, spark):
     """``weaveplace serve`` in this process (the session's Ray and Spark); returns the thread."""
-    from sim.serve_cli import prepare, run_service
+    from sim.serve_start import prepare, run_service
 
     cfg, run_dir, state, text, base = prepare(config_path, resume)
     box: dict = {"said": []}
