@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from placement.messages import one_line
 from sim.serve_start import ServeError, prepare, run_service
 
 __all__ = ["COMMANDS", "ServeError", "ctl", "read_queries_file", "serve_command"]
@@ -39,7 +40,7 @@ def read_queries_file(path: Path) -> list[dict]:
     try:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
-        raise ServeError(f"add-queries: {p}: invalid YAML ({' '.join(str(e).split())})") from None
+        raise ServeError(f"add-queries: {p}: invalid YAML ({one_line(str(e))})") from None
     if isinstance(raw, dict) and isinstance(raw.get("workload"), dict):
         raw = raw["workload"]
     if isinstance(raw, dict):
@@ -143,7 +144,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
         except (DeploymentError, StreamError) as e:
             raise user_error(f"serve: {e}") from None
         except (OSError, ConnectionError) as e:  # e.g. Ray cannot start (socket path, ports)
-            raise user_error(f"serve: cannot start: {' '.join(str(e).split())}") from None
+            raise user_error(f"serve: cannot start: {one_line(str(e))}") from None
         except KeyboardInterrupt:  # before the stream ran (Ray/Spark start-up): nothing to save
             bar.stop()
             console.print("[red]interrupted[/red] while starting; nothing was fed")

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from placement.messages import one_line
 from sim.synthetic_feed import SyntheticFeed
 
 
@@ -136,7 +137,7 @@ def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
         try:
             plan, choice = planner.plan(queries, model, point["capacities"])
         except (ValueError, KeyError) as e:
-            msg = " ".join(str(e).split())
+            msg = one_line(str(e))
             raise ServeError(f"placement.optimizers: {names[0]}: {msg}") from None
         if choice is not None and not choice["met"]:
             raise ServeError(choice["note"])

@@ -94,6 +94,7 @@ from cluster.answers.parts import LATE_SCHEMA, PartWriter, answer_schema
 from cluster.deployment.deployment import Deployment
 from cluster.feeds.directory_options import FileRecord, StreamError, StreamOptions, StreamStats
 from cluster.feeds.time_chunks import nondecreasing
+from placement.messages import one_line
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
 #: arrays stop at 2 GiB, and a micro-batch's bytes sit in driver memory.
@@ -111,11 +112,6 @@ def _binary_file_schema():
             T.StructField("content", T.BinaryType(), True),
         ]
     )
-
-
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class DirectoryStream:
@@ -201,7 +197,7 @@ class DirectoryStream:
                     query = self._start(ckpt)
                 except Exception as exc:  # e.g. Spark refusing the directory's layout
                     raise StreamError(
-                        f"Spark cannot watch {self.directory}: {_one_line(exc)}"
+                        f"Spark cannot watch {self.directory}: {one_line(exc, 200)}"
                     ) from exc
                 self._t0 = self._last_file = time.monotonic()
                 self._watch(query)
@@ -261,7 +257,7 @@ class DirectoryStream:
                 exc = query.exception()
                 raise StreamError(
                     f"Spark stopped the stream over {self.directory}: "
-                    f"{_one_line(exc) if exc else 'no reason given'}"
+                    f"{one_line(exc, 200) if exc else 'no reason given'}"
                 )
             now = time.monotonic()
             status = query.status
@@ -432,7 +428,7 @@ class DirectoryStream:
             )
             table = reader.read_all()
         except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            return self._reject_file(rec, f"unreadable: {_one_line(exc)}")
+            return self._reject_file(rec, f"unreadable: {one_line(exc, 200)}")
         rec.rejected_rows = reader.stats.rows_rejected
         rec.glued_lines = reader.stats.glued_lines
         rec.extra_column_lines = reader.stats.extra_column_lines

@@ -16,12 +16,6 @@ class ConfigError(ValueError):
     """A configuration mistake. The message is one line: ``key.path: problem (got value)``."""
 
 
-def short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for a one-line message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def one_or_list(item: Any) -> Any:
     """``x`` or a non-empty list of ``x``; a discriminator keeps errors to the branch used
     (a plain Union would report every branch's complaint)."""

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from sim.config.base import ConfigError, short
+from placement.messages import short_repr
+from sim.config.base import ConfigError
 from sim.config.model import SECTIONS, Config
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][\w-]*")
@@ -27,7 +28,7 @@ def _join(path: str, key: Any) -> str:
         return f"{path}[{key}]"
     if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
         return f"{path}.{key}" if path else key
-    return f"{path}[{short(key, 40)}]"
+    return f"{path}[{short_repr(key, 40)}]"
 
 
 def _loc_path(loc: tuple) -> str:
@@ -98,7 +99,7 @@ def _message(err: dict[str, Any]) -> str:
     elif typ == "string_too_short":
         msg = "expected a non-empty string"
     msg = re.sub(r"a valid dictionary or instance of \w+", "a mapping", msg)
-    return f"{path}: {msg} (got {short(err.get('input'))})"
+    return f"{path}: {msg} (got {short_repr(err.get('input'))})"
 
 
 def _from_validation(exc: ValidationError) -> ConfigError:
@@ -125,7 +126,9 @@ def _check_keys(node: Any, path: str = "", seen: set[int] | None = None) -> None
     if isinstance(node, dict):
         for k, v in node.items():
             if not isinstance(k, str):
-                raise ConfigError(f"{path or 'config'}: keys must be strings, got key {short(k)}")
+                raise ConfigError(
+                    f"{path or 'config'}: keys must be strings, got key {short_repr(k)}"
+                )
             _check_keys(v, _join(path, k), seen)
     elif isinstance(node, list):
         for i, v in enumerate(node):
@@ -141,7 +144,7 @@ def config_from_mapping(raw: Any, base_dir: str | Path = ".") -> Config:
     if not isinstance(raw, dict):
         raise ConfigError(
             f"config: expected a mapping with sections {', '.join(SECTIONS)}; "
-            f"got {type(raw).__name__} {short(raw)}"
+            f"got {type(raw).__name__} {short_repr(raw)}"
         )
     _check_keys(raw)
     try:
@@ -162,7 +165,7 @@ def load_config_text(text: str, base_dir: str | Path = ".", source: str = "confi
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
     except (RecursionError, ValueError, TypeError) as exc:  # e.g. absurd !!int or nesting
-        raise ConfigError(f"{source}: invalid YAML: {short(str(exc), 120)}") from None
+        raise ConfigError(f"{source}: invalid YAML: {short_repr(str(exc), 120)}") from None
     return config_from_mapping(raw, base_dir)
 
 
