@@ -13,9 +13,9 @@ rejected with their line numbers, good lines kept).  Why bytes and not Spark's `
 numbers, per-line reasons, the same rows as a batch run), a file is the unit of the ordering
 contract below, and a broken file (a corrupt Parquet footer, a wrong schema) is rejected whole
 instead of failing the query.  Parsing on the driver is not the bottleneck: the reader does
-~1.2 M rows/s per core, the driver -> actor push ~370 K rows/s (DESIGN.md s. 8).
+~1.2 M rows/s per core, the driver -> actor push ~370 K rows/s (docs/DESIGN.md s. 8).
 
-Ordering contract (DESIGN.md s. 1).  The stream is the files in the order Spark hands them over
+Ordering contract (docs/DESIGN.md s. 1).  The stream is the files in the order Spark hands them over
 - by modification time, ties by path - each file's rows put in ``(ts_ms, index)`` order (as
 ``feed_raw``'s ``order="auto"`` does), files fed one after another.  All DEBS streams share
 ``ts_ms``, so this is event-time order for every stream at once.  Hence the answers and late
@@ -29,7 +29,7 @@ and written to ``late.parquet``, never folded in, never dropped.
 Answers.  After each micro-batch the deployment checkpoints and hands over the answers made
 due so far (``Deployment.take_answers``: exactly once even if an actor is recovered or its
 node lost later);
-they are written as ``answers.parquet/part-<batch>.parquet`` (DESIGN.md s. 1 columns), new late
+they are written as ``answers.parquet/part-<batch>.parquet`` (docs/DESIGN.md s. 1 columns), new late
 tuples as ``late.parquet/part-<batch>.parquet``.  A part appears atomically (written under a
 hidden name, then renamed), so ``pyarrow.parquet.read_table(out / "answers.parquet")`` (or
 pandas, Spark, DuckDB) reads the answers so far at any moment; each part is sorted by

@@ -530,7 +530,8 @@ def bench_count(
     live: bool = typer.Option(True, help="Run on Ray actors (--no-live: NodeCore in process)."),
     out: Path = out_option(),
 ):
-    """Count-window plans: planned vs measured edges and operations per ms (issue 16)."""
+    """Count-window plans: planned vs measured edges and operations per ms (the count cost
+    model checked on running trees)."""
     from sim.bench.count import format_count_check, run_count_check
 
     if qnum < 1 or smax < 1 or omax < 1 or not rate > 0 or tuples < 10_000 or nodes < 1:

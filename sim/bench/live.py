@@ -3,7 +3,7 @@
     python -m sim.bench.live --duration-s 20000 --rate-hz 100 --queries 60 --nodes 2
 
 Why: the raw feed path (Spark -> driver -> actors), not the kernels, is expected to bound a
-live run (DESIGN.md s. 8); this measures it with a realistic plan.  The workload is the
+live run (docs/DESIGN.md s. 8); this measures it with a realistic plan.  The workload is the
 published DEBS queries (1 s tumbling avg/min/max/count of mf01; 60 s/1 s avg of mf01-mf03) plus
 random sliding queries over mf01-mf03 (slides multiples of 100 ms, ranges 1-10 slides, a third
 with ``r mod s != 0``), woven by WeaveShare and dealt round-robin over ``--nodes`` nodes.

@@ -1,4 +1,5 @@
-"""``weaveplace bench serve``: a deployment under query churn (issue 13's benchmarks).
+"""``weaveplace bench serve``: a deployment under query churn (queries, nodes and files that
+come and go) measured for latency, cost drift and recovery.
 
 (a) churn: ``queries`` queries added one every ``add_every_s`` seconds to a 3-node deployment
 while DEBS-style files (``file_s`` seconds of data each, 100 Hz) are dropped at ``speed`` x real

@@ -21,7 +21,7 @@ MAX_SMAX = 10_000_000  # the generator materialises the candidate slides 1..Smax
 
 
 class QuerySpec(Strict):
-    """One explicit ACQ (DESIGN.md s. 1)."""
+    """One explicit ACQ (docs/DESIGN.md s. 1)."""
 
     id: Annotated[str, BeforeValidator(id_to_str), Field(min_length=1)]
     stream: Annotated[str, Field(min_length=1)] = "s0"

@@ -1,4 +1,4 @@
-"""The driver out of the data path (issue 15): actors write their answers, executors push.
+"""The driver out of the data path: actors write their answers, Spark executors push the rows.
 
 Oracles: the driver route (itself checked against Spark SQL and numpy in
 tests/test_cluster_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy

@@ -1,4 +1,5 @@
-"""The feed and answer routes of a live run on a multi-node Ray cluster (issue 15, "Must show").
+"""The feed and answer routes of a live run on a multi-node Ray cluster: every route shown
+to work with plan nodes on different Ray nodes.
 
 A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1, checking tokens) runs in a
 subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first with Spark

@@ -1,4 +1,4 @@
-"""``weaveplace serve`` with WG_PF (issue 14): the initial plan and every re-plan are the plan
+"""``weaveplace serve`` with WG_PF: the initial plan and every re-plan are the plan
 the config's ``placement.choose`` rule picks from WG_PF's front; the rule survives
 ``serve --resume``; a bad or unmeetable rule is one line, exit 2.
 

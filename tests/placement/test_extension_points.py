@@ -1,4 +1,4 @@
-"""Extension points: a technique, an optimizer and an engine added from this file alone (issue 12).
+"""Extension points: a technique, an optimizer and an engine added from this file alone.
 
 The toy technique ``toy_recompute`` recomputes every answer from the stored partials, folding
 oldest to newest (its executor: ``Recompute``; its pricing: ``n - 1`` combines per answer of a

@@ -1,6 +1,7 @@
 """Every allowed aggregate, IE technique, slicing, edge engine and optimizer goes through
 ``weaveplace validate``, planning and execution, with answers checked against the brute-force
-oracle (issue 11, item 3: ``product`` passed validation, then crashed the live run).
+oracle (a value that passes validation must also run: ``product`` once passed validation,
+then crashed the live run).
 
 The lists come from the modules that own them (the ones validation reads), so a value added
 to a list without being executable fails here.  Every run asks for every aggregate.
