@@ -212,7 +212,9 @@ def run_service(
         # they were kept plan as the config does
         planner, choice = Planner.from_config(cfg), None
     ray_address = cfg.cluster.ray.address
-    runtime = RuntimeOptions(ray_address, 2, spark, cfg.cluster.spark.master)
+    runtime = RuntimeOptions(
+        ray_address=ray_address, num_cpus=2, spark=spark, spark_master=cfg.cluster.spark.master
+    )
     with started_runtimes(runtime) as (spark, startup):
         if say is not None and startup.get("ray_auth"):
             say(f"Ray: {startup['ray_auth']}")
