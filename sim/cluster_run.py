@@ -21,7 +21,6 @@ from typing import Any
 
 from placement.trees import CostModel
 from sim.config import Config, ConfigError
-from sim.run_options import deployment_options, file_feed_options, runtime_options, stream_options
 from sim.simulate import plan_for, workload_point
 
 
@@ -305,6 +304,7 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
     """A file (``data.path``, or the data generated into the output folder)."""
     from cluster.debs.reader import is_parquet_name
     from cluster.runs.file_run import run_file
+    from sim.run_options import deployment_options, file_feed_options, runtime_options
 
     config, out = placed.config, placed.out
     text = not is_parquet_name(Path(data_path).name)
@@ -342,6 +342,7 @@ def _run_directory(placed: PlacedRun, say, spark) -> RunSummary:
     batches are what ``checkpoint_every`` and a drill's ``at_batch`` count (on top, every
     micro-batch ends with a checkpoint: ``Deployment.take_answers``)."""
     from cluster.runs.directory_run import run_directory
+    from sim.run_options import deployment_options, runtime_options, stream_options
 
     config, out = placed.config, placed.out
     deployment = deployment_options(config, out)

@@ -13,8 +13,7 @@ from typing import Any
 
 from cluster.deployment.options import DeploymentOptions
 from cluster.feeds.directory_options import StreamOptions
-from cluster.runs.options import FileFeedOptions, RuntimeOptions
-from cluster.runs.startup import default_pinning
+from cluster.runs.options import FileFeedOptions, RuntimeOptions, default_pinning
 from sim.config import Config
 
 

@@ -166,8 +166,8 @@ def run_service(
     the rule that chose the initial plan)."""
     from cluster.deployment.churn import LiveDeployment, plan_from_state
     from cluster.feeds.directory_options import StreamOptions
-    from cluster.runs.options import RuntimeOptions
-    from cluster.runs.startup import default_pinning, started_runtimes
+    from cluster.runs.options import RuntimeOptions, default_pinning
+    from cluster.runs.startup import started_runtimes
     from cluster.service.planning import Planner
     from cluster.service.service import Service
     from placement.trees import CostModel

@@ -91,7 +91,7 @@ def run_file(
     (answers as in a fault-free run), and a node lost for good has its trees re-placed on the
     others, exactly too (a node added by the drill: trees move to it, exactly;
     ``plan_final.json`` then holds the layout as it ran).  ``pin_nodes`` pins plan nodes to Ray
-    nodes (``cluster.runs.startup.default_pinning`` gives the usual choice: when attached to a
+    nodes (``cluster.runs.options.default_pinning`` gives the usual choice: when attached to a
     cluster by address); ``faults`` is a fault drill (``cluster.deployment.drills``).
 
     ``deployment.answers``: ``"driver"`` (the actors hand their answers to the driver, which

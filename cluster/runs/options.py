@@ -16,6 +16,11 @@ from typing import Any
 FEED_ROUTES = ("driver", "executors")
 
 
+def default_pinning(pin_nodes: bool | None, ray_address: str | None) -> bool:
+    """Pin plan nodes to Ray nodes when attached to a cluster by address (unless told)."""
+    return ray_address not in (None, "", "local") if pin_nodes is None else pin_nodes
+
+
 @dataclass(frozen=True)
 class RuntimeOptions:
     """Ray and Spark for one run.

@@ -28,11 +28,6 @@ def load_plan(plan: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
     return json.loads(Path(plan).read_text()) if isinstance(plan, (str, Path)) else plan
 
 
-def default_pinning(pin_nodes: bool | None, ray_address: str | None) -> bool:
-    """Pin plan nodes to Ray nodes when attached to a cluster by address (unless told)."""
-    return ray_address not in (None, "", "local") if pin_nodes is None else pin_nodes
-
-
 @contextmanager
 def started_runtimes(
     runtime: RuntimeOptions, on_new_spark: Callable[[], None] | None = None
