@@ -159,11 +159,11 @@ def check_cluster_run(
     config: Config, out_dir: str | Path | None = None, *, java: bool = True
 ) -> None:
     """Every check ``weaveplace run`` makes before doing work, so that ``weaveplace validate``
-    can make the same ones and a mistake costs no Ray or Spark start-up: run.mode live, one workload and one cluster layout,
-    one optimizer, a readable data source whose columns include every query's stream, an
-    output directory that is not the watched one, a reachable Ray address that accepts our
-    token (``cluster.runtime.ray_runtime.attach_auth``) and Java (PySpark 4).  Raises a one-line
-    ``ConfigError``."""
+    can make the same ones and a mistake costs no Ray or Spark start-up: run.mode live, one
+    workload and one cluster layout, one optimizer, a readable data source whose columns
+    include every query's stream, an output directory that is not the watched one, a reachable
+    Ray address that accepts our token (``cluster.runtime.ray_runtime.attach_auth``) and Java
+    (PySpark 4).  Raises a one-line ``ConfigError``."""
     import shutil
 
     if config.run.mode != "live":

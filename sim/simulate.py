@@ -387,8 +387,8 @@ def _exact(instance: ExactInstance, hints, placement, front: bool = False):
 
     Seeded with the run's plans (``hints``), so ``exact_total`` / ``exact_max`` are never worse
     than a heuristic's; when optimality is not proven within ``placement.exact_time_limit``
-    seconds the proven lower bounds ``exact_bound_*`` and the relative gap ``exact_rel_gap_* = exact / bound - 1`` say
-    how far off they may be (``exact_proven_*``: proven optimal). Returns the columns and,
+    seconds the proven lower bounds ``exact_bound_*`` and the relative gap
+    ``exact_rel_gap_* = exact / bound - 1`` say how far off they may be (``exact_proven_*``: proven optimal). Returns the columns and,
     with ``front``, the exact Pareto front (written as ``c<NNNN>_EXACT_front.json``)."""
     res: dict[str, Any] = dict.fromkeys(EXACT_COLUMNS)
     queries, ids = instance.queries, instance.ids

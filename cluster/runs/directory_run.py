@@ -2,8 +2,8 @@
 deployment) and Ctrl-C while they start and stop, with ``metrics.json`` at the end.
 
 Why its own module: starting and tearing down runtimes around a stream, and what Ctrl-C means
-during each phase, is the command's concern; ``cluster.feeds.directory.DirectoryStream`` runs a stream
-on runtimes someone else owns (``cluster.service.service`` does).
+during each phase, is the command's concern; ``cluster.feeds.directory.DirectoryStream`` runs a
+stream on runtimes someone else owns (``cluster.service.service`` does).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``run_file``: one run over a file end to end (Ray actors fed by Spark), written to an output folder.
+"""``run_file``: a run over one file end to end (Ray actors fed by Spark), written to a folder.
 
 Why a single function: ``weaveplace run CONFIG`` (mode live) needs exactly this, and tests and
 benchmarks want the same path.  It owns what it starts: Ray (unless one is running or an address
@@ -7,9 +7,9 @@ is given) and the actors always; the Spark session only if none was passed in
 
 Outputs in ``out_dir``:
 
-* ``answers.parquet`` (and ``answers.csv`` with ``csv=True``): ``query_id: string,
-  window_start: int64, window_end: int64, value: int64 | float64`` (docs/DESIGN.md s. 1), sorted by
-  ``(query_id, window_start)``;
+* ``answers.parquet`` (and ``answers.csv`` with ``feed.csv``): ``query_id: string,
+  window_start: int64, window_end: int64, value: int64 | float64`` (docs/DESIGN.md s. 1),
+  sorted by ``(query_id, window_start)``;
 * ``late.parquet``: late tuples per tree (``node_id, tree_id, stream, ts_ms, value``); a tuple
   late for two trees appears twice;
 * ``rejects/<file>.rejects.tsv``: a text input's malformed lines (``cluster.feeds.text``);
