@@ -1,311 +1,25 @@
-"""``weaveplace serve CONFIG`` / ``serve --resume RUN_DIR`` and ``weaveplace ctl RUN_DIR CMD``.
+"""``weaveplace serve CONFIG`` / ``serve --resume RUN_DIR`` and ``weaveplace ctl RUN_DIR CMD``:
+the commands' checks, progress display and replies; the start-up itself is ``sim.serve_start``.
 
 ``serve`` plans the config's queries as ``weaveplace run`` does (one optimizer, one cluster
 layout), starts Ray and Spark, and runs ``cluster.service.service.Service`` over ``data.directory``
-until ``ctl ... stop`` (or Ctrl-C; both keep the state for ``--resume``).  ``RUN_DIR`` is
-``run.output_dir``; ``RUN_DIR/state/`` holds what a resume needs (the config text included, so
-``--resume`` takes no config).  ``ctl`` reads ``RUN_DIR/control.json`` and prints the JSON reply;
-a refused command prints its one-line reason and exits 2.
+until ``ctl ... stop`` (or Ctrl-C; both keep the state for ``--resume``).  ``ctl`` reads
+``RUN_DIR/control.json`` and prints the JSON reply; a refused command prints its one-line reason
+and exits 2.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import time
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from placement.messages import one_line
+from sim.serve_start import ServeError, prepare, run_service
 
-class ServeError(ValueError):
-    """A user mistake or a deployment that cannot start: one line, exit code 2."""
+__all__ = ["COMMANDS", "ServeError", "ctl", "read_queries_file", "serve_command"]
 
-
-# -- serve ------------------------------------------------------------------------------------
-def _load_state(run_dir: Path) -> dict:
-    p = run_dir / "state" / "service.json"
-    if not p.is_file():
-        raise ServeError(f"--resume {run_dir}: no saved deployment there ({p} not found)")
-    try:
-        state = json.loads(p.read_text())
-    except ValueError as e:
-        raise ServeError(f"{p}: not valid JSON ({e})") from None
-    if state.get("final"):
-        raise ServeError(
-            f"--resume {run_dir}: the deployment was stopped with --flush (end of "
-            "input); there is nothing to resume"
-        )
-    return state
-
-
-def prepare(config_path: Path | None, resume: Path | None):
-    """(config, run_dir, state or None, config text, base dir) with the checks done up front."""
-    from sim.config import ConfigError, load_config, load_config_text
-
-    if (config_path is None) == (resume is None):
-        raise ServeError(
-            "give a CONFIG to start a deployment, or --resume RUN_DIR to continue one (not both)"
-        )
-    if resume is not None:
-        run_dir = Path(resume)
-        state = _load_state(run_dir)
-        sd = run_dir / "state"
-        text = (sd / "config.yaml").read_text()
-        base = (sd / "config_dir").read_text().strip()
-        try:
-            cfg = load_config_text(text, base, str(sd / "config.yaml"))
-        except ConfigError as e:
-            raise ServeError(str(e)) from None
-    else:
-        try:
-            cfg = load_config(config_path)
-        except ConfigError as e:
-            raise ServeError(str(e)) from None
-        text = Path(config_path).read_text()
-        base = str(Path(config_path).resolve().parent)
-        run_dir = Path(cfg.run.output_dir)
-        state = None
-        if (run_dir / "state" / "service.json").exists():
-            raise ServeError(
-                f"run.output_dir: {str(run_dir)!r} holds a deployment; continue it "
-                f"with `weaveplace serve --resume {run_dir}` or choose another "
-                "run.output_dir"
-            )
-    if cfg.data.path is not None:
-        raise ServeError(
-            "data.path: `weaveplace serve` reads data.directory (files as they "
-            "arrive) or, without both, a synthetic real-time feed at data.rate_hz"
-        )
-    if (
-        cfg.data.directory is not None
-        and run_dir.resolve() == Path(cfg.data.directory.path).resolve()
-    ):
-        raise ServeError(f"run.output_dir: {str(run_dir)!r} is the watched directory")
-    if shutil.which("java") is None:
-        raise ServeError(
-            "Java is not installed or not on PATH: PySpark 4 needs Java 17 "
-            "(e.g. apt-get install openjdk-17-jre-headless)"
-        )
-    return cfg, run_dir, state, text, base
-
-
-def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
-    """The config's plan (as ``weaveplace run``), its cost model, the planner re-plans use
-    (``cluster.service.planning.Planner``) and, for WG_PF, how the plan was chosen.  WG_PF: the
-    plan ``placement.choose`` picks, by the planner re-plans use; a rule no plan meets stops
-    the start with its one-line note (``ServeError``), as ``weaveplace run`` does."""
-    from cluster.debs.format import VALUE_COLUMNS
-    from cluster.service.planning import Planner
-    from placement.optimizers import DISTRIBUTED
-    from placement.trees import CostModel
-    from sim.config import ConfigError
-    from sim.simulate import plan_for, workload_point
-
-    points = cfg.points()
-    if len(points) != 1:
-        raise ServeError(
-            f"a deployment takes one workload and one cluster layout; this config "
-            f"expands to {len(points)} (remove the list-valued parameters)"
-        )
-    names = cfg.placement.optimizer_list
-    if len(names) != 1:
-        raise ServeError(f"placement.optimizers: a deployment takes one optimizer, got {names}")
-    point = points[0]
-    try:
-        queries, rates, _ = workload_point(cfg, point["workload"])
-    except ConfigError as e:
-        raise ServeError(str(e)) from None
-    bad = sorted({q.stream for q in queries} - set(VALUE_COLUMNS))
-    if bad:
-        raise ServeError(f"workload: stream(s) {bad} are not DEBS columns (e.g. mf01, mf02)")
-    counts = [q.id for q in queries if q.kind != "time"]
-    if counts:
-        raise ServeError(
-            f"workload: count-window queries {counts[:5]}: a deployment whose "
-            "queries change runs time windows only"
-        )
-    if cfg.streams is None:
-        rates = {s: cfg.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
-    else:  # every declared stream: queries added later on it are priced at its rate
-        rates = {**{s: v.rate for s, v in cfg.streams.items()}, **rates}
-    model = CostModel(cfg.placement.ie, rates, cfg.placement.engine, cfg.placement.slicing)
-    planner = Planner.from_config(cfg)
-    choice = None
-    if names[0] in DISTRIBUTED:
-        try:
-            plan, choice = planner.plan(queries, model, point["capacities"])
-        except (ValueError, KeyError) as e:
-            msg = " ".join(str(e).split())
-            raise ServeError(f"placement.optimizers: {names[0]}: {msg}") from None
-        if choice is not None and not choice["met"]:
-            raise ServeError(choice["note"])
-    else:  # a single-node optimizer: all trees on the first node (re-plans are refused)
-        plan = plan_for(names[0], queries, model, point["capacities"], cfg)
-    for node, node_id in zip(plan.nodes, point["node_ids"]):
-        node.id = node_id
-    d = plan.to_dict()
-    if choice is not None:
-        d["choose"] = choice
-    return d, model, planner, choice
-
-
-def run_service(
-    cfg,
-    run_dir: Path,
-    state: dict | None,
-    text: str,
-    base: str,
-    spark=None,
-    progress=None,
-    say=None,
-):
-    """Start (or resume) the deployment and serve until stopped; returns the stream stats.
-    ``say``: gets one-line notices (the token an attached Ray connection used; with WG_PF,
-    the rule that chose the initial plan)."""
-    from cluster.deployment.churn import ChurnDeployment, plan_from_state
-    from cluster.deployment.options import DeploymentOptions
-    from cluster.feeds.directory_options import StreamOptions
-    from cluster.runs.file_run import default_pinning, started_runtimes
-    from cluster.service.planning import Planner
-    from cluster.service.service import Service
-    from placement.trees import CostModel
-
-    w = cfg.data.directory
-    run_dir.mkdir(parents=True, exist_ok=True)
-    feeder = None
-    if w is None:  # a synthetic DEBS-style feed in real time, through the same directory path
-        feeder = SyntheticFeed(run_dir / "feed", cfg.data.rate_hz, cfg.data.seed)
-        opts = StreamOptions(poll_s=0.5, files_per_batch=8, batch_rows=cfg.run.batch_rows)
-        watch = feeder.directory
-    else:
-        opts = StreamOptions(
-            pattern=w.pattern,
-            files_per_batch=w.files_per_batch,
-            poll_s=w.poll_s,
-            idle_timeout_s=None,
-            max_files=None,
-            timeout_s=w.timeout_s,
-            batch_rows=cfg.run.batch_rows,
-        )
-        watch = w.path
-    if state is None:
-        plan, model, planner, choice = initial_plan(cfg)
-        (run_dir / "plan.json").write_text(json.dumps(plan, indent=1))
-        sd = run_dir / "state"
-        sd.mkdir(exist_ok=True)
-        (sd / "config.yaml").write_text(text)
-        (sd / "config_dir").write_text(base)
-        optimizer = plan["optimizer"]
-        if choice is not None and say is not None:
-            say(
-                f"WG_PF: the plan `{choice['rule']}` picks of a {len(choice['front'])}-plan "
-                f"front (TotalCost {plan['total_cost']:.6g}, MaxCost {plan['max_cost']:.6g})"
-            )
-    else:
-        m = state["model"]
-        model = CostModel(m["ie"], dict(m["rates"]), cfg.placement.engine, m["slicing"])
-        plan = plan_from_state(state["nodes"], m, state["capacity"])
-        optimizer = state["optimizer"]
-        # the state's planner and choice win (Service restores them); states saved before
-        # they were kept plan as the config does
-        planner, choice = Planner.from_config(cfg), None
-    ray_address = cfg.cluster.ray.address
-    with started_runtimes(ray_address, 2, spark, cfg.cluster.spark.master) as (spark, startup):
-        if say is not None and startup.get("ray_auth"):
-            say(f"Ray: {startup['ray_auth']}")
-        with ChurnDeployment(
-            plan,
-            DeploymentOptions(
-                allowed_lateness=cfg.run.allowed_lateness,
-                checkpoint_every=cfg.run.checkpoint_every,
-                pin_nodes=default_pinning(None, ray_address),
-            ),
-        ) as dep:
-            if state is not None:
-                sd = run_dir / "state"
-                blobs = {
-                    nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
-                    for nid, v in state["nodes"].items()
-                }
-                dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
-            svc = Service(
-                dep,
-                spark,
-                watch,
-                run_dir,
-                plan,
-                model,
-                options=opts,
-                default_rate=cfg.data.rate_hz / 1000.0,
-                tolerance=cfg.placement.tolerance,
-                max_moves=cfg.placement.max_moves,
-                optimizer=optimizer,
-                planner=planner,
-                choice=choice,
-                resume_state=state,
-                progress=progress,
-            )
-            if feeder is not None:
-                feeder.start()
-            try:
-                return svc.run(port=cfg.run.control.port)
-            finally:
-                if feeder is not None:
-                    feeder.stop()
-
-
-class SyntheticFeed:
-    """Without ``data.directory``: every ``chunk_s`` seconds of wall time, the next ``chunk_s``
-    seconds of DEBS-style events (``sim.debs_generator.generate_debs`` at ``rate_hz``, event time
-    continuing from 2012-02-22T16:46:28Z) are dropped into ``RUN_DIR/feed/`` (hidden name, then
-    renamed), so the deployment sees data arriving in real time (demos).  A resumed deployment
-    continues after the files already there.  Each chunk has its own random stream (seed + k),
-    so values jump slightly at chunk borders."""
-
-    chunk_s = 2.0
-
-    def __init__(self, directory: Path, rate_hz: float, seed: int):
-        import threading
-
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.rate_hz, self.seed = float(rate_hz), int(seed)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="weaveplace-feed", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        from datetime import datetime, timedelta
-
-        from sim.debs_generator import generate_debs
-
-        t0 = datetime(2012, 2, 22, 16, 46, 28, tzinfo=UTC)
-        k = len([p for p in self.directory.glob("f*.parquet")])
-        nxt = time.monotonic() + self.chunk_s
-        while not self._stop.wait(max(0.0, nxt - time.monotonic())):
-            tmp = self.directory / f".f{k:07d}.parquet"
-            generate_debs(
-                tmp,
-                duration_s=self.chunk_s,
-                rate_hz=self.rate_hz,
-                seed=self.seed + k,
-                start=t0 + timedelta(seconds=k * self.chunk_s),
-            )
-            tmp.replace(self.directory / f"f{k:07d}.parquet")
-            k += 1
-            nxt += self.chunk_s
-
-
-# -- ctl --------------------------------------------------------------------------------------
 COMMANDS = (
     "status",
     "add-queries",
@@ -326,7 +40,7 @@ def read_queries_file(path: Path) -> list[dict]:
     try:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
-        raise ServeError(f"add-queries: {p}: invalid YAML ({' '.join(str(e).split())})") from None
+        raise ServeError(f"add-queries: {p}: invalid YAML ({one_line(str(e))})") from None
     if isinstance(raw, dict) and isinstance(raw.get("workload"), dict):
         raw = raw["workload"]
     if isinstance(raw, dict):
@@ -387,20 +101,6 @@ def _no_args(command: str, args: list[str]) -> None:
         raise ServeError(f"{command}: takes no arguments, got {args}")
 
 
-def wait_stopped(run_dir: Path, timeout_s: float = 120.0) -> bool:
-    """True once the deployment of ``run_dir`` no longer answers (tests, scripts)."""
-    from cluster.service.control import ControlError, call
-
-    t = time.monotonic()
-    while time.monotonic() - t < timeout_s:
-        try:
-            call(run_dir, "GET", "/status", timeout=5)
-        except ControlError:
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def serve_command(config: Path | None, resume: Path | None, console, user_error) -> None:
     """The ``serve`` command: checks, a one-line progress display, a summary at the end."""
     from rich.markup import escape
@@ -444,7 +144,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
         except (DeploymentError, StreamError) as e:
             raise user_error(f"serve: {e}") from None
         except (OSError, ConnectionError) as e:  # e.g. Ray cannot start (socket path, ports)
-            raise user_error(f"serve: cannot start: {' '.join(str(e).split())}") from None
+            raise user_error(f"serve: cannot start: {one_line(str(e))}") from None
         except KeyboardInterrupt:  # before the stream ran (Ray/Spark start-up): nothing to save
             bar.stop()
             console.print("[red]interrupted[/red] while starting; nothing was fed")

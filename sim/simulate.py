@@ -230,18 +230,8 @@ def _point_rows(
         tick(f"c{i} {name}")
     # After the heuristics: their plans (WG_PF's whole front too) seed the exact solvers, so
     # the exact answer is never worse than a known plan; the exact front only for WG_PF.
-    exact, exact_front = _exact(
-        queries,
-        model,
-        caps,
-        ids,
-        pl.exact_max_queries,
-        out / "plans",
-        i,
-        plans,
-        pl.exact_time_limit,
-        front=pf_res is not None,
-    )
+    instance = ExactInstance(queries, model, caps, ids, out / "plans", i)
+    exact, exact_front = _exact(instance, plans, pl, front=pf_res is not None)
     for row in rows:
         row.update(exact)
         row.update(_gaps(row, exact))
@@ -377,33 +367,44 @@ EXACT_COLUMNS = (
 )
 
 
-def _exact(
-    queries,
-    model,
-    caps,
-    ids,
-    limit,
-    plans_dir: Path,
-    i: int,
-    hints=(),
-    time_limit_s: float = 60.0,
-    front: bool = False,
-):
-    """Exact optima (placement.exact) when the workload is small enough; plans are written.
+@dataclass(frozen=True)
+class ExactInstance:
+    """One configuration to solve exactly: its queries priced by ``model`` on nodes ``ids``
+    with capacities ``caps``, and where its plans are written (``c<index>_EXACT_*.json`` in
+    ``plans_dir``)."""
+
+    queries: list[Query]
+    model: CostModel
+    caps: list[float | None]
+    ids: list[str]
+    plans_dir: Path
+    index: int
+
+
+def _exact(instance: ExactInstance, hints, placement, front: bool = False):
+    """Exact optima (placement.exact) when the workload has at most
+    ``placement.exact_max_queries`` queries; plans are written.
 
     Seeded with the run's plans (``hints``), so ``exact_total`` / ``exact_max`` are never worse
-    than a heuristic's; when optimality is not proven within ``time_limit_s`` the proven lower
-    bounds ``exact_bound_*`` and the relative gap ``exact_rel_gap_* = exact / bound - 1`` say
-    how far off they may be (``exact_proven_*``: proven optimal). Returns the columns and,
+    than a heuristic's; when optimality is not proven within ``placement.exact_time_limit``
+    seconds the proven lower bounds ``exact_bound_*`` and the relative gap
+    ``exact_rel_gap_* = exact / bound - 1`` say how far off they may be (``exact_proven_*``: proven optimal). Returns the columns and,
     with ``front``, the exact Pareto front (written as ``c<NNNN>_EXACT_front.json``)."""
     res: dict[str, Any] = dict.fromkeys(EXACT_COLUMNS)
-    if len(queries) > limit:
+    queries, ids = instance.queries, instance.ids
+    plans_dir, i = instance.plans_dir, instance.index
+    if len(queries) > placement.exact_max_queries:
         return res, None
     from placement.exact.optimum import InfeasibleError, solve_exact
 
     try:
         ex = solve_exact(
-            queries, model, caps, hints=list(hints), time_limit_s=time_limit_s, front=front
+            queries,
+            instance.model,
+            instance.caps,
+            hints=list(hints),
+            time_limit_s=placement.exact_time_limit,
+            front=front,
         )
     except InfeasibleError:
         res["exact_method"] = "infeasible"

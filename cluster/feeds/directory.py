@@ -13,9 +13,9 @@ rejected with their line numbers, good lines kept).  Why bytes and not Spark's `
 numbers, per-line reasons, the same rows as a batch run), a file is the unit of the ordering
 contract below, and a broken file (a corrupt Parquet footer, a wrong schema) is rejected whole
 instead of failing the query.  Parsing on the driver is not the bottleneck: the reader does
-~1.2 M rows/s per core, the driver -> actor push ~370 K rows/s (DESIGN.md s. 8).
+~1.2 M rows/s per core, the driver -> actor push ~370 K rows/s (docs/DESIGN.md s. 8).
 
-Ordering contract (DESIGN.md s. 1).  The stream is the files in the order Spark hands them over
+Ordering contract (docs/DESIGN.md s. 1).  The stream is the files in the order Spark hands them over
 - by modification time, ties by path - each file's rows put in ``(ts_ms, index)`` order (as
 ``feed_raw``'s ``order="auto"`` does), files fed one after another.  All DEBS streams share
 ``ts_ms``, so this is event-time order for every stream at once.  Hence the answers and late
@@ -29,7 +29,7 @@ and written to ``late.parquet``, never folded in, never dropped.
 Answers.  After each micro-batch the deployment checkpoints and hands over the answers made
 due so far (``Deployment.take_answers``: exactly once even if an actor is recovered or its
 node lost later);
-they are written as ``answers.parquet/part-<batch>.parquet`` (DESIGN.md s. 1 columns), new late
+they are written as ``answers.parquet/part-<batch>.parquet`` (docs/DESIGN.md s. 1 columns), new late
 tuples as ``late.parquet/part-<batch>.parquet``.  A part appears atomically (written under a
 hidden name, then renamed), so ``pyarrow.parquet.read_table(out / "answers.parquet")`` (or
 pandas, Spark, DuckDB) reads the answers so far at any moment; each part is sorted by
@@ -53,7 +53,7 @@ of file bytes (``files_per_batch`` files); files above 1 GiB are rejected whole 
 
 Stop.  ``idle_timeout_s`` (no new file for that long), ``max_files``, ``timeout_s`` (wall
 clock), ``request_stop()`` from another thread, or Ctrl-C (SIGINT, when run in the main thread;
-a second Ctrl-C aborts the flush at once; under ``run_stream`` Ctrl-C during the final teardown
+a second Ctrl-C aborts the flush at once; under ``run_directory`` Ctrl-C during the final teardown
 of actors, Spark and Ray is ignored so that it completes).  A stop waits for the micro-batch in
 progress (files are fed whole or not at all), stops the query, flushes every pending window
 (``Deployment.finish``) and writes the last parts.  The run is not resumable: Spark's
@@ -70,7 +70,7 @@ by Spark's scan (not even counted).
 This module is the stream itself (the Spark source it starts and watches, and what each
 micro-batch does with its files), one idea kept in one ``DirectoryStream`` class because
 ``cluster.service.service`` subclasses it; its options and stats are in ``stream_options``, its output
-parts in ``stream_parts``, ``run_stream`` (runtimes and Ctrl-C around it) in ``stream_run``.
+parts in ``cluster.answers.parts``, ``run_directory`` (runtimes and Ctrl-C around it) in ``cluster.runs.directory_run``.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ from cluster.answers.parts import PartWriter
 from cluster.deployment.deployment import Deployment
 from cluster.feeds.directory_options import FileRecord, StreamError, StreamOptions, StreamStats
 from cluster.feeds.time_chunks import nondecreasing
+from placement.messages import one_line
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
 #: arrays stop at 2 GiB, and a micro-batch's bytes sit in driver memory.
@@ -112,11 +113,6 @@ def _binary_file_schema():
             T.StructField("content", T.BinaryType(), True),
         ]
     )
-
-
-def _one_line(exc: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class DirectoryStream:
@@ -202,7 +198,7 @@ class DirectoryStream:
                     query = self._start(ckpt)
                 except Exception as exc:  # e.g. Spark refusing the directory's layout
                     raise StreamError(
-                        f"Spark cannot watch {self.directory}: {_one_line(exc)}"
+                        f"Spark cannot watch {self.directory}: {one_line(exc, 200)}"
                     ) from exc
                 self._t0 = self._last_file = time.monotonic()
                 self._watch(query)
@@ -262,7 +258,7 @@ class DirectoryStream:
                 exc = query.exception()
                 raise StreamError(
                     f"Spark stopped the stream over {self.directory}: "
-                    f"{_one_line(exc) if exc else 'no reason given'}"
+                    f"{one_line(exc, 200) if exc else 'no reason given'}"
                 )
             now = time.monotonic()
             status = query.status
@@ -433,7 +429,7 @@ class DirectoryStream:
             )
             table = reader.read_all()
         except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            return self._reject_file(rec, f"unreadable: {_one_line(exc)}")
+            return self._reject_file(rec, f"unreadable: {one_line(exc, 200)}")
         rec.rejected_rows = reader.stats.rows_rejected
         rec.glued_lines = reader.stats.glued_lines
         rec.extra_column_lines = reader.stats.extra_column_lines

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from placement.messages import one_line as one_line_text
+
 MAX_BODY = 8 << 20
 
 
@@ -47,9 +49,9 @@ class ServiceError(Exception):
 
 
 def one_line(e: BaseException) -> str:
-    """An exception's message on one line (the form of every refusal and status error)."""
-    s = " ".join(str(e).split()) or type(e).__name__
-    return s.strip("'\"")
+    """An exception's message on one line without surrounding quotes (a ``KeyError``'s key
+    comes quoted): the form of every refusal and status error."""
+    return one_line_text(e).strip("'\"")
 
 
 class ControlServer:
@@ -114,7 +116,7 @@ class ControlServer:
         except ServiceError as e:
             return e.status, {"error": e.message}
         except Exception as e:  # a bug or a cluster failure: one line, the service goes on
-            return 500, {"error": f"{path[1:]}: {type(e).__name__}: {' '.join(str(e).split())}"}
+            return 500, {"error": f"{path[1:]}: {type(e).__name__}: {one_line_text(str(e))}"}
 
 
 def _handler_for(server: ControlServer):
@@ -190,7 +192,7 @@ def _handler_for(server: ControlServer):
             try:
                 body = json.loads(raw) if raw.strip() else None
             except (ValueError, UnicodeDecodeError) as e:
-                return self._send(400, {"error": f"malformed JSON: {' '.join(str(e).split())}"})
+                return self._send(400, {"error": f"malformed JSON: {one_line_text(str(e))}"})
             code, obj = server.dispatch("POST", path, body)
             self._send(code, obj)
 

@@ -17,8 +17,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from sim.cli_base import UserError, console
-from sim.cli_base import progress as _progress
+from sim.cli.base import UserError, console
+from sim.cli.base import progress as _progress
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks (figures go to BENCHMARKS.md).")
 
@@ -541,7 +541,8 @@ def bench_count(
     live: bool = typer.Option(True, help="Run on Ray actors (--no-live: NodeCore in process)."),
     out: Path = out_option(),
 ):
-    """Count-window plans: planned vs measured edges and operations per ms."""
+    """Count-window plans: planned vs measured edges and operations per ms (the count cost
+    model checked on running trees)."""
     from sim.bench.count import CountCheckOptions, format_count_check, run_count_check
 
     if qnum < 1 or smax < 1 or omax < 1 or not rate > 0 or tuples < 10_000 or nodes < 1:

@@ -73,7 +73,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="/tmp/weaveplace-bench-live")
     a = ap.parse_args(argv)
 
-    from cluster.runs.file_run import run_live
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
     from sim.debs_generator import generate_debs
 
     out = Path(a.out)
@@ -87,17 +89,17 @@ def main(argv=None) -> int:
     plan = round_robin_plan(bench_queries(a.queries), a.nodes, a.rate_hz / 1000)
     t_plan = time.perf_counter() - t
     t = time.perf_counter()
-    res = run_live(
+    res = run_file(
         plan,
         data,
         out / "run",
-        spark_master=a.master,
-        batch_rows=a.batch_rows,
-        order=a.order,
-        chunk_rows=a.chunk_rows,
-        max_in_flight=a.max_in_flight,
-        checkpoint_every=a.checkpoint_every,
-        max_log_bytes=a.max_log_mib << 20,
+        runtime=RuntimeOptions(spark_master=a.master),
+        deployment=DeploymentOptions(
+            max_in_flight=a.max_in_flight,
+            checkpoint_every=a.checkpoint_every,
+            max_log_bytes=a.max_log_mib << 20,
+        ),
+        feed=FileFeedOptions(batch_rows=a.batch_rows, order=a.order, chunk_rows=a.chunk_rows),
     )
     total = time.perf_counter() - t
     m = res.metrics

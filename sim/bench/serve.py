@@ -1,4 +1,5 @@
-"""``weaveplace bench serve``: a deployment under query churn.
+"""``weaveplace bench serve``: a deployment under query churn (queries, nodes and files that
+come and go) measured for latency, cost drift and recovery.
 
 (a) churn: ``queries`` queries added one every ``add_every_s`` seconds to a deployment of
 ``nodes`` (3) nodes while DEBS-style files (``file_s`` seconds of data each, 100 Hz) are dropped
@@ -10,7 +11,7 @@ and end.
 (c) resume: ``stop``, then ``weaveplace serve --resume`` in a new process: seconds to the first
 new answer part (Ray and Spark start-up included).
 
-The deployment is ``sim.serve_cli.run_service`` (what ``weaveplace serve`` runs) in a thread of
+The deployment is ``sim.serve_start.run_service`` (what ``weaveplace serve`` runs) in a thread of
 this process, driven through its control API like a user would.
 """
 
@@ -83,7 +84,7 @@ def run_serve_bench(
     from cluster.service.control import call
     from sim.config import load_config
     from sim.debs_generator import generate_debs
-    from sim.serve_cli import run_service
+    from sim.serve_start import run_service
 
     out = Path(out).resolve()
     incoming, run_dir = out / "incoming", out / "run"

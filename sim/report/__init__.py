@@ -4,7 +4,7 @@ Modules: ``data`` (loading a run directory), ``plots`` (figures), ``html`` (tabl
 ``sim_page`` / ``live_page`` / ``serve_page`` (the body of each run kind), ``terminal`` (the
 summary on the terminal); ``build_report`` (here) writes the page.
 
-Why: the tables ``simulate`` and ``run_live`` write are exact but hard to read; the dissertation
+Why: the tables ``simulate`` and ``run_file`` write are exact but hard to read; the dissertation
 reads its results from a few figures (Figure 40: plan quality, Figure 41: per-node costs,
 Table 10: optimizer runtimes).  This module draws them from the run's own files.
 
@@ -27,7 +27,7 @@ Run directories:
   (``c<N>_WG_PF_front.json``, ``c<N>_EXACT_front.json``: lists of plans, ``sim.pareto_sim``) are
   drawn on the configuration's TotalCost-vs-MaxCost scatter with WG_PF's chosen plan marked, and
   ``pareto_summary.csv`` is shown as a table.
-* live (``cluster.runs.file_run.run_live``; or ``cluster.runs.directory_run.run_stream``, whose
+* live (``cluster.runs.file_run.run_file``; or ``cluster.runs.directory_run.run_directory``, whose
   ``answers.parquet``/``late.parquet`` are directories of parts and whose metrics add
   ``stream``): ``metrics.json``, ``answers.parquet``, ``late.parquet`` and,
   if present, the deployed plan (``plan.json``, any ``*.json`` in the folder with the plan schema,

@@ -13,7 +13,7 @@ the phases: each a name, a Spark master (and conf, and optionally a log line to 
 standalone worker still starting) and its runs (``{name, plan, mode, feed, answers,
 batch_rows, faults}``).  One ``ray.cluster_utils.Cluster`` (head + ``ray_workers`` workers, 1
 CPU and an 80 MiB object store each) serves every phase (its start-up is the dearest part);
-each run is one ``cluster.runs.file_run.run_live`` attached to it by address (plan nodes pinned to Ray
+each run is one ``cluster.runs.file_run.run_file`` attached to it by address (plan nodes pinned to Ray
 nodes round robin), its outputs in ``OUT/<name>/``.  ``OUT/result.json`` holds the Ray nodes,
 what a client without a token gets from them, and per phase the Spark master, the run wall
 times and where Spark tasks ran (process, interpreter, a marker from the environment of a
@@ -110,11 +110,13 @@ def ray_worker_removed_at(cluster, at_batch: int | None):
 
 
 def run_phase(phase: dict, job: dict, address: str, out: Path, cluster) -> dict:
-    """One Spark session (``phase["master"]``) and its runs, each a ``run_live`` attached to
+    """One Spark session (``phase["master"]``) and its runs, each a ``run_file`` attached to
     the cluster at ``address``; the session is stopped before the next phase (and before the
     cluster: its Python workers are attached to it)."""
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.parquet import spark_session
-    from cluster.runs.file_run import run_live
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
 
     t1 = time.perf_counter()
     ready = phase.get("ready")  # a standalone worker still starting: wait for its log line
@@ -137,19 +139,21 @@ def run_phase(phase: dict, job: dict, address: str, out: Path, cluster) -> dict:
         for run in phase["runs"]:
             t2 = time.perf_counter()
             with ray_worker_removed_at(cluster, run.get("remove_ray_workers_at")) as gone:
-                r = run_live(
+                r = run_file(
                     job["plans"][run["plan"]],
                     job["data"],
                     out / run["name"],
-                    ray_address=address,  # pins plan nodes to Ray nodes
-                    spark=spark,
-                    mode=run["mode"],
-                    batch_rows=run["batch_rows"],
-                    max_in_flight=2,
-                    checkpoint_every=run.get("checkpoint_every"),
-                    faults=run.get("faults"),
-                    answers=run["answers"],
-                    feed=run["feed"],
+                    runtime=RuntimeOptions(ray_address=address, spark=spark),
+                    deployment=DeploymentOptions(
+                        mode=run["mode"],
+                        max_in_flight=2,
+                        checkpoint_every=run.get("checkpoint_every"),
+                        faults=run.get("faults") or (),
+                        answers=run["answers"],
+                        out_dir=out / run["name"],
+                        pin_nodes=True,  # plan nodes on Ray nodes, as attached by address
+                    ),
+                    feed=FileFeedOptions(batch_rows=run["batch_rows"], route=run["feed"]),
                 )
             res["runs"][run["name"]] = {
                 "wall_s": time.perf_counter() - t2,

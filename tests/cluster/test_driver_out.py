@@ -1,4 +1,4 @@
-"""The driver out of the data path: actors write their answers, executors push.
+"""The driver out of the data path: actors write their answers, Spark executors push the rows.
 
 Oracles: the driver route (itself checked against Spark SQL and numpy in
 tests/cluster/test_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy
@@ -537,25 +537,26 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
         assert "\n" not in str(ei.value)
 
 
-def test_run_live_with_the_driver_out(workload, driver_route, ray_session, spark, tmp_path):
-    """``run_live(answers="actors", feed="executors")``: answers.parquet and late.parquet are
+def test_run_file_with_the_driver_out(workload, driver_route, ray_session, spark, tmp_path):
+    """``run_file`` with answers by the actors and the executors' feed route: answers.parquet and late.parquet are
     the datasets the actors wrote (directories, one table each), metrics.json says so."""
     import json
 
     from cluster.answers.sink import read_answers
-    from cluster.runs.file_run import run_live
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
 
     out = tmp_path / "run"
     out.mkdir()
     (out / "answers.parquet").write_bytes(b"a previous run's file")  # replaced
-    res = run_live(
+    res = run_file(
         workload["plan"],
         workload["path"],
         out,
-        spark=spark,
-        batch_rows=800,
-        answers="actors",
-        feed="executors",
+        runtime=RuntimeOptions(spark=spark),
+        deployment=DeploymentOptions(answers="actors", out_dir=out),
+        feed=FileFeedOptions(batch_rows=800, route="executors"),
     )
     assert (out / "answers.parquet").is_dir() and (out / "late.parquet").is_dir()
     assert read_answers(out / "answers.parquet").equals(driver_route.answers)
@@ -564,7 +565,14 @@ def test_run_live_with_the_driver_out(workload, driver_route, ray_session, spark
     assert m["rows_fed"] == 0 and m["answers"] == driver_route.answers.num_rows
     assert res.answers.num_rows == m["answers"]
     with pytest.raises(ValueError, match="answers.csv needs"):
-        run_live(workload["plan"], workload["path"], out, spark=spark, answers="actors", csv=True)
+        run_file(
+            workload["plan"],
+            workload["path"],
+            out,
+            runtime=RuntimeOptions(spark=spark),
+            deployment=DeploymentOptions(answers="actors", out_dir=out),
+            feed=FileFeedOptions(csv=True),
+        )
 
 
 def test_config_routes(tmp_path):

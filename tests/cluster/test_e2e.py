@@ -274,16 +274,18 @@ def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_sessi
     assert any(len(v) > 1 for tid, v in by_node.items() if tid in moved)
 
 
-def test_run_live_writes_outputs(workload, live_result, ray_session, spark, tmp_path):
-    from cluster.runs.file_run import run_live
+def test_run_file_writes_outputs(workload, live_result, ray_session, spark, tmp_path):
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
 
-    res = run_live(
+    res = run_file(
         str(workload["dir"] / "plan.json"),
         workload["path"],
         tmp_path / "out",
-        spark=spark,
-        batch_rows=1024,
-        checkpoint_every=2,
+        runtime=RuntimeOptions(spark=spark),
+        deployment=DeploymentOptions(checkpoint_every=2),
+        feed=FileFeedOptions(batch_rows=1024),
     )
     assert res.metrics["checkpoints"] >= 2
     assert res.metrics["startup"]["ray_owned"] is False  # borrowed the session's Ray
@@ -471,15 +473,17 @@ def test_lose_node_before_any_checkpoint_and_refusals(
         )
 
 
-def test_run_live_fault_drill_writes_final_plan(
+def test_run_file_fault_drill_writes_final_plan(
     workload, live_result, ray_session, spark, tmp_path
 ):
-    """The user path of a drill: ``run_live(faults=...)`` on 3 nodes (node-2 killed, node-1
+    """The user path of a drill: ``run_file`` with ``DeploymentOptions(faults=...)`` on 3 nodes (node-2 killed, node-1
     lost for good): same answers.parquet, the re-placement in metrics.json, plan_final.json
     verifies, and the summary lines say what happened."""
-    from cluster.runs.file_run import run_live
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
     from placement.plan import verify_plan
-    from sim.live import drill_lines
+    from sim.cluster_run import drill_lines
 
     plan = make_plan(workload["queries"], n_nodes=3)
     faults = [
@@ -487,14 +491,13 @@ def test_run_live_fault_drill_writes_final_plan(
         {"kind": "lose", "node": "node-1", "at_batch": 5},
         {"kind": "kill", "node": "node-0", "at_batch": 99},
     ]
-    res = run_live(
+    res = run_file(
         plan,
         workload["path"],
         tmp_path / "out",
-        spark=spark,
-        batch_rows=1000,
-        checkpoint_every=3,
-        faults=faults,
+        runtime=RuntimeOptions(spark=spark),
+        deployment=DeploymentOptions(checkpoint_every=3, faults=faults),
+        feed=FileFeedOptions(batch_rows=1000),
     )
     out = tmp_path / "out"
     assert pq.read_table(out / "answers.parquet").equals(live_result.answers)
@@ -652,27 +655,28 @@ def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batc
             Deployment(workload["plan"], DeploymentOptions(faults=faults))
 
 
-def test_run_live_add_drill_writes_final_plan(workload, live_result, ray_session, spark, tmp_path):
-    """The user path of a scale-out drill: ``run_live(faults=...)`` adds a node before batch 2,
+def test_run_file_add_drill_writes_final_plan(workload, live_result, ray_session, spark, tmp_path):
+    """The user path of a scale-out drill: ``run_file`` with a drill adds a node before batch 2,
     kills it before batch 4 and loses node-0 before batch 6: same answers.parquet, the
     addition in metrics.json, plan_final.json verifies, the summary line says what moved."""
-    from cluster.runs.file_run import run_live
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
     from placement.plan import verify_plan
-    from sim.live import drill_lines
+    from sim.cluster_run import drill_lines
 
     faults = [
         {"kind": "add", "at_batch": 2},
         {"kind": "kill", "node": "node-2", "at_batch": 4},
         {"kind": "lose", "node": "node-0", "at_batch": 6},
     ]
-    res = run_live(
+    res = run_file(
         workload["plan"],
         workload["path"],
         tmp_path / "out",
-        spark=spark,
-        batch_rows=1000,
-        checkpoint_every=3,
-        faults=faults,
+        runtime=RuntimeOptions(spark=spark),
+        deployment=DeploymentOptions(checkpoint_every=3, faults=faults),
+        feed=FileFeedOptions(batch_rows=1000),
     )
     out = tmp_path / "out"
     assert pq.read_table(out / "answers.parquet").equals(live_result.answers)

@@ -1,11 +1,12 @@
-"""The feed and answer routes of a live run on a multi-node Ray cluster, each exactly once.
+"""The feed and answer routes of a live run on a multi-node Ray cluster: every route shown
+to work with plan nodes on different Ray nodes.
 
 A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1, checking tokens) runs in a
 subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first with Spark
 ``local[2]``, then with a standalone Spark master + worker that this module starts (JVM
 subprocesses, a free port, torn down whatever happens); one Ray cluster serves both, its
 start-up being the dearest part.  Each feed (``driver | executors``) and answer route (``driver |
-actors``) and mode (raw, sliced) goes through ``run_live`` attached to
+actors``) and mode (raw, sliced) goes through ``run_file`` attached to
 that cluster by address, plan nodes pinned to its Ray nodes, and must give answers equal, row
 for row, to
 

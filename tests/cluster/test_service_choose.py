@@ -108,7 +108,7 @@ def files(tmp_path_factory):
 
 def _start(config_path, resume, spark):
     """``weaveplace serve`` in this process (the session's Ray and Spark); returns the thread."""
-    from sim.serve_cli import prepare, run_service
+    from sim.serve_start import prepare, run_service
 
     cfg, run_dir, state, text, base = prepare(config_path, resume)
     box: dict = {"said": []}
@@ -334,8 +334,8 @@ def test_run_runs_the_chosen_plan(ray_session, spark, tmp_path):
     (``sim.simulate.plan_for(strict=True)``; here not the cheapest plan), and its answers are
     the brute force's."""
     from executors.oracle import brute_force
+    from sim.cluster_run import run_on_cluster
     from sim.config import config_from_mapping
-    from sim.live import live_run
 
     out = tmp_path / "out"
     raw = {
@@ -355,7 +355,7 @@ def test_run_runs_the_chosen_plan(ray_session, spark, tmp_path):
     rule = ChoiceRule("max_cost_within", 0.0)
     want, front = _expected(INITIAL, cfg, rule)
     assert want[0] > min(p[0] for p in front)  # the rule gives up TotalCost for balance
-    summary = live_run(cfg, spark=spark)
+    summary = run_on_cluster(cfg, spark=spark)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["optimizer"] == "WG_PF" and (plan["total_cost"], plan["max_cost"]) == want
     assert (summary.estimated_total_cost, summary.estimated_max_cost) == want

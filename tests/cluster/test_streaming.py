@@ -336,15 +336,15 @@ def test_file_reaching_back_in_time_gives_late_tuples_not_losses(
 
 
 def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark, tmp_path):
-    """The user surface: a config with ``data.directory`` run by ``sim.live.live_run`` (what
+    """The user surface: a config with ``data.directory`` run by ``sim.cluster_run.run_on_cluster`` (what
     ``weaveplace run`` calls), the same queries placed by WG_TN on one node (placement does
     not change answers).  Ctrl-C (SIGINT to this
     process) while it waits for more files stops it cleanly: every pending window flushed and
     written (the answers equal the batch run's), the SIGINT handler restored."""
     import yaml
 
+    from sim.cluster_run import run_on_cluster
     from sim.config import load_config
-    from sim.live import live_run
 
     assert threading.current_thread() is threading.main_thread()
     inp, out = tmp_path / "in", tmp_path / "out"
@@ -372,7 +372,7 @@ def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark,
             os.kill(os.getpid(), signal.SIGINT)
 
     before = signal.getsignal(signal.SIGINT)
-    summary = live_run(config, out, progress=progress, spark=spark)
+    summary = run_on_cluster(config, out, progress=progress, spark=spark)
     assert signal.getsignal(signal.SIGINT) is before and sent
     st = summary.metrics["stream"]
     assert st["stop_reason"] == "interrupt" and st["files"] == 6 and st["batches"] >= 2
@@ -385,7 +385,7 @@ def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark,
 
 
 def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spark, tmp_path):
-    """``run_stream`` with a fault drill, one file per micro-batch, two files reaching back in
+    """``run_directory`` with a fault drill, one file per micro-batch, two files reaching back in
     time (late tuples in two micro-batches): node-1 is lost for good in the middle of file
     D - after the micro-batch of B handed over node-1's late tuples, with D's first batch fed
     to it and not taken - and node-0, which took over its trees, is killed in the middle of
@@ -393,10 +393,12 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
     order, row for row and none twice; the late tuples of node-1's trees name node-1 up to
     the loss and node-0 after it.  metrics.json records the re-placement, plan_final.json
     verifies, and the report counts late tuples on the node holding their tree at the end."""
+    from cluster.deployment.options import DeploymentOptions
     from cluster.feeds.directory_options import StreamOptions
-    from cluster.runs.directory_run import run_stream
+    from cluster.runs.directory_run import run_directory
+    from cluster.runs.options import RuntimeOptions
     from placement.plan import verify_plan
-    from sim.live import drill_lines
+    from sim.cluster_run import drill_lines
     from sim.report import build_report
 
     inp, out = tmp_path / "in", tmp_path / "out"
@@ -419,15 +421,14 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
         {"kind": "kill", "node": "node-0", "at_batch": int(first[4]) + 1},
     ]
     out.mkdir()
-    (out / "plan.json").write_text(json.dumps(data["plan"]))  # as live_run writes it
-    res = run_stream(
+    (out / "plan.json").write_text(json.dumps(data["plan"]))  # as run_on_cluster writes it
+    res = run_directory(
         data["plan"],
         inp,
         out,
-        spark=spark,
-        allowed_lateness=lateness,
-        faults=faults,
-        options=StreamOptions(
+        runtime=RuntimeOptions(spark=spark),
+        deployment=DeploymentOptions(allowed_lateness=lateness, faults=faults),
+        stream=StreamOptions(
             poll_s=0.2, files_per_batch=1, max_files=len(files), timeout_s=SAFETY_S, batch_rows=rows
         ),
     )

@@ -117,24 +117,30 @@ def _assert_same(a: pa.Table, b: pa.Table) -> None:
 def test_text_run_equals_converted_and_oracle(
     texts, mode, name, extra, ray_session, spark, tmp_path
 ):
-    from cluster.runs.file_run import run_live
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
 
     text, conv = texts["files"][name, extra]
     qs = QUERIES if mode == "raw" else [q for q in QUERIES if q.kind == "time"]
     want = _oracle(pq.read_table(conv), qs)
     # small byte ranges: several Spark tasks, the glued and swapped lines in different ones
-    res_t = run_live(
+    runtime, deployment = RuntimeOptions(spark=spark), DeploymentOptions(mode=mode)
+    res_t = run_file(
         texts["plans"][mode],
         text,
         tmp_path / "t",
-        spark=spark,
-        mode=mode,
-        batch_rows=700,
-        extra_columns=extra,
-        text_range_bytes=20_000,
+        runtime=runtime,
+        deployment=deployment,
+        feed=FileFeedOptions(batch_rows=700, extra_columns=extra, text_range_bytes=20_000),
     )
-    res_p = run_live(
-        texts["plans"][mode], conv, tmp_path / "p", spark=spark, mode=mode, batch_rows=700
+    res_p = run_file(
+        texts["plans"][mode],
+        conv,
+        tmp_path / "p",
+        runtime=runtime,
+        deployment=deployment,
+        feed=FileFeedOptions(batch_rows=700),
     )
     _assert_same(_answers(res_t), want)
     _assert_same(_answers(res_p), want)

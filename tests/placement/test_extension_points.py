@@ -262,13 +262,13 @@ def test_simulate_prices_the_toys(tmp_path, slicing):
     assert sum(len(n["trees"]) for n in plan["nodes"]) == len(WINDOWS)
 
 
-def test_live_run_answers_equal_the_oracle(ray_session, spark, tmp_path):
-    from sim.live import live_run
+def test_run_on_cluster_answers_equal_the_oracle(ray_session, spark, tmp_path):
+    from sim.cluster_run import run_on_cluster
 
     raw = _config()
     cfg = load_config(_write(tmp_path, raw))
     out = tmp_path / "out"
-    summary = live_run(cfg, spark=spark)
+    summary = run_on_cluster(cfg, spark=spark)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["optimizer"] == OPT and plan["ie"] == TECH
     assert [len(n["trees"]) for n in plan["nodes"]] == [4, 3]

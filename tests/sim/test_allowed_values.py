@@ -1,6 +1,7 @@
 """Every allowed aggregate, IE technique, slicing, edge engine and optimizer goes through
 ``weaveplace validate``, planning and execution, with answers checked against the brute-force
-oracle (issue 11, item 3: ``product`` passed validation, then crashed the live run).
+oracle (a value that passes validation must also run: ``product`` once passed validation,
+then crashed the live run).
 
 The lists come from the modules that own them (the ones validation reads), so a value added
 to a list without being executable fails here.  Every run asks for every aggregate.
@@ -32,7 +33,7 @@ from placement.queries import AGGREGATES
 from placement.slicing import SLICINGS
 from sim.cli import app
 from sim.config import load_config
-from sim.config_placement import OPTIMIZER_NAMES
+from sim.config.placement import OPTIMIZER_NAMES
 
 # (range, slide) per aggregate: r mod s != 0 for some (two Pairs fragments), shared slides
 
@@ -98,11 +99,11 @@ def _config(optimizer, ie, engine, slicing) -> dict:
 
 @pytest.mark.parametrize("optimizer, ie, engine, slicing", LIVE_RUNS)
 def test_validate_plan_and_live_run(optimizer, ie, engine, slicing, ray_session, spark, tmp_path):
-    from sim.live import live_run
+    from sim.cluster_run import run_on_cluster
 
     raw, cfg = _validated(tmp_path, optimizer, ie, engine, slicing)
     out = tmp_path / "out"
-    summary = live_run(cfg, spark=spark)
+    summary = run_on_cluster(cfg, spark=spark)
     plan = json.loads((out / "plan.json").read_text())
     assert plan["optimizer"] == optimizer and plan["ie"] == ie
     assert plan.get("slicing", "pairs") == slicing

@@ -128,12 +128,12 @@ def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
 def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     """``weaveplace run``: a DeploymentError (a drill or plan that cannot run, a failed
     recovery) is a user error, exit 2; a StreamError (Spark cannot watch the directory) exit
-    1; both one line, no traceback (live_run replaced, so no Ray or Spark starts)."""
+    1; both one line, no traceback (run_on_cluster replaced, so no Ray or Spark starts)."""
     import shutil
 
     import sim.cli
-    import sim.live
-    from cluster.deployment.deployment import DeploymentError
+    import sim.cluster_run
+    from cluster.deployment.specs import DeploymentError
     from cluster.feeds.directory_options import StreamError
 
     if shutil.which("java") is None:
@@ -147,7 +147,7 @@ def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     def failing(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(sim.live, "live_run", failing)
+    monkeypatch.setattr(sim.cluster_run, "run_on_cluster", failing)
     monkeypatch.setattr(
         sys,
         "argv",
@@ -174,16 +174,17 @@ def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
     import inspect
 
     import sim.cli as cli
+    import sim.cli.runs as runs
 
     seen = {}
-    params = inspect.signature(cli.run).parameters
+    params = inspect.signature(runs.run).parameters
 
     def fake_run(config, out, **kw):
         seen.update(kw)
         assert set(params) == {"config", "out", *kw}
         return tmp_path / "live" / "report.html"
 
-    monkeypatch.setattr(cli, "run", fake_run)
+    monkeypatch.setattr(runs, "run", fake_run)
     res = CliRunner().invoke(cli.app, ["quickstart", "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "simulation" / "results.csv").is_file()

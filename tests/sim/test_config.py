@@ -715,21 +715,22 @@ def test_config_model_is_importable_for_code():
         Config.model_validate(_with(GEN, ("placement", "optimizers", 2), "WG_XX"))
 
 
-def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
-    """``weaveplace run``'s path (sim.live.live_run) hands batch_rows, checkpoint_every and the
-    drill to cluster.runs.file_run.run_live (Ray and Spark replaced by a recorder here)."""
+def test_run_on_cluster_passes_the_drill_to_run_file(tmp_path, monkeypatch):
+    """``weaveplace run``'s path (sim.cluster_run.run_on_cluster) hands batch_rows,
+    checkpoint_every and the drill to cluster.runs.file_run.run_file (Ray and Spark replaced by
+    a recorder here)."""
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
     from cluster.deployment.result import RunResult
-    from sim.live import live_run
+    from sim.cluster_run import run_on_cluster
 
     seen = {}
 
-    def fake_run_live(plan, data_path, out_dir, **kw):
-        seen.update(kw, plan=plan)
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+        seen.update(runtime=runtime, deployment=deployment, feed=feed, plan=plan)
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
-    monkeypatch.setattr(cluster.runs.file_run, "run_live", fake_run_live)
+    monkeypatch.setattr(cluster.runs.file_run, "run_file", fake_run_file)
     raw = _with(
         _with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
         ("run", "checkpoint_every"),
@@ -738,40 +739,40 @@ def test_live_run_passes_the_drill_to_run_live(tmp_path, monkeypatch):
     raw["data"] = {"duration_s": 2.0}
     raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
     cfg = config_from_mapping(raw)
-    live_run(cfg, tmp_path / "out")
-    assert seen["faults"] == DRILL and seen["batch_rows"] == 300
-    assert seen["checkpoint_every"] == 4 and seen["ray_address"] is None
+    run_on_cluster(cfg, tmp_path / "out")
+    assert list(seen["deployment"].faults) == DRILL and seen["feed"].batch_rows == 300
+    assert seen["deployment"].checkpoint_every == 4 and seen["runtime"].ray_address is None
     assert [n["id"] for n in seen["plan"]["nodes"]] == ["node-0", "node-1", "node-2"]
     assert seen["plan"]["slicing"] == "pairs"
     # placement.slicing: cutty -> the plan handed to the cluster is priced under Cutty
     from placement.plan import verify_plan
 
     raw["placement"]["slicing"] = "cutty"
-    live_run(config_from_mapping(raw), tmp_path / "out2")
+    run_on_cluster(config_from_mapping(raw), tmp_path / "out2")
     assert seen["plan"]["slicing"] == "cutty" and verify_plan(seen["plan"]) == []
 
 
-def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
-    """An ``add`` fault reaches run_live as written (no ``node``/``capacity: None`` keys, so
+def test_run_on_cluster_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
+    """An ``add`` fault reaches run_file as written (no ``node``/``capacity: None`` keys, so
     ``cluster.deployment.drills.check_faults`` names the node itself); summary lines say what moved."""
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
     from cluster.deployment.drills import check_faults
     from cluster.deployment.result import RunResult
-    from sim.live import drill_lines, live_run
+    from sim.cluster_run import drill_lines, run_on_cluster
 
     seen = {}
 
-    def fake_run_live(plan, data_path, out_dir, **kw):
-        seen.update(kw)
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+        seen.update(faults=list(deployment.faults))
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
-    monkeypatch.setattr(cluster.runs.file_run, "run_live", fake_run_live)
+    monkeypatch.setattr(cluster.runs.file_run, "run_file", fake_run_file)
     drill = [{"kind": "add", "at_batch": 1}, {"kind": "kill", "node": "node-3", "at_batch": 2}]
     raw = _with(LIVE, ("run", "faults"), drill)
     raw["data"] = {"duration_s": 2.0}
     raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
-    live_run(config_from_mapping(raw), tmp_path / "out")
+    run_on_cluster(config_from_mapping(raw), tmp_path / "out")
     assert seen["faults"] == drill
     assert [f["node"] for f in check_faults(seen["faults"], ["node-0", "node-1", "node-2"])] == [
         "node-3",
@@ -793,7 +794,7 @@ def test_live_run_passes_an_add_drill_without_empty_keys(tmp_path, monkeypatch):
     ]
 
 
-def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
+def test_run_on_cluster_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     """A file run and a watched-directory run get the same drill knobs (batch_rows,
     checkpoint_every, faults) and the caller's Spark session (Ray and Spark replaced by
     recorders): in directory mode the drill counts the feed batches of the files."""
@@ -803,20 +804,20 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     from cluster.deployment.result import RunResult
     from cluster.feeds.directory_options import StreamStats
     from cluster.runs.directory_run import StreamResult
-    from sim.live import live_run
+    from sim.cluster_run import run_on_cluster
 
     seen: dict[str, dict] = {}
 
-    def fake_run_live(plan, data_path, out_dir, **kw):
-        seen["file"] = kw
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+        seen["file"] = dict(runtime=runtime, deployment=deployment, feed=feed)
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
-    def fake_run_stream(plan, directory, out_dir, **kw):
-        seen["stream"] = kw
+    def fake_run_directory(plan, directory, out_dir, *, stream, runtime, deployment, progress):
+        seen["stream"] = dict(runtime=runtime, deployment=deployment, stream=stream)
         return StreamResult(StreamStats(), {"feed": {"rows": 0}}, Path(out_dir))
 
-    monkeypatch.setattr(cluster.runs.file_run, "run_live", fake_run_live)
-    monkeypatch.setattr(cluster.runs.directory_run, "run_stream", fake_run_stream)
+    monkeypatch.setattr(cluster.runs.file_run, "run_file", fake_run_file)
+    monkeypatch.setattr(cluster.runs.directory_run, "run_directory", fake_run_directory)
     (tmp_path / "in").mkdir()
     raw = _with(
         _with(_with(LIVE, ("run", "faults"), DRILL), ("run", "batch_rows"), 300),
@@ -825,35 +826,35 @@ def test_live_run_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_path):
     )
     raw["placement"] = {"optimizers": "WG_TN", "ie": "slickdeque"}
     spark = object()
-    live_run(
+    run_on_cluster(
         config_from_mapping({**raw, "data": {"duration_s": 2.0}}), tmp_path / "o1", spark=spark
     )
-    live_run(
+    run_on_cluster(
         load_config_text(yaml.safe_dump({**raw, "data": {"directory": {"path": "in"}}}), tmp_path),
         tmp_path / "o2",
         spark=spark,
     )
     for kind in ("file", "stream"):
-        kw = seen[kind]
-        assert kw["faults"] == DRILL and kw["checkpoint_every"] == 4 and kw["spark"] is spark
-    assert seen["file"]["batch_rows"] == 300 and seen["stream"]["options"].batch_rows == 300
+        dep, runtime = seen[kind]["deployment"], seen[kind]["runtime"]
+        assert list(dep.faults) == DRILL and dep.checkpoint_every == 4 and runtime.spark is spark
+    assert seen["file"]["feed"].batch_rows == 300 and seen["stream"]["stream"].batch_rows == 300
 
 
-def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path, monkeypatch):
-    """``data.extra_columns`` is validated (one line naming the key), handed to run_live,
+def test_data_extra_columns_reaches_run_file_and_old_names_are_unknown(tmp_path, monkeypatch):
+    """``data.extra_columns`` is validated (one line naming the key), handed to run_file,
     refused for generated data; a query naming an old column name (b11) is refused."""
     import cluster.runs.file_run
     from cluster.answers.blocks import empty_answers, empty_late
     from cluster.deployment.result import RunResult
-    from sim.live import live_run
+    from sim.cluster_run import run_on_cluster
 
     seen = {}
 
-    def fake_run_live(plan, data_path, out_dir, **kw):
-        seen.update(kw, data_path=data_path)
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+        seen.update(extra_columns=feed.extra_columns, data_path=data_path)
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
-    monkeypatch.setattr(cluster.runs.file_run, "run_live", fake_run_live)
+    monkeypatch.setattr(cluster.runs.file_run, "run_file", fake_run_file)
     feed = tmp_path / "feed.txt"
     feed.write_bytes(b"")
     raw = dict(
@@ -861,10 +862,10 @@ def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path,
         data={"path": str(feed), "extra_columns": "ignore"},
         placement={"optimizers": "WG_TN", "ie": "slickdeque"},
     )
-    live_run(config_from_mapping(raw), tmp_path / "out")
+    run_on_cluster(config_from_mapping(raw), tmp_path / "out")
     assert seen["extra_columns"] == "ignore" and seen["data_path"] == str(feed.resolve())
     raw["data"] = {"path": str(feed)}
-    live_run(config_from_mapping(raw), tmp_path / "out")
+    run_on_cluster(config_from_mapping(raw), tmp_path / "out")
     assert seen["extra_columns"] == "reject"
     for data, needle in (
         ({"path": str(feed), "extra_columns": "keep"}, "data.extra_columns"),
@@ -884,7 +885,7 @@ def test_data_extra_columns_reaches_run_live_and_old_names_are_unknown(tmp_path,
     )
     old["streams"] = {"b11": {"rate": 0.1}}
     with pytest.raises(ConfigError, match=r"'b11' is not a column of the data"):
-        live_run(config_from_mapping(old), tmp_path / "out")
+        run_on_cluster(config_from_mapping(old), tmp_path / "out")
     ok = _with(old, ("workload", "queries", 0, "stream"), "pp31")
     ok["streams"] = {"pp31": {"rate": 0.1}}
-    live_run(config_from_mapping(ok), tmp_path / "out")  # a real column name: accepted
+    run_on_cluster(config_from_mapping(ok), tmp_path / "out")  # a real column name: accepted

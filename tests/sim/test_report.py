@@ -239,7 +239,7 @@ def test_pareto_front():
 
 
 def _live_run(root: Path, measured_ops: bool = False) -> tuple[Path, dict, dict]:
-    """A live run dir in ``cluster.runs.file_run.run_live``'s formats (metrics as Deployment.metrics)."""
+    """A live run dir in ``cluster.runs.file_run.run_file``'s formats (metrics as Deployment.metrics)."""
     run = root / "live"
     plan = _small_plan().to_dict()
     run.mkdir(parents=True)

@@ -16,7 +16,7 @@ from placement.cost import TECHNIQUES
 from placement.edges import ENGINES
 from placement.optimizers import optimizer_names
 from placement.slicing import SLICINGS
-from sim.config_base import ConfigError, Strict, as_list, one_or_list
+from sim.config.base import ConfigError, Strict, as_list, one_or_list
 
 # One registry per kind, owned by the module that implements it (aggregates: placement.queries,
 # checked by executors.aggregates; techniques: placement.cost, executors registered in

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
-from sim.config_base import ConfigError, Strict, id_to_str
+from sim.config.base import ConfigError, Strict, id_to_str
 
 
 class NodeSpec(Strict):

@@ -1,8 +1,8 @@
 """The base of every configuration section: one-line errors, strict models, shared field types.
 
-Why a module of its own: each section (``sim.config_workload``, ``config_cluster``,
-``config_placement``, ``config_data`` and the run section in ``sim.config``) builds on the same
-strict model and the same error type, so the sections do not import one another.
+Why a module of its own: each section (``workload``, ``cluster``, ``placement``, ``data``,
+``run``) builds on the same strict model and the same error type, so the sections do not import
+one another.
 """
 
 from __future__ import annotations
@@ -14,12 +14,6 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 class ConfigError(ValueError):
     """A configuration mistake. The message is one line: ``key.path: problem (got value)``."""
-
-
-def short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters for a one-line message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def one_or_list(item: Any) -> Any:

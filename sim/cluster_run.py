@@ -1,9 +1,11 @@
-"""``weaveplace run CONFIG``: plan, deploy on Ray, feed through Spark, collect, write, summarise.
+"""``weaveplace run CONFIG``: a config's live run on the cluster: plan, deploy on Ray, feed
+through Spark, collect, write, summarise.
 
 Flow (one way): config -> workload -> placement (one optimizer) -> plan JSON -> cluster
-(``cluster.runs.file_run.run_live``: Ray actors fed by Spark; with ``data.directory``,
-``cluster.runs.directory_run.run_stream``: Structured Streaming over arriving files) -> answers, late
-tuples, metrics -> summary.
+(``cluster.runs.file_run.run_file``: Ray actors fed by Spark; with ``data.directory``,
+``cluster.runs.directory_run.run_directory``: Structured Streaming over arriving files) ->
+answers, late tuples, metrics -> summary; the config becomes the cluster's options objects in
+``sim.run_options``.
 Live queries read DEBS columns: a query's ``stream`` is the column name (mf01, mf02, ...), ranges
 and slides are in milliseconds (``kind: time``) or tuples (``kind: count``). A stream's rate in the
 cost model is the data's rate in tuples per millisecond unless ``streams`` gives one.
@@ -23,7 +25,9 @@ from sim.simulate import plan_for, workload_point
 
 
 @dataclass
-class LiveSummary:
+class RunSummary:
+    """What ``weaveplace run`` prints: the plan's estimate and what the run counted."""
+
     out_dir: Path
     optimizer: str
     queries: int
@@ -151,13 +155,15 @@ def _data_columns(path: str) -> tuple[list[str], str]:
     return list(VALUE_COLUMNS), "DEBS columns"
 
 
-def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool = True) -> None:
+def check_cluster_run(
+    config: Config, out_dir: str | Path | None = None, *, java: bool = True
+) -> None:
     """Every check ``weaveplace run`` makes before doing work, so that ``weaveplace validate``
-    can make the same ones (issue 11): run.mode live, one workload and one cluster layout,
-    one optimizer, a readable data source whose columns include every query's stream, an
-    output directory that is not the watched one, a reachable Ray address that accepts our
-    token (``cluster.runtime.ray_runtime.attach_auth``) and Java (PySpark 4).  Raises a one-line
-    ``ConfigError``."""
+    can make the same ones and a mistake costs no Ray or Spark start-up: run.mode live, one
+    workload and one cluster layout, one optimizer, a readable data source whose columns
+    include every query's stream, an output directory that is not the watched one, a reachable
+    Ray address that accepts our token (``cluster.runtime.ray_runtime.attach_auth``) and Java
+    (PySpark 4).  Raises a one-line ``ConfigError``."""
     import shutil
 
     if config.run.mode != "live":
@@ -220,18 +226,46 @@ def check_live(config: Config, out_dir: str | Path | None = None, *, java: bool 
         )
 
 
-def live_run(
+@dataclass
+class PlacedRun:
+    """A config's plan, placed and written, as both kinds of run start from it."""
+
+    config: Config
+    plan: Any  # placement.plan.Plan
+    plan_dict: dict[str, Any]  # the plan as written to plan.json and deployed
+    out: Path
+    optimizer: str
+    queries: int
+    start: float  # perf_counter() when the run began
+
+    def summary(self, tuples: int, answers: int, late: int, metrics: dict[str, Any]) -> RunSummary:
+        return RunSummary(
+            self.out,
+            self.optimizer,
+            self.queries,
+            len(self.plan.nodes),
+            tuples,
+            answers,
+            late,
+            time.perf_counter() - self.start,
+            self.plan.total_cost,
+            self.plan.max_cost,
+            metrics,
+        )
+
+
+def run_on_cluster(
     config: Config, out_dir: str | Path | None = None, progress=None, spark=None
-) -> LiveSummary:
-    """Run ``config`` live; ``progress(stage)`` is called with a short text per stage (with
-    ``data.directory``, with the stream's progress line about four times a second).
-    ``spark``: a running session to use (and leave running), e.g. in tests.  Every check is
-    ``check_live``'s, made before any work (``weaveplace validate`` makes the same)."""
-    from cluster.runs.file_run import run_live
+) -> RunSummary:
+    """Run ``config`` live on Ray and Spark; ``progress(stage)`` is called with a short text
+    per stage (with ``data.directory``, with the stream's progress line about four times a
+    second).  ``spark``: a running session to use (and leave running), e.g. in tests.  Every
+    check is ``check_cluster_run``'s, made before any work (``weaveplace validate`` makes the
+    same)."""
     from sim.debs_generator import generate_debs
 
     say = progress or (lambda stage: None)
-    check_live(config, out_dir, java=spark is None)
+    check_cluster_run(config, out_dir, java=spark is None)
     start = time.perf_counter()
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
     watch = config.data.directory
@@ -260,61 +294,46 @@ def live_run(
         node.id = node_id
     plan_dict = plan.to_dict()
     (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
+    placed = PlacedRun(config, plan, plan_dict, out, names[0], len(queries), start)
     if watch is not None:
-        return _stream_run(config, plan, plan_dict, out, names[0], len(queries), say, spark, start)
-    from cluster.debs.reader import is_parquet_name
+        return _run_directory(placed, say, spark)
+    return _run_file(placed, data_path, say, spark)
 
+
+def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummary:
+    """A file (``data.path``, or the data generated into the output folder)."""
+    from cluster.debs.reader import is_parquet_name
+    from cluster.runs.file_run import run_file
+    from sim.run_options import deployment_options, file_feed_options, runtime_options
+
+    config, out = placed.config, placed.out
     text = not is_parquet_name(Path(data_path).name)
     say(
         "deploying on Ray and feeding through Spark"
         + (" (DEBS text: Spark tasks parse byte ranges first)" if text else "")
     )
-    faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
-    if faults:
-        say(f"fault drill: {len(faults)} fault(s)")
-    result = run_live(
-        plan_dict,
+    deployment = deployment_options(config, out)
+    if deployment.faults:
+        say(f"fault drill: {len(deployment.faults)} fault(s)")
+    result = run_file(
+        placed.plan_dict,
         data_path,
         out,
-        ray_address=config.cluster.ray.address,
-        spark=spark,
-        spark_master=config.cluster.spark.master,
-        allowed_lateness=config.run.allowed_lateness,
-        batch_rows=config.run.batch_rows,
-        checkpoint_every=config.run.checkpoint_every,
-        faults=faults,
-        extra_columns=config.data.extra_columns,
-        answers=config.run.answers,
-        feed=config.run.feed,
+        runtime=runtime_options(config, spark),
+        deployment=deployment,
+        feed=file_feed_options(config),
     )
     metrics = result.metrics
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
-    return LiveSummary(
-        out,
-        names[0],
-        len(queries),
-        len(plan.nodes),
+    return placed.summary(
         tuples,
         int(metrics.get("answers", 0)),
         int(metrics.get("late_tuples", 0)) if result.late_dir else result.late.num_rows,
-        time.perf_counter() - start,
-        plan.total_cost,
-        plan.max_cost,
         metrics,
     )
 
 
-def _stream_run(
-    config: Config,
-    plan,
-    plan_dict,
-    out: Path,
-    optimizer: str,
-    n_queries: int,
-    say,
-    spark,
-    start: float,
-) -> LiveSummary:
+def _run_directory(placed: PlacedRun, say, spark) -> RunSummary:
     """``data.directory``: Structured Streaming over the directory until a stop condition
     (``cluster.feeds.directory_options.StreamError`` if the stream cannot start or go on).
 
@@ -322,49 +341,24 @@ def _stream_run(
     each file is fed in ``batch_rows``-row batches (files in arrival order), and those feed
     batches are what ``checkpoint_every`` and a drill's ``at_batch`` count (on top, every
     micro-batch ends with a checkpoint: ``Deployment.take_answers``)."""
-    from cluster.feeds.directory_options import StreamOptions
-    from cluster.runs.directory_run import run_stream
+    from cluster.runs.directory_run import run_directory
+    from sim.run_options import deployment_options, runtime_options, stream_options
 
-    w = config.data.directory
-    opts = StreamOptions(
-        pattern=w.pattern,
-        files_per_batch=w.files_per_batch,
-        poll_s=w.poll_s,
-        idle_timeout_s=w.idle_timeout_s,
-        max_files=w.max_files,
-        timeout_s=w.timeout_s,
-        batch_rows=config.run.batch_rows,
-        extra_columns=config.data.extra_columns,
-    )
-    faults = [f.model_dump(exclude_none=True) for f in config.run.faults]
+    config, out = placed.config, placed.out
+    deployment = deployment_options(config, out)
+    faults = deployment.faults
     say(
-        f"starting Ray and Spark to watch {w.path}"
+        f"starting Ray and Spark to watch {config.data.directory.path}"
         + (f" (fault drill: {len(faults)} fault(s))" if faults else "")
     )
-    res = run_stream(
-        plan_dict,
-        w.path,
+    res = run_directory(
+        placed.plan_dict,
+        config.data.directory.path,
         out,
-        options=opts,
-        ray_address=config.cluster.ray.address,
-        spark=spark,
-        spark_master=config.cluster.spark.master,
-        allowed_lateness=config.run.allowed_lateness,
-        checkpoint_every=config.run.checkpoint_every,
-        faults=faults,
+        stream=stream_options(config),
+        runtime=runtime_options(config, spark),
+        deployment=deployment,
         progress=lambda st: say(f"watching: {st.line()}"),
     )
     st = res.stats
-    return LiveSummary(
-        out,
-        optimizer,
-        n_queries,
-        len(plan.nodes),
-        st.rows,
-        st.answers,
-        st.late,
-        time.perf_counter() - start,
-        plan.total_cost,
-        plan.max_cost,
-        res.metrics,
-    )
+    return placed.summary(st.rows, st.answers, st.late, res.metrics)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from placement.queries import AGGREGATES, KINDS
-from sim.config_base import ConfigError, PosInt, Rate, Strict, as_list, id_to_str, one_or_list
+from sim.config.base import ConfigError, PosInt, Rate, Strict, as_list, id_to_str, one_or_list
 from sim.workload import GENERATORS
 
 MAX_QNUM = 10_000_000
@@ -21,7 +21,7 @@ MAX_SMAX = 10_000_000  # the generator materialises the candidate slides 1..Smax
 
 
 class QuerySpec(Strict):
-    """One explicit ACQ (DESIGN.md s. 1)."""
+    """One explicit ACQ (docs/DESIGN.md s. 1)."""
 
     id: Annotated[str, BeforeValidator(id_to_str), Field(min_length=1)]
     stream: Annotated[str, Field(min_length=1)] = "s0"

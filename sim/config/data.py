@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from sim.config_base import ConfigError, PosInt, Strict
+from sim.config.base import ConfigError, PosInt, Strict
 
 
 class DirectorySpec(Strict):

@@ -1,6 +1,6 @@
 """``weaveplace data ...``: DEBS data files (convert a text file to Parquet once).
 
-Why apart from ``sim.cli``: file tooling over the DEBS readers (``cluster.debs.reader``), not
+Why a module of its own: file tooling over the DEBS readers (``cluster.debs.reader``), not
 planning or running; generation is ``python -m sim.debs generate``.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from sim.cli_base import UserError, console
+from sim.cli.base import UserError, console
 
 data_app = typer.Typer(no_args_is_help=True, help="DEBS data files: convert text to Parquet.")
 

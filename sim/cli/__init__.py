@@ -1,0 +1,57 @@
+"""The ``weaveplace`` command line (typer + rich): ``app`` with every command, and ``main``.
+
+User mistakes end with one clear message and exit code 2, never a traceback.  One module per
+command group: ``plans`` (plan, verify-plan, shed), ``simulation`` (simulate), ``runs``
+(validate, run), ``serving`` (serve, ctl), ``reports`` (report), ``tour`` (quickstart,
+warmup), ``data`` (data convert); ``sim.bench.cli`` adds ``bench``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from sim.cli.base import UserError, console
+
+__all__ = ["UserError", "app", "main"]
+
+
+def __getattr__(name: str):
+    """``app``, with every command registered, built on first use.
+
+    Why lazily: ``sim.bench.cli`` (the app's ``bench`` group) imports ``sim.cli.base``, which
+    runs this package first; importing every command here would import ``sim.bench.cli`` again
+    half-way through its own import."""
+    if name != "app":
+        raise AttributeError(f"module 'sim.cli' has no attribute {name!r}")
+    from sim.cli.commands import app
+
+    return app
+
+
+def main() -> None:
+    """Entry point: run the app and turn user errors into one line and exit code 2."""
+    from placement.numba_cache import ensure_cache_dir
+
+    ensure_cache_dir()  # before numba is imported: the cache `make` filled (weaveplace warmup)
+    app = __getattr__("app")  # every command registered
+    try:
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
+    except UserError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)  # one line, unwrapped
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        console.print("[red]aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own message
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        raise

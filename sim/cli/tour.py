@@ -1,0 +1,67 @@
+"""``weaveplace quickstart`` and ``warmup``: the tour ``make run`` gives, and the one-off kernel
+compile ``make`` runs first.
+
+Why together: both are how a newcomer starts; the tour calls the ``simulate`` and ``run``
+commands' own functions (``sim.cli.simulation``, ``sim.cli.runs``) with every option given.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from sim.cli import runs, simulation
+from sim.cli.base import UserError, console
+from sim.cli.base import progress as _progress
+
+
+def warmup():
+    """Compile every numba kernel a plan or a run can use into the cache (NUMBA_CACHE_DIR,
+    default .cache/numba); `make` runs it once, so no reported time includes compiling."""
+    from placement.numba_cache import ensure_cache_dir
+    from sim.compile_cache import executor_cases, warm_all
+
+    cache = ensure_cache_dir()
+    start = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task("compiling kernels", total=1 + len(executor_cases()))
+        parts = warm_all(lambda label: (bar.update(task, description=label), bar.advance(task)))
+    console.print(
+        f"kernels compiled/loaded in {time.perf_counter() - start:.1f} s "
+        f"(placement {parts['placement_s']:.1f} s, executors "
+        f"{parts['executors_s']:.1f} s) -> {cache or 'numba default cache'}",
+        soft_wrap=True,
+    )
+
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output directory.")):
+    """The tour `make run` gives: a small simulation across optimizers, a short live run on an
+    embedded Ray with local Spark over generated DEBS-style data, and the report."""
+    from rich.markup import escape
+
+    for name in ("quickstart.yaml", "live_quickstart.yaml"):
+        if not (CONFIG_DIR / name).is_file():
+            raise UserError(f"missing {CONFIG_DIR / name}: run from a checkout of weaveplace")
+    start = time.perf_counter()
+    console.rule("1/2 simulation: configs/quickstart.yaml")
+    # the commands' own functions, every option given (their defaults are typer objects)
+    sim_report = simulation.simulate(
+        CONFIG_DIR / "quickstart.yaml", out / "simulation", workers=None
+    )
+    console.rule("2/2 live run: configs/live_quickstart.yaml")
+    live_report = runs.run(
+        CONFIG_DIR / "live_quickstart.yaml",
+        out / "live",
+        until_idle=None,
+        max_files=None,
+        timeout=None,
+    )
+    console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
+    console.print(
+        f"reports: {escape(str(sim_report))}\n         {escape(str(live_report))}", soft_wrap=True
+    )

@@ -1,0 +1,181 @@
+"""Reading a config: YAML (``safe_load`` only) into ``Config``, every problem one line that names
+the key path, the bad value and what is allowed, never a pydantic dump.
+
+Why a module: turning pydantic's error lists into one line (unknown keys with a close match,
+list positions, union tags dropped) is one idea, apart from what the sections mean.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from placement.messages import short_repr
+from sim.config.base import ConfigError
+from sim.config.model import SECTIONS, Config
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][\w-]*")
+
+
+def _join(path: str, key: Any) -> str:
+    """``a.b`` for plain keys, ``a[3]`` for list positions, ``a['odd key']`` otherwise."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{short_repr(key, 40)}]"
+
+
+def _loc_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, str) and part.startswith("__") and part.endswith("__"):
+            continue  # union tags
+        out = _join(out, part)
+    return out or "config"
+
+
+def _unwrap_model(annotation: Any) -> list[type[BaseModel]]:
+    """Models reachable from a field annotation (through Annotated, Union, list, dict)."""
+    found: list[type[BaseModel]] = []
+    stack = [annotation]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            found.append(a)
+            continue
+        for arg in getattr(a, "__args__", ()) or ():
+            stack.append(arg)
+        meta = getattr(a, "__metadata__", None)
+        origin = getattr(a, "__origin__", None)
+        if meta is not None and origin is not None:
+            stack.append(origin)
+    return found
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    """Field names of the model at ``loc`` (for 'unknown key' messages)."""
+    models: list[type[BaseModel]] = [Config]
+    for part in loc:
+        if isinstance(part, int) or (isinstance(part, str) and part.startswith("__")):
+            continue
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            f = m.model_fields.get(part)
+            if f is not None:
+                nxt += _unwrap_model(f.annotation)
+        if not nxt:
+            # dict values (streams.<name>) keep the dict's value model
+            continue
+        models = nxt
+    keys: list[str] = []
+    for m in models:
+        keys += [k for k in m.model_fields if k not in keys]
+    return keys
+
+
+def _message(err: dict[str, Any]) -> str:
+    loc = tuple(err.get("loc", ()))
+    typ = err.get("type", "")
+    path = _loc_path(loc)
+    if typ == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{path}: unknown key{hint}; allowed keys here: {', '.join(allowed)}"
+    if typ == "missing":
+        return f"{path}: required key is missing"
+    msg = err.get("msg", "invalid value")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    msg = msg.replace("Input should be", "expected").replace("Input", "value")
+    if typ == "too_short":
+        msg = "expected a non-empty list"
+    elif typ == "string_too_short":
+        msg = "expected a non-empty string"
+    msg = re.sub(r"a valid dictionary or instance of \w+", "a mapping", msg)
+    return f"{path}: {msg} (got {short_repr(err.get('input'))})"
+
+
+def _from_validation(exc: ValidationError) -> ConfigError:
+    errors = exc.errors()
+    for e in errors:  # our own cross-field checks already carry a full message
+        inner = (e.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigError):
+            return inner
+    # An unknown key is usually a typo that also causes a "missing" error: report it first.
+    errors.sort(key=lambda e: e.get("type") != "extra_forbidden")
+    first = _message(dict(errors[0]))
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return ConfigError(first + more)
+
+
+def _check_keys(node: Any, path: str = "", seen: set[int] | None = None) -> None:
+    """Refuse non-string keys (YAML allows ``1: x`` or ``null: x``) with their path, and walk
+    shared/recursive YAML aliases only once."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return
+    if isinstance(node, (dict, list)):
+        seen.add(id(node))
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if not isinstance(k, str):
+                raise ConfigError(
+                    f"{path or 'config'}: keys must be strings, got key {short_repr(k)}"
+                )
+            _check_keys(v, _join(path, k), seen)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_keys(v, _join(path, i), seen)
+
+
+def config_from_mapping(raw: Any, base_dir: str | Path = ".") -> Config:
+    """Validate an already-parsed mapping; ``base_dir`` resolves ``data.path``."""
+    if raw is None:
+        raise ConfigError(
+            "config: the file is empty; expected a mapping with sections " + ", ".join(SECTIONS)
+        )
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"config: expected a mapping with sections {', '.join(SECTIONS)}; "
+            f"got {type(raw).__name__} {short_repr(raw)}"
+        )
+    _check_keys(raw)
+    try:
+        return Config.model_validate(raw, context={"base_dir": str(base_dir)})
+    except ValidationError as exc:
+        raise _from_validation(exc) from None
+    except RecursionError:
+        raise ConfigError("config: nesting too deep (recursive YAML aliases?)") from None
+
+
+def load_config_text(text: str, base_dir: str | Path = ".", source: str = "config") -> Config:
+    """Parse YAML text (``safe_load`` only) and validate it."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
+    except (RecursionError, ValueError, TypeError) as exc:  # e.g. absurd !!int or nesting
+        raise ConfigError(f"{source}: invalid YAML: {short_repr(str(exc), 120)}") from None
+    return config_from_mapping(raw, base_dir)
+
+
+def load_config(path: str | Path) -> Config:
+    """Load and validate a YAML config file; every problem is a one-line ``ConfigError``."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {str(p)!r}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc}") from None
+    return load_config_text(text, p.parent, str(p))
