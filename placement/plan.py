@@ -181,7 +181,7 @@ def load_plan(data: Mapping[str, Any] | str | Path, engine: str = "fast") -> Pla
             if len(kinds) > 1:
                 raise PlanError(
                     f"tree {t.get('id')!r} mixes count and time windows, which "
-                    f"cannot share a slicing (plans before issue 16 allowed it): "
+                    f"cannot share a slicing (older plans allowed it): "
                     f"re-plan its queries"
                 )
             trees.append(model.tree(qs))

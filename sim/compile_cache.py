@@ -1,6 +1,6 @@
 """numba's one-off compilation: one cache directory for everything, filled once at install time.
 
-Why (issue 11, item 7): the kernels (``placement.lazy_table`` and ``placement.local_search``, the
+Why: the kernels (``placement.lazy_table`` and ``placement.local_search``, the
 executors' final aggregators and slicers) are compiled by numba on first use, ~25 s of CPU for
 a first ``weaveplace plan`` and seconds per live actor, and that used to land inside reported
 runtimes. Now:

@@ -1,6 +1,6 @@
 """Synthetic DEBS 2012-style sensor data with the real file's layout and dynamics.
 
-Why: the published queries (DESIGN.md section 6) run on the DEBS 2012 manufacturing-equipment
+Why: the published queries (docs/DESIGN.md s. 6) run on the DEBS 2012 manufacturing-equipment
 stream (~100 Hz, ~33 M events). We cannot ship the original file, so we generate data with the
 same layout (``cluster.debs.format``) and realistic dynamics, as Parquet or as the original text.
 """
@@ -33,7 +33,7 @@ from cluster.debs.format import (
 _CHUNK_ROWS = 1 << 20
 # Power regimes (idle, production, peak) per phase, before a per-seed +-4% perturbation.
 # Power regimes (low, middle, high load) per phase, before a per-seed +-3% perturbation.
-# Calibrated on the published figures of the real file (DESIGN.md s. 6): over the 17,000-line
+# Calibrated on the published figures of the real file (docs/DESIGN.md s. 6): over the 17,000-line
 # public excerpt mf01 spans 12,466..18,224 and mf02 13,698..20,331; its first lines read
 # mf01/mf02/mf03 = 13056/14406/8119 and change by a few units per event, ~10 ms apart.
 _REGIME_LEVELS = np.array(
@@ -215,7 +215,7 @@ def generate_debs(
 ) -> int:
     """Write ``duration_s`` seconds of DEBS-style events to ``path``; return the event count.
 
-    Values, calibrated on the real file's published figures (DESIGN.md s. 6;
+    Values, calibrated on the real file's published figures (docs/DESIGN.md s. 6;
     ``tests/test_debs.py::test_generator_matches_published_figures`` puts them side by side):
     power ``mf01..03`` = load level (low / middle / high, mf01 ~12.7 k / 15.3 k / 18 k, mf02
     ~11 % higher, mf03 ~8.1 k..11.1 k), switching every ~45 s with an 8 s ramp, + drift

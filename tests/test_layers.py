@@ -1,7 +1,7 @@
 """The import graph of the four packages points one way: placement <- executors <- cluster <- sim.
 
-Why a test: layers that point back and module cycles are what make the code hard to extend
-(issue 12); an ``ast`` walk of every import (absolute, relative, inside functions) catches
+Why a test: layers that point back and module cycles are what make the code hard to extend;
+an ``ast`` walk of every import (absolute, relative, inside functions) catches
 them when they are written, not when someone tries to reuse a lower layer alone. ``sim.bench``
 may import every layer (benchmarks measure the whole stack); placement and executors import
 neither Ray nor Spark (they run in plain processes and in numba kernels); no module reaches

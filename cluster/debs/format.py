@@ -3,7 +3,7 @@
 Why its own module: the layout is the one contract shared by the generator (sim), the readers
 (``cluster.debs.text``, ``cluster.debs.reader``) and the live runs that stream the files
 (cluster); defined once here, everything else derives from these tuples. Event time is integer
-milliseconds since the Unix epoch (DESIGN.md section 1). The codec (timestamps and integers
+milliseconds since the Unix epoch (docs/DESIGN.md s. 1). The codec (timestamps and integers
 to and from text, vectorised) is the format's own arithmetic, used by the writer and the reader.
 
 --------------------------------------
@@ -17,7 +17,7 @@ pp01 .. pp21 pp31 .. pp36 pc01 .. pc06 pc19 .. pc23``
   cells 1-3), ``res``: integers.
 * ``bm05..bm07`` (chem additive sense), ``bm08..bm10`` (additive release valves): booleans 0/1.
 * ``pp01..pp21``, ``pp31..pp36``, ``pc01..pc06``, ``pc19..pc23``: 38 further boolean state
-  columns, named as in the original file's documentation (DESIGN.md s. 6), in file order.
+  columns, named as in the original file's documentation (docs/DESIGN.md s. 6), in file order.
   The dissertation counts "3 energy readings and 51 mostly boolean values per event":
   51 = 6 ``pc`` + ``res`` + 6 ``bm`` + these 38. ``EXTRA_BOOL_COLUMNS`` is the one place that
   names them; the reader rejects lines with another field count rather than guessing (with

@@ -478,7 +478,7 @@ def read_debs_tsv(
     line, wrong field count, unparsable timestamp / integer / boolean (the reason names the
     first bad column), lines longer than ``max_line_bytes``.
 
-    Damage known in the original file (DESIGN.md s. 6) is repaired, never guessed at: a line of
+    Damage known in the original file (docs/DESIGN.md s. 6) is repaired, never guessed at: a line of
     111 fields whose 56th field is a ``0``/``1`` run into the next record's first field (two
     records glued by a missing line break, a lone CR between them allowed) is read as those two
     records, both with the line's number (``stats.glued_lines``; a bad half is rejected alone,

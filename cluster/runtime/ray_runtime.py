@@ -1,6 +1,6 @@
 """Start (or attach to) Ray for one run, and always shut it down again.
 
-Why a wrapper: ``ray.init`` costs 6-11 s and ~1 GB of processes on this machine (DESIGN.md s. 8),
+Why a wrapper: ``ray.init`` costs 6-11 s and ~1 GB of processes on this machine (docs/DESIGN.md s. 8),
 the machine is shared, and a forgotten Ray keeps burning ~8% of a core.  ``RayRuntime`` is a
 context manager that
 

@@ -27,7 +27,7 @@ def measured_load(nodes: dict[str, dict]) -> tuple[str, str]:
 def model_slice_ops(run: LiveRun) -> dict[str, float] | None:
     """Per node: tree tuples + sum over trees of (counted slices x the plan tree's Omega), the
     cost model evaluated on what the executors really saw; None when the plan or per-tree slice
-    counts are missing.  (Runs from before issue 16 may name ``<id>~count`` trees: their plan
+    counts are missing.  (Older runs, from before count windows, may name ``<id>~count`` trees: their plan
     tree's Omega.)
     """
     if run.plan_raw is None or not run.nodes:

@@ -114,7 +114,7 @@ def test_layout_matches_design():
         "res",
     )
     assert TSV_COLUMNS[12:18] == ("bm05", "bm06", "bm07", "bm08", "bm09", "bm10")
-    # DESIGN.md s. 6: the 38 booleans after bm10, in file order
+    # docs/DESIGN.md s. 6: the 38 booleans after bm10, in file order
     extra = (
         [f"pp{i:02d}" for i in range(1, 22)]
         + [f"pp{i}" for i in range(31, 37)]
@@ -684,7 +684,7 @@ def test_module_does_not_import_cluster_frameworks():
 
 
 # ------------------------------------------------------------------------------------------
-# the original file's format and damage (DESIGN.md s. 6)
+# the original file's format and damage (docs/DESIGN.md s. 6)
 # ------------------------------------------------------------------------------------------
 
 #: The first three lines of the original DEBS 2012 file as quoted in public excerpts
@@ -846,7 +846,7 @@ def test_byte_ranges_read_like_the_whole_file(base, tmp_path, data):
         assert getattr(whole.stats, k) == v, k
 
 
-#: Published figures of the real file (DESIGN.md s. 6): over the 17,000-line public excerpt
+#: Published figures of the real file (docs/DESIGN.md s. 6): over the 17,000-line public excerpt
 #: (``DEBS2012-small.txt``, 170 s at ~100 Hz) mf01 spans 12,466..18,224, mf02 13,698..20,331.
 PUBLISHED = {"lines": 17_000, "mf01": (12_466, 18_224), "mf02": (13_698, 20_331)}
 

@@ -140,7 +140,7 @@ def test_node_specs_checks():
         {"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
         {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5, "kind": "count"},
     ]
-    # count and time windows never share a tree (issue 16): refused, not split
+    # count and time windows never share a tree: refused, not split
     with pytest.raises(DeploymentError, match="mixes count and time"):
         node_specs(
             plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01", "queries": ["x", "y"]}]}], qs)

@@ -1,4 +1,4 @@
-"""What the embedded Ray exposes (issue 11, item 6): every TCP listener of the Ray processes
+"""What the embedded Ray exposes: every TCP listener of the Ray processes
 a ``RayRuntime`` starts (GCS, raylet, driver, workers, actors) is on the loopback interface,
 and token authentication is on.  Checked on the session's embedded Ray with an actor alive
 (``cluster/runtime/ray_runtime.py`` says how and why)."""

@@ -69,7 +69,7 @@ def test_count_tree_edges_on_the_tuple_axis_against_brute_force(windows, rate, s
     assert t.cost - rate == pytest.approx((tt.cost - rate) * rate, rel=1e-12)
 
 
-def test_issue_16_example_prices_and_never_weaves():
+def test_count_window_example_prices_and_never_weaves():
     """Rate 100, ``{10, 5, count}`` and ``{10, 5, time}``, Panes, one node: 20 and 0.2 edges
     per time unit, two trees, TotalCost 140 + 100.4."""
     qs = [Query("c", 10, 5, "sum", "s0", "count"), Query("t", 10, 5, "sum", "s0", "time")]
@@ -474,7 +474,7 @@ def test_bench_count_check_in_process():
     assert "| count |" in format_count_check(res)
 
 
-def test_issue_16_as_a_user_simulate_and_verify_plan(tmp_path):
+def test_count_windows_as_a_user_simulate_and_verify_plan(tmp_path):
     """The user's steps on the command line: ``weaveplace simulate`` plans the two queries as
     two trees (20 and 0.2 edges per time unit, TotalCost 240.4), ``verify-plan`` accepts the
     plan and refuses an old one weaving them with one line, exit 2."""

@@ -1,4 +1,4 @@
-"""One-off numba compilation stays out of reported runtimes (issue 11, item 7).
+"""One-off numba compilation stays out of reported runtimes.
 
 The warm-ups are replaced by recorders that take a known time, so the accounting is checked
 without timing the machine: the one-off work runs before the timers and is reported apart

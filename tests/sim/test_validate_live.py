@@ -1,5 +1,5 @@
 """``weaveplace validate`` makes the checks of the command that will run the config, with the
-same one-line messages and exit code 2 as ``weaveplace run`` (issue 11, item 4).  Every case
+same one-line messages and exit code 2 as ``weaveplace run``.  Every case
 fails before any work, so ``run`` here starts neither Ray nor Spark."""
 
 from __future__ import annotations
