@@ -53,7 +53,7 @@ class Slicing:
     def cut(self, rows: pa.Table, stream: str) -> pa.Table:
         """The slices of ``stream`` in ``rows`` (``ts_ms`` + the stream column; at least one
         row), the columns a sliced node ingests."""
-        from cluster.feeds.sliced import slice_partition
+        from cluster.node.slice_rows import slice_partition
 
         i = self.streams.index(stream)
         out = list(
