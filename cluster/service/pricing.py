@@ -1,5 +1,6 @@
 """The running plan priced from its queries: placement objects, ``plan_current.json``'s dict,
-(TotalCost, MaxCost) and offline WeaveShare's TotalCost over the running queries (drift).
+(TotalCost, MaxCost), offline WeaveShare's TotalCost over the running queries and the drift
+between the two.
 
 Why its own module: every command prices the plan before and after it (the event's costs),
 ``status`` and the load samples read it, and the trees' cost-model objects are cached per
@@ -104,3 +105,30 @@ class PlanPricing:
             total += cache[k]
         self._weaveshare = fresh
         return total
+
+    def drift(
+        self, state: ServiceState, node_ids: list[str], opt_factor: float, tolerance: float
+    ) -> dict:
+        """The running plan's TotalCost against a fresh plan's, estimated without re-planning:
+        offline WeaveShare's TotalCost over the running queries times the configured
+        optimizer's own factor over WeaveShare at the last re-plan (``opt_factor``, 1 before
+        any: an optimizer that weaves less than WeaveShare, e.g. to fill the nodes, would
+        otherwise look like drift right after its own re-plan, and re-plan on every command).
+
+        WG_PF keeps this reference (docs/DESIGN.md s. 9-10 define no other): its factor is the
+        chosen plan's, so a rule that trades TotalCost for balance is not drift after its own
+        re-plan; the rule itself is applied at each re-plan, not watched between them (its
+        caps are relative to a front that only a re-plan computes).  As for every optimizer,
+        the factor is 1 until the first re-plan, so a balanced initial plan costlier than
+        WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
+        add or remove."""
+        running, _ = self.costs(state, node_ids)
+        ws = self.weaveshare_total(state)
+        ref = ws * opt_factor
+        return {
+            "running_total": running,
+            "weaveshare_total": ws,
+            "reference_total": ref,
+            "drift": running / ref - 1.0 if ref > 0 else 0.0,
+            "tolerance": tolerance,
+        }

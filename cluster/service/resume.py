@@ -32,10 +32,7 @@ def restore(svc: Any, r: dict) -> None:
     for k, v in r["stats"].items():
         setattr(st, k, v)
     st.files_log = [FileRecord(name, -1) for name in r["fed"]]
-    if svc.events_path.exists():
-        svc.events = [
-            json.loads(x) for x in svc.events_path.read_text().splitlines()[-20:] if x.strip()
-        ]
+    svc.event_log.reload()
 
 
 def flush_outputs(svc: Any) -> None:

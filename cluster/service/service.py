@@ -50,12 +50,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster.answers.files import jsonable
 from cluster.deployment.churn import LiveDeployment
 from cluster.feeds.directory_options import StreamStats
 from cluster.service import resume as service_resume
 from cluster.service import status as service_status
 from cluster.service.control import Conflict, InternalError, InvalidRequest, NotFound, one_line
+from cluster.service.events import EventLog
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
@@ -111,8 +111,7 @@ class Service:
         self.flush_on_stop = False
         self.stream = ServiceStream(dep, spark, directory, self.run_dir, o.stream, o.progress)
         self.stream.service = self
-        self.events: list[dict] = []  # the latest (all are in events.jsonl)
-        self.events_path = self.run_dir / "events.jsonl"
+        self.event_log = EventLog(self.run_dir / "events.jsonl")
         self._cmd_lock = threading.Lock()  # one command at a time
         self.last_sample: dict[str, tuple[float, dict]] = {}
         self.state_gen = 0  # saved states so far (cluster.service.resume)
@@ -123,9 +122,9 @@ class Service:
         if start.resume_state is None:
             #: the running plan's queries, trees, capacities, ids used and files fed
             self.running = ServiceState.from_plan(start.plan)
-            for p in (self.events_path, self.run_dir / "load.jsonl"):
-                if p.exists():
-                    p.unlink()
+            self.event_log.clear()
+            if (self.run_dir / "load.jsonl").exists():
+                (self.run_dir / "load.jsonl").unlink()
         else:
             service_resume.restore(self, start.resume_state)
 
@@ -154,6 +153,11 @@ class Service:
 
     # -- events -------------------------------------------------------------------------------
     @property
+    def events(self) -> list[dict]:
+        """The latest events (all are in ``events.jsonl``)."""
+        return self.event_log.latest
+
+    @property
     def event_time(self) -> int | None:
         return self.stream.stats.max_ts
 
@@ -170,9 +174,7 @@ class Service:
             "max_cost_after": after[1],
             **detail,
         }
-        self.events.append(ev)
-        with open(self.events_path, "a") as f:
-            f.write(json.dumps(ev, default=jsonable) + "\n")
+        self.event_log.append(ev)
         self.sample_load()
         return ev
 
@@ -390,29 +392,10 @@ class Service:
 
     # -- re-planning ----------------------------------------------------------------------
     def drift(self) -> dict:
-        """The running plan's TotalCost against a fresh plan's, estimated without re-planning:
-        offline WeaveShare's TotalCost over the running queries times the configured
-        optimizer's own factor over WeaveShare at the last re-plan (1 before any: an optimizer
-        that weaves less than WeaveShare, e.g. to fill the nodes, would otherwise look like
-        drift right after its own re-plan, and re-plan on every command).
-
-        WG_PF keeps this reference (docs/DESIGN.md s. 9-10 define no other): its factor is the
-        chosen plan's, so a rule that trades TotalCost for balance is not drift after its own
-        re-plan; the rule itself is applied at each re-plan, not watched between them (its
-        caps are relative to a front that only a re-plan computes).  As for every optimizer,
-        the factor is 1 until the first re-plan, so a balanced initial plan costlier than
-        WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
-        add or remove."""
-        running, _ = self._costs()
-        ws = self.pricing.weaveshare_total(self.running)
-        ref = ws * self.opt_factor
-        return {
-            "running_total": running,
-            "weaveshare_total": ws,
-            "reference_total": ref,
-            "drift": running / ref - 1.0 if ref > 0 else 0.0,
-            "tolerance": self.tolerance,
-        }
+        """The running plan's TotalCost against a fresh plan's (``PlanPricing.drift``)."""
+        return self.pricing.drift(
+            self.running, list(self.dep.nodes), self.opt_factor, self.tolerance
+        )
 
     def rebalance(self, cause: str = "rebalance") -> dict:
         """Re-plan (the command, or a drift past ``placement.tolerance``): a fresh plan of the

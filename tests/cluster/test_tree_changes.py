@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from helpers import examples, random_queries
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from placement.plan import Node, Plan
 from placement.replace import add_queries
 from placement.trees import CostModel
 from placement.weaveshare import weaveshare
-from tests.helpers import examples, random_queries
 
 NODES = ["n0", "n1", "n2"]
 MODEL = CostModel("slickdeque", {"s0": 0.2, "s1": 0.05})
