@@ -31,13 +31,16 @@ Re-plans (``rebalance``, drift past ``placement.tolerance``) run the configured 
 the initial plan's arguments; with WG_PF, the plan ``placement.choose`` picks from its front
 (``cluster.service.planning``: the rule is part of the state, shown in ``status``).
 
-Modules: this one holds the commands, each one transaction (``_transaction``: one command at a
-time, between micro-batches, on a running deployment; costs before; the plan written, the
-answers flushed and the state saved, the event logged after).  Beside it: ``state`` (the
-running plan's typed records), ``tree_changes`` (a fresh placement as changes of the running
-trees, pure), ``pricing`` (the running plan priced), ``stream`` (the directory stream),
-``resume`` (what ``--resume`` continues from), ``status`` (the status reply and load samples),
-``control`` (the HTTP API and request checks), ``options`` (what a service is built from).
+Modules: this one is the commands (~550 lines, one idea: each command is the same transaction
+on the same running state, ``_transaction``: one command at a time, between micro-batches, on
+a running deployment; costs before; the plan written, the answers flushed and the state saved,
+the event logged after; splitting the commands apart would split that state and its lock).
+Beside it, what is not a command: ``state`` (the running plan's typed records),
+``tree_changes`` (a fresh placement as changes of the running trees, pure), ``pricing`` (the
+running plan priced, drift), ``events`` (``events.jsonl``), ``stream`` (the directory
+stream), ``resume`` (what ``--resume`` continues from), ``status`` (the status reply and load
+samples), ``control`` (the HTTP API and its request checks), ``options`` (what a service is
+built from).
 """
 
 from __future__ import annotations
