@@ -16,8 +16,8 @@ Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /r
 ``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``).
 
 The requests are checked here (``parse_*``: a malformed one is refused with 400 before any
-command runs); the commands (``cluster.service.service``) refuse with a ``CommandRefused``
-kind and ``HTTP_STATUS`` turns it into the reply's code.
+command runs); the commands (``cluster.service.service``) refuse with a kind of
+``cluster.service.refusals.CommandRefused`` and ``HTTP_STATUS`` turns it into the reply's code.
 """
 
 from __future__ import annotations
@@ -36,32 +36,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from cluster.service.refusals import (
+    CommandRefused,
+    Conflict,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+)
+
 MAX_BODY = 8 << 20
-
-
-class CommandRefused(Exception):
-    """A refused command: a one-line ``message``; nothing was changed.  The commands raise
-    one of the kinds below and know no HTTP: ``HTTP_STATUS`` maps the kinds to codes here."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class InvalidRequest(CommandRefused):
-    """The request itself is malformed or asks for something impossible."""
-
-
-class NotFound(CommandRefused):
-    """The request names a query or node the deployment does not have."""
-
-
-class Conflict(CommandRefused):
-    """The request is fine but not now: the deployment's state refuses it."""
-
-
-class InternalError(CommandRefused):
-    """A bug caught before anything was changed."""
 
 
 HTTP_STATUS = {InvalidRequest: 400, NotFound: 404, Conflict: 409, InternalError: 500}

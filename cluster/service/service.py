@@ -57,11 +57,12 @@ from cluster.deployment.churn import LiveDeployment
 from cluster.feeds.directory_options import StreamStats
 from cluster.service import resume as service_resume
 from cluster.service import status as service_status
-from cluster.service.control import Conflict, InternalError, InvalidRequest, NotFound, one_line
+from cluster.service.control import one_line
 from cluster.service.events import EventLog
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
+from cluster.service.refusals import Conflict, InternalError, InvalidRequest, NotFound
 from cluster.service.state import ServiceState, executor_query, query_mapping
 from cluster.service.stream import ServiceStream
 from cluster.service.tree_changes import MergedRunningTrees, replan, weave_in
