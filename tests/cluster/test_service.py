@@ -1,7 +1,7 @@
 """``weaveplace serve`` (cluster/service/service.py, control.py): a deployment over a directory whose
 queries come and go, with the real Ray and Spark (session fixtures).
 
-Oracle: DESIGN.md section 9 (``executors.live_oracle.registered_answers``) over every row of the
+Oracle: docs/DESIGN.md s. 9 (``executors.live_oracle.registered_answers``) over every row of the
 files, each query with the T_reg / T_unreg its command returned.  The files are in time order,
 so no tuple is late.
 """
