@@ -169,6 +169,7 @@ def run_service(
     from cluster.feeds.directory_options import StreamOptions
     from cluster.runs.options import RuntimeOptions, default_pinning
     from cluster.runs.startup import started_runtimes
+    from cluster.service.options import ServiceOptions, ServiceStart
     from cluster.service.planning import Planner
     from cluster.service.service import Service
     from placement.trees import CostModel
@@ -239,17 +240,16 @@ def run_service(
                 spark,
                 watch,
                 run_dir,
-                plan,
-                model,
-                options=opts,
-                default_rate=cfg.data.rate_hz / 1000.0,
-                tolerance=cfg.placement.tolerance,
-                max_moves=cfg.placement.max_moves,
-                optimizer=optimizer,
-                planner=planner,
-                choice=choice,
-                resume_state=state,
-                progress=progress,
+                ServiceStart(plan, model, choice=choice, resume_state=state),
+                ServiceOptions(
+                    stream=opts,
+                    progress=progress,
+                    default_rate=cfg.data.rate_hz / 1000.0,
+                    tolerance=cfg.placement.tolerance,
+                    max_moves=cfg.placement.max_moves,
+                    optimizer=optimizer,
+                    planner=planner,
+                ),
             )
             if feeder is not None:
                 feeder.start()

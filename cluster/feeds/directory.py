@@ -1,4 +1,4 @@
-"""Live mode over a directory: Spark Structured Streaming picks up DEBS files as they arrive,
+"""A stream over a directory: Spark Structured Streaming picks up DEBS files as they arrive,
 ``foreachBatch`` pushes each micro-batch into a running ``Deployment``, and the answers the
 watermark releases are written at once, one Parquet part per micro-batch.
 
@@ -69,8 +69,9 @@ by Spark's scan (not even counted).
 
 This module is the stream itself (the Spark source it starts and watches, and what each
 micro-batch does with its files), one idea kept in one ``DirectoryStream`` class because
-``cluster.service.service`` subclasses it; its options and stats are in ``stream_options``, its output
-parts in ``cluster.answers.parts``, ``run_directory`` (runtimes and Ctrl-C around it) in ``cluster.runs.directory_run``.
+``cluster.service.stream`` subclasses it; its options and stats are in
+``cluster.feeds.directory_options``, its output parts in ``cluster.answers.parts``, ``run_directory``
+(runtimes and Ctrl-C around it) in ``cluster.runs.directory_run``.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _binary_file_schema():
 
 
 class DirectoryStream:
-    """One live stream: ``directory`` -> Spark -> ``deployment`` -> ``out_dir``.
+    """One directory stream: ``directory`` -> Spark -> ``deployment`` -> ``out_dir``.
 
     ``run()`` blocks until a stop condition (see the module docstring), flushes the deployment
     and returns the ``StreamStats``; the deployment's actors stay alive (the caller owns them,
@@ -162,8 +163,11 @@ class DirectoryStream:
         self._interrupts = 0
         self._t0 = self._last_file = time.monotonic()
 
-    def _open_outputs(self, out: Path) -> None:
-        """A fresh run's outputs (a previous run's parts and rejects are removed)."""
+    def open_outputs(self) -> None:
+        """Open the output parts in ``out_dir``: a fresh run's (a previous run's parts and
+        rejects are removed).  Public so an owner can open them before ``run`` (a service's
+        commands write parts before the first micro-batch)."""
+        out = self.out
         self._answers = PartWriter(out / "answers.parquet", self.answer_schema())
         self._late = PartWriter(out / "late.parquet", LATE_SCHEMA)
         self._rejects = out / "rejects"
@@ -172,14 +176,21 @@ class DirectoryStream:
                 p.unlink()
 
     def _already_fed(self, row) -> bool:
-        """A file handed over again (``cluster.service.service``: a resumed run) is skipped."""
+        """A file handed over again (``cluster.service.stream``: a resumed run) is skipped."""
         return False
 
     def answer_schema(self) -> pa.Schema:
-        """The answers' schema, fixed for the run (``cluster.service.service`` overrides it)."""
+        """The answers' schema, fixed for the run (``cluster.service.stream`` overrides it)."""
         return answer_schema(self.dep)
 
     # -- control ------------------------------------------------------------------------------
+    @contextmanager
+    def between_batches(self):
+        """Hold off micro-batches while the block runs: a file is fed whole before or after it,
+        never across it (a service's commands change the trees here)."""
+        with self._lock:
+            yield
+
     def request_stop(self, reason: str = "requested") -> None:
         """Ask the stream to stop after the micro-batch in progress (thread-safe)."""
         if self._stop_reason is None:
@@ -188,7 +199,7 @@ class DirectoryStream:
     def run(self) -> StreamStats:
         out = self.out
         out.mkdir(parents=True, exist_ok=True)
-        self._open_outputs(out)
+        self.open_outputs()
         self._warm_up()
         ckpt = tempfile.mkdtemp(prefix="weaveplace-stream-")
         query = None

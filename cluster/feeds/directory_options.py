@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 
 class StreamError(RuntimeError):
-    """A live stream that cannot start or could not go on (one line, no traceback for users)."""
+    """A directory stream that cannot start or could not go on (one line, no traceback for users)."""
 
 
 @dataclass(frozen=True)

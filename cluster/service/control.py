@@ -13,7 +13,11 @@ deployment is unchanged.
 
 Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /remove-queries``
 ``{"ids": [...]}``; ``POST /add-node`` ``{"id", "capacity"}``; ``POST /retire-node`` ``{"id"}``;
-``POST /rebalance``; ``POST /stop``; ``GET /`` the live load page.
+``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``).
+
+The requests are checked here (``parse_*``: a malformed one is refused with 400 before any
+command runs); the commands (``cluster.service.service``) refuse with a kind of
+``cluster.service.refusals.CommandRefused`` and ``HTTP_STATUS`` turns it into the reply's code.
 """
 
 from __future__ import annotations
@@ -25,33 +29,113 @@ import secrets
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from cluster.service.refusals import (
+    CommandRefused,
+    Conflict,
+    InternalError,
+    InvalidRequest,
+    NotFound,
+)
 from placement.messages import one_line as one_line_text
 
 MAX_BODY = 8 << 20
 
 
-class ServiceError(Exception):
-    """A refused command: HTTP ``status`` and a one-line message; nothing was changed.
+HTTP_STATUS = {InvalidRequest: 400, NotFound: 404, Conflict: 409, InternalError: 500}
 
-    Defined with the control API that turns it into a response, so the service depends on its
-    API and not the other way round."""
 
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+def http_status(e: CommandRefused) -> int:
+    """The reply's HTTP code for a refusal (400 for a kind without one of its own)."""
+    return next((code for kind, code in HTTP_STATUS.items() if isinstance(e, kind)), 400)
 
 
 def one_line(e: BaseException) -> str:
     """An exception's message on one line without surrounding quotes (a ``KeyError``'s key
     comes quoted): the form of every refusal and status error."""
     return one_line_text(e).strip("'\"")
+
+
+# -- requests: what each command's body must be (400 when it is not) --------------------------
+def parse_new_queries(body: Any, check_id: Callable[[str], None]) -> list:
+    """``add-queries``'s queries (``placement.queries.Query``): a list of query mappings, the
+    schema of config ``workload.queries`` (or ``{"queries": [...]}``), time windows on DEBS
+    columns with known aggregates and ids unique in the request.  ``check_id(id)`` refuses an
+    id the deployment has (``Conflict``), query by query in the request's order, so the first
+    wrong query is the one reported."""
+    from cluster.debs.format import VALUE_COLUMNS
+    from executors.aggregates import get_aggregate
+    from placement.queries import QueryError, query_from_mapping
+
+    if isinstance(body, dict) and "queries" in body:
+        body = body["queries"]
+    if not isinstance(body, list) or not body:
+        raise InvalidRequest(
+            "add-queries: expected a non-empty list of queries "
+            "(the schema of config workload.queries)"
+        )
+    qs, seen = [], set()
+    for i, r in enumerate(body):
+        try:
+            q = query_from_mapping(r, i)
+            get_aggregate(q.aggregate)
+        except (QueryError, ValueError, TypeError, KeyError) as e:
+            raise InvalidRequest(f"add-queries: {one_line(e)}") from None
+        if q.kind != "time":
+            raise InvalidRequest(
+                f"add-queries: queries[{i}] ({q.id!r}): kind "
+                f"{q.kind!r}; a running deployment adds time windows only"
+            )
+        if q.stream not in VALUE_COLUMNS or q.stream == "index":
+            raise InvalidRequest(
+                f"add-queries: queries[{i}] ({q.id!r}): stream "
+                f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)"
+            )
+        if q.id in seen:
+            raise InvalidRequest(f"add-queries: duplicate query id {q.id!r} in the request")
+        check_id(q.id)
+        seen.add(q.id)
+        qs.append(q)
+    return qs
+
+
+def parse_query_ids(body: Any) -> list[str]:
+    """``remove-queries``'s ids: a non-empty list of distinct strings (or ``{"ids": [...]}``)."""
+    if isinstance(body, dict) and "ids" in body:
+        body = body["ids"]
+    if not isinstance(body, list) or not body or not all(isinstance(i, str) for i in body):
+        raise InvalidRequest("remove-queries: expected a non-empty list of query ids")
+    if len(set(body)) != len(body):
+        raise InvalidRequest(f"remove-queries: duplicate ids in the request: {body}")
+    return body
+
+
+def parse_node(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, float | None]:
+    """``add-node`` / ``retire-node``'s ``(id, capacity)``: a non-empty string id (required
+    with ``need_id``) and a capacity > 0, both optional otherwise."""
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"{cmd}: expected a JSON object")
+    nid, cap = body.get("id"), body.get("capacity")
+    if nid is not None and (not isinstance(nid, str) or not nid):
+        raise InvalidRequest(f"{cmd}: id {nid!r}; expected a non-empty string")
+    if need_id and nid is None:
+        raise InvalidRequest(f"{cmd}: the node id is required")
+    if cap is not None and (
+        isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0
+    ):
+        raise InvalidRequest(f"{cmd}: capacity {cap!r}; expected a number > 0")
+    return nid, (None if cap is None else float(cap))
+
+
+def parse_stop(body: Any) -> bool:
+    """``stop``'s ``flush``: true only when the body says so."""
+    return bool((body or {}).get("flush")) if isinstance(body, dict) else False
 
 
 class ControlServer:
@@ -100,12 +184,16 @@ class ControlServer:
         s = self.service
         routes = {
             ("GET", "/status"): lambda: s.status(),
-            ("POST", "/add-queries"): lambda: s.add_queries(body),
-            ("POST", "/remove-queries"): lambda: s.remove_queries(body),
-            ("POST", "/add-node"): lambda: s.add_node(body or {}),
-            ("POST", "/retire-node"): lambda: s.retire_node(body or {}),
-            ("POST", "/rebalance"): lambda: s.rebalance(body or {}),
-            ("POST", "/stop"): lambda: s.request_stop(body),
+            ("POST", "/add-queries"): lambda: s.add_queries(
+                parse_new_queries(body, s.check_new_query_id)
+            ),
+            ("POST", "/remove-queries"): lambda: s.remove_queries(parse_query_ids(body)),
+            ("POST", "/add-node"): lambda: s.add_node(*parse_node(body or {}, "add-node")),
+            ("POST", "/retire-node"): lambda: s.retire_node(
+                parse_node(body or {}, "retire-node", need_id=True)[0]
+            ),
+            ("POST", "/rebalance"): lambda: s.rebalance(),
+            ("POST", "/stop"): lambda: s.request_stop(parse_stop(body)),
         }
         fn = routes.get((method, path))
         if fn is None:
@@ -113,8 +201,8 @@ class ControlServer:
             return 404, {"error": f"unknown command {method} {path}; known: {', '.join(known)}"}
         try:
             return 200, fn()
-        except ServiceError as e:
-            return e.status, {"error": e.message}
+        except CommandRefused as e:
+            return http_status(e), {"error": e.message}
         except Exception as e:  # a bug or a cluster failure: one line, the service goes on
             return 500, {"error": f"{path[1:]}: {type(e).__name__}: {one_line_text(str(e))}"}
 

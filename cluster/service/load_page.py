@@ -1,4 +1,4 @@
-"""The live load page of ``weaveplace serve`` (``GET /``): one self-contained HTML page.
+"""The load page of ``weaveplace serve`` (``GET /``): one self-contained HTML page.
 
 No external URL (no CDN, fonts or images): the page is rendered on the server from
 ``Service.status()`` (so it shows the state even without JavaScript) and a small inline script

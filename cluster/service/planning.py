@@ -3,7 +3,7 @@
 Why a module: the initial plan (``sim.serve_cli.initial_plan``) and every re-plan
 (``Service._rebalance``: the ``rebalance`` command, or drift past ``placement.tolerance`` after
 add/remove churn) must be the same computation with the same arguments, and those arguments are
-part of what ``serve --resume`` continues from (``cluster.service.state``), so a resumed
+part of what ``serve --resume`` continues from (``cluster.service.resume``), so a resumed
 deployment re-plans as the one it continues (even if the config file changed since).
 
 **WG_PF.** The plan is the one ``placement.choose`` picks from WG_PF's front

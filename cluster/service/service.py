@@ -1,16 +1,18 @@
 """``weaveplace serve``: a deployment that lives until stopped while queries come and go.
 
 Shape: the directory stream of ``cluster.feeds.directory`` (Spark Structured Streaming ->
-``foreachBatch`` -> actors -> answer parts) on a ``ChurnDeployment`` (``cluster.deployment.churn``:
-trees that gain and lose queries), plus a control API (``cluster.service.control``: HTTP/JSON on
-127.0.0.1 with a bearer token) whose commands run *between* micro-batches: a command takes the
-stream's micro-batch lock, so files are fed whole before or after it, never across it.
+``foreachBatch`` -> actors -> answer parts) over a ``ChurnDeployment`` (``cluster.deployment.churn``:
+trees that gain and lose queries, "churn"), plus a control API (``cluster.service.control``:
+HTTP/JSON on 127.0.0.1 with a bearer token) whose commands run *between* micro-batches: a
+command holds off the stream's micro-batches (``DirectoryStream.between_batches``), so files are
+fed whole before or after it, never across it.
 
-Registration times (DESIGN.md s. 9).  Every DEBS file feeds all streams at once (one ``ts_ms``),
-so one time serves every stream: ``T = newest timestamp fed + 1`` (``null`` in replies before
-anything was fed: then a query answers every window).  ``add-queries`` replies ``accepted_at``
-(T_reg per stream of the new queries), ``remove-queries`` ``removed_at`` (T_unreg); the trees
-change at T (``executors.churn_tree``: generations), so every other query's answers are unchanged.
+Registration times (docs/DESIGN.md s. 9).  Every DEBS file feeds all streams at once (one
+``ts_ms``), so one time serves every stream: ``T = newest timestamp fed + 1`` (``null`` in
+replies before anything was fed: then a query answers every window).  ``add-queries`` replies
+``accepted_at`` (T_reg per stream of the new queries), ``remove-queries`` ``removed_at``
+(T_unreg); the trees change at T (``executors.churn_tree``: generations), so every other
+query's answers are unchanged.
 
 Placement of new queries.  ``placement.replace.add_queries`` on the running plan re-priced from
 its queries: each new query is woven into the existing same-key tree where that raises the
@@ -29,12 +31,16 @@ Re-plans (``rebalance``, drift past ``placement.tolerance``) run the configured 
 the initial plan's arguments; with WG_PF, the plan ``placement.choose`` picks from its front
 (``cluster.service.planning``: the rule is part of the state, shown in ``status``).
 
-Modules: this one holds the commands and the running plan; ``cluster.service.stream`` the
-directory stream, ``cluster.service.state`` what ``--resume`` continues from,
-``cluster.service.status`` the status reply and load samples, ``cluster.answers.files`` the
-crash-safe files of the run directory. The commands stay together (~750 lines) because each one
-is the same transaction on the running plan: validate, take the lock, re-place, apply to the
-trees, write the plan and the state, log the event.
+Modules: this one is the commands (~550 lines, one idea: each command is the same transaction
+on the same running state, ``_transaction``: one command at a time, between micro-batches, on
+a running deployment; costs before; the plan written, the answers flushed and the state saved,
+the event logged after; splitting the commands apart would split that state and its lock).
+Beside it, what is not a command: ``state`` (the running plan's typed records),
+``tree_changes`` (a fresh placement as changes of the running trees, pure), ``pricing`` (the
+running plan priced, drift), ``events`` (``events.jsonl``), ``stream`` (the directory
+stream), ``resume`` (what ``--resume`` continues from), ``status`` (the status reply and load
+samples), ``control`` (the HTTP API and its request checks), ``options`` (what a service is
+built from).
 """
 
 from __future__ import annotations
@@ -42,30 +48,45 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from cluster.answers.files import atomic_write, jsonable
 from cluster.deployment.churn import ChurnDeployment
-from cluster.feeds.directory_options import StreamOptions, StreamStats
-from cluster.service import state as service_state
+from cluster.feeds.directory_options import StreamStats
+from cluster.service import resume as service_resume
 from cluster.service import status as service_status
-from cluster.service.control import ServiceError, one_line
+from cluster.service.control import one_line
+from cluster.service.events import EventLog
+from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
+from cluster.service.pricing import PlanPricing
+from cluster.service.refusals import Conflict, InternalError, InvalidRequest, NotFound
+from cluster.service.state import ServiceState, executor_query, query_mapping
 from cluster.service.stream import ServiceStream
+from cluster.service.tree_changes import MergedRunningTrees, replan, weave_in
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)
 
 
+@dataclass
+class Change:
+    """One command's transaction: its event's name, the planned (TotalCost, MaxCost) before
+    it and the event's details (filled in by the command)."""
+
+    command: str
+    before: tuple[float, float]
+    detail: dict = field(default_factory=dict)
+
+
 class Service:
     """A running deployment over a directory with its control commands (thread-safe).
 
-    ``plan``: the initial plan (``weaveplace.plan/1``); ``model``: the cost model that priced
-    it (``placement.trees.CostModel``: IE technique, stream rates, slicing), used to price
-    changes; ``default_rate``: the input rate of a stream the plan did not have.
-    """
+    ``start``: the plan, its cost model, WG_PF's choice, the saved state of a resume
+    (``cluster.service.options.ServiceStart``); ``options``: the stream's options and the
+    re-plan policy (``ServiceOptions``)."""
 
     def __init__(
         self,
@@ -73,124 +94,73 @@ class Service:
         spark,
         directory: str | Path,
         run_dir: str | Path,
-        plan: dict,
-        model,
-        *,
-        options: StreamOptions | None = None,
-        default_rate: float = 0.1,
-        progress: Callable[[StreamStats], None] | None = None,
-        tolerance: float = 0.25,
-        max_moves: int = 8,
-        optimizer: str | None = None,
-        planner: Planner | None = None,
-        choice: dict | None = None,
-        resume_state: dict | None = None,
+        start: ServiceStart,
+        options: ServiceOptions | None = None,
     ):
+        o = options or ServiceOptions()
         self.dep = dep
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.model = model
-        self.default_rate = float(default_rate)
-        self.tolerance = float(tolerance)
-        self.max_moves = int(max_moves)
-        self.optimizer = str(optimizer or plan.get("optimizer", ""))
+        self.model = start.model
+        self.default_rate = float(o.default_rate)
+        self.tolerance = float(o.tolerance)
+        self.max_moves = int(o.max_moves)
+        self.optimizer = str(o.optimizer or start.plan.get("optimizer", ""))
+        self.pricing = PlanPricing(self.model, self.optimizer, self.default_rate)
         #: how re-plans plan (``cluster.service.planning``); default: the optimizer's defaults
-        self.planner = planner or Planner(self.optimizer)
-        #: how WG_PF chose the last plan it made (``service_plan.choice_record``), else None
-        self.choice = choice
-        self.resume_state = resume_state
+        self.planner = o.planner or Planner(self.optimizer)
+        #: how WG_PF chose the last plan it made (``planning.choice_record``), else None
+        self.choice = start.choice
+        self.resume_state = start.resume_state
         self.flush_on_stop = False
-        self.stream = ServiceStream(dep, spark, directory, self.run_dir, options, progress)
+        self.stream = ServiceStream(dep, spark, directory, self.run_dir, o.stream, o.progress)
         self.stream.service = self
-        self._tree_cache: dict[tuple, Any] = {}
-        self.events: list[dict] = []  # the latest (all are in events.jsonl)
-        self.events_path = self.run_dir / "events.jsonl"
+        self.event_log = EventLog(self.run_dir / "events.jsonl")
         self._cmd_lock = threading.Lock()  # one command at a time
         self.last_sample: dict[str, tuple[float, dict]] = {}
-        self.state_gen = 0  # saved states so far (cluster.service.state)
+        self.state_gen = 0  # saved states so far (cluster.service.resume)
         self.opt_factor = 1.0  # the optimizer over WeaveShare at the last re-plan (drift)
         self.file_latency: list[float] = []  # s from a file's arrival to its answers written
         self.state = "starting"
         self.control = None
-        r = resume_state
-        if r is None:
-            self.queries: dict[str, dict] = {str(q["id"]): _qdict(q) for q in plan["queries"]}
-            self.used_ids: set[str] = set(self.queries)
-            self.trees: dict[str, dict] = {}
-            for n in plan["nodes"]:
-                for t in n["trees"]:
-                    self.trees[str(t["id"])] = {
-                        "node": str(n["id"]),
-                        "stream": t["stream"],
-                        "active": [str(q) for q in t["queries"]],
-                    }
-            self.capacity = {str(n["id"]): n.get("capacity") for n in plan["nodes"]}
-            self.next_tree = 1 + max([int(t[1:]) for t in self.trees if t[1:].isdigit()] or [-1])
-            self.fed_names: set[str] = set()
-            for p in (self.events_path, self.run_dir / "load.jsonl"):
-                if p.exists():
-                    p.unlink()
+        if start.resume_state is None:
+            #: the running plan's queries, trees, capacities, ids used and files fed
+            self.running = ServiceState.from_plan(start.plan)
+            self.event_log.clear()
+            if (self.run_dir / "load.jsonl").exists():
+                (self.run_dir / "load.jsonl").unlink()
         else:
-            service_state.restore(self, r)
+            service_resume.restore(self, start.resume_state)
 
-    # -- plan ---------------------------------------------------------------------------------
-    def _tree(self, qids: list[str]):
-        key = tuple(qids)
-        t = self._tree_cache.get(key)
-        if t is None:
-            from placement.queries import query_from_mapping
-
-            t = self.model.tree([query_from_mapping(self.queries[q]) for q in qids])
-            self._tree_cache[key] = t
-        return t
-
+    # -- the running plan (cluster.service.pricing) ---------------------------------------------
     def placement_plan(self):
-        """The running plan as placement objects (trees priced from their queries), and the
-        tree ids in the order of its trees."""
-        from placement.plan import Node, Plan
-
-        nodes, order = [], []
-        for nid in self.dep.nodes:
-            trees = []
-            for tid, t in sorted(self.trees.items(), key=lambda x: _tree_key(x[0])):
-                if t["node"] == nid and t["active"]:
-                    trees.append(self._tree(t["active"]))
-                    order.append(tid)
-            nodes.append(Node(nid, trees, self.capacity.get(nid)))
-        return Plan(
-            self.optimizer, self.model.technique, nodes, self.rates(), self.model.slicing
-        ), order
+        """The running plan as placement objects, and the tree ids in the order of its trees."""
+        return self.pricing.placement_plan(self.running, list(self.dep.nodes))
 
     def rates(self) -> dict[str, float]:
-        rates = self.model.rates if isinstance(self.model.rates, dict) else {}
-        for q in self.queries.values():
-            rates.setdefault(q["stream"], self.default_rate)
-        self.model.rates = rates
-        return dict(rates)
+        return self.pricing.rates(self.running)
 
     def plan_dict(self) -> dict:
         """The running plan, ``weaveplace.plan/1`` with this deployment's tree ids."""
-        plan, order = self.placement_plan()
-        d = plan.to_dict()
-        ids = iter(order)
-        for n in d["nodes"]:
-            for t in n["trees"]:
-                t["id"] = next(ids)
-        if self.choice is not None:
-            d["choose"] = self.choice
-        return d
+        return self.pricing.plan_dict(self.running, list(self.dep.nodes), self.choice)
 
     def _costs(self) -> tuple[float, float]:
-        plan, _ = self.placement_plan()
-        return plan.total_cost, plan.max_cost
+        return self.pricing.costs(self.running, list(self.dep.nodes))
 
     def write_plan(self) -> dict:
+        from cluster.answers.files import atomic_write
+
         d = self.plan_dict()
         atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=1))
         self.dep.follow_plan(d)  # membership changes (add_node, lose_node) follow it
         return d
 
     # -- events -------------------------------------------------------------------------------
+    @property
+    def events(self) -> list[dict]:
+        """The latest events (all are in ``events.jsonl``)."""
+        return self.event_log.latest
+
     @property
     def event_time(self) -> int | None:
         return self.stream.stats.max_ts
@@ -208,9 +178,7 @@ class Service:
             "max_cost_after": after[1],
             **detail,
         }
-        self.events.append(ev)
-        with open(self.events_path, "a") as f:
-            f.write(json.dumps(ev, default=jsonable) + "\n")
+        self.event_log.append(ev)
         self.sample_load()
         return ev
 
@@ -218,294 +186,222 @@ class Service:
         """Append one line to ``RUN_DIR/load.jsonl`` (``cluster.service.status``)."""
         service_status.sample_load(self)
 
-    # -- commands -----------------------------------------------------------------------------
+    # -- the transaction every command is -----------------------------------------------------
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One command at a time, and only between micro-batches."""
+        with self._cmd_lock, self.stream.between_batches():
+            yield
+
+    def _check_running(self) -> None:
+        if self.state != "running":
+            raise Conflict(f"the deployment is {self.state}; commands need it running")
+
+    @contextmanager
+    def _transaction(self, command: str, check_drift: bool = False) -> Iterator[Change]:
+        """Run a command's body exclusively on a running deployment, with the costs before it;
+        when the body returns: write the plan, flush the answers (and save the state), log
+        the event, and with ``check_drift`` re-plan if the change drifted too far.  A body
+        that raises has changed nothing, and none of this happens."""
+        with self._exclusive():
+            self._check_running()
+            change = Change(command, self._costs())
+            yield change
+            self._commit(change)
+            if check_drift:
+                self._check_drift()
+
+    def _commit(self, change: Change) -> None:
+        self.write_plan()
+        self.flush_outputs()
+        self._event(change.command, change.before, **change.detail)
+
     def _registration_time(self) -> tuple[int, int | None]:
         """(``at`` for the trees, the T reported): newest timestamp fed + 1."""
         mx = self.stream.stats.max_ts
         return (T_FIRST, None) if mx is None else (int(mx) + 1, int(mx) + 1)
 
-    def _locked(self):
-        """Commands run between micro-batches (the stream's lock) and one at a time."""
-        return _Both(self._cmd_lock, self.stream._lock)
+    # -- commands -----------------------------------------------------------------------------
+    def check_new_query_id(self, qid: str) -> None:
+        """Refuse (``Conflict``) an id that runs or ran in this deployment: ids are never
+        reused (answers are keyed by query and window)."""
+        if qid in self.running.queries:
+            raise Conflict(f"add-queries: query id {qid!r} is already running")
+        if qid in self.running.used_ids:
+            raise Conflict(
+                f"add-queries: query id {qid!r} was used before in "
+                "this deployment (ids are never reused: answers are "
+                "keyed by query and window)"
+            )
 
-    def _check_running(self) -> None:
-        if self.state != "running":
-            raise ServiceError(409, f"the deployment is {self.state}; commands need it running")
-
-    def add_queries(self, raw: Any) -> dict:
-        """Register queries (a list of query mappings, the schema of config
-        ``workload.queries``); see the module doc for where they go."""
-        from cluster.debs.format import VALUE_COLUMNS
-        from placement.queries import QueryError, query_from_mapping
+    def add_queries(self, queries: list) -> dict:
+        """Register ``queries`` (``placement.queries.Query``, checked by
+        ``control.parse_new_queries``); see the module doc for where they go."""
         from placement.replace import add_queries
 
-        if isinstance(raw, dict) and "queries" in raw:
-            raw = raw["queries"]
-        if not isinstance(raw, list) or not raw:
-            raise ServiceError(
-                400,
-                "add-queries: expected a non-empty list of queries "
-                "(the schema of config workload.queries)",
-            )
-        qs, seen = [], set()
-        for i, r in enumerate(raw):
-            try:
-                q = query_from_mapping(r, i)
-                from executors.aggregates import get_aggregate
-
-                get_aggregate(q.aggregate)
-            except (QueryError, ValueError, TypeError, KeyError) as e:
-                raise ServiceError(400, f"add-queries: {one_line(e)}") from None
-            if q.kind != "time":
-                raise ServiceError(
-                    400,
-                    f"add-queries: queries[{i}] ({q.id!r}): kind "
-                    f"{q.kind!r}; a running deployment adds time windows only",
-                )
-            if q.stream not in VALUE_COLUMNS or q.stream == "index":
-                raise ServiceError(
-                    400,
-                    f"add-queries: queries[{i}] ({q.id!r}): stream "
-                    f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)",
-                )
-            if q.id in seen:
-                raise ServiceError(400, f"add-queries: duplicate query id {q.id!r} in the request")
-            if q.id in self.queries:
-                raise ServiceError(409, f"add-queries: query id {q.id!r} is already running")
-            if q.id in self.used_ids:
-                raise ServiceError(
-                    409,
-                    f"add-queries: query id {q.id!r} was used before in "
-                    "this deployment (ids are never reused: answers are "
-                    "keyed by query and window)",
-                )
-            seen.add(q.id)
-            qs.append(q)
-        with self._locked():
-            self._check_running()
-            before = self._costs()
-            plan, order = self.placement_plan()
-            for q in qs:
-                self.queries[q.id] = _qdict(q.to_dict())
+        with self._transaction("add-queries", check_drift=True) as change:
+            for q in queries:
+                self.check_new_query_id(q.id)
+            running = self.running
+            plan, _ = self.placement_plan()
+            for q in queries:
+                running.queries[q.id] = query_mapping(q.to_dict())
             self.rates()
+            new_ids = {q.id for q in queries}
             try:
-                rep = add_queries(plan, qs, self.model)
+                placed = add_queries(plan, queries, self.model)
             except (ValueError, KeyError) as e:
-                for q in qs:
-                    del self.queries[q.id]
-                raise ServiceError(400, f"add-queries: {one_line(e)}") from None
+                self._forget(queries)
+                raise InvalidRequest(f"add-queries: {one_line(e)}") from None
+            try:
+                additions = weave_in(placed.plan, new_ids, running.trees, running.next_tree)
+            except MergedRunningTrees as e:
+                self._forget(queries)
+                raise InternalError(str(e)) from None
             at, t_reg = self._registration_time()
-            tree_of = {qid: tid for tid, t in self.trees.items() for qid in t["active"]}
-            new_ids = {q.id for q in qs}
-            changes, new_trees, where = [], [], {}
-            for node in rep.plan.nodes:
-                for t in node.trees:
-                    old = [q.id for q in t.queries if q.id not in new_ids]
-                    add = [q for q in t.queries if q.id in new_ids]
-                    if not add:
-                        continue
-                    dicts = [_exec_query(self.queries[q.id]) for q in add]
-                    if old:
-                        tid = tree_of[old[0]]
-                        if (
-                            any(tree_of[o] != tid for o in old)
-                            or self.trees[tid]["node"] != node.id
-                        ):
-                            raise ServiceError(500, "internal: placement merged running trees")
-                        changes.append((node.id, tid, at, dicts, []))
-                    else:
-                        tid = f"t{self.next_tree}"
-                        self.next_tree += 1
-                        new_trees.append(
-                            (
-                                node.id,
-                                {
-                                    "id": tid,
-                                    "stream": t.stream,
-                                    "queries": dicts,
-                                    "slicing": self.model.slicing,
-                                },
-                                None if t_reg is None else at,
-                            )
-                        )
-                        self.trees[tid] = {"node": node.id, "stream": t.stream, "active": []}
-                    self.trees[tid]["active"] += [q.id for q in add]
-                    for q in add:
-                        where[q.id] = {"tree": tid, "node": node.id, "woven": bool(old)}
-            self.dep.apply_changes(changes, new_trees)
-            self.used_ids |= new_ids
-            self.write_plan()
-            self.flush_outputs()
-            streams = sorted({q.stream for q in qs})
-            reply = {"accepted_at": {s: t_reg for s in streams}, "queries": where}
-            self._event(
-                "add-queries", before, queries=sorted(new_ids), accepted_at=t_reg, placement=where
-            )
-            self._check_drift()
-            return reply
-
-    def remove_queries(self, ids: Any) -> dict:
-        """Unregister queries: windows ending at or before T_unreg are still answered."""
-        if isinstance(ids, dict) and "ids" in ids:
-            ids = ids["ids"]
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
-            raise ServiceError(400, "remove-queries: expected a non-empty list of query ids")
-        if len(set(ids)) != len(ids):
-            raise ServiceError(400, f"remove-queries: duplicate ids in the request: {ids}")
-        with self._locked():
-            self._check_running()
-            unknown = [i for i in ids if i not in self.queries]
-            if unknown:
-                raise ServiceError(
-                    404, f"remove-queries: unknown query id(s) {unknown} (not running)"
+            grown = [
+                (g.node, g.tree_id, at, self._executor_queries(g.queries), [])
+                for g in additions.grown
+            ]
+            started = [
+                (
+                    n.node,
+                    {
+                        "id": n.tree_id,
+                        "stream": n.stream,
+                        "queries": self._executor_queries(n.queries),
+                        "slicing": self.model.slicing,
+                    },
+                    None if t_reg is None else at,
                 )
-            before = self._costs()
+                for n in additions.new_trees
+            ]
+            self.dep.apply_changes(grown, started)
+            running.trees = additions.applied_to(running.trees)
+            running.next_tree = additions.next_tree
+            running.used_ids |= new_ids
+            streams = sorted({q.stream for q in queries})
+            change.detail.update(
+                queries=sorted(new_ids), accepted_at=t_reg, placement=additions.where
+            )
+            return {"accepted_at": {s: t_reg for s in streams}, "queries": additions.where}
+
+    def remove_queries(self, ids: list[str]) -> dict:
+        """Unregister queries (distinct ids, ``control.parse_query_ids``): windows ending at
+        or before T_unreg are still answered."""
+        with self._transaction("remove-queries", check_drift=True) as change:
+            running = self.running
+            unknown = [i for i in ids if i not in running.queries]
+            if unknown:
+                raise NotFound(f"remove-queries: unknown query id(s) {unknown} (not running)")
             at, t_unreg = self._registration_time()
-            by_tree: dict[str, list[str]] = {}
-            for tid, t in self.trees.items():
+            gone_from: dict[str, list[str]] = {}
+            for tid, t in running.trees.items():
                 # the tree running the query, and any tree that handed it off and may still
                 # answer its windows from before the hand-off (those get capped at T_unreg)
-                gone = [q for q in t["active"] + t.get("handed", []) if q in set(ids)]
+                gone = [q for q in t.active + (t.handed or []) if q in set(ids)]
                 if gone:
-                    by_tree[tid] = gone
-            changes = [
-                (self.trees[tid]["node"], tid, at, [], gone)
-                for tid, gone in sorted(by_tree.items())
-            ]
-            self.dep.apply_changes(changes, [])
-            streams = sorted({self.queries[i]["stream"] for i in ids})
-            for tid, gone in by_tree.items():
-                t = self.trees[tid]
-                t["active"] = [q for q in t["active"] if q not in gone]
-                if t.get("handed"):
-                    t["handed"] = [q for q in t["handed"] if q not in gone]
+                    gone_from[tid] = gone
+            self.dep.apply_changes(
+                [
+                    (running.trees[tid].node, tid, at, [], gone)
+                    for tid, gone in sorted(gone_from.items())
+                ],
+                [],
+            )
+            streams = running.streams_of(ids)
+            for tid, gone in gone_from.items():
+                t = running.trees[tid]
+                t.active = [q for q in t.active if q not in gone]
+                if t.handed:
+                    t.handed = [q for q in t.handed if q not in gone]
             for i in ids:
-                del self.queries[i]
-            self.write_plan()
-            self.flush_outputs()
-            self._event("remove-queries", before, queries=sorted(ids), removed_at=t_unreg)
-            self._check_drift()
+                del running.queries[i]
+            change.detail.update(queries=sorted(ids), removed_at=t_unreg)
             return {"removed_at": {s: t_unreg for s in streams}}
 
-    def add_node(self, body: Any) -> dict:
+    def add_node(self, nid: str | None = None, capacity: float | None = None) -> dict:
         """Scale out: a new node takes trees from the busiest nodes at a checkpoint
         (``Deployment.add_node``: ``placement.replace.add_node``'s moves, exactly once)."""
         from cluster.deployment.specs import DeploymentError
 
-        nid, cap = _node_args(body, "add-node")
-        with self._locked():
-            self._check_running()
-            before = self._costs()
+        with self._transaction("add-node") as change:
             try:
-                rec = self.dep.add_node(nid, capacity=cap, reason="add-node")
+                rec = self.dep.add_node(nid, capacity=capacity, reason="add-node")
             except DeploymentError as e:
-                raise ServiceError(409, f"add-node: {one_line(e)}") from None
+                raise Conflict(f"add-node: {one_line(e)}") from None
             new = rec["node"]
-            self.capacity[new] = rec.get("capacity")
+            self.running.capacity[new] = rec.get("capacity")
             for tid in rec["trees"]:
-                if tid in self.trees:
-                    self.trees[tid]["node"] = new
-            self.write_plan()
-            self.flush_outputs()
-            self._event("add-node", before, node=new, trees_moved=rec["moved"], trees=rec["trees"])
+                if tid in self.running.trees:
+                    self.running.trees[tid].node = new
+            change.detail.update(node=new, trees_moved=rec["moved"], trees=rec["trees"])
             return {"node": new, "moved": rec["trees"]}
 
-    def retire_node(self, body: Any) -> dict:
+    def retire_node(self, nid: str) -> dict:
         """Graceful scale-in (``ChurnDeployment.retire_node``): the node's trees go where
         ``placement.replace.remove_node`` puts them (run as separate trees where it would
         weave), at a checkpoint; the last node cannot be retired."""
         from cluster.deployment.specs import DeploymentError
         from placement.replace import remove_node
 
-        nid, _ = _node_args(body, "retire-node", need_id=True)
-        with self._locked():
-            self._check_running()
-            if nid not in self.dep.nodes:
-                raise ServiceError(
-                    404, f"retire-node: unknown node {nid!r}; nodes: {', '.join(self.dep.nodes)}"
+        with self._transaction("retire-node") as change:
+            nodes = self.dep.nodes
+            if nid not in nodes:
+                raise NotFound(f"retire-node: unknown node {nid!r}; nodes: {', '.join(nodes)}")
+            if len(nodes) == 1:
+                raise Conflict(
+                    f"retire-node: {nid!r} is the last node; its queries would have nowhere to run"
                 )
-            if len(self.dep.nodes) == 1:
-                raise ServiceError(
-                    409,
-                    f"retire-node: {nid!r} is the last node; its queries would have nowhere to run",
-                )
-            before = self._costs()
-            plan, order = self.placement_plan()
+            plan, _ = self.placement_plan()
             rep = remove_node(plan, nid, self.model)
             where = {q.id: n.id for n in rep.plan.nodes for t in n.trees for q in t.queries}
             load = {n.id: n.cost for n in rep.plan.nodes}
             targets = {}
-            for t in self.dep.nodes[nid].spec["trees"]:
+            for t in nodes[nid].spec["trees"]:
                 tid = str(t["id"])
-                active = self.trees.get(tid, {}).get("active") or []
+                tree = self.running.trees.get(tid)
+                active = tree.active if tree is not None else []
                 targets[tid] = where[active[0]] if active else min(load, key=load.get)
             try:
                 rec = self.dep.retire_node(nid, targets, reason="retire-node")
             except DeploymentError as e:
-                raise ServiceError(409, f"retire-node: {one_line(e)}") from None
+                raise Conflict(f"retire-node: {one_line(e)}") from None
             for tid, dest in targets.items():
-                if tid in self.trees:
-                    self.trees[tid]["node"] = dest
-            self.capacity.pop(nid, None)
-            self.write_plan()
-            self.flush_outputs()
-            self._event(
-                "retire-node", before, node=nid, trees_moved=rec["moved"], trees=rec["trees"]
-            )
+                if tid in self.running.trees:
+                    self.running.trees[tid].node = dest
+            self.running.capacity.pop(nid, None)
+            change.detail.update(node=nid, trees_moved=rec["moved"], trees=rec["trees"])
             return {"retired": nid, "moved": rec["trees"]}
 
+    def request_stop(self, flush: bool = False) -> dict:
+        """Stop after the micro-batch in progress: answers the watermark released are written,
+        the state checkpointed (``--resume`` continues); with ``flush`` the input has ended
+        for good: every pending window is answered and the deployment cannot resume."""
+        with self._cmd_lock:
+            if self.state != "running":
+                raise Conflict(f"the deployment is {self.state}")
+            self.state = "stopping"
+            self.flush_on_stop = flush
+        self.stream.request_stop("stop")
+        return {"stopping": True, "flush": flush, "event_time": self.event_time}
+
+    def _forget(self, queries: list) -> None:
+        """Undo ``add-queries``' registration of ``queries`` (the command was refused)."""
+        for q in queries:
+            del self.running.queries[q.id]
+
+    def _executor_queries(self, ids) -> list[dict]:
+        return [executor_query(self.running.queries[q]) for q in ids]
+
     # -- re-planning ----------------------------------------------------------------------
-    def _reference_total(self) -> float:
-        """TotalCost of offline WeaveShare over the running queries: trees only weave within
-        one (stream, aggregate) key, so it is a sum over keys, each cached by its query set
-        (a command touches one or two keys; no full re-plan per command)."""
-        from placement.queries import query_from_mapping
-        from placement.weaveshare import plan_cost, weaveshare
-
-        by_key: dict[tuple, list[str]] = {}
-        for qid, q in self.queries.items():
-            by_key.setdefault((q["stream"], q["aggregate"]), []).append(qid)
-        cache = getattr(self, "_ws_cache", {})
-        total, fresh = 0.0, {}
-        for key, ids in by_key.items():
-            k = (key, tuple(sorted(ids)))
-            if k not in cache:
-                cache[k] = plan_cost(
-                    weaveshare(
-                        [query_from_mapping(self.queries[i]) for i in sorted(ids)], self.model
-                    )
-                )
-            fresh[k] = cache[k]
-            total += cache[k]
-        self._ws_cache = fresh
-        return total
-
     def drift(self) -> dict:
-        """The running plan's TotalCost against a fresh plan's, estimated without re-planning:
-        offline WeaveShare's TotalCost over the running queries times the configured
-        optimizer's own factor over WeaveShare at the last re-plan (1 before any: an optimizer
-        that weaves less than WeaveShare, e.g. to fill the nodes, would otherwise look like
-        drift right after its own re-plan, and re-plan on every command).
+        """The running plan's TotalCost against a fresh plan's (``PlanPricing.drift``)."""
+        return self.pricing.drift(
+            self.running, list(self.dep.nodes), self.opt_factor, self.tolerance
+        )
 
-        WG_PF keeps this reference (DESIGN.md s. 9-10 define no other): its factor is the
-        chosen plan's, so a rule that trades TotalCost for balance is not drift after its own
-        re-plan; the rule itself is applied at each re-plan, not watched between them (its
-        caps are relative to a front that only a re-plan computes).  As for every optimizer,
-        the factor is 1 until the first re-plan, so a balanced initial plan costlier than
-        WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
-        add or remove."""
-        running, _ = self._costs()
-        ws = self._reference_total()
-        ref = ws * self.opt_factor
-        return {
-            "running_total": running,
-            "weaveshare_total": ws,
-            "reference_total": ref,
-            "drift": running / ref - 1.0 if ref > 0 else 0.0,
-            "tolerance": self.tolerance,
-        }
-
-    def rebalance(self, body: Any = None, cause: str = "rebalance") -> dict:
+    def rebalance(self, cause: str = "rebalance") -> dict:
         """Re-plan (the command, or a drift past ``placement.tolerance``): a fresh plan of the
         running queries by the configured optimizer (WeaveShare + placement; WG_PF: the plan
         ``placement.choose`` picks from its front, ``cluster.service.planning``), reached by
@@ -513,128 +409,74 @@ class Service:
         start before T, the new one takes them from T on, ``ChurnTree.change(handoff=)``) and by
         moving at most ``placement.max_moves`` running trees whose node changes (the costliest
         first; the others stay where they run).  New trees start on their planned node."""
-        with self._locked():
+        with self._exclusive():
             self._check_running()
             return self._rebalance(cause)
 
     def _rebalance(self, cause: str) -> dict:
+        """``rebalance`` inside a transaction already exclusive (a command's drift check)."""
         from placement.queries import query_from_mapping
 
-        before = self._costs()
-        if not self.queries:
+        change = Change(cause, self._costs())
+        running = self.running
+        if not running.queries:
             return {"moved": {}, "handoffs": {}, "note": "no queries running"}
         nids = list(self.dep.nodes)
-        caps = [self.capacity.get(n) for n in nids]
-        qs = [query_from_mapping(self.queries[i]) for i in sorted(self.queries)]
+        caps = [running.capacity.get(n) for n in nids]
+        qs = [query_from_mapping(running.queries[i]) for i in sorted(running.queries)]
         try:
             fresh, choice = self.planner.plan(qs, self.model, caps)
         except (ValueError, KeyError) as e:
-            raise ServiceError(
-                409, f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {one_line(e)}"
+            raise Conflict(
+                f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {one_line(e)}"
             ) from None
-        # fresh tree -> running tree of the same key with the largest overlap (greedy, the
-        # costliest fresh trees first), else a new tree
-        running = {tid: set(t["active"]) for tid, t in self.trees.items() if t["active"]}
-        tree_of = {q: tid for tid, ids in running.items() for q in ids}
-        taken: set[str] = set()
-        assign, new_trees, moves = [], [], []
-        fresh_trees = sorted(
-            ((t, nids[j]) for j, ts in enumerate([n.trees for n in fresh.nodes]) for t in ts),
-            key=lambda x: -x[0].cost,
-        )
-        for t, node in fresh_trees:
-            ids = {q.id for q in t.queries}
-            cand = {}
-            for q in ids:
-                r = tree_of[q]
-                if r not in taken:
-                    cand[r] = cand.get(r, 0) + 1
-            if cand:
-                r = max(sorted(cand), key=lambda x: cand[x])
-                taken.add(r)
-                assign.append((r, ids, node))
-                if self.trees[r]["node"] != node:
-                    moves.append((t.cost, r, node))
-            else:
-                tid = f"t{self.next_tree}"
-                self.next_tree += 1
-                new_trees.append((tid, t, node))
-                assign.append((tid, ids, node))
-        ws = self._reference_total()
+        changes = replan(fresh, nids, running.trees, running.next_tree)
+        ws = self.pricing.weaveshare_total(running)
         self.opt_factor = max(1.0, fresh.total_cost / ws) if ws > 0 else 1.0
-        moves.sort(key=lambda x: -x[0])
-        do_moves = {r: node for _, r, node in moves[: self.max_moves]}
+        do_moves = changes.moves_within(self.max_moves)
+        skipped = changes.moves_skipped(self.max_moves)
         at, t_at = self._registration_time()
-        changes: dict[str, dict] = {}
-        target_of = {q: tid for tid, ids, _ in assign for q in ids}
-        handoffs = {}
-        for q, old in tree_of.items():
-            new = target_of[q]
-            if new != old:
-                handoffs[q] = [old, new]
-                changes.setdefault(old, {"add": [], "handoff": []})["handoff"].append(q)
-                if new in self.trees:
-                    changes.setdefault(new, {"add": [], "handoff": []})["add"].append(q)
-        new_specs = []
-        for tid, t, node in new_trees:
-            new_specs.append(
-                (
-                    node,
-                    {
-                        "id": tid,
-                        "stream": t.stream,
-                        "slicing": self.model.slicing,
-                        "queries": [_exec_query(self.queries[q.id]) for q in t.queries],
-                    },
-                    None if t_at is None else at,
-                )
-            )
-        ch = [
+        started = [
             (
-                self.trees[tid]["node"],
-                tid,
-                at,
-                [_exec_query(self.queries[q]) for q in c["add"]],
-                [],
-                c["handoff"],
+                n.node,
+                {
+                    "id": n.tree_id,
+                    "stream": n.stream,
+                    "slicing": self.model.slicing,
+                    "queries": self._executor_queries(n.queries),
+                },
+                None if t_at is None else at,
             )
-            for tid, c in sorted(changes.items())
+            for n in changes.new_trees
         ]
-        self.dep.apply_changes(ch, new_specs)
-        for tid, c in changes.items():
-            t = self.trees[tid]
-            t["active"] = [q for q in t["active"] if q not in c["handoff"]] + c["add"]
-            t["handed"] = [q for q in t.get("handed", []) if q not in c["add"]] + c["handoff"]
-        for tid, t, node in new_trees:
-            self.trees[tid] = {
-                "node": node,
-                "stream": t.stream,
-                "active": [q.id for q in t.queries],
-            }
+        rewoven = [
+            (running.trees[tid].node, tid, at, self._executor_queries(c.add), [], c.handoff)
+            for tid, c in sorted(changes.changes.items())
+        ]
+        self.dep.apply_changes(rewoven, started)
+        running.trees = changes.applied_to(running.trees, {})
+        running.next_tree = changes.next_tree
         moved = self.dep.move_trees(do_moves)
-        for r, node in do_moves.items():
-            self.trees[r]["node"] = node
+        for tid, node in do_moves.items():
+            running.trees[tid].node = node
         if choice is not None:
             self.choice = choice
-        self.write_plan()
-        self.flush_outputs()
-        self._event(
-            cause,
-            before,
+        change.detail.update(
             trees_moved=moved,
             moves=do_moves,
-            handoffs=len(handoffs),
+            handoffs=len(changes.handoffs),
             handed_at=t_at,
-            moves_skipped=max(0, len(moves) - self.max_moves),
+            moves_skipped=skipped,
             fresh_total=fresh.total_cost,
             fresh_max=fresh.max_cost,
             **_choice_detail(choice),
         )
+        self._commit(change)
         return {
             "moved": do_moves,
-            "handoffs": handoffs,
+            "handoffs": changes.handoffs,
             "handed_at": t_at,
-            "moves_skipped": max(0, len(moves) - self.max_moves),
+            "moves_skipped": skipped,
             "total_cost": self._costs()[0],
             "max_cost": self._costs()[1],
             "fresh_total_cost": fresh.total_cost,
@@ -644,37 +486,25 @@ class Service:
 
     def _check_drift(self) -> None:
         """After a change: re-plan when the running TotalCost is more than ``tolerance`` above
-        offline WeaveShare's over the running queries (DESIGN.md s. 9, Incremental WeaveShare)."""
+        offline WeaveShare's over the running queries (docs/DESIGN.md s. 9, Incremental
+        WeaveShare)."""
         d = self.drift()
         if d["drift"] > self.tolerance:
             try:
                 self._rebalance("drift")
-            except ServiceError as e:  # the change itself stands: record why no re-plan
+            except Conflict as e:  # the change itself stands: record why no re-plan
                 self._event(
                     "drift-not-replanned", self._costs(), reason=e.message, drift=d["drift"]
                 )
 
-    def request_stop(self, body: Any = None) -> dict:
-        """Stop after the micro-batch in progress: answers the watermark released are written,
-        the state checkpointed (``--resume`` continues); with ``{"flush": true}`` the input has
-        ended for good: every pending window is answered and the deployment cannot resume."""
-        flush = bool((body or {}).get("flush")) if isinstance(body, dict) else False
-        with self._cmd_lock:
-            if self.state != "running":
-                raise ServiceError(409, f"the deployment is {self.state}")
-            self.state = "stopping"
-            self.flush_on_stop = flush
-        self.stream.request_stop("stop")
-        return {"stopping": True, "flush": flush, "event_time": self.event_time}
-
-    # -- persistence (resume): cluster.service.state ------------------------------------------
+    # -- persistence (resume): cluster.service.resume -----------------------------------------
     def flush_outputs(self) -> None:
         """Write the answers handed over through a checkpoint, then save the state."""
-        service_state.flush_outputs(self)
+        service_resume.flush_outputs(self)
 
     def persist(self, final: bool = False) -> None:
         """Save what ``serve --resume`` needs in ``RUN_DIR/state``."""
-        service_state.save_state(self, final)
+        service_resume.save_state(self, final)
 
     # -- status: cluster.service.status -----------------------------------------------------
     def status(self) -> dict:
@@ -698,7 +528,7 @@ class Service:
         self.control.start()
         try:
             self.stream.out.mkdir(parents=True, exist_ok=True)
-            self.stream._open_outputs(self.stream.out)  # commands may write parts at once
+            self.stream.open_outputs()  # commands may write parts at once
             self.write_plan()
             self.persist()
             self.control.write_file(self.run_dir / "control.json")
@@ -708,7 +538,7 @@ class Service:
                 "resume" if resumed else "start",
                 self._costs(),
                 nodes=sorted(self.dep.nodes),
-                queries=len(self.queries),
+                queries=len(self.running.queries),
             )
             stats = self.stream.run()
             self.state = "stopped"
@@ -731,50 +561,3 @@ def _choice_detail(choice: dict | None) -> dict:
     if choice is None:
         return {}
     return {"choose": choice["rule"], "choose_met": choice["met"], "choose_note": choice["note"]}
-
-
-def _node_args(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, float | None]:
-    if not isinstance(body, dict):
-        raise ServiceError(400, f"{cmd}: expected a JSON object")
-    nid, cap = body.get("id"), body.get("capacity")
-    if nid is not None and (not isinstance(nid, str) or not nid):
-        raise ServiceError(400, f"{cmd}: id {nid!r}; expected a non-empty string")
-    if need_id and nid is None:
-        raise ServiceError(400, f"{cmd}: the node id is required")
-    if cap is not None and (
-        isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0
-    ):
-        raise ServiceError(400, f"{cmd}: capacity {cap!r}; expected a number > 0")
-    return nid, (None if cap is None else float(cap))
-
-
-class _Both:
-    def __init__(self, *locks):
-        self.locks = locks
-
-    def __enter__(self):
-        for lk in self.locks:
-            lk.acquire()
-
-    def __exit__(self, *exc):
-        for lk in reversed(self.locks):
-            lk.release()
-
-
-def _qdict(q) -> dict:
-    return {
-        "id": str(q["id"]),
-        "stream": q.get("stream", "s0"),
-        "aggregate": q.get("aggregate", "sum"),
-        "range": int(q["range"]),
-        "slide": int(q["slide"]),
-        "kind": q.get("kind", "time"),
-    }
-
-
-def _exec_query(q: dict) -> dict:
-    return {k: q[k] for k in ("id", "aggregate", "range", "slide", "kind")}
-
-
-def _tree_key(tid: str):
-    return (0, int(tid[1:]), "") if tid[1:].isdigit() else (1, 0, tid)

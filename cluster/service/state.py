@@ -1,130 +1,137 @@
-"""What ``weaveplace serve --resume`` continues from: the service's state in ``RUN_DIR/state``.
+"""What the service keeps of the running plan: its queries, its trees and their nodes, the
+capacities, the query ids used and the files fed (``ServiceState``, one ``RunningTree`` per tree).
 
-Why one module: saving and restoring must agree field by field (``state/service.json`` plus one
-snapshot file per node), and the order of writes is what makes a crash lose nothing: answers
-handed over through a checkpoint are written first, the state right after (``flush_outputs``);
-a resumed run re-reads the files fed since and regenerates their answers (parts written after
-the state are removed at resume, ``cluster.answers.files.AnswerParts``).
+Why typed records: every command reads and rewrites them, and ``serve --resume`` saves and
+restores them field by field (``cluster.service.resume``); their JSON form (``to_saved`` /
+``from_saved``) is the state file's and must not change.  Queries stay JSON-ready mappings (the
+schema of config ``workload.queries``, normalised by ``query_mapping``): they are saved as
+they are and read back by ``placement.queries.query_from_mapping``.
 """
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cluster.answers.files import atomic_write, jsonable
-from cluster.feeds.directory_options import FileRecord
-from cluster.service.planning import Planner
+
+@dataclass
+class RunningTree:
+    """One running tree: its node, its stream, the queries it answers from now on (``active``)
+    and, once a re-plan handed queries to other trees, those it still answers windows of
+    from before the hand-off (``handed``; None: it never handed any, absent from the file)."""
+
+    node: str
+    stream: str
+    active: list[str]
+    handed: list[str] | None = None
+
+    def to_saved(self) -> dict:
+        d: dict[str, Any] = {"node": self.node, "stream": self.stream, "active": self.active}
+        if self.handed is not None:
+            d["handed"] = self.handed
+        return d
+
+    @classmethod
+    def from_saved(cls, d: Mapping[str, Any]) -> RunningTree:
+        handed = d.get("handed")
+        return cls(
+            str(d["node"]),
+            d["stream"],
+            list(d["active"]),
+            None if handed is None else list(handed),
+        )
+
+    def copy(self) -> RunningTree:
+        return replace(
+            self,
+            active=list(self.active),
+            handed=None if self.handed is None else list(self.handed),
+        )
 
 
-def restore(svc: Any, r: dict) -> None:
-    """Set a ``cluster.service.service.Service``'s bookkeeping from a saved state ``r`` (its stream
-    already exists: its counters and fed files are restored too)."""
-    svc.queries = r["queries"]
-    svc.used_ids = set(r["used_ids"])
-    svc.trees = r["trees"]
-    svc.capacity = r["capacity"]
-    svc.next_tree = int(r["next_tree"])
-    svc.fed_names = set(r["fed"])
-    svc.state_gen = int(r["gen"])
-    svc.opt_factor = float(r.get("opt_factor", 1.0))
-    if r.get("planner"):  # (states saved before the planner was kept: the constructor's)
-        svc.planner = Planner.from_state(r["planner"])
-    svc.choice = r.get("choice", svc.choice)
-    st = svc.stream.stats
-    for k, v in r["stats"].items():
-        setattr(st, k, v)
-    st.files_log = [FileRecord(name, -1) for name in r["fed"]]
-    if svc.events_path.exists():
-        svc.events = [
-            json.loads(x) for x in svc.events_path.read_text().splitlines()[-20:] if x.strip()
-        ]
+@dataclass
+class ServiceState:
+    """The running plan's bookkeeping (see module doc); ``next_tree`` numbers new trees
+    (``t<n>``: ids are never reused, answers and late tuples are keyed by them)."""
+
+    queries: dict[str, dict]
+    trees: dict[str, RunningTree]
+    capacity: dict[str, float | None]
+    next_tree: int
+    used_ids: set[str] = field(default_factory=set)
+    fed_names: set[str] = field(default_factory=set)
+
+    @classmethod
+    def from_plan(cls, plan: Mapping[str, Any]) -> ServiceState:
+        """A fresh deployment of ``plan`` (``weaveplace.plan/1``)."""
+        queries = {str(q["id"]): query_mapping(q) for q in plan["queries"]}
+        trees = {
+            str(t["id"]): RunningTree(str(n["id"]), t["stream"], [str(q) for q in t["queries"]])
+            for n in plan["nodes"]
+            for t in n["trees"]
+        }
+        numbered = [int(t[1:]) for t in trees if t[1:].isdigit()]
+        return cls(
+            queries=queries,
+            trees=trees,
+            capacity={str(n["id"]): n.get("capacity") for n in plan["nodes"]},
+            next_tree=1 + max(numbered or [-1]),
+            used_ids=set(queries),
+        )
+
+    @classmethod
+    def from_saved(cls, r: Mapping[str, Any]) -> ServiceState:
+        """The state ``to_saved`` wrote (``RUN_DIR/state/service.json``)."""
+        return cls(
+            queries=r["queries"],
+            trees={tid: RunningTree.from_saved(t) for tid, t in r["trees"].items()},
+            capacity=r["capacity"],
+            next_tree=int(r["next_tree"]),
+            used_ids=set(r["used_ids"]),
+            fed_names=set(r["fed"]),
+        )
+
+    def to_saved(self) -> dict:
+        """The state file's fields for the running plan, in the file's order."""
+        return {
+            "queries": self.queries,
+            "used_ids": sorted(self.used_ids),
+            "trees": {tid: t.to_saved() for tid, t in self.trees.items()},
+            "capacity": self.capacity,
+            "next_tree": self.next_tree,
+            "fed": sorted(self.fed_names),
+        }
+
+    def tree_of(self) -> dict[str, str]:
+        """Query id -> the tree that answers it from now on."""
+        return {q: tid for tid, t in self.trees.items() for q in t.active}
+
+    def trees_in_order(self) -> list[tuple[str, RunningTree]]:
+        """The trees by id (``t2`` before ``t10``; ids not of that form after them)."""
+        return sorted(self.trees.items(), key=lambda x: tree_order(x[0]))
+
+    def streams_of(self, ids: list[str]) -> list[str]:
+        return sorted({self.queries[i]["stream"] for i in ids})
 
 
-def flush_outputs(svc: Any) -> None:
-    """Checkpoint, write the answers and late tuples handed over, save the state: what is
-    on disk is always consistent with the saved state (see ``save_state``)."""
-    ans = svc.dep.take_answers()
-    late = svc.dep.take_late()
-    svc.stream._answers.write(ans)
-    svc.stream._late.write(late)
-    svc.stream.stats.answers += ans.num_rows
-    svc.stream.stats.late += late.num_rows
-    save_state(svc)
+def tree_order(tid: str) -> tuple:
+    """Sort key of tree ids: ``t<n>`` by number first, other ids after them by name."""
+    return (0, int(tid[1:]), "") if tid[1:].isdigit() else (1, 0, tid)
 
 
-def save_state(svc: Any, final: bool = False) -> None:
-    """Save what ``serve --resume`` needs in ``RUN_DIR/state``: every node's last checkpoint
-    (snapshot files), the driver's bookkeeping (queries, trees, ids used, files fed, part
-    counters, late offsets, batch sequence).  Called right after answers were handed over
-    through a checkpoint and written, so state and outputs agree; a crash before the next
-    call loses nothing: the resumed run re-reads the files fed since and regenerates their
-    answers (parts written after this state are removed at resume)."""
-    dep = svc.dep
-    if any(len(n.sources) != 1 for n in dep.nodes.values()):
-        dep.checkpoint()
-    gen = svc.state_gen + 1
-    sd = svc.run_dir / "state"
-    sd.mkdir(exist_ok=True)
-    nodes = {}
-    for nid, n in dep.nodes.items():
-        src = n.sources[0]
-        fname = None
-        if src.blob is not None:
-            fname = f"{nid}.{gen}.npz"
-            with open(sd / fname, "wb") as f:
-                f.write(src.blob)
-                f.flush()
-                os.fsync(f.fileno())
-        nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq, "ray_node": n.ray_node}
-    st = svc.stream.stats
-    state = {
-        "version": 1,
-        "final": final,
-        "gen": gen,
-        "queries": svc.queries,
-        "used_ids": sorted(svc.used_ids),
-        "trees": svc.trees,
-        "capacity": svc.capacity,
-        "next_tree": svc.next_tree,
-        "fed": sorted(svc.fed_names),
-        "nodes": nodes,
-        "seq": dep.last_seq,
-        "late_seen": dep.late_seen,
-        "lost": sorted(dep.lost),
-        "answer_parts": svc.stream._answers.next,
-        "late_parts": svc.stream._late.next,
-        "stats": {
-            k: getattr(st, k)
-            for k in (
-                "files",
-                "rows",
-                "answers",
-                "late",
-                "batches",
-                "max_ts",
-                "files_rejected",
-                "rows_rejected",
-            )
-        },
-        "model": {
-            "ie": svc.model.technique,
-            "rates": svc.rates(),
-            "slicing": svc.model.slicing,
-            "default_rate": svc.default_rate,
-        },
-        "optimizer": svc.optimizer,
-        "allowed_lateness": dep.allowed_lateness,
-        "tolerance": svc.tolerance,
-        "max_moves": svc.max_moves,
-        "opt_factor": svc.opt_factor,
-        "planner": svc.planner.to_state(),
-        "choice": svc.choice,
+def query_mapping(q: Mapping[str, Any]) -> dict:
+    """A query as the service keeps and saves it (defaults filled in, fixed key order)."""
+    return {
+        "id": str(q["id"]),
+        "stream": q.get("stream", "s0"),
+        "aggregate": q.get("aggregate", "sum"),
+        "range": int(q["range"]),
+        "slide": int(q["slide"]),
+        "kind": q.get("kind", "time"),
     }
-    atomic_write(sd / "service.json", json.dumps(state, default=jsonable))
-    keep = {v["blob"] for v in nodes.values()}
-    for p in sd.glob("*.npz"):
-        if p.name not in keep:
-            p.unlink()
-    svc.state_gen = gen
+
+
+def executor_query(q: Mapping[str, Any]) -> dict:
+    """A query as a tree's spec takes it (the executor needs no stream: the tree has one)."""
+    return {k: q[k] for k in ("id", "aggregate", "range", "slide", "kind")}

@@ -2,7 +2,7 @@
 
 Why one module: the status reply, the load samples and the final metrics all read the
 deployment's counters and the running plan and write nothing the service needs back (the
-live page, ``weaveplace status`` and ``weaveplace report`` are their readers); the service's
+load page, ``weaveplace status`` and ``weaveplace report`` are their readers); the service's
 commands do not depend on them.
 """
 
@@ -106,8 +106,8 @@ def status(svc: Any) -> dict:
     return {
         "state": svc.state,
         "event_time": st.max_ts,
-        "watermark": {s: wm for s in sorted({q["stream"] for q in svc.queries.values()})},
-        "queries": sorted(svc.queries),
+        "watermark": {s: wm for s in sorted({q["stream"] for q in svc.running.queries.values()})},
+        "queries": sorted(svc.running.queries),
         "total_cost": plan["total_cost"],
         "max_cost": plan["max_cost"],
         "nodes": nodes,
@@ -147,7 +147,7 @@ def backlog(svc: Any) -> dict:
 
 
 def write_metrics(svc: Any, stats: StreamStats) -> None:
-    """``metrics.json`` at stop (the live report's input), as ``weaveplace run`` writes."""
+    """``metrics.json`` at stop (the input of the serve report), as ``weaveplace run`` writes."""
     m = stats.metrics("serve")
     m["data_path"] = str(svc.stream.directory)
     atomic_write(svc.run_dir / "metrics.json", json.dumps(m, indent=1, default=jsonable))

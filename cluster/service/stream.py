@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -32,9 +31,12 @@ class ServiceStream(DirectoryStream):
     def answer_schema(self) -> pa.Schema:
         return ANSWER_SCHEMA_FLOAT
 
-    def _open_outputs(self, out: Path) -> None:
+    def open_outputs(self) -> None:
+        """Open the numbered parts once (the service opens them before ``run``, so commands may
+        write parts at once); a resumed run keeps the parts its saved state counted."""
         if getattr(self, "_answers", None) is not None:  # opened by Service.run already
             return
+        out = self.out
         r = self.service.resume_state
         fresh = r is None
         self._answers = AnswerParts(
@@ -48,6 +50,25 @@ class ServiceStream(DirectoryStream):
             for p in self._rejects.glob("*.rejects.tsv"):
                 p.unlink()
 
+    def write_handed_over(self, answers: pa.Table, late: pa.Table) -> None:
+        """Write answers and late tuples a command's checkpoint handed over (between
+        micro-batches) and count them, as a micro-batch does with its own."""
+        self._answers.write(answers)
+        self._late.write(late)
+        self.stats.answers += answers.num_rows
+        self.stats.late += late.num_rows
+
+    @property
+    def next_answer_part(self) -> int:
+        """The number the next answer part gets (saved with the state: a resume keeps the
+        parts below it and rewrites the ones from it on)."""
+        return self._answers.next
+
+    @property
+    def next_late_part(self) -> int:
+        """As ``next_answer_part``, for the late tuples."""
+        return self._late.next
+
     def _feed(self, table, rec) -> None:
         # the deployment's streams now, not at the start: a query added on a stream no tree
         # read before gets that column from the next file on
@@ -55,7 +76,7 @@ class ServiceStream(DirectoryStream):
         super()._feed(table, rec)
 
     def _already_fed(self, row) -> bool:
-        return posixpath.basename(row["path"]) in self.service.fed_names
+        return posixpath.basename(row["path"]) in self.service.running.fed_names
 
     def _process(self, batch_df) -> None:
         n = self.stats.files
@@ -70,7 +91,7 @@ class ServiceStream(DirectoryStream):
                 except OSError:
                     pass
             for rec in self.stats.files_log[n:]:
-                self.service.fed_names.add(rec.name)
+                self.service.running.fed_names.add(rec.name)
             self.service.persist()
             self.service.sample_load()
 

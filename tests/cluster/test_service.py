@@ -79,6 +79,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     from cluster.deployment.churn import ChurnDeployment
     from cluster.feeds.directory_options import StreamOptions
     from cluster.service.control import ControlError, call
+    from cluster.service.options import ServiceOptions, ServiceStart
     from cluster.service.service import Service
     from placement.plan import verify_plan
 
@@ -89,7 +90,12 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
     with ChurnDeployment(plan) as dep:
         svc = Service(
-            dep, spark, incoming, run_dir, plan, model, options=opts, default_rate=RATE_HZ / 1000.0
+            dep,
+            spark,
+            incoming,
+            run_dir,
+            ServiceStart(plan, model),
+            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0),
         )
         box = {}
         th = threading.Thread(target=lambda: box.setdefault("stats", svc.run()), daemon=True)
@@ -234,6 +240,7 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     from cluster.deployment.churn import ChurnDeployment
     from cluster.feeds.directory_options import StreamOptions
     from cluster.service.control import ControlError, call
+    from cluster.service.options import ServiceOptions, ServiceStart
     from cluster.service.service import Service
     from placement.plan import Node, Plan, verify_plan
     from placement.queries import query_from_mapping
@@ -279,12 +286,8 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
             spark,
             incoming,
             run_dir,
-            plan,
-            model,
-            options=opts,
-            default_rate=RATE_HZ / 1000.0,
-            tolerance=0.25,
-            max_moves=1,
+            ServiceStart(plan, model),
+            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0, tolerance=0.25, max_moves=1),
         )
         th = threading.Thread(target=svc.run, daemon=True)
         th.start()

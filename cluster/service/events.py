@@ -1,0 +1,42 @@
+"""``RUN_DIR/events.jsonl``: one line per change of the running plan (command or cause, wall
+and event time, trees moved, planned costs before and after), and the latest ones in memory.
+
+Why its own module: the file is the service's log (``status``, the load page and
+``weaveplace report`` read it), it outlives a resume (the latest lines are read back), and a
+fresh start clears it; the commands only hand it events.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cluster.answers.files import jsonable
+
+#: events kept in memory (and shown by ``status``)
+LATEST = 20
+
+
+class EventLog:
+    """Appends events to ``path`` and keeps the latest in ``latest``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.latest: list[dict] = []
+
+    def clear(self) -> None:
+        """A fresh deployment: no events yet."""
+        if self.path.exists():
+            self.path.unlink()
+
+    def reload(self) -> None:
+        """A resumed deployment: the latest events from the file."""
+        if self.path.exists():
+            self.latest = [
+                json.loads(x) for x in self.path.read_text().splitlines()[-LATEST:] if x.strip()
+            ]
+
+    def append(self, event: dict) -> None:
+        self.latest.append(event)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(event, default=jsonable) + "\n")

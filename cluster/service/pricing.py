@@ -1,0 +1,134 @@
+"""The running plan priced from its queries: placement objects, ``plan_current.json``'s dict,
+(TotalCost, MaxCost), offline WeaveShare's TotalCost over the running queries and the drift
+between the two.
+
+Why its own module: every command prices the plan before and after it (the event's costs),
+``status`` and the load samples read it, and the trees' cost-model objects are cached per
+query set so a command does not re-price trees it did not touch; none of that is a command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster.service.state import ServiceState
+
+
+class PlanPricing:
+    """Prices a ``ServiceState``'s trees with ``model`` (``placement.trees.CostModel``: IE
+    technique, stream rates, slicing); ``default_rate``: the rate of a stream the model has
+    none for (a query added on a new stream); ``optimizer``: the plan's optimizer label."""
+
+    def __init__(self, model, optimizer: str, default_rate: float):
+        self.model = model
+        self.optimizer = optimizer
+        self.default_rate = float(default_rate)
+        self._trees: dict[tuple, Any] = {}
+        self._weaveshare: dict[tuple, float] = {}
+
+    def rates(self, state: ServiceState) -> dict[str, float]:
+        """The model's stream rates, with ``default_rate`` for every running query's stream
+        it had none for (kept in the model from then on)."""
+        rates = self.model.rates if isinstance(self.model.rates, dict) else {}
+        for q in state.queries.values():
+            rates.setdefault(q["stream"], self.default_rate)
+        self.model.rates = rates
+        return dict(rates)
+
+    def _tree(self, state: ServiceState, qids: list[str]):
+        key = tuple(qids)
+        t = self._trees.get(key)
+        if t is None:
+            from placement.queries import query_from_mapping
+
+            t = self.model.tree([query_from_mapping(state.queries[q]) for q in qids])
+            self._trees[key] = t
+        return t
+
+    def placement_plan(self, state: ServiceState, node_ids: list[str]):
+        """The running plan as placement objects (trees priced from their queries) on the
+        nodes ``node_ids``, and the tree ids in the order of its trees."""
+        from placement.plan import Node, Plan
+
+        nodes, order = [], []
+        in_order = state.trees_in_order()
+        for nid in node_ids:
+            trees = []
+            for tid, t in in_order:
+                if t.node == nid and t.active:
+                    trees.append(self._tree(state, t.active))
+                    order.append(tid)
+            nodes.append(Node(nid, trees, state.capacity.get(nid)))
+        plan = Plan(
+            self.optimizer, self.model.technique, nodes, self.rates(state), self.model.slicing
+        )
+        return plan, order
+
+    def plan_dict(self, state: ServiceState, node_ids: list[str], choice: dict | None) -> dict:
+        """The running plan, ``weaveplace.plan/1`` with the deployment's tree ids (and WG_PF's
+        choice record, ``cluster.service.planning``)."""
+        plan, order = self.placement_plan(state, node_ids)
+        d = plan.to_dict()
+        ids = iter(order)
+        for n in d["nodes"]:
+            for t in n["trees"]:
+                t["id"] = next(ids)
+        if choice is not None:
+            d["choose"] = choice
+        return d
+
+    def costs(self, state: ServiceState, node_ids: list[str]) -> tuple[float, float]:
+        plan, _ = self.placement_plan(state, node_ids)
+        return plan.total_cost, plan.max_cost
+
+    def weaveshare_total(self, state: ServiceState) -> float:
+        """TotalCost of offline WeaveShare over the running queries: trees only weave within
+        one (stream, aggregate) key, so it is a sum over keys, each cached by its query set
+        (a command touches one or two keys; no full re-plan per command)."""
+        from placement.queries import query_from_mapping
+        from placement.weaveshare import plan_cost, weaveshare
+
+        by_key: dict[tuple, list[str]] = {}
+        for qid, q in state.queries.items():
+            by_key.setdefault((q["stream"], q["aggregate"]), []).append(qid)
+        cache = self._weaveshare
+        total, fresh = 0.0, {}
+        for key, ids in by_key.items():
+            k = (key, tuple(sorted(ids)))
+            if k not in cache:
+                cache[k] = plan_cost(
+                    weaveshare(
+                        [query_from_mapping(state.queries[i]) for i in sorted(ids)], self.model
+                    )
+                )
+            fresh[k] = cache[k]
+            total += cache[k]
+        self._weaveshare = fresh
+        return total
+
+    def drift(
+        self, state: ServiceState, node_ids: list[str], opt_factor: float, tolerance: float
+    ) -> dict:
+        """The running plan's TotalCost against a fresh plan's, estimated without re-planning:
+        offline WeaveShare's TotalCost over the running queries times the configured
+        optimizer's own factor over WeaveShare at the last re-plan (``opt_factor``, 1 before
+        any: an optimizer that weaves less than WeaveShare, e.g. to fill the nodes, would
+        otherwise look like drift right after its own re-plan, and re-plan on every command).
+
+        WG_PF keeps this reference (docs/DESIGN.md s. 9-10 define no other): its factor is the
+        chosen plan's, so a rule that trades TotalCost for balance is not drift after its own
+        re-plan; the rule itself is applied at each re-plan, not watched between them (its
+        caps are relative to a front that only a re-plan computes).  As for every optimizer,
+        the factor is 1 until the first re-plan, so a balanced initial plan costlier than
+        WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
+        add or remove."""
+        running, _ = self.costs(state, node_ids)
+        ws = self.weaveshare_total(state)
+        ref = ws * opt_factor
+        return {
+            "running_total": running,
+            "weaveshare_total": ws,
+            "reference_total": ref,
+            "drift": running / ref - 1.0 if ref > 0 else 0.0,
+            "tolerance": tolerance,
+        }

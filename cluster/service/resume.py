@@ -1,0 +1,115 @@
+"""What ``weaveplace serve --resume`` continues from: the service's state in ``RUN_DIR/state``.
+
+Why one module: saving and restoring must agree field by field (``state/service.json`` plus one
+snapshot file per node), and the order of writes is what makes a crash lose nothing: answers
+handed over through a checkpoint are written first, the state right after (``flush_outputs``);
+a resumed run re-reads the files fed since and regenerates their answers (parts written after
+the state are removed at resume, ``cluster.answers.files.AnswerParts``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from cluster.answers.files import atomic_write, jsonable
+from cluster.feeds.directory_options import FileRecord
+from cluster.service.planning import Planner
+from cluster.service.state import ServiceState
+
+
+def restore(svc: Any, r: dict) -> None:
+    """Set a ``cluster.service.service.Service``'s bookkeeping from a saved state ``r`` (its stream
+    already exists: its counters and fed files are restored too)."""
+    svc.running = ServiceState.from_saved(r)
+    svc.state_gen = int(r["gen"])
+    svc.opt_factor = float(r.get("opt_factor", 1.0))
+    if r.get("planner"):  # (states saved before the planner was kept: the constructor's)
+        svc.planner = Planner.from_state(r["planner"])
+    svc.choice = r.get("choice", svc.choice)
+    st = svc.stream.stats
+    for k, v in r["stats"].items():
+        setattr(st, k, v)
+    st.files_log = [FileRecord(name, -1) for name in r["fed"]]
+    svc.event_log.reload()
+
+
+def flush_outputs(svc: Any) -> None:
+    """Checkpoint, write the answers and late tuples handed over, save the state: what is
+    on disk is always consistent with the saved state (see ``save_state``)."""
+    ans = svc.dep.take_answers()
+    late = svc.dep.take_late()
+    svc.stream.write_handed_over(ans, late)
+    save_state(svc)
+
+
+def save_state(svc: Any, final: bool = False) -> None:
+    """Save what ``serve --resume`` needs in ``RUN_DIR/state``: every node's last checkpoint
+    (snapshot files), the driver's bookkeeping (queries, trees, ids used, files fed, part
+    counters, late offsets, batch sequence).  Called right after answers were handed over
+    through a checkpoint and written, so state and outputs agree; a crash before the next
+    call loses nothing: the resumed run re-reads the files fed since and regenerates their
+    answers (parts written after this state are removed at resume)."""
+    dep = svc.dep
+    if any(len(n.sources) != 1 for n in dep.nodes.values()):
+        dep.checkpoint()
+    gen = svc.state_gen + 1
+    sd = svc.run_dir / "state"
+    sd.mkdir(exist_ok=True)
+    nodes = {}
+    for nid, n in dep.nodes.items():
+        src = n.sources[0]
+        fname = None
+        if src.blob is not None:
+            fname = f"{nid}.{gen}.npz"
+            with open(sd / fname, "wb") as f:
+                f.write(src.blob)
+                f.flush()
+                os.fsync(f.fileno())
+        nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq, "ray_node": n.ray_node}
+    st = svc.stream.stats
+    state = {
+        "version": 1,
+        "final": final,
+        "gen": gen,
+        **svc.running.to_saved(),
+        "nodes": nodes,
+        "seq": dep.last_seq,
+        "late_seen": dep.late_seen,
+        "lost": sorted(dep.lost),
+        "answer_parts": svc.stream.next_answer_part,
+        "late_parts": svc.stream.next_late_part,
+        "stats": {
+            k: getattr(st, k)
+            for k in (
+                "files",
+                "rows",
+                "answers",
+                "late",
+                "batches",
+                "max_ts",
+                "files_rejected",
+                "rows_rejected",
+            )
+        },
+        "model": {
+            "ie": svc.model.technique,
+            "rates": svc.rates(),
+            "slicing": svc.model.slicing,
+            "default_rate": svc.default_rate,
+        },
+        "optimizer": svc.optimizer,
+        "allowed_lateness": dep.allowed_lateness,
+        "tolerance": svc.tolerance,
+        "max_moves": svc.max_moves,
+        "opt_factor": svc.opt_factor,
+        "planner": svc.planner.to_state(),
+        "choice": svc.choice,
+    }
+    atomic_write(sd / "service.json", json.dumps(state, default=jsonable))
+    keep = {v["blob"] for v in nodes.values()}
+    for p in sd.glob("*.npz"):
+        if p.name not in keep:
+            p.unlink()
+    svc.state_gen = gen
