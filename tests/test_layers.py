@@ -5,7 +5,10 @@ an ``ast`` walk of every import (absolute, relative, inside functions) catches
 them when they are written, not when someone tries to reuse a lower layer alone. ``sim.bench``
 may import every layer (benchmarks measure the whole stack); placement and executors import
 neither Ray nor Spark (they run in plain processes and in numba kernels); no module reaches
-for another module's private (``_x``) names.
+for another module's private (``_x``) names, nor for another object's private attributes
+(``obj._x`` where the name ``_x`` is not the module's own); and inside ``cluster`` each
+package imports only the packages below it (``CLUSTER_FORBIDDEN``: a node knows nothing of the
+deployment that drives it, a feed nothing of the service that runs it).
 """
 
 from __future__ import annotations
@@ -21,6 +24,17 @@ LAYERS = ("placement", "executors", "cluster", "sim")
 # Modules allowed to import any layer (benchmarks measure the whole stack).
 ANY_LAYER = ("sim.bench",)
 NO_RUNTIME = {"placement": ("ray", "pyspark"), "executors": ("ray", "pyspark")}
+# cluster package -> the cluster packages it must not import (workers below, coordinators above)
+CLUSTER_FORBIDDEN = {
+    "runtime": ("debs", "answers", "node", "deployment", "feeds", "runs", "service"),
+    "debs": ("runtime", "answers", "node", "deployment", "feeds", "runs", "service"),
+    "answers": ("node", "deployment", "feeds", "runs", "service"),
+    "node": ("deployment", "feeds", "runs", "service"),
+    "deployment": ("feeds", "runs", "service"),
+    "feeds": ("runs", "service"),
+}
+# the standard library's public names that start with one underscore (namedtuple's API)
+PUBLIC_UNDERSCORE = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -117,6 +131,56 @@ def private_imports(modules, raw) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+def cluster_back_edges(graph: nx.DiGraph, forbidden=CLUSTER_FORBIDDEN) -> list[tuple[str, str]]:
+    """(importer, imported) inside ``cluster`` where a package imports one it must not."""
+    out = []
+    for a, b in graph.edges:
+        pa, pb = a.split("."), b.split(".")
+        if pa[0] == pb[0] == "cluster" and len(pa) > 2 and len(pb) > 1:
+            if pb[1] in forbidden.get(pa[1], ()):
+                out.append((a, b))
+    return sorted(out)
+
+
+def own_private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: its functions, classes, globals and the attributes
+    its classes set on ``self``/``cls``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return {n for n in names if n.startswith("_")}
+
+
+def private_reaches(modules: dict[str, Path]) -> list[tuple[str, int, str]]:
+    """(module, line, expression) for ``obj._x`` where ``obj`` is not ``self``/``cls``/``super()``
+    and the module does not define ``_x`` itself: reaching into another object's state."""
+    out = []
+    for mod, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        own = own_private_names(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            name = node.attr
+            if not name.startswith("_") or name.startswith("__") or name in PUBLIC_UNDERSCORE:
+                continue
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                continue
+            if isinstance(base, ast.Call) and getattr(base.func, "id", None) == "super":
+                continue
+            if name in own:
+                continue
+            out.append((mod, node.lineno, ast.unparse(node)))
+    return sorted(out)
+
+
 @pytest.fixture(scope="module")
 def tree():
     """One scan of the real tree for all the checks below."""
@@ -141,6 +205,16 @@ def test_placement_and_executors_import_no_ray_or_spark(tree):
 def test_no_private_names_across_modules(tree):
     modules, _, raw = tree
     assert sorted(set(private_imports(modules, raw))) == []
+
+
+def test_cluster_packages_import_only_below(tree):
+    _, graph, _ = tree
+    assert cluster_back_edges(graph) == []
+
+
+def test_no_reach_into_private_state(tree):
+    modules, _, _ = tree
+    assert private_reaches(modules) == []
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -185,3 +259,40 @@ def test_self_check_detects_planted_violations(tmp_path):
     # ``from pkg import mod`` is an edge to the module; the clean parts of the tree are clean
     assert ("sim.bench.b", "executors.e") in graph.edges
     assert not back_edges(graph.subgraph(["sim.bench.b", "executors.e", "placement.a"]))
+
+
+def test_self_check_detects_planted_cluster_violations(tmp_path):
+    """A planted private reach and a planted import against cluster's layering are found; the
+    allowed forms (own names, ``self``, ``super()``, namedtuple's API) are not."""
+    _write(
+        tmp_path,
+        {
+            "cluster/__init__.py": "",
+            "cluster/node/__init__.py": "",
+            "cluster/node/core.py": "from cluster.deployment.dep import Dep\n",
+            "cluster/deployment/__init__.py": "",
+            "cluster/deployment/dep.py": (
+                "class Dep:\n"
+                "    def __init__(self):\n"
+                "        self._seq = 0\n"
+                "    def copy(self, other):\n"
+                "        self._seq = other._seq\n"
+                "        return super()._x, self._y, p._replace(a=1)\n"
+            ),
+            "cluster/feeds/__init__.py": "",
+            "cluster/feeds/f.py": (
+                "from cluster.service.s import S\n"
+                "def push(dep):\n"
+                "    dep._seq += 1\n"
+                "    return dep.seq\n"
+            ),
+            "cluster/service/__init__.py": "",
+            "cluster/service/s.py": "from cluster.feeds.f import push\nS = 1\n",
+        },
+    )
+    modules, graph, _ = scan(tmp_path)
+    assert cluster_back_edges(graph) == [
+        ("cluster.feeds.f", "cluster.service.s"),
+        ("cluster.node.core", "cluster.deployment.dep"),
+    ]
+    assert private_reaches(modules) == [("cluster.feeds.f", 3, "dep._seq")]
