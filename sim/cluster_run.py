@@ -335,7 +335,7 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
 
 def _run_directory(placed: PlacedRun, say, spark) -> RunSummary:
     """``data.directory``: Structured Streaming over the directory until a stop condition
-    (``cluster.feeds.directory_options.StreamError`` if the stream cannot start or go on).
+    (``cluster.errors.StreamError`` if the stream cannot start or go on).
 
     ``run.batch_rows``, ``run.checkpoint_every`` and ``run.faults`` apply as in a file run:
     each file is fed in ``batch_rows``-row batches (files in arrival order), and those feed

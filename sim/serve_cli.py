@@ -108,7 +108,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
     from rich.table import Column
 
     from cluster.deployment.specs import DeploymentError
-    from cluster.feeds.directory_options import StreamError
+    from cluster.errors import StreamError
 
     try:
         cfg, run_dir, state, text, base = prepare(config, resume)

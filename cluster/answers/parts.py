@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cluster.feeds.directory_options import StreamError
+from cluster.errors import StreamError
 
 #: a numbered part of a dataset written by ``PartWriter``
 PART_RE = re.compile(r"part-(\d+)\.parquet")

@@ -94,7 +94,8 @@ import pyarrow as pa
 from cluster.answers.blocks import LATE_SCHEMA, answer_schema
 from cluster.answers.parts import PartWriter
 from cluster.deployment.deployment import Deployment
-from cluster.feeds.directory_options import FileRecord, StreamError, StreamOptions, StreamStats
+from cluster.errors import StreamError
+from cluster.feeds.directory_options import FileRecord, StreamOptions, StreamStats
 from cluster.feeds.time_chunks import nondecreasing
 from placement.messages import one_line
 

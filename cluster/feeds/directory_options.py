@@ -1,5 +1,5 @@
 """What a directory stream is told and what it reports: its options, one record per file
-handed over, the running counters, and its one error type.
+handed over, and the running counters (its error type is ``cluster.errors.StreamError``).
 
 Why its own module: the CLI, the config layer and ``cluster.service.service`` build options and read
 stats without needing Spark or the stream's machinery (``cluster.feeds.directory``).
@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-
-
-class StreamError(RuntimeError):
-    """A directory stream that cannot start or could not go on (one line, no traceback for users)."""
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def run(
     from rich.markup import escape
 
     from cluster.deployment.specs import DeploymentError
-    from cluster.feeds.directory_options import StreamError
+    from cluster.errors import StreamError
     from sim.cluster_run import check_cluster_run, drill_lines, run_on_cluster
     from sim.config import ConfigError
 

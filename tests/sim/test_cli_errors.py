@@ -134,7 +134,7 @@ def test_run_failures_are_one_line(tmp_path, monkeypatch, capsys, error, code):
     import sim.cli
     import sim.cluster_run
     from cluster.deployment.specs import DeploymentError
-    from cluster.feeds.directory_options import StreamError
+    from cluster.errors import StreamError
 
     if shutil.which("java") is None:
         pytest.skip("weaveplace run checks for Java first")
