@@ -55,11 +55,6 @@ def started_runtimes(
                 spark.stop()
 
 
-def open_deployment(plan: Mapping[str, Any], options: DeploymentOptions) -> Deployment:
-    """``plan`` deployed with ``options`` (Ray must be running)."""
-    return Deployment(plan, options)
-
-
 @dataclass
 class StartedRun:
     """What a run feeds and reads: the Spark session, the deployment and the start-up times."""
@@ -80,7 +75,7 @@ def started_run(
     run started is stopped on exit, the deployment first."""
     plan = load_plan(plan)
     with started_runtimes(runtime, on_new_spark) as (spark, startup):
-        with open_deployment(plan, options) as dep:
+        with Deployment(plan, options) as dep:
             yield StartedRun(spark, dep, startup)
 
 
