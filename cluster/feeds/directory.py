@@ -67,11 +67,10 @@ files directly in the directory are read: subdirectories are ignored, except tha
 ``name=value`` subdirectories for partitions (avoid such names there).  Empty files are skipped
 by Spark's scan (not even counted).
 
-This module is the stream itself (the Spark source it starts and watches, and what each micro-batch
-does with its files), one idea kept in one ``DirectoryStream`` class because
-``cluster.service.service`` subclasses it; its options and stats are in
-``cluster.feeds.directory_options``, its output parts in ``cluster.answers.parts``,
-``run_directory`` (runtimes and Ctrl-C around it) in ``cluster.runs.directory_run``.
+This module is the stream itself (the Spark source it starts and watches, and what each
+micro-batch does with its files), one idea kept in one ``DirectoryStream`` class because
+``cluster.service.service`` subclasses it; its options and stats are in ``stream_options``, its output
+parts in ``cluster.answers.parts``, ``run_directory`` (runtimes and Ctrl-C around it) in ``cluster.runs.directory_run``.
 """
 
 from __future__ import annotations
