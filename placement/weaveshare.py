@@ -55,7 +55,7 @@ class _Table:
 
     Used for the paper's eager strategy (every technique) and for lazy WeaveShare when Omega is
     not additive (FlatFAT, SlickDeque); additive Omega's lazy table is
-    ``placement.lazy_table.KernelTable``. Rows are pruned with certified upper bounds on the
+    ``placement.lazy_table.table.KernelTable``. Rows are pruned with certified upper bounds on the
     benefit: ``E_xy >= max(E_x, E_y)`` and ``Omega_xy >= max(floor_x, floor_y)`` with the
     model's ``omega_floor`` (Omega itself where it grows with the window set; ``2 * #unique
     ranges`` for SlickDeque Inv, whose exact Omega can shrink on a merge; 0 for FlatFAT), and

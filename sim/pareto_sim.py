@@ -39,7 +39,7 @@ FRONT_COLUMNS = ("front", "front_points", "choose", "choose_met", "choose_note",
 
 def pareto_for(queries, model, caps, config, seeds=None) -> ParetoResult:
     """WG_PF with the config's seed, preprocessing, front size and choose rule; ``seeds``:
-    plans of the same configuration already computed (``placement.pareto.wg_pf``)."""
+    plans of the same configuration already computed (``placement.pareto.search.wg_pf``)."""
     pl = config.placement
     return wg_pf(
         queries,

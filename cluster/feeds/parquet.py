@@ -1,10 +1,10 @@
 """Read DEBS Parquet with Spark and push ordered Arrow batches to a ``Deployment`` (mode ``raw``).
 
-Why the driver path: docs/DESIGN.md s. 8 measured ``DataFrame.toArrow()`` at ~650 K rows/s to
-the driver (Row iteration ~70 K rows/s) and driver -> actor at ~370 K rows/s warm, faster than Spark
+Why the driver path: docs/DESIGN.md s. 8 measured ``DataFrame.toArrow()`` at ~650 K rows/s to the
+driver (Row iteration ~70 K rows/s) and driver -> actor at ~370 K rows/s warm, faster than Spark
 workers pushing into Ray from ``mapInArrow`` (260 K rows/s) and with no Ray client inside Spark
-workers.  So the driver pulls Arrow and feeds (the default; ``executor_feed`` is the route with
-the driver out of the data path, for clusters where the driver's core or NIC is the limit:
+workers.  So the driver pulls Arrow and feeds (the default; ``cluster.feeds.executors`` is the route
+with the driver out of the data path, for clusters where the driver's core or NIC is the limit:
 cluster/README.md, "Driver route vs executor route").
 
 Order: every tree needs its stream in event-time order (out-of-order tuples beyond the allowed
@@ -40,7 +40,7 @@ reads).  Both cut the same time-range chunks; a chunk's span comes from the Parq
 the file is local (``parquet_span``), not from an aggregate Spark job (~0.4 s a run).
 
 Where: raw mode (the session, the ordered batches, ``feed_raw``) is this module; sliced mode is
-``spark_slices``; the file's time axis (spans, chunks, prefetch) is ``time_chunks``.
+``cluster.feeds.sliced``; the file's time axis (spans, chunks, prefetch) is ``time_chunks``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Mode ``sliced``: Spark cuts each stream into slices at the edges of the trees on it and only
 the slices (count/sum/min/max/sum of squares) travel to the driver and the actors.
 
-Why its own module: slicing happens inside Spark's Python workers (``mapInArrow``, or tasks
-reading their piece of the Parquet file with pyarrow: the ``reader`` choice) and the driver
-reorders and routes slices per stream; none of it is shared with raw mode's ordered tuple
-batches (``spark_feed``) beyond the time chunks (``time_chunks``).  The reasoning behind
-``mapInArrow`` over ``groupBy`` and behind the ``arrow`` reader is in ``spark_feed``'s module
-docstring.
+Why its own module: slicing happens inside Spark's Python workers (``mapInArrow``, or tasks reading
+their piece of the Parquet file with pyarrow: the ``reader`` choice) and the driver reorders and
+routes slices per stream; none of it is shared with raw mode's ordered tuple batches
+(``cluster.feeds.parquet``) beyond the time chunks (``time_chunks``).  The reasoning behind
+``mapInArrow`` over ``groupBy`` and behind the ``arrow`` reader is in ``cluster.feeds.parquet``'s
+module docstring.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Why its own module: turning the trees' raw answer columns into ``AnswerBlocks`` (one block per
 query, in query id order, each in window order) is the node half of the driver's block merge
-(``answer_blocks.merge_blocks``); it depends on the trees only through their queries, not on
-how the node routes batches or takes snapshots.
+(``cluster.answers.blocks.merge_blocks``); it depends on the trees only through their queries, not
+on how the node routes batches or takes snapshots.
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ class PendingAnswers:
         self.ranks = None
 
     def take_blocks(self, trees: dict) -> AnswerBlocks:
-        """Hand over (and forget) the kept answers as ``AnswerBlocks`` (``answer_blocks``)."""
+        """Hand over (and forget) the kept answers as ``AnswerBlocks``
+        (``cluster.answers.blocks``)."""
         parts, self.parts = self.parts, []
         if not parts:
             return AnswerBlocks.empty()

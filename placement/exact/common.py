@@ -1,9 +1,9 @@
 """What the exact solvers share: exact subset prices, the result with its proven bounds, and the
 seeding by heuristic plans.
 
-Why its own module: ``placement.exact`` (exhaustive search, CP-SAT) and ``placement.exact_sets``
-(branch-and-bound, node-set columns) both build on these, and ``exact`` also dispatches to
-``exact_sets``; keeping the shared pieces here keeps the imports one way.
+Why its own module: ``placement.exact.optimum`` (exhaustive search, CP-SAT) and
+``placement.exact.sets`` (branch-and-bound, node-set columns) both build on these, and ``optimum``
+also dispatches to ``sets``; keeping the shared pieces here keeps the imports one way.
 """
 
 from __future__ import annotations

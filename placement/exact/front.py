@@ -1,7 +1,7 @@
 """The exact Pareto front of TotalCost vs MaxCost without capacities: epsilon constraint over
-tree partitions (``placement.exact_sets``, module doc there).
+tree partitions (``placement.exact.sets``, module doc there).
 
-Why its own module: the front is a loop over the tree search (``placement.exact_trees``) with
+Why its own module: the front is a loop over the tree search (``placement.exact.trees``) with
 its own leaf check and scheduling; the solver calls it only when asked for a front.
 """
 

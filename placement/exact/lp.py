@@ -1,10 +1,10 @@
-"""A proven lower bound on min TotalCost by column generation (``placement.exact_sets``).
+"""A proven lower bound on min TotalCost by column generation (``placement.exact.sets``).
 
-Why: min TotalCost is the cheapest partition of the queries into one-key trees. The tree branch
-and bound (``exact_trees.min_total_partition``) proves it fast when sharing pays a lot (few big
-trees), but at a low rate optimal plans have many small trees and its relaxation is weak. The
-linear relaxation of the set partition over *all* trees is much tighter there, and it needs no
-list of all trees: for any duals ``pi`` (one per query) every partition ``P`` costs
+Why: min TotalCost is the cheapest partition of the queries into one-key trees. The tree branch and
+bound (``placement.exact.trees.min_total_partition``) proves it fast when sharing pays a lot (few
+big trees), but at a low rate optimal plans have many small trees and its relaxation is weak. The
+linear relaxation of the set partition over *all* trees is much tighter there, and it needs no list
+of all trees: for any duals ``pi`` (one per query) every partition ``P`` costs
 
     sum_S c(S) = sum_i pi_i + sum_{S in P} (c(S) - pi(S)) >= sum_i pi_i + n * min(0, rc_min)
 

@@ -1,9 +1,9 @@
 """Min MaxCost exactly: the downward-closed family of node sets, CP-SAT over them (set
 partition, capacities as count classes), scheduling trees onto nodes, and the exact cover by
-bisection when nodes have no capacities (``placement.exact_sets``, module doc there).
+bisection when nodes have no capacities (``placement.exact.sets``, module doc there).
 
 Why its own module: node sets are the second formulation of the problem; they share only the
-pricing (``placement.exact_trees``) with the tree search.
+pricing (``placement.exact.trees``) with the tree search.
 """
 
 from __future__ import annotations

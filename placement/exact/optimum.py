@@ -1,5 +1,5 @@
 """Exact optimum of the distributed placement problem for small instances (~12 queries, 4 nodes;
-``placement.exact_sets`` reaches ~24 queries on 8 nodes and is what ``solve_exact`` uses there).
+``placement.exact.sets`` reaches ~24 queries on 8 nodes and is what ``solve_exact`` uses there).
 
 Why this is tractable: within one node the trees are free to choose, and a node's cost is the sum of
 its trees, so a node holding query set ``S`` should always use the cheapest partition of ``S``
@@ -329,7 +329,7 @@ def solve_exact(
     **options,
 ) -> ExactResult:
     """Exact optimum. ``auto``: exhaustive when it has at most 2 million leaves (12 queries on 4
-    equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact_sets``: branch and bound
+    equal nodes: 0.7 M, ~3 s); otherwise ``sets`` (``placement.exact.sets``: branch and bound
     for TotalCost, node-set columns for MaxCost, with ``front=True`` and no capacities the
     exact Pareto front by epsilon constraint; reaches 20+ queries) when ``front=False`` is
     passed, there are no capacities or more than 16 queries; otherwise ``cpsat``, which

@@ -1,7 +1,7 @@
 """Exact optimum beyond 16 queries: tree branch-and-bound for TotalCost, node-set columns for
-MaxCost (the ``sets`` method of ``placement.exact``). The tree search is ``placement.exact_trees``, the
-node sets ``placement.exact_node_sets``, the front ``placement.exact_front``; this module is the
-solver that combines them.
+MaxCost (the ``sets`` method of ``placement.exact.optimum``). The tree search is
+``placement.exact.trees``, the node sets ``placement.exact.node_sets``, the front
+``placement.exact.front``; this module is the solver that combines them.
 
 Why not the subset table: it prices all ``2^n`` query subsets (20 queries: 1 M trees at ~65 us
 each) and its CP-SAT model has one variable per (tree, node). Two observations avoid both:
@@ -30,7 +30,7 @@ each) and its CP-SAT model has one variable per (tree, node). Two observations a
 
 - **Low rates** (many small trees): when the branch and bound does not finish, the set
   partition's LP bound over all trees (column generation with an exact pricing search,
-  ``placement.exact_lp``) usually meets the best plan and proves it.
+  ``placement.exact.lp``) usually meets the best plan and proves it.
 - **The Pareto front** (no capacities; ``front=True``) by epsilon constraint over tree
   partitions, from the min-TotalCost plan down to the min-MaxCost one: each step is the tree
   branch and bound under "every node strictly below the last point's MaxCost" (trees above it
@@ -141,7 +141,7 @@ def exact_sets(
         stats["bb_nodes"] = tr.nodes
         if not tr.proven and time.perf_counter() < deadline:
             # Many small trees (low rate): the set partition's LP bound (column generation,
-            # placement.exact_lp) is far tighter than the tree branch and bound's relaxation.
+            # placement.exact.lp) is far tighter than the tree branch and bound's relaxation.
             from placement.exact.lp import total_lower_bound
 
             cols = [m for part in tr.partitions[:1] for m in part]
@@ -153,7 +153,7 @@ def exact_sets(
                 bound = tr.total if proven else lpb.bound  # proven within rounding: the optimum
                 tr = TotalResult(tr.total, bound, proven, tr.partitions, tr.nodes)
         if not tr.proven and len(qs) <= SUBSET_TABLE_MAX and time.perf_counter() < deadline:
-            # Few queries: price every subset instead (placement.exact.subset_table, exact;
+            # Few queries: price every subset instead (placement.exact.common.subset_table, exact;
             # 16 queries ~5 s) rather than give up the proof.
             from placement.exact.common import subset_table
 

@@ -1,9 +1,9 @@
 """The cheapest partition of a query set from a subset DP's split table.
 
-Why a module of its own: both exact solvers keep ``best(S)`` (cheapest partition of query set
-``S`` into trees) with ``split[S]`` = one part of a best split (0: ``S`` is one tree), the
-subset table of ``placement.exact`` as a list, the node-set family of ``placement.exact_sets``
-as a dict; both unfold it the same way, and neither may import the other at module level.
+Why a module of its own: both exact solvers keep ``best(S)`` (cheapest partition of query set ``S``
+into trees) with ``split[S]`` = one part of a best split (0: ``S`` is one tree), the subset table of
+``placement.exact.optimum`` as a list, the node-set family of ``placement.exact.sets`` as a dict;
+both unfold it the same way, and neither may import the other at module level.
 """
 
 from __future__ import annotations

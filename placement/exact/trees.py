@@ -1,9 +1,9 @@
 """Min TotalCost exactly: depth-first branch and bound over partitions of the queries into
-trees, with certified floors (the ``placement.exact_sets`` method, module doc there), and the
+trees, with certified floors (the ``placement.exact.sets`` method, module doc there), and the
 exact bin-packing check of trees onto nodes.
 
 Why its own module: the tree search is one algorithm, used alone for min TotalCost and as the
-inner search of the Pareto front (``placement.exact_front``).
+inner search of the Pareto front (``placement.exact.front``).
 """
 
 from __future__ import annotations

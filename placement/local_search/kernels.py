@@ -1,4 +1,5 @@
-"""Compiled helper of WG_LS's merge bounds (``dist_local_search.LocalSearch.merge_lbs``).
+"""Compiled helper of WG_LS's merge bounds
+(``placement.local_search.search.LocalSearch.merge_lbs``).
 
 Why: every iteration bounds the weave of every pair of same-key trees, which needs the summed
 weight of the Omega items each pair shares. As a 0/1 incidence product that is a BLAS call,

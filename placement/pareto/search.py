@@ -7,7 +7,7 @@ can choose ("the cheapest plan whose busiest node carries at most X", "the most 
 
 **Objectives.** A plan is the point ``(TotalCost, U)``, ``U`` the largest utilization (MaxCost
 without capacities); the front holds the plans no other found plan weakly dominates
-(``placement.pareto_front``).
+(``placement.pareto.front``).
 
 **Search** (``wg_pf``):
 
@@ -54,8 +54,8 @@ Pareto local search of small instances is bounded by its own ``pls_max_explored`
 Every archived plan is a layout of exactly priced trees (built by ``CostModel``); the returned
 plans are ``Plan`` objects that ``verify_plan`` re-prices from their queries (the tests do).
 
-The front and its truncation to ``front_size`` plans: ``placement.pareto_front``; the rule
-that picks the plan to run: ``placement.pareto_choose``.
+The front and its truncation to ``front_size`` plans: ``placement.pareto.front``; the rule
+that picks the plan to run: ``placement.pareto.choose``.
 """
 
 from __future__ import annotations

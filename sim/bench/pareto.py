@@ -130,7 +130,8 @@ def hv_vs_exact(
     front_size: int = 8,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Hypervolume ratio WG_PF / exact on small instances (``placement.exact.solve_exact``)."""
+    """Hypervolume ratio WG_PF / exact on small instances
+    (``placement.exact.optimum.solve_exact``)."""
     from placement.exact.optimum import solve_exact
 
     rows = []

@@ -93,7 +93,8 @@ class Placement(Strict):
         return v
 
     def choose_rule(self, capacities: list[float | None]):
-        """The WG_PF rule for a cluster layout (``placement.pareto_choose.default_choose`` if unset)."""
+        """The WG_PF rule for a cluster layout (``placement.pareto.choose.default_choose`` if
+        unset)."""
         from placement.pareto.choose import ChoiceRule, default_choose
 
         return default_choose(capacities) if self.choose is None else ChoiceRule.parse(self.choose)

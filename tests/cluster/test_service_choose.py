@@ -2,7 +2,7 @@
 the config's ``placement.choose`` rule picks from WG_PF's front; the rule survives
 ``serve --resume``; a bad or unmeetable rule is one line, exit 2.
 
-Oracle: WG_PF's front computed here (``placement.pareto.wg_pf`` with the config's arguments)
+Oracle: WG_PF's front computed here (``placement.pareto.search.wg_pf`` with the config's arguments)
 and the rule applied to it here by its definition (``_pick``), compared with the running plan's
 TotalCost / MaxCost.  The rule picks from the full archive before truncation and the truncated
 front keeps the chosen plan and both ends, so the rule applied to the returned front picks the
@@ -33,7 +33,7 @@ from sim.debs_generator import generate_debs
 ROOT = Path(__file__).resolve().parents[2]
 FILE_S, N_FILES, RATE_HZ = 3, 6, 50
 RATES = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
-REL = 1e-9  # placement.pareto_front.REL: the rules compare costs with this tolerance
+REL = 1e-9  # placement.pareto.front.REL: the rules compare costs with this tolerance
 
 
 def _q(i, stream, agg, r, s, prefix="a"):

@@ -109,7 +109,7 @@ def test_simulate_gap_intervals(tmp_path):
         assert verify_plan(d) == []
 
 
-# ---- the ``sets`` method (placement.exact_sets) against the exhaustive search -----------------
+# ---- the ``sets`` method (placement.exact.sets) against the exhaustive search -----------------
 
 
 @settings(max_examples=examples(30))
@@ -188,8 +188,8 @@ def test_sets_front_equals_exhaustive_front(data, n, n_nodes, technique, lam, ke
 
 
 def test_packs_against_brute_force():
-    """``exact_trees.packs`` (the front's leaf check) says yes exactly when some assignment of
-    the items to the nodes stays within the capacity."""
+    """``placement.exact.trees.packs`` (the front's leaf check) says yes exactly when some
+    assignment of the items to the nodes stays within the capacity."""
     import itertools
     import random
 
@@ -325,7 +325,7 @@ def test_simulate_beyond_exhaustive_reports_bounds(tmp_path):
     keys=st.integers(1, 2),
 )
 def test_lp_bound_never_above_the_brute_force_min_total(data, n, technique, slicing, lam, keys):
-    """``exact_lp.total_lower_bound`` (column generation, Lagrangian bound) is at most the
+    """``placement.exact.lp.total_lower_bound`` (column generation, Lagrangian bound) is at most the
     exhaustive min TotalCost, and meets it when the LP is integral (then the search proves)."""
     from placement.exact.lp import total_lower_bound
     from placement.exact.trees import Pricer
