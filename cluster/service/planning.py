@@ -1,14 +1,14 @@
 """How ``weaveplace serve`` plans: the configured optimizer, with the initial plan's arguments.
 
-Why a module: the initial plan (``sim.serve_cli.initial_plan``) and every re-plan
+Why a module: the initial plan (``sim.serve_start.initial_plan``) and every re-plan
 (``Service._rebalance``: the ``rebalance`` command, or drift past ``placement.tolerance`` after
 add/remove churn) must be the same computation with the same arguments, and those arguments are
 part of what ``serve --resume`` continues from (``cluster.service.resume``), so a resumed
 deployment re-plans as the one it continues (even if the config file changed since).
 
 **WG_PF.** The plan is the one ``placement.choose`` picks from WG_PF's front
-(``placement.pareto.wg_pf`` with ``front_size`` and the rule, as ``simulate`` and
-``weaveplace run`` do).  Unset, the rule is ``pareto_choose.default_choose`` of the layout at
+(``placement.pareto.search.wg_pf`` with ``front_size`` and the rule, as ``simulate`` and
+``weaveplace run`` do).  Unset, the rule is ``placement.pareto.choose.default_choose`` of the layout at
 the time of the plan (``capacities`` once any node has a capacity, else
 ``total_cost_within: 5%``): nodes come and go with ``add-node`` / ``retire-node``, and the
 config's "default" means "by the layout".  The initial plan must meet the rule (as

@@ -4,7 +4,7 @@ Why one module: saving and restoring must agree field by field (``state/service.
 snapshot file per node), and the order of writes is what makes a crash lose nothing: answers
 handed over through a checkpoint are written first, the state right after (``flush_outputs``);
 a resumed run re-reads the files fed since and regenerates their answers (parts written after
-the state are removed at resume, ``cluster.answers.files.AnswerParts``).
+the state are removed at resume, ``cluster.answers.parts.AnswerParts``).
 """
 
 from __future__ import annotations
