@@ -85,14 +85,14 @@ def tokenless_probe(address: str):
 def ray_worker_removed_at(cluster, at_batch: int | None):
     """While a run is in this context, the Ray worker node(s) leave the cluster just before
     batch ``at_batch`` (pieces on the executor feed) is fed: the drill's clock
-    (``Deployment._fire_faults``, which both feeds call) is where the real failure happens,
+    (``Deployment.fire_faults``, which both feeds call) is where the real failure happens,
     so it falls between the same batches in every run."""
     if at_batch is None:
         yield
         return
     from cluster.deployment.deployment import Deployment
 
-    orig = Deployment._fire_faults
+    orig = Deployment.fire_faults
     gone: list = []
 
     def fire(self, batch_no: int) -> None:
@@ -102,11 +102,11 @@ def ray_worker_removed_at(cluster, at_batch: int | None):
                 cluster.remove_node(n, allow_graceful=True)
         orig(self, batch_no)
 
-    Deployment._fire_faults = fire
+    Deployment.fire_faults = fire
     try:
         yield gone
     finally:
-        Deployment._fire_faults = orig
+        Deployment.fire_faults = orig
 
 
 def run_phase(phase: dict, job: dict, address: str, out: Path, cluster) -> dict:
