@@ -4,6 +4,8 @@ Why its own module: this is the parser every text input goes through (a whole fi
 range of one in a Spark task, a file's bytes in memory); ``cluster.debs.reader`` opens the
 inputs and hands them to ``read_tsv_batches``. Vectorised numpy over blocks of bytes, so memory
 is bounded by a few blocks plus one batch. The layout it checks is ``cluster.debs.format``.
+One idea at ~500 lines: the text rules (fields, rejects and their reasons, glued records,
+the extra column, headers) act on the same tokenised block, so they stay together.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cluster.answers.blocks import AnswerBlocks, empty_late, merge_blocks
+from cluster.answers.blocks import AnswerBlocks, empty_late, merge_blocks, trees_answer_int
 from cluster.answers.sink import AnswerCommits, WrittenPart
 from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.result import RunResult
@@ -185,17 +185,11 @@ def answer_value_type(schema: pa.Schema, trees: list[dict]) -> str:
     with one schema): ``"int64"`` iff every query's aggregate gives integers on its stream's
     type (sliced batches: the type of ``sum``), as the trees themselves decide, else
     ``"float64"``."""
-    from executors.aggregates import get_aggregate
-
     names = set(schema.names)
 
     def is_int(stream: str) -> bool:
         col = "sum" if "slice_start" in names else stream
         return col not in names or pa.types.is_integer(schema.field(col).type)
 
-    ok = all(
-        get_aggregate(q["aggregate"]).output_is_int(is_int(t["stream"]))
-        for t in trees
-        for q in t["queries"]
-    )
+    ok = trees_answer_int(trees, is_int)
     return "int64" if ok else "float64"
