@@ -1,7 +1,7 @@
 """Multi-node Ray: plan nodes pinned to Ray nodes, and a Ray node leaving mid-stream.
 
 A ``ray.cluster_utils.Cluster`` (head + 2 workers on 127.0.0.1) runs in a subprocess
-(``tests/multinode_driver.py``, whose docstring says why); this test builds the plan and the
+(``tests/cluster/deployment/multinode_driver.py``, whose docstring says why); this test builds the plan and the
 data, runs the same plan on the session's single-node Ray as the reference, and checks what the
 subprocess saw: each actor on the Ray node it was pinned to (4 plan nodes round robin over 3 Ray
 nodes), the fault-free answers equal to the single-node run, and, after the Ray node of
@@ -79,7 +79,7 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     rc, log = run_cluster_driver(
         [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
         env,
-        DRIVER.parents[2],
+        DRIVER.parents[3],
         raytmp,
         TIMEOUT_S,
         "multi-node driver",
