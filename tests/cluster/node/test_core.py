@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from support.plan_dicts import plan
 
 from cluster.answers.blocks import concat_answers
 from cluster.deployment.specs import DeploymentError, node_specs
@@ -125,50 +126,6 @@ def test_pick_technique_falls_back_for_mixed_invertibility():
     assert pick_technique("flatfit", ["avg"]) == "flatfit"
 
 
-def plan(nodes, queries):
-    return {
-        "schema": "weaveplace.plan/1",
-        "ie": "slickdeque",
-        "queries": queries,
-        "nodes": nodes,
-        "streams": {},
-    }
-
-
-def test_node_specs_checks():
-    qs = [
-        {"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
-        {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5, "kind": "count"},
-    ]
-    # count and time windows never share a tree: refused, not split
-    with pytest.raises(DeploymentError, match="mixes count and time"):
-        node_specs(
-            plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01", "queries": ["x", "y"]}]}], qs)
-        )
-    with pytest.raises(DeploymentError, match="not placed"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]}], qs))
-    with pytest.raises(DeploymentError, match="each query runs once"):
-        node_specs(
-            plan(
-                [
-                    {
-                        "id": "n",
-                        "trees": [{"id": "t", "queries": ["x"]}, {"id": "u", "queries": ["x"]}],
-                    }
-                ],
-                qs,
-            )
-        )
-    with pytest.raises(DeploymentError, match="unknown query"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y", "z"]}]}], qs))
-    with pytest.raises(DeploymentError, match="stream"):
-        node_specs(
-            plan([{"id": "n", "trees": [{"id": "t", "stream": "mf02", "queries": ["x", "y"]}]}], qs)
-        )
-    with pytest.raises(DeploymentError, match="schema"):
-        node_specs({"schema": "nope"})
-
-
 Q3 = [{"id": "d", "aggregate": "min", "range": 900, "slide": 300, "kind": "time"}]
 
 
@@ -277,62 +234,6 @@ def test_moved_trees_resume_exactly_and_old_host_drops_them():
     assert got.equals(ref)
     assert a.metrics()["late_tuples"] + n.metrics()["late_tuples"] == ref_late > 0
     assert sorted(NodeCore.from_snapshot(a.snapshot()).trees) == ["t0"]
-
-
-def test_pin_round_robin_and_fault_drill_checks():
-    from cluster.deployment.drills import check_faults
-    from cluster.deployment.pinning import pin_round_robin
-
-    assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
-        "a": "w0",
-        "b": "w1",
-        "c": "head",
-        "d": "w0",
-        "e": "w1",
-    }
-    with pytest.raises(DeploymentError, match="no alive Ray node"):
-        pin_round_robin(["a"], [])
-    drill = check_faults(
-        [
-            {"kind": "lose", "node": "b", "at_batch": 7},
-            {"kind": "kill", "node": "a", "at_batch": 3},
-        ],
-        ["a", "b"],
-    )
-    assert [(f["kind"], f["node"], f["at_batch"], f["fired"]) for f in drill] == [
-        ("kill", "a", 3, False),
-        ("lose", "b", 7, False),
-    ]  # in firing order
-    for faults, msg in [
-        ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
-        ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
-        (
-            [
-                {"kind": "lose", "node": "a", "at_batch": 1},
-                {"kind": "kill", "node": "a", "at_batch": 1},
-            ],
-            "already lost",
-        ),
-        (
-            [
-                {"kind": "lose", "node": "a", "at_batch": 1},
-                {"kind": "lose", "node": "b", "at_batch": 2},
-            ],
-            "loses every node",
-        ),
-    ]:
-        with pytest.raises(DeploymentError, match=msg):
-            check_faults(faults, ["a", "b"])
-    with pytest.raises(DeploymentError, match="tree ids must be unique in a plan"):
-        node_specs(
-            plan(
-                [
-                    {"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
-                    {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]},
-                ],
-                [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4, "slide": 2}],
-            )
-        )
 
 
 def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
