@@ -8,6 +8,7 @@ import pytest
 from support.plan_dicts import plan
 
 from cluster.answers.blocks import concat_answers
+from cluster.answers.sink import read_answers
 from cluster.deployment.specs import DeploymentError, node_specs
 from cluster.node.core import NodeCore, pick_technique
 from executors import ExecutionTree
@@ -285,3 +286,51 @@ def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
     t = model.tree([Query("x", 1000, 300, "sum", "mf01")])
     assert [x.cost for x in lay.plan.trees if x.queries[0].id == "x"] == [t.cost]
     assert single_node_plan("o", [t], model, {"mf01": 0.2}).to_dict()["slicing"] == "cutty"
+
+
+def test_node_core_writes_parts_with_one_schema(tmp_path):
+    """A node writes its answers at a checkpoint; the value type is the run's (float64 here
+    for an int-only node), and a checkpoint with nothing new removes a stale part of that
+    name (a retry that has nothing to write)."""
+    from cluster.node.core import NodeCore
+
+    trees = [
+        {
+            "id": "t0",
+            "stream": "mf01",
+            "queries": [
+                {"id": "a", "aggregate": "sum", "range": 500, "slide": 100, "kind": "time"},
+                {"id": "b", "aggregate": "max", "range": 300, "slide": 300, "kind": "time"},
+            ],
+        }
+    ]
+    ts = np.arange(0, 5000, 7, dtype=np.int64)
+    v = (ts * 31 % 97).astype(np.int64)
+    ref = NodeCore("n", trees)
+    ref.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
+    ref.flush()
+    want = ref.drain()
+    node = NodeCore("n", trees)
+    node.ingest(None, pa.table({"ts_ms": ts[:300], "mf01": v[:300]}), seq=0)
+    blob, part, seq = node.checkpoint_write(str(tmp_path), "000001", "float64")
+    assert seq == 0 and part.path == "node=n/part-000001.parquet" and part.num_rows > 0
+    node.ingest(None, pa.table({"ts_ms": ts[300:], "mf01": v[300:]}), seq=1)
+    node.flush()
+    node.checkpoint_write(str(tmp_path), "000002", "float64")
+    got = read_answers(tmp_path)
+    assert got.schema.field("value").type == pa.float64()
+    assert got.column("value").to_pylist() == [float(x) for x in want.column("value").to_pylist()]
+    assert got.select(["query_id", "window_start", "window_end"]).equals(
+        want.select(["query_id", "window_start", "window_end"])
+    )
+    # a restored node re-running round 2 with nothing pending: the part goes away
+    again = NodeCore.from_snapshot(node.snapshot())
+    assert again.checkpoint_write(str(tmp_path), "000002", "float64")[1].num_rows == 0
+    assert not (tmp_path / "node=n" / "part-000002.parquet").exists()
+    with pytest.raises(ValueError, match="declared int64"):
+        bad = NodeCore(
+            "m", [{**trees[0], "queries": [{**trees[0]["queries"][0], "aggregate": "avg"}]}]
+        )
+        bad.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
+        bad.flush()
+        bad.checkpoint_write(str(tmp_path), "x", "int64")
