@@ -1,11 +1,13 @@
-"""Multi-node Ray: plan nodes pinned to Ray nodes, and a Ray node leaving mid-stream.
+"""Pinning (cluster/deployment/pinning.py): plan nodes pinned to Ray nodes, and a Ray node
+leaving mid-stream.
 
-A ``ray.cluster_utils.Cluster`` (head + 2 workers on 127.0.0.1) runs in a subprocess
-(``tests/multinode_driver.py``, whose docstring says why); this test builds the plan and the
-data, runs the same plan on the session's single-node Ray as the reference, and checks what the
-subprocess saw: each actor on the Ray node it was pinned to (4 plan nodes round robin over 3 Ray
-nodes), the fault-free answers equal to the single-node run, and, after the Ray node of
-``node-1`` is removed and ``node-0``'s actor is killed, the answers still equal, ``node-1``'s
+``pin_round_robin`` and the fault-drill checks are checked first, without Ray.  Then a
+``ray.cluster_utils.Cluster`` (head + 2 workers on 127.0.0.1) runs in a subprocess
+(``multinode_driver.py`` next to this file, whose docstring says why); this test builds the plan
+and the data, runs the same plan on the session's single-node Ray as the reference, and checks
+what the subprocess saw: each actor on the Ray node it was pinned to (4 plan nodes round robin
+over 3 Ray nodes), the fault-free answers equal to the single-node run, and, after the Ray node
+of ``node-1`` is removed and ``node-0``'s actor is killed, the answers still equal, ``node-1``'s
 trees re-placed on the surviving plan nodes and ``node-0`` restarted on its own Ray node; a plan
 node added after that (``add_node``) is pinned round robin over the Ray nodes still alive.
 """
@@ -23,18 +25,74 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from helpers import run_cluster_driver
+from support.plan_dicts import plan
 
+from cluster.deployment.specs import DeploymentError, node_specs
 from placement.plan import Node, Plan
 from placement.queries import Query
 from placement.trees import CostModel
 from placement.weaveshare import weaveshare
 from sim.debs_generator import generate_debs
 
-pytestmark = pytest.mark.cluster
-
 STREAMS = ("mf01", "mf02", "mf03")
 DRIVER = Path(__file__).with_name("multinode_driver.py")
 TIMEOUT_S = 170  # a hard cap; the run takes ~25-40 s on this 2-core machine
+
+
+def test_pin_round_robin_and_fault_drill_checks():
+    from cluster.deployment.drills import check_faults
+    from cluster.deployment.pinning import pin_round_robin
+
+    assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
+        "a": "w0",
+        "b": "w1",
+        "c": "head",
+        "d": "w0",
+        "e": "w1",
+    }
+    with pytest.raises(DeploymentError, match="no alive Ray node"):
+        pin_round_robin(["a"], [])
+    drill = check_faults(
+        [
+            {"kind": "lose", "node": "b", "at_batch": 7},
+            {"kind": "kill", "node": "a", "at_batch": 3},
+        ],
+        ["a", "b"],
+    )
+    assert [(f["kind"], f["node"], f["at_batch"], f["fired"]) for f in drill] == [
+        ("kill", "a", 3, False),
+        ("lose", "b", 7, False),
+    ]  # in firing order
+    for faults, msg in [
+        ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
+        ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
+        (
+            [
+                {"kind": "lose", "node": "a", "at_batch": 1},
+                {"kind": "kill", "node": "a", "at_batch": 1},
+            ],
+            "already lost",
+        ),
+        (
+            [
+                {"kind": "lose", "node": "a", "at_batch": 1},
+                {"kind": "lose", "node": "b", "at_batch": 2},
+            ],
+            "loses every node",
+        ),
+    ]:
+        with pytest.raises(DeploymentError, match=msg):
+            check_faults(faults, ["a", "b"])
+    with pytest.raises(DeploymentError, match="tree ids must be unique in a plan"):
+        node_specs(
+            plan(
+                [
+                    {"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
+                    {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]},
+                ],
+                [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4, "slide": 2}],
+            )
+        )
 
 
 def _plan(n_nodes: int = 4) -> dict:
@@ -55,6 +113,7 @@ def _plan(n_nodes: int = 4) -> dict:
     return Plan("WG_TN", "slickdeque", nodes, rates).to_dict()
 
 
+@pytest.mark.cluster
 def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     from cluster.deployment.deployment import Deployment
 
@@ -79,7 +138,7 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     rc, log = run_cluster_driver(
         [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
         env,
-        DRIVER.parents[2],
+        DRIVER.parents[3],
         raytmp,
         TIMEOUT_S,
         "multi-node driver",

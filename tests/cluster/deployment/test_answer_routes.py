@@ -2,8 +2,8 @@
 to work with plan nodes on different Ray nodes.
 
 A ``ray.cluster_utils.Cluster`` (head + 1 worker on 127.0.0.1, checking tokens) runs in a
-subprocess (``tests/multinode_routes_driver.py``; its docstring says why), first with Spark
-``local[2]``, then with a standalone Spark master + worker that this module starts (JVM
+subprocess (``multinode_routes_driver.py`` next to this file; its docstring says why), first
+with Spark ``local[2]``, then with a standalone Spark master + worker that this module starts (JVM
 subprocesses, a free port, torn down whatever happens); one Ray cluster serves both, its
 start-up being the dearest part.  Each feed (``driver | executors``) and answer route (``driver |
 actors``) and mode (raw, sliced) goes through ``run_file`` attached to
@@ -13,8 +13,8 @@ for row, to
 * the driver route on the test session's single-node Ray (same plan, same data), and
 * a brute-force oracle independent of the code under test: every time window
   ``[k*s, k*s + r)`` holding a tuple, aggregated by numpy over a mask (Spark SQL's
-  ``window()`` semantics, which tests/cluster/test_e2e.py checks our runs against), and count
-  windows over stream positions (``count_oracle``).
+  ``window()`` semantics, which tests/cluster/deployment/test_deployment.py checks our runs
+  against), and count windows over stream positions (``count_oracle``).
 
 Fault drills (a kill before any checkpoint, a node lost for good, a node added) run on both
 feeds, with either answer route and in sliced mode; the answers must still be exactly the
@@ -60,7 +60,7 @@ from sim.debs_generator import generate_debs
 pytestmark = pytest.mark.cluster
 
 DRIVER = Path(__file__).with_name("multinode_routes_driver.py")
-REPO = DRIVER.parents[2]
+REPO = DRIVER.parents[3]
 TIMEOUT_S = 420  # a hard cap on the driver run (~60-90 s alone, ~3x that on a loaded machine)
 # 3 plan nodes over 2 Ray nodes (workers first, then the head: node-0 and node-2 share one);
 # a third Ray node costs a raylet and its workers on a 2-core machine and proves nothing more
@@ -174,7 +174,8 @@ def _runs(specs: list[dict]) -> list[dict]:
 LOCAL_RUNS = _runs(
     [
         # each feed with each answer route and each mode once (the driver feed with driver
-        # answers is tests/cluster/test_multinode.py's; the embedded Ray runs every pairing)
+        # answers is tests/cluster/deployment/test_pinning.py's; the embedded Ray runs every
+        # pairing)
         {"name": "driver-actors-drill", "feed": "driver", "answers": "actors", "faults": DRILL},
         {
             "name": "executors-actors-drill",

@@ -1,5 +1,5 @@
-"""Run by tests/test_routes_multinode.py in a subprocess: every feed/answer route of a live run
-on a multi-node Ray cluster, with Spark ``local[2]`` or a standalone Spark master.
+"""Run by test_answer_routes.py (next to this file) in a subprocess: every feed/answer route of
+a live run on a multi-node Ray cluster, with Spark ``local[2]`` or a standalone Spark master.
 
 Why a subprocess: as in ``multinode_driver.py`` (its docstring says more), one process can be
 connected to one Ray only, and the test session's embedded Ray must stay undisturbed; a hang

@@ -1,10 +1,10 @@
 """The driver out of the data path: actors write their answers, Spark executors push the rows.
 
 Oracles: the driver route (itself checked against Spark SQL and numpy in
-tests/cluster/test_e2e.py), Spark SQL's ``window()`` directly, and the count-window numpy
-brute force; exactly-once under kills, node loss and addition is checked row for row against
-the fault-free run, with a part written by an actor whose reply never came (an orphan) in the
-mix.  The datasets are read back as one table by pyarrow and by Spark.
+tests/cluster/deployment/test_deployment.py), Spark SQL's ``window()`` directly, and the
+count-window numpy brute force; exactly-once under kills, node loss and addition is checked row
+for row against the fault-free run, with a part written by an actor whose reply never came (an
+orphan) in the mix.  The datasets are read back as one table by pyarrow and by Spark.
 """
 
 from __future__ import annotations
@@ -14,119 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
 from support.cluster_plans import STREAMS, make_plan, make_queries
 
-from cluster.answers.sink import AnswerCommits, read_answers, write_part
 from sim.debs import generate_debs
-
-
-# ----------------------------------------------------------------------------- no Ray
-def _rows(qids, starts, value):
-    return pa.table(
-        {
-            "query_id": pa.array(qids, pa.string()),
-            "window_start": pa.array(starts, pa.int64()),
-            "window_end": pa.array([s + 10 for s in starts], pa.int64()),
-            "value": pa.array([value] * len(qids), pa.int64()),
-        }
-    )
-
-
-@settings(max_examples=30, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["n0", "n1", "n2"]),
-            st.integers(0, 3),  # round
-            st.integers(0, 4),  # rows
-            st.sampled_from(["commit", "orphan", "retry"]),
-        ),
-        max_size=12,
-    )
-)
-def test_commit_protocol_keeps_exactly_the_committed_parts(tmp_path_factory, ops):
-    """Writes of parts by node and round, some never acknowledged (orphans), some retried
-    under the same name with other content (the restored actor's): after ``finalize`` the
-    dataset is exactly the last acknowledged write of every committed name."""
-    root = tmp_path_factory.mktemp("sink") / "answers.parquet"
-    commits = AnswerCommits(root)
-    commits.reset()
-    want: dict[str, pa.Table] = {}
-    for k, (node, rnd, rows, what) in enumerate(ops):
-        t = _rows([f"q{node}{rnd}"] * rows, list(range(rows)), k)
-        part = write_part(root, node, f"{rnd:06d}", t)
-        if what == "orphan":  # written, never acknowledged: must not survive unless re-committed
-            if part.path not in want:
-                continue
-            # an overwrite of a committed name is a retry (acknowledged): fall through
-        commits.commit(part)
-        if rows:
-            want[part.path] = t
-        else:
-            want.pop(part.path, None)
-    commits.finalize()
-    got = read_answers(root)
-    exp = (
-        pa.concat_tables(list(want.values())).sort_by(
-            [("query_id", "ascending"), ("window_start", "ascending")]
-        )
-        if want
-        else got.slice(0, 0)
-    )
-    assert got.num_rows == commits.num_rows == sum(t.num_rows for t in want.values())
-    assert got.select(["query_id", "window_start"]).equals(exp.select(["query_id", "window_start"]))
-    assert sorted(got.column("value").to_pylist()) == sorted(exp.column("value").to_pylist())
-
-
-def test_node_core_writes_parts_with_one_schema(tmp_path):
-    """A node writes its answers at a checkpoint; the value type is the run's (float64 here
-    for an int-only node), and a checkpoint with nothing new removes a stale part of that
-    name (a retry that has nothing to write)."""
-    from cluster.node.core import NodeCore
-
-    trees = [
-        {
-            "id": "t0",
-            "stream": "mf01",
-            "queries": [
-                {"id": "a", "aggregate": "sum", "range": 500, "slide": 100, "kind": "time"},
-                {"id": "b", "aggregate": "max", "range": 300, "slide": 300, "kind": "time"},
-            ],
-        }
-    ]
-    ts = np.arange(0, 5000, 7, dtype=np.int64)
-    v = (ts * 31 % 97).astype(np.int64)
-    ref = NodeCore("n", trees)
-    ref.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
-    ref.flush()
-    want = ref.drain()
-    node = NodeCore("n", trees)
-    node.ingest(None, pa.table({"ts_ms": ts[:300], "mf01": v[:300]}), seq=0)
-    blob, part, seq = node.checkpoint_write(str(tmp_path), "000001", "float64")
-    assert seq == 0 and part.path == "node=n/part-000001.parquet" and part.num_rows > 0
-    node.ingest(None, pa.table({"ts_ms": ts[300:], "mf01": v[300:]}), seq=1)
-    node.flush()
-    node.checkpoint_write(str(tmp_path), "000002", "float64")
-    got = read_answers(tmp_path)
-    assert got.schema.field("value").type == pa.float64()
-    assert got.column("value").to_pylist() == [float(x) for x in want.column("value").to_pylist()]
-    assert got.select(["query_id", "window_start", "window_end"]).equals(
-        want.select(["query_id", "window_start", "window_end"])
-    )
-    # a restored node re-running round 2 with nothing pending: the part goes away
-    again = NodeCore.from_snapshot(node.snapshot())
-    assert again.checkpoint_write(str(tmp_path), "000002", "float64")[1].num_rows == 0
-    assert not (tmp_path / "node=n" / "part-000002.parquet").exists()
-    with pytest.raises(ValueError, match="declared int64"):
-        bad = NodeCore(
-            "m", [{**trees[0], "queries": [{**trees[0]["queries"][0], "aggregate": "avg"}]}]
-        )
-        bad.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
-        bad.flush()
-        bad.checkpoint_write(str(tmp_path), "x", "int64")
 
 
 # ----------------------------------------------------------------------------- Ray + Spark
@@ -277,36 +168,6 @@ def test_actor_route_refusals(workload, ray_session, tmp_path):
 
 
 # ----------------------------------------------------------------------------- executors push
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(1, 4), min_size=1, max_size=6), st.integers(1, 3), st.randoms())
-def test_piece_order_applies_in_order_whatever_the_arrival(subs, max_ahead, rnd):
-    """Tasks push sub-batches in any interleaving (each task's own in order, as a task
-    sends them; retries of refused or repeated offers): the items come out exactly in
-    (piece, sub-batch) order, each once, with seq numbers increasing, and never more than
-    ``max_ahead`` pieces are held."""
-    from cluster.node.piece_order import PieceOrder
-
-    po = PieceOrder(base_seq=7, max_ahead=max_ahead)
-    queues = [[(p, j, j == n - 1) for j in range(n)] for p, n in enumerate(subs)]
-    out = []
-    while any(queues):
-        p = rnd.choice([i for i, q in enumerate(queues) if q])
-        piece, j, last = queues[p][0]
-        got = po.offer(piece, j, last, (piece, j))
-        if got is None:
-            assert piece >= po.next_piece + max_ahead
-            continue
-        queues[p].pop(0)
-        out += got
-        if rnd.random() < 0.2:  # a repeated offer is ignored
-            assert po.offer(piece, j, last, (piece, j)) == []
-        assert all(k[0] < po.next_piece + max_ahead for k in po.buffer)
-    assert [it for _, it in out] == [(p, j) for p, n in enumerate(subs) for j in range(n)]
-    seqs = [s for s, _ in out]
-    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) and seqs[0] == 7
-    assert po.done(len(subs))
-
-
 @pytest.mark.parametrize("answers", ["actors", "driver"])
 def test_executor_feed_equals_driver_route(
     workload, driver_route, ray_session, spark, tmp_path, answers
@@ -332,53 +193,6 @@ def test_executor_feed_equals_driver_route(
     for n in m["nodes"].values():
         assert n["tuples"] == workload["rows"]
     assert res.answers.equals(driver_route.answers)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.integers(0, 50),
-    st.integers(1, 400),
-    st.integers(1, 130),
-    st.integers(0, 40),
-    st.one_of(st.none(), st.integers(1, 9)),
-    st.lists(st.integers(-3, 45), max_size=5),
-)
-def test_sub_batches_and_segments_cover_the_piece(a, n, batch_rows, pieces, ckpt, faults):
-    """A piece's sub-batches (``sub_batches``, what the task pushes and the replay log holds)
-    re-read from a real file give its rows exactly, in order, at most ``batch_rows`` each,
-    numbered 0, 1, ...; in sliced mode each stream's chunks of slices, numbered from the
-    stream's slot, give its slices; the segments cover every piece once, cut at checkpoints
-    and drills."""
-    import tempfile
-
-    from cluster.feeds.executors import segment_cuts
-    from cluster.node.piece_order import Slicing, sub_batches
-
-    ts = np.arange(a + n, dtype=np.int64) * 7
-    t = pa.table({"ts_ms": ts, "mf01": ts % 13, "mf02": ts % 5})
-    with tempfile.TemporaryDirectory() as d:
-        path = f"{d}/f.parquet"
-        pq.write_table(t, path, row_group_size=a + n)
-        subs = sub_batches(path, 0, a, a + n, batch_rows, ["ts_ms", "mf01", "mf02"])
-        assert [j for j, _ in subs] == list(range(max(1, -(-n // batch_rows))))
-        got = [src.read() for _, src in subs]
-        assert all(g.num_rows <= batch_rows for g in got)
-        assert pa.concat_tables(got).equals(t.slice(a, n))
-        sl = Slicing(("mf01", "mf02"), (((21, 0),), ((35, 0), (14, 0))), False)
-        piece = t.slice(a, n)
-        cut = {s: sl.cut(piece, s) for s in sl.streams}
-        chunks = {s: max(1, -(-x.num_rows // batch_rows)) for s, x in cut.items()}
-        subs = sub_batches(path, 0, a, a + n, batch_rows, t.column_names, sl, chunks)
-        assert [j for j, _ in subs] == sorted({j for j, _ in subs})
-        for s in sl.streams:
-            mine = [(j, src) for j, src in subs if src.stream == s]
-            assert [j for j, _ in mine] == [sl.first_sub(s) + c for c in range(chunks[s])]
-            assert pa.concat_tables([src.read() for _, src in mine]).equals(cut[s])
-    cuts = segment_cuts(pieces, ckpt, faults)
-    assert cuts[0] == 0 and cuts[-1] == pieces and cuts == sorted(set(cuts))
-    want = {0, pieces} | ({k for k in range(0, pieces, ckpt)} if ckpt else set())
-    want |= {f for f in faults if 0 < f < pieces}
-    assert set(cuts) == want
 
 
 @pytest.mark.parametrize("answers", ["driver", "actors"])

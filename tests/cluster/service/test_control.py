@@ -1,5 +1,6 @@
-"""``weaveplace serve`` (cluster/service/service.py, control.py): a deployment over a directory whose
-queries come and go, with the real Ray and Spark (session fixtures).
+"""The control API of ``weaveplace serve`` (cluster/service/control.py) on a running service,
+with the real Ray and Spark (session fixtures): queries added and removed through it, its
+request checks, HTTP codes and token auth, the control file's mode, and the page in a browser.
 
 Oracle: docs/DESIGN.md s. 9 (``executors.churn_oracle.registered_answers``) over every row of the
 files, each query with the T_reg / T_unreg its command returned.  The files are in time order,
@@ -19,27 +20,19 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support.service import (
-    assert_answers_follow_registrations,
-    drop,
-    raw_request,
-    service_queries,
-)
+from support.serve_files import RATE_HZ, SAFETY_S, serve_files
+from support.service import drop, raw_request, service_queries
 from support.waiting import wait_for
 
 from executors.churn_oracle import registered_answers
-from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.cluster
 
-SAFETY_S = 240.0
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 )
-FILE_S, N_FILES, RATE_HZ = 4, 8, 50
 
 
 def _plan(queries, n_nodes=3):
@@ -61,18 +54,7 @@ def _plan(queries, n_nodes=3):
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("serve_data")
-    generate_debs(d / "all.parquet", duration_s=FILE_S * N_FILES, rate_hz=RATE_HZ, seed=7)
-    t = pq.read_table(d / "all.parquet")
-    t0 = int(t.column("ts_ms")[0].as_py())
-    rel = pc.subtract(t.column("ts_ms"), t0)
-    parts = [
-        t.filter(
-            pc.and_(pc.greater_equal(rel, k * FILE_S * 1000), pc.less(rel, (k + 1) * FILE_S * 1000))
-        )
-        for k in range(N_FILES)
-    ]
-    return parts
+    return serve_files(tmp_path_factory)
 
 
 def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
@@ -230,111 +212,3 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
             "chromium not installed: the control page was not checked in a browser "
             "(every other check of this test ran and passed)"
         )
-
-
-def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
-    """A plan with nothing woven, all on one node: the running TotalCost is far above
-    WeaveShare's, so the first command re-plans ("drift"): queries are handed between trees at
-    T, at most max_moves (1) trees change node; answers stay those of the section 9 oracle;
-    then add-node, retire-node and rebalance keep them."""
-    from cluster.deployment.churn import ChurnDeployment
-    from cluster.feeds.directory_options import StreamOptions
-    from cluster.service.control import ControlError, call
-    from cluster.service.options import ServiceOptions, ServiceStart
-    from cluster.service.service import Service
-    from placement.plan import Node, Plan, verify_plan
-    from placement.queries import query_from_mapping
-    from placement.trees import CostModel
-    from placement.weaveshare import no_share
-
-    qs = [
-        {
-            "id": f"s{i}",
-            "stream": "mf01",
-            "aggregate": "sum",
-            "range": r,
-            "slide": s,
-            "kind": "time",
-        }
-        for i, (r, s) in enumerate(
-            [(1000, 500), (2000, 500), (3000, 1000), (1500, 500), (2000, 1000), (4000, 1000)]
-        )
-    ]
-    qs += [
-        {
-            "id": "m0",
-            "stream": "mf02",
-            "aggregate": "max",
-            "range": 1000,
-            "slide": 250,
-            "kind": "time",
-        }
-    ]
-    rates = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
-    model = CostModel("slickdeque", rates)
-    trees = no_share([query_from_mapping(q) for q in qs], model)
-    plan = Plan(
-        "WG_TN", "slickdeque", [Node("node-0", trees), Node("node-1"), Node("node-2")], rates
-    ).to_dict()
-    incoming, run_dir = tmp_path / "in", tmp_path / "run"
-    incoming.mkdir()
-    opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
-    regs = {q["id"]: [q, None, None] for q in qs}
-    with ChurnDeployment(plan) as dep:
-        svc = Service(
-            dep,
-            spark,
-            incoming,
-            run_dir,
-            ServiceStart(plan, model),
-            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0, tolerance=0.25, max_moves=1),
-        )
-        th = threading.Thread(target=svc.run, daemon=True)
-        th.start()
-        wait_for(
-            lambda: svc.state == "running" and (run_dir / "control.json").exists(),
-            "the service to start",
-        )
-
-        def feed(k):
-            drop(incoming, f"f{k:02d}.parquet", files[k])
-            wait_for(lambda: svc.stream.stats.files >= k + 1, f"file {k} fed")
-
-        feed(0)
-        feed(1)
-        assert svc.drift()["drift"] > 0.25
-        extra = [
-            {
-                "id": "s9",
-                "stream": "mf01",
-                "aggregate": "sum",
-                "range": 1000,
-                "slide": 1000,
-                "kind": "time",
-            }
-        ]
-        rep = call(run_dir, "POST", "/add-queries", {"queries": extra})
-        regs["s9"] = [extra[0], rep["accepted_at"]["mf01"], None]
-        ev = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
-        assert [e["command"] for e in ev] == ["start", "add-queries", "drift"]
-        assert ev[-1]["trees_moved"] <= 1 and ev[-1]["handoffs"] > 0
-        assert ev[-1]["total_cost_after"] == pytest.approx(ev[-1]["fresh_total"])
-        assert svc.drift()["drift"] <= 0.25
-        feed(2)
-        feed(3)
-        rep = call(run_dir, "POST", "/add-node", {})
-        feed(4)
-        with pytest.raises(ControlError, match="unknown node"):
-            call(run_dir, "POST", "/retire-node", {"id": "node-9"})
-        call(run_dir, "POST", "/retire-node", {"id": "node-0"})
-        feed(5)
-        rep = call(run_dir, "POST", "/rebalance", {})
-        assert rep["total_cost"] == pytest.approx(rep["fresh_total_cost"])
-        feed(6)
-        feed(7)
-        call(run_dir, "POST", "/stop", {"flush": True})
-        th.join(SAFETY_S)
-        assert not th.is_alive()
-    assert_answers_follow_registrations(files, regs, run_dir)
-    assert pq.read_table(run_dir / "late.parquet").num_rows == 0
-    assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []

@@ -29,7 +29,7 @@ import yaml
 from cluster.runtime.ray_runtime import LOOPBACK_ENV, token_source
 from executors.oracle import brute_force
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RAY = Path(sys.executable).with_name("ray")
 
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_cluster_multinode.py in a subprocess: a 3-node Ray cluster on this machine.
+"""Run by test_pinning.py (next to this file) in a subprocess: a 3-node Ray cluster on this machine.
 
 Why a subprocess: the test session shares one embedded Ray (tests/conftest.py) and a process can
 be connected to only one Ray at a time.  Here a ``ray.cluster_utils.Cluster`` (head + 2 workers,

@@ -36,7 +36,7 @@ from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FILE_S, N_FILES, RATE_HZ = 3, 12, 50
 SAFETY_S = 300.0
 

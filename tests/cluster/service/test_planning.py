@@ -30,7 +30,7 @@ from support.waiting import wait_for
 from placement.pareto.choose import ChoiceRule
 from sim.debs_generator import generate_debs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FILE_S, N_FILES, RATE_HZ = 3, 6, 50
 RATES = {s: RATE_HZ / 1000.0 for s in ("mf01", "mf02", "mf03")}
 REL = 1e-9  # placement.pareto.front.REL: the rules compare costs with this tolerance

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from support.plan_dicts import plan
 
 from cluster.answers.blocks import concat_answers
+from cluster.answers.sink import read_answers
 from cluster.deployment.specs import DeploymentError, node_specs
 from cluster.node.core import NodeCore, pick_technique
 from executors import ExecutionTree
@@ -125,50 +127,6 @@ def test_pick_technique_falls_back_for_mixed_invertibility():
     assert pick_technique("flatfit", ["avg"]) == "flatfit"
 
 
-def plan(nodes, queries):
-    return {
-        "schema": "weaveplace.plan/1",
-        "ie": "slickdeque",
-        "queries": queries,
-        "nodes": nodes,
-        "streams": {},
-    }
-
-
-def test_node_specs_checks():
-    qs = [
-        {"id": "x", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5},
-        {"id": "y", "stream": "mf01", "aggregate": "sum", "range": 10, "slide": 5, "kind": "count"},
-    ]
-    # count and time windows never share a tree: refused, not split
-    with pytest.raises(DeploymentError, match="mixes count and time"):
-        node_specs(
-            plan([{"id": "n", "trees": [{"id": "t", "stream": "mf01", "queries": ["x", "y"]}]}], qs)
-        )
-    with pytest.raises(DeploymentError, match="not placed"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x"]}]}], qs))
-    with pytest.raises(DeploymentError, match="each query runs once"):
-        node_specs(
-            plan(
-                [
-                    {
-                        "id": "n",
-                        "trees": [{"id": "t", "queries": ["x"]}, {"id": "u", "queries": ["x"]}],
-                    }
-                ],
-                qs,
-            )
-        )
-    with pytest.raises(DeploymentError, match="unknown query"):
-        node_specs(plan([{"id": "n", "trees": [{"id": "t", "queries": ["x", "y", "z"]}]}], qs))
-    with pytest.raises(DeploymentError, match="stream"):
-        node_specs(
-            plan([{"id": "n", "trees": [{"id": "t", "stream": "mf02", "queries": ["x", "y"]}]}], qs)
-        )
-    with pytest.raises(DeploymentError, match="schema"):
-        node_specs({"schema": "nope"})
-
-
 Q3 = [{"id": "d", "aggregate": "min", "range": 900, "slide": 300, "kind": "time"}]
 
 
@@ -279,62 +237,6 @@ def test_moved_trees_resume_exactly_and_old_host_drops_them():
     assert sorted(NodeCore.from_snapshot(a.snapshot()).trees) == ["t0"]
 
 
-def test_pin_round_robin_and_fault_drill_checks():
-    from cluster.deployment.drills import check_faults
-    from cluster.deployment.pinning import pin_round_robin
-
-    assert pin_round_robin(["a", "b", "c", "d", "e"], ["w0", "w1", "head"]) == {
-        "a": "w0",
-        "b": "w1",
-        "c": "head",
-        "d": "w0",
-        "e": "w1",
-    }
-    with pytest.raises(DeploymentError, match="no alive Ray node"):
-        pin_round_robin(["a"], [])
-    drill = check_faults(
-        [
-            {"kind": "lose", "node": "b", "at_batch": 7},
-            {"kind": "kill", "node": "a", "at_batch": 3},
-        ],
-        ["a", "b"],
-    )
-    assert [(f["kind"], f["node"], f["at_batch"], f["fired"]) for f in drill] == [
-        ("kill", "a", 3, False),
-        ("lose", "b", 7, False),
-    ]  # in firing order
-    for faults, msg in [
-        ([{"kind": "boom", "node": "a", "at_batch": 1}], r"faults\[0\]\.kind"),
-        ([{"kind": "kill", "node": "a", "at_batch": True}], r"faults\[0\]\.at_batch"),
-        (
-            [
-                {"kind": "lose", "node": "a", "at_batch": 1},
-                {"kind": "kill", "node": "a", "at_batch": 1},
-            ],
-            "already lost",
-        ),
-        (
-            [
-                {"kind": "lose", "node": "a", "at_batch": 1},
-                {"kind": "lose", "node": "b", "at_batch": 2},
-            ],
-            "loses every node",
-        ),
-    ]:
-        with pytest.raises(DeploymentError, match=msg):
-            check_faults(faults, ["a", "b"])
-    with pytest.raises(DeploymentError, match="tree ids must be unique in a plan"):
-        node_specs(
-            plan(
-                [
-                    {"id": "n", "trees": [{"id": "t", "queries": ["x"]}]},
-                    {"id": "m", "trees": [{"id": "t", "queries": ["y"]}]},
-                ],
-                [{"id": "x", "range": 4, "slide": 2}, {"id": "y", "range": 4, "slide": 2}],
-            )
-        )
-
-
 def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
     """The plan's ``slicing`` goes into every tree spec; a node builds Cutty trees from it
     (snapshots keep them Cutty) and answers exactly as Pairs trees; a bad value is refused;
@@ -384,3 +286,51 @@ def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
     t = model.tree([Query("x", 1000, 300, "sum", "mf01")])
     assert [x.cost for x in lay.plan.trees if x.queries[0].id == "x"] == [t.cost]
     assert single_node_plan("o", [t], model, {"mf01": 0.2}).to_dict()["slicing"] == "cutty"
+
+
+def test_node_core_writes_parts_with_one_schema(tmp_path):
+    """A node writes its answers at a checkpoint; the value type is the run's (float64 here
+    for an int-only node), and a checkpoint with nothing new removes a stale part of that
+    name (a retry that has nothing to write)."""
+    from cluster.node.core import NodeCore
+
+    trees = [
+        {
+            "id": "t0",
+            "stream": "mf01",
+            "queries": [
+                {"id": "a", "aggregate": "sum", "range": 500, "slide": 100, "kind": "time"},
+                {"id": "b", "aggregate": "max", "range": 300, "slide": 300, "kind": "time"},
+            ],
+        }
+    ]
+    ts = np.arange(0, 5000, 7, dtype=np.int64)
+    v = (ts * 31 % 97).astype(np.int64)
+    ref = NodeCore("n", trees)
+    ref.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
+    ref.flush()
+    want = ref.drain()
+    node = NodeCore("n", trees)
+    node.ingest(None, pa.table({"ts_ms": ts[:300], "mf01": v[:300]}), seq=0)
+    blob, part, seq = node.checkpoint_write(str(tmp_path), "000001", "float64")
+    assert seq == 0 and part.path == "node=n/part-000001.parquet" and part.num_rows > 0
+    node.ingest(None, pa.table({"ts_ms": ts[300:], "mf01": v[300:]}), seq=1)
+    node.flush()
+    node.checkpoint_write(str(tmp_path), "000002", "float64")
+    got = read_answers(tmp_path)
+    assert got.schema.field("value").type == pa.float64()
+    assert got.column("value").to_pylist() == [float(x) for x in want.column("value").to_pylist()]
+    assert got.select(["query_id", "window_start", "window_end"]).equals(
+        want.select(["query_id", "window_start", "window_end"])
+    )
+    # a restored node re-running round 2 with nothing pending: the part goes away
+    again = NodeCore.from_snapshot(node.snapshot())
+    assert again.checkpoint_write(str(tmp_path), "000002", "float64")[1].num_rows == 0
+    assert not (tmp_path / "node=n" / "part-000002.parquet").exists()
+    with pytest.raises(ValueError, match="declared int64"):
+        bad = NodeCore(
+            "m", [{**trees[0], "queries": [{**trees[0]["queries"][0], "aggregate": "avg"}]}]
+        )
+        bad.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
+        bad.flush()
+        bad.checkpoint_write(str(tmp_path), "x", "int64")
