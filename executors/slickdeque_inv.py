@@ -8,7 +8,7 @@ operations per distinct n per slice** (one combine, one inverse).  The cost mode
 prices exactly that: Omega(SlickDeque Inv) = 2 x the distinct window lengths of the
 tree (``placement.slicing.window_lengths``, the same set as ``known_ns`` here), not
 the dissertation's ``#unique nP_i`` (see ``placement/cost.py``;
-``tests/test_executors_omega.py`` checks model = measured on random woven trees).
+``tests/executors/test_omega.py`` checks model = measured on random woven trees).
 
 Window lengths known up front (``known_ns``) are registered at reset, like the
 paper's preparation phase.  A length first seen at run time (possible when the
@@ -22,7 +22,7 @@ sums"); answers are rounded to double-double (hi, lo).
 
 Speed: one registered length (a single query) takes ``_sdi_single``, which keeps the
 running sum in registers for the whole batch; the arithmetic is the generic kernel's, so
-both give the same bits (``tests/test_executors_kernels.py``).
+both give the same bits (``tests/executors/test_kernels.py``).
 """
 
 from __future__ import annotations

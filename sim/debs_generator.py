@@ -216,7 +216,7 @@ def generate_debs(
     """Write ``duration_s`` seconds of DEBS-style events to ``path``; return the event count.
 
     Values, calibrated on the real file's published figures (docs/DESIGN.md s. 6;
-    ``tests/test_debs.py::test_generator_matches_published_figures`` puts them side by side):
+    ``tests/cluster/debs/test_debs.py::test_generator_matches_published_figures`` puts them side by side):
     power ``mf01..03`` = load level (low / middle / high, mf01 ~12.7 k / 15.3 k / 18 k, mf02
     ~11 % higher, mf03 ~8.1 k..11.1 k), switching every ~45 s with an 8 s ramp, + drift
     (Gaussian-smoothed noise, 5 min and 15 s scales, 70% shared by the phases) + per-event noise

@@ -22,7 +22,7 @@ which source it used (``auth``: one line, also in the run's metrics), and probes
 (one RPC) so that a refused token (``InvalidAuthToken``) is a one-line ``ConnectionError``
 with a hint instead of a long retry loop.
 
-**What the embedded Ray exposes** (checked by ``tests/test_ray_exposure.py``): Ray turns
+**What the embedded Ray exposes** (checked by ``tests/cluster/runtime/test_ray_exposure.py``): Ray turns
 ``_node_ip_address="127.0.0.1"`` into the machine's routable IP (``resolve_ip_for_localhost``),
 and then the GCS, the raylet, the driver's and every worker's and actor's gRPC server listen on
 all interfaces.  The one switch Ray has for loopback-only nodes is the one it uses on macOS and

@@ -4,7 +4,7 @@ Why its own module: how a plan computed from scratch (or by ``placement.replace`
 the trees that already run is the heart of the service's correctness (every query keeps
 exactly one tree answering it from T on; no running tree is merged or lost), and a pure
 function of (fresh plan, running trees) can be tested against an oracle on small inputs
-without a cluster (``tests/cluster/test_tree_changes.py``).  ``cluster.service.service``
+without a cluster (``tests/cluster/service/test_tree_changes.py``).  ``cluster.service.service``
 applies the result to the deployment and to its ``ServiceState``.
 
 Two mappings:

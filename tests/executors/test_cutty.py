@@ -247,7 +247,7 @@ def test_cutty_can_cost_slickdeque_inv_more_on_a_woven_tree():
     slice, 24 per composite slide of 6).  Cutty cuts at 0, 2, 3, 4 mod 6 (4 slices) but the
     lengths (complete slices) vary: {6, 7} and {4, 5} (8 ops per slice), plus 3 combines with
     the open partial per period (ends at 1 mod 6 for both queries, 5 mod 6 for (7, 2)): 35 per
-    period.  (`CostModel(..., slicing="cutty")` prices this: tests/test_placement_cutty.py.)"""
+    period.  (`CostModel(..., slicing="cutty")` prices this: tests/placement/test_cutty.py.)"""
     wins = [(10, 3), (7, 2)]
     assert window_lengths(wins) == {(7, 2): (7,), (10, 3): (10,)}
     assert window_lengths(wins, "cutty") == {(7, 2): (4, 5), (10, 3): (6, 7)}

@@ -1,8 +1,4 @@
-"""The papers' workload generator (sim/workload.py): seeded, parameters honoured, bad input refused.
-
-(The brief named this file tests/test_workload.py; it is test_placement_workload.py so that it
-runs with the placement suite: `pytest tests/test_placement_*.py`.)
-"""
+"""The papers' workload generator (sim/workload.py): seeded, parameters honoured, bad input refused."""
 
 from __future__ import annotations
 
