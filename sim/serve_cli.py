@@ -104,23 +104,16 @@ def _no_args(command: str, args: list[str]) -> None:
 def serve_command(config: Path | None, resume: Path | None, console, user_error) -> None:
     """The ``serve`` command: checks, a one-line progress display, a summary at the end."""
     from rich.markup import escape
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    from rich.table import Column
 
     from cluster.deployment.specs import DeploymentError
     from cluster.errors import StreamError
+    from sim.cli.base import status_line
 
     try:
         cfg, run_dir, state, text, base = prepare(config, resume)
     except ServeError as e:
         raise user_error(str(e)) from None
-    bar = Progress(
-        SpinnerColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}", table_column=Column(overflow="fold")),
-        console=console,
-        transient=True,
-    )
+    bar = status_line()
     console.print(
         f"serving {escape(str(run_dir))}: control with `weaveplace ctl "
         f"{escape(str(run_dir))} status|add-queries FILE|remove-queries ID...|"

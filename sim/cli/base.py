@@ -11,7 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Column
 
 console = Console()
 
@@ -27,6 +35,18 @@ def progress() -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def status_line() -> Progress:
+    """The transient one-line status of commands that run until stopped (a spinner, elapsed
+    time, and a description that folds rather than being cut)."""
+    return Progress(
+        SpinnerColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}", table_column=Column(overflow="fold")),
         console=console,
         transient=True,
     )

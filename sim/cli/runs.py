@@ -11,10 +11,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Column, Table
+from rich.table import Table
 
-from sim.cli.base import UserError, config_error_exit, console, load_config_or_exit
+from sim.cli.base import UserError, config_error_exit, console, load_config_or_exit, status_line
 from sim.cli.base import progress as _progress
 from sim.cli.reports import build_report_or_exit
 
@@ -117,13 +116,7 @@ def run(
             )
         cfg.data.directory = cfg.data.directory.model_copy(update={key: value})
     if cfg.data.directory is not None:  # a long one-line status instead of a bar
-        bar = Progress(
-            SpinnerColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}", table_column=Column(overflow="fold")),
-            console=console,
-            transient=True,
-        )
+        bar = status_line()
     else:
         bar = _progress()
     with bar:
