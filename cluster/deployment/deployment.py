@@ -100,24 +100,14 @@ class Deployment:
             raise DeploymentError("Ray is not running: use cluster.runtime.ray_runtime.RayRuntime")
         opts = options if options is not None else DeploymentOptions()
         self.options = opts
-        mode = opts.mode
-        self.answers = opts.answers
         self.value_type: str | None = None  # actor route: fixed by the first batch fed
         self.answer_route = answer_route(opts)
         self.coordinator = CheckpointCoordinator(self, opts, self.answer_route)
-        self.mode = mode
-        self.count_ops = bool(opts.count_ops)
         self.initial_plan = plan
         self.technique = opts.technique or plan.get("ie") or "slickdeque"
-        self.allowed_lateness = int(opts.allowed_lateness)
-        self.max_in_flight = int(opts.max_in_flight)
-        self.checkpoint_every = opts.checkpoint_every
-        self.max_log_bytes = opts.max_log_bytes
-        self.auto_recover = opts.auto_recover
-        self.actor_options = dict(opts.actor_options)
         self.nodes: dict[str, DriverNode] = {}
         specs = node_specs(plan)
-        if mode == "sliced":
+        if opts.mode == "sliced":
             cq = [
                 q["id"]
                 for sp in specs
@@ -201,6 +191,43 @@ class Deployment:
                 hosts = self.stream_nodes.setdefault(t["stream"], [])
                 if nid not in hosts:
                     hosts.append(nid)
+
+    # -- the options, read where they are used --------------------------------------------------
+    @property
+    def mode(self) -> str:
+        return self.options.mode
+
+    @property
+    def answers(self) -> str:
+        return self.options.answers
+
+    @property
+    def count_ops(self) -> bool:
+        return bool(self.options.count_ops)
+
+    @property
+    def allowed_lateness(self) -> int:
+        return int(self.options.allowed_lateness)
+
+    @property
+    def max_in_flight(self) -> int:
+        return int(self.options.max_in_flight)
+
+    @property
+    def checkpoint_every(self) -> int | None:
+        return self.options.checkpoint_every
+
+    @property
+    def max_log_bytes(self) -> int | None:
+        return self.options.max_log_bytes
+
+    @property
+    def auto_recover(self) -> bool:
+        return self.options.auto_recover
+
+    @property
+    def actor_options(self) -> Mapping[str, Any]:
+        return self.options.actor_options
 
     @property
     def last_seq(self) -> int:
