@@ -75,28 +75,156 @@ def empty_late() -> pa.Table:
 
 
 class AnswerBlocks:
-    """Answers as one block per query: ``qids[i]`` (strictly increasing), the query's range
-    ``ranges[i]`` and numpy arrays ``starts[i]`` (window starts, increasing) and ``values[i]``
-    (int64 or float64); ``window_end = window_start + range``.  ``table()`` gives the answer
-    table sorted by ``(query_id, window_start)``.  What a node hands to the driver."""
+    """Answers as one block per query, stored as columns: ``qids[i]`` (query ids, increasing),
+    the query's range ``ranges[i]``, block ``i`` holding rows ``bounds[i]:bounds[i + 1]`` of
+    ``start_col`` (window starts, increasing within a block) and ``value_bits`` (the values'
+    8 bytes: int64 where ``int_blocks[i]``, else float64 bits); ``window_end = window_start +
+    range``.  ``table()`` gives the answer table sorted by ``(query_id, window_start)``.  What
+    a node hands to the driver.
 
-    __slots__ = ("qids", "ranges", "starts", "values")
+    Why columns: a node at 10,000 queries hands over millions of answers; as five arrays they
+    cross Ray's object store as a few large buffers (zero-copy on the reader's side) instead of
+    two small arrays per query, and the actor route writes them as Parquet without a string per
+    answer (``dictionary_table``).  Why value bits: a node's queries may mix int and float
+    aggregates, and one column of 8-byte words keeps both exact until the int64 rule decides
+    the table's type.  ``AnswerBlocks(qids, ranges, starts, values)`` builds the same from one
+    array per block (``starts``, ``values`` give those per-block views back)."""
+
+    __slots__ = ("qids", "ranges", "bounds", "start_col", "value_bits", "int_blocks")
 
     def __init__(self, qids, ranges, starts, values):
-        self.qids, self.ranges, self.starts, self.values = qids, ranges, starts, values
+        starts = [np.asarray(x, dtype=np.int64) for x in starts]
+        values = [np.asarray(v) for v in values]
+        counts = [x.shape[0] for x in starts]
+        self._set(
+            list(qids),
+            np.asarray(ranges, dtype=np.int64).reshape(-1),
+            np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64),
+            np.concatenate(starts) if starts else np.zeros(0, np.int64),
+            np.concatenate([_bits(v) for v in values]) if values else np.zeros(0, np.int64),
+            np.array([v.dtype.kind in "iub" for v in values], dtype=bool),
+        )
+
+    def _set(self, qids, ranges, bounds, start_col, value_bits, int_blocks) -> None:
+        self.qids, self.ranges, self.bounds = qids, ranges, bounds
+        self.start_col, self.value_bits, self.int_blocks = start_col, value_bits, int_blocks
+
+    @classmethod
+    def from_columns(
+        cls,
+        qids: list[str],
+        ranges: np.ndarray,
+        bounds: np.ndarray,
+        start_col: np.ndarray,
+        value_bits: np.ndarray,
+        int_blocks: np.ndarray,
+    ) -> AnswerBlocks:
+        """Blocks from their columns (the class docstring), taken as they are."""
+        out = cls.__new__(cls)
+        out._set(qids, ranges, bounds, start_col, value_bits, int_blocks)
+        return out
 
     @classmethod
     def empty(cls) -> AnswerBlocks:
         return cls([], [], [], [])
 
+    def __reduce__(self):
+        return (
+            AnswerBlocks.from_columns,
+            (
+                self.qids,
+                self.ranges,
+                self.bounds,
+                self.start_col,
+                self.value_bits,
+                self.int_blocks,
+            ),
+        )
+
     @property
     def num_rows(self) -> int:
-        return int(sum(x.shape[0] for x in self.starts))
+        return int(self.start_col.shape[0])
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+    @property
+    def starts(self) -> list[np.ndarray]:
+        """Block ``i``'s window starts (views)."""
+        b = self.bounds.tolist()
+        return [self.start_col[b[i] : b[i + 1]] for i in range(len(self.qids))]
+
+    @property
+    def values(self) -> list[np.ndarray]:
+        """Block ``i``'s values (views: int64 or float64)."""
+        b = self.bounds.tolist()
+        col = self.value_bits
+        return [
+            col[b[i] : b[i + 1]] if ok else col[b[i] : b[i + 1]].view(np.float64)
+            for i, ok in enumerate(self.int_blocks.tolist())
+        ]
+
+    @property
+    def all_int(self) -> bool:
+        return bool(self.int_blocks.all())
+
+    def value_column(self, value_type: str | None = None) -> np.ndarray:
+        """The values as one int64 or float64 column by the int64 rule (``value_type`` forces
+        one of the two; float blocks in an int64 column: refused; int values beyond 2^53 in a
+        float64 column: refused, as Arrow's checked cast does)."""
+        if value_type not in (None, "int64", "float64"):
+            raise ValueError(f"value_type must be 'int64' or 'float64', got {value_type!r}")
+        all_int = self.all_int
+        if value_type == "int64" and not all_int:
+            raise ValueError("float answers in a run whose answers were declared int64")
+        if all_int and value_type != "float64":
+            return self.value_bits
+        if not self.int_blocks.any():
+            return self.value_bits.view(np.float64)
+        rows = np.repeat(self.int_blocks, self.counts)
+        iv = self.value_bits[rows]
+        if iv.shape[0] and (int(iv.max()) > 1 << 53 or int(iv.min()) < -(1 << 53)):
+            pa.array(iv).cast(pa.float64())  # raises ArrowInvalid, naming the value
+        out = self.value_bits.view(np.float64).copy()
+        out[rows] = iv.astype(np.float64)
+        return out
 
     def table(self, value_type: str | None = None) -> pa.Table:
         """The answer table; ``value_type`` (``"int64"``/``"float64"``) fixes the value
         column's type (the actor route: every part of a run has one schema)."""
         return _blocks_table([(self, i) for i in range(len(self.qids))], value_type)
+
+    def dictionary_table(self, value_type: str | None = None) -> pa.Table:
+        """``table()`` with ``query_id`` as dictionary codes into the block's query ids (int32
+        indices, one per row): the same rows without a string per answer, what the actor
+        route writes (``cluster.answers.parts.write_answer_file``: Parquet stores it as a
+        dictionary-encoded string column, read back as ``string``).  Blocks of one query id
+        must be adjacent and in window order (a node's blocks are: one block per query)."""
+        n = len(self.qids)
+        if n == 0:
+            return empty_answers(value_type != "float64")
+        counts = self.counts
+        codes = np.repeat(np.arange(n, dtype=np.int32), counts)
+        vals = self.value_column(value_type)
+        vt = pa.int64() if vals.dtype == np.int64 else pa.float64()
+        return pa.table(
+            {
+                "query_id": pa.DictionaryArray.from_arrays(
+                    pa.array(codes, pa.int32()), pa.array(self.qids, pa.string())
+                ),
+                "window_start": pa.array(self.start_col, pa.int64()),
+                "window_end": pa.array(self.start_col + np.repeat(self.ranges, counts)),
+                "value": pa.array(vals, vt),
+            }
+        )
+
+
+def _bits(v: np.ndarray) -> np.ndarray:
+    """A value block as int64 words: int values as they are, floats by their bits."""
+    if v.dtype.kind in "iub":
+        return v.astype(np.int64, copy=False)
+    return np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
 
 
 #: threads filling the merged answer columns (the copies release the GIL; on this machine
@@ -118,40 +246,40 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
         raise ValueError(f"value_type must be 'int64' or 'float64', got {value_type!r}")
     if not order:
         return empty_answers(value_type != "float64")
-    starts = [p.starts[i] for p, i in order]
-    values = [p.values[i] for p, i in order]
-    ranges = [p.ranges[i] for p, i in order]
+    used = {id(p): p for p, _ in order}
+    all_int = all(bool(p.int_blocks[i]) for p, i in order)
+    if value_type == "int64" and not all_int:
+        raise ValueError("float answers in a run whose answers were declared int64")
+    as_int = all_int and value_type != "float64"
+    # per part: its value column in the table's type, block bounds as Python ints
+    col = {k: (p.value_bits if as_int else p.value_column("float64")) for k, p in used.items()}
+    bnd = {k: p.bounds.tolist() for k, p in used.items()}
+    lo = [bnd[id(p)][i] for p, i in order]
+    counts = np.array([bnd[id(p)][i + 1] - bnd[id(p)][i] for p, i in order], dtype=np.int64)
+    ranges = [int(p.ranges[i]) for p, i in order]
     raw = [p.qids[i].encode() for p, i in order]
-    counts = np.array([x.shape[0] for x in starts], dtype=np.int64)
     bounds = np.concatenate([[0], np.cumsum(counts)])
     n = int(bounds[-1])
     lens = np.array([len(x) for x in raw], dtype=np.int64)
     pos = np.concatenate([[0], np.cumsum(lens * counts)])
-    all_int = all(v.dtype == np.int64 for v in values)
-    if value_type == "int64" and not all_int:
-        raise ValueError("float answers in a run whose answers were declared int64")
-    vt = answer_schema_for(all_int and value_type != "float64").field("value").type
-    vdt: type[np.number]
-    if pa.types.is_integer(vt):
-        vdt = np.int64
-    else:
-        ints = [v for v in values if v.dtype == np.int64]
-        iv = np.concatenate(ints) if ints else np.zeros(0, np.int64)
-        if iv.shape[0] and (int(iv.max()) > 1 << 53 or int(iv.min()) < -(1 << 53)):
-            pa.array(iv).cast(pa.float64())  # raises ArrowInvalid, naming the value
-        vdt = np.float64
+    vt = pa.int64() if as_int else pa.float64()
+    vdt = np.int64 if as_int else np.float64
+    src = [(p.start_col, col[id(p)]) for p, _ in order]
     if int(pos[-1]) >= 1 << 31:  # beyond 32-bit string offsets: not expected
-        big = pa.table(
+        c = counts.tolist()
+        st = [s[a : a + k] for (s, _), a, k in zip(src, lo, c)]
+        return pa.table(
             {
                 "query_id": pa.array([x.decode() for x in raw]).take(
                     pa.array(np.repeat(np.arange(len(raw)), counts))
                 ),
-                "window_start": pa.array(np.concatenate(starts)),
-                "window_end": pa.array(np.concatenate([s + r for s, r in zip(starts, ranges)])),
-                "value": pa.array(np.concatenate(values).astype(vdt)),
+                "window_start": pa.array(np.concatenate(st)),
+                "window_end": pa.array(np.concatenate([s + r for s, r in zip(st, ranges)])),
+                "value": pa.array(
+                    np.concatenate([v[a : a + k] for (_, v), a, k in zip(src, lo, c)]), vt
+                ),
             }
         )
-        return big
     start = np.empty(n, dtype=np.int64)
     end = np.empty(n, dtype=np.int64)
     value = np.empty(n, dtype=vdt)
@@ -160,12 +288,13 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
     data = np.empty(int(pos[-1]), dtype=np.uint8)
     bl, bp = bounds.tolist(), pos.tolist()
 
-    def fill(lo: int, hi: int) -> None:
-        for j in range(lo, hi):
+    def fill(first: int, last: int) -> None:
+        for j in range(first, last):
             a, z, c, k, q = bl[j], bl[j + 1], bl[j + 1] - bl[j], len(raw[j]), bp[j]
-            start[a:z] = starts[j]
-            np.add(starts[j], ranges[j], out=end[a:z])
-            value[a:z] = values[j]
+            s, v = src[j]
+            start[a:z] = s[lo[j] : lo[j] + c]
+            np.add(start[a:z], ranges[j], out=end[a:z])
+            value[a:z] = v[lo[j] : lo[j] + c]
             if k:
                 data[q : q + k * c].reshape(c, k)[:] = np.frombuffer(raw[j], np.uint8)
                 offsets[a + 1 : z + 1] = np.arange(q + k, q + k * c + 1, k)
@@ -198,10 +327,17 @@ def merge_blocks(parts: list[AnswerBlocks]) -> pa.Table:
     a sort of a few thousand blocks instead of millions of rows.  Blocks of one query from
     different parts (a tree's answers before and after a checkpoint) must not overlap in
     time; if they do (not expected), the rows are sorted in full."""
-    order = [(p, i) for p in parts for i in range(len(p.qids)) if p.starts[i].shape[0]]
-    order.sort(key=lambda b: (b[0].qids[b[1]], int(b[0].starts[b[1]][0])))
-    for (p, i), (q, j) in zip(order, order[1:]):
-        if p.qids[i] == q.qids[j] and int(p.starts[i][-1]) >= int(q.starts[j][0]):
+    keyed = []
+    for p in parts:
+        b = p.bounds
+        first = p.start_col[b[:-1][np.diff(b) > 0]].tolist()
+        last = p.start_col[b[1:][np.diff(b) > 0] - 1].tolist()
+        nonempty = np.flatnonzero(np.diff(b) > 0).tolist()
+        keyed += [(p.qids[i], f, z, p, i) for i, f, z in zip(nonempty, first, last)]
+    keyed.sort(key=lambda b: (b[0], b[1]))
+    order = [(p, i) for _, _, _, p, i in keyed]
+    for x, y in zip(keyed, keyed[1:]):
+        if x[0] == y[0] and x[2] >= y[1]:
             return _blocks_table(order).sort_by(
                 [("query_id", "ascending"), ("window_start", "ascending")]
             )

@@ -35,11 +35,34 @@ _NODE_DIR_RE = re.compile(r"node=[^/]+")
 _MANIFEST = "_manifest.json"
 
 
+#: int64 columns of answer parts stored with Parquet's delta encoding: a query's window starts
+#: and ends grow by its slide, so the deltas pack into a few bits
+DELTA_COLUMNS = ("window_start", "window_end")
+
+
+def parquet_options(table: pa.Table) -> dict:
+    """How a part is encoded (never what it holds).  A table whose ``query_id`` is dictionary
+    codes (``AnswerBlocks.dictionary_table``) is written with those codes as the column's
+    Parquet dictionary, no string hashed per row, and without the Arrow schema in the file,
+    so every reader (pyarrow, Spark) reads a plain ``string`` column, as in every other part;
+    the window columns are delta-encoded and only ``query_id`` dictionary-encoded (a
+    dictionary of millions of distinct window starts costs more than it saves)."""
+    names = table.schema.names
+    if "query_id" not in names or not pa.types.is_dictionary(table.schema.field("query_id").type):
+        return {}
+    delta = [c for c in DELTA_COLUMNS if c in names]
+    return {
+        "store_schema": False,
+        "use_dictionary": ["query_id"],
+        "column_encoding": {c: "DELTA_BINARY_PACKED" for c in delta},
+    }
+
+
 def write_part_file(table: pa.Table, dest: Path) -> None:
     """Write ``table`` as the Parquet file ``dest``, whole or not at all: a hidden temporary of
-    a unique name in the same directory, renamed over ``dest``."""
+    a unique name in the same directory, renamed over ``dest`` (``parquet_options``)."""
     tmp = dest.parent / f".{dest.name}.{uuid.uuid4().hex}.tmp"
-    pq.write_table(table, tmp)
+    pq.write_table(table, tmp, **parquet_options(table))
     os.replace(tmp, dest)
 
 

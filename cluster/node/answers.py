@@ -14,19 +14,25 @@ import pyarrow as pa
 from cluster.answers.blocks import AnswerBlocks, empty_late
 
 
-def query_ranks(trees: dict) -> tuple[list[str], dict[str, np.ndarray]]:
+def query_ranks(trees: dict) -> tuple[list[str], dict[str, np.ndarray], np.ndarray]:
     """(query ids of every tree in ``trees``, sorted; per tree id: the rank of each of its
-    queries in that order)."""
+    queries in that order; per rank: the query's range)."""
     # a query handed from one tree to another (cluster.service.service re-weaving) is in both
     qids = sorted({q.id for t in trees.values() for q in t.queries})
     pos = {q: i for i, q in enumerate(qids)}
     dt = np.uint16 if len(qids) <= 1 << 16 else np.uint32
     ranks = {tid: np.array([pos[q.id] for q in t.queries], dtype=dt) for tid, t in trees.items()}
-    return qids, ranks
+    ranges = np.zeros(len(qids), dtype=np.int64)
+    for t in trees.values():
+        for q in t.queries:
+            ranges[pos[q.id]] = q.range
+    return qids, ranks, ranges
 
 
 def answer_blocks(
-    parts: list[tuple[str, tuple]], trees: dict, ranks: tuple[list[str], dict[str, np.ndarray]]
+    parts: list[tuple[str, tuple]],
+    trees: dict,
+    ranks: tuple[list[str], dict[str, np.ndarray], np.ndarray],
 ) -> AnswerBlocks:
     """The answer columns ``parts`` ((tree id, (qidx, window_start, window_end, value)) in
     production order) as one block per query, in query id order, each block's windows in
@@ -35,46 +41,48 @@ def answer_blocks(
     Why blocks: the driver then merges the nodes' answers block by block (``merge_blocks``)
     instead of sorting millions of rows by a string key on one core, and only ``window_start``
     and ``value`` travel (query id and range per block give the rest): 16 bytes per answer
-    instead of ~33.  The grouping is cheap: a tree emits each query's answers in window order,
-    so per tree a stable sort by query (a radix sort on small ints) is enough (checked, with a
-    full sort as fallback).
+    instead of ~33.  Columnar all the way: every answer's query becomes its rank (a small
+    int), one stable sort by rank (a radix sort on small ints) groups the node's answers by
+    query id, and a tree emits each query's answers in window order, so the groups are
+    already in window order (checked, with a full sort as fallback: e.g. a query handed from
+    one tree to another).  No Python object per answer or per query's block.
     """
     if not parts:
         return AnswerBlocks.empty()
-    ids, rank_of = ranks
-    by_tree: dict[str, list] = {}
+    ids, rank_of, range_of = ranks
+    code_l, start_l, bits_l = [], [], []
+    int_rank = np.zeros(len(ids), dtype=bool)
     for tid, c in parts:
-        by_tree.setdefault(tid, []).append(c)
-    blocks = []
-    for tid, cs in by_tree.items():
-        q, st, va = (
-            np.concatenate([c[i] for c in cs]) if len(cs) > 1 else cs[0][i] for i in (0, 1, 3)
-        )
-        tree = trees[tid]
-        nq = len(tree.queries)
-        if nq > 1:
-            o = np.argsort(q.astype(np.uint16) if nq <= 1 << 16 else q, kind="stable")
-            q, st, va = q[o], st[o], va[o]
-        cnt = np.bincount(q, minlength=nq)
-        off = np.concatenate([[0], np.cumsum(cnt)])
-        if st.shape[0] > 1:
-            inc = st[1:] > st[:-1]
-            cut = off[1:-1]
-            inc[cut[(cut > 0) & (cut < st.shape[0])] - 1] = True  # block boundaries
-            if not bool(inc.all()):  # not expected: a query's answers out of window order
-                o = np.lexsort((st, q))
-                q, st, va = q[o], st[o], va[o]
         r = rank_of[tid]
-        blocks += [
-            (int(r[i]), tree.queries[i].range, st[off[i] : off[i + 1]], va[off[i] : off[i + 1]])
-            for i in np.flatnonzero(cnt)
-        ]
-    blocks.sort(key=lambda b: b[0])
-    return AnswerBlocks(
-        [ids[b[0]] for b in blocks],
-        [b[1] for b in blocks],
-        [b[2] for b in blocks],
-        [b[3] for b in blocks],
+        code_l.append(r[c[0]])
+        start_l.append(c[1])
+        v = c[3]
+        if v.dtype.kind in "iub":
+            int_rank[r] = True
+            bits_l.append(v.astype(np.int64, copy=False))
+        else:
+            bits_l.append(np.ascontiguousarray(v, dtype=np.float64).view(np.int64))
+    code, st, bits = (np.concatenate(x) if len(x) > 1 else x[0] for x in (code_l, start_l, bits_l))
+    o = np.argsort(code, kind="stable")
+    code, st, bits = code[o], st[o], bits[o]
+    cnt = np.bincount(code, minlength=len(ids))
+    present = np.flatnonzero(cnt)
+    bounds = np.zeros(present.shape[0] + 1, dtype=np.int64)
+    np.cumsum(cnt[present], out=bounds[1:])
+    if st.shape[0] > 1:
+        inc = st[1:] > st[:-1]
+        cut = bounds[1:-1]
+        inc[cut - 1] = True  # block boundaries
+        if not bool(inc.all()):  # a query's answers out of window order: sort in full
+            o = np.lexsort((st, code))
+            st, bits = st[o], bits[o]
+    return AnswerBlocks.from_columns(
+        [ids[i] for i in present.tolist()],
+        range_of[present],
+        bounds,
+        np.ascontiguousarray(st, dtype=np.int64),
+        bits,
+        int_rank[present],
     )
 
 
@@ -117,7 +125,7 @@ class PendingAnswers:
         """Keep a tree's answer columns; returns their number."""
         if cols is None or cols[0].shape[0] == 0:
             return 0
-        self.parts.append((tid, cols))
+        self.parts.append((tid, (cols[0], cols[1], None, cols[3])))  # ends: start + range
         return int(cols[0].shape[0])
 
     def trees_changed(self) -> None:

@@ -1,0 +1,148 @@
+"""The columnar answer path against the simple version, on small random answers: a node's
+columns grouped into ``AnswerBlocks`` (``cluster.node.answers.answer_blocks``), blocks of
+several parts merged (``merge_blocks``), written as dictionary-coded Parquet parts
+(``AnswerBlocks.dictionary_table`` + ``cluster.answers.sink.write_part``) and pickled (what Ray
+does) all give the rows, types and order of a plain row list sorted by ``(query_id,
+window_start)`` under the int64 rule.  No Ray needed."""
+
+from __future__ import annotations
+
+import pickle
+from types import SimpleNamespace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster.answers.blocks import ANSWER_SCHEMA_INT, answer_schema_for, merge_blocks
+from cluster.answers.sink import read_answers, write_part
+from cluster.node.answers import answer_blocks, query_ranks
+
+
+def plain_table(rows: list[tuple[str, int, int, float | int, bool]], value_type=None) -> pa.Table:
+    """The simple version: (query id, start, range, value, is int) rows, sorted, int64 rule."""
+    all_int = all(r[4] for r in rows)
+    schema = answer_schema_for(all_int and value_type != "float64")
+    rows = sorted(rows, key=lambda r: (r[0], r[1]))
+    return pa.table(
+        {
+            "query_id": [r[0] for r in rows],
+            "window_start": [r[1] for r in rows],
+            "window_end": [r[1] + r[2] for r in rows],
+            "value": [r[3] if all_int and value_type != "float64" else float(r[3]) for r in rows],
+        },
+        schema=schema,
+    )
+
+
+@st.composite
+def node_answers(draw):
+    """Trees of a node (queries with id, range, int or float answers) and their answer columns
+    in production order: per call, each query's next windows, queries interleaved."""
+    nq = draw(st.integers(1, 6))
+    ids = draw(st.lists(st.sampled_from([f"q{i}" for i in range(12)]), min_size=nq, max_size=nq))
+    ids = list(dict.fromkeys(ids))
+    queries = [
+        SimpleNamespace(id=q, range=draw(st.integers(1, 50)), is_int=draw(st.booleans()))
+        for q in ids
+    ]
+    cut = draw(st.integers(1, len(queries)))
+    groups = [g for g in (queries[:cut], queries[cut:]) if g]
+    # a query's int/float kind is its tree's (one aggregate per query, one stream per tree)
+    for g in groups:
+        for q in g:
+            q.is_int = g[0].is_int
+    trees = {f"t{k}": SimpleNamespace(queries=g) for k, g in enumerate(groups)}
+    nxt = {q.id: draw(st.integers(0, 5)) for q in queries}
+    parts = []
+    for _ in range(draw(st.integers(0, 4))):
+        tid = draw(st.sampled_from(sorted(trees)))
+        tq = trees[tid].queries
+        idx = draw(st.lists(st.integers(0, len(tq) - 1), max_size=8))
+        if not idx:
+            continue
+        starts = []
+        for i in idx:
+            starts.append(nxt[tq[i].id])
+            nxt[tq[i].id] += draw(st.integers(1, 4))
+        is_int = tq[0].is_int
+        vals = [draw(st.integers(-(1 << 53), 1 << 53)) for _ in idx]
+        va = np.array(vals, np.int64) if is_int else np.array(vals, np.float64) / 4
+        q = np.array(idx, np.int64)
+        st_ = np.array(starts, np.int64)
+        parts.append((tid, (q, st_, st_ + 1, va)))
+    return trees, parts
+
+
+def rows_of(trees, parts):
+    rng = {q.id: q.range for t in trees.values() for q in t.queries}
+    out = []
+    for tid, (q, s, _, v) in parts:
+        for i, a, x in zip(q.tolist(), s.tolist(), v.tolist()):
+            qid = trees[tid].queries[i].id
+            out.append((qid, a, rng[qid], x, v.dtype == np.int64))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(node_answers(), st.sampled_from([None, "float64"]))
+def test_node_blocks_equal_the_sorted_rows(answers, value_type):
+    trees, parts = answers
+    blocks = answer_blocks(parts, trees, query_ranks(trees))
+    want = plain_table(rows_of(trees, parts), value_type)
+    assert blocks.num_rows == want.num_rows
+    assert blocks.qids == sorted(set(blocks.qids))  # one block per query, in id order
+    assert blocks.table(value_type).equals(want)
+    # pickled as Ray does (the columns as buffers), the same blocks
+    back = pickle.loads(pickle.dumps(blocks, protocol=5))
+    assert back.table(value_type).equals(want)
+    # the dictionary-coded table: the same rows once its codes are decoded
+    d = blocks.dictionary_table(value_type)
+    if want.num_rows:
+        assert pa.types.is_dictionary(d.schema.field("query_id").type)
+        assert d.column("query_id").cast(pa.string()).equals(want.column("query_id"))
+    assert d.drop(["query_id"]).equals(want.drop(["query_id"]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(node_answers(), min_size=1, max_size=3))
+def test_merge_of_parts_equals_the_sorted_rows(nodes):
+    """Parts of different nodes (each its own queries' answers, as in a run) merge to the
+    sorted rows."""
+    parts, rows = [], []
+    for k, (trees, cols) in enumerate(nodes):
+        for t in trees.values():  # disjoint query ids per node
+            for q in t.queries:
+                q.id = f"n{k}{q.id}"
+        parts.append(answer_blocks(cols, trees, query_ranks(trees)))
+        rows += rows_of(trees, cols)
+    mixed = len({r[4] for r in rows}) > 1
+    big = any(abs(r[3]) > 1 << 53 for r in rows if r[4])
+    if mixed and big:  # int answers beyond 2^53 in a float table: refused
+        try:
+            merge_blocks(parts)
+        except pa.ArrowInvalid:
+            return
+        raise AssertionError("ints beyond 2^53 merged into float64")
+    assert merge_blocks(parts).equals(plain_table(rows))
+
+
+@settings(max_examples=25, deadline=None)
+@given(node_answers())
+def test_dictionary_part_reads_back_as_the_plain_table(tmp_path_factory, answers):
+    """A part written from dictionary codes holds the rows and schema of the plain table: the
+    file's own schema says ``string``, and ``read_answers`` gives the sorted rows."""
+    trees, parts = answers
+    blocks = answer_blocks(parts, trees, query_ranks(trees))
+    want = plain_table(rows_of(trees, parts), "float64")
+    root = tmp_path_factory.mktemp("parts") / "answers.parquet"
+    written = write_part(root, "n0", "000000", blocks.dictionary_table("float64"))
+    assert written.num_rows == want.num_rows
+    if want.num_rows:
+        f = pq.read_table(root / written.path)
+        assert f.schema.equals(answer_schema_for(False))
+        assert f.equals(want)
+    got = read_answers(root)
+    assert got.equals(want) if want.num_rows else got.schema.equals(ANSWER_SCHEMA_INT)
