@@ -110,5 +110,9 @@ def warm_all(progress: Callable[[str], None] | None = None) -> dict[str, float]:
             f"{' slices' if case[4] else ''}"
         )
         warm_executor_case(*case)
+    say("executors: answer grouping")
+    from executors import answer_order
+
+    answer_order.warm()
     out["executors_s"] = time.perf_counter() - t1
     return out

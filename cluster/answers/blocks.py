@@ -182,12 +182,11 @@ class AnswerBlocks:
             return self.value_bits
         if not self.int_blocks.any():
             return self.value_bits.view(np.float64)
-        rows = np.repeat(self.int_blocks, self.counts)
-        iv = self.value_bits[rows]
-        if iv.shape[0] and (int(iv.max()) > 1 << 53 or int(iv.min()) < -(1 << 53)):
-            pa.array(iv).cast(pa.float64())  # raises ArrowInvalid, naming the value
-        out = self.value_bits.view(np.float64).copy()
-        out[rows] = iv.astype(np.float64)
+        from executors.answer_order import values_as_float  # numba: imported when needed
+
+        out, bad = values_as_float(self.value_bits, self.bounds, self.int_blocks)
+        if bad >= 0:
+            pa.array(self.value_bits[bad : bad + 1]).cast(pa.float64())  # raises ArrowInvalid
         return out
 
     def table(self, value_type: str | None = None) -> pa.Table:

@@ -50,12 +50,10 @@ def parquet_options(table: pa.Table) -> dict:
     names = table.schema.names
     if "query_id" not in names or not pa.types.is_dictionary(table.schema.field("query_id").type):
         return {}
-    delta = [c for c in DELTA_COLUMNS if c in names]
-    return {
-        "store_schema": False,
-        "use_dictionary": ["query_id"],
-        "column_encoding": {c: "DELTA_BINARY_PACKED" for c in delta},
-    }
+    enc = {c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in names}
+    if "value" in names and pa.types.is_floating(table.schema.field("value").type):
+        enc["value"] = "BYTE_STREAM_SPLIT"  # floats' bytes by position: they compress better
+    return {"store_schema": False, "use_dictionary": ["query_id"], "column_encoding": enc}
 
 
 def write_part_file(table: pa.Table, dest: Path) -> None:

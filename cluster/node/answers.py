@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from cluster.answers.blocks import AnswerBlocks, empty_late
+from executors.answer_order import group_by_query
 
 
 def query_ranks(trees: dict) -> tuple[list[str], dict[str, np.ndarray], np.ndarray]:
@@ -42,45 +43,41 @@ def answer_blocks(
     instead of sorting millions of rows by a string key on one core, and only ``window_start``
     and ``value`` travel (query id and range per block give the rest): 16 bytes per answer
     instead of ~33.  Columnar all the way: every answer's query becomes its rank (a small
-    int), one stable sort by rank (a radix sort on small ints) groups the node's answers by
-    query id, and a tree emits each query's answers in window order, so the groups are
+    int), one stable counting sort by rank (``executors.answer_order``: two linear passes)
+    groups the node's answers by query id, and a tree emits each query's answers in window order, so the groups are
     already in window order (checked, with a full sort as fallback: e.g. a query handed from
     one tree to another).  No Python object per answer or per query's block.
     """
     if not parts:
         return AnswerBlocks.empty()
     ids, rank_of, range_of = ranks
-    code_l, start_l, bits_l = [], [], []
+    cols = []
     int_rank = np.zeros(len(ids), dtype=bool)
     for tid, c in parts:
         r = rank_of[tid]
-        code_l.append(r[c[0]])
-        start_l.append(c[1])
         v = c[3]
         if v.dtype.kind in "iub":
             int_rank[r] = True
-            bits_l.append(v.astype(np.int64, copy=False))
+            bits = v.astype(np.int64, copy=False)
         else:
-            bits_l.append(np.ascontiguousarray(v, dtype=np.float64).view(np.int64))
-    code, st, bits = (np.concatenate(x) if len(x) > 1 else x[0] for x in (code_l, start_l, bits_l))
-    o = np.argsort(code, kind="stable")
-    code, st, bits = code[o], st[o], bits[o]
-    cnt = np.bincount(code, minlength=len(ids))
+            bits = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
+        cols.append((c[0].astype(np.int64, copy=False), r, c[1].astype(np.int64, copy=False), bits))
+    cnt, st, bits = group_by_query(cols, len(ids))
     present = np.flatnonzero(cnt)
     bounds = np.zeros(present.shape[0] + 1, dtype=np.int64)
     np.cumsum(cnt[present], out=bounds[1:])
     if st.shape[0] > 1:
         inc = st[1:] > st[:-1]
-        cut = bounds[1:-1]
-        inc[cut - 1] = True  # block boundaries
+        inc[bounds[1:-1] - 1] = True  # block boundaries
         if not bool(inc.all()):  # a query's answers out of window order: sort in full
+            code = np.repeat(np.arange(present.shape[0]), cnt[present])
             o = np.lexsort((st, code))
             st, bits = st[o], bits[o]
     return AnswerBlocks.from_columns(
         [ids[i] for i in present.tolist()],
         range_of[present],
         bounds,
-        np.ascontiguousarray(st, dtype=np.int64),
+        st,
         bits,
         int_rank[present],
     )

@@ -1,0 +1,90 @@
+"""Grouping a node's answers by query: a stable counting sort of the trees' answer columns.
+
+Why its own module: the trees emit each call's answers in slice order, queries interleaved;
+whoever hands them on (a node's per-query blocks, ``cluster.node.answers``) needs them grouped
+by query with each query's answers still in production (= window) order.  A comparison sort
+of millions of small ints plus a gather of every column costs more than the trees' own work
+at 10,000 queries; counting the answers per query and scattering each column once, in
+order, is two linear passes with no index array.  Compiled with numba, so it lives with the
+other kernels (``weaveplace warmup`` loads it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _count(qidx, rank, counts):
+    """``counts[rank[q]] += 1`` for every answer's tree-local query index ``q``."""
+    for i in range(qidx.shape[0]):
+        counts[rank[qidx[i]]] += 1
+
+
+@njit(cache=True)
+def _scatter(qidx, rank, starts, bits, pos, out_starts, out_bits):
+    """Answer ``i`` to the next free row of its query's group (``pos``: next row per code)."""
+    for i in range(qidx.shape[0]):
+        c = rank[qidx[i]]
+        p = pos[c]
+        out_starts[p] = starts[i]
+        out_bits[p] = bits[i]
+        pos[c] = p + 1
+
+
+def group_by_query(
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n_codes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``parts``: per batch of answers ``(qidx, rank, starts, bits)`` (tree-local query
+    indexes, the tree's query index -> code map, window starts, values as int64 words), in
+    production order.  Returns ``(counts per code, starts, bits)`` with the rows grouped by
+    code in code order, and within a code in production order (a stable sort by code)."""
+    counts = np.zeros(n_codes, dtype=np.int64)
+    for q, r, _, _ in parts:
+        _count(q, r, counts)
+    pos = np.zeros(n_codes, dtype=np.int64)
+    np.cumsum(counts[:-1], out=pos[1:])
+    n = int(counts.sum())
+    out_starts = np.empty(n, dtype=np.int64)
+    out_bits = np.empty(n, dtype=np.int64)
+    for q, r, s, b in parts:
+        _scatter(q, r, s, b, pos, out_starts, out_bits)
+    return counts, out_starts, out_bits
+
+
+def warm() -> None:
+    """Load (or compile) the kernels on a few rows, outside any timed work."""
+    z = np.zeros(2, dtype=np.int64)
+    group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z)], 1)
+    group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z)], 1)
+    values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
+
+
+@njit(cache=True)
+def _as_float(bits, bounds, int_blocks, out, out_bits):
+    """``out``: the values as float64, int blocks converted; returns the row of the first int
+    beyond 2^53 in magnitude (not exact as a float), or -1."""
+    lim = np.int64(1) << 53
+    for j in range(int_blocks.shape[0]):
+        a = bounds[j]
+        z = bounds[j + 1]
+        if int_blocks[j]:
+            for i in range(a, z):
+                v = bits[i]
+                if v > lim or v < -lim:
+                    return i
+                out[i] = np.float64(v)
+        else:
+            for i in range(a, z):
+                out_bits[i] = bits[i]
+    return -1
+
+
+def values_as_float(bits: np.ndarray, bounds: np.ndarray, int_blocks: np.ndarray):
+    """Blocks of value words (int64 values where ``int_blocks``, float64 bits elsewhere; block
+    ``j`` is rows ``bounds[j]:bounds[j + 1]``) as one float64 column, and the row of the first
+    int that a float64 cannot hold exactly (beyond 2^53), or -1 (then the column is partial)."""
+    out = np.empty(bits.shape[0], dtype=np.float64)
+    bad = _as_float(bits, bounds, int_blocks, out, out.view(np.int64))
+    return out, int(bad)
