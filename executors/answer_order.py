@@ -59,6 +59,14 @@ def warm() -> None:
     group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z)], 1)
     group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z)], 1)
     values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
+    for v in (z, z.astype(np.float64)):
+        one = np.ones(1, dtype=np.int64)
+        out = (np.empty(1, np.int64), np.empty(1, np.int64), v[:1].copy(), np.zeros(2, np.int32))
+        fill_blocks(
+            (z, v),
+            (z[:1], one, z[:1], z[:1], np.array([0, 1]), one.view(np.uint8)[:1], z[:1]),
+            (*out, np.empty(1, np.uint8)),
+        )
 
 
 @njit(cache=True)
@@ -88,3 +96,40 @@ def values_as_float(bits: np.ndarray, bounds: np.ndarray, int_blocks: np.ndarray
     out = np.empty(bits.shape[0], dtype=np.float64)
     bad = _as_float(bits, bounds, int_blocks, out, out.view(np.int64))
     return out, int(bad)
+
+
+@njit(cache=True, nogil=True)
+def _fill_blocks(
+    src_start, src_value, lo, cnt, dst, ranges, names, name_off, data_pos,
+    start, end, value, offsets, data,
+):  # fmt: skip
+    """Copy blocks ``j`` (rows ``lo[j]:lo[j] + cnt[j]`` of the source columns) to output rows
+    ``dst[j]:dst[j] + cnt[j]``: window start, end (start + ``ranges[j]``), value, and the
+    block's query id (bytes ``names[name_off[j]:name_off[j + 1]]``) once per row into a string
+    column's ``data`` from byte ``data_pos[j]`` (``offsets``: Arrow's, row ``i`` ends at
+    ``offsets[i + 1]``)."""
+    for j in range(lo.shape[0]):
+        a = dst[j]
+        s = lo[j]
+        r = ranges[j]
+        k0 = name_off[j]
+        k = name_off[j + 1] - k0
+        q = data_pos[j]
+        for i in range(cnt[j]):
+            x = src_start[s + i]
+            start[a + i] = x
+            end[a + i] = x + r
+            value[a + i] = src_value[s + i]
+            for b in range(k):
+                data[q + b] = names[k0 + b]
+            q += k
+            offsets[a + i + 1] = q
+
+
+def fill_blocks(src, blocks, out) -> None:
+    """Lay blocks of one source out as answer table columns (``_fill_blocks``): ``src`` =
+    (window starts, values), ``blocks`` = (source row, rows, output row, range, name offsets
+    into the name bytes, the name bytes, first data byte) per block, ``out`` = (start, end,
+    value, offsets, data) arrays to fill."""
+    lo, cnt, dst, ranges, name_off, names, data_pos = blocks
+    _fill_blocks(src[0], src[1], lo, cnt, dst, ranges, names, name_off, data_pos, *out)

@@ -239,8 +239,8 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
     ``value_type`` forces one of the two (float blocks in an int64 table: refused).
 
     The columns (query id strings from their buffers: a ``take`` of 13 M rows cost ~0.4 s,
-    ``np.repeat`` with counts as much) are allocated once and filled block by block, block
-    ranges in parallel threads."""
+    ``np.repeat`` with counts as much) are allocated once and filled block by block by a
+    compiled loop (``executors.answer_order.fill_blocks``), block ranges in parallel threads."""
     if value_type not in (None, "int64", "float64"):
         raise ValueError(f"value_type must be 'int64' or 'float64', got {value_type!r}")
     if not order:
@@ -279,36 +279,52 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
                 ),
             }
         )
+    from executors.answer_order import fill_blocks  # numba: imported when needed
+
     start = np.empty(n, dtype=np.int64)
     end = np.empty(n, dtype=np.int64)
     value = np.empty(n, dtype=vdt)
     offsets = np.empty(n + 1, dtype=np.int32)
     offsets[0] = 0
     data = np.empty(int(pos[-1]), dtype=np.uint8)
-    bl, bp = bounds.tolist(), pos.tolist()
+    # per source part, its blocks' rows and where they go, filled by a compiled loop (without
+    # the GIL: block ranges of about equal rows in parallel threads)
+    index = {k: i for i, k in enumerate(used)}
+    which = np.array([index[id(p)] for p, _ in order])
+    lo_a, rng_a = np.array(lo, np.int64), np.array(ranges, np.int64)
+    threads = MERGE_THREADS if n >= MERGE_THREADED_ROWS else 1
+    jobs = []
+    for k, p in enumerate(used.values()):
+        sel = np.flatnonzero(which == k)
+        names = b"".join(raw[j] for j in sel.tolist())
+        name_off = np.zeros(sel.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lens[sel], out=name_off[1:])
+        name_buf = np.frombuffer(names, np.uint8) if names else np.zeros(1, np.uint8)
+        rows = np.concatenate([[0], np.cumsum(counts[sel])])
+        cuts = np.searchsorted(rows, np.linspace(0, rows[-1], threads + 1)).tolist()
+        cuts[0], cuts[-1] = 0, sel.shape[0]
+        for x, y in zip(cuts, cuts[1:]):
+            if y > x:
+                b = sel[x:y]
+                jobs.append(
+                    (
+                        (p.start_col, col[id(p)]),
+                        (lo_a[b], counts[b], bounds[b], rng_a[b], name_off[x : y + 1], name_buf),
+                        pos[b],
+                    )
+                )
+    out = (start, end, value, offsets, data)
 
-    def fill(first: int, last: int) -> None:
-        for j in range(first, last):
-            a, z, c, k, q = bl[j], bl[j + 1], bl[j + 1] - bl[j], len(raw[j]), bp[j]
-            s, v = src[j]
-            start[a:z] = s[lo[j] : lo[j] + c]
-            np.add(start[a:z], ranges[j], out=end[a:z])
-            value[a:z] = v[lo[j] : lo[j] + c]
-            if k:
-                data[q : q + k * c].reshape(c, k)[:] = np.frombuffer(raw[j], np.uint8)
-                offsets[a + 1 : z + 1] = np.arange(q + k, q + k * c + 1, k)
-            else:
-                offsets[a + 1 : z + 1] = q
+    def fill(job) -> None:
+        src, (a, c, d, r, no, nb), dp = job
+        fill_blocks(src, (a, c, d, r, no, nb, dp), out)
 
-    # block ranges of about equal rows
-    cuts = np.searchsorted(bounds, np.linspace(0, n, MERGE_THREADS + 1)).tolist()
-    cuts[0], cuts[-1] = 0, len(order)
-    jobs = [(x, y) for x, y in zip(cuts, cuts[1:]) if y > x]
-    if len(jobs) > 1 and n >= MERGE_THREADED_ROWS:
-        with ThreadPoolExecutor(len(jobs)) as ex:
-            list(ex.map(lambda j: fill(*j), jobs))
+    if len(jobs) > 1 and threads > 1:
+        with ThreadPoolExecutor(min(len(jobs), threads)) as ex:
+            list(ex.map(fill, jobs))
     else:
-        fill(0, len(order))
+        for job in jobs:
+            fill(job)
     qid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     return pa.table(
         {
