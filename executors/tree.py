@@ -468,7 +468,8 @@ class ExecutionTree:
                     [(ans[p][0][ru], ans[p][1][ru]) for p in agg.primitives(self.is_int)],
                 )
         end = ch.ends[rows_s]
-        start = end - self._r[dq]
+        start = self._r[dq]
+        np.subtract(end, start, out=start)  # no temporary: millions of answers at scale
         if ordered and len(self.queries) > 1:  # (window_end, query): slice, then query
             o = np.argsort(rows_s * len(self.queries) + dq, kind="stable")
             dq, start, end, values = dq[o], start[o], end[o], values[o]
@@ -547,7 +548,8 @@ class ExecutionTree:
             values[rows] = agg.lower_columns(self.is_int, cols)
         assert ch.due_end is not None  # Cutty chunks carry their windows' ends
         end = ch.due_end[idx]
-        start = end - self._r[dq]
+        start = self._r[dq]
+        np.subtract(end, start, out=start)
         o = np.lexsort((dq, end))  # the due order is by insert, not by end
         dq, start, end, values = dq[o], start[o], end[o], values[o]
         return dq, start, end, values
