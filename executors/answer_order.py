@@ -23,41 +23,76 @@ def _count(qidx, rank, counts):
 
 
 @njit(cache=True)
-def _scatter(qidx, rank, starts, bits, pos, out_starts, out_bits):
-    """Answer ``i`` to the next free row of its query's group (``pos``: next row per code)."""
+def _scatter(qidx, rank, starts, bits, to_float, pos, out_starts, out_bits, out_float):
+    """Answer ``i`` to the next free row of its query's group (``pos``: next row per code);
+    ``to_float``: int values stored as float64 (``out_float`` views ``out_bits``).  Returns the
+    first answer whose int value a float64 cannot hold exactly (beyond 2^53), or -1."""
+    lim = np.int64(1) << 53
     for i in range(qidx.shape[0]):
         c = rank[qidx[i]]
         p = pos[c]
         out_starts[p] = starts[i]
-        out_bits[p] = bits[i]
+        if to_float:
+            v = bits[i]
+            if v > lim or v < -lim:
+                return i
+            out_float[p] = np.float64(v)
+        else:
+            out_bits[p] = bits[i]
         pos[c] = p + 1
+    return -1
 
 
 def group_by_query(
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n_codes: int
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]], n_codes: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``parts``: per batch of answers ``(qidx, rank, starts, bits)`` (tree-local query
-    indexes, the tree's query index -> code map, window starts, values as int64 words), in
-    production order.  Returns ``(counts per code, starts, bits)`` with the rows grouped by
-    code in code order, and within a code in production order (a stable sort by code)."""
+    """``parts``: per batch of answers ``(qidx, rank, starts, bits, to_float)`` (tree-local
+    query indexes, the tree's query index -> code map, window starts, values as int64 words,
+    whether to store these int values as float64), in production order.  Returns ``(counts per
+    code, starts, bits)`` with the rows grouped by code in code order, and within a code in
+    production order (a stable sort by code).  An int beyond 2^53 to be stored as a float:
+    ``ValueError`` (not exact)."""
     counts = np.zeros(n_codes, dtype=np.int64)
-    for q, r, _, _ in parts:
+    for q, r, _, _, _ in parts:
         _count(q, r, counts)
     pos = np.zeros(n_codes, dtype=np.int64)
     np.cumsum(counts[:-1], out=pos[1:])
     n = int(counts.sum())
     out_starts = np.empty(n, dtype=np.int64)
     out_bits = np.empty(n, dtype=np.int64)
-    for q, r, s, b in parts:
-        _scatter(q, r, s, b, pos, out_starts, out_bits)
+    out_float = out_bits.view(np.float64)
+    for q, r, s, b, f in parts:
+        bad = _scatter(q, r, s, b, bool(f), pos, out_starts, out_bits, out_float)
+        if bad >= 0:
+            raise ValueError(f"int answer {int(b[bad])} is beyond 2^53: not exact as a float64")
     return counts, out_starts, out_bits
+
+
+@njit(cache=True)
+def _ends_codes(starts, bounds, ranges, out_end, out_codes):
+    for j in range(ranges.shape[0]):
+        r = ranges[j]
+        for i in range(bounds[j], bounds[j + 1]):
+            out_end[i] = starts[i] + r
+            out_codes[i] = j
+
+
+def ends_and_codes(starts: np.ndarray, bounds: np.ndarray, ranges: np.ndarray):
+    """Per row of blocks (block ``j``: rows ``bounds[j]:bounds[j + 1]``, window length
+    ``ranges[j]``): its window end and its block number (int32), in one pass."""
+    end = np.empty(starts.shape[0], dtype=np.int64)
+    codes = np.empty(starts.shape[0], dtype=np.int32)
+    _ends_codes(starts, bounds, ranges, end, codes)
+    return end, codes
 
 
 def warm() -> None:
     """Load (or compile) the kernels on a few rows, outside any timed work."""
     z = np.zeros(2, dtype=np.int64)
-    group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z)], 1)
-    group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z)], 1)
+    for f in (False, True):
+        group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z, f)], 1)
+        group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z, f)], 1)
+    ends_and_codes(z, np.array([0, 2]), z[:1])
     values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
     for v in (z, z.astype(np.float64)):
         one = np.ones(1, dtype=np.int64)

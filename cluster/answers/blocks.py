@@ -203,8 +203,9 @@ class AnswerBlocks:
         n = len(self.qids)
         if n == 0:
             return empty_answers(value_type != "float64")
-        counts = self.counts
-        codes = np.repeat(np.arange(n, dtype=np.int32), counts)
+        from executors.answer_order import ends_and_codes  # numba: imported when needed
+
+        end, codes = ends_and_codes(self.start_col, self.bounds, self.ranges)
         vals = self.value_column(value_type)
         vt = pa.int64() if vals.dtype == np.int64 else pa.float64()
         return pa.table(
@@ -213,7 +214,7 @@ class AnswerBlocks:
                     pa.array(codes, pa.int32()), pa.array(self.qids, pa.string())
                 ),
                 "window_start": pa.array(self.start_col, pa.int64()),
-                "window_end": pa.array(self.start_col + np.repeat(self.ranges, counts)),
+                "window_end": pa.array(end, pa.int64()),
                 "value": pa.array(vals, vt),
             }
         )

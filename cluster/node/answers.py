@@ -34,19 +34,23 @@ def answer_blocks(
     parts: list[tuple[str, tuple]],
     trees: dict,
     ranks: tuple[list[str], dict[str, np.ndarray], np.ndarray],
+    value_type: str | None = None,
 ) -> AnswerBlocks:
     """The answer columns ``parts`` ((tree id, (qidx, window_start, window_end, value)) in
     production order) as one block per query, in query id order, each block's windows in
-    order; ``ranks`` is ``query_ranks(trees)``.
+    order; ``ranks`` is ``query_ranks(trees)``; ``value_type="float64"``: int answers stored
+    as floats on the way (the run's answers are float64: the actor route), an int beyond 2^53
+    refused (``ValueError``).
 
     Why blocks: the driver then merges the nodes' answers block by block (``merge_blocks``)
     instead of sorting millions of rows by a string key on one core, and only ``window_start``
     and ``value`` travel (query id and range per block give the rest): 16 bytes per answer
     instead of ~33.  Columnar all the way: every answer's query becomes its rank (a small
     int), one stable counting sort by rank (``executors.answer_order``: two linear passes)
-    groups the node's answers by query id, and a tree emits each query's answers in window order, so the groups are
-    already in window order (checked, with a full sort as fallback: e.g. a query handed from
-    one tree to another).  No Python object per answer or per query's block.
+    groups the node's answers by query id, and a tree emits each query's answers in window
+    order, so the groups are already in window order (checked, with a full sort as fallback:
+    e.g. a query handed from one tree to another).  No Python object per answer or per
+    query's block.
     """
     if not parts:
         return AnswerBlocks.empty()
@@ -56,12 +60,14 @@ def answer_blocks(
     for tid, c in parts:
         r = rank_of[tid]
         v = c[3]
-        if v.dtype.kind in "iub":
-            int_rank[r] = True
+        is_int = v.dtype.kind in "iub"
+        if is_int:
+            int_rank[r] = value_type != "float64"
             bits = v.astype(np.int64, copy=False)
         else:
             bits = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
-        cols.append((c[0].astype(np.int64, copy=False), r, c[1].astype(np.int64, copy=False), bits))
+        q, s = (c[i].astype(np.int64, copy=False) for i in (0, 1))
+        cols.append((q, r, s, bits, is_int and value_type == "float64"))
     cnt, st, bits = group_by_query(cols, len(ids))
     present = np.flatnonzero(cnt)
     bounds = np.zeros(present.shape[0] + 1, dtype=np.int64)
@@ -129,15 +135,15 @@ class PendingAnswers:
         """The hosted trees or their queries changed: the query ranks are stale."""
         self.ranks = None
 
-    def take_blocks(self, trees: dict) -> AnswerBlocks:
+    def take_blocks(self, trees: dict, value_type: str | None = None) -> AnswerBlocks:
         """Hand over (and forget) the kept answers as ``AnswerBlocks``
-        (``cluster.answers.blocks``)."""
+        (``cluster.answers.blocks``; ``value_type``: see ``answer_blocks``)."""
         parts, self.parts = self.parts, []
         if not parts:
             return AnswerBlocks.empty()
         if self.ranks is None:
             self.ranks = query_ranks(trees)
-        return answer_blocks(parts, trees, self.ranks)
+        return answer_blocks(parts, trees, self.ranks, value_type)
 
     def clear(self) -> None:
         self.parts = []

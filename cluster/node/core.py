@@ -451,7 +451,7 @@ class NodeCore:
         the value column's type, one schema for the run); only the part's name, rows and
         bytes go back with the snapshot (the commit protocol: ``cluster.answers.sink``)."""
         blob = self.snapshot()
-        table = self.drain_blocks().dictionary_table(value_type)
+        table = self.pending.take_blocks(self.trees, value_type).dictionary_table(value_type)
         return blob, write_part(root, self.node_id, part, table), self.last_seq
 
     def write_late(self, root: str, part: str = "final") -> WrittenPart:
