@@ -225,6 +225,19 @@ def _run_mode(plan, mode: str, route: str, spark, path, opts: E2eOptions, out_di
     return fs, res, wall
 
 
+def tree_time(metrics: dict, wall: float) -> dict:
+    """The busiest node's tree time (``busy_s``: its trees ingesting and flushing, answers
+    kept as they come; no hand-over, merge or writing) and the wall time over it: 1.0 would
+    mean every answer was handed over or written for free, so how far above 1 the ratio is
+    says what moving the answers costs beyond computing them."""
+    busy = max((n["busy_s"] for n in metrics["nodes"].values()), default=0.0)
+    return {
+        "tree_s": round(busy, 3),
+        "wall_over_tree": round(wall / busy, 3) if busy > 0 else None,
+        "answers_per_s": round(metrics["answers"] / wall) if wall > 0 else None,
+    }
+
+
 #: primitives the executor maintains (and counts operations for) per aggregate
 PRIMITIVES = {"sum": 1, "count": 1, "min": 1, "max": 1, "avg": 2, "range": 2, "stddev": 3}
 
@@ -426,6 +439,7 @@ def run_e2e_bench(opts: E2eOptions = E2eOptions(), log=print) -> list[dict]:
                         "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
                         "answers": int(m["answers"]),
                         "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()},
+                        **tree_time(m, wall),
                     }
                     answers[row["mode"]] = res.answers  # (actor routes: read back, untimed)
                     if ref is not None:
@@ -498,11 +512,17 @@ def format_table(rows: list[dict]) -> str:
         (n, m, v[m]) for n, v in sorted(by_n.items()) for m in modes if "route" in v.get(m, {})
     ]
     if routed:
-        lines.append("data path: driver CPU s, MB through the driver (tuples in + answers back)")
+        lines.append(
+            "data path: driver CPU s, MB through the driver (tuples in + answers back); "
+            "wall s over the busiest node's tree s"
+        )
         for n, m, r in routed:
+            ratio = r.get("wall_over_tree")
             lines.append(
                 f"{n:>8} {m:>16}  cpu {r['driver_cpu_s']:>7.2f} s  "
-                f"{r['driver_bytes'] / 1e6:>9.1f} MB  {r['tuples_per_s']:>12,} tup/s"
+                f"{r['driver_bytes'] / 1e6:>9.1f} MB  {r['tuples_per_s']:>12,} tup/s  "
+                f"wall {r['seconds']:.2f} s / tree {r.get('tree_s', 0):.2f} s"
+                + (f" = {ratio:.2f}x" if ratio else "")
             )
     cost = [
         (n, m, v[m]["cost_check"])

@@ -160,3 +160,25 @@ def test_dictionary_part_reads_back_as_the_plain_table(tmp_path_factory, answers
         assert f.equals(want)
     got = read_answers(root)
     assert got.equals(want) if want.num_rows else got.schema.equals(ANSWER_SCHEMA_INT)
+
+
+def test_bench_wall_over_the_busiest_nodes_tree_time():
+    """``bench e2e`` rows say how far the wall time is above the busiest node's tree time
+    (what moving the answers costs beyond computing them), and the table prints it."""
+    from sim.bench.e2e import format_table, tree_time
+
+    m = {"answers": 900, "nodes": {"a": {"busy_s": 1.5}, "b": {"busy_s": 2.0}}}
+    got = tree_time(m, 3.0)
+    assert got == {"tree_s": 2.0, "wall_over_tree": 1.5, "answers_per_s": 300}
+    assert tree_time({"answers": 0, "nodes": {}}, 1.0)["wall_over_tree"] is None
+    row = {
+        "queries": 10,
+        "mode": "raw/actors",
+        "route": "actors",
+        "tuples_per_s": 5,
+        "driver_cpu_s": 0.1,
+        "driver_bytes": 0,
+        "seconds": 3.0,
+        **got,
+    }
+    assert "wall 3.00 s / tree 2.00 s = 1.50x" in format_table([row])
