@@ -146,12 +146,18 @@ class AnswerBlocks:
         return int(self.start_col.shape[0])
 
     @property
+    def nbytes(self) -> int:
+        """What travels per answer: its window start and value (8 bytes each)."""
+        return int(self.start_col.nbytes + self.value_bits.nbytes)
+
+    @property
     def counts(self) -> np.ndarray:
         return np.diff(self.bounds)
 
     @property
     def starts(self) -> list[np.ndarray]:
-        """Block ``i``'s window starts (views)."""
+        """Block ``i``'s window starts (views; a new list per call: for tests and small
+        uses, the columns are what code at scale reads)."""
         b = self.bounds.tolist()
         return [self.start_col[b[i] : b[i + 1]] for i in range(len(self.qids))]
 

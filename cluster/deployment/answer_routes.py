@@ -92,12 +92,7 @@ class DriverAnswers(AnswerRoute):
         metrics["answers_route"] = "driver"
         # what crossed into the driver: answer blocks travel as window_start + value
         metrics["answer_bytes_to_driver"] = int(
-            sum(
-                p.starts[i].nbytes + p.values[i].nbytes
-                for p in self.committed + list(answers)
-                for i in range(len(p.qids))
-            )
-            + sum(x.nbytes for x in lates)
+            sum(p.nbytes for p in self.committed + list(answers)) + sum(x.nbytes for x in lates)
         )
         # where finish spends its time: the nodes working off their queues, flushing, handing
         # over answers (drain + transfer), the driver merging them

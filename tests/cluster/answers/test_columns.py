@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.answers.blocks import ANSWER_SCHEMA_INT, answer_schema_for, merge_blocks
+from cluster.answers.blocks import ANSWER_SCHEMA_INT, AnswerBlocks, answer_schema_for, merge_blocks
 from cluster.answers.sink import read_answers, write_part
 from cluster.node.answers import answer_blocks, query_ranks
 
@@ -182,3 +182,10 @@ def test_bench_wall_over_the_busiest_nodes_tree_time():
         **got,
     }
     assert "wall 3.00 s / tree 2.00 s = 1.50x" in format_table([row])
+
+
+def test_blocks_bytes_are_the_two_columns():
+    """What the driver route reports as answer bytes to the driver: 16 per answer."""
+    b = AnswerBlocks(["a", "b"], [5, 3], [np.array([0, 2]), np.array([1])], [np.ones(2), [7]])
+    assert b.nbytes == 3 * 16 and b.num_rows == 3
+    assert [v.dtype for v in b.values] == [np.float64, np.int64]
