@@ -131,14 +131,36 @@ class ActorAnswers(AnswerRoute):
             "use the driver route for answers handed over as they come"
         )
 
+    def last_round(self, dep) -> None:
+        """The end: every node writes the answers since its last checkpoint as ``part-final``,
+        without a snapshot (nothing is replayed after the end, as the driver route takes its
+        last answers without one); the parts of the nodes that reply are committed.  If an
+        actor died instead, a checkpoint round restores it from its last snapshot (replayed and
+        flushed again, ``recovery.py``) and writes its answers under that round's name, while
+        the other nodes have nothing left to write; the dead writer's ``part-final``, if it got
+        written, is an orphan that ``finalize`` deletes."""
+        import ray
+
+        dep.wait_all()
+        root, vt = str(self.answer_commits.root), dep.value_type
+        refs = [n.actor.write_answers.remote(root, "final", vt) for n in dep.nodes.values()]
+        died = False
+        for ref in refs:
+            try:
+                self.answer_commits.commit(ray.get(ref))
+            except ray.exceptions.RayActorError:
+                died = True
+        if died:
+            dep.checkpoint()
+
     def finish(self, dep, timings: tuple[float, float, float]) -> RunResult:
-        """A last checkpoint round writes (and commits) every node's remaining answers, each
-        node writes its late tuples, and uncommitted parts are deleted (``cluster.answers.sink``'s
-        protocol).  Only part names and counts reach the driver."""
+        """A last round writes (and commits) every node's remaining answers (``last_round``),
+        each node writes its late tuples, and uncommitted parts are deleted
+        (``cluster.answers.sink``'s protocol).  Only part names and counts reach the driver."""
         import ray
 
         t0, t1, t2 = timings
-        dep.checkpoint()
+        self.last_round(dep)
         root = str(self.late_commits.root)
         for part in ray.get([n.actor.write_late.remote(root) for n in dep.nodes.values()]):
             self.late_commits.commit(part)

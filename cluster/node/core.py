@@ -451,8 +451,14 @@ class NodeCore:
         the value column's type, one schema for the run); only the part's name, rows and
         bytes go back with the snapshot (the commit protocol: ``cluster.answers.sink``)."""
         blob = self.snapshot()
+        return blob, self.write_answers(root, part, value_type), self.last_seq
+
+    def write_answers(self, root: str, part: str, value_type: str | None) -> WrittenPart:
+        """Write (and forget) the answers since the previous checkpoint as
+        ``root/node=<id>/part-<part>.parquet``, without a snapshot: ``checkpoint_write``
+        and the actor route's end (after the last answers nothing is replayed)."""
         table = self.pending.take_blocks(self.trees, value_type).dictionary_table(value_type)
-        return blob, write_part(root, self.node_id, part, table), self.last_seq
+        return write_part(root, self.node_id, part, table)
 
     def write_late(self, root: str, part: str = "final") -> WrittenPart:
         """Write every late tuple of the hosted trees as ``root/node=<id>/part-<part>.parquet``
