@@ -408,3 +408,38 @@ def test_config_routes(tmp_path):
     assert (cfg.run.answers, cfg.run.feed) == ("actors", "executors")
     cfg = load({"mode": "live"}, {"duration_s": 5})
     assert (cfg.run.answers, cfg.run.feed) == ("driver", "driver")
+
+
+def test_actor_route_last_round_without_snapshot_survives_a_death(
+    workload, batches, driver_route, ray_session, tmp_path, monkeypatch
+):
+    """The end writes ``part-final`` without a snapshot; an actor dying right then is restored
+    from its last checkpoint by a checkpoint round that writes its answers, and its answers
+    are neither lost nor doubled: the dataset equals the fault-free driver route."""
+    import ray
+
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+
+    out = tmp_path / "run"
+    with Deployment(
+        workload["plan"], DeploymentOptions(max_in_flight=2, answers="actors", out_dir=out)
+    ) as dep:
+        for i, b in enumerate(batches):
+            if i == 3:
+                dep.checkpoint()
+            dep.feed(None, b)
+        route = dep.answer_route
+        last_round = route.last_round
+
+        def die_first(d):
+            ray.kill(d.actor("node-0"), no_restart=True)
+            last_round(d)
+
+        monkeypatch.setattr(route, "last_round", die_first)
+        res = dep.finish()
+    parts = sorted(res.metrics["orphan_parts_removed"])
+    finals = sorted(p.parent.name for p in out.rglob("part-final.parquet") if "answers" in str(p))
+    assert finals == ["node=node-1"] and not any("node-1" in p for p in parts)
+    assert res.metrics["nodes"]["node-0"]["recoveries"] == 1
+    assert res.answers.equals(driver_route.answers)
