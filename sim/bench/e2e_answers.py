@@ -1,0 +1,109 @@
+"""Where a node's answer time goes, in one process (no Ray, no Spark): the end-to-end
+benchmark's plan at ``--queries`` queries, each node's ``NodeCore`` fed the same DEBS-style
+file in one batch, then each phase of the answer path timed on its own.
+
+    python -P sim/bench/e2e_answers.py --queries 10000 --duration-s 1000
+
+* ``trees_s``: ingest + flush (the trees' own work, answers kept as they come: ``busy_s``);
+* ``snapshot_s``: ``NodeCore.snapshot`` (what each checkpoint also takes);
+* driver route: ``blocks_s`` (``drain_blocks``), ``pickle_s`` (the blocks pickled as Ray
+  does, buffers out of band), and once for all nodes ``merge_s`` (``merge_blocks``);
+* actor route: ``write_s`` (``checkpoint_write`` minus its snapshot: blocks, table, Parquet
+  part) and the part's size.
+
+Why a script by path: it uses only ``NodeCore``'s and ``merge_blocks``' public calls, so it
+runs unchanged against an older tree (``PYTHONPATH=<old tree> python -P <this file>``; ``-P``:
+not this directory first, whose ``executors.py`` would hide the package) and both
+answer paths are measured the same way on the same machine, minutes apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import tempfile
+import time
+from pathlib import Path
+
+
+def _plan(queries: int, plan_file: Path | None):
+    from sim.bench.e2e import e2e_queries
+    from sim.bench.live import round_robin_plan
+
+    if plan_file and plan_file.exists():
+        return json.loads(plan_file.read_text())
+    plan = round_robin_plan(e2e_queries(queries), 2, 0.1)
+    if plan_file:
+        plan_file.write_text(json.dumps(plan))
+    return plan
+
+
+def measure(queries: int, data: Path, plan_file: Path | None = None) -> dict:
+    """The phases per node (module docstring) and the merge of every node's blocks."""
+    import pyarrow.parquet as pq
+
+    from cluster.deployment.specs import node_specs
+    from cluster.node.core import NodeCore
+
+    table = pq.read_table(data)
+    plan = _plan(queries, plan_file)
+    out: dict = {"queries": queries, "rows": table.num_rows, "nodes": {}}
+    blocks = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in node_specs(plan):
+            row: dict = {}
+            for route in ("driver", "actors"):
+                core = NodeCore(spec["node_id"], spec["trees"], count_ops=True)
+                core.warmup()
+                t = time.perf_counter()
+                core.ingest(None, table, seq=0)
+                core.flush()
+                row[f"{route}_trees_s"] = time.perf_counter() - t
+                t = time.perf_counter()
+                core.snapshot()
+                row[f"{route}_snapshot_s"] = time.perf_counter() - t
+                if route == "driver":
+                    t = time.perf_counter()
+                    b = core.drain_blocks()
+                    row["blocks_s"] = time.perf_counter() - t
+                    t = time.perf_counter()
+                    pickle.dumps(b, protocol=5, buffer_callback=lambda _: None)
+                    row["pickle_s"] = time.perf_counter() - t
+                    row["answers"] = b.num_rows
+                    blocks.append(b)
+                else:
+                    t = time.perf_counter()
+                    _, part, _ = core.checkpoint_write(tmp, "000001", "float64")
+                    row["write_s"] = time.perf_counter() - t - row["actors_snapshot_s"]
+                    row["part_mb"] = part.nbytes / 1e6
+                del core
+            out["nodes"][spec["node_id"]] = {k: round(v, 3) for k, v in row.items()}
+    from cluster.answers.blocks import merge_blocks
+
+    t = time.perf_counter()
+    merged = merge_blocks(blocks)
+    out["merge_s"] = round(time.perf_counter() - t, 3)
+    out["merged_rows"] = merged.num_rows
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queries", type=int, default=10000)
+    ap.add_argument("--duration-s", type=int, default=1000, help="the e2e bench's data file")
+    ap.add_argument("--data-dir", default="/tmp/weaveplace-bench-e2e")
+    ap.add_argument("--plan", default=None, help="cache the plan here (planning is slow)")
+    a = ap.parse_args(argv)
+    data = Path(a.data_dir) / f"debs_{a.duration_s}s_100hz.parquet"
+    if not data.exists():
+        from sim.debs_generator import generate_debs
+
+        data.parent.mkdir(parents=True, exist_ok=True)
+        generate_debs(data, duration_s=a.duration_s, rate_hz=100, seed=1)
+    print(json.dumps(measure(a.queries, data, Path(a.plan) if a.plan else None), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
