@@ -51,7 +51,11 @@ def group_by_query(
     whether to store these int values as float64), in production order.  Returns ``(counts per
     code, starts, bits)`` with the rows grouped by code in code order, and within a code in
     production order (a stable sort by code).  An int beyond 2^53 to be stored as a float:
-    ``ValueError`` (not exact)."""
+    ``ValueError`` (not exact).  Consumes ``parts`` (emptied as it goes).
+
+    Why let go of each batch as soon as it is copied: on the project's VM, memory a process
+    has just freed is reused ~20x faster than fresh memory (first touch), and the answer
+    table and Parquet buffers built next are as large as the batches."""
     counts = np.zeros(n_codes, dtype=np.int64)
     for q, r, _, _, _ in parts:
         _count(q, r, counts)
@@ -61,7 +65,9 @@ def group_by_query(
     out_starts = np.empty(n, dtype=np.int64)
     out_bits = np.empty(n, dtype=np.int64)
     out_float = out_bits.view(np.float64)
-    for q, r, s, b, f in parts:
+    parts.reverse()
+    while parts:  # each batch let go once copied: its memory is what the next arrays reuse
+        q, r, s, b, f = parts.pop()
         bad = _scatter(q, r, s, b, bool(f), pos, out_starts, out_bits, out_float)
         if bad >= 0:
             raise ValueError(f"int answer {int(b[bad])} is beyond 2^53: not exact as a float64")

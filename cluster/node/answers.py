@@ -37,8 +37,8 @@ def answer_blocks(
     value_type: str | None = None,
 ) -> AnswerBlocks:
     """The answer columns ``parts`` ((tree id, (qidx, window_start, window_end, value)) in
-    production order) as one block per query, in query id order, each block's windows in
-    order; ``ranks`` is ``query_ranks(trees)``; ``value_type="float64"``: int answers stored
+    production order; consumed) as one block per query, in query id order, each block's
+    windows in order; ``ranks`` is ``query_ranks(trees)``; ``value_type="float64"``: int answers stored
     as floats on the way (the run's answers are float64: the actor route), an int beyond 2^53
     refused (``ValueError``).
 
@@ -57,7 +57,9 @@ def answer_blocks(
     ids, rank_of, range_of = ranks
     cols = []
     int_rank = np.zeros(len(ids), dtype=bool)
-    for tid, c in parts:
+    parts.reverse()
+    while parts:  # consumed: each batch's arrays are let go once grouped (group_by_query)
+        tid, c = parts.pop()
         r = rank_of[tid]
         v = c[3]
         is_int = v.dtype.kind in "iub"
@@ -68,6 +70,7 @@ def answer_blocks(
             bits = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
         q, s = (c[i].astype(np.int64, copy=False) for i in (0, 1))
         cols.append((q, r, s, bits, is_int and value_type == "float64"))
+        del c, v, bits, q, s
     cnt, st, bits = group_by_query(cols, len(ids))
     present = np.flatnonzero(cnt)
     bounds = np.zeros(present.shape[0] + 1, dtype=np.int64)

@@ -91,7 +91,7 @@ def rows_of(trees, parts):
 @given(node_answers(), st.sampled_from([None, "float64"]))
 def test_node_blocks_equal_the_sorted_rows(answers, value_type):
     trees, parts = answers
-    blocks = answer_blocks(parts, trees, query_ranks(trees))
+    blocks = answer_blocks(list(parts), trees, query_ranks(trees))
     rows = rows_of(trees, parts)
     want = plain_table(rows, value_type)
     assert blocks.num_rows == want.num_rows
@@ -101,7 +101,7 @@ def test_node_blocks_equal_the_sorted_rows(answers, value_type):
         with pytest.raises(pa.ArrowInvalid):  # a float64 table cannot hold them exactly
             blocks.table(value_type)
         with pytest.raises(ValueError):  # nor can blocks taken as floats (the actor route)
-            answer_blocks(parts, trees, query_ranks(trees), "float64")
+            answer_blocks(list(parts), trees, query_ranks(trees), "float64")
         return
     assert blocks.table(value_type).equals(want)
     # pickled as Ray does (the columns as buffers), the same blocks
@@ -109,7 +109,7 @@ def test_node_blocks_equal_the_sorted_rows(answers, value_type):
     assert back.table(value_type).equals(want)
     # the dictionary-coded table, from blocks taken with the run's value type (the actor
     # route: ints stored as floats on the way): the same rows once its codes are decoded
-    for b in (blocks, answer_blocks(parts, trees, query_ranks(trees), value_type)):
+    for b in (blocks, answer_blocks(list(parts), trees, query_ranks(trees), value_type)):
         d = b.dictionary_table(value_type)
         if want.num_rows:
             assert pa.types.is_dictionary(d.schema.field("query_id").type)
@@ -127,7 +127,7 @@ def test_merge_of_parts_equals_the_sorted_rows(nodes):
         for t in trees.values():  # disjoint query ids per node
             for q in t.queries:
                 q.id = f"n{k}{q.id}"
-        parts.append(answer_blocks(cols, trees, query_ranks(trees)))
+        parts.append(answer_blocks(list(cols), trees, query_ranks(trees)))
         rows += rows_of(trees, cols)
     mixed = len({r[4] for r in rows}) > 1
     big = any(abs(r[3]) > 1 << 53 for r in rows if r[4])
@@ -149,7 +149,7 @@ def test_dictionary_part_reads_back_as_the_plain_table(tmp_path_factory, answers
     rows = rows_of(trees, parts)
     if any(r[4] and abs(r[3]) > 1 << 53 for r in rows):
         return  # not exact as float64 (the test above)
-    blocks = answer_blocks(parts, trees, query_ranks(trees), "float64")
+    blocks = answer_blocks(list(parts), trees, query_ranks(trees), "float64")
     want = plain_table(rows, "float64")
     root = tmp_path_factory.mktemp("parts") / "answers.parquet"
     written = write_part(root, "n0", "000000", blocks.dictionary_table("float64"))
