@@ -92,24 +92,6 @@ def ends_and_codes(starts: np.ndarray, bounds: np.ndarray, ranges: np.ndarray):
     return end, codes
 
 
-def warm() -> None:
-    """Load (or compile) the kernels on a few rows, outside any timed work."""
-    z = np.zeros(2, dtype=np.int64)
-    for f in (False, True):
-        group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z, f)], 1)
-        group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z, f)], 1)
-    ends_and_codes(z, np.array([0, 2]), z[:1])
-    values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
-    for v in (z, z.astype(np.float64)):
-        one = np.ones(1, dtype=np.int64)
-        out = (np.empty(1, np.int64), np.empty(1, np.int64), v[:1].copy(), np.zeros(2, np.int32))
-        fill_blocks(
-            (z, v),
-            (z[:1], one, z[:1], z[:1], np.array([0, 1]), one.view(np.uint8)[:1], z[:1]),
-            (*out, np.empty(1, np.uint8)),
-        )
-
-
 @njit(cache=True)
 def _as_float(bits, bounds, int_blocks, out, out_bits):
     """``out``: the values as float64, int blocks converted; returns the row of the first int
@@ -141,14 +123,17 @@ def values_as_float(bits: np.ndarray, bounds: np.ndarray, int_blocks: np.ndarray
 
 @njit(cache=True, nogil=True)
 def _fill_blocks(
-    src_start, src_value, lo, cnt, dst, ranges, names, name_off, data_pos,
-    start, end, value, offsets, data,
+    src_start, src_bits, block_int, to_float, lo, cnt, dst, ranges, names, name_off, data_pos,
+    start, end, value_bits, value_float, offsets, data,
 ):  # fmt: skip
     """Copy blocks ``j`` (rows ``lo[j]:lo[j] + cnt[j]`` of the source columns) to output rows
-    ``dst[j]:dst[j] + cnt[j]``: window start, end (start + ``ranges[j]``), value, and the
-    block's query id (bytes ``names[name_off[j]:name_off[j + 1]]``) once per row into a string
-    column's ``data`` from byte ``data_pos[j]`` (``offsets``: Arrow's, row ``i`` ends at
-    ``offsets[i + 1]``)."""
+    ``dst[j]:dst[j] + cnt[j]``: window start, end (start + ``ranges[j]``), value (its 8-byte
+    word; with ``to_float`` an int block's values as float64, through ``value_float``, a view
+    of ``value_bits``), and the block's query id (bytes ``names[name_off[j]:name_off[j +
+    1]]``) once per row into a string column's ``data`` from byte ``data_pos[j]``
+    (``offsets``: Arrow's, row ``i`` ends at ``offsets[i + 1]``).  Returns the source row of
+    the first int beyond 2^53 to be stored as a float (not exact), or -1."""
+    lim = np.int64(1) << 53
     for j in range(lo.shape[0]):
         a = dst[j]
         s = lo[j]
@@ -156,21 +141,55 @@ def _fill_blocks(
         k0 = name_off[j]
         k = name_off[j + 1] - k0
         q = data_pos[j]
+        conv = to_float and block_int[j]
         for i in range(cnt[j]):
             x = src_start[s + i]
             start[a + i] = x
             end[a + i] = x + r
-            value[a + i] = src_value[s + i]
+            v = src_bits[s + i]
+            if conv:
+                if v > lim or v < -lim:
+                    return s + i
+                value_float[a + i] = np.float64(v)
+            else:
+                value_bits[a + i] = v
             for b in range(k):
                 data[q + b] = names[k0 + b]
             q += k
             offsets[a + i + 1] = q
+    return -1
 
 
-def fill_blocks(src, blocks, out) -> None:
+def fill_blocks(src, blocks, out) -> int:
     """Lay blocks of one source out as answer table columns (``_fill_blocks``): ``src`` =
-    (window starts, values), ``blocks`` = (source row, rows, output row, range, name offsets
-    into the name bytes, the name bytes, first data byte) per block, ``out`` = (start, end,
-    value, offsets, data) arrays to fill."""
+    (window starts, value words, per block whether it holds ints, whether the table's values
+    are float64), ``blocks`` = (source row, rows, output row, range, name offsets into the name
+    bytes, the name bytes, first data byte) per block, ``out`` = (start, end, value, offsets,
+    data) arrays to fill.  Returns the source row of an int a float64 cannot hold, or -1."""
     lo, cnt, dst, ranges, name_off, names, data_pos = blocks
-    _fill_blocks(src[0], src[1], lo, cnt, dst, ranges, names, name_off, data_pos, *out)
+    start, end, value, offsets, data = out
+    bits = value.view(np.int64)
+    return int(
+        _fill_blocks(
+            src[0], src[1], src[2], bool(src[3]), lo, cnt, dst, ranges, names, name_off,
+            data_pos, start, end, bits, bits.view(np.float64), offsets, data,
+        )
+    )  # fmt: skip
+
+
+def warm() -> None:
+    """Load (or compile) the kernels on a few rows, outside any timed work."""
+    z = np.zeros(2, dtype=np.int64)
+    for f in (False, True):
+        group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z, f)], 1)
+        group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z, f)], 1)
+    ends_and_codes(z, np.array([0, 2]), z[:1])
+    values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
+    for as_float in (False, True):
+        one = np.ones(1, dtype=np.int64)
+        cols = (np.empty(1, np.int64), np.empty(1, np.int64), np.empty(1, np.float64))
+        fill_blocks(
+            (z, z, np.ones(1, dtype=bool), as_float),
+            (z[:1], one, z[:1], z[:1], np.array([0, 1]), one.view(np.uint8)[:1], z[:1]),
+            (*cols, np.zeros(2, np.int32), np.empty(1, np.uint8)),
+        )

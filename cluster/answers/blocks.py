@@ -253,12 +253,12 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
     if not order:
         return empty_answers(value_type != "float64")
     used = {id(p): p for p, _ in order}
-    all_int = all(bool(p.int_blocks[i]) for p, i in order)
+    intf = np.array([bool(p.int_blocks[i]) for p, i in order], dtype=bool)
+    all_int = bool(intf.all())
     if value_type == "int64" and not all_int:
         raise ValueError("float answers in a run whose answers were declared int64")
     as_int = all_int and value_type != "float64"
-    # per part: its value column in the table's type, block bounds as Python ints
-    col = {k: (p.value_bits if as_int else p.value_column("float64")) for k, p in used.items()}
+    # per part: block bounds as Python ints (values converted while filled, below)
     bnd = {k: p.bounds.tolist() for k, p in used.items()}
     lo = [bnd[id(p)][i] for p, i in order]
     counts = np.array([bnd[id(p)][i + 1] - bnd[id(p)][i] for p, i in order], dtype=np.int64)
@@ -270,8 +270,9 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
     pos = np.concatenate([[0], np.cumsum(lens * counts)])
     vt = pa.int64() if as_int else pa.float64()
     vdt = np.int64 if as_int else np.float64
-    src = [(p.start_col, col[id(p)]) for p, _ in order]
     if int(pos[-1]) >= 1 << 31:  # beyond 32-bit string offsets: not expected
+        col = {k: (p.value_bits if as_int else p.value_column("float64")) for k, p in used.items()}
+        src = [(p.start_col, col[id(p)]) for p, _ in order]
         c = counts.tolist()
         st = [s[a : a + k] for (s, _), a, k in zip(src, lo, c)]
         return pa.table(
@@ -315,7 +316,7 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
                 b = sel[x:y]
                 jobs.append(
                     (
-                        (p.start_col, col[id(p)]),
+                        (p.start_col, p.value_bits, intf[b], not as_int),
                         (lo_a[b], counts[b], bounds[b], rng_a[b], name_off[x : y + 1], name_buf),
                         pos[b],
                     )
@@ -324,7 +325,9 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
 
     def fill(job) -> None:
         src, (a, c, d, r, no, nb), dp = job
-        fill_blocks(src, (a, c, d, r, no, nb, dp), out)
+        bad = fill_blocks(src, (a, c, d, r, no, nb, dp), out)
+        if bad >= 0:  # an int a float64 cannot hold: Arrow's checked cast names it
+            pa.array(src[1][bad : bad + 1]).cast(pa.float64())
 
     if len(jobs) > 1 and threads > 1:
         with ThreadPoolExecutor(min(len(jobs), threads)) as ex:
