@@ -33,7 +33,10 @@ Omega_t`` (``node_cost``: per node and per part, lambda and each IE technique, i
 units; ``cost_check``: the mean measured/plan ratio over nodes and the ratio per part;
 ``measured_cost`` says exactly what is counted); counting costs a few percent of actor time.
 ``finish`` in each row: where ``Deployment.finish`` spent its time (nodes working off their
-queues, flush, answers handed over, driver merge).
+queues, flush, answers handed over, driver merge); ``tree_s``: the busiest node's tree time
+(``busy_s``), ``wall_over_tree``: the wall time over it (what handing over, merging and
+writing the answers add beyond computing them), ``answers_per_s``.  Where a node's answer time
+goes, phase by phase and without Ray: ``sim/bench/e2e_answers.py``.
 """
 
 from __future__ import annotations
