@@ -128,16 +128,19 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
         qs, t0, dom_of, first = gen.queries, gen.t_start, gen.domain, gen.first
         if not qs:
             continue
-        idx = [i for i in range(first, len(ts_all)) if t0 is None or ts_all[i] >= t0]
-        ts = np.array([ts_all[i] for i in idx], dtype=np.int64)
-        vs = np.array([v_all[i] for i in idx], dtype=dtype)
-        if not len(idx):
-            continue
         if qs[0].kind == "count":
             # positions are arrival numbers over the whole stream; a later generation's
             # domain starts at or after its creation, so only its own tuples fall in it
+            if first == len(ts_all):
+                continue
+            idx = list(range(len(ts_all)))
             got, lt = brute_force(qs, ts_all, np.array(v_all, dtype=dtype))
         else:
+            idx = [i for i in range(first, len(ts_all)) if t0 is None or ts_all[i] >= t0]
+            ts = np.array([ts_all[i] for i in idx], dtype=np.int64)
+            vs = np.array([v_all[i] for i in idx], dtype=dtype)
+            if not len(idx):
+                continue
             got, lt = brute_force(qs, ts, vs, allowed_lateness)
         late |= {(gi, idx[j]) for j in lt}
         for qid, start, end, val in got:

@@ -26,6 +26,9 @@ tuple arriving within ``allowed_lateness`` of the newest timestamp is never late
 kept once per generation that calls it late.  A tuple older than every running generation's start
 (its generations were dropped) is late if a window of the generation that covered its time,
 containing it, has ended; otherwise it lies outside every window (``stats()["outside_windows"]``).
+Count windows (docs/DESIGN.md s. 1) change the same way on the positions axis: ``T`` is a
+position (the tuples consumed so far, or later), every generation takes every tuple after its
+creation and numbers it on from the tree's count (``position``), and nothing is late.
 Oracles: ``executors.churn_oracle`` (section 9 itself, and the generations spelled out by brute
 force); tests: ``tests/executors/test_churn_tree.py``.
 """
@@ -204,7 +207,9 @@ class ChurnTree:
         tree still answers their windows *starting* before ``at``, so together the two trees
         answer every window once; a handed-off query removed later (at the tree that took it)
         must be removed here too, which only caps its windows left here.  ``at`` must be later
-        than every timestamp consumed.  Returns ``at``."""
+        than every timestamp consumed; for count windows it is a position, later than every
+        position consumed (the new generation numbers its first tuple ``self.position``, the
+        tuples consumed so far).  Returns ``at``."""
         at = int(at)
         add = [normalize_query(q) for q in add]
         capped = [str(r) for r in remove]
@@ -214,15 +219,10 @@ class ChurnTree:
         remove = [r for r in capped if r not in handed] + [str(r) for r in handoff]
         if self.flushed:
             raise ValueError("the tree was flushed (end of input)")
-        if self.kind == "count" and at < self.position:
+        if self.max_ts != NEG_INF and at <= self.max_ts:  # count windows: positions
+            what = "position" if self.kind == "count" else "timestamp"
             raise ValueError(
-                f"change at position {at} must not be before the next tuple's position "
-                f"{self.position} (count windows: positions consumed are final)"
-            )
-        if self.kind != "count" and self.max_ts != NEG_INF and at <= self.max_ts:
-            raise ValueError(
-                f"change at {at} must be later than every timestamp consumed "
-                f"(newest: {self.max_ts})"
+                f"change at {at} must be later than every {what} consumed (newest: {self.max_ts})"
             )
         if self.gens and at < self.gens[-1].t_start:
             raise ValueError(
