@@ -134,5 +134,6 @@ class Config(Strict):
             f"slicing={self.placement.slicing}; "
             f"exact: {'qnum <= ' + str(self.placement.exact_max_queries) if self.placement.exact_max_queries else 'off'}; "
             f"mode={self.run.mode}; output_dir={self.run.output_dir}"
+            + (f"; feed_mode={self.run.feed_mode}" if self.run.feed_mode != "raw" else "")
             + (f"; fault drill: {len(self.run.faults)} fault(s)" if self.run.faults else "")
         )

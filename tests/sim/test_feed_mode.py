@@ -29,6 +29,7 @@ def test_feed_mode_validated_and_handed_to_the_deployment(tmp_path):
     assert config_from_mapping(live_config("WG_TN", "slickdeque")).run.feed_mode == "raw"
     cfg = config_from_mapping(_sliced())
     assert deployment_options(cfg, tmp_path).mode == "sliced"
+    assert "feed_mode=sliced" in cfg.summary()  # what `weaveplace validate` prints
     bad = _sliced()
     bad["run"]["feed_mode"] = "slices"
     with pytest.raises(ConfigError, match=r"run\.feed_mode") as ei:
@@ -86,3 +87,20 @@ def test_weaveplace_run_in_sliced_mode_equals_the_brute_force(route, ray_session
     summary = run_on_cluster(config_from_mapping(copy.deepcopy(raw)), spark=spark)
     assert summary.metrics["feed"]["route"] == route.get("feed", "driver")
     _check(raw, tmp_path / "out", summary)
+
+
+def test_validate_refuses_sliced_count_windows_in_one_line(tmp_path):
+    """`weaveplace validate`: exit 2 and one line naming the key, no traceback."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+
+    raw = _sliced()
+    raw["workload"]["queries"][0]["kind"] = "count"
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(app, ["validate", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and "run.feed_mode: 'sliced' runs time windows only" in lines[0]
