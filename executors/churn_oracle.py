@@ -14,6 +14,11 @@ Two oracles, both independent of the slicing and final-aggregation code:
   closed; lateness is each generation's rule (docs/DESIGN.md s. 1 over its queries).  This
   oracle spells that out with ``executors.oracle.brute_force`` per generation.
 
+Count windows (``kind: count``) live on the positions axis (docs/DESIGN.md s. 1): a tuple's
+timestamp is its 0-based arrival number in the stream, and ``T_reg``/``T_unreg`` and a change's
+``at`` are positions too (the number of tuples consumed when the change happens, or later); no
+tuple is ever late.
+
 A *schedule* is the arrival order of a run: a list of ``("data", ts, values)`` and
 ``("change", at, add, remove)`` items (``add``: query dicts, ``remove``: ids; ``at`` is the
 ``T`` of the change, later than every timestamp before it).
@@ -70,7 +75,7 @@ def registered_answers(regs, ts, values) -> list[tuple[str, int, int, object]]:
         q = normalize_query(q)
         r, s = q.range, q.slide
         wins: dict[int, list] = {}
-        for t, v in zip(tl, vl):
+        for t, v in zip(range(len(vl)) if q.kind == "count" else tl, vl):
             for k in range((t - r) // s + 1, t // s + 1):
                 start, end = k * s, k * s + r
                 if t_reg is not None and start < t_reg:
@@ -123,12 +128,20 @@ def generation_answers(initial, schedule, allowed_lateness: int = 0):
         qs, t0, dom_of, first = gen.queries, gen.t_start, gen.domain, gen.first
         if not qs:
             continue
-        idx = [i for i in range(first, len(ts_all)) if t0 is None or ts_all[i] >= t0]
-        ts = np.array([ts_all[i] for i in idx], dtype=np.int64)
-        vs = np.array([v_all[i] for i in idx], dtype=dtype)
-        if not len(idx):
-            continue
-        got, lt = brute_force(qs, ts, vs, allowed_lateness)
+        if qs[0].kind == "count":
+            # positions are arrival numbers over the whole stream; a later generation's
+            # domain starts at or after its creation, so only its own tuples fall in it
+            if first == len(ts_all):
+                continue
+            idx = list(range(len(ts_all)))
+            got, lt = brute_force(qs, ts_all, np.array(v_all, dtype=dtype))
+        else:
+            idx = [i for i in range(first, len(ts_all)) if t0 is None or ts_all[i] >= t0]
+            ts = np.array([ts_all[i] for i in idx], dtype=np.int64)
+            vs = np.array([v_all[i] for i in idx], dtype=dtype)
+            if not len(idx):
+                continue
+            got, lt = brute_force(qs, ts, vs, allowed_lateness)
         late |= {(gi, idx[j]) for j in lt}
         for qid, start, end, val in got:
             lo, hi, ehi = dom_of[qid]

@@ -26,6 +26,9 @@ tuple arriving within ``allowed_lateness`` of the newest timestamp is never late
 kept once per generation that calls it late.  A tuple older than every running generation's start
 (its generations were dropped) is late if a window of the generation that covered its time,
 containing it, has ended; otherwise it lies outside every window (``stats()["outside_windows"]``).
+Count windows (docs/DESIGN.md s. 1) change the same way on the positions axis: ``T`` is a
+position (the tuples consumed so far, or later), every generation takes every tuple after its
+creation and numbers it on from the tree's count (``position``), and nothing is late.
 Oracles: ``executors.churn_oracle`` (section 9 itself, and the generations spelled out by brute
 force); tests: ``tests/executors/test_churn_tree.py``.
 """
@@ -141,8 +144,14 @@ class ChurnTree:
         self._late_count = 0
         self.flushed = False
         t0 = NEG_INF if t_start is None else int(t_start)
+        kinds = {q.kind for q in qs}
+        if len(kinds) > 1:
+            raise ValueError(f"a tree cannot mix time and count windows: {sorted(kinds)}")
+        self.kind = kinds.pop()
+        # count windows: the position of the next tuple (a tree started later, for queries
+        # added to a running deployment, starts at the stream's count so far: ``t_start``)
+        self.position = 0 if t_start is None or self.kind != "count" else int(t_start)
         self._start_gen(qs, t0, lo=t0)
-        self.kind = self.gens[-1].tree.kind
 
     # -- generations -----------------------------------------------------------------------
     def _start_gen(
@@ -165,6 +174,8 @@ class ChurnTree:
             dtype=self._dtype(),
             slicing=self.slicing,
         )
+        if self.kind == "count":  # positions go on from the stream's count so far
+            tree.slicer.position = self.position
         qmap = np.array([self._index[q.id] for q in qs], dtype=np.int64)
         los = np.array(
             [(lo_of or {}).get(q.id, NEG_INF if lo is None else lo) for q in qs], dtype=np.int64
@@ -196,7 +207,9 @@ class ChurnTree:
         tree still answers their windows *starting* before ``at``, so together the two trees
         answer every window once; a handed-off query removed later (at the tree that took it)
         must be removed here too, which only caps its windows left here.  ``at`` must be later
-        than every timestamp consumed.  Returns ``at``."""
+        than every timestamp consumed; for count windows it is a position, later than every
+        position consumed (the new generation numbers its first tuple ``self.position``, the
+        tuples consumed so far).  Returns ``at``."""
         at = int(at)
         add = [normalize_query(q) for q in add]
         capped = [str(r) for r in remove]
@@ -204,16 +217,12 @@ class ChurnTree:
         # hand-off): its removal caps them too, and changes nothing else in this tree
         handed = [r for r in capped if r not in self.active and r in self._index]
         remove = [r for r in capped if r not in handed] + [str(r) for r in handoff]
-        if self.kind == "count":
-            raise ValueError(
-                "queries over count windows cannot be added to or removed from a running tree"
-            )
         if self.flushed:
             raise ValueError("the tree was flushed (end of input)")
-        if self.max_ts != NEG_INF and at <= self.max_ts:
+        if self.max_ts != NEG_INF and at <= self.max_ts:  # count windows: positions
+            what = "position" if self.kind == "count" else "timestamp"
             raise ValueError(
-                f"change at {at} must be later than every timestamp consumed "
-                f"(newest: {self.max_ts})"
+                f"change at {at} must be later than every {what} consumed (newest: {self.max_ts})"
             )
         if self.gens and at < self.gens[-1].t_start:
             raise ValueError(
@@ -226,9 +235,10 @@ class ChurnTree:
             if qid in self._index:
                 raise ValueError(f"query id {qid!r} was already used in this tree")
         for q in add:
-            if q.kind != "time":
+            if q.kind != self.kind:
                 raise ValueError(
-                    f"query {q.id!r}: only time windows can be added to a running tree"
+                    f"query {q.id!r}: a {q.kind}-window query cannot join a tree of "
+                    f"{self.kind} windows"
                 )
         unknown = [r for r in remove if r not in self.active]
         if unknown:
@@ -295,7 +305,9 @@ class ChurnTree:
         self, ts, values, *, ordered: bool = False, in_order: bool | None = None, copy: bool = True
     ):
         """As ``ExecutionTree.process_columns``; ``qidx`` indexes ``queries``."""
-        if self.kind == "count" or (
+        if self.kind == "count":
+            return self._process_positions(values, ordered, copy)
+        if (
             len(self.gens) == 1
             and self.gens[0].t_start == NEG_INF
             and self.gens[0].identity
@@ -303,7 +315,7 @@ class ChurnTree:
         ):
             g = self.gens[0]
             cols = g.tree.process_columns(ts, values, ordered=ordered, in_order=in_order, copy=copy)
-            if self.kind != "count" and ts is not None and len(ts):
+            if ts is not None and len(ts):
                 self.max_ts = max(self.max_ts, int(np.max(ts)))
             else:
                 self.max_ts = max(self.max_ts, g.tree.slicer.max_ts)
@@ -336,6 +348,22 @@ class ChurnTree:
         if t_min < first_start:
             self._unrouted(ts, values, prev, first_start)
         self.max_ts = max(prev, int(ts.max()))
+        out += self._retire()
+        return _concat(out, ordered)
+
+    def _process_positions(self, values, ordered: bool, copy: bool):
+        """Count windows: every generation takes every tuple (a tuple's position is its
+        arrival number, so none is older than a generation's start and none is late)."""
+        values = np.asarray(values)
+        if not values.shape[0]:
+            return None
+        out = []
+        for g in self.gens:
+            c = g.keep(g.tree.process_columns(None, values, ordered=ordered, copy=copy))
+            if c is not None:
+                out.append(c)
+        self.position += int(values.shape[0])
+        self.max_ts = self.position - 1  # the newest position: the count trees' watermark
         out += self._retire()
         return _concat(out, ordered)
 
@@ -454,6 +482,8 @@ class ChurnTree:
             "queries": [q.as_dict() for q in self.queries],
             "active": self.active,
             "max_ts": int(self.max_ts),
+            "kind": self.kind,
+            "position": int(self.position),
             "outside": self.outside,
             "late_count": self._late_count,
             "flushed": self.flushed,
@@ -518,7 +548,8 @@ class ChurnTree:
             g.identity = bool(np.array_equal(g.qmap, np.arange(len(g.qmap))))
             self.gens.append(g)
         kinds = [g.tree.kind for g in self.gens]
-        self.kind = kinds[0] if kinds else "time"
+        self.kind = meta.get("kind") or (kinds[0] if kinds else "time")
+        self.position = int(meta.get("position", 0))
         return self
 
 

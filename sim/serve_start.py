@@ -78,6 +78,11 @@ def prepare(config_path: Path | None, resume: Path | None):
             "data.path: `weaveplace serve` reads data.directory (files as they "
             "arrive) or, without both, a synthetic real-time feed at data.rate_hz"
         )
+    if cfg.run.feed_mode != "raw":
+        raise ServeError(
+            "run.feed_mode: 'sliced' is for `weaveplace run` over a file (data.path); "
+            "`weaveplace serve` streams raw tuples (feed_mode: raw)"
+        )
     if (
         cfg.data.directory is not None
         and run_dir.resolve() == Path(cfg.data.directory.path).resolve()
@@ -120,12 +125,6 @@ def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
     bad = sorted({q.stream for q in queries} - set(VALUE_COLUMNS))
     if bad:
         raise ServeError(f"workload: stream(s) {bad} are not DEBS columns (e.g. mf01, mf02)")
-    counts = [q.id for q in queries if q.kind != "time"]
-    if counts:
-        raise ServeError(
-            f"workload: count-window queries {counts[:5]}: a deployment whose "
-            "queries change runs time windows only"
-        )
     if cfg.streams is None:
         rates = {s: cfg.data.rate_hz / 1000.0 for s in {q.stream for q in queries}}
     else:  # every declared stream: queries added later on it are priced at its rate

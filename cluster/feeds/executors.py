@@ -13,10 +13,15 @@ Order: pieces are numbered in file order and a node applies them strictly in tha
 (``piece_order``: early pieces buffered, at most ``max_ahead`` pieces ahead; a task whose piece
 is further ahead waits, asking the actor ``piece_window`` every 5 ms, before it sends any data:
 bounded memory per actor, and ``max_in_flight`` pushes outstanding per task and actor).  So
-each tree sees the file order, which is event-time order when the file is sorted by time; each
-task checks its piece and the driver checks the boundaries between pieces (``ts_ms``
-non-decreasing across the file) and refuses the result in one line otherwise (``feed: driver``
-sorts such files).
+each tree sees exactly the file order, tuple by tuple, as the driver route does with
+``order="file"``: a file out of time order is fed as it is, and its tuples are late or not by
+docs/DESIGN.md s. 1 (the watermark is the newest timestamp in file order minus
+``allowed_lateness``), so disorder within the lateness changes no answer and the late tuples
+are the driver route's.  Why not sort: the pieces are read by tasks in parallel, and sorting
+across them would take a shuffle, the cost this route exists to avoid.  Each task checks its
+piece and the driver the boundaries between pieces (``ts_ms`` non-decreasing across the file):
+``FeedStats.pushed["disordered_pieces"]`` counts the pieces out of order; sliced mode, which
+aggregates as if sorted, refuses them in one line (``feed: driver`` sorts such files).
 
 Exactly once through failures: the feed runs as one Spark job per *segment* of pieces, cut
 at every ``checkpoint_every`` pieces and at every fault drill (``at_batch`` counts pieces on
@@ -35,7 +40,8 @@ deployment's edge union per stream, the driver route's ``slice_partition``) and 
 stream's slices to the nodes hosting it; a slice cut by a piece boundary arrives as two rows,
 which the trees fold as on the driver route.
 
-What this route does not do (refused in one line): a text or non-local input.
+What this route does not do (refused in one line): a text or non-local input, and a file out
+of time order in sliced mode.
 """
 
 from __future__ import annotations
@@ -152,7 +158,7 @@ def _push_pieces(rows, *, spec: dict):
             "piece": p,
             "rows": t.num_rows,
             "first": int(ts[0]) if ts.shape[0] else None,
-            "last": int(ts[-1]) if ts.shape[0] else None,
+            "max": int(ts.max()) if ts.shape[0] else None,
             "ordered": ordered,
             "bytes": int(sum(len(x[2]) for v in payloads.values() for x in v)),
             "chunks": chunks,  # sliced mode: slice sub-batches per stream
@@ -205,7 +211,7 @@ def feed_executors(
     max_in_flight: int = 2,
     max_attempts: int = 3,
 ) -> FeedStats:
-    """Push the tuples of the local Parquet file ``path`` (in time order) to ``deployment``
+    """Push the tuples of the local Parquet file ``path`` (in file order) to ``deployment``
     (mode ``raw``: rows; ``sliced``: each stream's slices) from Spark tasks: one task per
     piece of ``piece_rows`` rows (default: the file cut into about 4 pieces per Spark core),
     pushed in sub-batches of at most ``batch_rows`` rows (slice rows in sliced mode), one
@@ -267,7 +273,8 @@ def feed_executors(
     out: list[dict] = []
     ends: list[dict] = []
     attempts = 0
-    prev = None
+    prev = None  # the newest timestamp of the pieces checked so far
+    disordered = 0
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         t1 = time.perf_counter()
         dep.fire_faults(first + lo)
@@ -276,15 +283,16 @@ def feed_executors(
         for x in sorted(seg, key=lambda x: x["piece"]):
             if x["nulls"]:
                 raise DeploymentError(f"{path}: null values in the stream columns")
-            if not x["ordered"] or (
-                prev is not None and x["first"] is not None and x["first"] < prev
-            ):
-                raise DeploymentError(
-                    f"{path}: not in time order (piece {x['piece']}); feed 'executors' needs a "
-                    "time-ordered file (feed 'driver' sorts)"
-                )
-            if x["last"] is not None:
-                prev = x["last"]
+            in_order = x["ordered"] and (prev is None or x["first"] is None or x["first"] >= prev)
+            if not in_order:
+                disordered += 1
+                if slicing is not None:
+                    raise DeploymentError(
+                        f"{path}: not in time order (piece {x['piece']}); sliced mode on feed "
+                        "'executors' needs a time-ordered file (feed 'driver' sorts)"
+                    )
+            if x["max"] is not None:
+                prev = x["max"] if prev is None else max(prev, x["max"])
         out += seg
         now = time.perf_counter()
         st.timeline.append(
@@ -312,6 +320,7 @@ def feed_executors(
         "refused_rounds": sum(x["refused"] for x in out),
         "max_buffered": max((e["max_buffered"] for e in ends), default=0),
         "worker_pids": len({x["pid"] for x in out}),
+        "disordered_pieces": disordered,
     }
     return st
 

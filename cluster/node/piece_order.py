@@ -1,9 +1,10 @@
-"""Pieces of a time-ordered Parquet file: their order at a node, and their source for replays.
+"""Pieces of a Parquet file: their order at a node, and their source for replays.
 
 Why: on the executor route (``cluster.feeds.executors``) each Spark task reads one *piece* of a
-time-ordered Parquet file (a row range, pieces numbered in file order) and pushes it, cut
-into sub-batches, straight to the node actors; tasks run in parallel and finish in any order,
-but every tree must see its stream in event-time order.  So a node applies pieces strictly in
+Parquet file (a row range, pieces numbered in file order) and pushes it, cut into
+sub-batches, straight to the node actors; tasks run in parallel and finish in any order, but
+every tree must see its stream in file order (event-time order for a sorted file; for one out
+of order, the order lateness is judged over, as the driver route's ``order="file"``).  So a node applies pieces strictly in
 piece order and, within a piece, sub-batches in order: ``PieceOrder`` buffers what arrives
 early, and refuses (the task retries later) what is more than ``max_ahead`` pieces ahead of
 the next piece to apply, which bounds the buffer (backpressure per actor) without a

@@ -65,8 +65,8 @@ def one_line(e: BaseException) -> str:
 # -- requests: what each command's body must be (400 when it is not) --------------------------
 def parse_new_queries(body: Any, check_id: Callable[[str], None]) -> list:
     """``add-queries``'s queries (``placement.queries.Query``): a list of query mappings, the
-    schema of config ``workload.queries`` (or ``{"queries": [...]}``), time windows on DEBS
-    columns with known aggregates and ids unique in the request.  ``check_id(id)`` refuses an
+    schema of config ``workload.queries`` (or ``{"queries": [...]}``), time or count windows on
+    DEBS columns with known aggregates and ids unique in the request.  ``check_id(id)`` refuses an
     id the deployment has (``Conflict``), query by query in the request's order, so the first
     wrong query is the one reported."""
     from cluster.debs.format import VALUE_COLUMNS
@@ -87,11 +87,6 @@ def parse_new_queries(body: Any, check_id: Callable[[str], None]) -> list:
             get_aggregate(q.aggregate)
         except (QueryError, ValueError, TypeError, KeyError) as e:
             raise InvalidRequest(f"add-queries: {one_line(e)}") from None
-        if q.kind != "time":
-            raise InvalidRequest(
-                f"add-queries: queries[{i}] ({q.id!r}): kind "
-                f"{q.kind!r}; a running deployment adds time windows only"
-            )
         if q.stream not in VALUE_COLUMNS or q.stream == "index":
             raise InvalidRequest(
                 f"add-queries: queries[{i}] ({q.id!r}): stream "

@@ -12,7 +12,10 @@ Registration times (docs/DESIGN.md s. 9).  Every DEBS file feeds all streams at 
 replies before anything was fed: then a query answers every window).  ``add-queries`` replies
 ``accepted_at`` (T_reg per stream of the new queries), ``remove-queries`` ``removed_at``
 (T_unreg); the trees change at T (``executors.churn_tree``: generations), so every other
-query's answers are unchanged.
+query's answers are unchanged.  Count windows live on positions: their trees change at
+``P = the tuples of each stream fed so far`` (every row carries every stream), replied as
+``accepted_at_position`` / ``removed_at_position`` (P_reg, P_unreg per stream of the count
+queries); such a query answers its windows with ``k*s >= P_reg`` and ``k*s + r <= P_unreg``.
 
 Placement of new queries.  ``placement.replace.add_queries`` on the running plan re-priced from
 its queries: each new query is woven into the existing same-key tree where that raises the
@@ -69,6 +72,11 @@ from cluster.service.tree_changes import MergedRunningTrees, replan, weave_in
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)
+
+
+def _start_of(point: tuple[int, int | None]) -> int | None:
+    """A new tree's ``t_start`` from a change point: none before anything was fed."""
+    return None if point[1] is None else point[0]
 
 
 @dataclass
@@ -216,10 +224,31 @@ class Service:
         self.flush_outputs()
         self._event(change.command, change.before, **change.detail)
 
-    def _registration_time(self) -> tuple[int, int | None]:
-        """(``at`` for the trees, the T reported): newest timestamp fed + 1."""
-        mx = self.stream.stats.max_ts
-        return (T_FIRST, None) if mx is None else (int(mx) + 1, int(mx) + 1)
+    def _change_points(self) -> dict[str, tuple[int, int | None]]:
+        """Per window kind, (``at`` for the trees, the value reported) of a change now: time
+        windows at T = the newest timestamp fed + 1; count windows at P = the tuples of each
+        stream fed so far (every DEBS row carries every stream, so one P serves them all, and
+        the trees on a stream have each taken all of them).  Before anything was fed both are
+        ``T_FIRST`` (reported ``None``): the queries answer every window."""
+        mx, rows = self.stream.stats.max_ts, int(self.stream.stats.rows)
+        return {
+            "time": (T_FIRST, None) if mx is None else (int(mx) + 1, int(mx) + 1),
+            "count": (T_FIRST, None) if not rows else (rows, rows),
+        }
+
+    def _position_detail(self, key: str, pts) -> dict:
+        """``{key: P}`` when count-window queries run (their trees changed at P), else ``{}``."""
+        counted = self._count_streams(list(self.running.queries))
+        return {key: pts["count"][1]} if counted else {}
+
+    def _kind(self, ids) -> str:
+        """The window kind of the tree that queries ``ids`` run in (one kind per tree)."""
+        return next(iter({self.running.queries[q]["kind"] for q in ids}), "time")
+
+    def _count_streams(self, ids) -> list[str]:
+        """The streams of the count-window queries among ``ids``."""
+        qs = [self.running.queries[q] for q in ids]
+        return sorted({q["stream"] for q in qs if q["kind"] == "count"})
 
     # -- commands -----------------------------------------------------------------------------
     def check_new_query_id(self, qid: str) -> None:
@@ -258,9 +287,16 @@ class Service:
             except MergedRunningTrees as e:
                 self._forget(queries)
                 raise InternalError(str(e)) from None
-            at, t_reg = self._registration_time()
+            pts = self._change_points()
+            t_reg, p_reg = pts["time"][1], pts["count"][1]
             grown = [
-                (g.node, g.tree_id, at, self._executor_queries(g.queries), [])
+                (
+                    g.node,
+                    g.tree_id,
+                    pts[self._kind(g.queries)][0],
+                    self._executor_queries(g.queries),
+                    [],
+                )
                 for g in additions.grown
             ]
             started = [
@@ -272,7 +308,7 @@ class Service:
                         "queries": self._executor_queries(n.queries),
                         "slicing": self.model.slicing,
                     },
-                    None if t_reg is None else at,
+                    _start_of(pts[self._kind(n.queries)]),
                 )
                 for n in additions.new_trees
             ]
@@ -281,10 +317,15 @@ class Service:
             running.next_tree = additions.next_tree
             running.used_ids |= new_ids
             streams = sorted({q.stream for q in queries})
+            counted = self._count_streams(sorted(new_ids))
             change.detail.update(
                 queries=sorted(new_ids), accepted_at=t_reg, placement=additions.where
             )
-            return {"accepted_at": {s: t_reg for s in streams}, "queries": additions.where}
+            reply = {"accepted_at": {s: t_reg for s in streams}, "queries": additions.where}
+            if counted:  # count windows: registered at the position P_reg of their stream
+                change.detail["accepted_at_position"] = p_reg
+                reply["accepted_at_position"] = {s: p_reg for s in counted}
+            return reply
 
     def remove_queries(self, ids: list[str]) -> dict:
         """Unregister queries (distinct ids, ``control.parse_query_ids``): windows ending at
@@ -294,7 +335,9 @@ class Service:
             unknown = [i for i in ids if i not in running.queries]
             if unknown:
                 raise NotFound(f"remove-queries: unknown query id(s) {unknown} (not running)")
-            at, t_unreg = self._registration_time()
+            pts = self._change_points()
+            t_unreg, p_unreg = pts["time"][1], pts["count"][1]
+            counted = self._count_streams(ids)
             gone_from: dict[str, list[str]] = {}
             for tid, t in running.trees.items():
                 # the tree running the query, and any tree that handed it off and may still
@@ -304,7 +347,7 @@ class Service:
                     gone_from[tid] = gone
             self.dep.apply_changes(
                 [
-                    (running.trees[tid].node, tid, at, [], gone)
+                    (running.trees[tid].node, tid, pts[self._kind(gone)][0], [], gone)
                     for tid, gone in sorted(gone_from.items())
                 ],
                 [],
@@ -318,7 +361,11 @@ class Service:
             for i in ids:
                 del running.queries[i]
             change.detail.update(queries=sorted(ids), removed_at=t_unreg)
-            return {"removed_at": {s: t_unreg for s in streams}}
+            reply = {"removed_at": {s: t_unreg for s in streams}}
+            if counted:  # count windows: unregistered at the position P_unreg
+                change.detail["removed_at_position"] = p_unreg
+                reply["removed_at_position"] = {s: p_unreg for s in counted}
+            return reply
 
     def add_node(self, nid: str | None = None, capacity: float | None = None) -> dict:
         """Scale out: a new node takes trees from the busiest nodes at a checkpoint
@@ -435,7 +482,8 @@ class Service:
         self.opt_factor = max(1.0, fresh.total_cost / ws) if ws > 0 else 1.0
         do_moves = changes.moves_within(self.max_moves)
         skipped = changes.moves_skipped(self.max_moves)
-        at, t_at = self._registration_time()
+        pts = self._change_points()
+        t_at = pts["time"][1]
         started = [
             (
                 n.node,
@@ -445,12 +493,19 @@ class Service:
                     "slicing": self.model.slicing,
                     "queries": self._executor_queries(n.queries),
                 },
-                None if t_at is None else at,
+                _start_of(pts[self._kind(n.queries)]),
             )
             for n in changes.new_trees
         ]
         rewoven = [
-            (running.trees[tid].node, tid, at, self._executor_queries(c.add), [], c.handoff)
+            (
+                running.trees[tid].node,
+                tid,
+                pts[self._kind(list(c.add) + list(c.handoff))][0],
+                self._executor_queries(c.add),
+                [],
+                c.handoff,
+            )
             for tid, c in sorted(changes.changes.items())
         ]
         self.dep.apply_changes(rewoven, started)
@@ -466,6 +521,7 @@ class Service:
             moves=do_moves,
             handoffs=len(changes.handoffs),
             handed_at=t_at,
+            **self._position_detail("handed_at_position", pts),
             moves_skipped=skipped,
             fresh_total=fresh.total_cost,
             fresh_max=fresh.max_cost,
@@ -476,6 +532,7 @@ class Service:
             "moved": do_moves,
             "handoffs": changes.handoffs,
             "handed_at": t_at,
+            **self._position_detail("handed_at_position", pts),
             "moves_skipped": skipped,
             "total_cost": self._costs()[0],
             "max_cost": self._costs()[1],

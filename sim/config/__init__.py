@@ -22,7 +22,8 @@ Sections (defaults and meaning in ``configs/README.md``):
   live runs also ``batch_rows``, ``checkpoint_every``, ``answers`` (``driver``: merged on the
   driver, the default, faster on one machine; ``actors``: each node actor writes its Parquet
   parts), ``feed`` (``driver``: Spark -> driver -> actors, the default; ``executors``: Spark
-  tasks push to the actors) and ``faults`` (a fault drill: kill a
+  tasks push to the actors), ``feed_mode`` (``raw`` tuples, the default, or ``sliced``: Spark
+  pre-aggregates slices; a file run's time windows only) and ``faults`` (a fault drill: kill a
   node's actor, lose a node for good, or add a node, before a given feed batch; with
   ``data.directory`` the batches are the ``batch_rows`` chunks of the files, in arrival order).
 

@@ -55,6 +55,20 @@ class Config(Strict):
                         f"run.{key}: {route!r} is for a file (data.path); a watched "
                         "directory runs on the driver route"
                     )
+            if self.run.feed_mode == "sliced":
+                raise ConfigError(
+                    "run.feed_mode: 'sliced' is for `weaveplace run` over a file "
+                    "(data.path); a watched directory and `weaveplace serve` stream raw "
+                    "tuples (feed_mode: raw)"
+                )
+        if self.run.feed_mode == "sliced":
+            counts = [q.id for q in wl.queries or [] if q.kind == "count"]
+            if counts:
+                raise ConfigError(
+                    f"run.feed_mode: 'sliced' runs time windows only (count windows need "
+                    f"each tuple's position); count-window queries: {counts[:5]} "
+                    "(feed_mode: raw runs them)"
+                )
         if self.run.faults:
             if self.run.mode != "live":
                 raise ConfigError("run.faults: a fault drill needs a live run (run.mode: live)")
@@ -120,5 +134,6 @@ class Config(Strict):
             f"slicing={self.placement.slicing}; "
             f"exact: {'qnum <= ' + str(self.placement.exact_max_queries) if self.placement.exact_max_queries else 'off'}; "
             f"mode={self.run.mode}; output_dir={self.run.output_dir}"
+            + (f"; feed_mode={self.run.feed_mode}" if self.run.feed_mode != "raw" else "")
             + (f"; fault drill: {len(self.run.faults)} fault(s)" if self.run.faults else "")
         )

@@ -50,6 +50,9 @@ class Run(Strict):
     # tuples to the actors (driver: Spark -> driver -> actors; executors: Spark tasks)
     answers: Literal["driver", "actors"] = "driver"
     feed: Literal["driver", "executors"] = "driver"
+    # live file runs: what travels from Spark to the actors (raw: tuples; sliced: each
+    # stream's slices at the union of its trees' edges, pre-aggregated by Spark)
+    feed_mode: Literal["raw", "sliced"] = "raw"
     faults: list[FaultSpec] = []
     control: ControlSpec = ControlSpec()
 

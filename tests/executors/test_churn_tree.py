@@ -246,3 +246,84 @@ def test_removal_after_handoff_caps_the_old_tree():
         a.change(1, remove=["zz"])
     out += rows(a.flush_columns(), a) + rows(b.flush_columns(), b)
     assert sorted(o[:4] for o in out) == [("q0", -1, 1, 3.0), ("q1", 0, 1, 3.0)]
+
+
+@st.composite
+def count_schedules(draw):
+    """Count windows (docs/DESIGN.md s. 1: positions): initial queries, batches of tuples
+    (their timestamps drawn out of order: positions ignore them), changes at a position at or
+    after the number of tuples consumed."""
+    counter = iter(range(1000))
+
+    def query():
+        return dict(
+            id=f"c{next(counter)}",
+            aggregate=draw(st.sampled_from(AGGS)),
+            range=draw(st.integers(1, 12)),
+            slide=draw(st.integers(1, 6)),
+            kind="count",
+        )
+
+    initial = [query() for _ in range(draw(st.integers(1, 3)))]
+    active = [q["id"] for q in initial]
+    schedule, pos = [], 0
+    for _ in range(draw(st.integers(1, 6))):
+        n = draw(st.integers(0, 12))
+        ts = np.array(draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)), np.int64)
+        v = np.array(draw(st.lists(st.integers(-99, 99), min_size=n, max_size=n)), np.int64)
+        schedule.append(("data", ts, v))
+        pos += n
+        if draw(st.booleans()):
+            at = pos + draw(st.sampled_from([0, 0, 1, 3]))
+            add = [query() for _ in range(draw(st.integers(0, 2)))]
+            remove = (
+                draw(st.lists(st.sampled_from(active), unique=True, max_size=2)) if active else []
+            )
+            active = [a for a in active if a not in remove] + [q["id"] for q in add]
+            schedule.append(("change", at, add, remove))
+            pos = at if add or remove else pos  # an empty change leaves the position
+    return initial, schedule
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    w=count_schedules(),
+    tech=st.sampled_from(TECHS),
+    lateness=st.integers(0, 5),
+    snap_every=st.sampled_from([0, 0, 2, 3]),
+)
+def test_count_windows_follow_their_registrations(w, tech, lateness, snap_every):
+    """Count queries added and removed while the tree runs: each answers exactly its windows
+    on the positions axis with start >= T_reg and end <= T_unreg (positions), over every
+    tuple in them, as the generations' brute force says; nothing is ever late (the allowed
+    lateness does not apply to positions); snapshots in between change nothing."""
+    initial, schedule = w
+    ts, v = all_tuples(schedule)
+    want = registered_answers(registrations(initial, schedule), ts, v)
+    assert generation_answers(initial, schedule, lateness) == (want, set())
+    got, tree = drive(initial, schedule, lateness, tech, snap_every=snap_every)
+    assert_same(got, want, float(np.abs(v).max()) if v.shape[0] else 1.0)
+    assert tree.late.count == 0 and tree.kind == "count"
+
+
+def test_count_tree_started_later_and_its_refusals():
+    """A count tree started at position 5 (queries added to a running deployment) numbers its
+    first tuple 5; a change cannot go back before the next position, and a count tree takes no
+    time window (nor the reverse)."""
+    tree = ChurnTree(
+        [{"id": "n", "aggregate": "sum", "range": 4, "slide": 2, "kind": "count"}], t_start=5
+    )
+    out = rows(tree.process_columns(None, np.arange(1, 8)), tree)  # positions 5..11
+    assert out == [("n", 6, 10, 2 + 3 + 4 + 5)]  # [8, 12) is due once position 12 is seen
+    with pytest.raises(ValueError, match=r"later than every position consumed \(newest: 11\)"):
+        tree.change(11, remove=["n"])
+    with pytest.raises(ValueError, match="cannot join a tree of count windows"):
+        tree.change(12, add=[{"id": "t", "aggregate": "sum", "range": 4, "slide": 2}])
+    timed = ChurnTree([{"id": "t", "aggregate": "sum", "range": 4, "slide": 2}])
+    with pytest.raises(ValueError, match="cannot join a tree of time windows"):
+        timed.change(
+            1, add=[{"id": "m", "aggregate": "sum", "range": 4, "slide": 2, "kind": "count"}]
+        )
+    assert tree.change(12, remove=["n"]) == 12
+    # [8, 12) ends at T_unreg = 12: answered; [10, 14) ends after it: not
+    assert rows(tree.flush_columns(), tree) == [("n", 8, 12, 4 + 5 + 6 + 7)]

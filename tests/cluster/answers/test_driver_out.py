@@ -331,13 +331,16 @@ def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     from cluster.deployment.specs import DeploymentError
     from cluster.feeds.executors import feed_executors
 
-    # a file out of time order: refused in one line (feed 'driver' sorts it)
+    # a file out of time order in sliced mode: refused in one line (feed 'driver' sorts it;
+    # raw mode feeds it in file order: tests/cluster/feeds/test_executors.py)
     t = pq.read_table(workload["path"])
     bad = tmp_path / "shuffled.parquet"
     pq.write_table(t.take(np.random.default_rng(0).permutation(t.num_rows)), bad)
-    with Deployment(workload["plan"]) as dep:
-        with pytest.raises(DeploymentError, match="not in time order"):
+    time_plan = make_plan([q for q in workload["queries"] if q.kind == "time"])
+    with Deployment(time_plan, DeploymentOptions(mode="sliced")) as dep:
+        with pytest.raises(DeploymentError, match="not in time order") as ei:
             feed_executors(dep, spark, str(bad))
+        assert "\n" not in str(ei.value) and "sliced" in str(ei.value)
     with Deployment(workload["plan"]) as dep:
         with pytest.raises(DeploymentError, match="local Parquet file"):
             feed_executors(dep, spark, str(tmp_path / "nope.parquet"))

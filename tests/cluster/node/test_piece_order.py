@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,3 +87,70 @@ def test_sub_batches_and_segments_cover_the_piece(a, n, batch_rows, pieces, ckpt
     want = {0, pieces} | ({k for k in range(0, pieces, ckpt)} if ckpt else set())
     want |= {f for f in faults if 0 < f < pieces}
     assert set(cuts) == want
+
+
+@st.composite
+def _disordered_pushes(draw):
+    """A tree's queries, a stream in arrival (file) order with a drawn disorder pattern, the
+    allowed lateness, and its cut into pieces and sub-batches pushed in a drawn interleaving.
+    The disorder: each timestamp is an increasing base minus a jitter up to ``J``; ``J`` is
+    drawn within the lateness (no tuple may be late) or beyond it (some may be)."""
+    from helpers import random_queries  # noqa: I001
+
+    qs = random_queries(draw, draw(st.integers(1, 3)), keys=2, max_slide=7)
+    n = draw(st.integers(1, 90))
+    lateness = draw(st.integers(0, 12))
+    jitter = draw(st.sampled_from([lateness, lateness + draw(st.integers(1, 30))]))
+    steps = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    back = draw(st.lists(st.integers(0, jitter), min_size=n, max_size=n))
+    ts = np.cumsum(steps) + 40 - np.array(back)
+    vals = np.array(draw(st.lists(st.integers(-50, 50), min_size=n, max_size=n)), np.int64)
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, n - 1)), max_size=5))) - {n})
+    batch_rows = draw(st.integers(1, 25))
+    return qs, ts.astype(np.int64), vals, lateness, [0, *cuts, n], batch_rows
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(_disordered_pushes(), st.randoms())
+def test_executor_route_on_disordered_input_equals_the_brute_force(case, rnd):
+    """The node side of the executor route (``NodeCore.push_piece``: pieces pushed in any
+    interleaving, applied in file order) on a stream out of time order: its answers and late
+    tuples are the brute force's over the file order with the allowed lateness (docs/DESIGN.md
+    s. 1), whether the disorder stays within the lateness (then nothing is late) or not."""
+    from cluster.node.core import NodeCore
+    from executors.oracle import brute_force
+
+    qs, ts, vals, lateness, bounds, batch_rows = case
+    specs = [
+        {"id": q.id, "aggregate": q.aggregate, "range": q.range, "slide": q.slide, "kind": "time"}
+        for q in qs
+    ]
+    node = NodeCore("n", [{"id": "t0", "stream": "mf01", "queries": specs}], "slickdeque", lateness)
+    node.begin_pieces(0, max_ahead=len(bounds), first_piece=0, epoch=1)
+    table = pa.table({"ts_ms": pa.array(ts, pa.int64()), "mf01": pa.array(vals, pa.int64())})
+    queues = []
+    for p, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        chunks = [table.slice(x, min(batch_rows, b - x)) for x in range(a, b, batch_rows)]
+        queues.append([(p, j, j == len(chunks) - 1, _ipc(c)) for j, c in enumerate(chunks)])
+    while any(queues):
+        q = rnd.choice([q for q in queues if q])
+        assert node.push_piece(*q.pop(0), epoch=1)
+    node.end_pieces(len(queues))
+    node.flush()
+    got = node.drain().to_pylist()
+    want, late = brute_force(specs, ts, vals, lateness)
+    assert sorted(
+        (r["query_id"], r["window_start"], r["window_end"], r["value"]) for r in got
+    ) == sorted(want)  # sum and max of integers: exact
+    lt = node.late().to_pylist()
+    assert [r["ts_ms"] for r in lt] == [int(ts[i]) for i in late]
+    assert [r["value"] for r in lt] == [int(vals[i]) for i in late]
+    if int(np.max(np.maximum.accumulate(ts) - ts)) <= lateness:
+        assert not late  # disorder within the lateness: nothing is late
+
+
+def _ipc(t: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue().to_pybytes()
