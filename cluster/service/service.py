@@ -182,6 +182,12 @@ class Service:
         self.sample_load()
         return ev
 
+    def log_faults(self) -> None:
+        """Append the failures and recoveries the deployment recorded since the last call
+        (``cluster.deployment.faults``) to ``events.jsonl``, at the current event time."""
+        for ev in self.dep.fault_log.take():
+            self.event_log.append({**ev, "event_time": self.event_time})
+
     def sample_load(self) -> None:
         """Append one line to ``RUN_DIR/load.jsonl`` (``cluster.service.status``)."""
         service_status.sample_load(self)
@@ -214,6 +220,7 @@ class Service:
     def _commit(self, change: Change) -> None:
         self.write_plan()
         self.flush_outputs()
+        self.log_faults()
         self._event(change.command, change.before, **change.detail)
 
     def _registration_time(self) -> tuple[int, int | None]:
@@ -512,6 +519,7 @@ class Service:
         watermark per stream, backlog, late tuples, answers written, the last events and,
         with WG_PF, how the last plan was chosen (``choose``: ``cluster.service.planning``)."""
         with self._cmd_lock:  # not during a change (the plan is being rewritten)
+            self.log_faults()
             return service_status.status(self)
 
     def backlog(self) -> dict:
@@ -542,6 +550,7 @@ class Service:
             )
             stats = self.stream.run()
             self.state = "stopped"
+            self.log_faults()
             service_status.write_metrics(self, stats)
             self._event(
                 "stop",
