@@ -224,6 +224,11 @@ def run_service(
     with started_runtimes(runtime) as (spark, startup):
         if say is not None and startup.get("ray_auth"):
             say(f"Ray: {startup['ray_auth']}")
+        if say is not None and startup.get("failure_detection_s"):
+            say(
+                "Ray: a silent host is declared lost after at most "
+                f"{startup['failure_detection_s']:.0f} s (its health checks)"
+            )
         with ChurnDeployment(
             plan,
             DeploymentOptions(
