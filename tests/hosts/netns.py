@@ -97,8 +97,8 @@ class EmulatedHosts:
                 addr = line.split()[3].split("/")[0]
                 if addr != "127.0.0.1" and not addr.startswith(SUBNET + "."):
                     raise RuntimeError(f"{h.netns} has address {addr} outside {SUBNET}.0/24")
-        if _ip("-o", "addr", "show", "dev", self.bridge).strip():
-            raise RuntimeError(f"bridge {self.bridge} has an address: refusing")
+        if _ip("-o", "-4", "addr", "show", "dev", self.bridge).strip():
+            raise RuntimeError(f"bridge {self.bridge} has an IPv4 address: refusing")
 
     # -- processes --------------------------------------------------------------------------
     def start(self, i: int, argv: Sequence[str], env: dict, log_path, cwd=None) -> subprocess.Popen:
