@@ -184,8 +184,23 @@ class Service:
 
     def log_faults(self) -> None:
         """Append the failures and recoveries the deployment recorded since the last call
-        (``cluster.deployment.faults``) to ``events.jsonl``, at the current event time."""
-        for ev in self.dep.fault_log.take():
+        (``cluster.deployment.faults``) to ``events.jsonl``, at the current event time.  Trees
+        the deployment moved off a node lost for good are recorded where they run now (and
+        the running plan rewritten), so later commands and the state saved see them there."""
+        events = self.dep.fault_log.take()
+        if not events:
+            return
+        nodes = self.dep.nodes
+        where = {str(t["id"]): nid for nid, n in nodes.items() for t in n.spec["trees"]}
+        moved = False
+        for tid, t in self.running.trees.items():
+            if t.node not in nodes and tid in where:
+                t.node, moved = where[tid], True
+        for nid in [x for x in self.running.capacity if x not in nodes]:
+            del self.running.capacity[nid]
+        if moved:
+            self.write_plan()
+        for ev in events:
             self.event_log.append({**ev, "event_time": self.event_time})
 
     def sample_load(self) -> None:

@@ -6,6 +6,12 @@ node-2 on the head).  Every answer equals the section 9 oracle over every row fe
 none twice), the deployment answers the files fed after both faults, and ``events.jsonl``
 lists each failure (how it was detected, seconds to detection) and its recovery (trees moved,
 batches replayed, seconds to the first new answer); ``ctl status`` counts them.
+
+It also measures (printed as a table with ``-s``; BENCHMARKS.md): per fault, the seconds to
+detection, to recovery and to the first new answer (from the events), and the latency of the
+files dropped while the fault lasted (drop to their answers written: the service saves its
+state, file count included, right after writing a micro-batch's answers), p50 and p99,
+against the files before any fault.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -50,6 +57,34 @@ def _events(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.exists() else []
 
 
+class AnswerClock:
+    """When each file's answers were written: polls ``state/service.json`` (saved right after
+    a micro-batch's answers) every 50 ms and notes when its file count first reaches k."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / "state" / "service.json"
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.05):
+            try:
+                files = int(json.loads(self.path.read_text())["stats"]["files"])
+            except (OSError, ValueError, KeyError):
+                continue
+            now = time.time()
+            for k in range(files):
+                self.seen.setdefault(k, now)
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    import numpy as np
+
+    return float(np.percentile(xs, q)) if xs else None
+
+
 def _recovered(run_dir: Path, node: str) -> bool:
     return any(e["command"] == "recovery" and e["node"] == node for e in _events(run_dir))
 
@@ -78,6 +113,9 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
     env = ray_cluster.env(RAY_TMPDIR="/tmp/wph", SPARK_LOCAL_IP=hosts.hosts[0].ip)
     cli = [sys.executable, "-m", "sim.cli"]
     proc = hosts.start(0, [*cli, "serve", "serve.yaml"], env, d / "serve.log", cwd=d)
+    clock = AnswerClock(run_dir)
+    dropped: dict[int, float] = {}
+    windows: dict[str, list[float]] = {}  # fault -> [start, end] wall times
 
     def status() -> dict:
         r = hosts.run(0, [*cli, "ctl", str(run_dir), "status"], env, timeout=120, cwd=d)
@@ -101,26 +139,26 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
 
         def feed(ks):
             for k in ks:
+                dropped[k] = time.time()
                 drop(incoming, f"f{k:02d}.parquet", files[k])
             wait_for(
-                lambda: status()["files"] >= ks[-1] + 1,
-                f"files up to {ks[-1]} fed",
-                SAFETY_S,
-                proc=proc,
-                retry_errors=True,
-                interval=1.0,
+                lambda: ks[-1] in clock.seen, f"files up to {ks[-1]} answered", SAFETY_S, proc=proc
             )
 
         feed([0, 1, 2, 3])
         # a host crash: every process of host 2 (its raylet, node-1's actor) killed
+        windows["host crash"] = [time.time()]
         assert hosts.signal_host(2, signal.SIGKILL)
         feed([4, 5])
         wait_for(lambda: _recovered(run_dir, "node-1"), "node-1 recovered", SAFETY_S, proc=proc)
+        windows["host crash"].append(time.time())
         # a partition: host 1 cut off for longer than the failure timeout, then back
+        windows["partition"] = [time.time()]
         hosts.link(1, up=False)
         t_cut = time.monotonic()
         feed([6, 7])
         wait_for(lambda: _recovered(run_dir, "node-0"), "node-0 recovered", SAFETY_S, proc=proc)
+        windows["partition"].append(time.time())
         time.sleep(max(0.0, FAILURE_TIMEOUT_S + 2 - (time.monotonic() - t_cut)))
         hosts.link(1, up=True)
         feed([8, 9, 10, 11])  # still answering after both faults
@@ -134,6 +172,8 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
     except BaseException:
         print(log_tail())
         raise
+    finally:
+        clock.stop.set()
 
     regs = {q["id"]: [q, None, None] for q in queries}
     assert_answers_follow_registrations(files, regs, run_dir)
@@ -151,6 +191,25 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
         assert set(r["trees"].values()) <= {"node-0", "node-2"} - {node}, r
         assert r["batches_replayed"] >= 0 and 0 <= r["recover_s"] <= r["first_answer_s"], r
     assert [e["command"] for e in ev][0] == "start" and ev[-1]["command"] == "stop"
+    latency = {k: clock.seen[k] - dropped[k] for k in dropped if k in clock.seen}
+    before = [latency[k] for k in (0, 1, 2, 3)]
+    print(
+        f"\nfailure timeout {FAILURE_TIMEOUT_S:.0f} s; files before any fault: latency p50 "
+        f"{_pct(before, 50):.2f} s, p99 {_pct(before, 99):.2f} s"
+    )
+    print(
+        "fault | node | detected_by | detect_s | recover_s | first_answer_s | "
+        "batches replayed | files during | latency p50 | latency p99"
+    )
+    for fault, node in (("host crash", "node-1"), ("partition", "node-0")):
+        f, r = fails[node], recs[node]
+        t0, t1 = windows[fault]
+        during = [latency[k] for k in dropped if t0 <= dropped[k] <= t1 and k in latency]
+        print(
+            f"{fault} | {node} | {f['detected_by']} | {f['detect_s']:.2f} | {r['recover_s']:.2f}"
+            f" | {r['first_answer_s']:.2f} | {r['batches_replayed']} | {len(during)} | "
+            f"{_pct(during, 50):.2f} | {_pct(during, 99):.2f}"
+        )
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["fault_log"]["failures"] == 2
     assert (
