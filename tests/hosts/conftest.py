@@ -61,11 +61,13 @@ class RayCluster:
         self.token = secrets.token_hex(32)
         self.address = f"{hosts.hosts[0].ip}:{HEAD_PORT}"
         self.system_config = json.dumps(health_check_config(FAILURE_TIMEOUT_S))
+        self.starts = 0
 
     def env(self, **extra) -> dict:
         return host_env(self.tmp, self.token, **extra)
 
     def start_node(self, i: int) -> None:
+        """Start Ray on host ``i`` (again, after a crash: a new Ray node on the same IP)."""
         h = self.hosts.hosts[i]
         args = [RAY, "start", "--block", "--num-cpus", "1", "--disable-usage-stats"]
         args += ["--node-ip-address", h.ip]
@@ -74,13 +76,21 @@ class RayCluster:
             args += ["--system-config", self.system_config, "--temp-dir", "/tmp/wph"]
         else:
             args += ["--address", self.address]
-        log = self.tmp / f"ray-h{i}.log"
+        self.starts += 1
+        log = self.tmp / f"ray-h{i}-{self.starts}.log"
         self.hosts.start(i, args, self.env(RAY_TMPDIR="/tmp/wph"), log, cwd=self.tmp)
         deadline = time.monotonic() + 180
         while b"Ray runtime started" not in log.read_bytes():
             if time.monotonic() > deadline:
                 pytest.fail(f"ray start on host {i} did not come up: {log.read_text()[-2000:]}")
             time.sleep(0.5)
+
+    def wait_alive(self, ips: list[str], timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while (alive := self.alive_nodes()) != sorted(ips):
+            if time.monotonic() > deadline:
+                pytest.fail(f"Ray nodes alive: {alive}, expected {sorted(ips)}")
+            time.sleep(1)
 
     def alive_nodes(self) -> list[str]:
         """IPs of the Ray nodes the head reports alive (asked from host 0)."""
@@ -113,10 +123,5 @@ def ray_cluster(emulated_hosts, tmp_path_factory):
     cluster = RayCluster(emulated_hosts, tmp_path_factory.mktemp("raycluster"))
     for i in range(len(emulated_hosts.hosts)):
         cluster.start_node(i)
-    deadline = time.monotonic() + 120
-    want = sorted(h.ip for h in emulated_hosts.hosts)
-    while cluster.alive_nodes() != want:
-        if time.monotonic() > deadline:
-            pytest.fail(f"Ray nodes alive: {cluster.alive_nodes()}, expected {want}")
-        time.sleep(1)
+    cluster.wait_alive([h.ip for h in emulated_hosts.hosts])
     yield cluster

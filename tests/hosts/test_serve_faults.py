@@ -1,8 +1,10 @@
 """``weaveplace serve`` across three emulated hosts while they fail: a host crash (every process
-of its namespace SIGKILLed) and a network partition (its link down for longer than the failure
-timeout, then up).  The driver runs on host 0 attached to the token-protected Ray cluster, the
-plan's three nodes pinned one per host (workers first: node-0 on host 1, node-1 on host 2,
-node-2 on the head).  Every answer equals the section 9 oracle over every row fed (none lost,
+of its namespace SIGKILLed), a network partition (its link down for longer than the failure
+timeout, then up), both hosts back with new Ray nodes and used again (``ctl add-node``), and a
+hang (every process of a host SIGSTOPped for longer than the timeout, then SIGCONTinued).
+The driver runs on host 0 attached to the token-protected Ray cluster, the plan's three nodes
+pinned one per host (workers first: node-0 on host 1, node-1 on host 2, node-2 on the head;
+the added node-3 by the same round robin on host 1).  Every answer equals the section 9 oracle over every row fed (none lost,
 none twice), the deployment answers the files fed after both faults, and ``events.jsonl``
 lists each failure (how it was detected, seconds to detection) and its recovery (trees moved,
 batches replayed, seconds to the first new answer); ``ctl status`` counts them.
@@ -36,7 +38,7 @@ from sim.debs_generator import generate_debs
 pytestmark = pytest.mark.hosts
 
 ROOT = Path(__file__).resolve().parents[2]
-FILE_S, N_FILES, RATE_HZ = 3, 12, 50
+FILE_S, N_FILES, RATE_HZ = 3, 14, 50
 SAFETY_S = 300.0
 
 
@@ -161,9 +163,29 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
         windows["partition"].append(time.time())
         time.sleep(max(0.0, FAILURE_TIMEOUT_S + 2 - (time.monotonic() - t_cut)))
         hosts.link(1, up=True)
-        feed([8, 9, 10, 11])  # still answering after both faults
+        # both hosts come back (host 1's old Ray, told it is dead, is ended like a reboot) with
+        # new Ray nodes, and the deployment uses one again: add-node pins node-3 on host 1
+        hosts.signal_host(1, signal.SIGKILL)
+        ray_cluster.start_node(1)
+        ray_cluster.start_node(2)
+        ray_cluster.wait_alive([h.ip for h in hosts.hosts])
+        r = hosts.run(0, [*cli, "ctl", str(run_dir), "add-node"], env, cwd=d)
+        assert r.returncode == 0, r.stdout + r.stderr
+        added = json.loads(r.stdout)
+        assert added["node"] == "node-3" and added["moved"], added
+        feed([8, 9])
+        # a hang: every process of host 1 stopped for longer than the failure timeout
+        windows["hang"] = [time.time()]
+        hosts.signal_host(1, signal.SIGSTOP)
+        t_stop = time.monotonic()
+        feed([10, 11])
+        wait_for(lambda: _recovered(run_dir, "node-3"), "node-3 recovered", SAFETY_S, proc=proc)
+        windows["hang"].append(time.time())
+        time.sleep(max(0.0, FAILURE_TIMEOUT_S + 2 - (time.monotonic() - t_stop)))
+        hosts.signal_host(1, signal.SIGCONT)
+        feed([12, 13])  # still answering after every fault
         st = status()
-        assert st["faults"]["failures"] == 2 and st["faults"]["recoveries"] == 2
+        assert st["faults"]["failures"] == 3 and st["faults"]["recoveries"] == 3
         assert st["faults"]["recovering"] == []
         r = hosts.run(0, [*cli, "ctl", str(run_dir), "stop", "--flush"], env, cwd=d)
         assert r.returncode == 0, r.stdout + r.stderr
@@ -180,15 +202,16 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
     ev = _events(run_dir)
     fails = {e["node"]: e for e in ev if e["command"] == "failure"}
     recs = {e["node"]: e for e in ev if e["command"] == "recovery"}
-    assert set(fails) == set(recs) == {"node-0", "node-1"}, [e["command"] for e in ev]
-    for node in ("node-0", "node-1"):
+    assert set(fails) == set(recs) == {"node-0", "node-1", "node-3"}, [e["command"] for e in ev]
+    assert [e["node"] for e in ev if e["command"] == "add-node"] == ["node-3"]
+    for node in ("node-0", "node-1", "node-3"):
         f, r = fails[node], recs[node]
         assert f["ray_node"] and f["detected_by"] in ("node marked dead", "actor died"), f
         assert f["event_time"] is not None and f["wall_time"] <= r["wall_time"]
         # detection is bounded by the failure timeout (from the last sign of life)
         assert 0 <= f["detect_s"] <= FAILURE_TIMEOUT_S + 30, f
         assert r["action"] == "re-placed" and r["trees_moved"] >= 1, r
-        assert set(r["trees"].values()) <= {"node-0", "node-2"} - {node}, r
+        assert set(r["trees"].values()) <= {"node-0", "node-2"} - {node}, r  # the survivors
         assert r["batches_replayed"] >= 0 and 0 <= r["recover_s"] <= r["first_answer_s"], r
     assert [e["command"] for e in ev][0] == "start" and ev[-1]["command"] == "stop"
     latency = {k: clock.seen[k] - dropped[k] for k in dropped if k in clock.seen}
@@ -201,7 +224,7 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
         "fault | node | detected_by | detect_s | recover_s | first_answer_s | "
         "batches replayed | files during | latency p50 | latency p99"
     )
-    for fault, node in (("host crash", "node-1"), ("partition", "node-0")):
+    for fault, node in (("host crash", "node-1"), ("partition", "node-0"), ("hang", "node-3")):
         f, r = fails[node], recs[node]
         t0, t1 = windows[fault]
         during = [latency[k] for k in dropped if t0 <= dropped[k] <= t1 and k in latency]
@@ -211,7 +234,7 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
             f"{_pct(during, 50):.2f} | {_pct(during, 99):.2f}"
         )
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["fault_log"]["failures"] == 2
+    assert metrics["fault_log"]["failures"] == 3
     assert (
         f"a silent host is declared lost after at most {FAILURE_TIMEOUT_S:.0f} s"
         in (d / "serve.log").read_text()
