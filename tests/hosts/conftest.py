@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cluster.runtime.ray_runtime import LOOPBACK_ENV, health_check_config
-from hosts.netns import FAILURE_TIMEOUT_S, EmulatedHosts, why_not_available
+from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP, EmulatedHosts, why_not_available
 
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -73,12 +74,12 @@ class RayCluster:
         args += ["--node-ip-address", h.ip]
         if i == 0:
             args += ["--head", "--port", str(HEAD_PORT), "--include-dashboard", "false"]
-            args += ["--system-config", self.system_config, "--temp-dir", "/tmp/wph"]
+            args += ["--system-config", self.system_config, "--temp-dir", RAY_TMP]
         else:
             args += ["--address", self.address]
         self.starts += 1
         log = self.tmp / f"ray-h{i}-{self.starts}.log"
-        self.hosts.start(i, args, self.env(RAY_TMPDIR="/tmp/wph"), log, cwd=self.tmp)
+        self.hosts.start(i, args, self.env(RAY_TMPDIR=RAY_TMP), log, cwd=self.tmp)
         deadline = time.monotonic() + 180
         while b"Ray runtime started" not in log.read_bytes():
             if time.monotonic() > deadline:
@@ -121,7 +122,11 @@ def ray_cluster(emulated_hosts, tmp_path_factory):
     """A token-protected Ray cluster over the three hosts (Ray's health checks bound by
     ``FAILURE_TIMEOUT_S``)."""
     cluster = RayCluster(emulated_hosts, tmp_path_factory.mktemp("raycluster"))
-    for i in range(len(emulated_hosts.hosts)):
-        cluster.start_node(i)
-    cluster.wait_alive([h.ip for h in emulated_hosts.hosts])
-    yield cluster
+    try:
+        for i in range(len(emulated_hosts.hosts)):
+            cluster.start_node(i)
+        cluster.wait_alive([h.ip for h in emulated_hosts.hosts])
+        yield cluster
+    finally:
+        emulated_hosts.destroy()  # every process of the hosts, by pid (idempotent)
+        shutil.rmtree(RAY_TMP, ignore_errors=True)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 SUBNET = "10.77.0"
 #: the failure timeout of the emulated Ray cluster (``cluster.failure_timeout_s`` of the configs)
 FAILURE_TIMEOUT_S = 10.0
+#: its session files (short: Ray's unix socket paths are limited)
+RAY_TMP = "/tmp/wph"
 
 
 def why_not_available() -> str | None:

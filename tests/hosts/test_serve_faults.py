@@ -32,7 +32,7 @@ import yaml
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
-from hosts.netns import FAILURE_TIMEOUT_S
+from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP
 from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.hosts
@@ -112,7 +112,7 @@ def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tm
         "run": {"mode": "live", "output_dir": str(run_dir)},
     }
     (d / "serve.yaml").write_text(yaml.safe_dump(cfg))
-    env = ray_cluster.env(RAY_TMPDIR="/tmp/wph", SPARK_LOCAL_IP=hosts.hosts[0].ip)
+    env = ray_cluster.env(RAY_TMPDIR=RAY_TMP, SPARK_LOCAL_IP=hosts.hosts[0].ip)
     cli = [sys.executable, "-m", "sim.cli"]
     proc = hosts.start(0, [*cli, "serve", "serve.yaml"], env, d / "serve.log", cwd=d)
     clock = AnswerClock(run_dir)
