@@ -91,7 +91,7 @@ def _recovered(run_dir: Path, node: str) -> bool:
     return any(e["command"] == "recovery" and e["node"] == node for e in _events(run_dir))
 
 
-def test_serve_survives_host_crash_and_partition(emulated_hosts, ray_cluster, tmp_path):
+def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_cluster, tmp_path):
     hosts = emulated_hosts
     d = tmp_path
     files = _files(d)
