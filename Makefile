@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export RAY_TMPDIR ?= /tmp/ray-weaveplace
 
-.PHONY: venv run test test-fast lint bench clean
+.PHONY: venv run test test-fast test-hosts lint bench clean
 
 venv: $(STAMP)
 
@@ -32,13 +32,18 @@ TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(XDIST) --durations=15
+	$(BIN)/python -m pytest -q $(XDIST) -m "not hosts" --durations=15
+
+# Faults across emulated hosts (network namespaces, root; tests/hosts): a Ray cluster of three
+# hosts with their own IPs, crashes, hangs, partitions. Minutes; one test at a time.
+test-hosts: $(STAMP)
+	$(BIN)/python -m pytest -q -m hosts tests/hosts --durations=15
 
 # The inner loop: no Ray, no Spark, nothing marked slow (markers in pyproject.toml), property
 # tests with the dev hypothesis profile (few examples; tests/conftest.py). `make test` runs all
 # of it with the ci profile's full counts.
 test-fast: $(STAMP)
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(BIN)/python -m pytest -q $(XDIST) -m "not cluster and not slow"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(BIN)/python -m pytest -q $(XDIST) -m "not cluster and not slow and not hosts"
 
 # Style and types; mypy covers the packages with no Ray or Spark (config in pyproject.toml).
 lint: $(STAMP)

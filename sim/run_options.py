@@ -21,6 +21,7 @@ def runtime_options(config: Config, spark: Any = None) -> RuntimeOptions:
     """``cluster.ray`` and ``cluster.spark``; ``spark``: a running session to use instead."""
     return RuntimeOptions(
         ray_address=config.cluster.ray.address,
+        failure_timeout_s=config.cluster.failure_timeout_s,
         spark=spark,
         spark_master=config.cluster.spark.master,
     )

@@ -214,11 +214,20 @@ def run_service(
         planner, choice = Planner.from_config(cfg), None
     ray_address = cfg.cluster.ray.address
     runtime = RuntimeOptions(
-        ray_address=ray_address, num_cpus=2, spark=spark, spark_master=cfg.cluster.spark.master
+        ray_address=ray_address,
+        num_cpus=2,
+        failure_timeout_s=cfg.cluster.failure_timeout_s,
+        spark=spark,
+        spark_master=cfg.cluster.spark.master,
     )
     with started_runtimes(runtime) as (spark, startup):
         if say is not None and startup.get("ray_auth"):
             say(f"Ray: {startup['ray_auth']}")
+        if say is not None and startup.get("failure_detection_s"):
+            say(
+                "Ray: a silent host is declared lost after at most "
+                f"{startup['failure_detection_s']:.0f} s (its health checks)"
+            )
         with ChurnDeployment(
             plan,
             DeploymentOptions(

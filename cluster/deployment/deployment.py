@@ -285,10 +285,15 @@ class Deployment:
         (``CheckpointCoordinator.recover``)."""
         self.coordinator.recover(node_id)
 
-    def actor_died(self, node_id: str) -> None:
+    def actor_died(self, node_id: str, error: BaseException | None = None) -> None:
         """Node ``node_id``'s actor died: restart it, or lose the node if its Ray node is gone
-        (``CheckpointCoordinator.on_dead``)."""
-        self.coordinator.on_dead(node_id)
+        (``CheckpointCoordinator.on_dead``; recorded in ``fault_log``)."""
+        self.coordinator.on_dead(node_id, error)
+
+    @property
+    def fault_log(self):
+        """The failures detected and the recoveries (``cluster.deployment.faults.FaultLog``)."""
+        return self.coordinator.faults
 
     def lose_node(self, node_id: str, reason: str = "declared lost") -> dict[str, Any]:
         """Re-place node ``node_id``'s trees on the other nodes (``Membership.lose_node``)."""
@@ -425,8 +430,9 @@ class Deployment:
             except ray.exceptions.RayActorError as e:
                 if not self.auto_recover:
                     raise DeploymentError(f"node {nid} died: {e}") from e
-                self.coordinator.on_dead(nid)
+                self.coordinator.on_dead(nid, e)
                 break  # recover() replayed the log and drained the node (or it was lost)
+            n.last_seen = time.time()
         n.blocked_s += time.perf_counter() - t0
 
     def wait_all(self) -> None:
@@ -465,6 +471,7 @@ class Deployment:
             n.inflight.append(n.actor.flush.remote())
         self.wait_all()
         t2 = time.perf_counter()
+        self.coordinator.faults.close()  # recoveries still waiting: answered at the end
         result = self.answer_route.finish(self, (t0, t1, t2))
         self._finished = True
         return result
@@ -489,6 +496,7 @@ class Deployment:
             "replacements": list(self.replacements),
             "additions": list(self.additions),
             "faults": [dict(f) for f in self.faults],
+            "fault_log": self.coordinator.faults.summary(),
         }
         for nid, m in zip(nids, per):
             n = self.nodes[nid]

@@ -114,7 +114,8 @@ def check_faults(faults, node_ids) -> list[dict[str, Any]]:
 
 def fire_due_faults(dep, faults: list[dict[str, Any]], batch_no: int) -> None:
     """Fire the faults of ``faults`` (``check_faults``' output, marked ``fired`` here) due
-    before batch ``batch_no`` is fed, on the deployment ``dep``: ``lose`` -> ``lose_node``,
+    before batch ``batch_no`` is fed, on the deployment ``dep``: ``lose`` -> ``lose_node`` (through
+    the coordinator's ``declare_lost``, so the fault log records it),
     ``add`` -> ``add_node``, ``kill`` -> the node's actor killed (recovered when found dead)."""
     import ray
 
@@ -123,7 +124,7 @@ def fire_due_faults(dep, faults: list[dict[str, Any]], batch_no: int) -> None:
             continue
         f["fired"] = True
         if f["kind"] == "lose":
-            dep.lose_node(f["node"], reason=f"fault drill at batch {f['at_batch']}")
+            dep.coordinator.declare_lost(f["node"], reason=f"fault drill at batch {f['at_batch']}")
         elif f["kind"] == "add":
             dep.add_node(
                 f["node"],
@@ -131,4 +132,5 @@ def fire_due_faults(dep, faults: list[dict[str, Any]], batch_no: int) -> None:
                 reason=f"fault drill at batch {f['at_batch']}",
             )
         elif f["node"] in dep.nodes:
+            dep.fault_log.note_injected(f["node"])  # detection is timed from the kill
             ray.kill(dep.nodes[f["node"]].actor, no_restart=True)

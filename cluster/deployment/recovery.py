@@ -19,11 +19,13 @@ their in-flight calls, which the coordinator uses through the deployment's publi
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.deployment.answer_routes import AnswerRoute
+from cluster.deployment.faults import FaultLog, detection
 from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.pinning import ray_node_gone
 from cluster.deployment.specs import DeploymentError
@@ -66,6 +68,9 @@ class DriverNode:
     ray_node: str | None = None  # the Ray node it is pinned to (None: Ray's choice)
     adopted: int = 0  # executor trees taken over from lost nodes
     added: int = 0  # executor trees taken over as an added node (add_node)
+    # wall time of the node's last sign of life (a call that returned): a failure's detection
+    # time is counted from it when the fault's own time is unknown (``FaultLog``)
+    last_seen: float = field(default_factory=time.time)
 
     @property
     def snapshot(self) -> bytes | None:
@@ -105,6 +110,7 @@ class CheckpointCoordinator:
         self.since_checkpoint = 0  # batches (or pieces) fed since the last checkpoint
         self.rounds = 0  # checkpoint rounds (a round repeated after a loss counts again)
         self.checkpoints = 0
+        self.faults = FaultLog()  # failures detected and recoveries (``faults.py``)
 
     # -- the replay log -------------------------------------------------------------------
     def log_batch(self, entry: LoggedBatch, nbytes: int = 0) -> None:
@@ -149,10 +155,10 @@ class CheckpointCoordinator:
                     continue
                 try:
                     blob, answers, seq = ray.get(ref)
-                except ray.exceptions.RayActorError:
+                except ray.exceptions.RayActorError as e:
                     if not self.auto_recover:
                         raise
-                    self.on_dead(nid)
+                    self.on_dead(nid, e)
                     if nid not in nodes:
                         continue
                     n = nodes[nid]
@@ -160,9 +166,11 @@ class CheckpointCoordinator:
                     # the same round's name: a part the dead actor wrote is overwritten
                     blob, answers, seq = ray.get(self._call(n.actor))
                 n = nodes[nid]
+                n.last_seen = time.time()
                 # sources appended after the checkpoint call (adoptions) are not in the snapshot
                 n.sources = [RestoreSource(trees, blob, seq, nid)] + n.sources[k:]
                 self.route.commit(answers)
+                self.faults.answers_committed(nid, int(answers.num_rows))
             if all(len(n.sources) == 1 for n in nodes.values()):
                 break
         self.log.clear()
@@ -174,23 +182,70 @@ class CheckpointCoordinator:
         return self.route.checkpoint_call(actor, self.rounds, self.dep.value_type)
 
     # -- recovery -------------------------------------------------------------------------
-    def on_dead(self, nid: str) -> None:
-        """A node's actor died: restart it from its checkpoint, unless its (pinned) Ray node is
-        gone, then the node is lost for good and its trees move to the other nodes."""
+    def on_dead(self, nid: str, error: BaseException | None = None) -> None:
+        """A node's actor died (``error``: the failed call's, when known): restart it from its
+        checkpoint, unless its (pinned) Ray node is gone, then the node is lost for good and
+        its trees move to the other nodes.  Both are recorded in ``faults``."""
         import ray
 
         nodes = self.dep.nodes
-        if ray_node_gone(nodes[nid].ray_node):
-            self.dep.lose_node(nid, reason=f"Ray node {nodes[nid].ray_node} is gone")
+        n = nodes[nid]
+        gone = ray_node_gone(n.ray_node)
+        failure = self.faults.failure(
+            nid,
+            ray_node=n.ray_node,
+            detected_by=detection(error, gone),
+            last_seen=n.last_seen,
+            batch=self.dep.batches_fed,
+            error=error,
+        )
+        if gone:
+            self.lose_for_good(nid, failure)
             return
+        trees = {str(t["id"]): nid for t in n.spec["trees"]}
         try:
-            self.recover(nid)
+            replayed = self.recover(nid)
         except (ray.exceptions.RayError, DeploymentError) as e:
             # the Ray node may have died in between (a hard-pinned actor cannot start there)
             if nid in nodes and ray_node_gone(nodes[nid].ray_node):
-                self.dep.lose_node(nid, reason=f"Ray node {nodes[nid].ray_node} is gone")
+                failure["detected_by"] = "node marked dead"
+                self.lose_for_good(nid, failure)
                 return
             raise DeploymentError(f"node {nid}: recovery failed: {e}") from e
+        self.faults.recovered(failure, action="restarted", trees=trees, replayed=replayed)
+
+    def declare_lost(self, nid: str, reason: str) -> dict:
+        """Node ``nid`` is declared lost for good (a drill, an operator): re-place its trees,
+        recorded in ``faults`` as a failure ``declared lost`` and its recovery."""
+        if nid not in self.dep.nodes:  # lose_node says why in one line
+            return self.dep.lose_node(nid, reason=reason)
+        n = self.dep.nodes[nid]
+        self.faults.note_injected(nid)
+        failure = self.faults.failure(
+            nid,
+            ray_node=n.ray_node,
+            detected_by="declared lost",
+            last_seen=n.last_seen,
+            batch=self.dep.batches_fed,
+        )
+        try:
+            return self.lose_for_good(nid, failure, reason)
+        except DeploymentError:  # refused (the last node, ...): nothing failed
+            self.faults.discard(failure)
+            raise
+
+    def lose_for_good(self, nid: str, failure: dict, reason: str | None = None) -> dict:
+        """Node ``nid`` is gone (its Ray node, unless ``reason`` says otherwise): re-place its
+        trees, recorded as ``failure``'s recovery."""
+        ray_node = self.dep.nodes[nid].ray_node
+        rec = self.dep.lose_node(nid, reason=reason or f"Ray node {ray_node} is gone")
+        self.faults.recovered(
+            failure,
+            action="re-placed",
+            trees={str(k): str(v) for k, v in rec["trees"].items()},
+            replayed=rec["replayed_batches"],
+        )
+        return rec
 
     def replay(self, nid: str, src: RestoreSource, *, base: bool):
         """The logged batches ``src``'s trees need after its snapshot, as ingest arguments."""
@@ -206,10 +261,11 @@ class CheckpointCoordinator:
             elif streams.intersection(b.streams):
                 yield (b.stream, b.source, b.seq, ids)
 
-    def recover(self, node_id: str) -> None:
+    def recover(self, node_id: str) -> int:
         """Replace node ``node_id`` by a new actor restored from its last checkpoint, and
         replay the batches it received after that checkpoint (from the object store); trees
-        it adopted since are restored from their own snapshots and replayed the same way."""
+        it adopted since are restored from their own snapshots and replayed the same way.
+        Returns the number of batches replayed."""
         import ray
 
         if not self.auto_recover:
@@ -242,6 +298,8 @@ class CheckpointCoordinator:
                 ray.get(n.inflight.popleft())
         ray.get(list(n.inflight))  # a failure during replay is not retried: it raises
         n.inflight.clear()
+        n.last_seen = time.time()
+        return sum(1 for name, _ in calls if name == "ingest")
 
     def adopt(self, nid: str, src: RestoreSource) -> int:
         """Queue ``add_trees`` + the replay of ``src`` on node ``nid`` (with backpressure).

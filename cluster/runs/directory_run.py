@@ -20,7 +20,7 @@ from cluster.deployment.options import DeploymentOptions
 from cluster.feeds.directory import stream_directory
 from cluster.feeds.directory_options import StreamOptions, StreamStats
 from cluster.runs.options import RuntimeOptions
-from cluster.runs.startup import started_run, write_final_plan
+from cluster.runs.startup import started_run, write_fault_events, write_final_plan
 
 
 class _SigintGuard:
@@ -104,4 +104,5 @@ def run_directory(
     out = Path(out_dir)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1, default=float))
     write_final_plan(out, final_plan, bool(metrics.get("replacements") or metrics.get("additions")))
+    write_fault_events(out, metrics)
     return StreamResult(stats, metrics, out)

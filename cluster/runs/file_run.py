@@ -38,7 +38,12 @@ from cluster.feeds.parquet import feed_raw
 from cluster.feeds.sliced import feed_sliced
 from cluster.feeds.text import TextFeedOptions, feed_text
 from cluster.runs.options import FileFeedOptions, RuntimeOptions
-from cluster.runs.startup import StartedRun, started_run, write_final_plan
+from cluster.runs.startup import (
+    StartedRun,
+    started_run,
+    write_fault_events,
+    write_final_plan,
+)
 
 
 def write_result(
@@ -138,6 +143,7 @@ def run_file(
     result.metrics.update(extra)
     write_result(result, out_dir, csv=feed.csv)
     write_final_plan(out_dir, final_plan, bool(result.replacements or result.additions))
+    write_fault_events(out_dir, result.metrics)
     return result
 
 

@@ -26,12 +26,15 @@ class RuntimeOptions:
     """Ray and Spark for one run.
 
     ``ray_address``: a Ray cluster to attach to (``None``: the running Ray, else an embedded
-    one with ``num_cpus`` CPUs). ``spark``: a running session to use and leave running (e.g. a
+    one with ``num_cpus`` CPUs). ``failure_timeout_s``: how long a silent host may stay silent
+    before the embedded Ray declares it dead (``cluster.runtime.ray_runtime``; an attached
+    cluster keeps its own). ``spark``: a running session to use and leave running (e.g. a
     test's); without it a session on ``spark_master`` is started and stopped by the run.
     """
 
     ray_address: str | None = None
     num_cpus: int = 2
+    failure_timeout_s: float = 30.0
     spark: Any = None
     spark_master: str = "local[*]"
 

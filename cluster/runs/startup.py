@@ -35,13 +35,23 @@ def started_runtimes(
     """Ray (started unless one is running or ``runtime.ray_address`` is given) and a Spark
     session (started unless ``runtime.spark`` is given), each stopped on exit if this run
     started it.  Yields ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, ray_auth,
-    spark_s}`` for the metrics.  ``on_new_spark`` runs right after a session is created (a new
+    failure_detection_s, spark_s}`` for the metrics (``failure_detection_s``: the bound Ray
+    applies on declaring a silent host dead).  ``on_new_spark`` runs right after a session is created (a new
     SparkContext installs PySpark's SIGINT handler: a directory run takes it back)."""
     spark = runtime.spark
     own_spark = spark is None
     t0 = time.perf_counter()
-    with RayRuntime(address=runtime.ray_address, num_cpus=runtime.num_cpus) as rt:
-        startup = {"ray_s": time.perf_counter() - t0, "ray_owned": rt.owned, "ray_auth": rt.auth}
+    with RayRuntime(
+        address=runtime.ray_address,
+        num_cpus=runtime.num_cpus,
+        failure_timeout_s=runtime.failure_timeout_s,
+    ) as rt:
+        startup = {
+            "ray_s": time.perf_counter() - t0,
+            "ray_owned": rt.owned,
+            "ray_auth": rt.auth,
+            "failure_detection_s": rt.failure_detection_s,
+        }
         try:
             t1 = time.perf_counter()
             if own_spark:
@@ -87,3 +97,16 @@ def write_final_plan(out_dir: str | Path, plan: Mapping[str, Any], changed: bool
         final.write_text(json.dumps(plan, indent=1))
     elif final.exists():
         final.unlink()
+
+
+def write_fault_events(out_dir: str | Path, metrics: Mapping[str, Any]) -> None:
+    """``events.jsonl``: the failures the deployment detected and its recoveries
+    (``metrics["fault_log"]``, ``cluster.deployment.faults``), one JSON line each, as
+    ``weaveplace serve`` logs them; ``weaveplace report`` draws them.  Only when there were
+    any (a previous run's file in the same folder is removed)."""
+    events = (metrics.get("fault_log") or {}).get("events") or []
+    path = Path(out_dir) / "events.jsonl"
+    if events:
+        path.write_text("".join(json.dumps(e, default=str) + "\n" for e in events))
+    elif path.exists():
+        path.unlink()

@@ -34,6 +34,19 @@ authentication is on (Ray's default for a cluster ``ray.init`` starts: ``~/.ray/
 created if missing), and the unix sockets (object store, raylet) are files under the session
 directory in ``RAY_TMPDIR``.
 
+**How long a silent host may stay silent** (``failure_timeout_s``, ``cluster.failure_timeout_s``
+in a config, default 30 s): Ray's GCS declares a node dead after ``health_check_failure_threshold``
+health checks in a row failed, each waiting up to ``health_check_timeout_ms`` and
+``health_check_period_ms`` apart (Ray 2.60's names; its defaults 5, 10 s and 3 s: about 15 s
+for a crashed host, whose checks fail at once, and about 65 s for a hung or cut-off one, whose
+checks time out).  ``health_check_config`` turns the one setting into those keys (5 checks,
+period = timeout = ``failure_timeout_s`` / 10) for the ``_system_config`` of an embedded Ray,
+so a hung host is declared dead after at most ``failure_timeout_s`` (a crashed one after about
+half).  Then its actors' calls fail (``node marked dead``) and the deployment recovers.  An
+attached cluster keeps what ``ray start --system-config`` gave its head (the operator's
+choice, README "Running on several hosts"); ``detection_bound_s`` reads the bound the
+connected cluster applies, and the run's metrics report it.
+
 ``__exit__`` runs on exceptions and on ``KeyboardInterrupt`` alike (both are BaseException), so a
 Ctrl-C during a run still stops the Ray processes this process started.
 """
@@ -45,6 +58,41 @@ import os
 from pathlib import Path
 
 DEFAULT_TMPDIR = "/tmp/ray-weaveplace"
+
+#: seconds a silent (crashed, hung, cut-off) host may stay silent before Ray declares it dead
+DEFAULT_FAILURE_TIMEOUT_S = 30.0
+#: health checks in a row that must fail (Ray's ``health_check_failure_threshold``)
+HEALTH_CHECKS = 5
+
+
+def health_check_config(failure_timeout_s: float) -> dict[str, int]:
+    """Ray's ``_system_config`` health-check keys for a bound of ``failure_timeout_s`` seconds
+    on declaring a silent node dead: ``HEALTH_CHECKS`` checks, each waiting ``timeout`` and
+    ``period`` apart, both ``failure_timeout_s / (2 * HEALTH_CHECKS)`` (at least 100 ms), so
+    ``HEALTH_CHECKS * (period + timeout)`` (a hung node: every check times out) is the bound."""
+    t = float(failure_timeout_s)
+    if not t > 0 or t == float("inf"):
+        raise ValueError(f"failure_timeout_s: {failure_timeout_s!r}; expected a number > 0")
+    step = max(100, int(t * 1000 / (2 * HEALTH_CHECKS)))
+    return {
+        "health_check_initial_delay_ms": min(5000, step),
+        "health_check_period_ms": step,
+        "health_check_timeout_ms": step,
+        "health_check_failure_threshold": HEALTH_CHECKS,
+    }
+
+
+def detection_bound_s() -> float | None:
+    """The connected cluster's bound on declaring a silent node dead, in seconds:
+    ``health_check_failure_threshold * (period + timeout)`` as this process's Ray reads its
+    configuration (None before ``ray.init`` or if Ray's config API moved)."""
+    try:
+        from ray._raylet import Config
+
+        period, timeout = Config.health_check_period_ms(), Config.health_check_timeout_ms()
+        return Config.health_check_failure_threshold() * (period + timeout) / 1000.0
+    except Exception:  # noqa: BLE001  (private API moved: unknown)
+        return None
 
 
 def _worker_env() -> dict[str, str]:
@@ -192,6 +240,7 @@ class RayRuntime:
         tmpdir: str | None = None,
         namespace: str | None = "weaveplace",
         quiet: bool = True,
+        failure_timeout_s: float = DEFAULT_FAILURE_TIMEOUT_S,
     ):
         self.address = address
         self.num_cpus = num_cpus
@@ -199,6 +248,10 @@ class RayRuntime:
         self.tmpdir = tmpdir or os.environ.get("RAY_TMPDIR") or DEFAULT_TMPDIR
         self.namespace = namespace
         self.quiet = quiet
+        self.health_checks = health_check_config(failure_timeout_s)  # checked before starting
+        #: the bound Ray applies once started (``detection_bound_s``): the embedded Ray's from
+        #: ``failure_timeout_s``, an attached cluster's from its ``ray start``
+        self.failure_detection_s: float | None = None
         self.owned = False
         self.started = False
         #: one line: which token this connection uses (``attach_auth``), None when embedded
@@ -210,6 +263,7 @@ class RayRuntime:
 
         if ray.is_initialized():  # borrowed: a fixture or the caller owns it
             self.started, self.owned = True, False
+            self.failure_detection_s = detection_bound_s()
             return self
         env = _worker_env()
         kw = dict(
@@ -227,6 +281,7 @@ class RayRuntime:
                 object_store_memory=self.object_store_memory,
                 _node_ip_address="127.0.0.1",
                 _temp_dir=self.tmpdir,
+                _system_config=dict(self.health_checks),
             )
             self._restore = _loopback_only()
             self.owned = True
@@ -249,6 +304,7 @@ class RayRuntime:
             raise
         if self.owned:
             self.auth = "embedded: " + _embedded_auth()
+        self.failure_detection_s = detection_bound_s()
         self.started = True
         return self
 

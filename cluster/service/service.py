@@ -190,6 +190,27 @@ class Service:
         self.sample_load()
         return ev
 
+    def log_faults(self) -> None:
+        """Append the failures and recoveries the deployment recorded since the last call
+        (``cluster.deployment.faults``) to ``events.jsonl``, at the current event time.  Trees
+        the deployment moved off a node lost for good are recorded where they run now (and
+        the running plan rewritten), so later commands and the state saved see them there."""
+        events = self.dep.fault_log.take()
+        if not events:
+            return
+        nodes = self.dep.nodes
+        where = {str(t["id"]): nid for nid, n in nodes.items() for t in n.spec["trees"]}
+        moved = False
+        for tid, t in self.running.trees.items():
+            if t.node not in nodes and tid in where:
+                t.node, moved = where[tid], True
+        for nid in [x for x in self.running.capacity if x not in nodes]:
+            del self.running.capacity[nid]
+        if moved:
+            self.write_plan()
+        for ev in events:
+            self.event_log.append({**ev, "event_time": self.event_time})
+
     def sample_load(self) -> None:
         """Append one line to ``RUN_DIR/load.jsonl`` (``cluster.service.status``)."""
         service_status.sample_load(self)
@@ -222,6 +243,7 @@ class Service:
     def _commit(self, change: Change) -> None:
         self.write_plan()
         self.flush_outputs()
+        self.log_faults()
         self._event(change.command, change.before, **change.detail)
 
     def _change_points(self) -> dict[str, tuple[int, int | None]]:
@@ -569,6 +591,7 @@ class Service:
         watermark per stream, backlog, late tuples, answers written, the last events and,
         with WG_PF, how the last plan was chosen (``choose``: ``cluster.service.planning``)."""
         with self._cmd_lock:  # not during a change (the plan is being rewritten)
+            self.log_faults()
             return service_status.status(self)
 
     def backlog(self) -> dict:
@@ -599,6 +622,7 @@ class Service:
             )
             stats = self.stream.run()
             self.state = "stopped"
+            self.log_faults()
             service_status.write_metrics(self, stats)
             self._event(
                 "stop",

@@ -52,8 +52,8 @@ def sample_load(svc: Any) -> None:
 
 def status(svc: Any) -> dict:
     """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
-    watermark per stream, backlog, late tuples, answers written, the last events, the drift
-    and ``choose`` (WG_PF: how the last plan was chosen, ``cluster.service.planning``; else None)
+    watermark per stream, backlog, late tuples, answers written, the last events, failures and
+    recoveries (``faults``), the drift and ``choose`` (WG_PF: how the last plan was chosen, ``cluster.service.planning``; else None)
     (the caller holds the command lock: not during a change)."""
     st = svc.stream.stats
     plan = svc.plan_dict()
@@ -121,6 +121,16 @@ def status(svc: Any) -> dict:
         "driver_rss_bytes": rss_bytes(),
         "drift": svc.drift(),
         "choose": svc.choice,
+        "faults": faults(svc),
+    }
+
+
+def faults(svc: Any) -> dict:
+    """Failures detected and recoveries since the start (or resume): counts, nodes still
+    recovering (detected, no new answer yet) and the latest events of both kinds."""
+    s = svc.dep.fault_log.summary()
+    return {k: s[k] for k in ("failures", "recoveries", "recovering")} | {
+        "latest": s["events"][-10:]
     }
 
 

@@ -81,6 +81,7 @@ class ServiceStream(DirectoryStream):
     def _process(self, batch_df) -> None:
         n = self.stats.files
         super()._process(batch_df)
+        self.service.log_faults()  # failures detected and recoveries completed meanwhile
         if self.stats.files != n:
             now = time.time()  # the answers the files released are written: their latency
             for rec in self.stats.files_log[n:]:

@@ -55,6 +55,9 @@ class SparkSpec(Strict):
 
 class Cluster(Strict):
     nodes: NodesField = 1
+    # seconds a silent (crashed, hung, cut-off) host may stay silent before it is declared
+    # lost: Ray's health checks of an embedded Ray (cluster.runtime.ray_runtime)
+    failure_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     ray: RaySpec = RaySpec()
     spark: SparkSpec = SparkSpec()
 

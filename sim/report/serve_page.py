@@ -110,7 +110,8 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
         table_id="serve-events",
     )
     body = [
-        "<h2>Deployment over time (weaveplace serve)</h2>",
+        "<h2>Deployment over time"
+        + (" (weaveplace serve)</h2>" if rows else ": failures and recoveries</h2>"),
         plot.img(),
         f"<h3>Events ({len(events)})</h3>",
         table,

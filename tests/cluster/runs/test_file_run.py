@@ -126,6 +126,19 @@ def test_run_file_fault_drill_writes_final_plan(
     assert m["nodes"]["node-2"]["recoveries"] == 1 and set(m["lost_nodes"]) == {"node-1"}
     final = json.loads((out / "plan_final.json").read_text())
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-0", "node-2"]
+    # the faults as events: metrics.json's fault_log and events.jsonl beside it
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    assert events == m["fault_log"]["events"]
+    assert [(e["command"], e["node"]) for e in events if e["command"] == "failure"] == [
+        ("failure", "node-2"),
+        ("failure", "node-1"),
+    ]
+    got = {(e["node"], e["action"]) for e in events if e["command"] == "recovery"}
+    assert got == {("node-2", "restarted"), ("node-1", "re-placed")}
+    assert all(e["detect_s_from"] == "fault" for e in events if e["command"] == "failure")
+    moved = next(e for e in events if e.get("action") == "re-placed")
+    assert moved["trees_moved"] == rec["moved"]
+    assert moved["batches_replayed"] == rec["replayed_batches"]
     lines = drill_lines(res.metrics)
     assert lines[0].startswith(
         f"node node-1 lost before batch 5 (fault drill at batch 5): "

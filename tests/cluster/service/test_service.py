@@ -30,7 +30,10 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     """A plan with nothing woven, all on one node: the running TotalCost is far above
     WeaveShare's, so the first command re-plans ("drift"): queries are handed between trees at
     T, at most max_moves (1) trees change node; answers stay those of the section 9 oracle;
-    then add-node, retire-node and rebalance keep them."""
+    then add-node, retire-node and rebalance keep them.  An actor killed behind the service's
+    back shows as a ``failure`` and a ``recovery`` event (``events.jsonl``, status ``faults``)."""
+    import ray
+
     from cluster.deployment.churn import ChurnDeployment
     from cluster.feeds.directory_options import StreamOptions
     from cluster.service.control import ControlError, call
@@ -115,7 +118,24 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
         assert ev[-1]["total_cost_after"] == pytest.approx(ev[-1]["fresh_total"])
         assert svc.drift()["drift"] <= 0.25
         feed(2)
+        ray.kill(svc.dep.actor("node-0"), no_restart=True)
         feed(3)
+
+        def events():
+            return [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+
+        wait_for(lambda: any(e["command"] == "recovery" for e in events()), "the recovery event")
+        ev = events()
+        fail, rec = [e for e in ev if e["command"] in ("failure", "recovery")]
+        assert (fail["node"], fail["detected_by"], rec["action"]) == (
+            "node-0",
+            "actor died",
+            "restarted",
+        )
+        assert fail["event_time"] is not None and fail["detect_s"] >= 0
+        assert rec["trees_restarted"] >= 1 and 0 <= rec["recover_s"] <= rec["first_answer_s"]
+        faults = call(run_dir, "GET", "/status")["faults"]
+        assert (faults["failures"], faults["recoveries"], faults["recovering"]) == (1, 1, [])
         rep = call(run_dir, "POST", "/add-node", {})
         feed(4)
         with pytest.raises(ControlError, match="unknown node"):
