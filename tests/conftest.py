@@ -12,6 +12,11 @@ each, lazily (only when a test asks for the fixture) and always stops them at th
 failures. A test that asks for either fixture is marked ``cluster`` here, so `make test-fast`
 (``-m "not cluster and not slow"``) can never start them.
 
+Spark drivers started by tests run their JVM with C1 only and the serial collector
+(``TEST_SPARK_SUBMIT_OPTS`` below, through ``SPARK_SUBMIT_OPTS``, which the CLI and driver
+subprocesses of the tests inherit; set ``SPARK_SUBMIT_OPTS=`` to run them with the JVM's
+defaults): on test-sized data a driver's life is its start-up and first queries.
+
 Parallel runs (``pytest -n 2``, pytest-xdist; `make test`): each worker process is a test
 session of its own, with its own lazy Ray and Spark. Most of the suite's wall time is waiting
 (start-ups, subprocesses, streams), so two workers overlap it. ``--dist loadfile`` keeps a
@@ -47,6 +52,15 @@ def _worker_ray_tmpdir() -> None:
 
 
 _worker_ray_tmpdir()
+
+#: JVM flags for every Spark driver a test starts: the session's below and those of the CLI
+#: runs and drivers the tests start as subprocesses (they inherit this environment; the Spark
+#: launcher adds ``SPARK_SUBMIT_OPTS`` to the driver's command).  A test's data is small, so a
+#: driver JVM's life is mostly its start-up and first queries, where the C2 compiler's threads
+#: cost more CPU than their code gives back: C1 alone and the serial collector halve a
+#: driver's CPU to its first answers (BENCHMARKS.md).  Tests only: real runs keep the defaults.
+TEST_SPARK_SUBMIT_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_SPARK_SUBMIT_OPTS)
 
 CLUSTER_FIXTURES = {"ray_session", "spark"}
 

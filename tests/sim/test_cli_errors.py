@@ -25,6 +25,24 @@ def _cli(*args, env=None):
     )
 
 
+def _cli_here(monkeypatch, capsys, *args) -> tuple[int, str]:
+    """``weaveplace ARGS`` in this process through the same entry point (``sim.cli.main``,
+    which turns user errors into one line and exit code 2): ``(exit code, stdout + stderr)``.
+    For checks the command makes before any work, without a Python start-up each; every
+    command keeps at least one check through ``_cli`` (a real process)."""
+    import sim.cli
+
+    monkeypatch.setattr(sys, "argv", ["weaveplace", *args])
+    capsys.readouterr()  # only this command's output
+    try:
+        sim.cli.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
 def _closed_port() -> int:
     import socket
 
@@ -58,22 +76,32 @@ def test_java_missing(tmp_path):
     assert "Traceback" not in res.stderr + res.stdout
 
 
+BAD_ARGUMENTS = [
+    # in this process where another test runs the command as a process: simulate just
+    # below, report in tests/sim/test_report.py, plan here with --qnum
+    (["simulate", "no/such/config.yaml"], "no/such/config.yaml", False),
+    (["verify-plan", "no/such/plan.json"], "plan file not found", True),
+    (["report", "no/such/run"], "run directory not found", False),
+    (["plan", "--qnum", "0"], "qnum", True),
+    (["plan", "--gen", "weird"], "generator", False),
+    (["bench", "f1", "--experiments", "9"], "experiments", True),
+]
+
+
 @pytest.mark.parametrize(
-    "args, needle",
-    [
-        (["simulate", "no/such/config.yaml"], "no/such/config.yaml"),
-        (["verify-plan", "no/such/plan.json"], "plan file not found"),
-        (["report", "no/such/run"], "run directory not found"),
-        (["plan", "--qnum", "0"], "qnum"),
-        (["plan", "--gen", "weird"], "generator"),
-        (["bench", "f1", "--experiments", "9"], "experiments"),
-    ],
+    "args, needle, process",
+    BAD_ARGUMENTS,
+    ids=[f"args{i}-{needle}" for i, (_, needle, _) in enumerate(BAD_ARGUMENTS)],
 )
-def test_bad_arguments(args, needle):
-    res = _cli(*args)
-    assert res.returncode == 2, res.stdout + res.stderr
-    assert needle in res.stdout + res.stderr
-    assert "Traceback" not in res.stderr + res.stdout
+def test_bad_arguments(args, needle, process, monkeypatch, capsys):
+    if process:
+        res = _cli(*args)
+        code, out = res.returncode, res.stdout + res.stderr
+    else:
+        code, out = _cli_here(monkeypatch, capsys, *args)
+    assert code == 2, out
+    assert needle in out
+    assert "Traceback" not in out
 
 
 def test_live_config_refused_by_simulate(tmp_path):
@@ -191,7 +219,7 @@ def test_quickstart_calls_its_commands_with_every_option(tmp_path, monkeypatch):
     assert all(v is None for v in seen.values())
 
 
-def test_data_convert(tmp_path):
+def test_data_convert(tmp_path, monkeypatch, capsys):
     """``weaveplace data convert``: a summary line, rejects next to OUT, Parquet equal to
     the reader's rows; mistakes are one line with exit code 2."""
     import pyarrow.parquet as pq
@@ -213,8 +241,11 @@ def test_data_convert(tmp_path):
     rows = (tmp_path / "out.rejects.tsv").read_text().splitlines()
     assert [r.split("\t")[0] for r in rows[1:]] == ["10", str(len(lines) + 1)]
     assert pq.read_table(out).equals(read_debs_tsv(src).read_all())
-    res = _cli("data", "convert", str(src), str(out), "--extra-columns", "ignore")
-    assert res.returncode == 0 and "1 extra columns dropped" in res.stdout
+    # the rest in this process (the command ran as a process above)
+    code, text = _cli_here(
+        monkeypatch, capsys, "data", "convert", str(src), str(out), "--extra-columns", "ignore"
+    )
+    assert code == 0 and "1 extra columns dropped" in text
     assert pq.read_table(out).equals(read_debs_tsv(src, extra_columns="ignore").read_all())
     for args, needle in (
         (["nope.txt", str(out)], "IN: file not found"),
@@ -222,6 +253,6 @@ def test_data_convert(tmp_path):
         ([str(out), str(tmp_path / "o.parquet")], "already Parquet"),
         ([str(src), str(out), "--extra-columns", "x"], "--extra-columns"),
     ):
-        res = _cli("data", "convert", *args)
-        assert res.returncode == 2 and needle in res.stdout + res.stderr, args
-        assert "Traceback" not in res.stdout + res.stderr
+        code, text = _cli_here(monkeypatch, capsys, "data", "convert", *args)
+        assert code == 2 and needle in text, args
+        assert "Traceback" not in text

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from support.waiting import wait_for
 
 from cluster.runtime.ray_runtime import LOOPBACK_ENV, token_source
 from executors.oracle import brute_force
@@ -148,6 +149,27 @@ def _run(args, env, timeout=300):
     )
 
 
+def _start(args, env) -> subprocess.Popen:
+    """``weaveplace ARGS`` started, not waited for (``_finish`` waits)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sim.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+
+
+def _finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def test_token_source_order(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     for k in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
@@ -208,20 +230,30 @@ def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
         **({"RAY_AUTH_TOKEN": secrets.token_hex(32)} if token else {}),
     )
     seen = []
-    for cmd in ("validate", "run"):  # validate makes run's check, with the same line
-        t0 = time.monotonic()
-        res = _run([cmd, str(_config(tmp_path, address))], env, timeout=120)
-        assert res.returncode == 2
-        out = res.stdout + res.stderr
-        assert "Traceback" not in out
-        lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
-        assert len(lines) == 1 and "InvalidAuthToken" in lines[0]
-        assert "RAY_AUTH_TOKEN" in lines[0] and "~/.ray/auth_token" in lines[0]
-        assert (
-            "token from the RAY_AUTH_TOKEN environment variable" if token else "no token"
-        ) in lines[0]
-        assert time.monotonic() - t0 < 60  # not Ray's minutes of retries
-        seen.append(lines[0])
+    # validate makes run's check, with the same line; the two run side by side (each mostly
+    # waits on the refused connection), each timed from the common start
+    t0 = time.monotonic()
+    cfg = str(_config(tmp_path, address))
+    procs = [_start([cmd, cfg], env) for cmd in ("validate", "run")]
+    try:
+        for proc in procs:
+            res = _finish(proc, timeout=120)
+            assert res.returncode == 2
+            out = res.stdout + res.stderr
+            assert "Traceback" not in out
+            lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
+            assert len(lines) == 1 and "InvalidAuthToken" in lines[0]
+            assert "RAY_AUTH_TOKEN" in lines[0] and "~/.ray/auth_token" in lines[0]
+            assert (
+                "token from the RAY_AUTH_TOKEN environment variable" if token else "no token"
+            ) in lines[0]
+            assert time.monotonic() - t0 < 60  # not Ray's minutes of retries
+            seen.append(lines[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert seen[0] == seen[1]
 
 
@@ -270,19 +302,27 @@ def test_serve_attached_answers_equal_the_oracle(ray_head, tmp_path):
         tmp.rename(incoming / f"f{k}.parquet")
 
     def fed(n: int) -> None:
-        deadline = time.monotonic() + 120
-        while ctl("status")["files"] < n:
-            assert time.monotonic() < deadline, "files not fed in 120 s"
-            time.sleep(0.5)
+        # polled with ctl's own client in this process (``ctl status`` as a command is run
+        # once below): a subprocess per poll would cost a Python start-up each
+        from sim.serve_cli import ctl as send
+
+        wait_for(
+            lambda: send(run_dir, "status", [])["files"] >= n,
+            f"{n} files fed",
+            120,
+            interval=0.2,
+            proc=proc,
+        )
 
     try:
         deadline = time.monotonic() + 180
         while not (run_dir / "control.json").exists():
             assert proc.poll() is None, proc.stdout.read()[-3000:]
             assert time.monotonic() < deadline, "serve did not start in 180 s"
-            time.sleep(0.5)
+            time.sleep(0.1)
         drop(0)
         fed(1)
+        assert ctl("status")["files"] >= 1  # the command itself, attached
         (tmp_path / "more.yaml").write_text(
             "queries:\n  - {id: mn, stream: mf02, aggregate: min, range: 900, slide: 300}\n"
         )
