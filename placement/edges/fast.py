@@ -31,7 +31,8 @@ from math import gcd, lcm
 import numpy as np
 
 from placement.edges.base import Deadline, EdgeCountLimit, EdgeEngine, trivial_bounds
-from placement.edges.f1 import group_inclusion_exclusion, remove_covered
+from placement.edges.f1 import remove_covered
+from placement.edges.small import union_density
 from placement.slicing import ResidueClass, crt_merge, divisors, prime_factors
 
 FULL = frozenset({(1, 0)})
@@ -194,7 +195,7 @@ class FastEngine(EdgeEngine):
     def _small(self, classes) -> Fraction:
         """A handful of classes: inclusion-exclusion over compatible groups after dropping
         covered classes is cheaper than any set-up, so do just that."""
-        return group_inclusion_exclusion(remove_covered(classes))
+        return union_density(remove_covered(classes))
 
     def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
         """Density of ``x | y`` recomputing only the components of x and y that share a prime.
