@@ -32,7 +32,8 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
     except OSError as exc:
         raise ConfigError(
             f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
-            "is the head node running? null starts an embedded local Ray"
+            "is the head node running? (null: an embedded local Ray for live runs, local "
+            "processes for simulate)"
         ) from exc
 
 
