@@ -59,6 +59,7 @@ from placement.trees import CostModel
 from sim import pareto_sim, workload_runners
 from sim.compile_cache import warm_placement
 from sim.config import Config, ConfigError
+from sim.ray_address import check_attach
 from sim.workload import WorkloadSpec, generate
 
 Progress = Callable[[int, int, str], None]
@@ -153,12 +154,15 @@ def _category(name: str) -> str:
 
 
 def check_simulatable(config: Config) -> None:
-    """``simulate`` prices plans; a ``live`` config asks for execution, which is not done here."""
+    """``simulate`` prices plans; a ``live`` config asks for execution, which is not done here.
+    A configured Ray address (whole workloads as Ray tasks) must be reachable, and accept our
+    token, before any work (``weaveplace validate`` runs this too)."""
     if config.run.mode != "simulate":
         raise ConfigError(
             "run.mode: 'live' executes plans on a cluster; `simulate` only prices "
             "plans (set run.mode: simulate)"
         )
+    check_attach(config.cluster.ray.address)
 
 
 def _point_rows(

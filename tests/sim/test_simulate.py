@@ -280,4 +280,6 @@ def test_unreachable_ray_address_is_one_line(tmp_path):
     res = CliRunner().invoke(app, ["simulate", str(cfg), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "is not host:port" in res.output
     assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
-    assert not (tmp_path / "o" / "results.csv").exists()
+    assert not (tmp_path / "o").exists()  # refused before any work
+    res = CliRunner().invoke(app, ["validate", str(cfg)])
+    assert res.exit_code == 2 and "is not host:port" in res.output
