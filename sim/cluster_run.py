@@ -21,6 +21,7 @@ from typing import Any
 
 from placement.trees import CostModel
 from sim.config import Config, ConfigError
+from sim.ray_address import check_attach
 from sim.simulate import plan_for, workload_point
 
 
@@ -39,30 +40,6 @@ class RunSummary:
     estimated_total_cost: float
     estimated_max_cost: float
     metrics: dict[str, Any]
-
-
-def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
-    """Fail fast (ConfigError) when a configured Ray head cannot be reached over TCP; without
-    this, ``ray.init`` retries for minutes before giving up. ``auto``/``local`` are left to Ray."""
-    import socket
-
-    if address in (None, "auto", "local"):
-        return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(
-            f"cluster.ray.address: {address!r} is not host:port "
-            "(e.g. 'head:6379' or 'ray://head:10001'), 'auto' or null"
-        )
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise ConfigError(
-            f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
-            "is the head node running? null starts an embedded local Ray"
-        ) from exc
 
 
 def drill_lines(metrics: dict[str, Any]) -> list[str]:
@@ -208,17 +185,7 @@ def check_cluster_run(
             f"run.output_dir: {str(out)!r} is the watched directory "
             "(data.directory.path); outputs would be read as input"
         )
-    address = config.cluster.ray.address
-    check_ray_address(address)
-    if address not in (None, "", "auto", "local"):  # the token check ray.init would fail on
-        from cluster.runtime.ray_runtime import attach_auth
-
-        try:
-            attach_auth(address)
-        except ConnectionError as exc:
-            raise ConfigError(
-                f"cluster.ray.address {address!r}: cannot connect to Ray ({exc})"
-            ) from None
+    check_attach(config.cluster.ray.address)
     if java and shutil.which("java") is None:
         raise ConfigError(
             "Java is not installed or not on PATH: PySpark 4 needs Java 17 "

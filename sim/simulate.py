@@ -56,9 +56,10 @@ from placement.pareto.search import SEED_OPTIMIZERS, ParetoResult
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel
-from sim import pareto_sim
+from sim import pareto_sim, workload_runners
 from sim.compile_cache import warm_placement
 from sim.config import Config, ConfigError
+from sim.ray_address import check_attach
 from sim.workload import WorkloadSpec, generate
 
 Progress = Callable[[int, int, str], None]
@@ -153,12 +154,15 @@ def _category(name: str) -> str:
 
 
 def check_simulatable(config: Config) -> None:
-    """``simulate`` prices plans; a ``live`` config asks for execution, which is not done here."""
+    """``simulate`` prices plans; a ``live`` config asks for execution, which is not done here.
+    A configured Ray address (whole workloads as Ray tasks) must be reachable, and accept our
+    token, before any work (``weaveplace validate`` runs this too)."""
     if config.run.mode != "simulate":
         raise ConfigError(
             "run.mode: 'live' executes plans on a cluster; `simulate` only prices "
             "plans (set run.mode: simulate)"
         )
+    check_attach(config.cluster.ray.address)
 
 
 def _point_rows(
@@ -243,17 +247,14 @@ def _point_rows(
     return rows
 
 
-def _group_rows(config: Config, group: list[int], out: Path, tick) -> list[dict[str, Any]]:
-    """The configurations of one workload (its node layouts): one workload, one cost model."""
+def group_rows(config: Config, group: list[int], out: Path, tick) -> list[dict[str, Any]]:
+    """The configurations of one workload (its node layouts): one workload, one cost model.
+    What a runner (``sim.workload_runners``) calls per workload, wherever it runs."""
     points = config.points()
     pl = config.placement
     queries, rates, params = workload_point(config, points[group[0]]["workload"])
     work = (queries, rates, params, CostModel(pl.ie, rates, pl.engine, pl.slicing))
     return [r for i in group for r in _point_rows(config, i, points[i], work, out, tick)]
-
-
-def _worker(config: Config, group: list[int], out: Path, queue) -> list[dict[str, Any]]:
-    return _group_rows(config, group, out, lambda label: queue.put(label))
 
 
 def _workload_groups(points: list[dict[str, Any]]) -> list[list[int]]:
@@ -268,12 +269,16 @@ def simulate(
     progress: Progress | None = None,
     output_dir: str | Path | None = None,
     workers: int | None = None,
+    ray_address: str | None = None,
 ) -> SimulationSummary:
     """Run every configuration x optimizer of ``config``, write plans and tables (module doc).
 
-    ``workers`` (default ``run.workers``) processes each take whole workloads (all node layouts
-    of one generated workload share its queries, cost model and WeaveShare result); with one
-    worker everything runs in this process. Rows and files do not depend on ``workers``.
+    Whole workloads (all node layouts of one generated workload share its queries, cost model
+    and WeaveShare result) go to ``workers`` (default ``run.workers``) local processes; with
+    one worker everything runs in this process. With a Ray address (``ray_address``, default
+    ``cluster.ray.address``; ``local``: an embedded Ray with ``workers`` CPUs) each workload is
+    a Ray task on that cluster instead (``sim.workload_runners``). Rows and files depend on
+    neither.
     """
     check_simulatable(config)
     start = time.perf_counter()
@@ -282,6 +287,7 @@ def simulate(
     points = config.points()
     groups = _workload_groups(points)
     total = len(points) * len(config.placement.optimizer_list)
+    address = ray_address if ray_address is not None else config.cluster.ray.address
     workers = max(1, min(workers or config.run.workers, len(groups)))
     done = 0
 
@@ -294,11 +300,15 @@ def simulate(
     if progress:
         progress(0, total, "simulate")
     rows: list[dict[str, Any]] = []
-    if workers == 1:
+    # longest first, so that no worker is left alone with a big workload at the end
+    order = sorted(groups, key=lambda g: _group_weight(config, points, g), reverse=True)
+    if address is not None:
+        rows = workload_runners.on_ray(group_rows, config, order, out, address, workers, tick)
+    elif workers == 1:
         for g in groups:
-            rows += _group_rows(config, g, out, tick)
+            rows += group_rows(config, g, out, tick)
     else:
-        rows = _run_pool(config, groups, out, workers, tick)
+        rows = workload_runners.in_processes(group_rows, config, order, out, workers, tick)
     rows.sort(key=lambda r: r["config_id"])  # stable: optimizer order within a configuration
     results = _with_quality(pd.DataFrame(rows))
     files = _write_tables(results, out, config)
@@ -320,38 +330,6 @@ def _group_weight(config: Config, points: list[dict[str, Any]], group: list[int]
     w = points[group[0]]["workload"]
     qnum = w["qnum"] if w is not None else len(config.workload.queries or [])
     return qnum * qnum * len(group)
-
-
-def _run_pool(config: Config, groups: list[list[int]], out: Path, workers: int, tick):
-    """Workloads across ``workers`` processes (spawned: no inherited threads or sessions);
-    progress labels come back through a managed queue."""
-    import multiprocessing as mp
-    import queue as queue_mod
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    ctx = mp.get_context("spawn")
-    rows: list[dict[str, Any]] = []
-    with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        q = manager.Queue()
-        # longest first, so that no worker is left alone with a big workload at the end
-        points = config.points()
-        order = sorted(groups, key=lambda g: _group_weight(config, points, g), reverse=True)
-        pending = {pool.submit(_worker, config, g, out, q) for g in order}
-
-        def drain() -> None:
-            while True:
-                try:
-                    tick(q.get_nowait())
-                except queue_mod.Empty:
-                    return
-
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            drain()
-            for f in finished:
-                rows += f.result()
-        drain()
-    return rows
 
 
 EXACT_COLUMNS = (

@@ -31,7 +31,8 @@ from math import gcd, lcm
 import numpy as np
 
 from placement.edges.base import Deadline, EdgeCountLimit, EdgeEngine, trivial_bounds
-from placement.edges.f1 import group_inclusion_exclusion, remove_covered
+from placement.edges.f1 import remove_covered
+from placement.edges.small import union_density
 from placement.slicing import ResidueClass, crt_merge, divisors, prime_factors
 
 FULL = frozenset({(1, 0)})
@@ -174,6 +175,7 @@ class FastEngine(EdgeEngine):
         self._memo: dict[frozenset, Fraction] = {}
         self._decomp: dict[frozenset, _Decomposition] = {}
         self._canon: dict[frozenset, frozenset] = {}
+        self._merged: dict[tuple[frozenset, frozenset], Fraction] = {}
         self.stats: Counter = Counter()
         self._steps = 0
         self._deadline: Deadline | None = None
@@ -193,10 +195,27 @@ class FastEngine(EdgeEngine):
     def _small(self, classes) -> Fraction:
         """A handful of classes: inclusion-exclusion over compatible groups after dropping
         covered classes is cheaper than any set-up, so do just that."""
-        return group_inclusion_exclusion(remove_covered(classes))
+        return union_density(remove_covered(classes))
 
     def merged_density(self, x: frozenset[ResidueClass], y: frozenset[ResidueClass]) -> Fraction:
-        """Density of ``x | y`` recomputing only the components of x and y that share a prime."""
+        """Density of ``x | y`` recomputing only the components of x and y that share a prime.
+
+        Memoised per pair: the optimizers of one workload (and its node layouts) price the
+        same pairs of trees again and again, and an exact density never changes."""
+        key = (x, y)
+        hit = self._merged.get(key)
+        if hit is None:
+            hit = self._merged.get((y, x))
+        if hit is not None:
+            self.stats["merged_hits"] += 1
+            return hit
+        out = self._merged_density(x, y)
+        if len(self._merged) > self.memo_size:
+            self._merged.clear()
+        self._merged[key] = out
+        return out
+
+    def _merged_density(self, x: frozenset, y: frozenset) -> Fraction:
         m = self.one_modulus and single_modulus(x)
         if m and m == single_modulus(y):
             return Fraction(len(x | y), m)

@@ -145,8 +145,29 @@ def compiled(kernel, args: tuple):
     NamedTuples more slowly than for arrays (40 arrays in 5 NamedTuples: ~6 us per call against
     ~2 us as 40 arguments, ~1.4 us through this), while ``pop`` runs once per merge. Later calls
     must pass arguments of these very types (``lazy_table.table`` only ever replaces a structure
-    by a grown copy, same dtypes)."""
-    return kernel.compile(tuple(numba.typeof(a) for a in args))
+    by a grown copy, same dtypes).
+
+    Looked up by ``_type_key`` first: typing the NamedTuples of a table costs ~1.5 ms, paid
+    at every table (every WeaveShare run) while the types are nearly always the same."""
+    key = (kernel, _type_key(args))
+    hit = _COMPILED.get(key)
+    if hit is None:
+        hit = _COMPILED[key] = kernel.compile(tuple(numba.typeof(a) for a in args))
+    return hit
+
+
+_COMPILED: dict = {}
+
+
+def _type_key(a):
+    """What numba's type of ``a`` depends on, cheaply: an array's dtype, dimensions and flags
+    (layout, writable, aligned), a tuple's class and items; any other value its numba type."""
+    if isinstance(a, np.ndarray):
+        f = a.flags
+        return (a.dtype.str, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    if isinstance(a, tuple):
+        return (type(a), tuple(_type_key(x) for x in a))
+    return numba.typeof(a)
 
 
 class Prune(NamedTuple):

@@ -20,6 +20,13 @@ def simulate(
     workers: int | None = typer.Option(
         None, min=1, max=64, help="Processes, each taking whole workloads (default: run.workers)."
     ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="Run whole workloads as Ray tasks on this cluster (host:port, ray://host:port, "
+        "auto; local: an embedded Ray with --workers CPUs). Default: cluster.ray.address; "
+        "neither: local processes.",
+    ),
 ):
     """Price every configuration x optimizer of a config; write plans, results and summaries."""
     from rich.markup import escape
@@ -40,7 +47,9 @@ def simulate(
             bar.update(task, completed=done, total=total, description=label)
 
         try:
-            summary = run_simulation(cfg, progress=step, output_dir=out, workers=workers)
+            summary = run_simulation(
+                cfg, progress=step, output_dir=out, workers=workers, ray_address=ray_address
+            )
         except ConfigError as exc:
             bar.stop()
             config_error_exit(exc)

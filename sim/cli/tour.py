@@ -51,7 +51,7 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
     console.rule("1/2 simulation: configs/quickstart.yaml")
     # the commands' own functions, every option given (their defaults are typer objects)
     sim_report = simulation.simulate(
-        CONFIG_DIR / "quickstart.yaml", out / "simulation", workers=None
+        CONFIG_DIR / "quickstart.yaml", out / "simulation", workers=None, ray_address=None
     )
     console.rule("2/2 live run: configs/live_quickstart.yaml")
     live_report = runs.run(

@@ -153,7 +153,11 @@ def test_merged_density_equals_density_of_union(data):
         warm.density(cx)
         warm.density(cy)
         assert warm.merged_density(cx, cy) == truth, config
+        memo = config.startswith("fast")  # the fast engine memoises pairs, either order
+        hits = warm.stats["merged_hits"] if memo else 0
         assert warm.merged_density(cy, cx) == truth, config
+        assert not memo or warm.stats["merged_hits"] == hits + 1, config
+        assert make(config).merged_density(cy, cx) == truth, config
         assert warm.density(cx | cy) == truth, config
 
 
@@ -263,3 +267,40 @@ def test_single_modulus_shortcut_matches_brute_force(m, data):
     assert single_modulus(frozenset({(m, m)})) == 0
     assert single_modulus(x | {(m + 1, 0)}) == 0
     assert eng.density(frozenset({(4, 1), (4, 5)})) == Fraction(1, 4)
+
+
+@st.composite
+def small_class_lists(draw, max_modulus=60):
+    """1..6 distinct classes (m, r), 0 <= r < m, sorted as ``remove_covered`` leaves them."""
+    n = draw(st.integers(1, 6))
+    ms = draw(st.lists(st.integers(1, max_modulus), min_size=n, max_size=n))
+    return sorted({(m, draw(st.integers(0, m - 1))) for m in ms})
+
+
+@settings(max_examples=examples(300))
+@given(small_class_lists())
+def test_compiled_small_path_equals_the_python_sums_and_the_brute_force(cls):
+    """``edges.small.union_density`` (the fast engine's small path, in numba) gives the Python
+    inclusion-exclusion's Fraction, and the brute force's count when its period is small."""
+    from placement.edges.f1 import group_inclusion_exclusion
+    from placement.edges.small import union_density
+
+    got = union_density(cls)
+    assert got == group_inclusion_exclusion(cls)
+    period = lcm(*(m for m, _ in cls))
+    if period <= 50_000:
+        assert got == Fraction(brute_force_edges(frozenset(cls)), period)
+
+
+def test_compiled_small_path_falls_back_beyond_int64_safe_numbers():
+    """Moduli or periods too large for the int64 sums go the Python way, still exact."""
+    from placement.edges import small
+    from placement.edges.f1 import group_inclusion_exclusion
+
+    big = [(small.MODULUS_LIMIT + 1, 5), (small.MODULUS_LIMIT + 3, 7)]
+    huge = [(p, 1) for p in (1_000_003, 1_000_033, 1_000_037)]  # period > PERIOD_LIMIT
+    for cls in (big, huge, [(6, 7)]):  # (6, 7): a residue not below its modulus
+        assert small.union_density(cls) == group_inclusion_exclusion(cls)
+    assert small.union_density(big) == 1 - Fraction(
+        small.MODULUS_LIMIT, small.MODULUS_LIMIT + 1
+    ) * Fraction(small.MODULUS_LIMIT + 2, small.MODULUS_LIMIT + 3)

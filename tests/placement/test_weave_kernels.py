@@ -376,3 +376,25 @@ def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed)
                 assert (-b, int(t.slots.uid[other])) > (t.rows.cutv[z], int(t.rows.cutu[z]))
             if got is not None:
                 assert got[0] == b if got[1] else got[0] >= b
+
+
+def test_compiled_machine_code_is_looked_up_by_argument_types():
+    """``compiled`` types a table's arguments once per set of types: equal types give the very
+    function numba compiled for them, other dtypes, layouts or tuple classes another one (the
+    cache must never hand back code for other types)."""
+    probe = wk.numba.njit(lambda t, n, x, y: n + t[1].size + x.size + y.size)
+    ints = wk.Prune(False, *(np.zeros(3, np.int64) for _ in range(4)), 1)
+    args = (ints, 5, np.zeros(4), np.zeros((2, 3), np.int64))
+    first = wk.compiled(probe, args)
+    assert first(*args) == 5 + 3 + 4 + 6
+    again = (ints._replace(ptr=np.ones(9, np.int64)), 7, np.ones(2), np.ones((5, 1), np.int64))
+    assert wk.compiled(probe, again) is first
+    for other in (
+        (ints, 5, np.zeros(4, np.float32), args[3]),  # dtype
+        (ints, 5, np.zeros(8)[::2], args[3]),  # layout (not contiguous)
+        (ints, 5.0, args[2], args[3]),  # a float, not an int
+        (tuple(ints), 5, args[2], args[3]),  # a plain tuple, not the NamedTuple
+    ):
+        key = tuple(wk.numba.typeof(a) for a in other)
+        assert key != tuple(wk.numba.typeof(a) for a in args)
+        assert wk.compiled(probe, other) is not first

@@ -266,3 +266,20 @@ def test_pool_submits_the_largest_workloads_first():
     order = sorted(groups, key=lambda g: _group_weight(cfg, points, g), reverse=True)
     assert [points[g[0]]["workload"]["qnum"] for g in order] == [7, 7, 6, 6]
     assert order[0] == groups[2]  # stable among equals: grid order
+
+
+def test_unreachable_ray_address_is_one_line(tmp_path):
+    """A Ray address nobody listens on: one line naming the key (exit 2 on the command line),
+    before any workload is priced, not minutes of ``ray.init`` retries."""
+    with pytest.raises(
+        ConfigError, match=r"cluster.ray.address: cannot reach Ray at '127.0.0.1:1'"
+    ):
+        simulate(config_from_mapping(TINY), output_dir=tmp_path / "a", ray_address="127.0.0.1:1")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({**TINY, "cluster": {"nodes": 2, "ray": {"address": "nohost"}}}))
+    res = CliRunner().invoke(app, ["simulate", str(cfg), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "is not host:port" in res.output
+    assert len(res.output.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()  # refused before any work
+    res = CliRunner().invoke(app, ["validate", str(cfg)])
+    assert res.exit_code == 2 and "is not host:port" in res.output
