@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from placement.messages import short_repr
 from placement.trees import CostModel
 from sim.config import Config, ConfigError
 from sim.simulate import plan_for, workload_point
@@ -52,7 +53,7 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(
-            f"cluster.ray.address: {address!r} is not host:port "
+            f"cluster.ray.address: {short_repr(address)} is not host:port "
             "(e.g. 'head:6379' or 'ray://head:10001'), 'auto' or null"
         )
     try:
@@ -60,7 +61,7 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
             pass
     except OSError as exc:
         raise ConfigError(
-            f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
+            f"cluster.ray.address: cannot reach Ray at {short_repr(address)} ({exc}); "
             "is the head node running? null starts an embedded local Ray"
         ) from exc
 
@@ -168,7 +169,7 @@ def check_cluster_run(
 
     if config.run.mode != "live":
         raise ConfigError(
-            f"run.mode: {config.run.mode!r}; `weaveplace run` needs run.mode: "
+            f"run.mode: {short_repr(config.run.mode)}; `weaveplace run` needs run.mode: "
             "live (use `weaveplace simulate` to price plans)"
         )
     points = config.points()
@@ -197,7 +198,7 @@ def check_cluster_run(
         if stream not in columns or stream in ("ts_ms", "ts"):
             shown = [c for c in columns if c not in ("ts_ms", "ts")]
             raise ConfigError(
-                f"{key}: {stream!r} is not a column of the data; live queries "
+                f"{key}: {short_repr(stream)} is not a column of the data; live queries "
                 f"read one of the {label}: {', '.join(shown[:8])}"
                 f"{', ...' if len(shown) > 8 else ''}"
             )
@@ -217,7 +218,7 @@ def check_cluster_run(
             attach_auth(address)
         except ConnectionError as exc:
             raise ConfigError(
-                f"cluster.ray.address {address!r}: cannot connect to Ray ({exc})"
+                f"cluster.ray.address {short_repr(address)}: cannot connect to Ray ({exc})"
             ) from None
     if java and shutil.which("java") is None:
         raise ConfigError(

@@ -13,7 +13,9 @@ deployment is unchanged.
 
 Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /remove-queries``
 ``{"ids": [...]}``; ``POST /add-node`` ``{"id", "capacity"}``; ``POST /retire-node`` ``{"id"}``;
-``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``).
+``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``)
+and ``GET /history`` its plots' data; ``GET /metrics`` Prometheus metrics
+(``cluster.service.prometheus``).
 
 The requests are checked here (``parse_*``: a malformed one is refused with 400 before any
 command runs); the commands (``cluster.service.service``) refuse with a kind of
@@ -202,7 +204,7 @@ class ControlServer:
         try:
             return 200, fn()
         except CommandRefused as e:
-            return http_status(e), {"error": e.message}
+            return http_status(e), {"error": one_line_text(e.message)}
         except Exception as e:  # a bug or a cluster failure: one line, the service goes on
             return 500, {"error": f"{path[1:]}: {type(e).__name__}: {one_line_text(str(e))}"}
 
@@ -247,8 +249,16 @@ def _handler_for(server: ControlServer):
         def do_GET(self):
             path = urlparse(self.path).path
             page = path in ("/", "/index.html")
-            if not self._authorised(allow_query=page or path == "/status"):
+            if not self._authorised(allow_query=page or path in ("/status", "/history")):
                 return self._send(401, {"error": "missing or wrong token (see control.json)"})
+            if path == "/metrics":  # Prometheus: bearer token (a scrape config's authorization)
+                from cluster.service.prometheus import CONTENT_TYPE, exposition
+
+                return self._send(200, exposition(server.service.status), CONTENT_TYPE)
+            if path == "/history":  # the load page's plots (cluster.service.load_history)
+                import time
+
+                return self._send(200, server.service.load_history.series(time.time()))
             if page:
                 from cluster.service.load_page import render_page
 

@@ -59,6 +59,7 @@ from cluster.service import resume as service_resume
 from cluster.service import status as service_status
 from cluster.service.control import one_line
 from cluster.service.events import EventLog
+from cluster.service.load_history import LoadHistory
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
@@ -131,6 +132,8 @@ class Service:
                 (self.run_dir / "load.jsonl").unlink()
         else:
             service_resume.restore(self, start.resume_state)
+        #: the last minutes of load samples, for the load page (a resume continues them)
+        self.load_history = LoadHistory.from_file(self.run_dir / "load.jsonl")
 
     # -- the running plan (cluster.service.pricing) ---------------------------------------------
     def placement_plan(self):
