@@ -325,6 +325,8 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
         feed=file_feed_options(config),
     )
     metrics = result.metrics
+    if config.run.count_ops and isinstance(metrics, dict) and not text:
+        add_cost_check(placed.plan_dict, metrics, data_path, out / "metrics.json")
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return placed.summary(
         tuples,
@@ -332,6 +334,25 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
         int(metrics.get("late_tuples", 0)) if result.late_dir else result.late.num_rows,
         metrics,
     )
+
+
+def add_cost_check(plan: dict, metrics: dict, data_path: str | Path, path: Path) -> None:
+    """``metrics["cost_check"]`` (``sim.cost_check``: the plan's cost per node beside the one
+    the counted operations give, over the data's event-time span), written to ``path``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from cluster.answers.files import atomic_write
+    from sim.cost_check import node_cost_check
+
+    ts = pq.read_table(data_path, columns=["ts_ms"]).column("ts_ms")
+    if len(ts) == 0:
+        return
+    span_ms = float(pc.max(ts).as_py() - pc.min(ts).as_py() + 1)
+    check = node_cost_check(plan, metrics.get("nodes") or {}, span_ms)
+    if check:
+        metrics["cost_check"] = {"span_ms": span_ms, "nodes": check}
+        atomic_write(path, json.dumps(metrics, indent=1, default=float))
 
 
 def _run_directory(placed: PlacedRun, say, spark) -> RunSummary:

@@ -53,6 +53,9 @@ class Run(Strict):
     feed: Literal["driver", "executors"] = "driver"
     faults: list[FaultSpec] = []
     control: ControlSpec = ControlSpec()
+    # live runs: the trees count their operations, and metrics.json compares each node's
+    # measured cost with the plan's (sim.cost_check); counting costs a few percent of actor time
+    count_ops: bool = False
 
     @model_validator(mode="after")
     def _fault_fields(self) -> Run:

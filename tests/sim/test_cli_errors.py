@@ -89,7 +89,7 @@ def test_stream_output_into_the_watched_directory(tmp_path):
     cfg = tmp_path / "live.yaml"
     cfg.write_text(
         LIVE.replace(
-            "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+            "data:\n  duration_s: 300\n  rate_hz: 100\n  seed: 0\n",
             "data:\n  directory: {path: in}\n",
         )
     )
@@ -112,7 +112,7 @@ def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
         (tmp_path / "in").mkdir()
         cfg.write_text(
             LIVE.replace(
-                "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                "data:\n  duration_s: 300\n  rate_hz: 100\n  seed: 0\n",
                 "data:\n  directory: {path: in}\n",
             )
         )

@@ -223,3 +223,21 @@ def test_load_page_draws_history_and_events(tmp_path):
     # coloured by kind: one colour per command, the same on every chart
     colours = dict(re.findall(r'data-command="([^"]+)"[^>]*stroke="(#[0-9a-f]+)"', dom))
     assert len(colours) == 4
+
+
+def test_grafana_dashboard_queries_exported_metrics():
+    """docs/grafana/weaveplace.json asks only for metrics ``/metrics`` exports."""
+    import json
+
+    dash = json.loads(
+        (Path(__file__).resolve().parents[3] / "docs" / "grafana" / "weaveplace.json").read_text()
+    )
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs += [v["query"] for v in dash["templating"]["list"] if v["type"] == "query"]
+    used = {m for e in exprs for m in re.findall(r"weaveplace_\w+", e)}
+    samples = {
+        s.name
+        for f in text_string_to_metric_families(exposition(_status).decode())
+        for s in f.samples
+    }
+    assert len(used) >= 15 and used <= samples, used - samples
