@@ -115,6 +115,7 @@ class Service:
         self.resume_state = start.resume_state
         self.flush_on_stop = False
         self.stream = ServiceStream(dep, spark, directory, self.run_dir, o.stream, o.progress)
+        self.announce = o.announce
         self.stream.service = self
         self.event_log = EventLog(self.run_dir / "events.jsonl")
         self._cmd_lock = threading.Lock()  # one command at a time
@@ -535,6 +536,12 @@ class Service:
             self.write_plan()
             self.persist()
             self.control.write_file(self.run_dir / "control.json")
+            if self.announce is not None:  # the token URL: the operator's way in
+                url = self.control.url
+                self.announce(
+                    f"load page: {url}/?token={self.control.token} "
+                    f"(Prometheus: {url}/metrics with the bearer token of control.json)"
+                )
             self.state = "running"
             resumed = self.resume_state is not None
             self._event(

@@ -81,3 +81,50 @@ def test_every_plot_of_the_live_report_has_points(quickstart_run, tmp_path):
         points = re.search(r'data-points="(\d+)"', tag)
         assert points and int(points.group(1)) > 1, name
         assert 'src="data:image/png;base64,' in tag
+
+
+def test_cost_check_counts_what_the_model_prices():
+    """``sim.cost_check`` by hand: lambda from the tuples of each tree's stream, ``E * Omega``
+    from the counted operations per primitive (avg runs sum and count: two)."""
+    from sim.cost_check import agreement_lines, node_cost_check
+
+    plan = {
+        "streams": {"mf01": {"rate": 0.1}, "mf02": {"rate": 0.1}},
+        "nodes": [
+            {
+                "id": "n0",
+                "cost": 0.21,
+                "trees": [
+                    {
+                        "id": "a",
+                        "stream": "mf01",
+                        "aggregate": "sum",
+                        "edge_rate": 0.001,
+                        "omega": 2,
+                    },
+                    {
+                        "id": "b",
+                        "stream": "mf02",
+                        "aggregate": "avg",
+                        "edge_rate": 0.002,
+                        "omega": 4,
+                    },
+                ],
+            }
+        ],
+    }
+    nodes = {
+        "n0": {
+            "stream_tuples": {"mf01": 1000, "mf02": 1100},
+            "trees": {"a": {"final_ops": 20}, "b": {"final_ops": 160}},
+        }
+    }
+    c = node_cost_check(plan, nodes, span_ms=10_000)["n0"]
+    assert c["lambda"] == pytest.approx([0.2, 0.21])
+    assert c["final"] == pytest.approx([0.01, 0.002 + 0.008])
+    assert c["measured"] == pytest.approx(0.22) and c["ratio"] == pytest.approx(0.22 / 0.21)
+    assert agreement_lines({"n0": c}) == [
+        "n0: estimated cost 0.21, measured 0.22 (+4.8 %); share 100.0 % planned, 100.0 % measured"
+    ]
+    del nodes["n0"]["trees"]["b"]["final_ops"]  # operations not counted: no check
+    assert node_cost_check(plan, nodes, span_ms=10_000) == {}

@@ -71,6 +71,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     incoming, run_dir = tmp_path / "in", tmp_path / "run"
     incoming.mkdir()
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
+    announced = []  # the lines serve prints: the load page's token URL
     with ChurnDeployment(plan) as dep:
         svc = Service(
             dep,
@@ -78,7 +79,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
             incoming,
             run_dir,
             ServiceStart(plan, model),
-            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0),
+            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0, announce=announced.append),
         )
         box = {}
         th = threading.Thread(target=lambda: box.setdefault("stats", svc.run()), daemon=True)
@@ -165,7 +166,8 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
         if CHROMIUM:  # the page in headless Chromium after add-queries (a skip at the end if not)
             shot = tmp_path / "page.png"
-            url = ctl["url"] + f"/?token={ctl['token']}"
+            url = re.search(r"load page: (\S+)", announced[0]).group(1)  # as printed at start
+            assert url == ctl["url"] + f"/?token={ctl['token']}"
             flags = [
                 CHROMIUM,
                 "--headless",
