@@ -69,8 +69,9 @@ function draw(s){
 }
 var PAL=['#1f77b4','#ff7f0e','#2ca02c','#d62728','#9467bd','#8c564b','#e377c2','#7f7f7f',
   '#bcbd22','#17becf'];
+var EVPAL=['#b10026','#6a3d9a','#8c510a','#01665e','#c51b7d','#4d4d4d','#b35806','#2166ac'];
 function kindColor(k){var h=7;k=String(k);for(var i=0;i<k.length;i++){h=(h*31+k.charCodeAt(i))>>>0}
-  return PAL[h%PAL.length]}
+  return EVPAL[h%EVPAL.length]}
 function hhmmss(t){return new Date(t*1000).toISOString().slice(11,19)}
 var EVENTS=[];
 function chart(h,key,title){
