@@ -241,3 +241,39 @@ def test_grafana_dashboard_queries_exported_metrics():
         for s in f.samples
     }
     assert len(used) >= 15 and used <= samples, used - samples
+
+
+def test_metrics_and_history_routes_need_the_token():
+    """The control server over a stand-in service (no Ray): ``/metrics`` with the bearer token
+    only (401 without it, or with the page's query token), ``/history`` as the page fetches it."""
+    import json
+
+    from support.service import raw_request
+
+    from cluster.service.control import ControlServer
+
+    import time
+
+    h = LoadHistory()
+    now = time.time()
+    for r in _samples([now - 3, now - 2, now - 1], [0.5, 0.5, 0.5]):
+        h.add(r)
+    srv = ControlServer(_FakeService(_status(), h))
+    srv.start()
+    try:
+        code, body = raw_request(srv.url + "/metrics", srv.token)
+        assert code == 200
+        got = {
+            (s.name, tuple(s.labels.values())): s.value
+            for f in text_string_to_metric_families(body.decode())
+            for s in f.samples
+        }
+        assert got[("weaveplace_node_planned_cost", ("node-1",))] == 2.25
+        assert raw_request(srv.url + "/metrics")[0] == 401
+        assert raw_request(srv.url + "/metrics", "wrong")[0] == 401
+        assert raw_request(srv.url + f"/metrics?token={srv.token}")[0] == 401
+        code, body = raw_request(srv.url + "/history", srv.token)
+        assert code == 200 and set(json.loads(body)["nodes"]) == {"node-0", "node-1"}
+        assert raw_request(srv.url + "/history")[0] == 401
+    finally:
+        srv.stop()
