@@ -72,7 +72,7 @@ def short_repr(value: Any, limit: int = 60) -> str:
     if isinstance(value, (str, bytes)):  # quoted still: the start, ..., the closing quote
         return f"{r[:limit]}...{r[-1]} ({len(value):,} characters)"
     elif isinstance(value, (list, tuple, dict, set, frozenset)):
-        size = f"{len(value):,} items"
+        size = f"{len(value):,} item{'' if len(value) == 1 else 's'}"
     else:
         size = f"{len(r):,} characters"
     return f"{r[:limit]}... ({size})"

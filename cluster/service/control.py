@@ -46,6 +46,7 @@ from cluster.service.refusals import (
     NotFound,
 )
 from placement.messages import one_line as one_line_text
+from placement.messages import short_repr
 
 MAX_BODY = 8 << 20
 
@@ -91,16 +92,18 @@ def parse_new_queries(body: Any, check_id: Callable[[str], None]) -> list:
             raise InvalidRequest(f"add-queries: {one_line(e)}") from None
         if q.kind != "time":
             raise InvalidRequest(
-                f"add-queries: queries[{i}] ({q.id!r}): kind "
-                f"{q.kind!r}; a running deployment adds time windows only"
+                f"add-queries: queries[{i}] ({short_repr(q.id)}): kind "
+                f"{short_repr(q.kind)}; a running deployment adds time windows only"
             )
         if q.stream not in VALUE_COLUMNS or q.stream == "index":
             raise InvalidRequest(
-                f"add-queries: queries[{i}] ({q.id!r}): stream "
-                f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)"
+                f"add-queries: queries[{i}] ({short_repr(q.id)}): stream "
+                f"{short_repr(q.stream)} is not a DEBS column (e.g. mf01, mf02)"
             )
         if q.id in seen:
-            raise InvalidRequest(f"add-queries: duplicate query id {q.id!r} in the request")
+            raise InvalidRequest(
+                f"add-queries: duplicate query id {short_repr(q.id)} in the request"
+            )
         check_id(q.id)
         seen.add(q.id)
         qs.append(q)
@@ -114,7 +117,7 @@ def parse_query_ids(body: Any) -> list[str]:
     if not isinstance(body, list) or not body or not all(isinstance(i, str) for i in body):
         raise InvalidRequest("remove-queries: expected a non-empty list of query ids")
     if len(set(body)) != len(body):
-        raise InvalidRequest(f"remove-queries: duplicate ids in the request: {body}")
+        raise InvalidRequest(f"remove-queries: duplicate ids in the request: {short_repr(body)}")
     return body
 
 
@@ -125,13 +128,13 @@ def parse_node(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, 
         raise InvalidRequest(f"{cmd}: expected a JSON object")
     nid, cap = body.get("id"), body.get("capacity")
     if nid is not None and (not isinstance(nid, str) or not nid):
-        raise InvalidRequest(f"{cmd}: id {nid!r}; expected a non-empty string")
+        raise InvalidRequest(f"{cmd}: id {short_repr(nid)}; expected a non-empty string")
     if need_id and nid is None:
         raise InvalidRequest(f"{cmd}: the node id is required")
     if cap is not None and (
         isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0
     ):
-        raise InvalidRequest(f"{cmd}: capacity {cap!r}; expected a number > 0")
+        raise InvalidRequest(f"{cmd}: capacity {short_repr(cap)}; expected a number > 0")
     return nid, (None if cap is None else float(cap))
 
 

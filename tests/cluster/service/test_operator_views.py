@@ -277,3 +277,28 @@ def test_metrics_and_history_routes_need_the_token():
         assert raw_request(srv.url + "/history")[0] == 401
     finally:
         srv.stop()
+
+
+def test_control_refusals_cut_long_values():
+    """A request's long values come back in a short one-line refusal (start and length)."""
+    from cluster.service.control import parse_new_queries, parse_node, parse_query_ids
+    from cluster.service.refusals import InvalidRequest
+
+    long = "N" * 5000
+    bad = [
+        lambda: parse_node({"id": [long]}, "add-node"),
+        lambda: parse_query_ids(["a"] * 3000),
+        lambda: parse_new_queries(
+            [{"id": long, "stream": "mf01", "aggregate": long, "range": 1000, "slide": 1000}],
+            lambda qid: None,
+        ),
+        lambda: parse_new_queries(
+            [{"id": long, "stream": long, "aggregate": "sum", "range": 1000, "slide": 1000}],
+            lambda qid: None,
+        ),
+    ]
+    for call in bad:
+        with pytest.raises(InvalidRequest) as e:
+            call()
+        msg = e.value.message
+        assert len(msg) < 300 and "\n" not in msg and ("characters" in msg or "item" in msg), msg
