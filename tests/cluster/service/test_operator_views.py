@@ -247,12 +247,11 @@ def test_metrics_and_history_routes_need_the_token():
     """The control server over a stand-in service (no Ray): ``/metrics`` with the bearer token
     only (401 without it, or with the page's query token), ``/history`` as the page fetches it."""
     import json
+    import time
 
     from support.service import raw_request
 
     from cluster.service.control import ControlServer
-
-    import time
 
     h = LoadHistory()
     now = time.time()
