@@ -257,7 +257,10 @@ def _handler_for(server: ControlServer):
             if path == "/metrics":  # Prometheus: bearer token (a scrape config's authorization)
                 from cluster.service.prometheus import CONTENT_TYPE, exposition
 
-                return self._send(200, exposition(server.service.status), CONTENT_TYPE)
+                try:
+                    return self._send(200, exposition(server.service.status), CONTENT_TYPE)
+                except Exception as e:  # a failed scrape, one line; the service goes on
+                    return self._send(500, {"error": f"metrics: {one_line_text(e)}"})
             if path == "/history":  # the load page's plots (cluster.service.load_history)
                 import time
 
