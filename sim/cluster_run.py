@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from placement.messages import short_repr
 from placement.trees import CostModel
 from sim.config import Config, ConfigError
 from sim.ray_address import check_attach
@@ -145,7 +146,7 @@ def check_cluster_run(
 
     if config.run.mode != "live":
         raise ConfigError(
-            f"run.mode: {config.run.mode!r}; `weaveplace run` needs run.mode: "
+            f"run.mode: {short_repr(config.run.mode)}; `weaveplace run` needs run.mode: "
             "live (use `weaveplace simulate` to price plans)"
         )
     points = config.points()
@@ -174,7 +175,7 @@ def check_cluster_run(
         if stream not in columns or stream in ("ts_ms", "ts"):
             shown = [c for c in columns if c not in ("ts_ms", "ts")]
             raise ConfigError(
-                f"{key}: {stream!r} is not a column of the data; live queries "
+                f"{key}: {short_repr(stream)} is not a column of the data; live queries "
                 f"read one of the {label}: {', '.join(shown[:8])}"
                 f"{', ...' if len(shown) > 8 else ''}"
             )
@@ -291,6 +292,8 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
         feed=file_feed_options(config),
     )
     metrics = result.metrics
+    if config.run.count_ops and isinstance(metrics, dict) and not text:
+        add_cost_check(placed.plan_dict, metrics, data_path, out / "metrics.json")
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
     return placed.summary(
         tuples,
@@ -298,6 +301,25 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
         int(metrics.get("late_tuples", 0)) if result.late_dir else result.late.num_rows,
         metrics,
     )
+
+
+def add_cost_check(plan: dict, metrics: dict, data_path: str | Path, path: Path) -> None:
+    """``metrics["cost_check"]`` (``sim.cost_check``: the plan's cost per node beside the one
+    the counted operations give, over the data's event-time span), written to ``path``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from cluster.answers.files import atomic_write
+    from sim.cost_check import node_cost_check
+
+    ts = pq.read_table(data_path, columns=["ts_ms"]).column("ts_ms")
+    if len(ts) == 0:
+        return
+    span_ms = float(pc.max(ts).as_py() - pc.min(ts).as_py() + 1)
+    check = node_cost_check(plan, metrics.get("nodes") or {}, span_ms)
+    if check:
+        metrics["cost_check"] = {"span_ms": span_ms, "nodes": check}
+        atomic_write(path, json.dumps(metrics, indent=1, default=float))
 
 
 def _run_directory(placed: PlacedRun, say, spark) -> RunSummary:

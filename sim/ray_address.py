@@ -7,6 +7,7 @@ refused token is a long retry loop; both must be one line naming the key instead
 
 from __future__ import annotations
 
+from placement.messages import short_repr
 from sim.config import ConfigError
 
 EMBEDDED = (None, "", "auto", "local")  # left to Ray: no head to probe beforehand
@@ -23,7 +24,7 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(
-            f"cluster.ray.address: {address!r} is not host:port "
+            f"cluster.ray.address: {short_repr(address)} is not host:port "
             "(e.g. 'head:6379' or 'ray://head:10001'), 'auto' or null"
         )
     try:
@@ -31,7 +32,7 @@ def check_ray_address(address: str | None, timeout_s: float = 3.0) -> None:
             pass
     except OSError as exc:
         raise ConfigError(
-            f"cluster.ray.address: cannot reach Ray at {address!r} ({exc}); "
+            f"cluster.ray.address: cannot reach Ray at {short_repr(address)} ({exc}); "
             "is the head node running? (null: an embedded local Ray for live runs, local "
             "processes for simulate)"
         ) from exc
@@ -49,5 +50,5 @@ def check_attach(address: str | None) -> None:
         attach_auth(address)
     except ConnectionError as exc:
         raise ConfigError(
-            f"cluster.ray.address {address!r}: cannot connect to Ray ({exc})"
+            f"cluster.ray.address {short_repr(address)}: cannot connect to Ray ({exc})"
         ) from None

@@ -28,8 +28,8 @@ def runtime_options(config: Config, spark: Any = None) -> RuntimeOptions:
 
 
 def deployment_options(config: Config, out_dir: str | Path) -> DeploymentOptions:
-    """``run.allowed_lateness``, ``run.checkpoint_every``, ``run.faults``, ``run.feed_mode``
-    and ``run.answers`` (the actors write under ``out_dir``); plan nodes pinned to Ray nodes when attached to a
+    """``run.allowed_lateness``, ``run.checkpoint_every``, ``run.faults``, ``run.feed_mode``,
+    ``run.answers`` (the actors write under ``out_dir``) and ``run.count_ops``; plan nodes pinned to Ray nodes when attached to a
     cluster by address."""
     address = config.cluster.ray.address
     return DeploymentOptions(
@@ -40,6 +40,7 @@ def deployment_options(config: Config, out_dir: str | Path) -> DeploymentOptions
         mode=config.run.feed_mode,
         out_dir=out_dir if config.run.answers == "actors" else None,
         pin_nodes=default_pinning(None, address),
+        count_ops=config.run.count_ops,
     )
 
 

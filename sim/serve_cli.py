@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from placement.messages import one_line
+from placement.messages import one_line, short_repr
 from sim.serve_start import ServeError, prepare, run_service
 
 __all__ = ["COMMANDS", "ServeError", "ctl", "read_queries_file", "serve_command"]
@@ -93,7 +93,7 @@ def ctl(
     except ControlError as e:  # the deployment's messages name the command already
         msg = str(e)
         raise ServeError(msg if msg.startswith(command) else f"{command}: {msg}") from None
-    raise ServeError(f"unknown command {command!r}; allowed: {', '.join(COMMANDS)}")
+    raise ServeError(f"unknown command {short_repr(command)}; allowed: {', '.join(COMMANDS)}")
 
 
 def _no_args(command: str, args: list[str]) -> None:

@@ -257,6 +257,7 @@ def run_service(
                     max_moves=cfg.placement.max_moves,
                     optimizer=optimizer,
                     planner=planner,
+                    announce=say,
                 ),
             )
             if feeder is not None:

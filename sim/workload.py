@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from placement.messages import short_repr
 from placement.queries import Query
 from placement.slicing import divisors
 
@@ -48,7 +49,7 @@ def candidate_slides(smax: int, gen: str) -> np.ndarray:
         return primes
     if gen == "factors":
         return np.array(divisors(smax), dtype=np.int64)
-    raise ValueError(f"unknown generator {gen!r}; allowed: {', '.join(GENERATORS)}")
+    raise ValueError(f"unknown generator {short_repr(gen)}; allowed: {', '.join(GENERATORS)}")
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class WorkloadSpec:
         for name in ("qnum", "smax", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
+                raise ValueError(f"{name} must be an integer, got {short_repr(value)}")
         for name in ("rate", "zskew", "omax"):
             value = getattr(self, name)
             if (
@@ -75,9 +76,11 @@ class WorkloadSpec:
                 or not isinstance(value, (int, float, np.number))
                 or not np.isfinite(value)
             ):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
+                raise ValueError(f"{name} must be a finite number, got {short_repr(value)}")
         if self.gen not in GENERATORS:
-            raise ValueError(f"unknown generator {self.gen!r}; allowed: {', '.join(GENERATORS)}")
+            raise ValueError(
+                f"unknown generator {short_repr(self.gen)}; allowed: {', '.join(GENERATORS)}"
+            )
         if self.smax < 1:
             raise ValueError(f"smax must be >= 1, got {self.smax}")
         if self.qnum < 1:

@@ -13,7 +13,9 @@ deployment is unchanged.
 
 Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /remove-queries``
 ``{"ids": [...]}``; ``POST /add-node`` ``{"id", "capacity"}``; ``POST /retire-node`` ``{"id"}``;
-``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``).
+``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``)
+and ``GET /history`` its plots' data; ``GET /metrics`` Prometheus metrics
+(``cluster.service.prometheus``).
 
 The requests are checked here (``parse_*``: a malformed one is refused with 400 before any
 command runs); the commands (``cluster.service.service``) refuse with a kind of
@@ -44,6 +46,7 @@ from cluster.service.refusals import (
     NotFound,
 )
 from placement.messages import one_line as one_line_text
+from placement.messages import short_repr
 
 MAX_BODY = 8 << 20
 
@@ -89,11 +92,13 @@ def parse_new_queries(body: Any, check_id: Callable[[str], None]) -> list:
             raise InvalidRequest(f"add-queries: {one_line(e)}") from None
         if q.stream not in VALUE_COLUMNS or q.stream == "index":
             raise InvalidRequest(
-                f"add-queries: queries[{i}] ({q.id!r}): stream "
-                f"{q.stream!r} is not a DEBS column (e.g. mf01, mf02)"
+                f"add-queries: queries[{i}] ({short_repr(q.id)}): stream "
+                f"{short_repr(q.stream)} is not a DEBS column (e.g. mf01, mf02)"
             )
         if q.id in seen:
-            raise InvalidRequest(f"add-queries: duplicate query id {q.id!r} in the request")
+            raise InvalidRequest(
+                f"add-queries: duplicate query id {short_repr(q.id)} in the request"
+            )
         check_id(q.id)
         seen.add(q.id)
         qs.append(q)
@@ -107,7 +112,7 @@ def parse_query_ids(body: Any) -> list[str]:
     if not isinstance(body, list) or not body or not all(isinstance(i, str) for i in body):
         raise InvalidRequest("remove-queries: expected a non-empty list of query ids")
     if len(set(body)) != len(body):
-        raise InvalidRequest(f"remove-queries: duplicate ids in the request: {body}")
+        raise InvalidRequest(f"remove-queries: duplicate ids in the request: {short_repr(body)}")
     return body
 
 
@@ -118,13 +123,13 @@ def parse_node(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, 
         raise InvalidRequest(f"{cmd}: expected a JSON object")
     nid, cap = body.get("id"), body.get("capacity")
     if nid is not None and (not isinstance(nid, str) or not nid):
-        raise InvalidRequest(f"{cmd}: id {nid!r}; expected a non-empty string")
+        raise InvalidRequest(f"{cmd}: id {short_repr(nid)}; expected a non-empty string")
     if need_id and nid is None:
         raise InvalidRequest(f"{cmd}: the node id is required")
     if cap is not None and (
         isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0
     ):
-        raise InvalidRequest(f"{cmd}: capacity {cap!r}; expected a number > 0")
+        raise InvalidRequest(f"{cmd}: capacity {short_repr(cap)}; expected a number > 0")
     return nid, (None if cap is None else float(cap))
 
 
@@ -197,7 +202,7 @@ class ControlServer:
         try:
             return 200, fn()
         except CommandRefused as e:
-            return http_status(e), {"error": e.message}
+            return http_status(e), {"error": one_line_text(e.message)}
         except Exception as e:  # a bug or a cluster failure: one line, the service goes on
             return 500, {"error": f"{path[1:]}: {type(e).__name__}: {one_line_text(str(e))}"}
 
@@ -242,8 +247,19 @@ def _handler_for(server: ControlServer):
         def do_GET(self):
             path = urlparse(self.path).path
             page = path in ("/", "/index.html")
-            if not self._authorised(allow_query=page or path == "/status"):
+            if not self._authorised(allow_query=page or path in ("/status", "/history")):
                 return self._send(401, {"error": "missing or wrong token (see control.json)"})
+            if path == "/metrics":  # Prometheus: bearer token (a scrape config's authorization)
+                from cluster.service.prometheus import CONTENT_TYPE, exposition
+
+                try:
+                    return self._send(200, exposition(server.service.status), CONTENT_TYPE)
+                except Exception as e:  # a failed scrape, one line; the service goes on
+                    return self._send(500, {"error": f"metrics: {one_line_text(e)}"})
+            if path == "/history":  # the load page's plots (cluster.service.load_history)
+                import time
+
+                return self._send(200, server.service.load_history.series(time.time()))
             if page:
                 from cluster.service.load_page import render_page
 

@@ -9,6 +9,7 @@ fresh start clears it; the commands only hand it events.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from cluster.answers.files import jsonable
@@ -23,6 +24,8 @@ class EventLog:
     def __init__(self, path: Path):
         self.path = path
         self.latest: list[dict] = []
+        #: events so far per ``command`` (``/metrics`` counts recoveries, failures, ... by it)
+        self.counts: Counter[str] = Counter()
 
     def clear(self) -> None:
         """A fresh deployment: no events yet."""
@@ -35,8 +38,14 @@ class EventLog:
             self.latest = [
                 json.loads(x) for x in self.path.read_text().splitlines()[-LATEST:] if x.strip()
             ]
+            self.counts = Counter(
+                json.loads(x).get("command")
+                for x in self.path.read_text().splitlines()
+                if x.strip()
+            )
 
     def append(self, event: dict) -> None:
         self.latest.append(event)
+        self.counts[event.get("command")] += 1
         with open(self.path, "a") as f:
             f.write(json.dumps(event, default=jsonable) + "\n")

@@ -47,3 +47,5 @@ class ServiceOptions:
     max_moves: int = 8
     optimizer: str | None = None
     planner: Planner | None = None
+    #: a line for the operator once the control API listens: the load page's token URL
+    announce: Callable[[str], None] | None = None

@@ -62,6 +62,7 @@ from cluster.service import resume as service_resume
 from cluster.service import status as service_status
 from cluster.service.control import one_line
 from cluster.service.events import EventLog
+from cluster.service.load_history import LoadHistory
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
@@ -122,6 +123,7 @@ class Service:
         self.resume_state = start.resume_state
         self.flush_on_stop = False
         self.stream = ServiceStream(dep, spark, directory, self.run_dir, o.stream, o.progress)
+        self.announce = o.announce
         self.stream.service = self
         self.event_log = EventLog(self.run_dir / "events.jsonl")
         self._cmd_lock = threading.Lock()  # one command at a time
@@ -139,6 +141,8 @@ class Service:
                 (self.run_dir / "load.jsonl").unlink()
         else:
             service_resume.restore(self, start.resume_state)
+        #: the last minutes of load samples, for the load page (a resume continues them)
+        self.load_history = LoadHistory.from_file(self.run_dir / "load.jsonl")
 
     # -- the running plan (cluster.service.pricing) ---------------------------------------------
     def placement_plan(self):
@@ -612,6 +616,12 @@ class Service:
             self.write_plan()
             self.persist()
             self.control.write_file(self.run_dir / "control.json")
+            if self.announce is not None:  # the token URL: the operator's way in
+                url = self.control.url
+                self.announce(
+                    f"load page: {url}/?token={self.control.token} "
+                    f"(Prometheus: {url}/metrics with the bearer token of control.json)"
+                )
             self.state = "running"
             resumed = self.resume_state is not None
             self._event(

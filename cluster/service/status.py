@@ -48,6 +48,7 @@ def sample_load(svc: Any) -> None:
     }
     with open(svc.run_dir / "load.jsonl", "a") as f:
         f.write(json.dumps(row, default=jsonable) + "\n")
+    svc.load_history.add(row)
 
 
 def status(svc: Any) -> dict:
@@ -100,6 +101,8 @@ def status(svc: Any) -> dict:
                 "late_tuples": m.get("late_tuples"),
                 "rss_bytes": m.get("rss_bytes"),
                 "generations": m.get("generations"),
+                "busy_s": m.get("busy_s"),
+                "answers": m.get("answers"),
             },
         }
     wm = st.watermark
@@ -122,6 +125,7 @@ def status(svc: Any) -> dict:
         "drift": svc.drift(),
         "choose": svc.choice,
         "faults": faults(svc),
+        "event_counts": dict(svc.event_log.counts),
     }
 
 

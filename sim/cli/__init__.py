@@ -40,8 +40,12 @@ def main() -> None:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
-    except UserError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)  # one line, unwrapped
+    except UserError as exc:  # one line, unwrapped, long values cut (placement.messages)
+        from rich.markup import escape
+
+        from placement.messages import one_line
+
+        console.print(f"[red]error:[/red] {escape(one_line(exc))}", soft_wrap=True)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -51,7 +55,12 @@ def main() -> None:
     except Exception as exc:  # click usage errors carry their own message
         import click
 
-        if isinstance(exc, click.ClickException):
+        # typer raises its own copy of click's exceptions (a wrong option type: BadParameter)
+        usage = (click.ClickException, typer.TyperException)
+        if isinstance(exc, usage) and hasattr(exc, "show"):
+            from placement.messages import one_line
+
+            exc.message = one_line(exc.message)  # an option's long value: its start and length
             exc.show()
             sys.exit(2)
         raise

@@ -61,7 +61,9 @@ def config_error_exit(exc: Exception):
     """
     from rich.markup import escape
 
-    Console(stderr=True).print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+    from placement.messages import one_line
+
+    Console(stderr=True).print(f"[red]error:[/red] {escape(one_line(exc))}", soft_wrap=True)
     raise SystemExit(2)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from placement.messages import short_repr
 from sim.cli.base import UserError, console
 
 data_app = typer.Typer(no_args_is_help=True, help="DEBS data files: convert text to Parquet.")
@@ -39,7 +40,7 @@ def data_convert(
 
     if extra_columns not in EXTRA_COLUMNS_CHOICES:
         raise UserError(
-            f"--extra-columns: {extra_columns!r}; allowed: {', '.join(EXTRA_COLUMNS_CHOICES)}"
+            f"--extra-columns: {short_repr(extra_columns)}; allowed: {', '.join(EXTRA_COLUMNS_CHOICES)}"
         )
     if not src.is_file():
         raise UserError(f"IN: file not found: {src}")

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from placement.messages import short_repr
 from sim.cli.base import UserError, console
 from sim.cli.base import progress as _progress
 
@@ -51,7 +52,7 @@ def plan(
 
     if optimizer not in SINGLE_NODE:
         raise UserError(
-            f"--optimizer: unknown optimizer {optimizer!r}; allowed: {', '.join(SINGLE_NODE)}"
+            f"--optimizer: unknown optimizer {short_repr(optimizer)}; allowed: {', '.join(SINGLE_NODE)}"
         )
     try:
         spec = WorkloadSpec(qnum, smax, rate, zskew, omax, gen, seed)

@@ -62,6 +62,27 @@ def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output dir
         timeout=None,
     )
     console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
+    for line in cost_agreement(out / "live" / "metrics.json"):
+        console.print(escape(line), soft_wrap=True)
     console.print(
         f"reports: {escape(str(sim_report))}\n         {escape(str(live_report))}", soft_wrap=True
     )
+
+
+def cost_agreement(metrics_path: Path) -> list[str]:
+    """The live run's estimated vs measured cost per node (``sim.cost_check``), as printed at
+    the end of the tour: the first thing to trust or doubt about a placement."""
+    import json
+
+    from sim.cost_check import agreement_lines
+
+    try:
+        check = json.loads(metrics_path.read_text()).get("cost_check") or {}
+    except (OSError, ValueError):
+        return []
+    if not check.get("nodes"):
+        return []
+    return [
+        "estimated vs measured cost per node (the trees' own work: tuples folded + counted "
+        "final-aggregation operations per ms of event time; per-batch overheads left out):"
+    ] + [f"  {line}" for line in agreement_lines(check["nodes"])]

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, model_validator
 
+from placement.messages import short_repr
 from sim.config.base import ConfigError, Strict, id_to_str
 
 
@@ -76,7 +77,7 @@ class Cluster(Strict):
                 if n.id is not None:
                     if n.id in seen:
                         raise ConfigError(
-                            f"cluster.nodes[{i}].id: duplicate node id {n.id!r} "
+                            f"cluster.nodes[{i}].id: duplicate node id {short_repr(n.id)} "
                             f"(also cluster.nodes[{seen[n.id]}])"
                         )
                     seen[n.id] = i

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from placement.messages import short_repr
 from sim.config.base import ConfigError, PosInt, Strict
 
 
@@ -32,7 +33,7 @@ class DirectorySpec(Strict):
     def _file_glob(cls, v: str) -> str:
         if "/" in v:
             raise ConfigError(
-                f"data.directory.pattern: {v!r} is a path; expected a glob over "
+                f"data.directory.pattern: {short_repr(v)} is a path; expected a glob over "
                 "file names such as '*.tsv' (the directory is data.directory.path)"
             )
         return v

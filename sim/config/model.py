@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from placement.messages import cut_value, short_repr
 from sim.config.base import ConfigError, Strict
 from sim.config.cluster import Cluster
 from sim.config.data import Data
@@ -52,7 +53,7 @@ class Config(Strict):
             for key, route in (("answers", "actors"), ("feed", "executors")):
                 if getattr(self.run, key) == route:
                     raise ConfigError(
-                        f"run.{key}: {route!r} is for a file (data.path); a watched "
+                        f"run.{key}: {short_repr(route)} is for a file (data.path); a watched "
                         "directory runs on the driver route"
                     )
             if self.run.feed_mode == "sliced":
@@ -91,8 +92,8 @@ class Config(Strict):
             for i, q in enumerate(wl.queries or []):
                 if q.stream not in rates:
                     raise ConfigError(
-                        f"streams: no rate for stream {q.stream!r} used by "
-                        f"workload.queries[{i}]; add streams: {{{q.stream}: "
+                        f"streams: no rate for stream {short_repr(q.stream)} used by "
+                        f"workload.queries[{i}]; add streams: {{{cut_value(q.stream)}: "
                         "{rate: <tuples per time unit>}}"
                     )
         return self

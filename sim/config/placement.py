@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
 
 from placement.cost import TECHNIQUES
 from placement.edges import ENGINES
+from placement.messages import short_repr
 from placement.optimizers import optimizer_names
 from placement.slicing import SLICINGS
 from sim.config.base import ConfigError, Strict, as_list, one_or_list
@@ -114,10 +115,10 @@ class Placement(Strict):
                     f"placement.optimizers[{i}]" if isinstance(v, list) else "placement.optimizers"
                 )
                 raise ConfigError(
-                    f"{where}: unknown optimizer {name!r}; allowed: {', '.join(optimizer_names())}"
+                    f"{where}: unknown optimizer {short_repr(name)}; allowed: {', '.join(optimizer_names())}"
                 )
             if name in names[:i]:
-                raise ConfigError(f"placement.optimizers[{i}]: {name!r} is listed twice")
+                raise ConfigError(f"placement.optimizers[{i}]: {short_repr(name)} is listed twice")
         return v
 
     @property

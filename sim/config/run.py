@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from placement.messages import short_repr
 from sim.config.base import ConfigError, Rate, Strict, id_to_str
 
 
@@ -55,6 +56,9 @@ class Run(Strict):
     feed_mode: Literal["raw", "sliced"] = "raw"
     faults: list[FaultSpec] = []
     control: ControlSpec = ControlSpec()
+    # live runs: the trees count their operations, and metrics.json compares each node's
+    # measured cost with the plan's (sim.cost_check); counting costs a few percent of actor time
+    count_ops: bool = False
 
     @model_validator(mode="after")
     def _fault_fields(self) -> Run:
@@ -97,7 +101,7 @@ class Run(Strict):
                 if node in node_ids or node in added:
                     by = "cluster.nodes" if node in node_ids else f"run.faults[{added[node]}]"
                     raise ConfigError(
-                        f"run.faults[{i}].node: node {node!r} already exists (in "
+                        f"run.faults[{i}].node: node {short_repr(node)} already exists (in "
                         f"{by}); an added node needs a new id"
                     )
                 if f.capacity is None and any(c is not None for c in caps) and len(set(caps)) != 1:
@@ -117,17 +121,17 @@ class Run(Strict):
                 if f.node in explicit:
                     j = explicit[f.node]
                     raise ConfigError(
-                        f"run.faults[{i}]: node {f.node!r} is added only by "
+                        f"run.faults[{i}]: node {short_repr(f.node)} is added only by "
                         f"run.faults[{j}] at batch {self.faults[j].at_batch}, "
                         f"after this fault (batch {f.at_batch})"
                     )
                 raise ConfigError(
-                    f"run.faults[{i}].node: unknown node {f.node!r}; nodes: "
+                    f"run.faults[{i}].node: unknown node {short_repr(f.node)}; nodes: "
                     f"{', '.join(list(node_ids) + list(added))}"
                 )
             if f.node in lost:
                 raise ConfigError(
-                    f"run.faults[{i}]: node {f.node!r} is already lost (by "
+                    f"run.faults[{i}]: node {short_repr(f.node)} is already lost (by "
                     f"run.faults[{lost[f.node]}]); nothing to {f.kind}"
                 )
             if f.kind == "lose":
@@ -135,6 +139,6 @@ class Run(Strict):
                 alive.discard(f.node)
                 if not alive:
                     raise ConfigError(
-                        f"run.faults[{i}]: losing node {f.node!r} loses every "
+                        f"run.faults[{i}]: losing node {short_repr(f.node)} loses every "
                         "node; at least one must survive to run the queries"
                     )

@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from placement.messages import short_repr
 from placement.queries import AGGREGATES, KINDS
 from sim.config.base import ConfigError, PosInt, Rate, Strict, as_list, id_to_str, one_or_list
 from sim.workload import GENERATORS
@@ -72,7 +73,7 @@ class Workload(Strict):
             for i, q in enumerate(self.queries):
                 if q.id in first:
                     raise ConfigError(
-                        f"workload.queries[{i}].id: duplicate query id {q.id!r} "
+                        f"workload.queries[{i}].id: duplicate query id {short_repr(q.id)} "
                         f"(also workload.queries[{first[q.id]}]); ids must be unique"
                     )
                 first[q.id] = i

@@ -15,9 +15,22 @@ from sim.report.data import MEASURED_OPS_KEYS, LiveRun, num
 from sim.report.html import esc, html_table, warnings_block
 from sim.report.plots import Plot, plot_event_time, plot_live_load, plot_timeline
 
+#: the note under the load plot when the run counted operations (``sim.cost_check``)
+MEASURED_COST_NOTE = (
+    " Measured cost = the tuples each tree folded into slices + the final-aggregation"
+    " operations its executor counted (per primitive, divided by the aggregate's primitives),"
+    " per ms of event time: exactly what the cost model prices, in its units. Left out, as the"
+    " model leaves them out: fixed per-batch overheads (actor calls, Arrow columns, one kernel"
+    " dispatch per tree and batch), which the busy seconds in the table below include."
+)
+
 
 def measured_load(nodes: dict[str, dict]) -> tuple[str, str]:
-    """(metrics key, label) of the measured per-node load."""
+    """(metrics key, label) of the measured per-node load: the measured cost when the run
+    counted operations (``measured_cost``, from ``metrics.json`` ``cost_check``), else
+    operation counts, else busy seconds."""
+    if nodes and all(num(m.get("measured_cost")) is not None for m in nodes.values()):
+        return "measured_cost", "measured cost (the trees' own work, from counted operations)"
     for k in MEASURED_OPS_KEYS:
         if nodes and all(num(m.get(k)) is not None for m in nodes.values()):
             return k, f"measured operations ({k})"
@@ -137,6 +150,12 @@ def live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
     )
 
     nodes = run.nodes
+    check = (m.get("cost_check") or {}).get("nodes") or {}
+    if check:  # counted operations: each node's measured cost beside its metrics
+        nodes = {
+            n: {**v, "measured_cost": (check.get(n) or {}).get("measured")}
+            for n, v in nodes.items()
+        }
     node_ids = list(run.plan.node_ids) if run.plan is not None else []
     node_ids += [n for n in nodes if n not in node_ids]
     est = None
@@ -166,6 +185,8 @@ def live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
             + (
                 " Busy seconds include one-time JIT compilation and per-batch overheads."
                 if key == "busy_s"
+                else MEASURED_COST_NOTE
+                if key == "measured_cost"
                 else ""
             )
             + (

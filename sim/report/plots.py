@@ -31,11 +31,15 @@ class Plot:
     name: str  # file name (PNG)
     title: str
     png: bytes
+    #: data points drawn (bars, markers, non-empty histogram bins): written as the image's
+    #: ``data-points``, so a check of the page (headless Chromium) sees a plot is not one dot
+    points: int | None = None
 
     def img(self) -> str:
         b64 = base64.b64encode(self.png).decode("ascii")
+        pts = "" if self.points is None else f' data-points="{int(self.points)}"'
         return (
-            f'<figure><img alt="{esc(self.title)}" data-file="{esc(self.name)}" '
+            f'<figure><img alt="{esc(self.title)}" data-file="{esc(self.name)}"{pts} '
             f'src="data:image/png;base64,{b64}"><figcaption>{esc(self.title)}'
             f"</figcaption></figure>"
         )
@@ -88,7 +92,7 @@ def plot_node_costs(plans: Sequence[PlanInfo], title: str, name: str) -> Plot:
     ax.set_title(_wrap(title, 110), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncol=min(n_nodes, 6))
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), sum(len(p.node_costs) for p in plans))
 
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -193,7 +197,7 @@ def plot_total_vs_max(
     ax.set_title(_wrap(title), fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), len(groups))
 
 
 def plot_quality(fig40: pd.DataFrame, optimizers: Sequence[str], title: str, name: str) -> Plot:
@@ -221,7 +225,7 @@ def plot_quality(fig40: pd.DataFrame, optimizers: Sequence[str], title: str, nam
         ax.set_title(f"({'ab'[k]}) {metric}", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), len(fig40))
 
 
 def plot_runtime(rt: pd.DataFrame, title: str, name: str) -> Plot:
@@ -239,7 +243,7 @@ def plot_runtime(rt: pd.DataFrame, title: str, name: str) -> Plot:
     ax.set_ylabel("plan generation time (s)")
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), len(rt))
 
 
 def plot_live_load(
@@ -267,7 +271,7 @@ def plot_live_load(
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), len(node_ids))
 
 
 def plot_timeline(t: Sequence[float], rows: Sequence[float], name: str) -> Plot:
@@ -279,7 +283,7 @@ def plot_timeline(t: Sequence[float], rows: Sequence[float], name: str) -> Plot:
     title = "Feed throughput over time"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), len(t))
 
 
 def plot_event_time(
@@ -296,12 +300,14 @@ def plot_event_time(
     origin = min(int(v.min()) for _, v in series)
     series = [(label, (v - origin) / 1000.0) for label, v in series]
     fig = new_figure(7.5, 2.6 * len(series) + 0.8)
+    filled = 0
     for k, (label, v) in enumerate(series):
         ax = fig.add_subplot(len(series), 1, k + 1)
-        ax.hist(v, bins=bins, color="tab:blue" if k == 0 else "tab:red")
+        counts, _, _ = ax.hist(v, bins=bins, color="tab:blue" if k == 0 else "tab:red")
+        filled = filled or int((counts > 0).sum())  # the first series' non-empty bins
         ax.set_ylabel("count")
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
     fig.axes[-1].set_xlabel("event time (s after the first window end / late tuple; ms timestamps)")
     title = "Answers and late tuples over event time"
-    return Plot(name, title, png_bytes(fig))
+    return Plot(name, title, png_bytes(fig), filled)

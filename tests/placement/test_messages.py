@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from placement.messages import one_line, short_repr
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from placement.messages import LONG_VALUE, cut_long_values, one_line, short_repr
 
 
 def test_one_line_folds_whitespace_and_names_a_silent_exception():
@@ -13,8 +18,32 @@ def test_one_line_folds_whitespace_and_names_a_silent_exception():
 
 
 def test_one_line_and_short_repr_cut_at_the_limit():
-    assert one_line("x" * 300, 200) == "x" * 197 + "..."
-    assert one_line("x" * 200, 200) == "x" * 200
-    assert short_repr("y" * 100) == repr("y" * 100)[:57] + "..."
+    assert one_line("x " * 150, 200) == "x " * 98 + "x..."
+    assert one_line("x" * 150, 200) == "x" * 150  # one value within LONG_VALUE: kept whole
+    assert short_repr("y" * 100) == repr("y" * 100)[:60] + "...' (100 characters)"
+    assert short_repr(list(range(50))) == repr(list(range(50)))[:60] + "... (50 items)"
     assert short_repr("a  b") == "'a  b'"  # a value's own spaces are kept
     assert short_repr("a\nb", 120) == "'a\\nb'"
+
+
+def test_long_values_show_their_start_and_length():
+    long = "X" * 5000
+    assert one_line(f"unknown optimizer {long!r}; allowed: A, B") == (
+        "unknown optimizer '" + "X" * 60 + "...' (5,000 characters); allowed: A, B"
+    )
+    spaced = "a b " * 100
+    text = one_line(f"stream {spaced!r} unknown")
+    assert text.startswith("stream 'a b a b") and text.endswith("...' (400 characters) unknown")
+    assert one_line(f"path /{'p' * 150}/x") == f"path /{'p' * 150}/x"  # 154 <= LONG_VALUE
+
+
+@given(st.lists(st.text(alphabet="ab '\"/x", min_size=0, max_size=400), max_size=6))
+def test_cut_long_values_bounds_every_value(parts):
+    """Oracle: no run of non-blank characters is longer than LONG_VALUE after the cut, and a
+    text whose runs and quoted strings are all short comes back unchanged."""
+    text = " ".join(parts)
+    got = cut_long_values(text)
+    assert all(len(w) <= LONG_VALUE for w in got.split())
+    quoted = re.findall(r"'[^'\n]*'|\"[^\"\n]*\"", text)
+    if all(len(w) <= LONG_VALUE for w in text.split()) and all(len(q) < LONG_VALUE for q in quoted):
+        assert got == text

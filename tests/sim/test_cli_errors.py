@@ -117,7 +117,7 @@ def test_stream_output_into_the_watched_directory(tmp_path):
     cfg = tmp_path / "live.yaml"
     cfg.write_text(
         LIVE.replace(
-            "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+            "data:\n  duration_s: 300\n  rate_hz: 100\n  seed: 0\n",
             "data:\n  directory: {path: in}\n",
         )
     )
@@ -140,7 +140,7 @@ def test_stream_limits_on_the_command_line(tmp_path, flag, value, needle):
         (tmp_path / "in").mkdir()
         cfg.write_text(
             LIVE.replace(
-                "data:\n  duration_s: 60\n  rate_hz: 100\n  seed: 0\n",
+                "data:\n  duration_s: 300\n  rate_hz: 100\n  seed: 0\n",
                 "data:\n  directory: {path: in}\n",
             )
         )
@@ -256,3 +256,47 @@ def test_data_convert(tmp_path, monkeypatch, capsys):
         code, text = _cli_here(monkeypatch, capsys, "data", "convert", *args)
         assert code == 2 and needle in text, args
         assert "Traceback" not in text
+
+
+LONG = "X" * 5000
+SPACED = "a b " * 1250
+
+
+@pytest.mark.parametrize(
+    "config, args, needles",
+    [
+        (  # the 5,000-character optimizer name of the issue
+            f"placement:\n  optimizers: [{LONG}]\n",
+            [],
+            ["unknown optimizer 'XXXX", "(5,000 characters)", "allowed: G_RAND"],
+        ),
+        (  # a value with spaces, echoed twice (the key and the fix)
+            LIVE.replace("stream: mf01", f"stream: '{SPACED}'"),
+            [],
+            ["no rate for stream 'a b a b", "(5,000 characters)"],
+        ),
+        (None, ["plan", "--gen", LONG], ["unknown generator", "(5,000 characters)"]),
+        (None, ["plan", "--qnum", LONG], ["'--qnum'", "valid integer"]),
+        (None, ["ctl", "no-run-dir", LONG], ["unknown command 'XXX", "(5,000 characters)"]),
+    ],
+)
+def test_long_values_are_cut_in_one_line_errors(
+    tmp_path, monkeypatch, capsys, config, args, needles
+):
+    """A user's long value is shown by its start and its length: one short line, exit code 2
+    (in process: ``sim.cli.main`` as the ``weaveplace`` script runs it)."""
+    import sim.cli
+
+    if config is not None:
+        (tmp_path / "c.yaml").write_text(config)
+        args = ["validate", str(tmp_path / "c.yaml")]
+    monkeypatch.setattr(sys, "argv", ["weaveplace", *args])
+    with pytest.raises(SystemExit) as ex:
+        sim.cli.main()
+    assert ex.value.code == 2
+    out = capsys.readouterr()
+    text = out.out + out.err
+    errors = [ln for ln in text.splitlines() if "rror" in ln]
+    assert len(errors) == 1 and len(errors[0]) < 400, text[:1000]
+    assert all(n in text for n in needles), text[:1000]
+    assert "Traceback" not in text and LONG[:200] not in text and SPACED[:400] not in text

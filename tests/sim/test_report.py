@@ -381,6 +381,25 @@ def test_live_report_prefers_measured_operations(tmp_path):
     assert [int(f["measured"][0]["data-value"]) for _, f in rows] == [1000, 2000, 3000]
 
 
+def test_live_report_prefers_the_measured_cost(tmp_path):
+    """With ``cost_check`` (``run.count_ops``) the load plot and table compare the plan's cost
+    with the measured one in the model's units, and say what is left out."""
+    run, plan, metrics = _live_run(tmp_path)
+    check = {
+        n["id"]: {"plan": n["cost"], "measured": 1.5 * (i + 1)} for i, n in enumerate(plan["nodes"])
+    }
+    metrics["cost_check"] = {"span_ms": 10_000.0, "nodes": check}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    text = build_report(run).read_text()
+    assert "measured cost (the trees" in text and "from counted operations)" in text
+    assert "per-batch overheads" in text
+    rows = Tables(text).fields("live-nodes")
+    assert [float(f["measured"][0]["data-value"]) for _, f in rows] == [
+        check[n["id"]]["measured"] for n in plan["nodes"]
+    ]
+    assert re.search(r'data-file="live_node_load.png" data-points="3"', text)
+
+
 def test_print_summary(sim_run, tmp_path):
     from rich.console import Console
 

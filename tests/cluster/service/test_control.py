@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support.serve_files import RATE_HZ, SAFETY_S, serve_files
 from support.service import drop, raw_request, service_queries
 from support.waiting import wait_for
@@ -70,6 +71,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
     incoming, run_dir = tmp_path / "in", tmp_path / "run"
     incoming.mkdir()
     opts = StreamOptions(poll_s=0.2, files_per_batch=2, timeout_s=SAFETY_S)
+    announced = []  # the lines serve prints: the load page's token URL
     with ChurnDeployment(plan) as dep:
         svc = Service(
             dep,
@@ -77,7 +79,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
             incoming,
             run_dir,
             ServiceStart(plan, model),
-            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0),
+            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0, announce=announced.append),
         )
         box = {}
         th = threading.Thread(target=lambda: box.setdefault("stats", svc.run()), daemon=True)
@@ -133,11 +135,39 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         assert sorted(st["queries"]) == sorted(k for k, v in regs.items() if v[2] is None)
         assert set(st["nodes"]) == {"node-0", "node-1", "node-2"}
         assert st["files"] == 6 and st["backlog"]["files"] == 0
+        # Prometheus: the same figures as ctl status, parsed by prometheus_client; token required
+        code, text = raw_request(ctl["url"] + "/metrics", ctl["token"])
+        assert code == 200
+        assert call(run_dir, "GET", "/status")["answers"] == st["answers"]  # nothing moved
+        got = {
+            (x.name, tuple(x.labels.values())): x.value
+            for f in text_string_to_metric_families(text.decode())
+            for x in f.samples
+        }
+        assert got[("weaveplace_queries", ())] == len(st["queries"])
+        assert got[("weaveplace_nodes", ())] == 3
+        assert got[("weaveplace_answers_total", ())] == st["answers"] > 0
+        assert got[("weaveplace_late_tuples_total", ())] == st["late"] == 0
+        assert got[("weaveplace_files_total", ())] == 6
+        assert got[("weaveplace_recoveries_total", ())] == 0
+        assert got[("weaveplace_events_total", ("add-queries",))] == 2
+        assert got[("weaveplace_total_cost", ())] == pytest.approx(st["total_cost"])
+        for nid, d in st["nodes"].items():
+            assert got[("weaveplace_node_planned_cost", (nid,))] == pytest.approx(d["planned_cost"])
+            assert got[("weaveplace_node_queries", (nid,))] == d["queries"]
+            assert got[("weaveplace_node_trees", (nid,))] == len(d["trees"])
+            assert got[("weaveplace_node_tuples_total", (nid,))] == d["measured"]["tuples"]
+        for token in (None, "wrong"):
+            assert raw_request(ctl["url"] + "/metrics", token)[0] == 401
+        assert raw_request(ctl["url"] + f"/metrics?token={ctl['token']}")[0] == 401
+        hist = call(run_dir, "GET", "/history")
+        assert set(hist["nodes"]) == {"node-0", "node-1", "node-2"} and len(hist["t"]) >= 2
         code, page = raw_request(ctl["url"] + f"/?token={ctl['token']}")
         assert code == 200 and b"c2" in page and b"http" not in page.replace(b"http-equiv", b"")
         if CHROMIUM:  # the page in headless Chromium after add-queries (a skip at the end if not)
             shot = tmp_path / "page.png"
-            url = ctl["url"] + f"/?token={ctl['token']}"
+            url = re.search(r"load page: (\S+)", announced[0]).group(1)  # as printed at start
+            assert url == ctl["url"] + f"/?token={ctl['token']}"
             flags = [
                 CHROMIUM,
                 "--headless",
@@ -150,6 +180,13 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
                 flags + ["--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
             ).stdout
             assert all(q["id"] in dom for q in more)
+            drawn = dom.split("<script>")[0]  # the history: a line per node, the commands marked
+            for key in ("planned_cost", "busy_share", "queue_depth", "answers_per_s"):
+                svg = re.search(rf'<svg class="chart" data-key="{key}".*?</svg>', drawn, re.S)
+                nodes = re.findall(r'<polyline class="series" data-node="([^"]+)"', svg.group())
+                assert set(nodes) == {"node-0", "node-1", "node-2"}, key
+                marked = re.findall(r'<line class="event" data-command="([^"]+)"', svg.group())
+                assert {"start", "add-queries", "remove-queries"} <= set(marked), key
             assert len(re.findall(r'<tr class="node" data-node="node-\d">', dom)) == 3
             widths = [int(w) for w in re.findall(r'bar planned"><span style="width:(\d+)px', dom)]
             assert len(widths) == 3 and max(widths) == 260
