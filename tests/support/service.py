@@ -75,3 +75,39 @@ def assert_answers_follow_registrations(files, regs: dict, run_dir: Path) -> Non
     d = got.to_pydict()
     assert list(zip(d["query_id"], d["window_start"], d["window_end"])) == [w[:3] for w in want]
     np.testing.assert_allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9)
+
+
+def serve_in_thread(config_path, resume, spark):
+    """``weaveplace serve`` in this process (the session's Ray and Spark) on a thread: returns
+    the config, the thread and a box with ``said`` (lines it printed), and ``stats`` at its end
+    or ``error`` when it failed (``serve_running`` raises it)."""
+    import threading
+
+    from sim.serve_start import prepare, run_service
+
+    cfg, run_dir, state, text, base = prepare(config_path, resume)
+    box: dict = {"said": []}
+
+    def go():
+        try:
+            box["stats"] = run_service(
+                cfg, run_dir, state, text, base, spark=spark, say=box["said"].append
+            )
+        except BaseException as e:  # shown by serve_running, which waits for the start
+            box["error"] = e
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    return cfg, th, box
+
+
+def serve_running(run_dir, box) -> bool:
+    """True once the service in ``box`` answers ``running``; raises what it failed with."""
+    from cluster.service.control import ControlError, call
+
+    if "error" in box:
+        raise AssertionError(f"serve failed: {box['error']!r}")
+    try:
+        return call(run_dir, "GET", "/status", timeout=5)["state"] == "running"
+    except ControlError:
+        return False

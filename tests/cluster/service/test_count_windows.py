@@ -10,13 +10,17 @@ the files in arrival order, each query with the T (time) or P (count) its comman
 from __future__ import annotations
 
 import json
-import threading
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 from support.serve_files import serve_files
-from support.service import assert_answers_follow_registrations, drop
+from support.service import (
+    assert_answers_follow_registrations,
+    drop,
+    serve_in_thread,
+    serve_running,
+)
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -45,35 +49,6 @@ def files(tmp_path_factory):
     return serve_files(tmp_path_factory)
 
 
-def _start(config_path, resume, spark):
-    """``weaveplace serve`` in this process (the session's Ray and Spark): a thread."""
-    from sim.serve_start import prepare, run_service
-
-    cfg, run_dir, state, text, base = prepare(config_path, resume)
-    box: dict = {}
-
-    def go():
-        try:
-            box["stats"] = run_service(cfg, run_dir, state, text, base, spark=spark)
-        except BaseException as e:  # shown by the assertion that waits for the start
-            box["error"] = e
-
-    th = threading.Thread(target=go, daemon=True)
-    th.start()
-    return th, box
-
-
-def _running(run_dir, box) -> bool:
-    from cluster.service.control import ControlError, call
-
-    if "error" in box:
-        raise AssertionError(f"serve failed: {box['error']!r}")
-    try:
-        return call(run_dir, "GET", "/status", timeout=5)["state"] == "running"
-    except ControlError:
-        return False
-
-
 def test_serve_count_windows_from_yaml(ray_session, spark, files, tmp_path):
     from cluster.service.control import call
     from placement.plan import verify_plan
@@ -99,8 +74,8 @@ def test_serve_count_windows_from_yaml(ray_session, spark, files, tmp_path):
         wait_for(lambda: call(run_dir, "GET", "/status")["files"] >= k + 1, f"file {k} fed")
         fed += files[k].num_rows
 
-    th, box = _start(path, None, spark)
-    wait_for(lambda: _running(run_dir, box), "serve to start")
+    _, th, box = serve_in_thread(path, None, spark)
+    wait_for(lambda: serve_running(run_dir, box), "serve to start")
     feed(0)
     feed(1)
     rep = call(run_dir, "POST", "/add-queries", {"queries": ADDED})
@@ -115,8 +90,8 @@ def test_serve_count_windows_from_yaml(ray_session, spark, files, tmp_path):
     call(run_dir, "POST", "/stop", {})
     th.join(120)
     assert not th.is_alive() and "error" not in box
-    th, box = _start(None, run_dir, spark)
-    wait_for(lambda: _running(run_dir, box), "serve --resume to start")
+    _, th, box = serve_in_thread(None, run_dir, spark)
+    wait_for(lambda: serve_running(run_dir, box), "serve --resume to start")
     feed(3)
     rep = call(run_dir, "POST", "/remove-queries", {"ids": ["n0", "t1"]})
     assert rep["removed_at_position"] == {"mf01": fed}

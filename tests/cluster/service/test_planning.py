@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from support.service import assert_answers_follow_registrations, drop, raw_request
+from support.service import (
+    assert_answers_follow_registrations,
+    drop,
+    raw_request,
+    serve_in_thread,
+    serve_running,
+)
 from support.waiting import wait_for
 
 from placement.pareto.choose import ChoiceRule
@@ -106,41 +111,10 @@ def files(tmp_path_factory):
     ]
 
 
-def _start(config_path, resume, spark):
-    """``weaveplace serve`` in this process (the session's Ray and Spark); returns the thread."""
-    from sim.serve_start import prepare, run_service
-
-    cfg, run_dir, state, text, base = prepare(config_path, resume)
-    box: dict = {"said": []}
-
-    def go():
-        try:
-            box["stats"] = run_service(
-                cfg, run_dir, state, text, base, spark=spark, say=box["said"].append
-            )
-        except BaseException as e:  # shown by the assertion that waits for the start
-            box["error"] = e
-
-    th = threading.Thread(target=go, daemon=True)
-    th.start()
-    return cfg, th, box
-
-
 def _status(run_dir):
     from cluster.service.control import call
 
     return call(run_dir, "GET", "/status")
-
-
-def _running(run_dir, box):
-    from cluster.service.control import ControlError, call
-
-    if "error" in box:
-        raise AssertionError(f"serve failed: {box['error']!r}")
-    try:
-        return call(run_dir, "GET", "/status", timeout=5)["state"] == "running"
-    except ControlError:
-        return False
 
 
 def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_path):
@@ -169,8 +143,8 @@ def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_p
     rule = ChoiceRule("max_cost_within", 0.0)
     regs = {q["id"]: [q, None, None] for q in INITIAL}
 
-    cfg, th, box = _start(path, None, spark)
-    wait_for(lambda: _running(run_dir, box), "serve to start")
+    cfg, th, box = serve_in_thread(path, None, spark)
+    wait_for(lambda: serve_running(run_dir, box), "serve to start")
     (t0, m0), front0 = _expected(INITIAL, cfg, rule)  # the config's order, as serve plans
     assert t0 > min(p[0] for p in front0)  # the rule gives up TotalCost for balance
     assert [x for x in box["said"] if x.startswith("WG_PF")] == [
@@ -225,9 +199,9 @@ def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_p
     }
     saved = run_dir / "state" / "config.yaml"
     saved.write_text(saved.read_text().replace("0%", "50%"))
-    cfg2, th, box = _start(None, run_dir, spark)
+    cfg2, th, box = serve_in_thread(None, run_dir, spark)
     assert cfg2.placement.choose == {"max_cost_within": "50%"}
-    wait_for(lambda: _running(run_dir, box), "serve --resume to start")
+    wait_for(lambda: serve_running(run_dir, box), "serve --resume to start")
     st = _status(run_dir)
     assert st["choose"]["rule"] == "max_cost_within: 0%"
     assert (st["total_cost"], st["max_cost"]) == (t1, m1)
