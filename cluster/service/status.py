@@ -121,6 +121,7 @@ def status(svc: Any) -> dict:
         "driver_rss_bytes": rss_bytes(),
         "drift": svc.drift(),
         "choose": svc.choice,
+        "autoscale": None if svc.autoscaler is None else svc.autoscaler.status(time.monotonic()),
     }
 
 
