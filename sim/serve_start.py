@@ -172,6 +172,7 @@ def autoscale_policy(cfg):
         busy_high=a.busy_high,
         sustain=a.sustain,
         max_queue=a.max_queue,
+        spare_nodes=a.spare_nodes,
         ray_wait_s=a.ray_wait_s,
         optimizers=tuple(as_list(a.optimizers)),
         exact_max_queries=a.exact_max_queries,

@@ -16,15 +16,18 @@ The policy (``placement.autoscale`` in the config, ``AutoscalePolicy``), equal n
   count can fit, the plan fitting it is run instead (a re-plan, no node added);
 - **scale out by one** when a node's measured busy share stays above ``busy_high`` for
   ``sustain`` samples in a row (the model under-prices it), outside the cool-down;
-- **scale in** when the running queries fit on fewer nodes below ``low`` x capacity: to the
-  smallest count that fits at ``high``, retiring the nodes the new plan leaves empty; outside
-  the cool-down only, and vetoed while a node's busy share is above ``busy_high`` or its
-  queue above ``max_queue``.
+- **scale in** when the running queries fit on fewer nodes below ``low`` x capacity, or the
+  deployment has more than ``spare_nodes`` nodes above the smallest count that fits at
+  ``high``: to that smallest count, retiring the nodes the new plan leaves empty; outside the
+  cool-down only, and vetoed while a node's busy share is above ``busy_high`` or its queue
+  above ``max_queue``.
 
-Hysteresis: a scale-in needs the load to fit on fewer nodes at ``low``, a scale-out a node past
-``high``, so the load must fall or grow by a margin between opposite decisions; with the
-cool-down after every decision no node is added and retired within one cool-down unless the
-planned load grew past ``high`` meanwhile.
+Hysteresis: a scale-out needs a node past ``high`` on a count that cannot fit; a scale-in the
+load to fit on fewer nodes at ``low``, or the smallest fitting count ``spare_nodes`` + 1
+below the running one, so after a decision the load must fall or grow by a margin before
+the opposite one; with the cool-down after every decision no node is added and retired within
+one cool-down unless the planned load grew past ``high`` meanwhile.  ``spare_nodes`` (1)
+bounds how far above the smallest feasible count the band lets a deployment stay.
 
 The decision (``decide``) is pure: an ``Observation`` (planned costs, the counts the model
 needs, measurements, the clock) and the ``Memory`` of earlier decisions in, a ``Decision``
@@ -60,6 +63,7 @@ class AutoscalePolicy:
     busy_high: float = 0.9
     sustain: int = 3
     max_queue: int = 8
+    spare_nodes: int = 1
     ray_wait_s: float = 60.0
     optimizers: tuple[str, ...] = ("WG_TN", "WG_I", "WG_LS")
     exact_max_queries: int = 10
@@ -185,18 +189,26 @@ def decide(policy: AutoscalePolicy, obs: Observation, mem: Memory) -> Decision:
         if cooling:
             return decision("vetoed", n + 1, "measured busy share above busy_high; cooling down")
         return decision("out", n + 1, f"measured busy share above busy_high {p.busy_high}")
-    if obs.need_low.fits and obs.need_low.nodes < n and target < n:
+    fits_low = obs.need_low.fits and obs.need_low.nodes < n
+    spare = n - target > p.spare_nodes
+    if target < n and (fits_low or spare):
         hot = sorted(k for k, v in busy.items() if v > p.busy_high)
         queued = sorted(k for k, v in queue.items() if v > p.max_queue)
         if cooling:
-            return decision("vetoed", target, "fits on fewer nodes below low; cooling down")
+            return decision("vetoed", target, "fits on fewer nodes; cooling down")
         if hot or queued:
             return decision(
                 "vetoed",
                 target,
-                f"fits on fewer nodes below low; measured busy {hot} queued {queued}",
+                f"fits on fewer nodes; measured busy {hot} queued {queued}",
             )
-        return decision("in", target, f"fits on {obs.need_low.nodes} nodes below low")
+        why = (
+            f"fits on {obs.need_low.nodes} nodes below low"
+            if fits_low
+            else f"{n - target} nodes above the {target} that fit at high (spare_nodes "
+            f"{p.spare_nodes})"
+        )
+        return decision("in", target, why)
     return decision("hold", n, "within the band")
 
 
@@ -273,6 +285,7 @@ class Autoscaler:
         self.last: dict | None = None  # the last decision that acted or was vetoed, JSON-ready
         self.decisions = 0
         self._prev: dict[str, tuple[float, float]] = {}  # node -> (wall s, busy_s)
+        self._counts: tuple | None = None  # (query set, need at high, need at low)
 
     def set_enabled(self, on: bool) -> None:
         self.memory = replace(self.memory, enabled=bool(on))
@@ -293,9 +306,18 @@ class Autoscaler:
         return busy, queue
 
     def observe(self, planned, queries, model, busy, queue, now) -> Observation:
-        """The observation of the running plan's ``planned`` costs and ``queries``."""
-        need = self.policy.count(queries, model, self.policy.high)
-        low = self.policy.count(queries, model, self.policy.low)
+        """The observation of the running plan's ``planned`` costs and ``queries`` (the counts
+        are kept for the last query set: between changes only the measurement changes)."""
+        r = model.rates
+        key = (
+            tuple(sorted(q.id for q in queries)),
+            tuple(sorted(r.items())) if isinstance(r, Mapping) else r,
+        )
+        if self._counts is None or self._counts[0] != key:
+            need = self.policy.count(queries, model, self.policy.high)
+            low = self.policy.count(queries, model, self.policy.low)
+            self._counts = (key, need, low)
+        _, need, low = self._counts
         return Observation(now, dict(planned), need, low, busy, queue)
 
     def plan_on(self, queries, model, k: int) -> Plan | None:

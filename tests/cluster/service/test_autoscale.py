@@ -130,6 +130,8 @@ def test_a_load_ramp_converges_in_one_decision_and_never_flaps(loads, gap_s):
             assert n >= need.nodes  # never under-provisioned after a decision
             if d.action in ("out", "in"):
                 assert n == need.nodes  # one decision reaches the smallest count
+            if d.acts or now - (mem.last_at or -1e9) >= POLICY.cooldown_s:
+                assert n <= need.nodes + POLICY.spare_nodes  # at most one spare node
         per_node = load / n
         assert per_node <= POLICY.high * POLICY.capacity + 1e-9 or not need.fits
     for (t1, a1, l1), (t2, a2, l2) in zip(history, history[1:]):
