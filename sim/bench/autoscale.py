@@ -225,7 +225,10 @@ def run_autoscale_bench(
         # the decision ran inside the command; wait the step out, then read what happened
         time.sleep(max(0.0, t_step + opts.step_s - time.monotonic()))
         evs = _events(run_dir)[ev_before:]
-        decisions = [e for e in evs if e["command"] == "autoscale" and e.get("action") != "vetoed"]
+        decisions = [
+            e for e in evs if e["command"] == "autoscale" and e.get("action") in ("out", "in")
+        ]
+        replans = sum(1 for e in evs if e["command"] == "autoscale" and e.get("action") == "replan")
         nodes_after_cmd = _nodes_after(evs, timeline, t_step)
         converged = None
         n_now = nodes_after_cmd[0]
@@ -246,6 +249,7 @@ def run_autoscale_bench(
                     (e["action"], e["nodes_before"], e["nodes_after"]) for e in decisions
                 ],
                 "steps_to_converge": converged,
+                "replans": replans,
                 "max_cost_over_capacity": st["max_cost"] / cap,
             }
         )
