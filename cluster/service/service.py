@@ -586,8 +586,10 @@ class Service:
             return
         change = Change("autoscale", self._costs())
         fresh = obs.need.plan if d.nodes_after == obs.need.nodes else None
-        if d.action == "replan" and fresh is None:  # fits on fewer: a plan on the nodes there are
+        if fresh is None and d.action in ("replan", "in"):  # a plan on exactly that many nodes
             fresh = a.plan_on(qs, self.model, d.nodes_after)
+            if fresh is None:  # none fits there (e.g. above max_nodes): nothing to reach
+                return
         extra = self._scale(d, fresh, change)
         a.record(d, now, time.time())
         change.detail.update(**self._decision_fields(d, cause), **extra)
@@ -616,7 +618,9 @@ class Service:
             k = d.nodes_after - d.nodes_before
             if self.resources is not None:
                 extra["resources"] = self.resources.scale_to(d.nodes_after)
-            cap = self.autoscaler.policy.capacity
+            # the nodes' capacity when they have one (a re-plan needs all or none)
+            has = any(c is not None for c in self.running.capacity.values())
+            cap = self.autoscaler.policy.capacity if has else None
             extra["added"] = [self._add_node(None, cap, "autoscale")["node"] for _ in range(k)]
         elif d.nodes_after < d.nodes_before and fresh is not None:
             keep = keep_nodes(fresh, hosted, list(self.dep.nodes))

@@ -211,3 +211,17 @@ def test_config_key_is_checked():
     no_caps = {**base, "cluster": {"nodes": 2}, "placement": {"autoscale": {}}}
     with pytest.raises(ConfigError, match="capacity"):
         config_from_mapping(no_caps)
+
+
+def test_ctl_autoscale_takes_on_or_off_and_the_route_checks_its_body(tmp_path):
+    from cluster.service.control import parse_autoscale
+    from cluster.service.refusals import InvalidRequest
+    from sim.serve_cli import ServeError, ctl
+
+    assert parse_autoscale({"on": True}) is True and parse_autoscale({"on": False}) is False
+    for body in ({"on": "yes"}, {}, None, [True]):
+        with pytest.raises(InvalidRequest, match="autoscale"):
+            parse_autoscale(body)
+    for args in ([], ["maybe"], ["on", "off"]):
+        with pytest.raises(ServeError, match="autoscale: give on or off"):
+            ctl(tmp_path, "autoscale", args)
