@@ -15,7 +15,7 @@ from support.serve_files import RATE_HZ, SAFETY_S, serve_files
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # ~14 s alone (session Ray and Spark)
 
 
 @pytest.fixture(scope="module")
