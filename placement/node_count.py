@@ -139,18 +139,19 @@ def _exact(qs: list[Query], model: CostModel, limit, min_nodes, max_nodes) -> No
 def _heuristic(qs, model, limit, min_nodes, max_nodes, optimizers) -> NodeCount:
     from placement.optimizers import optimize
 
+    if not optimizers:
+        raise ValueError("optimizers: give at least one distributed optimizer")
     lo = max(min_nodes, math.ceil(total_lower_bound(qs, model) / limit * (1 - REL)))
     tried: dict[int, float] = {}
-    best: tuple[float, Plan, str] | None = None
+    best_plan, best_name = None, ""
     for k in range(min(lo, max_nodes), max_nodes + 1):
-        best = None
+        best_plan = None
         for name in optimizers:
             plan = optimize(name, qs, model, [limit] * k)
-            if best is None or plan.max_cost < best[0]:
-                best = (plan.max_cost, plan, name)
+            if best_plan is None or plan.max_cost < best_plan.max_cost:
+                best_plan, best_name = plan, name
             if fits(plan.max_cost, limit):
                 tried[k] = plan.max_cost
                 return NodeCount(k, True, plan, False, limit, name, tried)
-        tried[k] = best[0]
-    assert best is not None
-    return NodeCount(max_nodes, False, best[1], False, limit, best[2], tried)
+        tried[k] = best_plan.max_cost if best_plan is not None else math.inf
+    return NodeCount(max_nodes, False, best_plan, False, limit, best_name, tried)
