@@ -27,6 +27,7 @@ COMMANDS = (
     "add-node",
     "retire-node",
     "rebalance",
+    "autoscale",
     "stop",
 )
 
@@ -87,6 +88,10 @@ def ctl(
         if command == "rebalance":
             _no_args(command, args)
             return call(run_dir, "POST", "/rebalance", {})
+        if command == "autoscale":
+            if args not in (["on"], ["off"]):
+                raise ServeError("autoscale: give on or off")
+            return call(run_dir, "POST", "/autoscale", {"on": args[0] == "on"})
         if command == "stop":
             _no_args(command, args)
             return call(run_dir, "POST", "/stop", {"flush": bool(flush)})
@@ -117,7 +122,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
     console.print(
         f"serving {escape(str(run_dir))}: control with `weaveplace ctl "
         f"{escape(str(run_dir))} status|add-queries FILE|remove-queries ID...|"
-        "add-node|retire-node ID|rebalance|stop`",
+        "add-node|retire-node ID|rebalance|autoscale on|off|stop`",
         soft_wrap=True,
     )
     with bar:

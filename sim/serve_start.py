@@ -150,6 +150,34 @@ def initial_plan(cfg) -> tuple[dict, Any, Any, dict | None]:
     return d, model, planner, choice
 
 
+def autoscale_policy(cfg):
+    """``placement.autoscale`` as ``cluster.service.autoscale.AutoscalePolicy`` (None when the
+    key is absent); a node's capacity defaults to the cluster nodes' one capacity (the config
+    check made sure there is one)."""
+    from cluster.service.autoscale import AutoscalePolicy
+    from sim.config.base import as_list
+
+    a = cfg.placement.autoscale
+    if a is None:
+        return None
+    caps = [c for _, cs in cfg.cluster.layouts() for c in cs]
+    return AutoscalePolicy(
+        capacity=float(a.capacity if a.capacity is not None else caps[0]),
+        min_nodes=a.min_nodes,
+        max_nodes=a.max_nodes,
+        high=a.high,
+        low=a.low,
+        cooldown_s=a.cooldown_s,
+        busy_high=a.busy_high,
+        sustain=a.sustain,
+        max_queue=a.max_queue,
+        spare_nodes=a.spare_nodes,
+        ray_wait_s=a.ray_wait_s,
+        optimizers=tuple(as_list(a.optimizers)),
+        exact_max_queries=a.exact_max_queries,
+    )
+
+
 def run_service(
     cfg,
     run_dir: Path,
@@ -213,6 +241,12 @@ def run_service(
         # they were kept plan as the config does
         planner, choice = Planner.from_config(cfg), None
     ray_address = cfg.cluster.ray.address
+    policy = autoscale_policy(cfg)
+    resources = None
+    if policy is not None and ray_address is not None:  # Ray's autoscaler gives Ray nodes
+        from cluster.runtime.resources import RayResources
+
+        resources = RayResources(wait_s=policy.ray_wait_s)
     runtime = RuntimeOptions(
         ray_address=ray_address,
         num_cpus=2,
@@ -258,6 +292,8 @@ def run_service(
                     optimizer=optimizer,
                     planner=planner,
                     announce=say,
+                    autoscale=policy,
+                    resources=resources,
                 ),
             )
             if feeder is not None:

@@ -13,7 +13,7 @@ deployment is unchanged.
 
 Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /remove-queries``
 ``{"ids": [...]}``; ``POST /add-node`` ``{"id", "capacity"}``; ``POST /retire-node`` ``{"id"}``;
-``POST /rebalance``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``)
+``POST /rebalance``; ``POST /autoscale`` ``{"on": bool}``; ``POST /stop``; ``GET /`` the load page (``cluster.service.load_page``)
 and ``GET /history`` its plots' data; ``GET /metrics`` Prometheus metrics
 (``cluster.service.prometheus``).
 
@@ -133,6 +133,14 @@ def parse_node(body: Any, cmd: str, need_id: bool = False) -> tuple[str | None, 
     return nid, (None if cap is None else float(cap))
 
 
+def parse_autoscale(body: Any) -> bool:
+    """``autoscale``'s switch: ``{"on": true}`` or ``{"on": false}``."""
+    on = body.get("on") if isinstance(body, dict) else None
+    if not isinstance(on, bool):
+        raise InvalidRequest('autoscale: expected {"on": true} or {"on": false}')
+    return on
+
+
 def parse_stop(body: Any) -> bool:
     """``stop``'s ``flush``: true only when the body says so."""
     return bool((body or {}).get("flush")) if isinstance(body, dict) else False
@@ -193,6 +201,7 @@ class ControlServer:
                 parse_node(body or {}, "retire-node", need_id=True)[0]
             ),
             ("POST", "/rebalance"): lambda: s.rebalance(),
+            ("POST", "/autoscale"): lambda: s.set_autoscale(parse_autoscale(body)),
             ("POST", "/stop"): lambda: s.request_stop(parse_stop(body)),
         }
         fn = routes.get((method, path))

@@ -38,7 +38,8 @@ class ServiceOptions:
     drift above which a change re-plans (``placement.tolerance``); ``max_moves``: running
     trees moved per re-plan at most (``placement.max_moves``); ``optimizer``: the plan's
     optimizer label (default: the plan's); ``planner``: how re-plans plan (default: the
-    optimizer's defaults)."""
+    optimizer's defaults); ``autoscale``: the elastic policy; ``resources``: where added
+    nodes' Ray nodes come from on an attached cluster."""
 
     stream: StreamOptions | None = None
     progress: Callable[[StreamStats], None] | None = None
@@ -49,3 +50,7 @@ class ServiceOptions:
     planner: Planner | None = None
     #: a line for the operator once the control API listens: the load page's token URL
     announce: Callable[[str], None] | None = None
+    #: the elastic policy (``cluster.service.autoscale.AutoscalePolicy``), None: off
+    autoscale: Any = None
+    #: Ray's autoscaler of an attached cluster (``cluster.runtime.resources.RayResources``)
+    resources: Any = None

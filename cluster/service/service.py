@@ -60,6 +60,7 @@ from cluster.deployment.churn import ChurnDeployment
 from cluster.feeds.directory_options import StreamStats
 from cluster.service import resume as service_resume
 from cluster.service import status as service_status
+from cluster.service.autoscale import Autoscaler, keep_nodes, match_nodes
 from cluster.service.control import one_line
 from cluster.service.events import EventLog
 from cluster.service.load_history import LoadHistory
@@ -133,6 +134,10 @@ class Service:
         self.file_latency: list[float] = []  # s from a file's arrival to its answers written
         self.state = "starting"
         self.control = None
+        #: the elastic policy (``placement.autoscale``; None: the node count is the operator's)
+        self.autoscaler = Autoscaler(o.autoscale) if o.autoscale is not None else None
+        #: Ray's autoscaler on an attached cluster (``cluster.runtime.resources``), else None
+        self.resources = o.resources
         if start.resume_state is None:
             #: the running plan's queries, trees, capacities, ids used and files fed
             self.running = ServiceState.from_plan(start.plan)
@@ -243,6 +248,7 @@ class Service:
             self._commit(change)
             if check_drift:
                 self._check_drift()
+                self._autoscale(f"after {command}")
 
     def _commit(self, change: Change) -> None:
         self.write_plan()
@@ -400,16 +406,21 @@ class Service:
 
         with self._transaction("add-node") as change:
             try:
-                rec = self.dep.add_node(nid, capacity=capacity, reason="add-node")
+                rec = self._add_node(nid, capacity, "add-node")
             except DeploymentError as e:
                 raise Conflict(f"add-node: {one_line(e)}") from None
-            new = rec["node"]
-            self.running.capacity[new] = rec.get("capacity")
-            for tid in rec["trees"]:
-                if tid in self.running.trees:
-                    self.running.trees[tid].node = new
-            change.detail.update(node=new, trees_moved=rec["moved"], trees=rec["trees"])
-            return {"node": new, "moved": rec["trees"]}
+            change.detail.update(node=rec["node"], trees_moved=rec["moved"], trees=rec["trees"])
+            return {"node": rec["node"], "moved": rec["trees"]}
+
+    def _add_node(self, nid: str | None, capacity: float | None, reason: str) -> dict:
+        """``add-node``'s body (inside a transaction): the deployment's record of the move."""
+        rec = self.dep.add_node(nid, capacity=capacity, reason=reason)
+        new = rec["node"]
+        self.running.capacity[new] = rec.get("capacity")
+        for tid in rec["trees"]:
+            if tid in self.running.trees:
+                self.running.trees[tid].node = new
+        return rec
 
     def retire_node(self, nid: str) -> dict:
         """Graceful scale-in (``ChurnDeployment.retire_node``): the node's trees go where
@@ -429,23 +440,32 @@ class Service:
             plan, _ = self.placement_plan()
             rep = remove_node(plan, nid, self.model)
             where = {q.id: n.id for n in rep.plan.nodes for t in n.trees for q in t.queries}
-            load = {n.id: n.cost for n in rep.plan.nodes}
-            targets = {}
-            for t in nodes[nid].spec["trees"]:
-                tid = str(t["id"])
-                tree = self.running.trees.get(tid)
-                active = tree.active if tree is not None else []
-                targets[tid] = where[active[0]] if active else min(load, key=load.get)
             try:
-                rec = self.dep.retire_node(nid, targets, reason="retire-node")
+                rec = self._retire_node(nid, where, "retire-node")
             except DeploymentError as e:
                 raise Conflict(f"retire-node: {one_line(e)}") from None
-            for tid, dest in targets.items():
-                if tid in self.running.trees:
-                    self.running.trees[tid].node = dest
-            self.running.capacity.pop(nid, None)
             change.detail.update(node=nid, trees_moved=rec["moved"], trees=rec["trees"])
             return {"retired": nid, "moved": rec["trees"]}
+
+    def _retire_node(self, nid: str, where: dict[str, str], reason: str) -> dict:
+        """``retire-node``'s body (inside a transaction): node ``nid``'s trees go to the node
+        ``where`` names for their first active query (a tree without one, or whose query has
+        no place there, to the least loaded other node)."""
+        plan, _ = self.placement_plan()
+        load = {n.id: n.cost for n in plan.nodes if n.id != nid}
+        targets = {}
+        for t in self.dep.nodes[nid].spec["trees"]:
+            tid = str(t["id"])
+            tree = self.running.trees.get(tid)
+            active = tree.active if tree is not None else []
+            dest = where.get(active[0]) if active else None
+            targets[tid] = dest if dest in load else min(load, key=load.get)
+        rec = self.dep.retire_node(nid, targets, reason=reason)
+        for tid, dest in targets.items():
+            if tid in self.running.trees:
+                self.running.trees[tid].node = dest
+        self.running.capacity.pop(nid, None)
+        return rec
 
     def request_stop(self, flush: bool = False) -> dict:
         """Stop after the micro-batch in progress: answers the watermark released are written,
@@ -503,6 +523,14 @@ class Service:
             raise Conflict(
                 f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {one_line(e)}"
             ) from None
+        reply = self._replan_to(fresh, nids, change, choice)
+        self._commit(change)
+        return reply
+
+    def _replan_to(self, fresh, nids: list[str], change: Change, choice: dict | None) -> dict:
+        """Reach ``fresh`` (its j-th node on ``nids[j]``) from the running trees (``rebalance``'s
+        re-weaving and moves), inside a transaction; ``change`` gets the details."""
+        running = self.running
         changes = replan(fresh, nids, running.trees, running.next_tree)
         ws = self.pricing.weaveshare_total(running)
         self.opt_factor = max(1.0, fresh.total_cost / ws) if ws > 0 else 1.0
@@ -553,7 +581,6 @@ class Service:
             fresh_max=fresh.max_cost,
             **_choice_detail(choice),
         )
-        self._commit(change)
         return {
             "moved": do_moves,
             "handoffs": changes.handoffs,
@@ -579,6 +606,126 @@ class Service:
                 self._event(
                     "drift-not-replanned", self._costs(), reason=e.message, drift=d["drift"]
                 )
+
+    # -- elastic deployments: cluster.service.autoscale -----------------------------------------
+    def after_batch(self) -> None:
+        """After a micro-batch (the stream calls it, holding off the next one): evaluate the
+        autoscale policy, unless a command is waiting (it evaluates after itself)."""
+        if self.autoscaler is None or not self._cmd_lock.acquire(blocking=False):
+            return
+        try:
+            if self.state == "running":
+                self._autoscale("micro-batch")
+        finally:
+            self._cmd_lock.release()
+
+    def set_autoscale(self, on: bool) -> dict:
+        """``ctl autoscale on|off``: override the policy at run time."""
+        if self.autoscaler is None:
+            raise Conflict("autoscale: no placement.autoscale policy in this deployment's config")
+        with self._cmd_lock:
+            self.autoscaler.set_enabled(on)
+            self._event("autoscale", self._costs(), **self._autoscale_fields("switched", on))
+            return self.autoscaler.status(time.monotonic())
+
+    def _autoscale_fields(self, why: str, on: bool) -> dict:
+        n = len(self.dep.nodes)
+        return {
+            "action": "on" if on else "off",
+            "reason": {"why": why},
+            "nodes_before": n,
+            "nodes_after": n,
+        }
+
+    def _autoscale(self, cause: str) -> None:
+        """One evaluation of the policy (inside a command or between micro-batches) and, when
+        it decides, the decision carried out as one change: nodes added (``add-node``'s path,
+        Ray's autoscaler asked first on an attached cluster) or retired (``retire-node``'s
+        path), then the model's plan reached by ``rebalance``'s re-weaving and moves."""
+        from placement.queries import query_from_mapping
+
+        a = self.autoscaler
+        if a is None:
+            return
+        now = time.monotonic()
+        try:
+            metrics = self.dep.metrics()["nodes"]
+        except Exception:  # a node being recovered: measure next time
+            return
+        busy, queue = a.measure(metrics, now)
+        if not a.memory.enabled:
+            return
+        qs = [query_from_mapping(self.running.queries[i]) for i in sorted(self.running.queries)]
+        plan, _ = self.placement_plan()
+        obs = a.observe({n.id: n.cost for n in plan.nodes}, qs, self.model, busy, queue, now)
+        d = a.decide(obs)
+        if d.action == "vetoed":
+            last = a.last or {}
+            if (last.get("action"), last.get("nodes_after")) != ("vetoed", d.nodes_after):
+                a.record(d, now, time.time())
+                self._event("autoscale", self._costs(), **self._decision_fields(d, cause))
+            return
+        if not d.acts:
+            return
+        change = Change("autoscale", self._costs())
+        fresh = obs.need.plan if d.nodes_after == obs.need.nodes else None
+        if fresh is None and d.action in ("replan", "in"):  # a plan on exactly that many nodes
+            fresh = a.plan_on(qs, self.model, d.nodes_after)
+            if fresh is None:  # none fits there (e.g. above max_nodes): nothing to reach
+                return
+        extra = self._scale(d, fresh, change)
+        a.record(d, now, time.time())
+        change.detail.update(**self._decision_fields(d, cause), **extra)
+        change.detail["nodes_after"] = len(self.dep.nodes)
+        self._commit(change)
+
+    def _decision_fields(self, d, cause: str) -> dict:
+        return {
+            "action": d.action,
+            "cause": cause,
+            "reason": d.reason,
+            "nodes_before": d.nodes_before,
+            "nodes_after": d.nodes_after,
+        }
+
+    def _scale(self, d, fresh, change: Change) -> dict:
+        """Carry out ``d``: add or retire nodes, then reach ``fresh`` (the model's plan on
+        ``d.nodes_after`` nodes; None for a measured scale-out: the added node takes trees
+        from the busiest as ``add-node`` does)."""
+        hosted = {
+            nid: {q for t in self.running.trees.values() if t.node == nid for q in t.active}
+            for nid in self.dep.nodes
+        }
+        extra: dict = {}
+        if d.nodes_after > d.nodes_before:
+            k = d.nodes_after - d.nodes_before
+            if self.resources is not None:
+                extra["resources"] = self.resources.scale_to(d.nodes_after)
+            # the nodes' capacity when they have one (a re-plan needs all or none)
+            has = any(c is not None for c in self.running.capacity.values())
+            cap = self.autoscaler.policy.capacity if has else None
+            extra["added"] = [self._add_node(None, cap, "autoscale")["node"] for _ in range(k)]
+        elif d.nodes_after < d.nodes_before and fresh is not None:
+            keep = keep_nodes(fresh, hosted, list(self.dep.nodes))
+            ids = match_nodes(fresh, hosted, keep)
+            where = {
+                q.id: ids[j] for j, n in enumerate(fresh.nodes) for t in n.trees for q in t.queries
+            }
+            extra["retired"] = []
+            for nid in [n for n in list(self.dep.nodes) if n not in keep]:
+                self._retire_node(nid, where, "autoscale")
+                extra["retired"].append(nid)
+            if self.resources is not None:
+                extra["resources"] = self.resources.release_to(d.nodes_after)
+        if fresh is not None and len(fresh.nodes) == len(self.dep.nodes):
+            hosted = {
+                nid: {q for t in self.running.trees.values() if t.node == nid for q in t.active}
+                for nid in self.dep.nodes
+            }
+            ids = match_nodes(fresh, hosted, list(self.dep.nodes))
+            reply = self._replan_to(fresh, ids, change, None)
+            extra["replan"] = {k: reply[k] for k in ("moved", "moves_skipped")}
+        return extra
 
     # -- persistence (resume): cluster.service.resume -----------------------------------------
     def flush_outputs(self) -> None:

@@ -126,6 +126,7 @@ def status(svc: Any) -> dict:
         "choose": svc.choice,
         "faults": faults(svc),
         "event_counts": dict(svc.event_log.counts),
+        "autoscale": None if svc.autoscaler is None else svc.autoscaler.status(time.monotonic()),
     }
 
 

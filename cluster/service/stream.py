@@ -95,6 +95,7 @@ class ServiceStream(DirectoryStream):
                 self.service.running.fed_names.add(rec.name)
             self.service.persist()
             self.service.sample_load()
+            self.service.after_batch()  # the autoscale policy, between micro-batches
 
     def _finish(self) -> None:
         import ray

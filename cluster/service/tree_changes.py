@@ -12,8 +12,8 @@ Two mappings:
 * ``weave_in`` (``add-queries``): ``placement.replace.add_queries`` wove the new queries into
   running trees or put them in new ones; every other query stays where it is.
 * ``replan`` (``rebalance``, drift): each fresh tree, the costliest first, takes the running
-  tree of the same key with which it shares the most queries (ties: the smallest tree id), or
-  becomes a new tree; queries whose tree changes are handed over at T (the old tree keeps
+  tree of the same key with which it shares the most queries (ties: the smallest tree id) and
+  that handed none of its queries off before, or becomes a new tree; queries whose tree changes are handed over at T (the old tree keeps
   their windows that start before T).  Running trees whose node changes are moves, the
   costliest first (the service makes at most ``placement.max_moves`` of them).
 """
@@ -176,7 +176,9 @@ def replan(
         shared: dict[str, int] = {}
         for q in ids:
             r = tree_of[q]
-            if r not in taken:
+            # a running tree cannot take back a query it handed off (a query id is used once
+            # per tree: its old windows are still that tree's), so it cannot take this tree
+            if r not in taken and not ids & set(trees[r].handed or ()):
                 shared[r] = shared.get(r, 0) + 1
         if shared:
             tid = max(sorted(shared), key=lambda x: shared[x])

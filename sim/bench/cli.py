@@ -658,3 +658,34 @@ def bench_serve(
     )
     console.print(json.dumps(res, indent=1), markup=False)
     console.print(f"results: {out / 'bench_serve.json'}")
+
+
+@bench_app.command("autoscale")
+def bench_autoscale(
+    peak: int = typer.Option(300, min=1, help="Queries at the top of the ramp."),
+    step: int = typer.Option(50, min=1, help="Queries added (then removed) per step."),
+    step_s: float = typer.Option(15.0, help="Wall seconds between two steps."),
+    speed: float = typer.Option(10.0, help="Files dropped at this many x real time."),
+    cooldown: float = typer.Option(10.0, help="The policy's cooldown_s."),
+    out: Path = out_option("out/bench_autoscale"),
+):
+    """An elastic deployment under a query ramp up and down: node count vs the smallest
+    feasible count, steps to converge, node-seconds over the minimum, flapping, answer
+    latency, answers vs the brute force (``sim/bench/autoscale.py``; run it under the bench
+    lock)."""
+    from sim.bench.autoscale import AutoscaleBenchOptions, run_autoscale_bench
+
+    if not step_s > 0 or not speed > 0 or not cooldown >= 0:
+        raise UserError("--step-s and --speed: numbers > 0; --cooldown: a number >= 0")
+    res = run_autoscale_bench(
+        out,
+        AutoscaleBenchOptions(
+            peak=peak, step=step, step_s=step_s, speed=speed, cooldown_s=cooldown
+        ),
+        say=lambda s: console.print(s, soft_wrap=True, markup=False),
+    )
+    show = {k: v for k, v in res.items() if k != "timeline"}
+    console.print(json.dumps(show, indent=1), markup=False)
+    console.print(f"results: {out / 'bench_autoscale.json'}")
+    if not res["answers_equal_brute_force"] or res["windows_written_twice"]:
+        raise typer.Exit(1)

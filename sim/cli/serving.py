@@ -34,7 +34,7 @@ def ctl(
         ...,
         help="status | add-queries FILE.yaml | remove-queries "
         "ID... | add-node | retire-node ID | rebalance | "
-        "stop",
+        "autoscale on|off | stop",
     ),
     args: list[str] | None = typer.Argument(None, help="The command's arguments."),
     node_id: str | None = typer.Option(None, "--id", help="add-node: the new node's id."),

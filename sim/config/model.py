@@ -87,6 +87,14 @@ class Config(Strict):
                 '{max_cost_at_most: N}, {max_cost_within: "p%"}, '
                 '{total_cost_within: "p%"}'
             )
+        a = self.placement.autoscale
+        if a is not None and a.capacity is None:
+            caps = {c for _, cs in self.cluster.layouts() for c in cs}
+            if len(caps) != 1 or None in caps:
+                raise ConfigError(
+                    "placement.autoscale.capacity: missing; give the capacity of a node, or "
+                    "cluster.nodes as [{id, capacity}, ...] all with one capacity"
+                )
         if wl.generator is None:
             rates = self.streams or {}
             for i, q in enumerate(wl.queries or []):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator
+from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from placement.cost import TECHNIQUES
 from placement.edges import ENGINES
@@ -51,6 +51,48 @@ def _exact_tag(v: Any) -> str | None:
 
 def _preprocess_tag(v: Any) -> str | None:
     return "__bool__" if isinstance(v, bool) else "__str__"
+
+
+class Autoscale(Strict):
+    """``placement.autoscale`` (``weaveplace serve``): the node count follows the load
+    (``cluster.service.autoscale``; keys and defaults in configs/README.md)."""
+
+    min_nodes: Annotated[int, Field(ge=1)] = 1
+    max_nodes: Annotated[int, Field(ge=1, le=1024)] = 8
+    high: Annotated[float, Field(gt=0, le=1)] = 0.9
+    low: Annotated[float, Field(gt=0, lt=1)] = 0.6
+    cooldown_s: Annotated[float, Field(ge=0)] = 30.0
+    #: every node's capacity (null: the cluster.nodes' one capacity)
+    capacity: Annotated[float, Field(gt=0)] | None = None
+    busy_high: Annotated[float, Field(gt=0)] = 0.9
+    sustain: Annotated[int, Field(ge=1)] = 3
+    max_queue: Annotated[int, Field(ge=0)] = 8
+    spare_nodes: Annotated[int, Field(ge=0)] = 1
+    ray_wait_s: Annotated[float, Field(ge=0)] = 60.0
+    optimizers: one_or_list(OptimizerName) = ["WG_TN", "WG_I", "WG_LS"]  # type: ignore[valid-type]
+    exact_max_queries: Annotated[int, Field(ge=0, le=16)] = 10
+
+    @model_validator(mode="after")
+    def _bands(self) -> Autoscale:
+        if self.min_nodes > self.max_nodes:
+            raise ConfigError(
+                f"placement.autoscale.min_nodes: {self.min_nodes} is above max_nodes "
+                f"{self.max_nodes}"
+            )
+        if self.low >= self.high:
+            raise ConfigError(
+                f"placement.autoscale.low: {self.low} must be below high {self.high} "
+                "(the band between them keeps decisions from flapping)"
+            )
+        from placement.optimizers import DISTRIBUTED
+
+        for i, name in enumerate(as_list(self.optimizers)):
+            if name not in DISTRIBUTED:
+                raise ConfigError(
+                    f"placement.autoscale.optimizers[{i}]: {name!r} is not a distributed "
+                    f"optimizer; allowed: {', '.join(DISTRIBUTED)}"
+                )
+        return self
 
 
 class Placement(Strict):
@@ -104,6 +146,8 @@ class Placement(Strict):
     #: fraction above a fresh plan of the running queries; at most max_moves trees move then
     tolerance: Annotated[float, Field(ge=0)] = 0.25
     max_moves: Annotated[int, Field(ge=0)] = 8
+    #: weaveplace serve: the node count follows the load (None: the operator's, as written)
+    autoscale: Autoscale | None = None
 
     @field_validator("optimizers", mode="after")
     @classmethod

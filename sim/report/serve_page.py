@@ -1,6 +1,6 @@
 """The part of ``weaveplace report RUN_DIR`` for a deployment run by ``weaveplace serve``:
-per-node load over time (busy share of each node between two samples of ``load.jsonl``, and
-its planned cost) with every event of ``events.jsonl`` marked, plus the event log as a table.
+per-node load over time (busy share of each node between two samples of ``load.jsonl``, its
+planned cost, and the node count) with every event of ``events.jsonl`` marked, plus the event log as a table.
 """
 
 from __future__ import annotations
@@ -58,6 +58,19 @@ def serve_section(run_dir: Path) -> tuple[list[str], list[Plot]]:
         xs = [p[0] for p in pts]
         ax1.plot(xs, [p[1] for p in pts], marker=".", lw=1, label=nid)
         ax2.step(xs, [p[2] for p in pts], where="post", lw=1.2, label=nid)
+    if rows:  # how many nodes the deployment ran on (it changes with add/retire and autoscale)
+        ax3 = ax2.twinx()
+        ax3.step(
+            [r["wall_time"] - t0 for r in rows],
+            [len(r["nodes"]) for r in rows],
+            where="post",
+            color="black",
+            lw=1.5,
+            ls=":",
+            label="nodes",
+        )
+        ax3.set_ylabel("nodes (dotted)")
+        ax3.set_ylim(0, max(len(r["nodes"]) for r in rows) + 1)
     for e in events:
         x = e["wall_time"] - t0
         for ax in (ax1, ax2):

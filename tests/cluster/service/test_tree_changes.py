@@ -124,6 +124,29 @@ def test_replan_reaches_the_fresh_plan(case):
     )
 
 
+@settings(max_examples=examples(300), deadline=None)
+@given(replan_case())
+def test_a_second_replan_never_gives_a_tree_back_a_query_it_handed_off(case):
+    """Re-plan to a fresh plan, then back to the running trees' own plan (two re-plans that
+    disagree, e.g. an autoscale decision then a drift re-plan): no tree takes back a query it
+    handed off (a running tree refuses a query id it used), and the second plan is reached."""
+    trees, next_tree, fresh, _ = case
+    by_id = {q.id: q for t in fresh.trees for q in t.queries}
+    back = placed(trees, by_id)
+    r1 = replan(fresh, NODES, trees, next_tree)
+    after1 = r1.applied_to(trees, r1.moves_within(len(r1.moves)))
+    r2 = replan(back, NODES, after1, r1.next_tree)
+    for tid, c in r2.changes.items():
+        assert not set(c.add) & set(after1[tid].handed or [])
+    after2 = r2.applied_to(after1, r2.moves_within(len(r2.moves)))
+    want = Counter(
+        (frozenset(q.id for q in t.queries), n)
+        for n, node in zip(NODES, back.nodes)
+        for t in node.trees
+    )
+    assert Counter((frozenset(t.active), t.node) for t in after2.values() if t.active) == want
+
+
 @st.composite
 def additions_case(draw):
     qs = random_queries(draw, draw(st.integers(1, 7)), keys=2, streams=2)
