@@ -22,8 +22,12 @@ LONG_VALUE = 160
 #: characters of a cut value shown
 KEEP = 60
 
+#: a quoted value opens with a quote not preceded by a letter or digit and closes with one not
+#: followed by one, so the apostrophes of prose ("the node's token") never pair up as quotes
 _LONG = re.compile(
-    rf"'[^'\n]{{{LONG_VALUE - 1},}}'|\"[^\"\n]{{{LONG_VALUE - 1},}}\"|\S{{{LONG_VALUE + 1},}}"
+    rf"(?<!\w)'[^'\n]{{{LONG_VALUE - 1},}}'(?!\w)"
+    rf"|(?<!\w)\"[^\"\n]{{{LONG_VALUE - 1},}}\"(?!\w)"
+    rf"|\S{{{LONG_VALUE + 1},}}"
 )
 
 

@@ -47,3 +47,15 @@ def test_cut_long_values_bounds_every_value(parts):
     quoted = re.findall(r"'[^'\n]*'|\"[^\"\n]*\"", text)
     if all(len(w) <= LONG_VALUE for w in text.split()) and all(len(q) < LONG_VALUE for q in quoted):
         assert got == text
+
+
+def test_apostrophes_of_prose_are_not_quotes():
+    """A long error whose words carry apostrophes ("node's") is kept whole: only a quote that
+    opens after a blank or a bracket and closes before one delimits a value."""
+    text = (
+        "cluster.ray.address '127.0.0.1:6379': cannot connect to Ray (InvalidAuthToken: the "
+        "cluster refused the connection: no token; copy the head node's ~/.ray/auth_token to this "
+        "machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH to a file holding it)); the "
+        "driver's token was not sent"
+    )
+    assert one_line(text) == text
