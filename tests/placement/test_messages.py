@@ -55,7 +55,7 @@ def test_apostrophes_of_prose_are_not_quotes():
     text = (
         "cluster.ray.address '127.0.0.1:6379': cannot connect to Ray (InvalidAuthToken: the "
         "cluster refused the connection: no token; copy the head node's ~/.ray/auth_token to this "
-        "machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH to a file holding it)); the "
-        "driver's token was not sent"
+        "machine, or set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH to a file holding it), then start "
+        "the run again with the same config and the same address); the driver's token was not sent"
     )
     assert one_line(text) == text
