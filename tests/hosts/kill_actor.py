@@ -23,7 +23,6 @@ import time
 import ray
 from ray._private import state as ray_state
 
-
 #: the classes of the node actors (``cluster.node.actor``, ``cluster.node.churn``)
 NODE_CLASSES = ("ActorCore", "ChurnNodeCore")
 
@@ -37,9 +36,7 @@ def _alive_actor(node_id: str, ip: str | None) -> dict | None:
     if ip is None:
         return None
     on_host = [
-        a
-        for a in alive
-        if a["ActorClassName"] in NODE_CLASSES and a["Address"]["IPAddress"] == ip
+        a for a in alive if a["ActorClassName"] in NODE_CLASSES and a["Address"]["IPAddress"] == ip
     ]
     if len(on_host) > 1:
         sys.exit(f"{len(on_host)} node actors on {ip}: which is {node_id}?")
