@@ -57,13 +57,21 @@ import pyarrow as pa
 from cluster.feeds.time_chunks import nondecreasing, time_chunks
 
 
+def driver_address() -> str:
+    """Where the Spark driver listens: ``SPARK_LOCAL_IP`` when set (a standalone master's
+    executors on other hosts must reach the driver there), else loopback (a local session
+    exposes nothing)."""
+    return os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
+
+
 def spark_session(
     master: str = "local[*]",
     app_name: str = "weaveplace",
     conf: dict[str, str] | None = None,
     log_level: str = "ERROR",
 ):
-    """A quiet local Spark session (UI off, UTC, loopback, Arrow on).
+    """A quiet Spark session (UI off, UTC, Arrow on; the driver on ``driver_address()``:
+    loopback unless ``SPARK_LOCAL_IP`` names the host's address).
 
     ``PYSPARK_PYTHON`` is set to this interpreter *before* the session is built, otherwise
     Python workers start the system Python without pyarrow.  ``getOrCreate`` reuses a live
@@ -74,14 +82,16 @@ def spark_session(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    host = driver_address()
+
     b = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", host)
+        .config("spark.driver.bindAddress", host)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")

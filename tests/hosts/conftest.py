@@ -1,7 +1,8 @@
 """Fixtures of the emulated-hosts tests (marker ``hosts``; ``make test-hosts``): three hosts as
 network namespaces (``netns.py``) with a token-protected Ray cluster across them, the head
 on host 0 (where the driver runs too: a Ray driver needs a raylet on its own address) and one
-worker on each of hosts 1 and 2, every Ray node with its own IP.
+worker on each of hosts 1 and 2, every Ray node with its own IP; and, for the tests that ask
+for it, a Spark standalone cluster: the master on host 0, a worker on every host.
 
 Without root or ``ip netns`` every test here skips with one line saying why.  Everything
 started is ended by process id at the end (``EmulatedHosts.destroy``), also when a test fails.
@@ -25,6 +26,7 @@ from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP, EmulatedHosts, why_not_avail
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
 HEAD_PORT = 6379
+SPARK_PORT = 7077
 
 
 def pytest_collection_modifyitems(config, items):
@@ -105,6 +107,52 @@ class RayCluster:
         return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+class SparkStandalone:
+    """A Spark standalone master on host 0 and a worker (1 core) on every host, each bound to
+    its host's address (``--host``, ``SPARK_LOCAL_IP``); the workers carry the Ray cluster's
+    environment (token), which their executors' Python workers need to attach to Ray."""
+
+    def __init__(self, hosts: EmulatedHosts, ray_cluster: RayCluster, tmp: Path):
+        import pyspark
+
+        self.hosts = hosts
+        self.ray_cluster = ray_cluster
+        self.tmp = tmp
+        self.home = Path(pyspark.__file__).parent
+        self.master = f"spark://{hosts.hosts[0].ip}:{SPARK_PORT}"
+
+    def _env(self, i: int) -> dict:
+        return self.ray_cluster.env(
+            RAY_TMPDIR=RAY_TMP,
+            SPARK_HOME=str(self.home),
+            SPARK_LOCAL_IP=self.hosts.hosts[i].ip,
+            SPARK_LOG_DIR=str(self.tmp),
+            SPARK_WORKER_DIR=str(self.tmp / f"work-h{i}"),
+            PYSPARK_PYTHON=sys.executable,
+        )
+
+    def _start(self, i: int, argv: list[str], ready: bytes, name: str) -> None:
+        log = self.tmp / f"{name}-h{i}.log"
+        spark_class = [str(self.home / "bin" / "spark-class")]
+        proc = self.hosts.start(i, spark_class + argv, self._env(i), log, cwd=self.tmp)
+        deadline = time.monotonic() + 180
+        while ready not in (log.read_bytes() if log.exists() else b""):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"Spark {name} on host {i} did not come up: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+
+    def start(self) -> SparkStandalone:
+        ip0 = self.hosts.hosts[0].ip
+        master = ["org.apache.spark.deploy.master.Master", "--host", ip0]
+        master += ["--port", str(SPARK_PORT), "--webui-port", "8080"]
+        self._start(0, master, b"I have been elected leader", "master")
+        for i, h in enumerate(self.hosts.hosts):
+            worker = ["org.apache.spark.deploy.worker.Worker", "--host", h.ip, "--cores", "1"]
+            worker += ["--memory", "1g", "--webui-port", "8081", self.master]
+            self._start(i, worker, b"Successfully registered with master", "worker")
+        return self
+
+
 @pytest.fixture(scope="session")
 def emulated_hosts():
     why = why_not_available()
@@ -130,3 +178,9 @@ def ray_cluster(emulated_hosts, tmp_path_factory):
     finally:
         emulated_hosts.destroy()  # every process of the hosts, by pid (idempotent)
         shutil.rmtree(RAY_TMP, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(emulated_hosts, ray_cluster, tmp_path_factory):
+    """Spark standalone across the hosts (ended with the hosts' processes, by pid)."""
+    return SparkStandalone(emulated_hosts, ray_cluster, tmp_path_factory.mktemp("spark")).start()

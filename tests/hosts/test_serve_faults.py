@@ -21,19 +21,16 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
 from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP
-from sim.debs_generator import generate_debs
+from hosts.serving import AnswerClock, events, pct, recovered, split_files
 
 pytestmark = pytest.mark.hosts
 
@@ -42,59 +39,10 @@ FILE_S, N_FILES, RATE_HZ = 3, 14, 50
 SAFETY_S = 300.0
 
 
-def _files(d: Path):
-    generate_debs(d / "all.parquet", duration_s=FILE_S * N_FILES, rate_hz=RATE_HZ, seed=5)
-    t = pq.read_table(d / "all.parquet")
-    rel = pc.subtract(t.column("ts_ms"), int(t.column("ts_ms")[0].as_py()))
-    return [
-        t.filter(
-            pc.and_(pc.greater_equal(rel, k * FILE_S * 1000), pc.less(rel, (k + 1) * FILE_S * 1000))
-        )
-        for k in range(N_FILES)
-    ]
-
-
-def _events(run_dir: Path) -> list[dict]:
-    p = run_dir / "events.jsonl"
-    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.exists() else []
-
-
-class AnswerClock:
-    """When each file's answers were written: polls ``state/service.json`` (saved right after
-    a micro-batch's answers) every 50 ms and notes when its file count first reaches k."""
-
-    def __init__(self, run_dir: Path):
-        self.path = run_dir / "state" / "service.json"
-        self.seen: dict[int, float] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-        self.thread.start()
-
-    def _poll(self) -> None:
-        while not self.stop.wait(0.05):
-            try:
-                files = int(json.loads(self.path.read_text())["stats"]["files"])
-            except (OSError, ValueError, KeyError):
-                continue
-            now = time.time()
-            for k in range(files):
-                self.seen.setdefault(k, now)
-
-
-def _pct(xs: list[float], q: float) -> float | None:
-    import numpy as np
-
-    return float(np.percentile(xs, q)) if xs else None
-
-
-def _recovered(run_dir: Path, node: str) -> bool:
-    return any(e["command"] == "recovery" and e["node"] == node for e in _events(run_dir))
-
-
 def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_cluster, tmp_path):
     hosts = emulated_hosts
     d = tmp_path
-    files = _files(d)
+    files = split_files(d, FILE_S, N_FILES, RATE_HZ)
     incoming, run_dir = d / "in", d / "run"
     incoming.mkdir()
     queries = service_queries("a", 6, seed=3, streams=("mf01", "mf02"))
@@ -152,14 +100,14 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
         windows["host crash"] = [time.time()]
         assert hosts.signal_host(2, signal.SIGKILL)
         feed([4, 5])
-        wait_for(lambda: _recovered(run_dir, "node-1"), "node-1 recovered", SAFETY_S, proc=proc)
+        wait_for(lambda: recovered(run_dir, "node-1"), "node-1 recovered", SAFETY_S, proc=proc)
         windows["host crash"].append(time.time())
         # a partition: host 1 cut off for longer than the failure timeout, then back
         windows["partition"] = [time.time()]
         hosts.link(1, up=False)
         t_cut = time.monotonic()
         feed([6, 7])
-        wait_for(lambda: _recovered(run_dir, "node-0"), "node-0 recovered", SAFETY_S, proc=proc)
+        wait_for(lambda: recovered(run_dir, "node-0"), "node-0 recovered", SAFETY_S, proc=proc)
         windows["partition"].append(time.time())
         time.sleep(max(0.0, FAILURE_TIMEOUT_S + 2 - (time.monotonic() - t_cut)))
         hosts.link(1, up=True)
@@ -179,7 +127,7 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
         hosts.signal_host(1, signal.SIGSTOP)
         t_stop = time.monotonic()
         feed([10, 11])
-        wait_for(lambda: _recovered(run_dir, "node-3"), "node-3 recovered", SAFETY_S, proc=proc)
+        wait_for(lambda: recovered(run_dir, "node-3"), "node-3 recovered", SAFETY_S, proc=proc)
         windows["hang"].append(time.time())
         time.sleep(max(0.0, FAILURE_TIMEOUT_S + 2 - (time.monotonic() - t_stop)))
         hosts.signal_host(1, signal.SIGCONT)
@@ -199,7 +147,7 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
 
     regs = {q["id"]: [q, None, None] for q in queries}
     assert_answers_follow_registrations(files, regs, run_dir)
-    ev = _events(run_dir)
+    ev = events(run_dir)
     fails = {e["node"]: e for e in ev if e["command"] == "failure"}
     recs = {e["node"]: e for e in ev if e["command"] == "recovery"}
     assert set(fails) == set(recs) == {"node-0", "node-1", "node-3"}, [e["command"] for e in ev]
@@ -218,7 +166,7 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
     before = [latency[k] for k in (0, 1, 2, 3)]
     print(
         f"\nfailure timeout {FAILURE_TIMEOUT_S:.0f} s; files before any fault: latency p50 "
-        f"{_pct(before, 50):.2f} s, p99 {_pct(before, 99):.2f} s"
+        f"{pct(before, 50):.2f} s, p99 {pct(before, 99):.2f} s"
     )
     print(
         "fault | node | detected_by | detected after the fault (s) | detect_s | recover_s | "
@@ -233,7 +181,7 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
             f"{fault} | {node} | {f['detected_by']} | {f['wall_time'] - t0:.2f} | "
             f"{f['detect_s']:.2f} | {r['recover_s']:.2f}"
             f" | {r['first_answer_s']:.2f} | {r['batches_replayed']} | {len(during)} | "
-            f"{_pct(during, 50):.2f} | {_pct(during, 99):.2f}"
+            f"{pct(during, 50):.2f} | {pct(during, 99):.2f}"
         )
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["fault_log"]["failures"] == 3

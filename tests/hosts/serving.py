@@ -1,0 +1,64 @@
+"""What the ``serve`` tests on emulated hosts share: the files they drop, the events they read,
+when each file's answers were written, and percentiles."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sim.debs_generator import generate_debs
+
+
+def split_files(d: Path, file_s: int, n_files: int, rate_hz: int, seed: int = 5):
+    """``n_files`` tables of ``file_s`` seconds each of generated DEBS data, in time order."""
+    generate_debs(d / "all.parquet", duration_s=file_s * n_files, rate_hz=rate_hz, seed=seed)
+    t = pq.read_table(d / "all.parquet")
+    rel = pc.subtract(t.column("ts_ms"), int(t.column("ts_ms")[0].as_py()))
+    return [
+        t.filter(
+            pc.and_(pc.greater_equal(rel, k * file_s * 1000), pc.less(rel, (k + 1) * file_s * 1000))
+        )
+        for k in range(n_files)
+    ]
+
+
+def events(run_dir: Path) -> list[dict]:
+    """The lines of ``run_dir/events.jsonl`` (none yet: [])."""
+    p = run_dir / "events.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines() if x.strip()] if p.exists() else []
+
+
+def recovered(run_dir: Path, node: str) -> bool:
+    return any(e["command"] == "recovery" and e["node"] == node for e in events(run_dir))
+
+
+class AnswerClock:
+    """When each file's answers were written: polls ``state/service.json`` (saved right after
+    a micro-batch's answers) every 50 ms and notes when its file count first reaches k."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / "state" / "service.json"
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.05):
+            try:
+                files = int(json.loads(self.path.read_text())["stats"]["files"])
+            except (OSError, ValueError, KeyError):
+                continue
+            now = time.time()
+            for k in range(files):
+                self.seen.setdefault(k, now)
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    return float(np.percentile(xs, q)) if xs else None
