@@ -280,6 +280,7 @@ def standalone_spark(d: Path):
         PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
         WEAVEPLACE_SPARK_WORKER=str(d),
         SPARK_DAEMON_JAVA_OPTS=TEST_JVM_OPTS,  # the master's and the worker's JVM
+        SPARK_LAUNCHER_OPTS=TEST_JVM_OPTS,  # and the short JVM spark-class runs before each
     )
     cls = str(home / "bin" / "spark-class")
     master_log, worker_log = d / "master.log", d / "worker.log"
