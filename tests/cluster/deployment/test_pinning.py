@@ -19,7 +19,6 @@ import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -124,24 +123,26 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     data = tmp_path / "debs.parquet"
     generate_debs(data, duration_s=30, rate_hz=100, seed=5)
 
-    # the multi-node run: own Ray in a subprocess, own short RAY_TMPDIR (socket path limit),
-    # waited for in a thread: its Ray cluster starts while the reference below is computed
+    # reference: the same plan on the session's single-node Ray, same batches
+    batches = pq.read_table(data).to_batches(max_chunksize=250)
+    with Deployment(plan) as dep:
+        for b in batches:
+            dep.feed(None, b)
+        ref = dep.finish().answers
+    assert ref.num_rows > 1000
+
+    # the multi-node run: own Ray in a subprocess, own short RAY_TMPDIR (socket path limit)
     raytmp = tempfile.mkdtemp(prefix="wp-mn-", dir="/tmp")
     env = dict(os.environ, RAY_TMPDIR=raytmp, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
-    argv = [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)]
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(1, thread_name_prefix="multinode") as pool:
-        driver = pool.submit(
-            run_cluster_driver, argv, env, DRIVER.parents[3], raytmp, TIMEOUT_S, "multi-node driver"
-        )
-        # reference: the same plan on the session's single-node Ray, same batches
-        batches = pq.read_table(data).to_batches(max_chunksize=250)
-        with Deployment(plan) as dep:
-            for b in batches:
-                dep.feed(None, b)
-            ref = dep.finish().answers
-        assert ref.num_rows > 1000
-        rc, log = driver.result()
+    rc, log = run_cluster_driver(
+        [sys.executable, str(DRIVER), str(tmp_path / "plan.json"), str(data), str(tmp_path)],
+        env,
+        DRIVER.parents[3],
+        raytmp,
+        TIMEOUT_S,
+        "multi-node driver",
+    )
     elapsed = time.perf_counter() - t0
     assert rc == 0, log[-3000:]
     res = json.loads((tmp_path / "result.json").read_text())
