@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -227,7 +228,15 @@ STANDALONE_RUNS = _runs(
         },
     ]
 )
-STANDALONE_CONF = {"spark.executor.memory": "512m", "spark.cores.max": "1"}
+#: the JVM flags of the test Spark drivers (``SPARK_SUBMIT_OPTS``, set by tests/conftest.py)
+#: for the standalone master, worker and executor JVMs too: their life here is also start-up
+#: and a few small jobs, where C1 alone and the serial collector cost the least CPU
+TEST_JVM_OPTS = os.environ.get("SPARK_SUBMIT_OPTS", "")
+STANDALONE_CONF = {
+    "spark.executor.memory": "512m",
+    "spark.cores.max": "1",
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTS,
+}
 
 
 # ----------------------------------------------------------------------------- standalone Spark
@@ -270,6 +279,8 @@ def standalone_spark(d: Path):
         PYSPARK_PYTHON=sys.executable,
         PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
         WEAVEPLACE_SPARK_WORKER=str(d),
+        SPARK_DAEMON_JAVA_OPTS=TEST_JVM_OPTS,  # the master's and the worker's JVM
+        SPARK_LAUNCHER_OPTS=TEST_JVM_OPTS,  # and the short JVM spark-class runs before each
     )
     cls = str(home / "bin" / "spark-class")
     master_log, worker_log = d / "master.log", d / "worker.log"
@@ -330,22 +341,19 @@ def run_driver(workload, out: Path, phases: list[dict]) -> dict:
     return json.loads((out / "result.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def routes(workload, tmp_path_factory, request):
-    """One driver run (one Ray cluster): the local[2] phase, then the standalone one, each
-    only if its test was selected.  A standalone master that does not come up fails its own
-    test only (the error is kept)."""
-    selected = {getattr(i, "originalname", i.name) for i in request.session.items}
-    out = tmp_path_factory.mktemp("routes_out")
+def _routes(workload, out: Path, local: bool, sa_dir: Path | None) -> dict:
+    """One driver run (one Ray cluster): the local[2] phase (if ``local``), then the
+    standalone one (when ``sa_dir`` is given: the JVMs' directory).  A standalone master that
+    does not come up fails its own test only (the error is kept)."""
     t0 = time.perf_counter()
     phases = []
-    if LOCAL_TEST in selected:
+    if local:
         phases.append({"name": "local", "master": "local[2]", "runs": LOCAL_RUNS})
     sa: dict | Exception | None = None
     with ExitStack() as stack:
         try:
-            if SA_TEST in selected:
-                sa = stack.enter_context(standalone_spark(tmp_path_factory.mktemp("standalone")))
+            if sa_dir is not None:
+                sa = stack.enter_context(standalone_spark(sa_dir))
                 phases.append(
                     {
                         "name": "standalone",
@@ -362,6 +370,26 @@ def routes(workload, tmp_path_factory, request):
             res["standalone_alive"] = all(p.poll() is None for p in sa["procs"])
     res["test_s"] = time.perf_counter() - t0
     return {"out": out, "res": res, "standalone": sa}
+
+
+@pytest.fixture(scope="module")
+def routes_started(workload, tmp_path_factory, request):
+    """The driver run started in a background thread (a future of ``_routes``), each phase
+    only if its test was selected.  Started before ``reference`` (the tests ask for ``routes``
+    first): the driver's Ray cluster and the standalone JVMs come up while this process starts
+    the session's Ray and computes the reference, mostly waiting on other processes."""
+    selected = {getattr(i, "originalname", i.name) for i in request.session.items}
+    out = tmp_path_factory.mktemp("routes_out")
+    sa_dir = tmp_path_factory.mktemp("standalone") if SA_TEST in selected else None
+    with ThreadPoolExecutor(1, thread_name_prefix="routes") as pool:
+        fut = pool.submit(_routes, workload, out, LOCAL_TEST in selected, sa_dir)
+        yield fut  # leaving the pool waits for the run (it has a hard timeout)
+
+
+@pytest.fixture(scope="module")
+def routes(routes_started, reference):
+    """The driver run's result, once the reference is built too (its failure is raised here)."""
+    return routes_started.result()
 
 
 def answers_of(run_dir: Path) -> tuple[pa.Table, dict]:
@@ -427,7 +455,7 @@ LOCAL_TEST = "test_routes_on_a_ray_cluster_with_spark_local2"
 SA_TEST = "test_executor_feed_with_a_standalone_spark_master"
 
 
-def test_routes_on_a_ray_cluster_with_spark_local2(workload, reference, routes):
+def test_routes_on_a_ray_cluster_with_spark_local2(workload, routes, reference):
     res = routes["res"]
     phase = res["phases"]["local"]
     assert phase["master"] == "local[2]" and list(phase["runs"]) == [r["name"] for r in LOCAL_RUNS]
@@ -442,7 +470,7 @@ def test_routes_on_a_ray_cluster_with_spark_local2(workload, reference, routes):
 
 
 @pytest.mark.slow
-def test_executor_feed_with_a_standalone_spark_master(workload, reference, routes):
+def test_executor_feed_with_a_standalone_spark_master(workload, routes, reference):
     sa = routes["standalone"]
     if isinstance(sa, Exception):
         raise sa

@@ -64,15 +64,30 @@ def _serve(args, tmp: Path) -> subprocess.Popen:
     )
 
 
-def _ctl(run_dir: Path, tmp: Path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
+def _ctl_started(run_dir: Path, tmp: Path, *args) -> subprocess.Popen:
+    """``weaveplace ctl`` started, not waited for: a command whose outcome does not depend on
+    the feed (a refusal) runs while a file is fed (each CLI start costs 2-3 s here)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "sim.cli", "ctl", str(run_dir), *args],
         cwd=tmp,
         env=_env(tmp),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
+
+
+def _finished(p: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def _ctl(run_dir: Path, tmp: Path, *args) -> subprocess.CompletedProcess:
+    return _finished(_ctl_started(run_dir, tmp, *args))
 
 
 def _end_group(proc: subprocess.Popen) -> None:
@@ -144,9 +159,10 @@ def test_serve_kill_resume(tmp_path):
         rep = call(run_dir, "POST", "/add-queries", {"queries": b[10:]})
         for q in b[10:]:
             regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
-        r = _ctl(run_dir, d, "remove-queries", "nope")  # refused: exit 2, one line
-        assert r.returncode == 2 and "unknown query" in r.stderr + r.stdout
+        refused = _ctl_started(run_dir, d, "remove-queries", "nope")  # while file 2 is fed
         feed(2, proc)
+        r = _finished(refused)  # refused: exit 2, one line
+        assert r.returncode == 2 and "unknown query" in r.stderr + r.stdout
         gone = ["a0", "a3", "b1", "b7", "b15"]
         rep = call(run_dir, "POST", "/remove-queries", {"ids": gone})
         for g in gone:
@@ -157,9 +173,9 @@ def test_serve_kill_resume(tmp_path):
         feed(4, proc)
         r = _ctl(run_dir, d, "retire-node", "node-1")
         assert r.returncode == 0, r.stderr
-        r = _ctl(run_dir, d, "retire-node", "node-1")
-        assert r.returncode == 2
+        refused = _ctl_started(run_dir, d, "retire-node", "node-1")  # while file 5 is fed
         feed(5, proc)
+        assert _finished(refused).returncode == 2
         feed(6, proc)
         st = call(run_dir, "GET", "/status")
         assert set(st["nodes"]) == {"node-0", "node-2", "node-new"}
