@@ -124,13 +124,17 @@ class SlicedChurnTree(ChurnTree):
 
     gen_tree_cls = _SliceGenTree
 
-    def process_slice_batch(self, sb: SliceBatch, *, ordered: bool = False):
-        """Fold one batch of slices (in time order); answers as ``process_columns``."""
+    def process_slice_batch(
+        self, sb: SliceBatch, *, ordered: bool = False, edges_checked: bool = False
+    ):
+        """Fold one batch of slices (in time order); answers as ``process_columns``.
+        ``edges_checked``: the caller checked the cuts (a node, once for all its trees)."""
         if self.kind != "time":
             raise ValueError("sliced mode runs time windows only (count windows need positions)")
         if sb.n == 0:
             return None
-        check_cuts(cut_plan(self), sb.start, sb.end)
+        if not edges_checked:
+            check_cuts(cut_plan(self), sb.start, sb.end)
         return self.process_columns(sb.ts, sb.rec, ordered=ordered, copy=sb.copy)
 
     def _take_late(self, g) -> None:
