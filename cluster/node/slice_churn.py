@@ -17,8 +17,8 @@ Within one such slice every tuple lies in the same windows of every generation t
 so, the tuples of a file arriving in time order, the watermark a tuple meets can only make it
 late through the windows containing the whole slice: the slice is late (or not) exactly when
 each of its tuples would be in raw mode.  ``SlicedChurnTree`` then counts a late slice as its
-``count`` tuples (its values are gone: ``late`` reports ``ts_max`` and the slice's sum per
-record).  Oracle: ``tests/cluster/node/test_slice_churn.py`` (sliced = raw = brute force).
+``count`` tuples (``late_tuples``; its values are gone: ``late`` reports ``ts_max`` and the
+slice's sum per slice).  Oracle: ``tests/cluster/node/test_slice_churn.py`` (sliced = raw = brute force).
 """
 
 from __future__ import annotations
@@ -156,12 +156,17 @@ class SlicedChurnTree(ChurnTree):
 
     @property
     def late(self) -> LateTuples:
-        """Late slices as tuples: ``count`` sums the slices' counts; ``ts`` their ``ts_max``,
-        ``values`` their sums (float64), one per late slice."""
+        """Late slices, one item each (as ``SlicedExecutionTree.late``: the node's late offsets
+        count items): ``ts`` their ``ts_max``, ``values`` their sums (float64)."""
         ts, rec = self._late_arrays()
-        return LateTuples(int(rec["c"].sum()), ts, rec["s"].astype(np.float64))
+        return LateTuples(int(rec.shape[0]), ts, rec["s"].astype(np.float64))
+
+    @property
+    def late_tuples(self) -> int:
+        """The tuples in the late slices: raw mode's late count."""
+        return int(self._late_arrays()[1]["c"].sum())
 
     def stats(self) -> dict:
         st = super().stats()
-        st["late"] = self.late.count
+        st["late"] = self.late_tuples
         return st
