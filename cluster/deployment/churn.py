@@ -49,10 +49,16 @@ class ChurnDeployment(Deployment):
         a superset of every tree's cut plan, kept on the driver so feeding never waits for the
         actors: the edges of every query the trees on ``stream`` ever ran (their lineage) and
         every change point.  Cutting finer than a tree needs is exact (it folds the pieces)."""
-        from executors.edges import INF, NEG_INF
+        from cluster.node.slice_churn import lineage_plan
 
-        plan = [(NEG_INF, INF, self.edge_classes(stream))]
-        return plan + [(p, INF, []) for p in sorted(self.cut_points.get(stream, ()))]
+        rs = {
+            (int(q["range"]), int(q["slide"]))
+            for n in self.nodes.values()
+            for t in n.spec["trees"]
+            if t["stream"] == stream
+            for q in t["queries"]
+        }
+        return lineage_plan(rs, self.cut_points.get(stream, ()))
 
     def _stream_of(self, nid: str, tid: str) -> str:
         return next(str(t["stream"]) for t in self.nodes[nid].spec["trees"] if str(t["id"]) == tid)

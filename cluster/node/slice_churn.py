@@ -53,6 +53,14 @@ def cut_plan(tree: ChurnTree) -> CutPlan:
     return plan
 
 
+def lineage_plan(rs_pairs, points) -> CutPlan:
+    """A superset of the cut plans of trees whose queries ever had windows ``rs_pairs``
+    ``(range, slide)`` and changed (or started) at ``points``: what a driver can keep without
+    asking the trees (cutting finer than a tree needs is exact: it folds the pieces)."""
+    plan = [(NEG_INF, INF, edge_classes(sorted(set(rs_pairs))))]
+    return plan + [(int(p), INF, []) for p in sorted(set(points))]
+
+
 def merge_plans(plans) -> CutPlan:
     """The union of several trees' plans (the trees on one stream share its slices)."""
     return [span for p in plans for span in p]

@@ -4,9 +4,10 @@ answers and late-tuple counts of the same trees fed the tuples, and the churn br
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from helpers import AGGS, assert_same, examples
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cluster.node.slice_churn import (
@@ -21,6 +22,7 @@ from executors.churn_tree import ChurnTree
 from executors.slice_input import SliceBatch
 
 EXAMPLES = examples(120)
+INT_AGGS = {"sum", "min", "max", "range"}
 
 
 @st.composite
@@ -184,3 +186,60 @@ def test_count_windows_are_refused():
     """Count windows need each tuple's position, which a slice does not carry."""
     with pytest.raises(ValueError, match="time windows only"):
         SlicedChurnTree([dict(id="c", aggregate="sum", range=3, slide=1, kind="count")])
+
+
+@settings(max_examples=examples(40))
+@given(w=files_and_changes(late=True), other=OTHER)
+def test_churn_node_sliced_with_the_drivers_plan_equals_raw(w, other):
+    """A churn node (plain core, no Ray) in sliced mode, fed slices cut by the driver's plan
+    (``lineage_plan``: every query's edges ever, every change point), with a tree started at
+    the first change: its answers and late tuples equal a raw node's."""
+    from cluster.node.churn import ChurnNodeCore
+    from cluster.node.slice_churn import lineage_plan
+
+    initial, schedule, lateness = w
+    is_int = all(x[2].dtype.kind == "i" for x in schedule if x[0] == "data")
+    aggs = {q["aggregate"] for q in initial + [other or initial[0]]}
+    aggs |= {q["aggregate"] for x in schedule if x[0] == "change" for q in x[2]}
+    # one value type per tree across its generations: a raw churn node mixing an int and a
+    # float generation in one tree hands over wrong values today (a bug outside sliced mode)
+    assume(len({a == "count" or (is_int and a in INT_AGGS) for a in aggs}) == 1)
+    specs = [{"id": "t0", "stream": "s", "queries": initial}]
+    if other:
+        specs.append({"id": "t1", "stream": "s", "queries": [other]})
+    raw = ChurnNodeCore("n", [dict(t) for t in specs], allowed_lateness=lateness)
+    sl = ChurnNodeCore(
+        "n", [dict(t) for t in specs], allowed_lateness=lateness, input_mode="slices"
+    )
+    rs = {(q["range"], q["slide"]) for t in specs for q in t["queries"]}
+    points, hosted, seq = [], False, 0
+    for item in schedule:
+        if item[0] == "change":
+            _, at, add, remove = item
+            for node in (raw, sl):
+                node.change_tree("t0", at, add, remove)
+            rs |= {(q["range"], q["slide"]) for q in add}
+            points.append(at)
+            if not hosted:
+                spec = {"id": "t9", "stream": "s", "queries": [dict(initial[0], id="h0")]}
+                for node in (raw, sl):
+                    node.host_tree(dict(spec), at, seq)
+                hosted = True
+            continue
+        _, ts, v = item
+        if not ts.shape[0]:
+            continue
+        seq += 1
+        raw.ingest(None, pa.table({"ts_ms": ts, "s": v}), seq)
+        cols = slice_file(ts, v, lineage_plan(rs, points))
+        sl.ingest("s", pa.table(cols), seq)
+    raw.flush()
+    sl.flush()
+    a, b = raw.drain().to_pylist(), sl.drain().to_pylist()
+    assert [x["query_id"] for x in a] == [x["query_id"] for x in b]
+    assert [(x["window_start"], x["window_end"]) for x in a] == [
+        (x["window_start"], x["window_end"]) for x in b
+    ]
+    np.testing.assert_allclose([x["value"] for x in b], [x["value"] for x in a], rtol=1e-9)
+    for tid, t in raw.trees.items():
+        assert sl.trees[tid].late_tuples == t.late.count
