@@ -270,6 +270,14 @@ def feed_file_slices(deployment, table: pa.Table, batch_rows: int = 1 << 18) -> 
     tens of milliseconds of scheduling and move the same rows to a Python worker and back.
     Returns the slice rows fed."""
     from cluster.node.slice_churn import slice_file
+    from executors.edges import INF, NEG_INF
+
+    def plan(s: str) -> list:
+        # a deployment whose trees never change (``weaveplace run`` over a directory): the
+        # union of its trees' edges, as ``feed_sliced`` cuts
+        if hasattr(deployment, "slice_plan"):
+            return deployment.slice_plan(s)
+        return [(NEG_INF, INF, deployment.edge_classes(s))]
 
     ts = table.column("ts_ms").to_numpy()
     fed = 0
@@ -279,7 +287,7 @@ def feed_file_slices(deployment, table: pa.Table, batch_rows: int = 1 << 18) -> 
         col = table.column(s)
         if col.null_count:
             raise ValueError(f"stream column {s!r} contains nulls")
-        cols = slice_file(ts, col.to_numpy(), deployment.slice_plan(s))
+        cols = slice_file(ts, col.to_numpy(), plan(s))
         names = [c for c in (*SLICE_COLUMNS, *FLOAT_LO_COLUMNS) if c in cols]
         batch = pa.RecordBatch.from_arrays([pa.array(cols[c]) for c in names], names=names)
         for b in pa.Table.from_batches([batch]).to_batches(max_chunksize=batch_rows):

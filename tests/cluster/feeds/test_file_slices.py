@@ -49,3 +49,30 @@ def test_a_file_becomes_each_streams_slices():
         want, _ = brute_force([q], ts, t.column(s).to_numpy())
         assert [(x["window_start"], x["window_end"]) for x in got] == [w[1:3] for w in want]
         np.testing.assert_allclose([x["value"] for x in got], [w[3] for w in want], rtol=1e-9)
+
+
+class _StaticDep:
+    """A deployment whose trees never change (``weaveplace run`` over a directory): no
+    ``slice_plan``, only the union of its trees' edges."""
+
+    streams = ["a"]
+
+    def __init__(self):
+        self.fed: list[tuple[str, pa.RecordBatch]] = []
+
+    def edge_classes(self, stream):
+        from executors.edges import edge_classes
+
+        return edge_classes([(10, 5)])
+
+    def feed(self, stream, batch):
+        self.fed.append((stream, batch))
+
+
+def test_a_static_deployment_is_cut_at_its_trees_edges():
+    ts = np.arange(0, 40, 3)
+    dep = _StaticDep()
+    feed_file_slices(dep, pa.table({"ts_ms": ts, "a": ts}), batch_rows=100)
+    sl = pa.Table.from_batches([b for s, b in dep.fed if s == "a"])
+    assert sl.column("slice_start").to_pylist() == [0, 5, 10, 15, 20, 25, 30, 35]
+    assert sum(sl.column("count").to_pylist()) == ts.shape[0]
