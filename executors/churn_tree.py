@@ -113,6 +113,9 @@ class ChurnTree:
     ``active`` the ids registered now.
     """
 
+    #: the tree class of a generation (a slice-fed churn tree swaps in a slice-fed tree)
+    gen_tree_cls = ExecutionTree
+
     def __init__(
         self,
         queries,
@@ -166,7 +169,7 @@ class ChurnTree:
                 self._index[q.id] = len(self.queries)
                 self.queries.append(q)
         qs = sorted(qs, key=lambda q: self._index[q.id])
-        tree = ExecutionTree(
+        tree = self.gen_tree_cls(
             [q.as_dict() for q in qs],
             technique=technique_for(self.technique, qs),
             allowed_lateness=self.allowed_lateness,
@@ -435,12 +438,17 @@ class ChurnTree:
             }
         )
 
-    @property
-    def late(self) -> LateTuples:
+    def _late_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kept late items as stored (a slice-fed subclass keeps slice records)."""
         isi = self._dtype()
         vdt = np.float64 if isi is np.float64 else np.int64
         ts = np.concatenate(self._late_ts) if self._late_ts else np.zeros(0, np.int64)
         v = np.concatenate(self._late_v) if self._late_v else np.zeros(0, vdt)
+        return ts, v
+
+    @property
+    def late(self) -> LateTuples:
+        ts, v = self._late_arrays()
         return LateTuples(self._late_count, ts, v)
 
     def stats(self) -> dict:
@@ -502,8 +510,7 @@ class ChurnTree:
             ],
         }
         arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
-        lt = self.late
-        arrays["late_ts"], arrays["late_v"] = lt.ts, lt.values
+        arrays["late_ts"], arrays["late_v"] = self._late_arrays()
         for i, g in enumerate(self.gens):
             arrays[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)
         buf = io.BytesIO()
@@ -535,7 +542,7 @@ class ChurnTree:
         self._late_count = int(meta["late_count"])
         self.gens = []
         for i, gm in enumerate(meta["gens"]):
-            tree = ExecutionTree.restore(arrays[f"gen{i}"].tobytes())
+            tree = cls.gen_tree_cls.restore(arrays[f"gen{i}"].tobytes())
             g = _Gen(
                 tree,
                 int(gm["t_start"]),

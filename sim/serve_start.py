@@ -78,11 +78,6 @@ def prepare(config_path: Path | None, resume: Path | None):
             "data.path: `weaveplace serve` reads data.directory (files as they "
             "arrive) or, without both, a synthetic real-time feed at data.rate_hz"
         )
-    if cfg.run.feed_mode != "raw":
-        raise ServeError(
-            "run.feed_mode: 'sliced' is for `weaveplace run` over a file (data.path); "
-            "`weaveplace serve` streams raw tuples (feed_mode: raw)"
-        )
     if (
         cfg.data.directory is not None
         and run_dir.resolve() == Path(cfg.data.directory.path).resolve()
@@ -268,6 +263,7 @@ def run_service(
                 allowed_lateness=cfg.run.allowed_lateness,
                 checkpoint_every=cfg.run.checkpoint_every,
                 pin_nodes=default_pinning(None, ray_address),
+                mode=cfg.run.feed_mode,
             ),
         ) as dep:
             if state is not None:

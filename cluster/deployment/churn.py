@@ -25,9 +25,9 @@ class ChurnDeployment(Deployment):
     """``Deployment`` on ``ChurnNodeActor`` s, with ``change_tree`` / ``host_tree``."""
 
     def __init__(self, plan, options: DeploymentOptions | None = None):
-        if options is not None and options.mode != "raw":
-            raise DeploymentError("a live deployment runs raw mode (tuple input) only")
         super().__init__(plan, options)
+        # sliced mode: per stream, every change point so far (``slice_plan``)
+        self.cut_points: dict[str, set[int]] = {}
 
     def start_actor(self, node_id: str, trees: list[dict]):
         from cluster.deployment.pinning import with_node_affinity
@@ -39,10 +39,29 @@ class ChurnDeployment(Deployment):
             list(trees),
             self.technique,
             self.allowed_lateness,
-            "tuples",
+            "slices" if self.mode == "sliced" else "tuples",
             self.count_ops,
             executors=shipped_executors(),
         )
+
+    def slice_plan(self, stream: str) -> list:
+        """Sliced mode: where ``stream``'s next slices must end (``cluster.node.slice_churn``):
+        a superset of every tree's cut plan, kept on the driver so feeding never waits for the
+        actors: the edges of every query the trees on ``stream`` ever ran (their lineage) and
+        every change point.  Cutting finer than a tree needs is exact (it folds the pieces)."""
+        from cluster.node.slice_churn import lineage_plan
+
+        rs = {
+            (int(q["range"]), int(q["slide"]))
+            for n in self.nodes.values()
+            for t in n.spec["trees"]
+            if t["stream"] == stream
+            for q in t["queries"]
+        }
+        return lineage_plan(rs, self.cut_points.get(stream, ()))
+
+    def _stream_of(self, nid: str, tid: str) -> str:
+        return next(str(t["stream"]) for t in self.nodes[nid].spec["trees"] if str(t["id"]) == tid)
 
     def apply_changes(
         self,
@@ -55,6 +74,11 @@ class ChurnDeployment(Deployment):
 
         self.wait_all()
         refs = []
+        for nid, tid, at, *_ in changes:
+            self.cut_points.setdefault(self._stream_of(nid, tid), set()).add(int(at))
+        for _, spec, t0 in new_trees:
+            if t0 is not None:
+                self.cut_points.setdefault(str(spec["stream"]), set()).add(int(t0))
         for nid, tid, at, add, remove, *rest in changes:
             refs.append(
                 (
@@ -192,6 +216,16 @@ class ChurnDeployment(Deployment):
                 ray.get(n.actor.restore.remote(blobs[nid]))
             n.sources = [RestoreSource(trees, blobs.get(nid), int(saved["seq"]), nid)]
         self.update_routes()
+        if self.mode == "sliced":  # the restored trees' change points
+            from executors.edges import INF, NEG_INF
+
+            plans = ray.get([n.actor.cut_plans.remote() for n in self.nodes.values()])
+            for per_stream in plans:
+                for stream, plan in per_stream.items():
+                    pts = {int(x) for lo, hi, _ in plan for x in (lo, hi)}
+                    self.cut_points.setdefault(stream, set()).update(
+                        x for x in pts if NEG_INF < x < INF
+                    )
         self._seq = int(seq)
         self.batches_fed = int(seq) + 1  # the driver route (serve): one seq per batch
         self.late_handover.restore(late_seen)

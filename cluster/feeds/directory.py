@@ -96,6 +96,7 @@ from cluster.answers.parts import PartWriter
 from cluster.deployment.deployment import Deployment
 from cluster.errors import StreamError
 from cluster.feeds.directory_options import FileRecord, StreamOptions, StreamStats
+from cluster.feeds.sliced import feed_file_slices
 from cluster.feeds.time_chunks import nondecreasing
 from placement.messages import one_line
 
@@ -469,8 +470,11 @@ class DirectoryStream:
         if not nondecreasing(ts, None):
             t = t.sort_by([("ts_ms", "ascending"), ("index", "ascending")])
         t = t.select(["ts_ms", *self.streams])
-        for b in t.to_batches(max_chunksize=self.options.batch_rows):
-            self.dep.feed(None, b)
+        if getattr(self.dep, "mode", "raw") == "sliced":
+            feed_file_slices(self.dep, t, self.options.batch_rows)
+        else:
+            for b in t.to_batches(max_chunksize=self.options.batch_rows):
+                self.dep.feed(None, b)
         rec.rows = t.num_rows
         rec.ts_min, rec.ts_max = int(ts.min()), int(ts.max())
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 from cluster.feeds.parquet import FeedStats, read_debs_df
 from cluster.feeds.time_chunks import parquet_row_groups, prefetched, time_chunks
 from cluster.node.slice_rows import slice_partition
+from executors.slice_input import FLOAT_LO_COLUMNS, SLICE_COLUMNS
 
 
 def _order_slices(t: pa.Table) -> pa.Table:
@@ -257,3 +258,39 @@ def feed_sliced(
     st.chunks = cs.get("chunks", 0)
     st.reader = cs.get("reader", "")
     return st
+
+
+def feed_file_slices(deployment, table: pa.Table, batch_rows: int = 1 << 18) -> int:
+    """Sliced mode of a watched directory (``weaveplace serve``): one file's rows (``ts_ms`` +
+    stream columns, in time order) cut per stream by ``deployment.slice_plan(stream)`` (the
+    trees' edges and change points, ``cluster.node.slice_churn``) and fed as slice batches.
+
+    On the driver with numpy, not in Spark: a watched directory's file holds a few thousand
+    rows, which numpy slices in well under a millisecond, while a Spark job per file would cost
+    tens of milliseconds of scheduling and move the same rows to a Python worker and back.
+    Returns the slice rows fed."""
+    from cluster.node.slice_churn import slice_file
+    from executors.edges import INF, NEG_INF
+
+    def plan(s: str) -> list:
+        # a deployment whose trees never change (``weaveplace run`` over a directory): the
+        # union of its trees' edges, as ``feed_sliced`` cuts
+        if hasattr(deployment, "slice_plan"):
+            return deployment.slice_plan(s)
+        return [(NEG_INF, INF, deployment.edge_classes(s))]
+
+    ts = table.column("ts_ms").to_numpy()
+    fed = 0
+    for s in deployment.streams:
+        if s not in table.schema.names:
+            continue
+        col = table.column(s)
+        if col.null_count:
+            raise ValueError(f"stream column {s!r} contains nulls")
+        cols = slice_file(ts, col.to_numpy(), plan(s))
+        names = [c for c in (*SLICE_COLUMNS, *FLOAT_LO_COLUMNS) if c in cols]
+        batch = pa.RecordBatch.from_arrays([pa.array(cols[c]) for c in names], names=names)
+        for b in pa.Table.from_batches([batch]).to_batches(max_chunksize=batch_rows):
+            deployment.feed(s, b)
+            fed += b.num_rows
+    return fed

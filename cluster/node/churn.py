@@ -1,6 +1,7 @@
 """A node whose trees gain and lose queries while they run (the churn of a long-lived service).
 
-``ChurnNodeCore`` is ``NodeCore`` hosting ``executors.churn_tree.ChurnTree`` s (raw tuple input),
+``ChurnNodeCore`` is ``NodeCore`` hosting ``executors.churn_tree.ChurnTree`` s (raw tuple input;
+``cluster.node.slice_churn.SlicedChurnTree`` s in sliced mode),
 plus ``change_tree`` (a tree gains/loses queries at event time ``T``: a new generation, see
 ``executors/churn_tree.py``) and ``host_tree`` (a tree started for queries added to the running
 deployment, answering windows from ``T_reg`` on).  The driver side is
@@ -18,6 +19,7 @@ from typing import Any
 
 from cluster.node.actor import ActorCore, LazyActorClass
 from cluster.node.core import pick_technique
+from cluster.node.slice_churn import SlicedChurnTree, cut_plan
 from executors.churn_tree import ChurnTree
 
 
@@ -34,15 +36,15 @@ class ChurnNodeCore(ActorCore):
         count_ops=False,
         executors=None,
     ):
-        if input_mode != "tuples":
-            raise ValueError("live trees take tuple input (raw mode) only")
+        if input_mode not in ("tuples", "slices"):
+            raise ValueError(f"live trees take tuples or slices, not {input_mode!r}")
         super().__init__(
             node_id, trees, technique, allowed_lateness, input_mode, count_ops, executors
         )
 
     @property
     def _tree_cls(self):
-        return ChurnTree
+        return SlicedChurnTree if self.input_mode == "slices" else ChurnTree
 
     def change_tree(
         self, tid: str, at: int, add: list[dict], remove: list[str], handoff: list[str] = ()
@@ -62,7 +64,7 @@ class ChurnNodeCore(ActorCore):
         """Start a new tree for queries registered at ``t_start`` (windows from it on); it
         takes the batches after ``seq``."""
         tech = pick_technique(self.spec["technique"], [q["aggregate"] for q in spec["queries"]])
-        tree = ChurnTree(
+        tree = self._tree_cls(
             spec["queries"],
             technique=tech,
             allowed_lateness=self.spec["allowed_lateness"],
@@ -73,6 +75,15 @@ class ChurnNodeCore(ActorCore):
         self._host(spec, tree, seq)
         self.spec["trees"].append(spec)
         return str(spec["id"])
+
+    def cut_plans(self) -> dict[str, list]:
+        """Sliced mode: per stream, the union of its trees' cut plans (where the next slices
+        must end; ``cluster.node.slice_churn``)."""
+        out: dict[str, list] = {}
+        for tid, t in self.trees.items():
+            if isinstance(t, SlicedChurnTree):
+                out.setdefault(self.tree_stream[tid], []).extend(cut_plan(t))
+        return out
 
     def metrics(self) -> dict[str, Any]:
         """``NodeCore.metrics`` plus this process's resident memory (``rss_bytes``)."""

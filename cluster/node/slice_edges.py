@@ -7,6 +7,7 @@ instead of once per tree; the union is cached per set of trees until the trees c
 
 from __future__ import annotations
 
+from cluster.node.slice_churn import SlicedChurnTree, check_cuts, cut_plan, merge_plans
 from executors.slice_input import SliceBatch, check_slice_edges
 from executors.slicing import edge_classes
 
@@ -19,7 +20,15 @@ class SliceEdgeCheck:
         self.union_classes: dict[tuple, list] = {}  # tree ids -> union of their edges
 
     def check(self, sb: SliceBatch, stream: str, trees: dict) -> None:
-        """Refuse ``sb`` (``ValueError``) if a slice crosses an edge of ``trees`` (by id)."""
+        """Refuse ``sb`` (``ValueError``) if a slice crosses an edge of ``trees`` (by id);
+        trees whose queries come and go are checked against their cut plans (their edges
+        change with their generations, so nothing is cached for them)."""
+        churn = [t for t in trees.values() if isinstance(t, SlicedChurnTree)]
+        if churn:
+            check_cuts(merge_plans(cut_plan(t) for t in churn), sb.start, sb.end)
+            trees = {k: t for k, t in trees.items() if not isinstance(t, SlicedChurnTree)}
+            if not trees:
+                return
         key = tuple(trees)
         if key not in self.union_classes:
             self.union_classes[key] = edge_classes(

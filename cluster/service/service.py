@@ -303,6 +303,11 @@ class Service:
         with self._transaction("add-queries", check_drift=True) as change:
             for q in queries:
                 self.check_new_query_id(q.id)
+                if q.kind == "count" and getattr(self.dep, "mode", "raw") == "sliced":
+                    raise InvalidRequest(
+                        f"add-queries: query {q.id!r}: count windows need each tuple's "
+                        "position, which sliced mode (run.feed_mode: sliced) does not ship"
+                    )
             running = self.running
             plan, _ = self.placement_plan()
             for q in queries:

@@ -56,12 +56,6 @@ class Config(Strict):
                         f"run.{key}: {short_repr(route)} is for a file (data.path); a watched "
                         "directory runs on the driver route"
                     )
-            if self.run.feed_mode == "sliced":
-                raise ConfigError(
-                    "run.feed_mode: 'sliced' is for `weaveplace run` over a file "
-                    "(data.path); a watched directory and `weaveplace serve` stream raw "
-                    "tuples (feed_mode: raw)"
-                )
         if self.run.feed_mode == "sliced":
             counts = [q.id for q in wl.queries or [] if q.kind == "count"]
             if counts:

@@ -1,5 +1,6 @@
 """``run.feed_mode`` (raw or sliced) from the YAML: validated and refused where it is not exact
-(a watched directory, ``weaveplace serve``, count windows), handed to the deployment, and
+(count windows), accepted with a watched directory and ``weaveplace serve``, handed to the
+deployment, and
 ``weaveplace run``'s path (``sim.cluster_run.run_on_cluster``, in-process on the session's Ray
 and Spark) in sliced mode gives the brute force's answers on both feed routes, with the actors
 writing the answers on the executor route."""
@@ -37,8 +38,7 @@ def test_feed_mode_validated_and_handed_to_the_deployment(tmp_path):
     assert "raw" in str(ei.value) and "sliced" in str(ei.value) and "\n" not in str(ei.value)
     watched = _sliced()
     watched["data"] = {"directory": {"path": str(tmp_path)}}
-    with pytest.raises(ConfigError, match="run.feed_mode: 'sliced' is for `weaveplace run`"):
-        config_from_mapping(watched)
+    assert config_from_mapping(watched).run.feed_mode == "sliced"
     counts = _sliced()
     counts["workload"]["queries"].append(
         {"id": "n1", "stream": "mf01", "aggregate": "sum", "range": 8, "slide": 4, "kind": "count"}
@@ -47,16 +47,15 @@ def test_feed_mode_validated_and_handed_to_the_deployment(tmp_path):
         config_from_mapping(counts)
 
 
-def test_serve_refuses_sliced_mode(tmp_path):
+def test_serve_takes_sliced_mode(tmp_path):
     import yaml
 
-    from sim.serve_start import ServeError, prepare
+    from sim.serve_start import prepare
 
     raw = _sliced(output_dir=str(tmp_path / "svc"))
     path = tmp_path / "svc.yaml"
     path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ServeError, match="`weaveplace serve` streams raw tuples"):
-        prepare(path, None)
+    assert prepare(path, None)[0].run.feed_mode == "sliced"
 
 
 def _check(raw, out, summary):
