@@ -67,24 +67,6 @@ def _lex_lt_arr(xs, y) -> np.ndarray:
     return lt
 
 
-def _flat_block(xs: tuple) -> tuple:
-    """``xs`` broadcast to one shape and flattened, each keeping its dtype: a scalar is filled
-    in, a full-shape array reshaped, only a partial shape broadcast (``np.broadcast_to`` per
-    column was a tenth of ``best_move`` on candidate blocks of a few dozen)."""
-    arrs = [np.asarray(x) for x in xs]
-    shape = np.broadcast_shapes(*(x.shape for x in arrs))
-    size = math.prod(shape)
-    out = []
-    for x in arrs:
-        if x.shape == shape:
-            out.append(x.reshape(size))
-        elif x.ndim == 0:
-            out.append(np.full(size, x, x.dtype))
-        else:
-            out.append(np.broadcast_to(x, shape).reshape(size))
-    return tuple(out)
-
-
 class LocalSearch:
     def __init__(self, model: CostModel, caps: list, t_ref: float, m_ref: float):
         self.model = model
@@ -416,7 +398,12 @@ class LocalSearch:
         cols: list[tuple] = []  # blocks of (kind, t, u, rep, a, la, b, lb)
 
         def block(kind, t, u, rep, a, la, b, lb):
-            cols.append(_flat_block((np.int8(kind), t, u, rep, a, la, b, lb)))
+            n = np.broadcast(t, u, rep, a, la, b, lb).shape
+            cols.append(
+                tuple(
+                    np.broadcast_to(x, n).ravel() for x in (np.int8(kind), t, u, rep, a, la, b, lb)
+                )
+            )
 
         # Kinds 0/1 (exact): a whole tree to or from the most loaded node, a swap with it.
         # (Elsewhere a move keeps TotalCost and cannot lower the key.)
