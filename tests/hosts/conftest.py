@@ -95,6 +95,20 @@ class RayCluster:
                 pytest.fail(f"Ray nodes alive: {alive}, expected {sorted(ips)}")
             time.sleep(1)
 
+    def restore(self) -> None:
+        """A Ray node on every worker host again: an earlier test may have left a host without
+        one (a hung host's raylet exits once Ray has declared it dead), and each test starts
+        from a whole cluster."""
+        alive = self.alive_nodes()
+        ips = [h.ip for h in self.hosts.hosts]
+        if ips[0] not in alive:
+            pytest.fail(f"the Ray head on {ips[0]} is gone: the hosts' cluster cannot be restored")
+        missing = [i for i, ip in enumerate(ips) if ip not in alive]
+        for i in missing:
+            self.start_node(i)
+        if missing:
+            self.wait_alive(ips)
+
     def alive_nodes(self) -> list[str]:
         """IPs of the Ray nodes the head reports alive (asked from host 0)."""
         code = (
@@ -165,10 +179,17 @@ def emulated_hosts():
         hosts.destroy()
 
 
+@pytest.fixture
+def ray_cluster(whole_ray_cluster):
+    """The hosts' Ray cluster with a Ray node on every host at the test's start."""
+    whole_ray_cluster.restore()
+    return whole_ray_cluster
+
+
 @pytest.fixture(scope="session")
-def ray_cluster(emulated_hosts, tmp_path_factory):
+def whole_ray_cluster(emulated_hosts, tmp_path_factory):
     """A token-protected Ray cluster over the three hosts (Ray's health checks bound by
-    ``FAILURE_TIMEOUT_S``)."""
+    ``FAILURE_TIMEOUT_S``), started once per session."""
     cluster = RayCluster(emulated_hosts, tmp_path_factory.mktemp("raycluster"))
     try:
         for i in range(len(emulated_hosts.hosts)):
@@ -181,6 +202,8 @@ def ray_cluster(emulated_hosts, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def spark_standalone(emulated_hosts, ray_cluster, tmp_path_factory):
+def spark_standalone(emulated_hosts, whole_ray_cluster, tmp_path_factory):
     """Spark standalone across the hosts (ended with the hosts' processes, by pid)."""
-    return SparkStandalone(emulated_hosts, ray_cluster, tmp_path_factory.mktemp("spark")).start()
+    return SparkStandalone(
+        emulated_hosts, whole_ray_cluster, tmp_path_factory.mktemp("spark")
+    ).start()
