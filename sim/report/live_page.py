@@ -25,6 +25,18 @@ MEASURED_COST_NOTE = (
 )
 
 
+def nodes_with_measured_cost(run: LiveRun) -> dict[str, dict]:
+    """Per node its metrics, and with counted operations (``metrics.json`` ``cost_check``) its
+    measured cost beside them: what the page and the terminal summary show."""
+    check = (run.metrics.get("cost_check") or {}).get("nodes") or {}
+    if not check:
+        return run.nodes
+    return {
+        n: {**v, "measured_cost": (check.get(n) or {}).get("measured")}
+        for n, v in run.nodes.items()
+    }
+
+
 def measured_load(nodes: dict[str, dict]) -> tuple[str, str]:
     """(metrics key, label) of the measured per-node load: the measured cost when the run
     counted operations (``measured_cost``, from ``metrics.json`` ``cost_check``), else
@@ -149,13 +161,7 @@ def live_body(run: LiveRun) -> tuple[list[str], list[Plot]]:
         )
     )
 
-    nodes = run.nodes
-    check = (m.get("cost_check") or {}).get("nodes") or {}
-    if check:  # counted operations: each node's measured cost beside its metrics
-        nodes = {
-            n: {**v, "measured_cost": (check.get(n) or {}).get("measured")}
-            for n, v in nodes.items()
-        }
+    nodes = nodes_with_measured_cost(run)
     node_ids = list(run.plan.node_ids) if run.plan is not None else []
     node_ids += [n for n in nodes if n not in node_ids]
     est = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sim.report.data import detect_kind, load_live, load_simulation
 from sim.report.html import fmt
-from sim.report.live_page import measured_load, model_slice_ops
+from sim.report.live_page import measured_load, model_slice_ops, nodes_with_measured_cost
 from sim.report.sim_page import config_label, ordered_plans
 
 
@@ -73,7 +73,8 @@ def print_summary(
     for w in live.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     m = live.metrics
-    key, label = measured_load(live.nodes)
+    nodes = nodes_with_measured_cost(live)
+    key, label = measured_load(nodes)
     t = Table(
         title=f"live run: {fmt(m.get('rows_fed'))} rows, {fmt(m.get('answers'))} answers, "
         f"{fmt(m.get('wall_s'), 's')} s wall"
@@ -91,8 +92,8 @@ def print_summary(
     ):
         t.add_column(h, justify="left" if h == "node" else "right")
     est = dict(zip(live.plan.node_ids, live.plan.node_costs)) if live.plan else {}
-    for n in list(est) + [n for n in live.nodes if n not in est]:
-        nm = live.nodes.get(n, {})
+    for n in list(est) + [n for n in nodes if n not in est]:
+        nm = nodes.get(n, {})
         t.add_row(
             n,
             fmt(est.get(n)),
