@@ -40,7 +40,11 @@ def answer_blocks(
     production order; consumed) as one block per query, in query id order, each block's
     windows in order; ``ranks`` is ``query_ranks(trees)``; ``value_type="float64"``: int answers stored
     as floats on the way (the run's answers are float64: the actor route), an int beyond 2^53
-    refused (``ValueError``).
+    refused (``ValueError``).  The int64 rule per query: a query is an int block only if every
+    batch gave it int values; one batch holds a tree's queries in one array, so a churn tree
+    whose newer generation answers floats gives its int queries float values in some batches
+    (then the query's int batches are stored as floats while grouped, never read as floats'
+    bits).
 
     Why blocks: the driver then merges the nodes' answers block by block (``merge_blocks``)
     instead of sorting millions of rows by a string key on one core, and only ``window_start``
