@@ -25,14 +25,15 @@ def _count(qidx, rank, counts):
 @njit(cache=True)
 def _scatter(qidx, rank, starts, bits, to_float, pos, out_starts, out_bits, out_float):
     """Answer ``i`` to the next free row of its query's group (``pos``: next row per code);
-    ``to_float``: int values stored as float64 (``out_float`` views ``out_bits``).  Returns the
-    first answer whose int value a float64 cannot hold exactly (beyond 2^53), or -1."""
+    ``to_float[c]``: code ``c``'s int values stored as float64 (``out_float`` views
+    ``out_bits``).  Returns the first answer whose int value a float64 cannot hold exactly
+    (beyond 2^53), or -1."""
     lim = np.int64(1) << 53
     for i in range(qidx.shape[0]):
         c = rank[qidx[i]]
         p = pos[c]
         out_starts[p] = starts[i]
-        if to_float:
+        if to_float[c]:
             v = bits[i]
             if v > lim or v < -lim:
                 return i
@@ -44,11 +45,16 @@ def _scatter(qidx, rank, starts, bits, to_float, pos, out_starts, out_bits, out_
 
 
 def group_by_query(
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]], n_codes: int
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]], n_codes: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``parts``: per batch of answers ``(qidx, rank, starts, bits, to_float)`` (tree-local
     query indexes, the tree's query index -> code map, window starts, values as int64 words,
-    whether to store these int values as float64), in production order.  Returns ``(counts per
+    per code whether this batch's values of it are ints to store as float64: a bool array of
+    ``n_codes``, all False for a batch of float values), in production order.
+
+    Why per code: one batch of a tree holds several queries' values in one array, so a
+    query may come as ints in one batch and as floats in another (a churn tree whose newer
+    generation answers floats); only the queries whose group is float are converted.  Returns ``(counts per
     code, starts, bits)`` with the rows grouped by code in code order, and within a code in
     production order (a stable sort by code).  An int beyond 2^53 to be stored as a float:
     ``ValueError`` (not exact).  Consumes ``parts`` (emptied as it goes).
@@ -68,7 +74,7 @@ def group_by_query(
     parts.reverse()
     while parts:  # each batch let go once copied: its memory is what the next arrays reuse
         q, r, s, b, f = parts.pop()
-        bad = _scatter(q, r, s, b, bool(f), pos, out_starts, out_bits, out_float)
+        bad = _scatter(q, r, s, b, f, pos, out_starts, out_bits, out_float)
         if bad >= 0:
             raise ValueError(f"int answer {int(b[bad])} is beyond 2^53: not exact as a float64")
     return counts, out_starts, out_bits
@@ -181,8 +187,9 @@ def warm() -> None:
     """Load (or compile) the kernels on a few rows, outside any timed work."""
     z = np.zeros(2, dtype=np.int64)
     for f in (False, True):
-        group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z, f)], 1)
-        group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z, f)], 1)
+        conv = np.full(1, f, dtype=bool)
+        group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z, conv)], 1)
+        group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z, conv)], 1)
     ends_and_codes(z, np.array([0, 2]), z[:1])
     values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
     for as_float in (False, True):

@@ -40,7 +40,11 @@ def answer_blocks(
     production order; consumed) as one block per query, in query id order, each block's
     windows in order; ``ranks`` is ``query_ranks(trees)``; ``value_type="float64"``: int answers stored
     as floats on the way (the run's answers are float64: the actor route), an int beyond 2^53
-    refused (``ValueError``).
+    refused (``ValueError``).  The int64 rule per query: a query is an int block only if every
+    batch gave it int values; one batch holds a tree's queries in one array, so a churn tree
+    whose newer generation answers floats gives its int queries float values in some batches
+    (then the query's int batches are stored as floats while grouped, never read as floats'
+    bits).
 
     Why blocks: the driver then merges the nodes' answers block by block (``merge_blocks``)
     instead of sorting millions of rows by a string key on one core, and only ``window_start``
@@ -55,21 +59,28 @@ def answer_blocks(
     if not parts:
         return AnswerBlocks.empty()
     ids, rank_of, range_of = ranks
+    # the int64 rule per query: a query is float if any batch gave it float values (one
+    # batch holds a tree's queries in one array: a churn tree's float generation makes its
+    # int queries' values float in that batch only), its int batches then stored as floats
+    float_rank = np.zeros(len(ids), dtype=bool)
+    if value_type == "float64":
+        float_rank[:] = True
+    else:
+        for tid, c in parts:
+            if c[3].dtype.kind not in "iub":
+                float_rank[rank_of[tid][c[0]]] = True
+    keep_float = np.zeros(len(ids), dtype=bool)  # a float batch's words are kept as they are
     cols = []
-    int_rank = np.zeros(len(ids), dtype=bool)
     parts.reverse()
     while parts:  # consumed: each batch's arrays are let go once grouped (group_by_query)
         tid, c = parts.pop()
-        r = rank_of[tid]
         v = c[3]
-        is_int = v.dtype.kind in "iub"
-        if is_int:
-            int_rank[r] = value_type != "float64"
-            bits = v.astype(np.int64, copy=False)
+        if v.dtype.kind in "iub":
+            bits, conv = v.astype(np.int64, copy=False), float_rank
         else:
-            bits = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
+            bits, conv = np.ascontiguousarray(v, dtype=np.float64).view(np.int64), keep_float
         q, s = (c[i].astype(np.int64, copy=False) for i in (0, 1))
-        cols.append((q, r, s, bits, is_int and value_type == "float64"))
+        cols.append((q, rank_of[tid], s, bits, conv))
         del c, v, bits, q, s
     cnt, st, bits = group_by_query(cols, len(ids))
     present = np.flatnonzero(cnt)
@@ -88,7 +99,7 @@ def answer_blocks(
         bounds,
         st,
         bits,
-        int_rank[present],
+        ~float_rank[present],
     )
 
 
