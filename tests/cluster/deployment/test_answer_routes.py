@@ -455,6 +455,7 @@ LOCAL_TEST = "test_routes_on_a_ray_cluster_with_spark_local2"
 SA_TEST = "test_executor_feed_with_a_standalone_spark_master"
 
 
+@pytest.mark.scenario
 def test_routes_on_a_ray_cluster_with_spark_local2(workload, routes, reference):
     res = routes["res"]
     phase = res["phases"]["local"]
@@ -469,6 +470,7 @@ def test_routes_on_a_ray_cluster_with_spark_local2(workload, routes, reference):
     print(_summary("routes on a Ray cluster + Spark local[2]", res, phase))
 
 
+@pytest.mark.scenario
 @pytest.mark.slow
 def test_executor_feed_with_a_standalone_spark_master(workload, routes, reference):
     sa = routes["standalone"]

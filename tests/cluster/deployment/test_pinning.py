@@ -113,6 +113,7 @@ def _plan(n_nodes: int = 4) -> dict:
     return Plan("WG_TN", "slickdeque", nodes, rates).to_dict()
 
 
+@pytest.mark.scenario
 @pytest.mark.cluster
 def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     from cluster.deployment.deployment import Deployment

@@ -257,6 +257,7 @@ def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
     assert seen[0] == seen[1]
 
 
+@pytest.mark.scenario
 @pytest.mark.cluster
 def test_serve_attached_answers_equal_the_oracle(ray_head, tmp_path):
     """``weaveplace serve`` on the token-protected head (a subprocess, the token through

@@ -97,6 +97,7 @@ def _end_group(proc: subprocess.Popen) -> None:
         pass
 
 
+@pytest.mark.scenario
 def test_serve_kill_resume(tmp_path):
     from cluster.service.control import call
     from placement.plan import verify_plan
