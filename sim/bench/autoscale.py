@@ -36,9 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from sim.bench.serve import STREAMS, make_queries
+from sim.bench.serve import STREAMS, make_queries, start_service
 
 
 @dataclass(frozen=True)
@@ -87,9 +86,7 @@ def run_autoscale_bench(
     from placement.optimizers import optimize
     from placement.queries import query_from_mapping
     from placement.trees import CostModel
-    from sim.config import load_config
     from sim.debs_generator import generate_debs
-    from sim.serve_start import run_service
 
     out = Path(out).resolve()
     incoming, run_dir = out / "incoming", out / "run"
@@ -136,32 +133,8 @@ def run_autoscale_bench(
         "data": {"directory": {"path": str(incoming), "poll_s": 0.25, "files_per_batch": 4}},
         "run": {"mode": "live", "output_dir": str(run_dir)},
     }
-    cpath = out / "bench_autoscale.yaml"
-    cpath.write_text(yaml.safe_dump(cfg))
-    config = load_config(cpath)
-    box: dict = {}
-
-    def serve():
-        try:
-            box["stats"] = run_service(config, run_dir, None, cpath.read_text(), str(out))
-        except BaseException as e:  # reported below
-            box["error"] = e
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    t0 = time.monotonic()
-    while True:
-        try:
-            if call(run_dir, "GET", "/status", timeout=10)["state"] == "running":
-                break
-        except Exception:
-            pass
-        if "error" in box:
-            raise box["error"]
-        if time.monotonic() - t0 > 300:
-            raise RuntimeError("the deployment did not start in 300 s")
-        time.sleep(0.5)
-    say(f"deployment up in {time.monotonic() - t0:.1f} s; node capacity {cap:.6g}")
+    th, box, up_s = start_service(cfg, out / "bench_autoscale.yaml", run_dir, str(out))
+    say(f"deployment up in {up_s:.1f} s; node capacity {cap:.6g}")
     stop = threading.Event()
     fed_parts: list = []
 

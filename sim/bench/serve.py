@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -82,9 +83,7 @@ def run_serve_bench(
     out: Path, opts: ServeBenchOptions = ServeBenchOptions(), say: Callable[[str], None] = print
 ) -> dict:
     from cluster.service.control import call
-    from sim.config import load_config
     from sim.debs_generator import generate_debs
-    from sim.serve_start import run_service
 
     out = Path(out).resolve()
     incoming, run_dir = out / "incoming", out / "run"
@@ -116,32 +115,8 @@ def run_serve_bench(
         "data": {"directory": {"path": str(incoming), "poll_s": 0.25, "files_per_batch": 4}},
         "run": {"mode": "live", "output_dir": str(run_dir)},
     }
-    cpath = out / "bench_serve.yaml"
-    cpath.write_text(yaml.safe_dump(cfg))
-    config = load_config(cpath)
-    box: dict = {}
-
-    def serve():
-        try:
-            box["stats"] = run_service(config, run_dir, None, cpath.read_text(), str(out))
-        except BaseException as e:  # reported below
-            box["error"] = e
-
-    th = threading.Thread(target=serve, daemon=True)
-    th.start()
-    t0 = time.monotonic()
-    while True:
-        try:
-            if call(run_dir, "GET", "/status", timeout=10)["state"] == "running":
-                break
-        except Exception:
-            pass
-        if "error" in box:
-            raise box["error"]
-        if time.monotonic() - t0 > 300:
-            raise RuntimeError("the deployment did not start in 300 s")
-        time.sleep(0.5)
-    say(f"deployment up in {time.monotonic() - t0:.1f} s")
+    th, box, up_s = start_service(cfg, out / "bench_serve.yaml", run_dir, str(out))
+    say(f"deployment up in {up_s:.1f} s")
     stop_drop = threading.Event()
     dropped: list[float] = []
 
@@ -320,3 +295,38 @@ if __name__ == "__main__":
     a = ap.parse_args()
     opts = ServeBenchOptions(queries=a.queries, add_every_s=a.add_every, speed=a.speed)
     print(json.dumps(run_serve_bench(Path(a.out), opts), indent=1))
+
+
+def start_service(cfg: dict, cpath: Path, run_dir: Path, base: str) -> tuple[Any, dict, float]:
+    """``weaveplace serve`` of config ``cfg`` (written to ``cpath``) on a thread of this process:
+    the thread, a box that gets ``stats`` at its end or ``error``, and the seconds until the
+    control API answered ``running`` (a benchmark drives it over that API, as an operator would)."""
+    from cluster.service.control import call
+    from sim.config import load_config
+    from sim.serve_start import run_service
+
+    cpath.write_text(yaml.safe_dump(cfg))
+    config = load_config(cpath)
+    box: dict = {}
+
+    def serve():
+        try:
+            box["stats"] = run_service(config, run_dir, None, cpath.read_text(), base)
+        except BaseException as e:  # raised by the caller
+            box["error"] = e
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    t0 = time.monotonic()
+    while True:
+        try:
+            if call(run_dir, "GET", "/status", timeout=10)["state"] == "running":
+                break
+        except Exception:
+            pass
+        if "error" in box:
+            raise box["error"]
+        if time.monotonic() - t0 > 300:
+            raise RuntimeError("the deployment did not start in 300 s")
+        time.sleep(0.5)
+    return th, box, time.monotonic() - t0

@@ -7,13 +7,17 @@ files, each query with the T its command returned (every window once, none twice
 from __future__ import annotations
 
 import json
-import threading
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 from support.serve_files import serve_files
-from support.service import assert_answers_follow_registrations, drop
+from support.service import (
+    assert_answers_follow_registrations,
+    drop,
+    serve_in_thread,
+    serve_running,
+)
 from support.waiting import wait_for
 
 from cluster.service.control import ControlError, call
@@ -34,33 +38,6 @@ ADDED = [
     _q("b0", "mf01", "avg", 1700, 700),  # edges the running tree on mf01 lacks
     _q("b1", "mf03", "min", 1000, 250),  # a stream no running query reads
 ]
-
-
-def _start(config_path, resume, spark):
-    """``weaveplace serve`` in this process (the session's Ray and Spark): a thread."""
-    from sim.serve_start import prepare, run_service
-
-    cfg, run_dir, state, text, base = prepare(config_path, resume)
-    box: dict = {}
-
-    def go():
-        try:
-            box["stats"] = run_service(cfg, run_dir, state, text, base, spark=spark)
-        except BaseException as e:  # shown by the assertion that waits for the start
-            box["error"] = e
-
-    th = threading.Thread(target=go, daemon=True)
-    th.start()
-    return th, box
-
-
-def _running(run_dir, box) -> bool:
-    if "error" in box:
-        raise AssertionError(f"serve failed: {box['error']!r}")
-    try:
-        return call(run_dir, "GET", "/status", timeout=5)["state"] == "running"
-    except ControlError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +69,8 @@ def test_serve_sliced_mode_from_yaml(ray_session, spark, files, tmp_path):
         drop(incoming, f"f{k:02d}.parquet", files[k])
         wait_for(lambda: call(run_dir, "GET", "/status")["files"] >= k + 1, f"file {k} fed")
 
-    th, box = _start(path, None, spark)
-    wait_for(lambda: _running(run_dir, box), "serve to start")
+    _, th, box = serve_in_thread(path, None, spark)
+    wait_for(lambda: serve_running(run_dir, box), "serve to start")
     feed(0)
     feed(1)
     rep = call(run_dir, "POST", "/add-queries", {"queries": ADDED})
@@ -105,8 +82,8 @@ def test_serve_sliced_mode_from_yaml(ray_session, spark, files, tmp_path):
     call(run_dir, "POST", "/stop", {})
     th.join(120)
     assert not th.is_alive() and "error" not in box
-    th, box = _start(None, run_dir, spark)
-    wait_for(lambda: _running(run_dir, box), "serve --resume to start")
+    _, th, box = serve_in_thread(None, run_dir, spark)
+    wait_for(lambda: serve_running(run_dir, box), "serve --resume to start")
     feed(3)
     rep = call(run_dir, "POST", "/remove-queries", {"ids": ["a0", "a2"]})
     regs["a0"][2] = rep["removed_at"]["mf01"]
