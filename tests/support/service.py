@@ -111,3 +111,17 @@ def serve_running(run_dir, box) -> bool:
         return call(run_dir, "GET", "/status", timeout=5)["state"] == "running"
     except ControlError:
         return False
+
+
+def serve_config(queries, incoming: Path, run_dir: Path, **run) -> dict:
+    """The small in-process serve config the service tests share: two nodes, WG_TN over
+    SlickDeque, the watched directory ``incoming`` polled every 0.2 s, two files a batch, 64-row
+    feed batches; ``run`` adds or overrides ``run`` keys (e.g. ``feed_mode``)."""
+    return {
+        "workload": {"queries": queries},
+        "streams": {s: {"rate": 0.05} for s in ("mf01", "mf02", "mf03")},
+        "cluster": {"nodes": 2},
+        "placement": {"optimizers": "WG_TN", "ie": "slickdeque", "max_moves": 10},
+        "data": {"directory": {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}},
+        "run": {"mode": "live", "output_dir": str(run_dir), "batch_rows": 64, **run},
+    }

@@ -18,6 +18,7 @@ from support.serve_files import serve_files
 from support.service import (
     assert_answers_follow_registrations,
     drop,
+    serve_config,
     serve_in_thread,
     serve_running,
 )
@@ -55,14 +56,7 @@ def test_serve_count_windows_from_yaml(ray_session, spark, files, tmp_path):
 
     incoming, run_dir = tmp_path / "in", tmp_path / "run"
     incoming.mkdir()
-    cfg = {
-        "workload": {"queries": INITIAL},
-        "streams": {s: {"rate": 0.05} for s in ("mf01", "mf02", "mf03")},
-        "cluster": {"nodes": 2},
-        "placement": {"optimizers": "WG_TN", "ie": "slickdeque", "max_moves": 10},
-        "data": {"directory": {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}},
-        "run": {"mode": "live", "output_dir": str(run_dir), "batch_rows": 64},
-    }
+    cfg = serve_config(INITIAL, incoming, run_dir)
     path = tmp_path / "serve.yaml"
     path.write_text(yaml.safe_dump(cfg))
     regs = {q["id"]: [q, None, None] for q in INITIAL}
