@@ -133,13 +133,30 @@ def _data_columns(path: str) -> tuple[list[str], str]:
     return list(VALUE_COLUMNS), "DEBS columns"
 
 
+def _check_sliced_file_order(config: Config) -> None:
+    """Sliced mode aggregates in time order, so with ``data.order: file`` a Parquet
+    ``data.path`` must be in time order (its ``ts_ms`` column is read; a DEBS text file is
+    checked by the run, after Spark has parsed it)."""
+    from cluster.debs.reader import is_parquet_name
+    from cluster.feeds.file_order import first_disorder, sliced_file_order_refusal
+
+    path = config.data.path
+    if config.run.feed_mode != "sliced" or config.data.order != "file" or path is None:
+        return
+    if is_parquet_name(path):
+        found = first_disorder(path)
+        if found is not None:
+            raise ConfigError("data.order: " + sliced_file_order_refusal(path, found))
+
+
 def check_cluster_run(
     config: Config, out_dir: str | Path | None = None, *, java: bool = True
 ) -> None:
     """Every check ``weaveplace run`` makes before doing work, so that ``weaveplace validate``
     can make the same ones and a mistake costs no Ray or Spark start-up: run.mode live, one
     workload and one cluster layout, one optimizer, a readable data source whose columns
-    include every query's stream, an output directory that is not the watched one, a reachable
+    include every query's stream, in sliced mode with ``data.order: file`` a Parquet file in
+    time order, an output directory that is not the watched one, a reachable
     Ray address that accepts our token (``cluster.runtime.ray_runtime.attach_auth``) and Java
     (PySpark 4).  Raises a one-line ``ConfigError``."""
     import shutil
@@ -179,6 +196,7 @@ def check_cluster_run(
                 f"read one of the {label}: {', '.join(shown[:8])}"
                 f"{', ...' if len(shown) > 8 else ''}"
             )
+    _check_sliced_file_order(config)
     watch = config.data.directory
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
     if watch is not None and out.resolve() == Path(watch.path):

@@ -44,10 +44,17 @@ def deployment_options(config: Config, out_dir: str | Path) -> DeploymentOptions
     )
 
 
+#: ``data.order`` as the feed's ``order``: ``file`` replays the file as recorded, ``time`` sorts
+#: it where it is not in order (the driver route's ``auto``: a sorted file is not re-sorted)
+FEED_ORDER = {"file": "file", "time": "auto"}
+
+
 def file_feed_options(config: Config) -> FileFeedOptions:
-    """``run.batch_rows``, ``run.feed`` and ``data.extra_columns`` for a file run."""
+    """``run.batch_rows``, ``run.feed``, ``data.order`` and ``data.extra_columns`` for a file
+    run."""
     return FileFeedOptions(
         batch_rows=config.run.batch_rows,
+        order=FEED_ORDER[config.data.order],
         extra_columns=config.data.extra_columns,
         route=config.run.feed,
     )

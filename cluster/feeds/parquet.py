@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from cluster.feeds.file_order import file_order_batches, first_disorder, is_local_file
 from cluster.feeds.time_chunks import nondecreasing, time_chunks
 
 
@@ -138,10 +139,13 @@ def ordered_arrow_batches(
       order *is* the stream order (ties keep file order, i.e. ``index`` order for DEBS files),
       otherwise that chunk is pulled again sorted.  The output is exactly ``"sort"``'s order
       whenever the ``index`` column increases through the file, as DEBS files' does;
-    * ``"file"``: file order, unchecked, in one piece (time-range chunking would reorder an
-      unsorted file): out-of-order tuples then reach the trees and are subject to the allowed
-      lateness, which is what a replay of a disordered source should do.  Driver memory holds
-      the whole file.
+    * ``"file"``: file order (``data.order: file``): out-of-order tuples reach the trees and
+      are subject to the allowed lateness, which is what a replay of a recorded stream should
+      do.  For a local file (``path``) its ``ts_ms`` column is checked first
+      (``cluster.feeds.file_order``): in time order, the file is pulled as ``"auto"`` pulls it
+      (the same rows in the same order, no chunk re-sorted); out of order, it is streamed in
+      file order with pyarrow, a batch at a time.  Any other source is pulled in one piece
+      (time-range chunking would reorder it), so driver memory holds it whole.
 
     One small aggregate job finds the time span and row count; the span is cut into equal
     ranges expected to hold ``chunk_rows`` rows each (skew just gives uneven chunks; order is
@@ -157,8 +161,13 @@ def ordered_arrow_batches(
         raise ValueError(f"order must be 'auto', 'sort' or 'file', got {order!r}")
     sort_cols = ["ts_ms"] + (["index"] if "index" in df.columns else [])
     if order == "file":
-        yield from df.toArrow().combine_chunks().to_batches(max_chunksize=batch_rows)
-        return
+        if not is_local_file(path):
+            yield from df.toArrow().combine_chunks().to_batches(max_chunksize=batch_rows)
+            return
+        if first_disorder(path) is not None:
+            yield from file_order_batches(path, df.columns, batch_rows)
+            return
+        order = "auto"  # file order is time order: the time-range pulls give it, chunked
     n, k, step, ranges = time_chunks(df, chunk_rows, path)
     if not n:
         return

@@ -19,8 +19,10 @@ exactly the order ``feed_raw`` gives the converted Parquet file.  Otherwise the 
 directory goes through ``feed_raw`` with ``order="sort"`` (chunks sorted by ``(ts_ms,
 index)``), which is what ``order="auto"`` gives the converted file whenever ``index``
 increases through it (``ordered_arrow_batches``).  Sliced mode: ``feed_sliced`` over the stage
-directory (Spark's reader + ``mapInArrow``); its slices do not depend on the order.  Hence a
-run over the text equals a run over its conversion (``weaveplace data convert``).
+directory (Spark's reader + ``mapInArrow``); its slices do not depend on the order, so with
+``order="file"`` a file out of time order is refused in one line (``DeploymentError``, as for
+Parquet: sliced mode cannot replay disorder).  Hence a run over the text equals a run over its
+conversion (``weaveplace data convert``).
 
 The stage lives in ``<out_dir>/.text-stage`` and is removed after the feed.  Cost: a second
 pass over a small columnar copy (a few int64 columns, zstd), not over the text.  With a
@@ -44,6 +46,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cluster.deployment.specs import DeploymentError
 from cluster.feeds.parquet import FeedStats, feed_raw, push_batches
 from cluster.feeds.sliced import feed_sliced
 
@@ -280,11 +283,6 @@ def feed_text(
         raise ValueError(f"feed mode must be 'raw' or 'sliced', got {mode!r}")
     if order not in ("auto", "sort", "file"):
         raise ValueError(f"order must be 'auto', 'sort' or 'file', got {order!r}")
-    if mode == "sliced" and order == "file":
-        raise ValueError(
-            "sliced mode aggregates the data as if sorted by time; replaying a "
-            "file's disorder (order='file', late tuples) needs mode 'raw'"
-        )
     streams = list(o.streams or deployment.streams)
     t0 = time.perf_counter()
     stage = stage_text(
@@ -298,6 +296,12 @@ def feed_text(
     try:
         parts_dir = str(stage.directory / "parts")
         if mode == "sliced":
+            if order == "file" and not stage.in_order:  # sliced mode aggregates in time order
+                raise DeploymentError(
+                    f"{Path(str(path)).name} is not in time order; sliced mode aggregates in "
+                    "time order, so it cannot replay the file's order (data.order: file): "
+                    "set data.order: time or run.feed_mode: raw"
+                )
             fs = feed_sliced(
                 deployment,
                 spark,
@@ -305,7 +309,7 @@ def feed_text(
                 streams=streams,
                 batch_rows=batch_rows,
                 chunk_rows=chunk_rows,
-                order=order,
+                order="auto" if order == "file" else order,
             )
         elif order == "file" or stage.in_order:
             fs = _feed_parts(deployment, stage, streams, batch_rows, max_rows)

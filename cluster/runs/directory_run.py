@@ -73,8 +73,9 @@ def run_directory(
     Spark until a stop condition, write the answers as they come plus ``metrics.json`` (and
     ``plan_final.json`` if a node was lost for good or added, as ``run_file`` does).
 
-    ``deployment`` is the deployment's settings (raw tuples, answers through the driver: the
-    stream writes them).  A drill's ``at_batch`` counts the feed batches (``stream.batch_rows``
+    ``deployment`` is the deployment's settings (answers through the driver: the stream
+    writes them; ``mode`` raw tuples, or ``sliced``: each arriving file cut into its streams'
+    slices on the driver, ``cluster.feeds.sliced.feed_file_slices``).  A drill's ``at_batch`` counts the feed batches (``stream.batch_rows``
     rows of one file each, files in arrival order), not Spark's micro-batches, so a drill hits
     the same rows however Spark groups the files; a fault whose batch is never fed does not
     fire (``metrics["faults"]``).  Answers and late tuples stay exactly those of a fault-free
@@ -83,8 +84,8 @@ def run_directory(
 
     Owns what it starts (Ray unless one is running or an address is given, Spark unless a
     session is passed in) and stops it on every exit path, Ctrl-C included."""
-    if deployment.mode != "raw" or deployment.answers != "driver":
-        raise ValueError("a directory stream feeds raw tuples and takes answers on the driver")
+    if deployment.answers != "driver":
+        raise ValueError("a directory stream takes its answers on the driver (answers: driver)")
     guard = _SigintGuard()
     guard.install()
     try:

@@ -34,6 +34,8 @@ import pyarrow.parquet as pq
 from cluster.debs.reader import is_parquet_name
 from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.result import RunResult
+from cluster.deployment.specs import DeploymentError
+from cluster.feeds.file_order import first_disorder, is_local_file, sliced_file_order_refusal
 from cluster.feeds.parquet import feed_raw
 from cluster.feeds.sliced import feed_sliced
 from cluster.feeds.text import TextFeedOptions, feed_text
@@ -181,7 +183,7 @@ def _feed_file(
             str(data_path),
             batch_rows=feed.batch_rows,
             chunk_rows=feed.chunk_rows,
-            order=feed.order,
+            order=_sliced_order(data_path, feed.order),
         ), None
     return feed_raw(
         dep,
@@ -192,3 +194,15 @@ def _feed_file(
         order=feed.order,
         max_rows=feed.max_rows,
     ), None
+
+
+def _sliced_order(data_path: str | Path, order: str) -> str:
+    """Sliced mode aggregates in time order, so file order is exact only for a file in time
+    order: then it is read as ``"auto"`` reads it; a local file out of time order is refused
+    in one line (``DeploymentError``), as the executor route refuses it."""
+    if order != "file" or not is_local_file(data_path):
+        return order  # feed_sliced refuses "file" on a source it cannot check
+    found = first_disorder(data_path)
+    if found is not None:
+        raise DeploymentError(sliced_file_order_refusal(data_path, found))
+    return "auto"

@@ -57,12 +57,25 @@ class Data(Strict):
     directory: DirectorySpec | None = None
     # a trailing 57th field on a DEBS text line (e.g. a machine id): drop it or reject the line
     extra_columns: Literal["reject", "ignore"] = "reject"
+    # the order a file (data.path) is read in: as recorded (its arrival order, on every route,
+    # so run.allowed_lateness means the same everywhere) or sorted by time first (feed: driver)
+    order: Literal["file", "time"] = "file"
     duration_s: Annotated[float, Field(gt=0)] = 60.0
     rate_hz: Annotated[float, Field(gt=0)] = 100.0
     seed: Annotated[int, Field(ge=0)] = 0
 
     @model_validator(mode="after")
     def _resolve(self, info: ValidationInfo) -> Data:
+        if self.path is None and "order" in self.model_fields_set:
+            raise ConfigError(
+                "data.order: applies to a file (data.path); "
+                + (
+                    "a watched directory's files are read in arrival order, each file's "
+                    "rows in time order"
+                    if self.directory is not None
+                    else "generated data is in time order"
+                )
+            )
         if self.path is None and self.directory is None:
             if "extra_columns" in self.model_fields_set:
                 raise ConfigError(

@@ -56,6 +56,11 @@ class Config(Strict):
                         f"run.{key}: {short_repr(route)} is for a file (data.path); a watched "
                         "directory runs on the driver route"
                     )
+        if self.data.order == "time" and self.run.feed == "executors":
+            raise ConfigError(
+                "data.order: 'time' sorts the file on feed 'driver'; run.feed 'executors' "
+                "reads its pieces in parallel in file order (data.order: file, the default)"
+            )
         if self.run.feed_mode == "sliced":
             counts = [q.id for q in wl.queries or [] if q.kind == "count"]
             if counts:

@@ -105,3 +105,35 @@ def assert_answers_equal(ours: pa.Table, ref: pa.Table, avg_ids: set[str]):
     is_avg = np.isin(qid, list(avg_ids))
     np.testing.assert_array_equal(va[~is_avg], vb[~is_avg])
     np.testing.assert_allclose(va[is_avg], vb[is_avg], rtol=1e-9, atol=0)
+
+
+def file_order_oracle(plan: dict, path, lateness: int) -> tuple[pa.Table, list[tuple]]:
+    """The brute force (``executors.oracle.brute_force``) of every tree of ``plan`` over its
+    stream in the order of the rows in the Parquet file ``path``, with the allowed lateness:
+    the answers as a run writes them (sorted by query and window start, values as double) and
+    the late tuples as sorted ``(tree_id, ts_ms, value)``."""
+    import pyarrow.parquet as pq
+
+    from executors.oracle import brute_force
+
+    data = pq.read_table(path)
+    ts = data.column("ts_ms").to_numpy()
+    qmap = {q["id"]: q for q in plan["queries"]}
+    rows, late = [], []
+    for node in plan["nodes"]:
+        for tree in node["trees"]:
+            v = data.column(tree["stream"]).to_numpy()
+            got, lt = brute_force([qmap[q] for q in tree["queries"]], ts, v, lateness)
+            rows += got
+            late += [(tree["id"], int(ts[i]), float(v[i])) for i in lt]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    cols = list(zip(*rows))
+    table = pa.table(
+        {
+            "query_id": pa.array(cols[0], pa.string()),
+            "window_start": pa.array(cols[1], pa.int64()),
+            "window_end": pa.array(cols[2], pa.int64()),
+            "value": pa.array(np.asarray(cols[3], dtype=np.float64)),
+        }
+    )
+    return table, sorted(late)
