@@ -470,3 +470,69 @@ def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spar
         == late.num_rows
     )
     assert int(rows_by_node["node-1"]["late_rows"][0]["data-value"]) == 0
+
+
+def test_sliced_directory_run_equals_raw_mode_and_the_brute_force(
+    data, ray_session, spark, tmp_path
+):
+    """``run_directory`` in sliced mode (each arriving file cut into slices on the driver) on a
+    real deployment, files A=[0,30) C=[32,45) B=[30,32) s with allowed lateness 1 s, so part of
+    B is late: the answers equal raw mode's (the plan's nodes replaying the files in arrival
+    order) and the brute force's over that order; a late slice is one row (its newest
+    timestamp, the sum of its tuples), so per tree the late rows add up to raw mode's late
+    tuples and their timestamps are late tuples' timestamps."""
+    from support.cluster_oracles import file_order_oracle
+
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.feeds.directory_options import StreamOptions
+    from cluster.runs.directory_run import run_directory
+    from cluster.runs.options import RuntimeOptions
+
+    queries = [q for q in data["queries"] if q.kind == "time"][:8]
+    plan = make_plan(queries)
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    lateness = 1_000
+    files = [
+        ("00-a.parquet", span(data, 0, 30)),
+        ("01-c.tsv", span(data, 32, 45)),
+        ("02-b.parquet", span(data, 30, 32)),
+    ]
+    for name, t in files:
+        drop(inp, name, t)
+    res = run_directory(
+        plan,
+        inp,
+        out,
+        stream=StreamOptions(poll_s=0.2, idle_timeout_s=0.5, timeout_s=SAFETY_S),
+        runtime=RuntimeOptions(spark=spark),
+        deployment=DeploymentOptions(mode="sliced", allowed_lateness=lateness),
+    )
+    assert res.stats.stop_reason == "idle" and res.stats.files == 3
+    tables = [t for _, t in files]
+    raw_answers, raw_late = replay_reference(plan, tables, lateness=lateness)
+    answers = by_window(pq.read_table(out / "answers.parquet"))
+    ref = by_window(raw_answers)
+    assert answers.num_rows == ref.num_rows > 0
+    for c in ("query_id", "window_start", "window_end"):
+        assert answers.column(c).to_pylist() == ref.column(c).to_pylist(), c
+    np.testing.assert_allclose(
+        answers.column("value").to_numpy().astype(float),
+        ref.column("value").to_numpy().astype(float),
+        rtol=1e-9,
+    )
+    pq.write_table(pa.concat_tables(tables), tmp_path / "arrival.parquet")
+    want, want_late = file_order_oracle(plan, tmp_path / "arrival.parquet", lateness)
+    np.testing.assert_allclose(
+        answers.column("value").to_numpy().astype(float), want.column("value").to_numpy()
+    )
+    assert answers.column("window_start").to_pylist() == want.column("window_start").to_pylist()
+    late = pq.read_table(out / "late.parquet")
+    assert raw_late.num_rows == len(want_late) > late.num_rows == res.stats.late > 0
+    for tree in {r[0] for r in want_late}:
+        mine = late.filter(pc.equal(late.column("tree_id"), tree))
+        theirs = [r for r in want_late if r[0] == tree]
+        assert pc.sum(mine.column("value")).as_py() == pytest.approx(sum(r[2] for r in theirs))
+        assert set(mine.column("ts_ms").to_pylist()) <= {r[1] for r in theirs}
+    b = files[2][1].column("ts_ms").to_numpy()
+    assert np.isin(late.column("ts_ms").to_numpy(), b).all()  # only B is late
