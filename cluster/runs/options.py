@@ -44,7 +44,9 @@ class FileFeedOptions:
     """How a file run feeds its file (the deployment's ``mode`` says raw tuples or slices).
 
     ``batch_rows``: rows per batch handed to the actors. ``chunk_rows``, ``order``: how the
-    driver reads the file in time order (``cluster.feeds.parquet``). ``max_rows``: stop after
+    driver route reads the file (``cluster.feeds.parquet``): ``"file"`` replays its own order
+    (the config's ``data.order: file``, and always the executor route's), ``"auto"`` (the
+    default here, ``data.order: time``) sorts what is out of time order. ``max_rows``: stop after
     this many rows (raw mode). ``csv``: also write ``answers.csv``. ``extra_columns``,
     ``text_range_bytes``: a DEBS text file's parsing (``cluster.feeds.text``). ``route``:
     ``driver`` (Spark -> driver -> actors) or ``executors`` (Spark tasks push to the actors:
