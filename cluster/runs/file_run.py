@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,9 @@ def run_file(
         raise ValueError("answers.csv needs the answers on the driver (answers: driver)")
     if deployment.mode == "sliced" and feed.max_rows is not None:
         raise ValueError("max_rows is supported in raw mode only")
+    asked_order = feed.order
+    if deployment.mode == "sliced" and feed.route == "driver":  # refused before any start-up
+        feed = replace(feed, order=_sliced_order(data_path, feed.order))
     if deployment.answers == "actors":
         deployment = deployment.with_(out_dir=out_dir)
     with started_run(plan, runtime, deployment) as run:
@@ -133,7 +137,7 @@ def run_file(
             "slices": fs.slices,
             "timeline": fs.timeline,
             "pushed": fs.pushed,
-            "order": feed.order,
+            "order": asked_order,
             "route": feed.route,
         },
         "startup": run.startup,
@@ -183,7 +187,7 @@ def _feed_file(
             str(data_path),
             batch_rows=feed.batch_rows,
             chunk_rows=feed.chunk_rows,
-            order=_sliced_order(data_path, feed.order),
+            order=feed.order,
         ), None
     return feed_raw(
         dep,
@@ -198,10 +202,13 @@ def _feed_file(
 
 def _sliced_order(data_path: str | Path, order: str) -> str:
     """Sliced mode aggregates in time order, so file order is exact only for a file in time
-    order: then it is read as ``"auto"`` reads it; a local file out of time order is refused
-    in one line (``DeploymentError``), as the executor route refuses it."""
+    order: then it is read as ``"auto"`` reads it; a local Parquet file out of time order is
+    refused in one line (``DeploymentError``), as the executor route refuses it.  (A DEBS text
+    file is checked by ``feed_text`` once Spark has parsed it.)"""
     if order != "file" or not is_local_file(data_path):
         return order  # feed_sliced refuses "file" on a source it cannot check
+    if not is_parquet_name(Path(data_path).name):
+        return order
     found = first_disorder(data_path)
     if found is not None:
         raise DeploymentError(sliced_file_order_refusal(data_path, found))

@@ -129,3 +129,24 @@ def test_first_disorder_and_file_order_batches_equal_the_brute_force(ts, group, 
     assert all(0 < b.num_rows <= batch for b in got)
     back = pa.Table.from_batches(got, schema=t.schema) if got else t.slice(0, 0)
     assert back.equals(t)
+
+
+def test_run_file_refuses_sliced_file_order_on_a_disordered_file_before_starting(tmp_path):
+    """The Python entry point (``run_file``) makes the same refusal as ``weaveplace validate``
+    before Ray, Spark or an actor starts (the runtime passed in is never touched)."""
+    from cluster.deployment.options import DeploymentOptions
+    from cluster.deployment.specs import DeploymentError
+    from cluster.runs.file_run import run_file
+    from cluster.runs.options import FileFeedOptions, RuntimeOptions
+
+    _debs_file(tmp_path / "bad.parquet", [10, 20, 15, 30])
+    with pytest.raises(DeploymentError, match=r"row 2: ts_ms 15 after 20") as ei:
+        run_file(
+            {"queries": [], "nodes": []},
+            tmp_path / "bad.parquet",
+            tmp_path / "out",
+            runtime=RuntimeOptions(ray_address="ray://unused:1", spark_master="unused"),
+            deployment=DeploymentOptions(mode="sliced"),
+            feed=FileFeedOptions(order="file"),
+        )
+    assert "\n" not in str(ei.value) and not (tmp_path / "out").exists()

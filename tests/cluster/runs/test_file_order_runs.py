@@ -27,10 +27,15 @@ LATENESS = 300  # ms; the data is 100 Hz, so ~30 tuples
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """``sorted`` (10 s at 100 Hz) and ``disordered``: every row delayed by up to 250 ms of
-    event time (< LATENESS), then 8 rows moved 3-4.5 s later in the file (late)."""
+    event time (< LATENESS), then 8 rows moved 3-4.5 s later in the file (late); ``text``:
+    ``disordered`` as DEBS text."""
+    from cluster.debs import format as debs_format
+    from cluster.debs.format import BOOL_COLUMNS, INT_COLUMNS
+
     d = tmp_path_factory.mktemp("file_order")
     generate_debs(d / "sorted.parquet", duration_s=10, rate_hz=100, seed=17)
-    t = pq.read_table(d / "sorted.parquet", columns=["ts_ms", "index", "mf01", "mf02"])
+    full = pq.read_table(d / "sorted.parquet")
+    t = full.select(["ts_ms", "index", "mf01", "mf02"])
     pq.write_table(t, d / "sorted.parquet")
     ts = t.column("ts_ms").to_numpy()
     rng = np.random.default_rng(8)
@@ -38,7 +43,16 @@ def files(tmp_path_factory):
     for i in sorted(rng.choice(np.arange(100, len(rows) - 500), 8, replace=False))[::-1]:
         rows.insert(i + int(rng.integers(300, 450)), rows.pop(i))
     pq.write_table(t.take(pa.array(rows)), d / "disordered.parquet", row_group_size=250)
-    return {"sorted": d / "sorted.parquet", "disordered": d / "disordered.parquet"}
+    text = full.take(pa.array(rows))
+    cols = {c: text.column(c).to_numpy(zero_copy_only=False) for c in INT_COLUMNS + BOOL_COLUMNS}
+    (d / "disordered.tsv").write_bytes(
+        debs_format.tsv_bytes(text.column("ts_ms").to_numpy() * 10_000, cols)
+    )
+    return {
+        "sorted": d / "sorted.parquet",
+        "disordered": d / "disordered.parquet",
+        "text": d / "disordered.tsv",
+    }
 
 
 def _config(path, out, **run) -> dict:
@@ -136,3 +150,19 @@ def test_time_order_equals_the_sorted_files_brute_force(mode, files, ray_session
     want, want_late = file_order_oracle(plan, files["sorted"], LATENESS)
     assert not want_late and not late and summary.late == 0
     _assert_answers(answers, want)
+
+
+def test_a_text_file_in_file_order_equals_its_conversion(files, ray_session, spark, tmp_path):
+    """DEBS text in ``data.order: file``: its lines' order is the rows' order, so the answers
+    and late tuples are the brute force's over the disordered Parquet file holding the same
+    rows; in sliced mode the same file is refused in one line once Spark has parsed it."""
+    from cluster.deployment.specs import DeploymentError
+
+    summary, plan, answers, late = _run(_config(files["text"], tmp_path / "raw"), spark)
+    want, want_late = file_order_oracle(plan, files["disordered"], LATENESS)
+    assert late == want_late and late
+    _assert_answers(answers, want)
+    raw = _config(files["text"], tmp_path / "sliced", feed_mode="sliced")
+    with pytest.raises(DeploymentError, match=r"disordered\.tsv is not in time order") as ei:
+        _run(raw, spark)
+    assert "\n" not in str(ei.value) and "data.order: time" in str(ei.value)
