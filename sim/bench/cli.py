@@ -637,6 +637,34 @@ def bench_text(
         raise typer.Exit(1)
 
 
+@bench_app.command("order")
+def bench_order(
+    rows: int = typer.Option(1_000_000, help="Generated DEBS events (100 Hz)."),
+    queries: int = typer.Option(100, help="Queries (raw mode)."),
+    nodes: int = typer.Option(2, help="Plan nodes (Ray actors)."),
+    repeat: int = typer.Option(2, help="Runs per file and order, alternating; the best counts."),
+    out: Path = out_option(),
+):
+    """Driver feed wall time in data.order file vs time, on a sorted and a disordered file."""
+    from sim.bench.order import format_table, run_order_bench
+
+    if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
+        raise UserError(
+            "--rows >= 1000, --queries >= 1, --nodes >= 1 and --repeat >= 1 are required"
+        )
+    res = run_order_bench(
+        rows,
+        queries,
+        nodes=nodes,
+        repeat=repeat,
+        log=lambda s: console.print(s, soft_wrap=True, markup=False),
+    )
+    console.print(format_table(res), markup=False)
+    write_results(out, "bench_order.json", res)
+    if not all(r["answers_equal"] for r in res):
+        raise typer.Exit(1)
+
+
 @bench_app.command("serve")
 def bench_serve(
     queries: int = typer.Option(300, min=1, help="Queries added, one at a time."),
