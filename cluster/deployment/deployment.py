@@ -327,7 +327,7 @@ class Deployment:
         """``batches`` more were applied by every node up to ``last_seq`` (the drills' clock is
         now ``batches_fed``; ``event_time``: the newest timestamp among them); returns whether
         ``checkpoint_every`` says to checkpoint."""
-        self._note_event_time(event_time)
+        self.note_event_time(event_time)
         self._seq = int(last_seq)
         self.batches_fed = int(batches_fed)
         self.coordinator.count_fed(batches)
@@ -393,7 +393,7 @@ class Deployment:
         self.bytes_fed += batch.nbytes
         tcol = next((c for c in ("ts_ms", "ts_max") if c in names), None)  # rows, or slices
         if tcol is not None and batch.num_rows:
-            self._note_event_time(pc.max(batch.column(tcol)).as_py())
+            self.note_event_time(pc.max(batch.column(tcol)).as_py())
         if not targets:
             return seq
         ref = ray.put(batch)
@@ -415,7 +415,9 @@ class Deployment:
         """Fire the drill's faults due before batch ``batch_no`` (0-based) is fed."""
         fire_due_faults(self, self.faults, batch_no)
 
-    def _note_event_time(self, ts: int | None) -> None:
+    def note_event_time(self, ts: int | None) -> None:
+        """Rows up to event time ``ts`` were handed to the deployment (feeds that bypass
+        ``feed``: the executor route)."""
         if ts is not None and (self.event_time is None or ts > self.event_time):
             self.event_time = int(ts)
 

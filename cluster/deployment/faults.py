@@ -27,7 +27,8 @@ and the same events to its own ``events.jsonl``.
 deployment when the event was recorded (``event_clock``: ``Deployment.event_time``), so an
 operator can place a fault in the stream; ``None`` only before any row was fed.  On the
 executor route the driver sees no tuple: it is the newest timestamp of the segments the
-Spark tasks had pushed completely (the segment in flight at a fault is not counted).
+Spark tasks had pushed completely and of the rows the live nodes had applied when the fault
+was found (``cluster.feeds.executors``).
 """
 
 from __future__ import annotations

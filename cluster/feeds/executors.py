@@ -420,6 +420,7 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
                 f"node(s) {', '.join(dead)} died during the executor feed and auto_recover is "
                 f"off: {failure}"
             )
+        dep.note_event_time(_applied_time(dep, pieces, job, set(dead)))
         for nid, error in dead.items():
             if nid in dep.nodes:
                 dep.actor_died(nid, error)
@@ -510,6 +511,31 @@ def _watch_job(dep, run: _SparkJob) -> dict[str, BaseException]:
             run.cancel()
             return dead
     return {}
+
+
+def _applied_time(dep, pieces, job: dict, dead: set[str], timeout_s: float = 10.0) -> int | None:
+    """The newest timestamp of the rows the live nodes had applied when a fault was found
+    (the event time of its failure event; the driver sees no tuple on this route): the rows
+    of the piece of the newest ``last_seq`` among them, up to that sub-batch (sliced mode: the
+    whole piece), read from the file's ``ts_ms`` column.  None if no node applied any."""
+    import pyarrow.parquet as pq
+    import ray
+
+    refs = [n.actor.metrics.remote() for nid, n in dep.nodes.items() if nid not in dead]
+    seqs = []
+    for ref in refs:
+        try:
+            seqs.append(int(ray.get(ref, timeout=timeout_s)["last_seq"]))
+        except (ray.exceptions.RayError, KeyError, TypeError):
+            continue
+    at = max(seqs, default=-1) - job["base"]
+    if at < 0 or at // SUBS_PER_PIECE >= len(pieces):
+        return None
+    _, rg, a, b = pieces[at // SUBS_PER_PIECE]
+    if job["slicing"] is None:
+        b = min(b, a + (at % SUBS_PER_PIECE + 1) * job["batch_rows"])
+    ts = pq.ParquetFile(job["path"]).read_row_group(rg, columns=["ts_ms"]).column(0)
+    return int(ts.slice(a, b - a).to_numpy().max()) if b > a else None
 
 
 def _seen(dep, nids: list[str]) -> None:
