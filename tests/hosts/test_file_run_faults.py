@@ -184,7 +184,6 @@ def test_file_run_survives_a_fault_mid_feed(
             f"deployment wall_s {metrics['wall_s']:.2f}"
         )
         return
-    print(f"\n{fault}: {hit}, at +{t_fault - t_start:.1f} s of the run; events {ev}")
     # node-0 is pinned on host 1, and the fault landed mid-feed
     assert hit["ip"] == hosts.hosts[HOST].ip, hit
     total = DURATION_S * RATE_HZ // BATCH_ROWS
