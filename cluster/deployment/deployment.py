@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cluster.deployment.answer_routes import answer_route, answer_value_type
 from cluster.deployment.drills import check_faults, fire_due_faults
@@ -146,6 +147,9 @@ class Deployment:
         self.batches_fed = 0
         self.rows_fed = 0
         self.bytes_fed = 0
+        #: the newest event time (ms) handed to the deployment so far (``None``: none yet); the
+        #: fault log's events carry it (``cluster.deployment.faults``)
+        self.event_time: int | None = None
         self.t_start = time.perf_counter()
         self._finished = False
         # actors start asynchronously; fail fast if one cannot be constructed
@@ -317,9 +321,13 @@ class Deployment:
         """Keep a batch fed by other means than ``feed`` for replays (a ``PieceSource``)."""
         self.coordinator.log_batch(entry)
 
-    def note_pushed(self, last_seq: int, batches_fed: int, batches: int) -> bool:
+    def note_pushed(
+        self, last_seq: int, batches_fed: int, batches: int, event_time: int | None = None
+    ) -> bool:
         """``batches`` more were applied by every node up to ``last_seq`` (the drills' clock is
-        now ``batches_fed``); returns whether ``checkpoint_every`` says to checkpoint."""
+        now ``batches_fed``; ``event_time``: the newest timestamp among them); returns whether
+        ``checkpoint_every`` says to checkpoint."""
+        self.note_event_time(event_time)
         self._seq = int(last_seq)
         self.batches_fed = int(batches_fed)
         self.coordinator.count_fed(batches)
@@ -383,6 +391,9 @@ class Deployment:
         seq = self._seq
         self.rows_fed += batch.num_rows
         self.bytes_fed += batch.nbytes
+        tcol = next((c for c in ("ts_ms", "ts_max") if c in names), None)  # rows, or slices
+        if tcol is not None and batch.num_rows:
+            self.note_event_time(pc.max(batch.column(tcol)).as_py())
         if not targets:
             return seq
         ref = ray.put(batch)
@@ -403,6 +414,12 @@ class Deployment:
     def fire_faults(self, batch_no: int) -> None:
         """Fire the drill's faults due before batch ``batch_no`` (0-based) is fed."""
         fire_due_faults(self, self.faults, batch_no)
+
+    def note_event_time(self, ts: int | None) -> None:
+        """Rows up to event time ``ts`` were handed to the deployment (feeds that bypass
+        ``feed``: the executor route)."""
+        if ts is not None and (self.event_time is None or ts > self.event_time):
+            self.event_time = int(ts)
 
     def _submit(self, nid: str, stream, ref, seq: int) -> None:
         self.wait(nid, self.max_in_flight - 1)

@@ -20,8 +20,15 @@ detected failure into two events in the ``events.jsonl`` layout (``wall_time``,
   by a node now running those trees; at the end of input when none came earlier).
 
 The deployment owns it (``Deployment.fault_log``); ``weaveplace serve`` appends ``take()``'s
-new events to ``events.jsonl`` (filling in the event time), ``weaveplace run`` writes
-``summary()`` into ``metrics.json`` and the events to its own ``events.jsonl``.
+new events to ``events.jsonl``, ``weaveplace run`` writes ``summary()`` into ``metrics.json``
+and the same events to its own ``events.jsonl``.
+
+``event_time`` (both events): the newest event time (``ts_ms``) the feed had handed to the
+deployment when the event was recorded (``event_clock``: ``Deployment.event_time``), so an
+operator can place a fault in the stream; ``None`` only before any row was fed.  On the
+executor route the driver sees no tuple: it is the newest timestamp of the segments the
+Spark tasks had pushed completely and of the rows the live nodes had applied when the fault
+was found (``cluster.feeds.executors``).
 """
 
 from __future__ import annotations
@@ -60,10 +67,12 @@ def error_line(error: BaseException | None) -> str | None:
 
 class FaultLog:
     """The failures a deployment detected and its recoveries (module docstring).  ``clock``:
-    wall time in seconds (``time.time``; a test may pass its own)."""
+    wall time in seconds (``time.time``; a test may pass its own); ``event_clock``: the newest
+    event time fed so far (``None``: none yet)."""
 
-    def __init__(self, clock=time.time):
+    def __init__(self, clock=time.time, event_clock=lambda: None):
         self.clock = clock
+        self.event_clock = event_clock
         self.events: list[dict[str, Any]] = []
         #: recoveries done whose first new answer is not committed yet
         self.pending: list[dict[str, Any]] = []
@@ -92,7 +101,7 @@ class FaultLog:
         since = fault_at if fault_at is not None else last_seen
         ev = {
             "wall_time": now,
-            "event_time": None,
+            "event_time": self.event_clock(),
             "command": "failure",
             "node": node,
             "ray_node": ray_node,
@@ -160,6 +169,7 @@ class FaultLog:
         now = self.clock()
         rec.update(
             wall_time=now,
+            event_time=self.event_clock(),
             first_answer_s=max(0.0, now - rec["detected_at"]),
             first_answer=how,
         )

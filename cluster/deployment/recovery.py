@@ -110,7 +110,8 @@ class CheckpointCoordinator:
         self.since_checkpoint = 0  # batches (or pieces) fed since the last checkpoint
         self.rounds = 0  # checkpoint rounds (a round repeated after a loss counts again)
         self.checkpoints = 0
-        self.faults = FaultLog()  # failures detected and recoveries (``faults.py``)
+        # failures detected and recoveries (``faults.py``), at the deployment's event time
+        self.faults = FaultLog(event_clock=lambda: dep.event_time)
 
     # -- the replay log -------------------------------------------------------------------
     def log_batch(self, entry: LoggedBatch, nbytes: int = 0) -> None:

@@ -27,13 +27,22 @@ Exactly once through failures: the feed runs as one Spark job per *segment* of p
 at every ``checkpoint_every`` pieces and at every fault drill (``at_batch`` counts pieces on
 this route).  Between segments the driver checkpoints, fires the drill and logs the segment's
 sub-batches as ``PieceSource``s (a file address, no data: the replay log of ``recovery``).  A
-node actor that dies (a drill's kill, or a crash during a job, which then fails) is restored
+node actor that dies (a drill's kill, or a crash during a job) is restored
 from its checkpoint and replays the logged sub-batches *by reading the file itself*; a node
 lost for good has its trees adopted the same way (``membership``); the failed segment is then
 pushed again under a new *epoch* (pushes of the failed attempt's lingering tasks are dropped),
 and the trees that applied part of it skip those batches by ``seq``.  So the answers equal a
 fault-free run's, and the driver still sees no tuple.  The file must be readable at the same
 path by the actors (as it is by the Spark workers).
+
+Bounded detection: while a job runs the driver keeps one ping outstanding per node actor
+(``_watch_job``, every ``WATCH_S``).  A killed actor's ping fails at once; a crashed, hung or
+cut-off host's when Ray's health checks declare its node dead (``cluster.failure_timeout_s``);
+either cancels the job, so recovery starts then, not when Spark's task retries run out, and the
+failure's ``detect_s`` counts from the node's last answered ping.  A Spark worker host that
+falls silent would hold its tasks for Spark's ``spark.network.timeout`` (120 s by default):
+``spark_failure_conf`` bounds that by the same setting for a Spark session the run starts
+(an operator's own session keeps its settings).
 
 Sliced mode: a task cuts its piece into each stream's slices (``piece_order.Slicing``: the
 deployment's edge union per stream, the driver route's ``slice_partition``) and pushes each
@@ -90,6 +99,28 @@ def _attach(address: str, namespace: str, loopback: bool) -> None:
         include_dashboard=False,
     )
     _ATTACHED["address"] = address
+
+
+#: the least Spark heartbeat timeout ``spark_failure_conf`` sets (a smaller one would declare
+#: executors lost during a long garbage collection of a loaded machine)
+SPARK_MIN_TIMEOUT_S = 5
+
+
+def spark_failure_conf(failure_timeout_s: float) -> dict[str, str]:
+    """Spark settings bounding how long a silent executor (its host crashed, hung or cut off)
+    holds a job by ``failure_timeout_s`` (at least ``SPARK_MIN_TIMEOUT_S``): the driver
+    declares an executor lost, and runs its tasks elsewhere, once its heartbeats have been
+    missing that long (``spark.network.timeout``, checked every quarter of it, heartbeats every
+    quarter of it).  RPC replies keep Spark's default wait (``spark.rpc.askTimeout``: 120 s,
+    which otherwise follows the network timeout)."""
+    t = max(int(math.ceil(float(failure_timeout_s))), SPARK_MIN_TIMEOUT_S)
+    beat_ms = t * 1000 // 4
+    return {
+        "spark.network.timeout": f"{t}s",
+        "spark.network.timeoutInterval": f"{beat_ms}ms",
+        "spark.executor.heartbeatInterval": f"{beat_ms}ms",
+        "spark.rpc.askTimeout": "120s",
+    }
 
 
 def _push_pieces(rows, *, spec: dict):
@@ -301,7 +332,7 @@ def feed_executors(
         ends += seg_ends
         _log_segment(dep, pieces[lo:hi], job, targets, {x["piece"]: x["chunks"] for x in seg})
         # every seq below is applied; the drills' clock counts pieces
-        due = dep.note_pushed(job["base"] + hi * SUBS_PER_PIECE - 1, first + hi, hi - lo)
+        due = dep.note_pushed(job["base"] + hi * SUBS_PER_PIECE - 1, first + hi, hi - lo, prev)
         if due and hi < len(pieces):
             dep.checkpoint()
     st.spark_seconds = time.perf_counter() - t0
@@ -329,8 +360,10 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
     """One Spark job pushing pieces ``[lo, hi)`` to every node hosting a stream; if it fails
     because node actors died, they are recovered (``Deployment.actor_died``: restored and
     replayed from the log, or lost and re-placed) and the segment is pushed again under a new
-    epoch.  Returns the tasks' piece summaries, the nodes' ``end_pieces`` replies, the target
-    nodes and the number of attempts."""
+    epoch.  While the job runs the driver watches the actors (``_watch_job``): a death cancels
+    the job at once instead of waiting for Spark's task retries.  Returns the tasks' piece
+    summaries, the nodes' ``end_pieces`` replies, the target nodes and the number of
+    attempts."""
     import ray
 
     for attempt in range(1, max_attempts + 1):
@@ -341,6 +374,7 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
         }
         targets = {nid: cols for nid, cols in targets.items() if len(cols) > 1}
         failure = None
+        dead: dict[str, BaseException | None] = {}
         try:
             ray.get(
                 [
@@ -348,6 +382,7 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
                     for n in dep.nodes
                 ]
             )
+            _seen(dep, list(dep.nodes))
             ctx = ray.get_runtime_context()
             address = ctx.gcs_address
             spec = {
@@ -361,15 +396,23 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
             }
             fn = functools.partial(_push_pieces, spec=spec)
             part = pieces[lo:hi]
-            sc = spark.sparkContext
-            out = sc.parallelize(part, len(part)).mapPartitions(fn).collect() if part else []
+            out: list = []
+            if part:
+                run = _SparkJob(spark.sparkContext, part, fn)
+                dead = _watch_job(dep, run)
+                if dead:  # the job was cancelled: recover below
+                    raise _ActorsDied(", ".join(f"{n}: {_first_line(e)}" for n, e in dead.items()))
+                out = run.result()
             ends = ray.get([dep.nodes[n].actor.end_pieces.remote(hi) for n in dep.nodes])
+            _seen(dep, list(dep.nodes))
             return out, ends, targets, attempt
+        except _ActorsDied as e:
+            failure = str(e)
         except ray.exceptions.RayActorError as e:
             failure = type(e).__name__
         except Exception as e:  # a failed Spark job (a Py4J trace of pages): one line
             failure = _first_line(e)
-        dead = _dead_nodes(dep)
+        dead = dead or _dead_nodes(dep)
         if not dead:
             raise DeploymentError(f"executor feed failed (no node actor died): {failure}")
         if not dep.auto_recover:
@@ -377,26 +420,145 @@ def _push_segment(dep, spark, pieces, lo: int, hi: int, job: dict, max_attempts:
                 f"node(s) {', '.join(dead)} died during the executor feed and auto_recover is "
                 f"off: {failure}"
             )
-        for nid in dead:
+        dep.note_event_time(_applied_time(dep, pieces, job, set(dead)))
+        for nid, error in dead.items():
             if nid in dep.nodes:
-                dep.actor_died(nid)
+                dep.actor_died(nid, error)
     raise DeploymentError(
         f"executor feed: pieces {lo}-{hi - 1} failed {max_attempts} times (node actors kept "
         f"dying); last: {failure}"
     )
 
 
-def _dead_nodes(dep, timeout_s: float = 120.0) -> list[str]:
-    """The nodes whose actor does not answer a ping."""
+class _ActorsDied(Exception):
+    """The driver saw node actors die while a segment's Spark job ran (and cancelled it)."""
+
+
+#: seconds between the driver's looks at the actors while a Spark job pushes to them
+WATCH_S = 0.5
+
+
+class _SparkJob:
+    """One segment's Spark job on a thread of its own, in a job group of its own, so the driver
+    can watch the actors meanwhile and cancel the job when one dies."""
+
+    def __init__(self, sc, part: list, fn):
+        import threading
+
+        self.sc = sc
+        self.group = f"weaveplace-feed-{secrets.token_hex(6)}"
+        self.out: list | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(part, fn), daemon=True)
+        self.thread.start()
+
+    def _run(self, part: list, fn) -> None:
+        try:
+            # job groups are per thread (PySpark's pinned threads): set here, not by the caller
+            self.sc.setJobGroup(self.group, "weaveplace executor feed", interruptOnCancel=True)
+            self.out = self.sc.parallelize(part, len(part)).mapPartitions(fn).collect()
+        except BaseException as e:  # surfaced by ``result`` on the driver's thread
+            self.error = e
+
+    def running(self, wait_s: float) -> bool:
+        self.thread.join(wait_s)
+        return self.thread.is_alive()
+
+    def cancel(self, timeout_s: float = 120.0) -> None:
+        """Cancel the job (its tasks are interrupted; a task still pushing pushes under an
+        epoch the actors no longer accept) and wait until ``collect`` has returned."""
+        self.sc.cancelJobGroup(self.group)
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            raise DeploymentError(
+                f"executor feed: the cancelled Spark job did not end in {timeout_s:.0f} s"
+            )
+
+    def result(self) -> list:
+        if self.error is not None:
+            raise self.error
+        return self.out or []
+
+
+def _watch_job(dep, run: _SparkJob) -> dict[str, BaseException]:
+    """Watch the node actors while ``run`` runs: one ping outstanding per node, looked at every
+    ``WATCH_S``.  A ping that returns is the node's sign of life (``last_seen``); one that
+    fails because the actor died (its process killed, or its Ray node declared dead by the
+    health checks, ``cluster.failure_timeout_s``) cancels the job.  So a dead actor is found
+    within ``WATCH_S`` of Ray knowing it, not when Spark's task retries run out.  Returns the
+    dead nodes with their errors ({} when the job ended by itself)."""
+    import ray
+
+    pings: dict[str, Any] = {}
+    while run.running(WATCH_S):
+        dead: dict[str, BaseException] = {}
+        for nid in list(dep.nodes):
+            ref = pings.get(nid)
+            if ref is None:
+                pings[nid] = dep.nodes[nid].actor.ping.remote()
+                continue
+            if not ray.wait([ref], timeout=0)[0]:
+                continue  # busy with pushes, or silent: Ray's health checks decide
+            pings[nid] = None
+            try:
+                ray.get(ref)
+                _seen(dep, [nid])
+            except ray.exceptions.ActorUnavailableError:
+                pass  # maybe transient (Ray's own words): ask again
+            except ray.exceptions.RayActorError as e:
+                dead[nid] = e
+        if dead:
+            run.cancel()
+            return dead
+    return {}
+
+
+def _applied_time(dep, pieces, job: dict, dead: set[str], timeout_s: float = 10.0) -> int | None:
+    """The newest timestamp of the rows the live nodes had applied when a fault was found
+    (the event time of its failure event; the driver sees no tuple on this route): the rows
+    of the piece of the newest ``last_seq`` among them, up to that sub-batch (sliced mode: the
+    whole piece), read from the file's ``ts_ms`` column.  None if no node applied any."""
+    import pyarrow.parquet as pq
+    import ray
+
+    refs = [n.actor.metrics.remote() for nid, n in dep.nodes.items() if nid not in dead]
+    seqs = []
+    for ref in refs:
+        try:
+            seqs.append(int(ray.get(ref, timeout=timeout_s)["last_seq"]))
+        except (ray.exceptions.RayError, KeyError, TypeError):
+            continue
+    at = max(seqs, default=-1) - job["base"]
+    if at < 0 or at // SUBS_PER_PIECE >= len(pieces):
+        return None
+    _, rg, a, b = pieces[at // SUBS_PER_PIECE]
+    if job["slicing"] is None:
+        b = min(b, a + (at % SUBS_PER_PIECE + 1) * job["batch_rows"])
+    ts = pq.ParquetFile(job["path"]).read_row_group(rg, columns=["ts_ms"]).column(0)
+    return int(ts.slice(a, b - a).to_numpy().max()) if b > a else None
+
+
+def _seen(dep, nids: list[str]) -> None:
+    """A call to these nodes returned just now: their last sign of life (``detect_s``)."""
+    now = time.time()
+    for nid in nids:
+        if nid in dep.nodes:
+            dep.nodes[nid].last_seen = now
+
+
+def _dead_nodes(dep, timeout_s: float = 120.0) -> dict[str, BaseException | None]:
+    """The nodes whose actor does not answer a ping, with the ping's error."""
     import ray
 
     refs = {nid: n.actor.ping.remote() for nid, n in dep.nodes.items()}
-    dead = []
+    dead: dict[str, BaseException | None] = {}
     for nid, ref in refs.items():
         try:
             ray.get(ref, timeout=timeout_s)
-        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            dead.append(nid)
+        except ray.exceptions.RayActorError as e:
+            dead[nid] = e
+        except ray.exceptions.GetTimeoutError:
+            dead[nid] = None
     return dead
 
 

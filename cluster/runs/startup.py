@@ -18,6 +18,7 @@ from typing import Any
 
 from cluster.deployment.deployment import Deployment
 from cluster.deployment.options import DeploymentOptions
+from cluster.feeds.executors import spark_failure_conf
 from cluster.feeds.parquet import spark_session
 from cluster.runs.options import RuntimeOptions
 from cluster.runtime.ray_runtime import RayRuntime
@@ -33,8 +34,9 @@ def started_runtimes(
     runtime: RuntimeOptions, on_new_spark: Callable[[], None] | None = None
 ) -> Iterator[tuple]:
     """Ray (started unless one is running or ``runtime.ray_address`` is given) and a Spark
-    session (started unless ``runtime.spark`` is given), each stopped on exit if this run
-    started it.  Yields ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, ray_auth,
+    session (started unless ``runtime.spark`` is given, with the executor heartbeat timeout
+    bounded by ``failure_timeout_s``: ``spark_failure_conf``), each stopped on exit if this
+    run started it.  Yields ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, ray_auth,
     failure_detection_s, spark_s}`` for the metrics (``failure_detection_s``: the bound Ray
     applies on declaring a silent host dead).  ``on_new_spark`` runs right after a session is created (a new
     SparkContext installs PySpark's SIGINT handler: a directory run takes it back)."""
@@ -55,7 +57,9 @@ def started_runtimes(
         try:
             t1 = time.perf_counter()
             if own_spark:
-                spark = spark_session(runtime.spark_master)
+                spark = spark_session(
+                    runtime.spark_master, conf=spark_failure_conf(runtime.failure_timeout_s)
+                )
                 if on_new_spark:
                     on_new_spark()
             startup["spark_s"] = time.perf_counter() - t1

@@ -134,6 +134,8 @@ class SparkStandalone:
         self.tmp = tmp
         self.home = Path(pyspark.__file__).parent
         self.master = f"spark://{hosts.hosts[0].ip}:{SPARK_PORT}"
+        self.workers: dict[int, object] = {}  # host -> its worker's process
+        self.starts = 0
 
     def _env(self, i: int) -> dict:
         return self.ray_cluster.env(
@@ -145,8 +147,9 @@ class SparkStandalone:
             PYSPARK_PYTHON=sys.executable,
         )
 
-    def _start(self, i: int, argv: list[str], ready: bytes, name: str) -> None:
-        log = self.tmp / f"{name}-h{i}.log"
+    def _start(self, i: int, argv: list[str], ready: bytes, name: str):
+        self.starts += 1
+        log = self.tmp / f"{name}-h{i}-{self.starts}.log"
         spark_class = [str(self.home / "bin" / "spark-class")]
         proc = self.hosts.start(i, spark_class + argv, self._env(i), log, cwd=self.tmp)
         deadline = time.monotonic() + 180
@@ -154,16 +157,29 @@ class SparkStandalone:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"Spark {name} on host {i} did not come up: {log.read_text()[-2000:]}")
             time.sleep(0.5)
+        return proc
 
     def start(self) -> SparkStandalone:
         ip0 = self.hosts.hosts[0].ip
         master = ["org.apache.spark.deploy.master.Master", "--host", ip0]
         master += ["--port", str(SPARK_PORT), "--webui-port", "8080"]
         self._start(0, master, b"I have been elected leader", "master")
-        for i, h in enumerate(self.hosts.hosts):
-            worker = ["org.apache.spark.deploy.worker.Worker", "--host", h.ip, "--cores", "1"]
-            worker += ["--memory", "1g", "--webui-port", "8081", self.master]
-            self._start(i, worker, b"Successfully registered with master", "worker")
+        for i in range(len(self.hosts.hosts)):
+            self.start_worker(i)
+        return self
+
+    def start_worker(self, i: int) -> None:
+        """A worker (1 core) on host ``i``, registered with the master."""
+        worker = ["org.apache.spark.deploy.worker.Worker", "--host", self.hosts.hosts[i].ip]
+        worker += ["--cores", "1", "--memory", "1g", "--webui-port", "8081", self.master]
+        self.workers[i] = self._start(i, worker, b"Successfully registered with master", "worker")
+
+    def restore(self) -> SparkStandalone:
+        """A worker on every host again (a host crash or reboot in an earlier test ended its
+        worker); the master on host 0 must still run."""
+        for i, proc in self.workers.items():
+            if proc.poll() is not None:
+                self.start_worker(i)
         return self
 
 
@@ -199,6 +215,12 @@ def whole_ray_cluster(emulated_hosts, tmp_path_factory):
     finally:
         emulated_hosts.destroy()  # every process of the hosts, by pid (idempotent)
         shutil.rmtree(RAY_TMP, ignore_errors=True)
+
+
+@pytest.fixture
+def spark_cluster(spark_standalone):
+    """Spark standalone with a worker on every host at the test's start."""
+    return spark_standalone.restore()
 
 
 @pytest.fixture(scope="session")

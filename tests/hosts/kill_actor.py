@@ -2,14 +2,16 @@
 a fault behind a running deployment's back, landing mid-feed.
 
 Run as a script on the head host with the cluster's token in the environment (a second Ray
-driver beside the run's):  ``python kill_actor.py ADDRESS NODE_ID MIN_BATCHES TIMEOUT_S [IP]``.
+driver beside the run's):  ``python kill_actor.py ADDRESS NODE_ID MIN_BATCHES TIMEOUT_S [IP]
+[--wait]``.
 Why a driver of its own: the actor's pid and host come from Ray's actor table (the GCS, by the
 actor's name ``weaveplace-<run>-<node>-<k>``; the state API needs the dashboard, which the
 emulated cluster does not run), and only a driver can ask the actor how far the feed has got.
 ``serve``'s node actors have no names: with ``IP`` the actor is the one live node actor on that
 host (plan nodes are pinned one per host), and ``MIN_BATCHES`` must be 0 (no handle to ask).
-Prints one JSON line: the pid killed, its host's IP, the batches the actor had taken, the wall
-time of the kill, and the total batches the run had fed to that node until then.
+With ``--wait`` it kills nothing: it only waits for the batches, so that the caller injects a
+host fault right after, mid-feed.  Prints one JSON line: the pid (killed), its host's IP, the
+batches the actor had taken, and the wall time of the kill (or of the end of the wait).
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def _alive_actor(node_id: str, ip: str | None) -> dict | None:
     return on_host[0] if on_host else None
 
 
-def main(address: str, node_id: str, min_batches: int, timeout_s: float, ip: str | None) -> None:
+def main(
+    address: str, node_id: str, min_batches: int, timeout_s: float, ip: str | None, kill: bool
+) -> None:
     ray.init(address=address, namespace="weaveplace", logging_level="ERROR")
     deadline = time.monotonic() + timeout_s
     while (info := _alive_actor(node_id, ip)) is None or not info["Pid"]:
@@ -57,7 +61,8 @@ def main(address: str, node_id: str, min_batches: int, timeout_s: float, ip: str
             if time.monotonic() > deadline:
                 sys.exit(f"{node_id} took only {batches} batches in {timeout_s} s")
             time.sleep(0.05)
-    os.kill(int(info["Pid"]), signal.SIGKILL)
+    if kill:
+        os.kill(int(info["Pid"]), signal.SIGKILL)
     out = {
         "pid": int(info["Pid"]),
         "ip": info["Address"]["IPAddress"],
@@ -69,10 +74,12 @@ def main(address: str, node_id: str, min_batches: int, timeout_s: float, ip: str
 
 
 if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if a != "--wait"]
     main(
-        sys.argv[1],
-        sys.argv[2],
-        int(sys.argv[3]),
-        float(sys.argv[4]),
-        sys.argv[5] if len(sys.argv) > 5 else None,
+        args[0],
+        args[1],
+        int(args[2]),
+        float(args[3]),
+        args[4] if len(args) > 4 else None,
+        kill="--wait" not in sys.argv,
     )

@@ -1,5 +1,6 @@
-"""What the ``serve`` tests on emulated hosts share: the files they drop, the events they read,
-when each file's answers were written, and percentiles."""
+"""What the tests on emulated hosts share: the config of a deployment attached to the hosts'
+Ray cluster, the files the ``serve`` tests drop, the events they read, when each file's answers
+were written, and percentiles."""
 
 from __future__ import annotations
 
@@ -12,7 +13,32 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from hosts.netns import FAILURE_TIMEOUT_S
 from sim.debs_generator import generate_debs
+
+STREAMS = ("mf01", "mf02", "mf03")
+
+
+def attached_config(
+    address: str, queries: list[dict], data: dict, run: dict, *, rate_hz: int, spark_master: str
+) -> dict:
+    """A YAML config (as a dict) for ``weaveplace serve`` or ``run`` attached to the hosts' Ray
+    cluster at ``address``: ``queries`` on 3 plan nodes (pinned one per host, the default when
+    attached), the hosts' failure timeout, the generated streams at ``rate_hz``, and the
+    given ``data`` and ``run`` sections (``run.mode: live`` is added)."""
+    return {
+        "workload": {"queries": queries},
+        "cluster": {
+            "nodes": 3,
+            "ray": {"address": address},
+            "spark": {"master": spark_master},
+            "failure_timeout_s": FAILURE_TIMEOUT_S,
+        },
+        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
+        "streams": {s: {"rate": rate_hz / 1000} for s in STREAMS},
+        "data": data,
+        "run": {"mode": "live", **run},
+    }
 
 
 def split_files(d: Path, file_s: int, n_files: int, rate_hz: int, seed: int = 5):

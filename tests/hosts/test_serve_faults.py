@@ -30,7 +30,7 @@ from support.service import assert_answers_follow_registrations, drop, service_q
 from support.waiting import wait_for
 
 from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP
-from hosts.serving import AnswerClock, events, pct, recovered, split_files
+from hosts.serving import AnswerClock, attached_config, events, pct, recovered, split_files
 
 pytestmark = pytest.mark.hosts
 
@@ -46,19 +46,15 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
     incoming, run_dir = d / "in", d / "run"
     incoming.mkdir()
     queries = service_queries("a", 6, seed=3, streams=("mf01", "mf02"))
-    cfg = {
-        "workload": {"queries": queries},
-        "cluster": {
-            "nodes": 3,
-            "ray": {"address": ray_cluster.address},
-            "spark": {"master": "local[1]"},
-            "failure_timeout_s": FAILURE_TIMEOUT_S,
-        },
-        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
-        "streams": {s: {"rate": RATE_HZ / 1000} for s in ("mf01", "mf02", "mf03")},
-        "data": {"directory": {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}},
-        "run": {"mode": "live", "output_dir": str(run_dir)},
-    }
+    directory = {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}
+    cfg = attached_config(
+        ray_cluster.address,
+        queries,
+        {"directory": directory},
+        {"output_dir": str(run_dir)},
+        rate_hz=RATE_HZ,
+        spark_master="local[1]",
+    )
     (d / "serve.yaml").write_text(yaml.safe_dump(cfg))
     env = ray_cluster.env(RAY_TMPDIR=RAY_TMP, SPARK_LOCAL_IP=hosts.hosts[0].ip)
     cli = [sys.executable, "-m", "sim.cli"]

@@ -25,8 +25,8 @@ import yaml
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
-from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP
-from hosts.serving import AnswerClock, events, pct, recovered, split_files
+from hosts.netns import RAY_TMP
+from hosts.serving import AnswerClock, attached_config, events, pct, recovered, split_files
 
 pytestmark = pytest.mark.hosts
 
@@ -50,19 +50,15 @@ def test_serve_actor_sigkill_then_driver_killed_and_resumed(emulated_hosts, ray_
     incoming, run_dir = d / "in", d / "run"
     incoming.mkdir()
     queries = service_queries("s", 6, seed=4, streams=("mf01", "mf02"))
-    cfg = {
-        "workload": {"queries": queries},
-        "cluster": {
-            "nodes": 3,
-            "ray": {"address": ray_cluster.address},
-            "spark": {"master": "local[1]"},
-            "failure_timeout_s": FAILURE_TIMEOUT_S,
-        },
-        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
-        "streams": {s: {"rate": RATE_HZ / 1000} for s in ("mf01", "mf02", "mf03")},
-        "data": {"directory": {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 1}},
-        "run": {"mode": "live", "output_dir": str(run_dir)},
-    }
+    directory = {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 1}
+    cfg = attached_config(
+        ray_cluster.address,
+        queries,
+        {"directory": directory},
+        {"output_dir": str(run_dir)},
+        rate_hz=RATE_HZ,
+        spark_master="local[1]",
+    )
     (d / "serve.yaml").write_text(yaml.safe_dump(cfg))
     env = ray_cluster.env(RAY_TMPDIR=RAY_TMP, SPARK_LOCAL_IP=hosts.hosts[0].ip)
     cli = [sys.executable, "-m", "sim.cli"]

@@ -68,6 +68,19 @@ def test_injected_fault_times_detection_from_the_fault_and_close_completes():
     assert log.summary()["failures"] == 1
 
 
+def test_events_carry_the_event_time_fed_when_recorded():
+    clock, fed = Clock(), {"t": None}
+    log = FaultLog(clock, event_clock=lambda: fed["t"])
+    early = log.failure("node-0", ray_node=None, detected_by="actor died", last_seen=99, batch=0)
+    assert early["event_time"] is None  # nothing fed yet
+    fed["t"] = 5_000
+    fail = log.failure("node-1", ray_node=None, detected_by="actor died", last_seen=99, batch=3)
+    log.recovered(fail, action="restarted", trees={"t1": "node-1"}, replayed=1)
+    fed["t"] = 7_000
+    log.answers_committed("node-1", 2)
+    assert [e["event_time"] for e in log.events] == [None, 5_000, 7_000]
+
+
 def test_detection_kinds():
     class ActorUnavailableError(Exception):
         pass
@@ -120,6 +133,10 @@ def test_kill_and_loss_are_events_and_answers_stay_exact(
     )
     assert fail0["detect_s_from"] == "last sign of life" and 0 <= fail0["detect_s"] < 60
     assert "RayActorError" in fail0["error"] or "ActorDiedError" in fail0["error"]
+    # the newest event time fed when detected: the kill before batch 6, found by batch 8
+    newest = [max(b.column("ts_ms").to_pylist()) for b in small_batches]
+    assert max(newest[:7]) <= fail0["event_time"] <= max(newest[:9]), fail0
+    assert fail0["event_time"] <= rec0["event_time"] <= max(newest)
     assert rec0["command"] == "recovery" and rec0["action"] == "restarted"
     assert rec0["trees_restarted"] == len(workload["plan"]["nodes"][0]["trees"])
     assert rec0["batches_replayed"] >= 1  # the batches fed since the checkpoint at 4

@@ -139,6 +139,11 @@ def test_tuples_later_than_the_lateness(files, ray_session, spark):
     assert ex.metrics["nodes"]["node-1"]["recoveries"] == 1 and fs.pushed["segments"] >= 3
     assert ex.answers.equals(drv.answers)
     assert _late_rows(ex.late) == late
+    # the failure's event time: the newest timestamp of the pieces pushed before the kill
+    # (5 pieces of 200 rows, in file order)
+    fail = ex.metrics["fault_log"]["events"][0]
+    ts = pq.read_table(files["late"], columns=["ts_ms"]).column("ts_ms").to_numpy()
+    assert fail["command"] == "failure" and fail["event_time"] == int(ts[:1000].max()), fail
     # the late tuples count in no answer: with a lateness that keeps them, answers differ
     kept, none_late = _brute_force(plan, files["late"], lateness=10**6)
     assert not none_late and _time_only(kept).to_pylist() != _time_only(ex.answers).to_pylist()
