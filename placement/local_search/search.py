@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from math import lcm
 from typing import Any
 
@@ -47,6 +47,10 @@ from placement.trees import CostModel, Tree
 from placement.weaveshare import weave
 
 REL = 1e-9  # improvements smaller than this (relative) do not count: no cycling on rounding
+#: exact keys are computed in chunks of CHUNK_MIN..CHUNK_MAX candidates (``best_move``): the
+#: fixed numpy cost of a chunk outweighs the few prices a larger chunk computes past the stop
+#: (measured: 16-candidate chunks made WG_LS ~20 % slower on Table 8's large instances)
+CHUNK_MIN, CHUNK_MAX = 128, 2048
 
 
 def _lex_lt(x, y) -> bool:
@@ -84,6 +88,8 @@ class LocalSearch:
         self.pinned: frozenset[str] = frozenset()
         self._rows: dict[tuple, tuple] = {}  # merge_lbs's view of a tree (by uid)
         self._items: dict[Any, tuple[dict, list[float]]] = {}  # item -> id, weights by id
+        self._pin_of: frozenset[str] | None = None  # the pinned set ``_pins`` answers for
+        self._pins: dict[int, bool] = {}  # tree uid -> holds a pinned query
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -160,6 +166,16 @@ class LocalSearch:
             if x > y + tol:
                 return False
         return False
+
+    def _is_pinned(self, t: Tree) -> bool:
+        """Whether ``t`` holds a pinned query; cached per (tree, pinned set): a kick's descent
+        asks again for every unchanged tree at each of its moves."""
+        if self._pin_of is not self.pinned:
+            self._pin_of, self._pins = self.pinned, {}
+        v = self._pins.get(t.uid)
+        if v is None:
+            v = self._pins[t.uid] = any(q.id in self.pinned for q in t.queries)
+        return v
 
     # -- one iteration: the best move ------------------------------------------------------
     def _keys(self, ctx, a, la, b, lb):
@@ -331,18 +347,31 @@ class LocalSearch:
         the prices their optimistic keys stood in for."""
         ld, cost = ctx["loads"], ctx["tree_cost"]
         k, t, u, a, b = kind[part], T[part], U[part], A[part], B[part]
-        extra_a, extra_b = np.zeros(part.size), np.zeros(part.size)
-        for n, (kn, tn, un, rn) in enumerate(
-            zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist())
-        ):
-            tree = flat[tn][2]
+        # the caches are read inline (most prices were met in an earlier iteration); a miss
+        # prices through ``merged_cost`` / ``without_cost``, which fill them
+        merged, without, uids = self._merged, self._without, ctx["uids"]
+        xa: list[float] = []
+        xb: list[float] = []
+        for kn, tn, un, rn in zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist()):
             if kn == 2:
-                extra_b[n] = self.merged_cost(tree, flat[un][2])
+                x, y = uids[tn], uids[un]
+                v = merged.get((x, y) if x < y else (y, x))
+                if v is None:
+                    v = self.merged_cost(flat[tn][2], flat[un][2])
+                xa.append(0.0)
+                xb.append(v)
                 continue
             q = reps[rn][1]
             qt = self.single(q)
-            extra_a[n] = self.without_cost(tree, q)
-            extra_b[n] = qt.cost if kn == 3 else self.merged_cost(qt, flat[un][2])
+            w = without.get((uids[tn], q.id))
+            xa.append(self.without_cost(flat[tn][2], q) if w is None else w)
+            if kn == 3:
+                xb.append(qt.cost)
+                continue
+            x, y = qt.uid, uids[un]
+            v = merged.get((x, y) if x < y else (y, x))
+            xb.append(self.merged_cost(qt, flat[un][2]) if v is None else v)
+        extra_a, extra_b = np.array(xa, float), np.array(xb, float)
         la = np.where(k == 2, LA[part], (ld[a] - cost[t]) + extra_a)
         lb = np.where(k == 3, ld[b], ld[b] - cost[u]) + extra_b
         return self._keys(ctx, a, la, b, lb)
@@ -388,6 +417,7 @@ class LocalSearch:
             "top": top,
             "total": float(ld.sum()),
             "tree_cost": cost,
+            "uids": [t.uid for _, _, t in flat],
         }
         keyid = {k: n for n, k in enumerate(dict.fromkeys(t.key for _, _, t in flat))}
         kid = np.array([keyid[t.key] for _, _, t in flat])
@@ -479,7 +509,7 @@ class LocalSearch:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
         if self.pinned:
-            pin = np.array([any(q.id in self.pinned for q in t.queries) for t in trees])
+            pin = np.array([self._is_pinned(t) for t in trees])
             ok = ~(pin[T] | ((kind == 1) & pin[U]))
             kind, T, U, R, A, LA, B, LB = (x[ok] for x in (kind, T, U, R, A, LA, B, LB))
             if not kind.size:
@@ -522,7 +552,7 @@ class LocalSearch:
         # priced past that stop never win: their exact keys are at least their optimistic
         # ones, which are at least the best at the stop). Chunks stay small while they need new
         # prices (what is priced past the stop is wasted), and grow while prices are cached.
-        pos, size = 0, 16
+        pos, size = 0, CHUNK_MIN
         while pos < order.size:
             part = order[pos : pos + size]
             if best_q is not None:
@@ -544,7 +574,7 @@ class LocalSearch:
             if part.size < size:
                 break
             fresh = len(self._merged) + len(self._without) > known
-            pos, size = pos + size, max(16, size // 2) if fresh else min(2 * size, 512)
+            pos, size = pos + size, max(CHUNK_MIN, size // 2) if fresh else min(2 * size, CHUNK_MAX)
         return None if best_i is None else move_of(best_i)
 
     def run(
@@ -609,6 +639,10 @@ class LocalSearch:
             loads[j] = sum(x.cost for x in nodes[j])
 
 
+#: the Table 7 plans WG_LS starts from (or keeps as a candidate), which ``wg_ls`` can be given
+STARTS = ("WG_TN", "WG_I", "WG_TL")
+
+
 def _layout(plan: Plan) -> tuple:
     return tuple(tuple(sorted(tuple(q.id for q in t.queries) for t in n.trees)) for n in plan.nodes)
 
@@ -620,22 +654,31 @@ def wg_ls(
     seed: int = 0,
     preprocess: bool | str = False,
     max_iters: int = 100,
+    starts: Mapping[str, Plan] | None = None,
 ) -> Plan:
     """WG_LS (see module docstring). Deterministic: no randomness beyond WG_I's seeded start.
 
     The search runs from WG_TN, WG_I and WG_TN-stopped-at-N (once when two are the same
     layout); WG_TL's plan is a candidate as it is: searching from it cost the most and never
-    gave the best plan on a 24-configuration sample of the Table 8 grid.
+    gave the best plan on a 24-configuration sample of the Table 8 grid. ``starts``: plans of
+    ``STARTS`` already computed with the same arguments (a simulation has them; only their
+    trees are read); the missing ones are computed here.
     """
     opt: dict[str, Any] = dict(seed=seed, preprocess=preprocess)
-    tn = optimize("WG_TN", queries, model, caps, **opt)
-    wi = optimize("WG_I", queries, model, caps, **opt)
+    given = dict(starts or {})
+
+    def start_plan(name: str) -> Plan:
+        p = given.get(name)
+        return optimize(name, queries, model, caps, **opt) if p is None else p
+
+    tn = start_plan("WG_TN")
+    wi = start_plan("WG_I")
 
     def util(p: Plan) -> float:
         return max(n.cost / (1.0 if n.capacity is None else n.capacity) for n in p.nodes)
 
     search = LocalSearch(model, caps, min(tn.total_cost, wi.total_cost), min(util(tn), util(wi)))
-    tl = optimize("WG_TL", queries, model, caps, **opt)
+    tl = start_plan("WG_TL")
     tn_stop = optimize("WG_TN", queries, model, caps, stop_at_nodes=True, **opt)
     best_nodes, best_key = [list(n.trees) for n in tl.nodes], search.key([n.cost for n in tl.nodes])
     seen = set()

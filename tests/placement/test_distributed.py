@@ -14,6 +14,7 @@ from placement.distributed import (
     infeasible_nodes,
     make_units,
 )
+from placement.local_search import search as ls_search
 from placement.local_search.search import LocalSearch
 from placement.optimizers import DISTRIBUTED as OPTIMIZERS
 from placement.optimizers import optimize
@@ -342,6 +343,58 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     got = s.key(got_l)
     assert s.better(got, cur)
     assert not any(s.better(k, got) for k in improving), (got, min(improving))
+
+
+@settings(max_examples=examples(25))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 24),
+    nodes=st.integers(2, 5),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv"]),
+    init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]),
+)
+def test_wg_ls_best_move_does_not_depend_on_chunks(seed, n, nodes, tech, init):
+    """``best_move`` prices its bounded candidates in chunks; the move it returns (ties
+    included) is the one of offering them one by one, whatever the chunk sizes."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    start = optimize(init, qs, model, nodes, seed=seed)
+    moves = []
+    for chunks in ((1, 1), (1, 2), (3, 7), (ls_search.CHUNK_MIN, ls_search.CHUNK_MAX)):
+        saved = ls_search.CHUNK_MIN, ls_search.CHUNK_MAX
+        ls_search.CHUNK_MIN, ls_search.CHUNK_MAX = chunks
+        try:
+            s = LocalSearch(model, [None] * nodes, start.total_cost, start.max_cost * 0.7)
+            ns = [list(x.trees) for x in start.nodes]
+            ls = [sum(t.cost for t in ts) for ts in ns]
+            move = s.best_move(ns, ls)
+            moves.append((move, s.work))
+        finally:
+            ls_search.CHUNK_MIN, ls_search.CHUNK_MAX = saved
+    assert all(m == moves[0] for m in moves[1:]), moves
+
+
+@settings(max_examples=examples(15))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(2, 6),
+)
+def test_wg_ls_with_given_starts_is_wg_ls(seed, n, nodes):
+    """WG_LS given its start plans (a simulation has them) returns the plan it computes
+    without them: the same trees on the same nodes, the same work."""
+    model = CostModel("panes", 10.0)
+    qs = generate(WorkloadSpec(qnum=n, smax=20, rate=10, omax=5, zskew=1, seed=seed))
+    starts = {x: optimize(x, qs, model, nodes, seed=seed) for x in ls_search.STARTS}
+    given_ = optimize("WG_LS", qs, model, nodes, seed=seed, starts=starts)
+    alone = optimize("WG_LS", qs, model, nodes, seed=seed)
+    assert ls_search._layout(given_) == ls_search._layout(alone)
+    assert [x.cost for x in given_.nodes] == [x.cost for x in alone.nodes]
+    assert given_.work == alone.work > 0
 
 
 def _forced_merge_naive(trees, model, target):
