@@ -388,6 +388,50 @@ class LocalSearch:
             open_ &= ~(lt | gt)
         return out
 
+    def _query_moves(self, ctx, rt: np.ndarray, lh: np.ndarray, sqs: list[Tree], trees):
+        """Columns ``(kind, t, u, rep, a, la, b, lb)`` of kinds 3 and 4 for the taken-out
+        queries ``rep = 0..`` (tree ``rt``, node h's load bound ``lh``, one-query tree ``sqs``),
+        in the order of a kind 3 block (queries x other nodes) then a kind 4 block (queries x
+        same-key trees off h) per tree."""
+        ld, cost, node, kid, h = ctx["loads"], ctx["tree_cost"], ctx["node"], ctx["kid"], ctx["h"]
+        others = ctx["others"]
+        nr, no = rt.size, others.size
+        rep = np.arange(nr)
+        qc = np.array([x.cost for x in sqs])
+        parts = [
+            (
+                np.repeat(rt, no),
+                np.full(nr * no, -1),
+                np.repeat(rep, no),
+                np.repeat(lh, no),
+                np.tile(others, nr),
+                (ld[others][None, :] + qc[:, None]).ravel(),
+                np.full(nr * no, 3, np.int8),
+            )
+        ]
+        for k in dict.fromkeys(kid[rt].tolist()):
+            sel = np.flatnonzero(kid[rt] == k)
+            us = np.flatnonzero((kid == k) & (node != h))
+            if not us.size:
+                continue
+            mlb = self.merge_lbs([sqs[i] for i in sel.tolist()], [trees[u] for u in us])
+            n = sel.size * us.size
+            parts.append(
+                (
+                    np.repeat(rt[sel], us.size),
+                    np.tile(us, sel.size),
+                    np.repeat(sel, us.size),
+                    np.repeat(lh[sel], us.size),
+                    np.tile(node[us], sel.size),
+                    (ld[node[us]][None, :] - cost[us][None, :] + mlb).ravel(),
+                    np.full(n, 4, np.int8),
+                )
+            )
+        t, u, r, la, b, lb, kind = (np.concatenate(c) for c in zip(*parts))
+        order = np.argsort(2 * t + (kind == 4), kind="stable")
+        a = np.full(t.size, h)
+        return tuple(x[order] for x in (kind, t, u, r, a, la, b, lb))
+
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
         """The move with the smallest key, or None when none beats the current plan.
 
@@ -423,6 +467,7 @@ class LocalSearch:
         kid = np.array([keyid[t.key] for _, _, t in flat])
         trees = [t for _, _, t in flat]
         others = np.flatnonzero(np.arange(N) != h)
+        ctx.update(node=node, kid=kid, h=h, others=others)
         on_h, off_h = np.flatnonzero(node == h), np.flatnonzero(node != h)
         reps: list[tuple[int, Query]] = []  # (flat index of a tree on h, query to take out)
         cols: list[tuple] = []  # blocks of (kind, t, u, rep, a, la, b, lb)
@@ -470,41 +515,23 @@ class LocalSearch:
                 ld[node[ui]] - cost[ui] + mlb,
             )
         # Kinds 3/4 (bounded): one query out of a tree on the most loaded node, alone to
-        # another node (3) or woven into a same-key tree there (4).
+        # another node (3) or woven into a same-key tree there (4). Built for all the trees of
+        # h at once (one bound call per key: a one-query tree's bounds do not depend on the
+        # other rows), then put in scan order: per tree, its kind 3 block, then its kind 4.
+        rt: list[int] = []  # per taken-out query: the flat index of its tree
+        lhs: list[np.ndarray] = []  # lower bounds on h's load without it
+        sqs: list[Tree] = []  # its one-query tree
         for t in on_h:
             tree = flat[t][2]
             if len(tree.queries) < 2:
                 continue  # a single-query tree moves as a tree above
             qs = list({(q.range, q.slide): q for q in reversed(tree.queries)}.values())[::-1]
-            r0 = len(reps)
             reps.extend((int(t), q) for q in qs)  # one query per window: same effect
-            rep = np.arange(r0, len(reps))
-            lh = ld[h] - cost[t] + self._without_lbs(tree, qs)
-            sq = [self.single(q) for q in qs]
-            qc = np.array([x.cost for x in sq])
-            block(
-                3,
-                t,
-                -1,
-                rep[:, None],
-                h,
-                lh[:, None],
-                others[None, :],
-                ld[others][None, :] + qc[:, None],
-            )
-            us = np.flatnonzero((kid == kid[t]) & (node != h))
-            if us.size:
-                mlb = self.merge_lbs(sq, [trees[u] for u in us])
-                block(
-                    4,
-                    t,
-                    us[None, :],
-                    rep[:, None],
-                    h,
-                    lh[:, None],
-                    node[us][None, :],
-                    ld[node[us]][None, :] - cost[us][None, :] + mlb,
-                )
+            lhs.append(ld[h] - cost[t] + self._without_lbs(tree, qs))
+            sqs += [self.single(q) for q in qs]
+            rt += [int(t)] * len(qs)
+        if reps:
+            cols.append(self._query_moves(ctx, np.array(rt), np.concatenate(lhs), sqs, trees))
         if not cols:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
