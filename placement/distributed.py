@@ -265,6 +265,9 @@ def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[T
 
 
 _WOVEN: weakref.WeakKeyDictionary[CostModel, dict] = weakref.WeakKeyDictionary()
+#: the full weave keeps its trees at every count up to this: To Nodes' ``stop_at_nodes`` (WG_LS's
+#: third start) reads them for any node count up to it instead of weaving again
+STATES_MAX = 64
 
 
 def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tree]:
@@ -272,12 +275,21 @@ def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tre
 
     Why: W_TN, WG_TN and WG_LS's starts weave the very same units, for every node count of a
     workload; WeaveShare is their dominant cost. Trees are never mutated, so sharing is safe.
+    A ``stop_at`` weave is the full one's loop up to ``stop_at`` trees: the full weave's
+    state there (``weave``'s ``states``).
     """
     memo = _WOVEN.setdefault(model, {})
     units_key = tuple(tuple(t.queries) for t in units)
     full = memo.get((0, units_key))
-    if full is not None and len(full) >= stop_at:
+    if full is None:
+        states: dict[int, list[Tree]] = {}
+        full = memo[(0, units_key)] = weave(units, model, states=states, states_max=STATES_MAX)
+        memo[("states", units_key)] = states
+    if len(full) >= stop_at:
         return list(full)  # the full weave never got down to stop_at trees: same merges
+    state = memo[("states", units_key)].get(stop_at)
+    if state is not None:
+        return list(state)
     key = (stop_at, units_key)
     hit = memo.get(key)
     if hit is None:

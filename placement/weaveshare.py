@@ -264,11 +264,15 @@ def weave(
     strategy: str = "lazy",
     stop_at: int = 0,
     floor: float = EPS,
+    states: dict[int, list[Tree]] | None = None,
+    states_max: int = 0,
 ) -> list[Tree]:
     """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop),
     or, with ``stop_at``, as soon as at most ``stop_at`` trees remain. ``floor``: merges whose
     benefit is not above it are never made (``-math.inf``: keep merging the best pair even at a
-    loss, To Nodes' forced merge).
+    loss, To Nodes' forced merge). ``states``: filled with the trees after each merge that
+    leaves ``n <= states_max`` trees, by ``n``: what ``stop_at=n`` returns (the loop is the
+    same up to there), so one weave answers every small ``stop_at``.
 
     ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
     ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
@@ -290,6 +294,8 @@ def weave(
             break
         table.row(table.merge(*pair))
         alive -= 1
+        if states is not None and alive <= states_max:
+            states[alive] = table.result()
     weave.last_evaluations = table.evaluations  # type: ignore[attr-defined]
     return table.result()
 

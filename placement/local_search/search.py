@@ -88,6 +88,7 @@ class LocalSearch:
         self.pinned: frozenset[str] = frozenset()
         self._rows: dict[tuple, tuple] = {}  # merge_lbs's view of a tree (by uid)
         self._items: dict[Any, tuple[dict, list[float]]] = {}  # item -> id, weights by id
+        self._density: dict[frozenset, Any] = {}  # class set -> its edges per time unit
         self._pin_of: frozenset[str] | None = None  # the pinned set ``_pins`` answers for
         self._pins: dict[int, bool] = {}  # tree uid -> holds a pinned query
 
@@ -136,8 +137,17 @@ class LocalSearch:
         k = (t.uid, q.id)
         v = self._without.get(k)
         if v is None:
-            cls, wins, cs = self._without_parts(t, q)
-            e = self.model.engine.density(cls)
+            classes, windows, _ = self._stats(t)
+            qc = self.model.query_classes(q)
+            if all(classes[c] > 1 for c in qc):
+                cls = t.classes  # every class of q is another query's too: the same set
+            else:
+                cls = frozenset(c for c, m in classes.items() if m - (c in qc) > 0)
+            w = (q.range, q.slide)
+            wins = frozenset(x for x, m in windows.items() if m - (x == w) > 0)
+            e = self._density.get(cls)
+            if e is None:  # an exact function of the set: the trees of a search share many
+                e = self._density[cls] = self.model.engine.density(cls)
             tech = t.technique
             v = self._without[k] = tree_cost(
                 self.model.rate(t.stream), e, self.model.omega(tech, wins, e), t.scale

@@ -13,6 +13,7 @@ from placement.distributed import (
     TABLE7,
     infeasible_nodes,
     make_units,
+    woven,
 )
 from placement.local_search import search as ls_search
 from placement.local_search.search import LocalSearch
@@ -21,7 +22,7 @@ from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
-from placement.weaveshare import plan_cost, weaveshare
+from placement.weaveshare import plan_cost, weave, weaveshare
 from sim.distributed_grid import run_grid
 from sim.workload import WorkloadSpec, generate
 
@@ -395,6 +396,30 @@ def test_wg_ls_with_given_starts_is_wg_ls(seed, n, nodes):
     assert ls_search._layout(given_) == ls_search._layout(alone)
     assert [x.cost for x in given_.nodes] == [x.cost for x in alone.nodes]
     assert given_.work == alone.work > 0
+
+
+@settings(max_examples=examples(25))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 40),
+    stops=st.lists(st.integers(0, 45), min_size=1, max_size=4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv"]),
+)
+def test_woven_stop_at_is_weave_stop_at(seed, n, stops, tech):
+    """``woven`` answers a ``stop_at`` weave from the full weave's states: the same trees (the
+    same queries, in the same order, at the same cost) as weaving the units with ``stop_at``."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    units = make_units(qs, model)
+    for stop_at in stops:
+        got = woven(units, model, stop_at)
+        want = weave(make_units(qs, model), model, stop_at=stop_at)
+        assert [[q.id for q in t.queries] for t in got] == [[q.id for q in t.queries] for t in want]
+        assert [t.cost for t in got] == [t.cost for t in want]
 
 
 def _forced_merge_naive(trees, model, target):
