@@ -9,6 +9,7 @@ from helpers import all_moves_exact, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement import distributed as dist
 from placement.distributed import (
     TABLE7,
     infeasible_nodes,
@@ -420,6 +421,105 @@ def test_woven_stop_at_is_weave_stop_at(seed, n, stops, tech):
         want = weave(make_units(qs, model), model, stop_at=stop_at)
         assert [[q.id for q in t.queries] for t in got] == [[q.id for q in t.queries] for t in want]
         assert [t.cost for t in got] == [t.cost for t in want]
+
+
+def _inserted_naive(units, model, st, category, seed):
+    """Algorithm 6 pricing every same-key tree of every node (``inserted`` before its bounds)."""
+    for u in dist._seed_units(list(units), st, seed, "random"):
+        best = None
+        for j in range(st.n):
+            same = st.same_key(j, u.key)
+            if category == "W":
+                if same:
+                    t = same[0]
+                    new = st.load[j] - t.cost + model.merged_price(t, u)[2]
+                else:
+                    t, new = None, st.load[j] + u.cost
+            else:
+                if not same:
+                    continue
+                t, new = None, None
+                for cand in same:
+                    c = st.load[j] - cand.cost + model.merged_price(cand, u)[2]
+                    if new is None or c < new:
+                        t, new = cand, c
+            key = st.util_key(j, new)
+            if best is None or key < best[0]:
+                best = (key, j, t, new)
+        if category == "W":
+            _, j, t, _ = best
+            if t is None:
+                st.add(j, u)
+            else:
+                st.replace(j, t, model.merge(t, u))
+            continue
+        g = st.min_node()
+        if best is None or u.cost < best[3] - st.load[best[1]]:
+            st.add(g, u)
+        else:
+            _, j, t, _ = best
+            st.replace(j, t, model.merge(t, u))
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 40),
+    caps=st.one_of(
+        st.integers(1, 8).map(lambda k: [None] * k),
+        st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=1, max_size=6),
+    ),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    category=st.sampled_from(["W", "WG"]),
+    preprocess=st.sampled_from([False, "slides"]),
+)
+def test_inserted_equals_pricing_every_tree(seed, n, caps, tech, slicing, category, preprocess):
+    """Inserted with its merge bounds places every unit where pricing every same-key tree of
+    every node does: the same trees (queries, costs) on the same nodes."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return
+    model = CostModel(tech, 10.0, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    units = make_units(qs, model, preprocess)
+    got, want = dist.NodeState(caps), dist.NodeState(caps)
+    dist.inserted(units, model, got, category, seed)
+    _inserted_naive(units, model, want, category, seed)
+    ids = [[[q.id for q in t.queries] for t in ts] for ts in got.trees]
+    assert ids == [[[q.id for q in t.queries] for t in ts] for ts in want.trees]
+    assert got.load == want.load
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(1, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+)
+def test_merge_bound_is_below_the_merge_price(seed, n, nodes, tech, slicing):
+    """``MergeBound.cost`` never exceeds the exact price of the merge, for the trees (one or
+    many windows) the optimizers build."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return
+    model = CostModel(tech, 10.0, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
+    trees += make_units(qs, model)
+    bound = dist.MergeBound(model)
+    for x in trees:
+        for y in trees:
+            if x is not y:
+                assert bound.cost(x, y) <= model.merged_price(x, y)[2]
 
 
 def _forced_merge_naive(trees, model, target):
