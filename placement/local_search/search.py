@@ -25,7 +25,8 @@ minus a query) is keyed first with a certified lower bound on that price and pri
 it could still beat the best exact candidate (``LocalSearch.best_move``; checked against an
 exhaustive exactly-priced scan by a property test). Prices are cached by tree uid, and so is
 what the merge bounds read of a tree; the shared items of a pair are summed by a compiled loop
-(``placement.local_search.kernels``), and exact prices are keyed in chunks.
+(``placement.local_search.kernels``), and exact prices are keyed in chunks of ``CHUNK_MIN`` to
+``CHUNK_MAX`` candidates (the move does not depend on the chunks: a property test).
 """
 
 from __future__ import annotations
