@@ -400,7 +400,7 @@ def test_compiled_machine_code_is_looked_up_by_argument_types():
         assert wk.compiled(probe, other) is not first
 
 
-@settings(max_examples=examples(60))
+@settings(max_examples=examples(30))
 @given(
     qnum=st.integers(2, 80),
     smax=st.sampled_from([5, 12, 30]),
@@ -426,7 +426,7 @@ def test_lazy_equals_paper_with_duplicate_windows(qnum, smax, lam, omax, seed, d
     assert got[0] == got[1]
 
 
-@settings(max_examples=examples(60))
+@settings(max_examples=examples(40))
 @given(
     qnum=st.integers(2, 40),
     smax=st.sampled_from([5, 12, 30]),
