@@ -428,7 +428,7 @@ def test_lazy_equals_paper_with_duplicate_windows(qnum, smax, lam, omax, seed, d
 
 @settings(max_examples=examples(40))
 @given(
-    qnum=st.integers(2, 40),
+    qnum=st.integers(2, 24),
     smax=st.sampled_from([5, 12, 30]),
     lam=st.sampled_from([0.1, 1.0, 100.0]),
     seed=st.integers(0, 10_000),
@@ -448,7 +448,7 @@ def test_python_table_bounds_are_above_the_benefits(qnum, smax, lam, seed, dup, 
     table = _Table(model, trees, floor=-math.inf)
     table.fill()
     checked = 0
-    for slot in range(len(trees)):
+    for slot in range(min(len(trees), 10)):  # each against every other: enough, and cheap
         idx, bound = table._candidates(slot)
         for other, b in zip(idx.tolist(), bound.tolist()):
             assert b >= model.benefit(trees[slot], trees[other]) - 1e-9 * (1 + abs(b))
