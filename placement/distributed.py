@@ -60,6 +60,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from placement.cost import items_of
 from placement.plan import Node, Plan
 from placement.queries import Query, validate_unique
 from placement.trees import CostModel, Tree
@@ -265,6 +266,9 @@ def forced_merge(trees: Sequence[Tree], model: CostModel, target: int) -> list[T
 
 
 _WOVEN: weakref.WeakKeyDictionary[CostModel, dict] = weakref.WeakKeyDictionary()
+#: the full weave keeps its trees at every count up to this: To Nodes' ``stop_at_nodes`` (WG_LS's
+#: third start) reads them for any node count up to it instead of weaving again
+STATES_MAX = 64
 
 
 def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tree]:
@@ -272,12 +276,21 @@ def woven(units: Sequence[Tree], model: CostModel, stop_at: int = 0) -> list[Tre
 
     Why: W_TN, WG_TN and WG_LS's starts weave the very same units, for every node count of a
     workload; WeaveShare is their dominant cost. Trees are never mutated, so sharing is safe.
+    A ``stop_at`` weave is the full one's loop up to ``stop_at`` trees: the full weave's
+    state there (``weave``'s ``states``).
     """
     memo = _WOVEN.setdefault(model, {})
     units_key = tuple(tuple(t.queries) for t in units)
     full = memo.get((0, units_key))
-    if full is not None and len(full) >= stop_at:
+    if full is None:
+        states: dict[int, list[Tree]] = {}
+        full = memo[(0, units_key)] = weave(units, model, states=states, states_max=STATES_MAX)
+        memo[("states", units_key)] = states
+    if len(full) >= stop_at:
         return list(full)  # the full weave never got down to stop_at trees: same merges
+    state = memo[("states", units_key)].get(stop_at)
+    if state is not None:
+        return list(state)
     key = (stop_at, units_key)
     hit = memo.get(key)
     if hit is None:
@@ -312,22 +325,76 @@ def _seed_units(units: list[Tree], st: NodeState, seed: int, init: str) -> list[
     return [u for i, u in enumerate(units) if i not in taken]
 
 
+class MergeBound:
+    """Certified lower bounds on the cost of weaving two same-key trees
+    (``model.merged_price(x, y)[2]``), far cheaper than the price: Inserted skips pricing a
+    merge that cannot win.
+
+    Why it holds: the merged tree's edges include each part's, so its edges per time unit are at
+    least the larger part's; its Omega is exact from the parts where Omega is a sum over distinct
+    items (``placement.cost.Pricing.items``: both parts' sums less the items they share), else at
+    least each part's floor (``cost.omega_floor``). ``1 - BOUND_REL`` absorbs rounding."""
+
+    def __init__(self, model: CostModel):
+        self.model = model
+        self._items: dict[int, dict] = {}  # tree uid -> its items and their weights
+
+    def _items_of(self, t: Tree, item_of) -> dict:
+        d = self._items.get(t.uid)
+        if d is None:
+            d = self._items[t.uid] = dict(item_of(r, s) for r, s in t.windows)
+        return d
+
+    def cost(self, x: Tree, y: Tree) -> float:
+        model = self.model
+        item_of = items_of(x.technique, model.slicing)[0]
+        if item_of is not None:
+            ix, iy = self._items_of(x, item_of), self._items_of(y, item_of)
+            if len(iy) > len(ix):
+                ix, iy = iy, ix
+            om = x.omega + y.omega - math.fsum(w for it, w in iy.items() if it in ix)
+        else:
+            om = max(model.omega_floor(x), model.omega_floor(y))
+        e = max(x.time_edge_rate, y.time_edge_rate)
+        return (model.rate(x.stream) + e * om) * (1 - BOUND_REL)
+
+
+BOUND_REL = 1e-9
+
+
 def inserted(units, model, st, category, seed, init: str = "random"):
+    """Algorithm 6 (module docstring). A node's option is priced only while a lower bound on
+    its key (``MergeBound``) can still beat the best key found: keys end with the node index,
+    so the best is the same in any order, and the first cheapest tree of a node is kept on
+    ties, as when pricing everything."""
+    bound = MergeBound(model)
     for u in _seed_units(list(units), st, seed, init):
         best = None  # (util key of new node cost, node, tree or None, new node cost)
+        opts = []  # (lower bound on the node's key, node, its same-key trees, their bounds)
         for j in range(st.n):
             same = st.same_key(j, u.key)
             if category == "W":
                 if same:
-                    t = same[0]
-                    new = st.load[j] - t.cost + model.merged_price(t, u)[2]
+                    lbs = [st.load[j] - same[0].cost + bound.cost(same[0], u)]
+                    same = same[:1]
                 else:
-                    t, new = None, st.load[j] + u.cost
+                    lbs = [st.load[j] + u.cost]  # exact: a new tree
+            elif not same:
+                continue
             else:
-                if not same:
-                    continue
+                lbs = [st.load[j] - cand.cost + bound.cost(cand, u) for cand in same]
+            opts.append((st.util_key(j, min(lbs)), j, same, lbs))
+        opts.sort(key=lambda o: o[0])
+        for lb_key, j, same, lbs in opts:
+            if best is not None and not lb_key < best[0]:
+                break  # this node's key and every later one's are at least the best
+            if not same:
+                t, new = None, st.load[j] + u.cost
+            else:
                 t, new = None, None
-                for cand in same:  # most compatible tree: smallest new node cost, first on ties
+                for cand, lb in zip(same, lbs):  # smallest new node cost, first on ties
+                    if new is not None and not lb < new:
+                        continue
                     c = st.load[j] - cand.cost + model.merged_price(cand, u)[2]
                     if new is None or c < new:
                         t, new = cand, c

@@ -90,6 +90,7 @@ class CostModel:
         self.rates = rates
         self.engine = get_engine(engine) if isinstance(engine, str) else engine
         self.slicing = check_slicing(slicing)
+        self._units: dict[tuple[Query, float], Tree] = {}  # ``tree([q])``'s priced parts
 
     def query_classes(self, q: Query) -> frozenset[ResidueClass]:
         """The residue classes one query contributes under this model's slicing."""
@@ -145,6 +146,36 @@ class CostModel:
         """The tree of ``queries``; ``classes``: the union of their residue classes when the
         caller already has it (``initial_trees`` groups queries by it)."""
         qs = list(queries)
+        if len(qs) == 1 and classes is None:
+            return self._unit(qs[0])
+        return self._tree(qs, classes)
+
+    def _unit(self, q: Query) -> Tree:
+        """``tree([q])``: its parts are priced once per query and stream rate (every optimizer
+        of a workload starts from one tree per query, for each node layout); the tree is a new
+        one each time (its own uid: creation order breaks ties)."""
+        k = (q, self.rate(q.stream))
+        t = self._units.get(k)
+        if t is None:
+            t = self._units[k] = self._tree([q], None)
+            return t
+        return Tree(
+            t.stream,
+            t.aggregate,
+            [q],
+            t.classes,
+            t.windows,
+            t.composite_slide,
+            t.edge_rate,
+            t.omega,
+            t.cost,
+            t.technique,
+            t.slicing,
+            t.kind,
+            t.scale,
+        )
+
+    def _tree(self, qs: list[Query], classes: frozenset[ResidueClass] | None) -> Tree:
         if not qs:
             raise ValueError("a tree needs at least one query")
         stream, aggregate, kind = qs[0].share_key

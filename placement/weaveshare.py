@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placement.cost import items_of
 from placement.lazy_table.table import KernelTable
 from placement.queries import Query
 from placement.trees import CostModel, Tree
@@ -27,6 +28,7 @@ from placement.trees import CostModel, Tree
 Progress = Callable[[int], None] | None
 EPS = 1e-12  # benefits within rounding noise of zero are not merges
 PAD = 4  # trees with at most this many classes keep them in arrays for vectorised bounds
+ITEMS = 8  # ... and with at most this many Omega items, those (``_Table._omega_bound``)
 
 
 def initial_trees(
@@ -78,6 +80,11 @@ class _Table:
         self.alive = np.zeros(cap, dtype=np.bool_)
         self.cm = np.zeros((cap, PAD), dtype=np.int64)  # classes of small trees, 0 = none
         self.cr = np.zeros((cap, PAD), dtype=np.int64)
+        # Omega's items (``cost.Pricing.items``) of trees with at most ITEMS of them, as ids
+        # (-1 = none; a first id of -2: too many, or Omega not a sum over items) and weights
+        self.it = np.full((cap, ITEMS), -1, dtype=np.int64)
+        self.iw = np.zeros((cap, ITEMS))
+        self._item_ids: dict = {}
         self._keys: dict[tuple, int] = {}
         self.heap: list[tuple] = []  # exact benefits: (-benefit, uid lo, uid hi, slot, slot)
         # Lazy rows: per slot, its candidate partners sorted by (-bound, uid lo, uid hi), and a
@@ -93,9 +100,10 @@ class _Table:
     def _add(self, t: Tree) -> int:
         slot = len(self.trees)
         if slot >= len(self.e):
-            for name in ("e", "om", "omf", "cost", "key", "alive", "cm", "cr", "uid"):
+            for name in ("e", "om", "omf", "cost", "key", "alive", "cm", "cr", "uid", "iw"):
                 arr = getattr(self, name)
                 setattr(self, name, np.concatenate([arr, np.zeros_like(arr)]))
+            self.it = np.concatenate([self.it, np.full_like(self.it, -1)])
         self.trees.append(t)
         self.uid[slot] = t.uid
         self.e[slot] = float(t.edge_rate)
@@ -111,7 +119,32 @@ class _Table:
                 self.cm[slot, i], self.cr[slot, i] = m, r
         else:
             self.cm[slot, 0] = -1  # too many classes: no pairwise bound
+        item_of = items_of(t.technique, self.model.slicing)[0]
+        items = {} if item_of is None else dict(item_of(r, s) for r, s in t.windows)
+        if item_of is None or len(items) > ITEMS:
+            self.it[slot, 0] = -2
+        else:
+            for i, (it, w) in enumerate(items.items()):
+                self.it[slot, i] = self._item_ids.setdefault(it, len(self._item_ids))
+                self.iw[slot, i] = w * t.scale
         return slot
+
+    def _omega_bound(self, idx: np.ndarray, slot: int) -> np.ndarray:
+        """Lower bounds on Omega (times the axis scale) of ``slot`` woven with each tree in
+        ``idx``: the parts' floors, and where Omega is a sum over distinct items the parts'
+        Omegas less the items they share (exact; -inf where the items are not kept)."""
+        om_lb = np.maximum(self.omf[idx], self.omf[slot])
+        if self.it[slot, 0] == -2:
+            return om_lb
+        its = self.it[idx]
+        shared = np.zeros(len(idx))
+        for k in range(ITEMS):
+            g = self.it[slot, k]
+            if g < 0:
+                break
+            shared += np.where((its == g).any(axis=1), self.iw[slot, k], 0.0)
+        exact = np.where(its[:, 0] == -2, -np.inf, self.om[idx] + self.om[slot] - shared)
+        return np.maximum(om_lb, exact)
 
     def _common_bound(self, idx: np.ndarray, t: Tree) -> np.ndarray:
         """Upper bound on the common-edge density of ``t`` with each tree in ``idx``: the sum of
@@ -139,7 +172,7 @@ class _Table:
         n = len(self.trees)
         idx = np.flatnonzero(self.alive[:n] & (self.key[:n] == self.key[slot]))
         idx = idx[idx != slot]
-        om_lb = np.maximum(self.omf[idx], self.omf[slot])
+        om_lb = self._omega_bound(idx, slot)
         c = np.minimum(np.minimum(self.e[idx], ez), self._common_bound(idx, t))
         e_lb = np.maximum(np.maximum(self.e[idx], ez), self.e[idx] + ez - c)
         bound = self.cost[idx] + t.cost - lam - e_lb * om_lb
@@ -264,11 +297,15 @@ def weave(
     strategy: str = "lazy",
     stop_at: int = 0,
     floor: float = EPS,
+    states: dict[int, list[Tree]] | None = None,
+    states_max: int = 0,
 ) -> list[Tree]:
     """Greedy pairwise weaving until no merge reduces the total cost (the WeaveShare loop),
     or, with ``stop_at``, as soon as at most ``stop_at`` trees remain. ``floor``: merges whose
     benefit is not above it are never made (``-math.inf``: keep merging the best pair even at a
-    loss, To Nodes' forced merge).
+    loss, To Nodes' forced merge). ``states``: filled with the trees after each merge that
+    leaves ``n <= states_max`` trees, by ``n``: what ``stop_at=n`` returns (the loop is the
+    same up to there), so one weave answers every small ``stop_at``.
 
     ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
     ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
@@ -290,6 +327,8 @@ def weave(
             break
         table.row(table.merge(*pair))
         alive -= 1
+        if states is not None and alive <= states_max:
+            states[alive] = table.result()
     weave.last_evaluations = table.evaluations  # type: ignore[attr-defined]
     return table.result()
 

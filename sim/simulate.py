@@ -11,8 +11,9 @@ Outputs under ``output_dir`` (``run.output_dir`` or the override):
   where the exact optimum was computed;
 - ``results.csv`` / ``results.parquet``: one row per (configuration, optimizer) with the
   configuration's parameters, ``total_cost``, ``max_cost``, ``node_costs`` (JSON list, node order
-  of the plan), ``runtime_s`` (optimizer only, not plan writing), the exact optima (with proven
-  bounds ``exact_bound_*`` when not proven, and ``gap_*_hi = plan / bound - 1``) and relative gaps
+  of the plan), ``runtime_s`` (optimizer only, not plan writing; WG_LS's and WG_PF's include
+  the plans they start from, reused with their runtimes), the exact optima (with proven bounds
+  ``exact_bound_*`` when not proven, and ``gap_*_hi = plan / bound - 1``) and relative gaps
   ``gap_total`` / ``gap_max`` (``plan / exact - 1``) where computed, and each plan's quality
   ``quality_total_pct`` / ``quality_max_pct`` (Figure 40: 0 % = the best plan of this
   configuration, 100 % = the worst; 0 when all plans tie);
@@ -51,6 +52,7 @@ from typing import Any
 import pandas as pd
 
 from placement.distributed import build_plan
+from placement.local_search.search import STARTS as LS_STARTS
 from placement.optimizers import SINGLE_NODE, category, optimize, run_single_node
 from placement.pareto.search import SEED_OPTIMIZERS, ParetoResult
 from placement.plan import Plan
@@ -132,10 +134,13 @@ def _name_nodes(plan: Plan, ids: list[str]) -> Plan:
     return plan
 
 
-def plan_for(name: str, queries, model, caps, config: Config, strict: bool = False) -> Plan:
+def plan_for(
+    name: str, queries, model, caps, config: Config, strict: bool = False, **options: Any
+) -> Plan:
     """One optimizer's plan. WG_PF: the plan its ``placement.choose`` rule picks; ``strict``
     (live runs): a rule that no plan meets is a ``ConfigError`` (its one-line note, with a
-    load-shedding proposal when no plan fits the capacities) instead of a fallback plan."""
+    load-shedding proposal when no plan fits the capacities) instead of a fallback plan.
+    ``options`` go to a distributed optimizer (WG_LS's ``starts``)."""
     if name == "WG_PF":
         res = pareto_sim.pareto_for(queries, model, caps, config)
         if strict and not res.met:
@@ -145,7 +150,13 @@ def plan_for(name: str, queries, model, caps, config: Config, strict: bool = Fal
         trees = _single_node(name, queries, model)
         return build_plan(name, model, [trees] + [[] for _ in caps[1:]], caps, queries)
     return optimize(
-        name, queries, model, caps, seed=config.run.seed, preprocess=config.placement.preprocess_arg
+        name,
+        queries,
+        model,
+        caps,
+        seed=config.run.seed,
+        preprocess=config.placement.preprocess_arg,
+        **options,
     )
 
 
@@ -207,6 +218,15 @@ def _point_rows(
             # WG_PF's time includes its seeds': reused plans count with their own runtimes
             runtime = time.perf_counter() - t0 + sum(t for _, t in reused.values())
             plans += list(pf_res.front)
+        elif name == "WG_LS":  # its starts are plans of this configuration already made
+            reused = {k: v for k, v in done.items() if k in LS_STARTS}
+            plan = plan_for(
+                name, queries, model, caps, config, starts={k: p for k, (p, _) in reused.items()}
+            )
+            own = time.perf_counter() - t0
+            done[name] = (plan, own)  # WG_PF adds each seed's own time once
+            # like WG_PF's: WG_LS's time includes its starts', reused ones with their runtimes
+            runtime = own + sum(t for _, t in reused.values())
         else:
             plan = plan_for(name, queries, model, caps, config)
             runtime = time.perf_counter() - t0

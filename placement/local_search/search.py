@@ -25,14 +25,15 @@ minus a query) is keyed first with a certified lower bound on that price and pri
 it could still beat the best exact candidate (``LocalSearch.best_move``; checked against an
 exhaustive exactly-priced scan by a property test). Prices are cached by tree uid, and so is
 what the merge bounds read of a tree; the shared items of a pair are summed by a compiled loop
-(``placement.local_search.kernels``), and exact prices are keyed in chunks.
+(``placement.local_search.kernels``), and exact prices are keyed in chunks of ``CHUNK_MIN`` to
+``CHUNK_MAX`` candidates (the move does not depend on the chunks: a property test).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from math import lcm
 from typing import Any
 
@@ -47,6 +48,10 @@ from placement.trees import CostModel, Tree
 from placement.weaveshare import weave
 
 REL = 1e-9  # improvements smaller than this (relative) do not count: no cycling on rounding
+#: exact keys are computed in chunks of CHUNK_MIN..CHUNK_MAX candidates (``best_move``): the
+#: fixed numpy cost of a chunk outweighs the few prices a larger chunk computes past the stop
+#: (measured: 16-candidate chunks made WG_LS ~20 % slower on Table 8's large instances)
+CHUNK_MIN, CHUNK_MAX = 128, 2048
 
 
 def _lex_lt(x, y) -> bool:
@@ -84,6 +89,9 @@ class LocalSearch:
         self.pinned: frozenset[str] = frozenset()
         self._rows: dict[tuple, tuple] = {}  # merge_lbs's view of a tree (by uid)
         self._items: dict[Any, tuple[dict, list[float]]] = {}  # item -> id, weights by id
+        self._density: dict[frozenset, Any] = {}  # class set -> its edges per time unit
+        self._pin_of: frozenset[str] | None = None  # the pinned set ``_pins`` answers for
+        self._pins: dict[int, bool] = {}  # tree uid -> holds a pinned query
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -130,8 +138,17 @@ class LocalSearch:
         k = (t.uid, q.id)
         v = self._without.get(k)
         if v is None:
-            cls, wins, cs = self._without_parts(t, q)
-            e = self.model.engine.density(cls)
+            classes, windows, _ = self._stats(t)
+            qc = self.model.query_classes(q)
+            if all(classes[c] > 1 for c in qc):
+                cls = t.classes  # every class of q is another query's too: the same set
+            else:
+                cls = frozenset(c for c, m in classes.items() if m - (c in qc) > 0)
+            w = (q.range, q.slide)
+            wins = frozenset(x for x, m in windows.items() if m - (x == w) > 0)
+            e = self._density.get(cls)
+            if e is None:  # an exact function of the set: the trees of a search share many
+                e = self._density[cls] = self.model.engine.density(cls)
             tech = t.technique
             v = self._without[k] = tree_cost(
                 self.model.rate(t.stream), e, self.model.omega(tech, wins, e), t.scale
@@ -160,6 +177,16 @@ class LocalSearch:
             if x > y + tol:
                 return False
         return False
+
+    def _is_pinned(self, t: Tree) -> bool:
+        """Whether ``t`` holds a pinned query; cached per (tree, pinned set): a kick's descent
+        asks again for every unchanged tree at each of its moves."""
+        if self._pin_of is not self.pinned:
+            self._pin_of, self._pins = self.pinned, {}
+        v = self._pins.get(t.uid)
+        if v is None:
+            v = self._pins[t.uid] = any(q.id in self.pinned for q in t.queries)
+        return v
 
     # -- one iteration: the best move ------------------------------------------------------
     def _keys(self, ctx, a, la, b, lb):
@@ -331,18 +358,31 @@ class LocalSearch:
         the prices their optimistic keys stood in for."""
         ld, cost = ctx["loads"], ctx["tree_cost"]
         k, t, u, a, b = kind[part], T[part], U[part], A[part], B[part]
-        extra_a, extra_b = np.zeros(part.size), np.zeros(part.size)
-        for n, (kn, tn, un, rn) in enumerate(
-            zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist())
-        ):
-            tree = flat[tn][2]
+        # the caches are read inline (most prices were met in an earlier iteration); a miss
+        # prices through ``merged_cost`` / ``without_cost``, which fill them
+        merged, without, uids = self._merged, self._without, ctx["uids"]
+        xa: list[float] = []
+        xb: list[float] = []
+        for kn, tn, un, rn in zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist()):
             if kn == 2:
-                extra_b[n] = self.merged_cost(tree, flat[un][2])
+                x, y = uids[tn], uids[un]
+                v = merged.get((x, y) if x < y else (y, x))
+                if v is None:
+                    v = self.merged_cost(flat[tn][2], flat[un][2])
+                xa.append(0.0)
+                xb.append(v)
                 continue
             q = reps[rn][1]
             qt = self.single(q)
-            extra_a[n] = self.without_cost(tree, q)
-            extra_b[n] = qt.cost if kn == 3 else self.merged_cost(qt, flat[un][2])
+            w = without.get((uids[tn], q.id))
+            xa.append(self.without_cost(flat[tn][2], q) if w is None else w)
+            if kn == 3:
+                xb.append(qt.cost)
+                continue
+            x, y = qt.uid, uids[un]
+            v = merged.get((x, y) if x < y else (y, x))
+            xb.append(self.merged_cost(qt, flat[un][2]) if v is None else v)
+        extra_a, extra_b = np.array(xa, float), np.array(xb, float)
         la = np.where(k == 2, LA[part], (ld[a] - cost[t]) + extra_a)
         lb = np.where(k == 3, ld[b], ld[b] - cost[u]) + extra_b
         return self._keys(ctx, a, la, b, lb)
@@ -358,6 +398,50 @@ class LocalSearch:
             out |= open_ & lt
             open_ &= ~(lt | gt)
         return out
+
+    def _query_moves(self, ctx, rt: np.ndarray, lh: np.ndarray, sqs: list[Tree], trees):
+        """Columns ``(kind, t, u, rep, a, la, b, lb)`` of kinds 3 and 4 for the taken-out
+        queries ``rep = 0..`` (tree ``rt``, node h's load bound ``lh``, one-query tree ``sqs``),
+        in the order of a kind 3 block (queries x other nodes) then a kind 4 block (queries x
+        same-key trees off h) per tree."""
+        ld, cost, node, kid, h = ctx["loads"], ctx["tree_cost"], ctx["node"], ctx["kid"], ctx["h"]
+        others = ctx["others"]
+        nr, no = rt.size, others.size
+        rep = np.arange(nr)
+        qc = np.array([x.cost for x in sqs])
+        parts = [
+            (
+                np.repeat(rt, no),
+                np.full(nr * no, -1),
+                np.repeat(rep, no),
+                np.repeat(lh, no),
+                np.tile(others, nr),
+                (ld[others][None, :] + qc[:, None]).ravel(),
+                np.full(nr * no, 3, np.int8),
+            )
+        ]
+        for k in dict.fromkeys(kid[rt].tolist()):
+            sel = np.flatnonzero(kid[rt] == k)
+            us = np.flatnonzero((kid == k) & (node != h))
+            if not us.size:
+                continue
+            mlb = self.merge_lbs([sqs[i] for i in sel.tolist()], [trees[u] for u in us])
+            n = sel.size * us.size
+            parts.append(
+                (
+                    np.repeat(rt[sel], us.size),
+                    np.tile(us, sel.size),
+                    np.repeat(sel, us.size),
+                    np.repeat(lh[sel], us.size),
+                    np.tile(node[us], sel.size),
+                    (ld[node[us]][None, :] - cost[us][None, :] + mlb).ravel(),
+                    np.full(n, 4, np.int8),
+                )
+            )
+        t, u, r, la, b, lb, kind = (np.concatenate(c) for c in zip(*parts))
+        order = np.argsort(2 * t + (kind == 4), kind="stable")
+        a = np.full(t.size, h)
+        return tuple(x[order] for x in (kind, t, u, r, a, la, b, lb))
 
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
         """The move with the smallest key, or None when none beats the current plan.
@@ -388,11 +472,13 @@ class LocalSearch:
             "top": top,
             "total": float(ld.sum()),
             "tree_cost": cost,
+            "uids": [t.uid for _, _, t in flat],
         }
         keyid = {k: n for n, k in enumerate(dict.fromkeys(t.key for _, _, t in flat))}
         kid = np.array([keyid[t.key] for _, _, t in flat])
         trees = [t for _, _, t in flat]
         others = np.flatnonzero(np.arange(N) != h)
+        ctx.update(node=node, kid=kid, h=h, others=others)
         on_h, off_h = np.flatnonzero(node == h), np.flatnonzero(node != h)
         reps: list[tuple[int, Query]] = []  # (flat index of a tree on h, query to take out)
         cols: list[tuple] = []  # blocks of (kind, t, u, rep, a, la, b, lb)
@@ -440,46 +526,28 @@ class LocalSearch:
                 ld[node[ui]] - cost[ui] + mlb,
             )
         # Kinds 3/4 (bounded): one query out of a tree on the most loaded node, alone to
-        # another node (3) or woven into a same-key tree there (4).
+        # another node (3) or woven into a same-key tree there (4). Built for all the trees of
+        # h at once (one bound call per key: a one-query tree's bounds do not depend on the
+        # other rows), then put in scan order: per tree, its kind 3 block, then its kind 4.
+        rt: list[int] = []  # per taken-out query: the flat index of its tree
+        lhs: list[np.ndarray] = []  # lower bounds on h's load without it
+        sqs: list[Tree] = []  # its one-query tree
         for t in on_h:
             tree = flat[t][2]
             if len(tree.queries) < 2:
                 continue  # a single-query tree moves as a tree above
             qs = list({(q.range, q.slide): q for q in reversed(tree.queries)}.values())[::-1]
-            r0 = len(reps)
             reps.extend((int(t), q) for q in qs)  # one query per window: same effect
-            rep = np.arange(r0, len(reps))
-            lh = ld[h] - cost[t] + self._without_lbs(tree, qs)
-            sq = [self.single(q) for q in qs]
-            qc = np.array([x.cost for x in sq])
-            block(
-                3,
-                t,
-                -1,
-                rep[:, None],
-                h,
-                lh[:, None],
-                others[None, :],
-                ld[others][None, :] + qc[:, None],
-            )
-            us = np.flatnonzero((kid == kid[t]) & (node != h))
-            if us.size:
-                mlb = self.merge_lbs(sq, [trees[u] for u in us])
-                block(
-                    4,
-                    t,
-                    us[None, :],
-                    rep[:, None],
-                    h,
-                    lh[:, None],
-                    node[us][None, :],
-                    ld[node[us]][None, :] - cost[us][None, :] + mlb,
-                )
+            lhs.append(ld[h] - cost[t] + self._without_lbs(tree, qs))
+            sqs += [self.single(q) for q in qs]
+            rt += [int(t)] * len(qs)
+        if reps:
+            cols.append(self._query_moves(ctx, np.array(rt), np.concatenate(lhs), sqs, trees))
         if not cols:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
         if self.pinned:
-            pin = np.array([any(q.id in self.pinned for q in t.queries) for t in trees])
+            pin = np.array([self._is_pinned(t) for t in trees])
             ok = ~(pin[T] | ((kind == 1) & pin[U]))
             kind, T, U, R, A, LA, B, LB = (x[ok] for x in (kind, T, U, R, A, LA, B, LB))
             if not kind.size:
@@ -522,7 +590,7 @@ class LocalSearch:
         # priced past that stop never win: their exact keys are at least their optimistic
         # ones, which are at least the best at the stop). Chunks stay small while they need new
         # prices (what is priced past the stop is wasted), and grow while prices are cached.
-        pos, size = 0, 16
+        pos, size = 0, CHUNK_MIN
         while pos < order.size:
             part = order[pos : pos + size]
             if best_q is not None:
@@ -544,7 +612,7 @@ class LocalSearch:
             if part.size < size:
                 break
             fresh = len(self._merged) + len(self._without) > known
-            pos, size = pos + size, max(16, size // 2) if fresh else min(2 * size, 512)
+            pos, size = pos + size, max(CHUNK_MIN, size // 2) if fresh else min(2 * size, CHUNK_MAX)
         return None if best_i is None else move_of(best_i)
 
     def run(
@@ -609,6 +677,10 @@ class LocalSearch:
             loads[j] = sum(x.cost for x in nodes[j])
 
 
+#: the Table 7 plans WG_LS starts from (or keeps as a candidate), which ``wg_ls`` can be given
+STARTS = ("WG_TN", "WG_I", "WG_TL")
+
+
 def _layout(plan: Plan) -> tuple:
     return tuple(tuple(sorted(tuple(q.id for q in t.queries) for t in n.trees)) for n in plan.nodes)
 
@@ -620,22 +692,31 @@ def wg_ls(
     seed: int = 0,
     preprocess: bool | str = False,
     max_iters: int = 100,
+    starts: Mapping[str, Plan] | None = None,
 ) -> Plan:
     """WG_LS (see module docstring). Deterministic: no randomness beyond WG_I's seeded start.
 
     The search runs from WG_TN, WG_I and WG_TN-stopped-at-N (once when two are the same
     layout); WG_TL's plan is a candidate as it is: searching from it cost the most and never
-    gave the best plan on a 24-configuration sample of the Table 8 grid.
+    gave the best plan on a 24-configuration sample of the Table 8 grid. ``starts``: plans of
+    ``STARTS`` already computed with the same arguments (a simulation has them; only their
+    trees are read); the missing ones are computed here.
     """
     opt: dict[str, Any] = dict(seed=seed, preprocess=preprocess)
-    tn = optimize("WG_TN", queries, model, caps, **opt)
-    wi = optimize("WG_I", queries, model, caps, **opt)
+    given = dict(starts or {})
+
+    def start_plan(name: str) -> Plan:
+        p = given.get(name)
+        return optimize(name, queries, model, caps, **opt) if p is None else p
+
+    tn = start_plan("WG_TN")
+    wi = start_plan("WG_I")
 
     def util(p: Plan) -> float:
         return max(n.cost / (1.0 if n.capacity is None else n.capacity) for n in p.nodes)
 
     search = LocalSearch(model, caps, min(tn.total_cost, wi.total_cost), min(util(tn), util(wi)))
-    tl = optimize("WG_TL", queries, model, caps, **opt)
+    tl = start_plan("WG_TL")
     tn_stop = optimize("WG_TN", queries, model, caps, stop_at_nodes=True, **opt)
     best_nodes, best_key = [list(n.trees) for n in tl.nodes], search.key([n.cost for n in tl.nodes])
     seen = set()

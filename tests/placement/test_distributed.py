@@ -9,18 +9,21 @@ from helpers import all_moves_exact, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from placement import distributed as dist
 from placement.distributed import (
     TABLE7,
     infeasible_nodes,
     make_units,
+    woven,
 )
+from placement.local_search import search as ls_search
 from placement.local_search.search import LocalSearch
 from placement.optimizers import DISTRIBUTED as OPTIMIZERS
 from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
-from placement.weaveshare import plan_cost, weaveshare
+from placement.weaveshare import plan_cost, weave, weaveshare
 from sim.distributed_grid import run_grid
 from sim.workload import WorkloadSpec, generate
 
@@ -342,6 +345,181 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     got = s.key(got_l)
     assert s.better(got, cur)
     assert not any(s.better(k, got) for k in improving), (got, min(improving))
+
+
+@settings(max_examples=examples(25))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 24),
+    nodes=st.integers(2, 5),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv"]),
+    init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]),
+)
+def test_wg_ls_best_move_does_not_depend_on_chunks(seed, n, nodes, tech, init):
+    """``best_move`` prices its bounded candidates in chunks; the move it returns (ties
+    included) is the one of offering them one by one, whatever the chunk sizes."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    start = optimize(init, qs, model, nodes, seed=seed)
+    moves = []
+    for chunks in ((1, 1), (1, 2), (3, 7), (ls_search.CHUNK_MIN, ls_search.CHUNK_MAX)):
+        saved = ls_search.CHUNK_MIN, ls_search.CHUNK_MAX
+        ls_search.CHUNK_MIN, ls_search.CHUNK_MAX = chunks
+        try:
+            s = LocalSearch(model, [None] * nodes, start.total_cost, start.max_cost * 0.7)
+            ns = [list(x.trees) for x in start.nodes]
+            ls = [sum(t.cost for t in ts) for ts in ns]
+            move = s.best_move(ns, ls)
+            moves.append((move, s.work))
+        finally:
+            ls_search.CHUNK_MIN, ls_search.CHUNK_MAX = saved
+    assert all(m == moves[0] for m in moves[1:]), moves
+
+
+@settings(max_examples=examples(15))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(2, 6),
+)
+def test_wg_ls_with_given_starts_is_wg_ls(seed, n, nodes):
+    """WG_LS given its start plans (a simulation has them) returns the plan it computes
+    without them: the same trees on the same nodes, the same work."""
+    model = CostModel("panes", 10.0)
+    qs = generate(WorkloadSpec(qnum=n, smax=20, rate=10, omax=5, zskew=1, seed=seed))
+    starts = {x: optimize(x, qs, model, nodes, seed=seed) for x in ls_search.STARTS}
+    given_ = optimize("WG_LS", qs, model, nodes, seed=seed, starts=starts)
+    alone = optimize("WG_LS", qs, model, nodes, seed=seed)
+    assert ls_search._layout(given_) == ls_search._layout(alone)
+    assert [x.cost for x in given_.nodes] == [x.cost for x in alone.nodes]
+    assert given_.work == alone.work > 0
+
+
+@settings(max_examples=examples(25))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 40),
+    stops=st.lists(st.integers(0, 45), min_size=1, max_size=4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv"]),
+)
+def test_woven_stop_at_is_weave_stop_at(seed, n, stops, tech):
+    """``woven`` answers a ``stop_at`` weave from the full weave's states: the same trees (the
+    same queries, in the same order, at the same cost) as weaving the units with ``stop_at``."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    units = make_units(qs, model)
+    for stop_at in stops:
+        got = woven(units, model, stop_at)
+        want = weave(make_units(qs, model), model, stop_at=stop_at)
+        assert [[q.id for q in t.queries] for t in got] == [[q.id for q in t.queries] for t in want]
+        assert [t.cost for t in got] == [t.cost for t in want]
+
+
+def _inserted_naive(units, model, st, category, seed):
+    """Algorithm 6 pricing every same-key tree of every node (``inserted`` before its bounds)."""
+    for u in dist._seed_units(list(units), st, seed, "random"):
+        best = None
+        for j in range(st.n):
+            same = st.same_key(j, u.key)
+            if category == "W":
+                if same:
+                    t = same[0]
+                    new = st.load[j] - t.cost + model.merged_price(t, u)[2]
+                else:
+                    t, new = None, st.load[j] + u.cost
+            else:
+                if not same:
+                    continue
+                t, new = None, None
+                for cand in same:
+                    c = st.load[j] - cand.cost + model.merged_price(cand, u)[2]
+                    if new is None or c < new:
+                        t, new = cand, c
+            key = st.util_key(j, new)
+            if best is None or key < best[0]:
+                best = (key, j, t, new)
+        if category == "W":
+            _, j, t, _ = best
+            if t is None:
+                st.add(j, u)
+            else:
+                st.replace(j, t, model.merge(t, u))
+            continue
+        g = st.min_node()
+        if best is None or u.cost < best[3] - st.load[best[1]]:
+            st.add(g, u)
+        else:
+            _, j, t, _ = best
+            st.replace(j, t, model.merge(t, u))
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 40),
+    caps=st.one_of(
+        st.integers(1, 8).map(lambda k: [None] * k),
+        st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=1, max_size=6),
+    ),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    category=st.sampled_from(["W", "WG"]),
+    preprocess=st.sampled_from([False, "slides"]),
+)
+def test_inserted_equals_pricing_every_tree(seed, n, caps, tech, slicing, category, preprocess):
+    """Inserted with its merge bounds places every unit where pricing every same-key tree of
+    every node does: the same trees (queries, costs) on the same nodes."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return
+    model = CostModel(tech, 10.0, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    units = make_units(qs, model, preprocess)
+    got, want = dist.NodeState(caps), dist.NodeState(caps)
+    dist.inserted(units, model, got, category, seed)
+    _inserted_naive(units, model, want, category, seed)
+    ids = [[[q.id for q in t.queries] for t in ts] for ts in got.trees]
+    assert ids == [[[q.id for q in t.queries] for t in ts] for ts in want.trees]
+    assert got.load == want.load
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(1, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+)
+def test_merge_bound_is_below_the_merge_price(seed, n, nodes, tech, slicing):
+    """``MergeBound.cost`` never exceeds the exact price of the merge, for the trees (one or
+    many windows) the optimizers build."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return
+    model = CostModel(tech, 10.0, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
+    trees += make_units(qs, model)
+    bound = dist.MergeBound(model)
+    for x in trees:
+        for y in trees:
+            if x is not y:
+                assert bound.cost(x, y) <= model.merged_price(x, y)[2]
 
 
 def _forced_merge_naive(trees, model, target):

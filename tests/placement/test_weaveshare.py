@@ -469,3 +469,28 @@ def test_omega_formulas_by_hand():
     )
     with pytest.raises(ValueError, match="unknown IE technique 'fifo'"):
         CostModel("fifo", 1.0)
+
+
+@pytest.mark.parametrize("tech", ["panes", "flatfat", "slickdeque_inv"])
+def test_one_query_trees_are_new_trees_priced_as_before(tech):
+    """``tree([q])`` reuses its priced parts per query and rate, but each call is a new tree
+    (a later uid) priced as a fresh model prices it; a new rate prices it anew."""
+    qs = [Query("a", 12, 4), Query("b", 30, 6), Query("c", 7, 7, kind="count")]
+    rates = {"s0": 3.0}
+    model = CostModel(tech, rates)
+    first = [model.tree([q]) for q in qs]
+    again = [model.tree([q]) for q in qs]
+    fresh = [CostModel(tech, {"s0": 3.0}).tree([q]) for q in qs]
+    for x, y, z in zip(first, again, fresh):
+        assert y is not x and y.uid > x.uid and y.queries is not x.queries
+        assert (y.cost, y.omega, y.edge_rate, y.windows, y.classes) == (
+            z.cost,
+            z.omega,
+            z.edge_rate,
+            z.windows,
+            z.classes,
+        )
+    rates["s0"] = 5.0
+    assert [model.tree([q]).cost for q in qs] == [
+        CostModel(tech, {"s0": 5.0}).tree([q]).cost for q in qs
+    ]
