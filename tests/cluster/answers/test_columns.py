@@ -199,6 +199,21 @@ def test_dictionary_part_reads_back_as_the_plain_table(tmp_path_factory, answers
     assert got.equals(want) if want.num_rows else got.schema.equals(ANSWER_SCHEMA_INT)
 
 
+def test_part_statistics_for_windows_and_values_not_query_ids(tmp_path):
+    """A part keeps min/max statistics where readers prune by them (window columns, value)
+    and skips them for the dictionary-coded ``query_id`` (their cost: ``parquet_options``)."""
+    trees = {"t0": SimpleNamespace(queries=[SimpleNamespace(id="a", range=5)])}
+    cols = (np.zeros(3, np.int64), np.array([0, 2, 4]), None, np.array([1.5, 2.5, 3.5]))
+    table = part_table([("t0", cols)], query_ranks(trees), "float64")
+    written = write_part(tmp_path, "n0", "000000", table)
+    rg = pq.ParquetFile(tmp_path / written.path).metadata.row_group(0)
+    stats = {rg.column(i).path_in_schema: rg.column(i).statistics for i in range(4)}
+    assert stats["query_id"] is None
+    assert (stats["window_start"].min, stats["window_start"].max) == (0, 4)
+    assert (stats["window_end"].min, stats["window_end"].max) == (5, 9)
+    assert (stats["value"].min, stats["value"].max) == (1.5, 3.5)
+
+
 def test_bench_wall_over_the_busiest_nodes_tree_time():
     """``bench e2e`` rows say how far the wall time is above the busiest node's tree time
     (what moving the answers costs beyond computing them), and the table prints it."""
