@@ -3,7 +3,9 @@
 Why its own module: turning the trees' raw answer columns into ``AnswerBlocks`` (one block per
 query, in query id order, each in window order) is the node half of the driver's block merge
 (``cluster.answers.blocks.merge_blocks``); it depends on the trees only through their queries, not
-on how the node routes batches or takes snapshots.
+on how the node routes batches or takes snapshots.  On the actor route the same columns go
+straight to the table of the node's Parquet part instead (``part_table``), with no blocks in
+between.
 """
 
 from __future__ import annotations
