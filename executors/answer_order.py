@@ -80,6 +80,101 @@ def group_by_query(
     return counts, out_starts, out_bits
 
 
+@njit(cache=True, nogil=True)
+def _scatter_values(qidx, rank, starts, bits, conv, pos, out_start, out_bits, out_float):
+    """Answer ``i`` to the next free row of its code's group (``pos``): window start and value
+    word (``conv``: an int stored as float64 through ``out_float``, a view of ``out_bits``).
+    Returns the first answer whose int value a float64 cannot hold exactly (beyond 2^53), or
+    -1."""
+    lim = np.int64(1) << 53
+    for i in range(qidx.shape[0]):
+        c = rank[qidx[i]]
+        p = pos[c]
+        out_start[p] = starts[i]
+        v = bits[i]
+        if conv:
+            if v > lim or v < -lim:
+                return i
+            out_float[p] = np.float64(v)
+        else:
+            out_bits[p] = v
+        pos[c] = p + 1
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _ends_codes_in_order(start, counts, ranges, out_end, out_code):
+    """Rows grouped by code (code ``c``: the next ``counts[c]`` rows): each row's window end
+    (start + ``ranges[c]``) and code, in one sequential pass; returns whether every code's
+    window starts increase."""
+    ok = True
+    i = 0
+    for c in range(counts.shape[0]):
+        r = ranges[c]
+        for k in range(counts[c]):
+            x = start[i]
+            if k and x <= start[i - 1]:
+                ok = False
+            out_end[i] = x + r
+            out_code[i] = c
+            i += 1
+    return ok
+
+
+def answer_columns(
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    ranges: np.ndarray,
+    as_float: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A node's answers as the four columns of its Parquet part, grouped by code in code
+    order and each code's rows in window order: ``(window_start, window_end, value, code)``.
+    ``parts``: per batch ``(qidx, rank, starts, values)`` (tree-local query indexes, the
+    tree's query index -> code map, window starts, values), in production order; consumed.
+    ``ranges[c]``: code ``c``'s window length; ``as_float``: the run's values are float64
+    (int values converted, beyond 2^53 refused: ``ValueError``), else int64 (a float batch:
+    ``ValueError``).
+
+    Why not ``group_by_query`` and then ``AnswerBlocks.dictionary_table``: the part's
+    columns are the only arrays made (no grouped copy of the values to lay out again, no
+    block bounds, no temporary arrays for the order check), and only two of them are
+    scattered (start, value: a random write per answer into one of thousands of groups); the
+    window ends, codes and the order check are one sequential pass.  A query's answers come
+    in window order from its tree, so the stable scatter leaves them in order; where they do
+    not (a query handed from one tree to another), the columns are sorted by (code, start)."""
+    n_codes = ranges.shape[0]
+    counts = np.zeros(n_codes, dtype=np.int64)
+    for q, r, _, _ in parts:
+        _count(q, r, counts)
+    pos = np.zeros(n_codes, dtype=np.int64)
+    np.cumsum(counts[:-1], out=pos[1:])
+    n = int(counts.sum())
+    start = np.empty(n, dtype=np.int64)
+    value = np.empty(n, dtype=np.float64 if as_float else np.int64)
+    vbits = value.view(np.int64)
+    parts.reverse()
+    while parts:  # each batch let go once copied: its memory is what the next arrays reuse
+        q, r, s, v = parts.pop()
+        is_int = v.dtype.kind in "iub"
+        if not is_int and not as_float:
+            raise ValueError("float answers in a run whose answers were declared int64")
+        if is_int:
+            b = v.astype(np.int64, copy=False)
+        else:
+            b = np.ascontiguousarray(v, dtype=np.float64).view(np.int64)
+        s = s.astype(np.int64, copy=False)
+        conv = bool(is_int and as_float)
+        bad = _scatter_values(q, r, s, b, conv, pos, start, vbits, value.view(np.float64))
+        if bad >= 0:
+            raise ValueError(f"int answer {int(b[bad])} is beyond 2^53: not exact as a float64")
+    end = np.empty(n, dtype=np.int64)
+    code = np.empty(n, dtype=np.int32)
+    if not _ends_codes_in_order(start, counts, ranges, end, code):
+        # a query's answers out of window order (handed from one tree to another): sort
+        o = np.lexsort((start, code))
+        start, end, value, code = start[o], end[o], value[o], code[o]
+    return start, end, value, code
+
+
 @njit(cache=True)
 def _ends_codes(starts, bounds, ranges, out_end, out_codes):
     for j in range(ranges.shape[0]):
@@ -190,6 +285,10 @@ def warm() -> None:
         conv = np.full(1, f, dtype=bool)
         group_by_query([(z, np.zeros(1, dtype=np.uint16), z, z, conv)], 1)
         group_by_query([(z, np.zeros(1, dtype=np.uint32), z, z, conv)], 1)
+        for dt in (np.uint16, np.uint32):
+            answer_columns([(z, np.zeros(1, dtype=dt), z, z)], z[:1], f)
+            if f:
+                answer_columns([(z, np.zeros(1, dtype=dt), z, z.astype(np.float64))], z[:1], f)
     ends_and_codes(z, np.array([0, 2]), z[:1])
     values_as_float(z, np.array([0, 1, 2]), np.array([True, False]))
     for as_float in (False, True):

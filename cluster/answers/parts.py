@@ -46,14 +46,25 @@ def parquet_options(table: pa.Table) -> dict:
     Parquet dictionary, no string hashed per row, and without the Arrow schema in the file,
     so every reader (pyarrow, Spark) reads a plain ``string`` column, as in every other part;
     the window columns are delta-encoded and only ``query_id`` dictionary-encoded (a
-    dictionary of millions of distinct window starts costs more than it saves)."""
+    dictionary of millions of distinct window starts costs more than it saves).  Column
+    statistics (min/max per row group, what lets a reader skip row groups) are written for
+    the window and value columns, not for ``query_id``: on dictionary codes pyarrow computes
+    them at ~5-8 ns per row (0.03-0.05 s of a node's 6.8 M answers at 10,000 queries, about
+    a sixth of the part's encoding); the price: a reader filtering by ``query_id`` cannot skip a part's
+    row groups by their statistics and reads the column's small dictionary-coded pages."""
     names = table.schema.names
     if "query_id" not in names or not pa.types.is_dictionary(table.schema.field("query_id").type):
         return {}
     enc = {c: "DELTA_BINARY_PACKED" for c in DELTA_COLUMNS if c in names}
     if "value" in names and pa.types.is_floating(table.schema.field("value").type):
         enc["value"] = "BYTE_STREAM_SPLIT"  # floats' bytes by position: they compress better
-    return {"store_schema": False, "use_dictionary": ["query_id"], "column_encoding": enc}
+    stats = [c for c in names if c != "query_id"]
+    return {
+        "store_schema": False,
+        "use_dictionary": ["query_id"],
+        "column_encoding": enc,
+        "write_statistics": stats,
+    }
 
 
 def write_part_file(table: pa.Table, dest: Path) -> None:

@@ -3,7 +3,9 @@
 Why its own module: turning the trees' raw answer columns into ``AnswerBlocks`` (one block per
 query, in query id order, each in window order) is the node half of the driver's block merge
 (``cluster.answers.blocks.merge_blocks``); it depends on the trees only through their queries, not
-on how the node routes batches or takes snapshots.
+on how the node routes batches or takes snapshots.  On the actor route the same columns go
+straight to the table of the node's Parquet part instead (``part_table``), with no blocks in
+between.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from cluster.answers.blocks import AnswerBlocks, empty_late
-from executors.answer_order import group_by_query
+from cluster.answers.blocks import AnswerBlocks, empty_answers, empty_late
+from executors.answer_order import answer_columns, group_by_query
 
 
 def query_ranks(trees: dict) -> tuple[list[str], dict[str, np.ndarray], np.ndarray]:
@@ -103,6 +105,44 @@ def answer_blocks(
     )
 
 
+def part_table(
+    parts: list[tuple[str, tuple]],
+    ranks: tuple[list[str], dict[str, np.ndarray], np.ndarray],
+    value_type: str,
+) -> pa.Table:
+    """The answer columns ``parts`` (as for ``answer_blocks``; consumed) as the table of a
+    Parquet part: sorted by ``(query_id, window_start)``, ``query_id`` as dictionary codes into
+    every query id of the node (``ranks``: ``query_ranks``), ``value`` of the run's
+    ``value_type`` (``"int64"``: a float answer is refused; ``"float64"``: ints converted, one
+    beyond 2^53 refused; both ``ValueError``).  What the actor route writes: the rows and
+    schema of ``answer_blocks(...).dictionary_table(value_type)``, in one pass over the
+    answers (``executors.answer_order.answer_columns``) instead of grouping them into blocks
+    and laying the blocks out again."""
+    if value_type not in ("int64", "float64"):
+        raise ValueError(f"value_type must be 'int64' or 'float64', got {value_type!r}")
+    as_float = value_type == "float64"
+    if not parts:
+        return empty_answers(not as_float)
+    ids, rank_of, range_of = ranks
+    cols = []
+    parts.reverse()
+    while parts:  # consumed: each batch's arrays are let go once copied (answer_columns)
+        tid, c = parts.pop()
+        cols.append((c[0].astype(np.int64, copy=False), rank_of[tid], c[1], c[3]))
+        del c
+    start, end, value, code = answer_columns(cols, range_of, as_float)
+    return pa.table(
+        {
+            "query_id": pa.DictionaryArray.from_arrays(
+                pa.array(code, pa.int32()), pa.array(ids, pa.string())
+            ),
+            "window_start": pa.array(start, pa.int64()),
+            "window_end": pa.array(end, pa.int64()),
+            "value": pa.array(value, pa.float64() if as_float else pa.int64()),
+        }
+    )
+
+
 def late_table(
     node_id: str, trees: dict, tree_stream: dict[str, str], since: dict[str, int] | None
 ) -> pa.Table:
@@ -158,6 +198,14 @@ class PendingAnswers:
         if self.ranks is None:
             self.ranks = query_ranks(trees)
         return answer_blocks(parts, trees, self.ranks, value_type)
+
+    def take_table(self, trees: dict, value_type: str) -> pa.Table:
+        """Hand over (and forget) the kept answers as the table of a Parquet part
+        (``part_table``: what the actor route writes)."""
+        parts, self.parts = self.parts, []
+        if self.ranks is None and parts:
+            self.ranks = query_ranks(trees)
+        return part_table(parts, self.ranks, value_type)
 
     def clear(self) -> None:
         self.parts = []

@@ -158,6 +158,7 @@ class NodeCore:
             "tree_slices": 0,
             "replayed_batches": 0,
             "compile_s": 0.0,
+            "answer_s": 0.0,
         }
         # one-off kernel loading (numba compile or cache load) per (tree, data kind), done
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
@@ -382,8 +383,16 @@ class NodeCore:
 
     def drain_blocks(self) -> AnswerBlocks:
         """``drain`` as ``AnswerBlocks``: the answers as one block per query, in query id
-        order, each block's windows in order (why blocks: ``node.answers.answer_blocks``)."""
-        return self.pending.take_blocks(self.trees)
+        order, each block's windows in order (why blocks: ``node.answers.answer_blocks``).
+        The time it takes is counted in ``answer_s`` (answers handed over), never in
+        ``busy_s`` (the trees' own work)."""
+        t0 = time.perf_counter()
+        blocks = self.pending.take_blocks(self.trees)
+        self._count_answer_time(t0)
+        return blocks
+
+    def _count_answer_time(self, t0: float) -> None:
+        self.counters["answer_s"] = self.counters.get("answer_s", 0.0) + time.perf_counter() - t0
 
     def late(self, since: dict[str, int] | None = None) -> pa.Table:
         """Late tuples per tree (cumulative): node_id, tree_id, stream, ts_ms, value.
@@ -456,9 +465,16 @@ class NodeCore:
     def write_answers(self, root: str, part: str, value_type: str | None) -> WrittenPart:
         """Write (and forget) the answers since the previous checkpoint as
         ``root/node=<id>/part-<part>.parquet``, without a snapshot: ``checkpoint_write``
-        and the actor route's end (after the last answers nothing is replayed)."""
-        table = self.pending.take_blocks(self.trees, value_type).dictionary_table(value_type)
-        return write_part(root, self.node_id, part, table)
+        and the actor route's end (after the last answers nothing is replayed).  The time it
+        takes (grouping, the part's columns, Parquet) is counted in ``answer_s``."""
+        t0 = time.perf_counter()
+        if value_type in ("int64", "float64"):  # the run's type: one pass to the part's columns
+            table = self.pending.take_table(self.trees, value_type)
+        else:
+            table = self.pending.take_blocks(self.trees).dictionary_table()
+        written = write_part(root, self.node_id, part, table)
+        self._count_answer_time(t0)
+        return written
 
     def write_late(self, root: str, part: str = "final") -> WrittenPart:
         """Write every late tuple of the hosted trees as ``root/node=<id>/part-<part>.parquet``

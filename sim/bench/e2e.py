@@ -35,7 +35,8 @@ units; ``cost_check``: the mean measured/plan ratio over nodes and the ratio per
 ``finish`` in each row: where ``Deployment.finish`` spent its time (nodes working off their
 queues, flush, answers handed over, driver merge); ``tree_s``: the busiest node's tree time
 (``busy_s``), ``wall_over_tree``: the wall time over it (what handing over, merging and
-writing the answers add beyond computing them), ``answers_per_s``.  Where a node's answer time
+writing the answers add beyond computing them), ``answers_per_s``; ``node_over_tree``: the
+floor the nodes' own work sets for that ratio (``tree_time``).  Where a node's answer time
 goes, phase by phase and without Ray: ``sim/bench/e2e_answers.py``.
 """
 
@@ -232,12 +233,26 @@ def tree_time(metrics: dict, wall: float) -> dict:
     """The busiest node's tree time (``busy_s``: its trees ingesting and flushing, answers
     kept as they come; no hand-over, merge or writing) and the wall time over it: 1.0 would
     mean every answer was handed over or written for free, so how far above 1 the ratio is
-    says what moving the answers costs beyond computing them."""
-    busy = max((n["busy_s"] for n in metrics["nodes"].values()), default=0.0)
+    says what moving the answers costs beyond computing them.
+
+    And the bound the nodes' own work sets: ``answer_s`` is a node's time handing its answers
+    over (grouping them, building the blocks or the part, Parquet), ``node_s`` the largest
+    ``busy_s + answer_s`` over the nodes and ``node_over_tree`` its ratio to ``tree_s``.  A
+    node does its answers after its trees on one core, and on a machine with no core to
+    spare (2 cores, 2 node actors) nothing else can do them meanwhile, so ``wall_over_tree``
+    cannot go below ``node_over_tree``; what lies between the two is waiting for input,
+    calls and the driver's share."""
+    nodes = list(metrics["nodes"].values())
+    busy = max((n["busy_s"] for n in nodes), default=0.0)
+    node_s = max((n["busy_s"] + n.get("answer_s", 0.0) for n in nodes), default=0.0)
+    answer = max((n.get("answer_s", 0.0) for n in nodes), default=0.0)
     return {
         "tree_s": round(busy, 3),
         "wall_over_tree": round(wall / busy, 3) if busy > 0 else None,
         "answers_per_s": round(metrics["answers"] / wall) if wall > 0 else None,
+        "answer_s": round(answer, 3),
+        "node_s": round(node_s, 3),
+        "node_over_tree": round(node_s / busy, 3) if busy > 0 else None,
     }
 
 
@@ -520,12 +535,17 @@ def format_table(rows: list[dict]) -> str:
             "wall s over the busiest node's tree s"
         )
         for n, m, r in routed:
-            ratio = r.get("wall_over_tree")
+            ratio, bound = r.get("wall_over_tree"), r.get("node_over_tree")
             lines.append(
                 f"{n:>8} {m:>16}  cpu {r['driver_cpu_s']:>7.2f} s  "
                 f"{r['driver_bytes'] / 1e6:>9.1f} MB  {r['tuples_per_s']:>12,} tup/s  "
                 f"wall {r['seconds']:.2f} s / tree {r.get('tree_s', 0):.2f} s"
                 + (f" = {ratio:.2f}x" if ratio else "")
+                + (
+                    f" (trees + answers on a node {r['node_s']:.2f} s = {bound:.2f}x)"
+                    if bound
+                    else ""
+                )
             )
     cost = [
         (n, m, v[m]["cost_check"])

@@ -8,8 +8,12 @@ file in one batch, then each phase of the answer path timed on its own.
 * ``snapshot_s``: ``NodeCore.snapshot`` (what each checkpoint also takes);
 * driver route: ``blocks_s`` (``drain_blocks``), ``pickle_s`` (the blocks pickled as Ray
   does, buffers out of band), and once for all nodes ``merge_s`` (``merge_blocks``);
-* actor route: ``write_s`` (``checkpoint_write`` minus its snapshot: blocks, table, Parquet
-  part) and the part's size.
+* actor route: ``write_s`` (``checkpoint_write`` minus its snapshot: the part's columns and
+  its Parquet file) and the part's size; then, on a second copy of the node, the same answers
+  split into ``columns_s`` (the part's table: grouped by query, dictionary codes) and
+  ``parquet_s`` (``write_part``: encoding and the atomic write), and ``node_over_tree``:
+  (trees + ``write_s``) / trees, the floor this node's own work sets for the benchmark's wall
+  / tree ratio when no core is spare (``sim.bench.e2e.tree_time``).
 
 Why a script by path: it uses only ``NodeCore``'s and ``merge_blocks``' public calls, so it
 runs unchanged against an older tree (``PYTHONPATH=<old tree> python -P <this file>``; ``-P``:
@@ -77,7 +81,9 @@ def measure(queries: int, data: Path, plan_file: Path | None = None) -> dict:
                     _, part, _ = core.checkpoint_write(tmp, "000001", "float64")
                     row["write_s"] = time.perf_counter() - t - row["actors_snapshot_s"]
                     row["part_mb"] = part.nbytes / 1e6
+                    row["node_over_tree"] = 1 + row["write_s"] / row["actors_trees_s"]
                 del core
+            row.update(_part_phases(spec, table, tmp))
             out["nodes"][spec["node_id"]] = {k: round(v, 3) for k, v in row.items()}
     from cluster.answers.blocks import merge_blocks
 
@@ -86,6 +92,27 @@ def measure(queries: int, data: Path, plan_file: Path | None = None) -> dict:
     out["merge_s"] = round(time.perf_counter() - t, 3)
     out["merged_rows"] = merged.num_rows
     return out
+
+
+def _part_phases(spec: dict, table, tmp: str) -> dict:
+    """The actor route's part in two phases, on a fresh node fed the same data: the table
+    (``PendingAnswers.take_table`` where it exists, else blocks laid out as a dictionary
+    table) and ``write_part``."""
+    from cluster.answers.sink import write_part
+    from cluster.node.core import NodeCore
+
+    core = NodeCore(spec["node_id"], spec["trees"], count_ops=True)
+    core.warmup()
+    core.ingest(None, table, seq=0)
+    core.flush()
+    t = time.perf_counter()
+    if hasattr(core.pending, "take_table"):
+        part = core.pending.take_table(core.trees, "float64")
+    else:  # an older tree: blocks, then their table
+        part = core.pending.take_blocks(core.trees, "float64").dictionary_table("float64")
+    t1 = time.perf_counter()
+    write_part(tmp, spec["node_id"], "000002", part)
+    return {"columns_s": t1 - t, "parquet_s": time.perf_counter() - t1}
 
 
 def main(argv=None) -> int:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from cluster.answers.blocks import ANSWER_SCHEMA_INT, AnswerBlocks, answer_schema_for, merge_blocks
 from cluster.answers.sink import read_answers, write_part
-from cluster.node.answers import answer_blocks, query_ranks
+from cluster.node.answers import answer_blocks, part_table, query_ranks
 
 
 def plain_table(rows: list[tuple[str, int, int, float | int, bool]], value_type=None) -> pa.Table:
@@ -117,6 +117,43 @@ def test_node_blocks_equal_the_sorted_rows(answers, value_type):
         assert d.drop(["query_id"]).equals(want.drop(["query_id"]))
 
 
+@settings(max_examples=60, deadline=None)
+@given(node_answers(), st.sampled_from(["int64", "float64"]), st.booleans())
+def test_part_table_equals_the_sorted_rows(answers, value_type, swap):
+    """The actor route's part in one pass (``part_table``) holds the sorted rows of the
+    run's value type; ``swap``: two batches exchanged, so a query's windows may come out of
+    order (the sort fallback); ints beyond 2^53 as float64 and floats in an int64 run are
+    refused."""
+    trees, parts = answers
+    if swap and len(parts) > 1:
+        parts[0], parts[-1] = parts[-1], parts[0]
+    rows = rows_of(trees, parts)
+    has_float = any(not r[4] for r in rows)
+    inexact = any(r[4] and abs(r[3]) > 1 << 53 for r in rows)
+    if (value_type == "int64" and has_float) or (value_type == "float64" and inexact):
+        with pytest.raises(ValueError):
+            part_table(list(parts), query_ranks(trees), value_type)
+        return
+    got = part_table(list(parts), query_ranks(trees), value_type)
+    want = plain_table(rows, value_type)
+    if value_type == "int64":
+        want = want.cast(answer_schema_for(True))
+    assert got.num_rows == want.num_rows
+    if not want.num_rows:
+        assert got.schema.equals(want.schema)
+        return
+    assert pa.types.is_dictionary(got.schema.field("query_id").type)
+    assert got.column("query_id").cast(pa.string()).equals(want.column("query_id"))
+    assert got.drop(["query_id"]).equals(want.drop(["query_id"]))
+    if not swap:  # the blocks' route to the same part: the same rows
+        old = answer_blocks(list(parts), trees, query_ranks(trees), value_type)
+        d = old.dictionary_table(value_type)
+        assert d.drop(["query_id"]).equals(got.drop(["query_id"]))
+        assert (
+            d.column("query_id").cast(pa.string()).equals(got.column("query_id").cast(pa.string()))
+        )
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(node_answers(), min_size=1, max_size=3))
 def test_merge_of_parts_equals_the_sorted_rows(nodes):
@@ -162,14 +199,39 @@ def test_dictionary_part_reads_back_as_the_plain_table(tmp_path_factory, answers
     assert got.equals(want) if want.num_rows else got.schema.equals(ANSWER_SCHEMA_INT)
 
 
+def test_part_statistics_for_windows_and_values_not_query_ids(tmp_path):
+    """A part keeps min/max statistics where readers prune by them (window columns, value)
+    and skips them for the dictionary-coded ``query_id`` (their cost: ``parquet_options``)."""
+    trees = {"t0": SimpleNamespace(queries=[SimpleNamespace(id="a", range=5)])}
+    cols = (np.zeros(3, np.int64), np.array([0, 2, 4]), None, np.array([1.5, 2.5, 3.5]))
+    table = part_table([("t0", cols)], query_ranks(trees), "float64")
+    written = write_part(tmp_path, "n0", "000000", table)
+    rg = pq.ParquetFile(tmp_path / written.path).metadata.row_group(0)
+    stats = {rg.column(i).path_in_schema: rg.column(i).statistics for i in range(4)}
+    assert stats["query_id"] is None
+    assert (stats["window_start"].min, stats["window_start"].max) == (0, 4)
+    assert (stats["window_end"].min, stats["window_end"].max) == (5, 9)
+    assert (stats["value"].min, stats["value"].max) == (1.5, 3.5)
+
+
 def test_bench_wall_over_the_busiest_nodes_tree_time():
     """``bench e2e`` rows say how far the wall time is above the busiest node's tree time
     (what moving the answers costs beyond computing them), and the table prints it."""
     from sim.bench.e2e import format_table, tree_time
 
-    m = {"answers": 900, "nodes": {"a": {"busy_s": 1.5}, "b": {"busy_s": 2.0}}}
+    m = {
+        "answers": 900,
+        "nodes": {"a": {"busy_s": 1.5, "answer_s": 1.1}, "b": {"busy_s": 2.0, "answer_s": 0.5}},
+    }
     got = tree_time(m, 3.0)
-    assert got == {"tree_s": 2.0, "wall_over_tree": 1.5, "answers_per_s": 300}
+    assert got == {
+        "tree_s": 2.0,
+        "wall_over_tree": 1.5,
+        "answers_per_s": 300,
+        "answer_s": 1.1,
+        "node_s": 2.6,  # node a: 1.5 s of trees + 1.1 s of answers
+        "node_over_tree": 1.3,
+    }
     assert tree_time({"answers": 0, "nodes": {}}, 1.0)["wall_over_tree"] is None
     row = {
         "queries": 10,
@@ -181,7 +243,9 @@ def test_bench_wall_over_the_busiest_nodes_tree_time():
         "seconds": 3.0,
         **got,
     }
-    assert "wall 3.00 s / tree 2.00 s = 1.50x" in format_table([row])
+    assert "wall 3.00 s / tree 2.00 s = 1.50x (trees + answers on a node 2.60 s = 1.30x)" in (
+        format_table([row])
+    )
 
 
 def test_blocks_bytes_are_the_two_columns():

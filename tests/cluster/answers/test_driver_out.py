@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
 from support.cluster_plans import STREAMS, make_plan, make_queries
+from support.waiting import wait_for
 
 from sim.debs import generate_debs
 
@@ -436,7 +437,19 @@ def test_actor_route_last_round_without_snapshot_survives_a_death(
         last_round = route.last_round
 
         def die_first(d):
-            ray.kill(d.actor("node-0"), no_restart=True)
+            actor = d.actor("node-0")
+            ray.kill(actor, no_restart=True)
+
+            def dead() -> bool:
+                try:
+                    ray.get(actor.ping.remote(), timeout=30)
+                except ray.exceptions.RayActorError:
+                    return True
+                return False
+
+            # a kill lands asynchronously: a part written before it lands would be committed
+            # and the death met only by the calls after it; this test is about a death first
+            wait_for(dead, "node-0's actor to be dead")
             last_round(d)
 
         monkeypatch.setattr(route, "last_round", die_first)

@@ -316,7 +316,10 @@ def test_node_core_writes_parts_with_one_schema(tmp_path):
     assert seq == 0 and part.path == "node=n/part-000001.parquet" and part.num_rows > 0
     node.ingest(None, pa.table({"ts_ms": ts[300:], "mf01": v[300:]}), seq=1)
     node.flush()
+    busy, answer_s = node.counters["busy_s"], node.counters["answer_s"]
     node.checkpoint_write(str(tmp_path), "000002", "float64")
+    # writing answers is answer time, never the trees' busy time
+    assert node.counters["busy_s"] == busy and node.counters["answer_s"] > answer_s > 0
     got = read_answers(tmp_path)
     assert got.schema.field("value").type == pa.float64()
     assert got.column("value").to_pylist() == [float(x) for x in want.column("value").to_pylist()]
