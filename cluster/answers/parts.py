@@ -67,12 +67,19 @@ def parquet_options(table: pa.Table) -> dict:
     }
 
 
-def write_part_file(table: pa.Table, dest: Path) -> None:
-    """Write ``table`` as the Parquet file ``dest``, whole or not at all: a hidden temporary of
-    a unique name in the same directory, renamed over ``dest`` (``parquet_options``)."""
+def stage_part_file(table: pa.Table, dest: Path) -> Path:
+    """Write ``table`` as a hidden file of a unique name beside ``dest`` (``parquet_options``)
+    and return it: whoever commits the part renames it over ``dest``.  Readers (pyarrow,
+    Spark) skip names starting with ``.``, so a staged file nobody renamed is never read."""
     tmp = dest.parent / f".{dest.name}.{uuid.uuid4().hex}.tmp"
     pq.write_table(table, tmp, **parquet_options(table))
-    os.replace(tmp, dest)
+    return tmp
+
+
+def write_part_file(table: pa.Table, dest: Path) -> None:
+    """Write ``table`` as the Parquet file ``dest``, whole or not at all: staged
+    (``stage_part_file``), then renamed over ``dest``."""
+    os.replace(stage_part_file(table, dest), dest)
 
 
 def _ours(entry: Path) -> bool:

@@ -9,12 +9,17 @@ the driver only learns counts and part names.
 
 Exactly once, the commit protocol: a part is written at a checkpoint together with the
 snapshot taken at the same point (``NodeCore.checkpoint_write``), under the name the driver
-gave for that checkpoint round (``part-<round>``), by ``cluster.answers.parts.write_part_file``
-(write-to-temporary + rename: a reader never sees half a part).  A part is *committed* when the
+gave for that checkpoint round (``part-<round>``), staged whole and renamed into place by the
+driver (below: a reader never sees half a part).  A part is *committed* when the
 driver received the reply of that call, i.e. holds the snapshot taken at the same point; only
 committed parts stay
-(``AnswerCommits.finalize`` deletes the others).  Every answer is in exactly one committed
-part because:
+(``AnswerCommits.finalize`` deletes the others).  The actor only *stages* a part (a hidden file
+of a unique name beside it, ``cluster.answers.parts.stage_part_file``); the driver renames it into
+place when it commits it.  So the actor of a node declared lost that comes back (a hang or a
+partition that ends) can never put a part in place, not even after the run's end: what it
+staged stays hidden, and readers (pyarrow, Spark, ``read_answers``) skip hidden names.  The
+price is that the driver must reach the output directory, as it already must to delete the
+orphans.  Every answer is in exactly one committed part because:
 
 * a node's committed parts hold the answers between consecutive committed snapshots of its
   trees, and the recovery machinery (``recovery.py``) regenerates everything after the last
@@ -46,7 +51,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from cluster.answers.parts import clear_dataset, write_part_file
+from cluster.answers.parts import clear_dataset, stage_part_file
 
 ANSWER_COLUMNS = ["query_id", "window_start", "window_end", "value"]
 MANIFEST = "_manifest.json"  # names starting with "_" or "." are skipped by pyarrow and Spark
@@ -54,12 +59,14 @@ MANIFEST = "_manifest.json"  # names starting with "_" or "." are skipped by pya
 
 @dataclass(frozen=True)
 class WrittenPart:
-    """What an actor reports after writing a part: where (relative to the root), rows,
-    bytes on disk."""
+    """What an actor reports after writing a part: its name (relative to the root), rows,
+    bytes on disk, and the hidden file it staged the part in (relative to the root; empty
+    for a part without rows), which the committer renames to ``path``."""
 
     path: str
     num_rows: int
     nbytes: int
+    staged: str = ""
 
 
 def part_name(node_id: str, part: str) -> str:
@@ -67,17 +74,19 @@ def part_name(node_id: str, part: str) -> str:
 
 
 def write_part(root: str | os.PathLike, node_id: str, part: str, table: pa.Table) -> WrittenPart:
-    """Write ``table`` as ``root/node=<node_id>/part-<part>.parquet`` atomically (temporary
-    file + rename), replacing a part of that name; an empty table removes it instead (a
-    retried call that has nothing to write leaves nothing behind)."""
+    """Stage ``table`` as the part ``root/node=<node_id>/part-<part>.parquet``: written whole to
+    a hidden file beside it, which ``AnswerCommits.commit`` renames into place (replacing a
+    part of that name); an empty table stages nothing (its commit removes a part of that name,
+    so a retried call that has nothing to write leaves nothing behind)."""
     rel = part_name(node_id, part)
-    dest = Path(root) / rel
     if table.num_rows == 0:
-        dest.unlink(missing_ok=True)
         return WrittenPart(rel, 0, 0)
+    dest = Path(root) / rel
     dest.parent.mkdir(parents=True, exist_ok=True)
-    write_part_file(table, dest)
-    return WrittenPart(rel, table.num_rows, dest.stat().st_size)
+    staged = stage_part_file(table, dest)
+    return WrittenPart(
+        rel, table.num_rows, staged.stat().st_size, staged.relative_to(root).as_posix()
+    )
 
 
 class AnswerCommits:
@@ -94,9 +103,15 @@ class AnswerCommits:
         self.root.mkdir(parents=True)
 
     def commit(self, part: WrittenPart) -> None:
+        """The driver holds the writer's reply: put its staged part in place (or, for a part
+        without rows, remove a part of that name)."""
+        dest = self.root / part.path
         if part.num_rows:
+            if part.staged:
+                os.replace(self.root / part.staged, dest)
             self.parts[part.path] = part
         else:
+            dest.unlink(missing_ok=True)
             self.parts.pop(part.path, None)
 
     @property

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.answers.blocks import ANSWER_SCHEMA_INT, AnswerBlocks, answer_schema_for, merge_blocks
-from cluster.answers.sink import read_answers, write_part
+from cluster.answers.sink import AnswerCommits, read_answers, write_part
 from cluster.node.answers import answer_blocks, part_table, query_ranks
 
 
@@ -190,6 +190,7 @@ def test_dictionary_part_reads_back_as_the_plain_table(tmp_path_factory, answers
     want = plain_table(rows, "float64")
     root = tmp_path_factory.mktemp("parts") / "answers.parquet"
     written = write_part(root, "n0", "000000", blocks.dictionary_table("float64"))
+    AnswerCommits(root).commit(written)
     assert written.num_rows == want.num_rows
     if want.num_rows:
         f = pq.read_table(root / written.path)
@@ -206,6 +207,7 @@ def test_part_statistics_for_windows_and_values_not_query_ids(tmp_path):
     cols = (np.zeros(3, np.int64), np.array([0, 2, 4]), None, np.array([1.5, 2.5, 3.5]))
     table = part_table([("t0", cols)], query_ranks(trees), "float64")
     written = write_part(tmp_path, "n0", "000000", table)
+    AnswerCommits(tmp_path).commit(written)
     rg = pq.ParquetFile(tmp_path / written.path).metadata.row_group(0)
     stats = {rg.column(i).path_in_schema: rg.column(i).statistics for i in range(4)}
     assert stats["query_id"] is None
