@@ -609,6 +609,28 @@ def bench_e2e(
         raise typer.Exit(1)
 
 
+def _feed_bench(run, format_table, name: str, sizes: tuple[int, int, int, int], out: Path):
+    """A live-feed comparison (``bench text``, ``bench order``): ``sizes`` = rows, queries,
+    nodes, repeat (checked), the table printed, ``<name>.json`` written, exit 1 unless every
+    pair of runs answered alike."""
+    rows, queries, nodes, repeat = sizes
+    if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
+        raise UserError(
+            "--rows >= 1000, --queries >= 1, --nodes >= 1 and --repeat >= 1 are required"
+        )
+    res = run(
+        rows,
+        queries,
+        nodes=nodes,
+        repeat=repeat,
+        log=lambda s: console.print(s, soft_wrap=True, markup=False),
+    )
+    console.print(format_table(res), markup=False)
+    write_results(out, f"{name}.json", res)
+    if not all(r["answers_equal"] for r in res):
+        raise typer.Exit(1)
+
+
 @bench_app.command("text")
 def bench_text(
     rows: int = typer.Option(1_000_000, help="Generated DEBS events (100 Hz)."),
@@ -620,21 +642,7 @@ def bench_text(
     """Live feed rows/s over DEBS text vs the same data as Parquet (raw mode)."""
     from sim.bench.text import format_table, run_text_bench
 
-    if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
-        raise UserError(
-            "--rows >= 1000, --queries >= 1, --nodes >= 1 and --repeat >= 1 are required"
-        )
-    res = run_text_bench(
-        rows,
-        queries,
-        nodes=nodes,
-        repeat=repeat,
-        log=lambda s: console.print(s, soft_wrap=True, markup=False),
-    )
-    console.print(format_table(res), markup=False)
-    write_results(out, "bench_text.json", res)
-    if not all(r["answers_equal"] for r in res):
-        raise typer.Exit(1)
+    _feed_bench(run_text_bench, format_table, "bench_text", (rows, queries, nodes, repeat), out)
 
 
 @bench_app.command("order")
@@ -648,21 +656,7 @@ def bench_order(
     """Driver feed wall time in data.order file vs time, on a sorted and a disordered file."""
     from sim.bench.order import format_table, run_order_bench
 
-    if rows < 1000 or queries < 1 or nodes < 1 or repeat < 1:
-        raise UserError(
-            "--rows >= 1000, --queries >= 1, --nodes >= 1 and --repeat >= 1 are required"
-        )
-    res = run_order_bench(
-        rows,
-        queries,
-        nodes=nodes,
-        repeat=repeat,
-        log=lambda s: console.print(s, soft_wrap=True, markup=False),
-    )
-    console.print(format_table(res), markup=False)
-    write_results(out, "bench_order.json", res)
-    if not all(r["answers_equal"] for r in res):
-        raise typer.Exit(1)
+    _feed_bench(run_order_bench, format_table, "bench_order", (rows, queries, nodes, repeat), out)
 
 
 @bench_app.command("serve")

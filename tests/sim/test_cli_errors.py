@@ -85,6 +85,8 @@ BAD_ARGUMENTS = [
     (["plan", "--qnum", "0"], "qnum", True),
     (["plan", "--gen", "weird"], "generator", False),
     (["bench", "f1", "--experiments", "9"], "experiments", True),
+    (["bench", "text", "--rows", "10"], "--rows >= 1000", False),
+    (["bench", "order", "--repeat", "0"], "--repeat >= 1", False),
 ]
 
 

@@ -137,3 +137,16 @@ def file_order_oracle(plan: dict, path, lateness: int) -> tuple[pa.Table, list[t
         }
     )
     return table, sorted(late)
+
+
+def assert_answers_close(got: pa.Table, want: pa.Table) -> None:
+    """A run's answers (sorted by query and window) against an oracle's: the same windows, and
+    values equal to 1e-12 relative (float sums in another order)."""
+    assert got.num_rows == want.num_rows > 0
+    for c in ("query_id", "window_start", "window_end"):
+        assert got.column(c).to_pylist() == want.column(c).to_pylist(), c
+    np.testing.assert_allclose(
+        got.column("value").to_numpy().astype(np.float64),
+        want.column("value").to_numpy(),
+        rtol=1e-12,
+    )

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support.cluster_plans import STREAMS, make_plan, make_queries
+from support.cluster_oracles import assert_answers_close, file_order_oracle
+from support.cluster_plans import make_plan, make_queries
 
-from executors.oracle import brute_force
 from sim.debs import generate_debs
 
 LATENESS = 300  # ms; the data is ~100 Hz, so ~30 tuples
@@ -71,44 +71,6 @@ def _late_rows(t: pa.Table) -> list:
     return sorted(tuple(r.values()) for r in t.select(["tree_id", "ts_ms", "value"]).to_pylist())
 
 
-def _brute_force(plan, path, lateness: int = LATENESS) -> tuple[pa.Table, list]:
-    """Per tree of the plan, its queries over its stream in file order: answers (as the
-    run's table) and late tuples ``(tree_id, ts_ms, value)``."""
-    data = pq.read_table(path, columns=["ts_ms", *STREAMS])
-    ts = data.column("ts_ms").to_numpy()
-    rows, late = [], []
-    for node in plan["nodes"]:
-        for tree in node["trees"]:
-            qmap = {q["id"]: q for q in plan["queries"]}
-            qs = [qmap[q] for q in tree["queries"]]
-            v = data.column(tree["stream"]).to_numpy()
-            got, lt = brute_force(qs, ts, v, lateness)
-            rows += got
-            late += [(tree["id"], int(ts[i]), int(v[i])) for i in lt]
-    rows.sort(key=lambda r: (r[0], r[1]))
-    cols = list(zip(*rows))
-    table = pa.table(
-        {
-            "query_id": pa.array(cols[0], pa.string()),
-            "window_start": pa.array(cols[1], pa.int64()),
-            "window_end": pa.array(cols[2], pa.int64()),
-            "value": pa.array(np.asarray(cols[3], dtype=np.float64)),
-        }
-    )
-    return table, sorted(late)
-
-
-def _assert_answers(got: pa.Table, want: pa.Table) -> None:
-    assert got.num_rows == want.num_rows
-    for c in ("query_id", "window_start", "window_end"):
-        assert got.column(c).to_pylist() == want.column(c).to_pylist(), c
-    np.testing.assert_allclose(
-        got.column("value").to_numpy().astype(np.float64),
-        want.column("value").to_numpy(),
-        rtol=1e-12,
-    )
-
-
 def test_disorder_within_the_lateness(files, ray_session, spark):
     """Nothing is late, the answers are the driver route's and the brute force's, and the
     time windows' are those of the sorted file (count windows follow the arrival order)."""
@@ -119,11 +81,11 @@ def test_disorder_within_the_lateness(files, ray_session, spark):
     _, drv = _run(plan, files["bounded"], spark, "file")
     assert ex.answers.equals(drv.answers)
     assert ex.late.num_rows == drv.late.num_rows == 0
-    want, late = _brute_force(plan, files["bounded"])
+    want, late = file_order_oracle(plan, files["bounded"], LATENESS)
     assert not late
-    _assert_answers(ex.answers, want)
-    in_time_order, _ = _brute_force(plan, files["sorted"])
-    _assert_answers(_time_only(ex.answers), _time_only(in_time_order))
+    assert_answers_close(ex.answers, want)
+    in_time_order, _ = file_order_oracle(plan, files["sorted"], LATENESS)
+    assert_answers_close(_time_only(ex.answers), _time_only(in_time_order))
 
 
 def test_tuples_later_than_the_lateness(files, ray_session, spark):
@@ -131,9 +93,9 @@ def test_tuples_later_than_the_lateness(files, ray_session, spark):
     also when a node is killed mid-feed and replays from its checkpoint (the file again)."""
     plan = files["plan"]
     _, drv = _run(plan, files["late"], spark, "file")
-    want, late = _brute_force(plan, files["late"])
+    want, late = file_order_oracle(plan, files["late"], LATENESS)
     assert late and _late_rows(drv.late) == late
-    _assert_answers(drv.answers, want)
+    assert_answers_close(drv.answers, want)
     faults = [{"kind": "kill", "node": "node-1", "at_batch": 5}]
     fs, ex = _run(plan, files["late"], spark, "executors", checkpoint_every=3, faults=faults)
     assert ex.metrics["nodes"]["node-1"]["recoveries"] == 1 and fs.pushed["segments"] >= 3
@@ -145,5 +107,5 @@ def test_tuples_later_than_the_lateness(files, ray_session, spark):
     ts = pq.read_table(files["late"], columns=["ts_ms"]).column("ts_ms").to_numpy()
     assert fail["command"] == "failure" and fail["event_time"] == int(ts[:1000].max()), fail
     # the late tuples count in no answer: with a lateness that keeps them, answers differ
-    kept, none_late = _brute_force(plan, files["late"], lateness=10**6)
+    kept, none_late = file_order_oracle(plan, files["late"], 10**6)
     assert not none_late and _time_only(kept).to_pylist() != _time_only(ex.answers).to_pylist()

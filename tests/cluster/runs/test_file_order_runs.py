@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support.cluster_oracles import file_order_oracle
+from support.cluster_oracles import assert_answers_close, file_order_oracle
 
 from sim.config import config_from_mapping
 from sim.debs_generator import generate_debs
@@ -102,17 +102,6 @@ def _run(raw: dict, spark):
     return summary, json.loads((out / "plan.json").read_text()), answers, late_rows
 
 
-def _assert_answers(got: pa.Table, want: pa.Table) -> None:
-    assert got.num_rows == want.num_rows > 0
-    for c in ("query_id", "window_start", "window_end"):
-        assert got.column(c).to_pylist() == want.column(c).to_pylist(), c
-    np.testing.assert_allclose(
-        got.column("value").to_numpy().astype(np.float64),
-        want.column("value").to_numpy(),
-        rtol=1e-12,
-    )
-
-
 @pytest.mark.parametrize(
     "route",
     [
@@ -134,7 +123,7 @@ def test_file_order_equals_the_brute_force_on_every_route(
     assert summary.metrics["feed"]["route"] == route["feed"]
     want, want_late = file_order_oracle(plan, files["disordered"], LATENESS)
     assert late == want_late and late and summary.late == len(late)
-    _assert_answers(answers, want)
+    assert_answers_close(answers, want)
     in_time_order, none_late = file_order_oracle(plan, files["sorted"], LATENESS)
     assert not none_late and want.to_pylist() != in_time_order.to_pylist()  # late rows left out
 
@@ -149,7 +138,7 @@ def test_time_order_equals_the_sorted_files_brute_force(mode, files, ray_session
     assert summary.metrics["feed"]["mode"] == mode and summary.metrics["feed"]["order"] == "auto"
     want, want_late = file_order_oracle(plan, files["sorted"], LATENESS)
     assert not want_late and not late and summary.late == 0
-    _assert_answers(answers, want)
+    assert_answers_close(answers, want)
 
 
 def test_a_text_file_in_file_order_equals_its_conversion(files, ray_session, spark, tmp_path):
@@ -161,7 +150,7 @@ def test_a_text_file_in_file_order_equals_its_conversion(files, ray_session, spa
     summary, plan, answers, late = _run(_config(files["text"], tmp_path / "raw"), spark)
     want, want_late = file_order_oracle(plan, files["disordered"], LATENESS)
     assert late == want_late and late
-    _assert_answers(answers, want)
+    assert_answers_close(answers, want)
     raw = _config(files["text"], tmp_path / "sliced", feed_mode="sliced")
     with pytest.raises(DeploymentError, match=r"disordered\.tsv is not in time order") as ei:
         _run(raw, spark)
