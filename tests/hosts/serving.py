@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import yaml
 
 from hosts.netns import FAILURE_TIMEOUT_S
 from sim.debs_generator import generate_debs
@@ -39,6 +40,27 @@ def attached_config(
         "data": data,
         "run": {"mode": "live", **run},
     }
+
+
+def write_serve_config(
+    d: Path, address: str, queries: list[dict], files_per_batch: int, rate_hz: int
+):
+    """``d/serve.yaml``: ``weaveplace serve`` attached at ``address`` (``attached_config``),
+    watching ``d/in`` (made here; ``files_per_batch`` files per micro-batch) and writing to
+    ``d/run``, Spark ``local[1]`` on the driver's host.  Returns ``(incoming, run_dir)``."""
+    incoming, run_dir = d / "in", d / "run"
+    incoming.mkdir()
+    directory = {"path": str(incoming), "poll_s": 0.2, "files_per_batch": files_per_batch}
+    cfg = attached_config(
+        address,
+        queries,
+        {"directory": directory},
+        {"output_dir": str(run_dir)},
+        rate_hz=rate_hz,
+        spark_master="local[1]",
+    )
+    (d / "serve.yaml").write_text(yaml.safe_dump(cfg))
+    return incoming, run_dir
 
 
 def split_files(d: Path, file_s: int, n_files: int, rate_hz: int, seed: int = 5):

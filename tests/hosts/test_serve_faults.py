@@ -25,12 +25,18 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
 from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP
-from hosts.serving import AnswerClock, attached_config, events, pct, recovered, split_files
+from hosts.serving import (
+    AnswerClock,
+    events,
+    pct,
+    recovered,
+    split_files,
+    write_serve_config,
+)
 
 pytestmark = pytest.mark.hosts
 
@@ -43,19 +49,8 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
     hosts = emulated_hosts
     d = tmp_path
     files = split_files(d, FILE_S, N_FILES, RATE_HZ)
-    incoming, run_dir = d / "in", d / "run"
-    incoming.mkdir()
     queries = service_queries("a", 6, seed=3, streams=("mf01", "mf02"))
-    directory = {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 2}
-    cfg = attached_config(
-        ray_cluster.address,
-        queries,
-        {"directory": directory},
-        {"output_dir": str(run_dir)},
-        rate_hz=RATE_HZ,
-        spark_master="local[1]",
-    )
-    (d / "serve.yaml").write_text(yaml.safe_dump(cfg))
+    incoming, run_dir = write_serve_config(d, ray_cluster.address, queries, 2, RATE_HZ)
     env = ray_cluster.env(RAY_TMPDIR=RAY_TMP, SPARK_LOCAL_IP=hosts.hosts[0].ip)
     cli = [sys.executable, "-m", "sim.cli"]
     proc = hosts.start(0, [*cli, "serve", "serve.yaml"], env, d / "serve.log", cwd=d)

@@ -21,12 +21,18 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
 from hosts.netns import RAY_TMP
-from hosts.serving import AnswerClock, attached_config, events, pct, recovered, split_files
+from hosts.serving import (
+    AnswerClock,
+    events,
+    pct,
+    recovered,
+    split_files,
+    write_serve_config,
+)
 
 pytestmark = pytest.mark.hosts
 
@@ -47,19 +53,8 @@ def _end_group(proc) -> None:
 def test_serve_actor_sigkill_then_driver_killed_and_resumed(emulated_hosts, ray_cluster, tmp_path):
     hosts, d = emulated_hosts, tmp_path
     files = split_files(d, FILE_S, N_FILES, RATE_HZ, seed=9)
-    incoming, run_dir = d / "in", d / "run"
-    incoming.mkdir()
     queries = service_queries("s", 6, seed=4, streams=("mf01", "mf02"))
-    directory = {"path": str(incoming), "poll_s": 0.2, "files_per_batch": 1}
-    cfg = attached_config(
-        ray_cluster.address,
-        queries,
-        {"directory": directory},
-        {"output_dir": str(run_dir)},
-        rate_hz=RATE_HZ,
-        spark_master="local[1]",
-    )
-    (d / "serve.yaml").write_text(yaml.safe_dump(cfg))
+    incoming, run_dir = write_serve_config(d, ray_cluster.address, queries, 1, RATE_HZ)
     env = ray_cluster.env(RAY_TMPDIR=RAY_TMP, SPARK_LOCAL_IP=hosts.hosts[0].ip)
     cli = [sys.executable, "-m", "sim.cli"]
     procs = [hosts.start(0, [*cli, "serve", "serve.yaml"], env, d / "serve-1.log", cwd=d)]
