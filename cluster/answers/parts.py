@@ -6,8 +6,10 @@ stream and the service write numbered parts from the driver, node actors write t
 on the actor route, ``cluster.answers.sink``), and the rules must be the same everywhere:
 
 * **a part appears whole or not at all**: it is written to a hidden temporary of a unique name
-  beside it, then renamed over it (``write_part_file``), so a reader sees whole parts only and
-  two writers of one part (a dead actor and its retry) never share a temporary;
+  beside it (``stage_part_file``), then renamed over it, so a reader sees whole parts only and
+  two writers of one part (a dead actor and its retry) never share a temporary; the driver's
+  writers rename at once (``write_part_file``), a node actor's part is renamed by the driver
+  when it commits it (``cluster.answers.sink``: a lost actor never puts a part in place);
 * **weaveplace deletes only what it wrote** (``clear_dataset``): a previous run's dataset is
   removed before a run writes to the same place, but a directory holding anything else is
   refused, so a mistyped output directory never costs the user a file.
