@@ -291,7 +291,8 @@ def test_cutty_plan_reaches_the_trees_and_answers_as_pairs():
 def test_node_core_writes_parts_with_one_schema(tmp_path):
     """A node writes its answers at a checkpoint; the value type is the run's (float64 here
     for an int-only node), and a checkpoint with nothing new removes a stale part of that
-    name (a retry that has nothing to write)."""
+    name (a retry that has nothing to write, once the driver commits it)."""
+    from cluster.answers.sink import AnswerCommits
     from cluster.node.core import NodeCore
 
     trees = [
@@ -312,12 +313,16 @@ def test_node_core_writes_parts_with_one_schema(tmp_path):
     want = ref.drain()
     node = NodeCore("n", trees)
     node.ingest(None, pa.table({"ts_ms": ts[:300], "mf01": v[:300]}), seq=0)
+    commits = AnswerCommits(tmp_path)  # the driver's side: puts each staged part in place
     blob, part, seq = node.checkpoint_write(str(tmp_path), "000001", "float64")
     assert seq == 0 and part.path == "node=n/part-000001.parquet" and part.num_rows > 0
+    assert not (tmp_path / part.path).exists()  # staged only, until committed
+    commits.commit(part)
     node.ingest(None, pa.table({"ts_ms": ts[300:], "mf01": v[300:]}), seq=1)
     node.flush()
     busy, answer_s = node.counters["busy_s"], node.counters["answer_s"]
-    node.checkpoint_write(str(tmp_path), "000002", "float64")
+    commits.commit(node.checkpoint_write(str(tmp_path), "000002", "float64")[1])
+    assert (tmp_path / "node=n" / "part-000002.parquet").exists()
     # writing answers is answer time, never the trees' busy time
     assert node.counters["busy_s"] == busy and node.counters["answer_s"] > answer_s > 0
     got = read_answers(tmp_path)
@@ -328,7 +333,9 @@ def test_node_core_writes_parts_with_one_schema(tmp_path):
     )
     # a restored node re-running round 2 with nothing pending: the part goes away
     again = NodeCore.from_snapshot(node.snapshot())
-    assert again.checkpoint_write(str(tmp_path), "000002", "float64")[1].num_rows == 0
+    retry = again.checkpoint_write(str(tmp_path), "000002", "float64")[1]
+    assert retry.num_rows == 0
+    commits.commit(retry)
     assert not (tmp_path / "node=n" / "part-000002.parquet").exists()
     with pytest.raises(ValueError, match="declared int64"):
         bad = NodeCore(
