@@ -104,7 +104,8 @@ class EmulatedHosts:
 
     # -- processes --------------------------------------------------------------------------
     def start(self, i: int, argv: Sequence[str], env: dict, log_path, cwd=None) -> subprocess.Popen:
-        """Run ``argv`` on host ``i`` (its own process group), output to ``log_path``."""
+        """Run ``argv`` on host ``i`` (its own process group), output to ``log_path``; returns
+        once the process is inside the host's namespace."""
         log = open(log_path, "ab")
         p = subprocess.Popen(
             ["ip", "netns", "exec", self.hosts[i].netns, *argv],
@@ -116,6 +117,13 @@ class EmulatedHosts:
         )
         log.close()
         self.procs.append(p)
+        # `ip netns exec` enters the namespace after fork: wait until it has, so a crash or a
+        # hang signalled right after start reaches this process too.
+        deadline = time.monotonic() + 10
+        while p.pid not in self.pids(i) and p.poll() is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pid {p.pid} did not enter {self.hosts[i].netns} in 10 s")
+            time.sleep(0.01)
         return p
 
     def run(self, i: int, argv: Sequence[str], env: dict, timeout: float = 300, cwd=None):
