@@ -454,6 +454,8 @@ def run_e2e_bench(opts: E2eOptions = E2eOptions(), log=print) -> list[dict]:
                         "tuples_per_s": round(n_rows / wall),
                         "feed_s": round(fs.seconds, 3),
                         "spark_wait_s": round(fs.spark_seconds, 3),
+                        # raw mode: Spark resolving the file before its one job (in feed_s)
+                        "spark_resolve_s": round(fs.resolve_seconds, 3),
                         "shipped_rows": fs.slices if mode == "sliced" else fs.rows,
                         "answers": int(m["answers"]),
                         "finish": {k: round(v, 3) for k, v in res.metrics["finish"].items()},
