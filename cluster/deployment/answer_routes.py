@@ -80,8 +80,14 @@ class DriverAnswers(AnswerRoute):
 
         t0, t1, t2 = timings
         nids = list(dep.nodes)
-        answers = ray.get([dep.nodes[nid].actor.drain_blocks.remote() for nid in nids])
-        lates = ray.get([dep.nodes[nid].actor.late.remote() for nid in nids])
+        # one round: each node's answers, late tuples and metrics asked together (an actor
+        # runs one caller's calls in order, so its metrics count the drain's answer time)
+        asked = [
+            (a.drain_blocks.remote(), a.late.remote(), a.metrics.remote())
+            for a in (dep.nodes[nid].actor for nid in nids)
+        ]
+        got = ray.get([ref for refs in asked for ref in refs])
+        answers, lates, per_node = got[0::3], got[1::3], got[2::3]
         t3 = time.perf_counter()
         table = merge_blocks(self.committed + list(answers))
         t4 = time.perf_counter()
@@ -90,7 +96,7 @@ class DriverAnswers(AnswerRoute):
             if any(x.num_rows for x in lates)
             else empty_late()
         )
-        metrics = dep.metrics()
+        metrics = dep.metrics(dict(zip(nids, per_node)))
         metrics["answers"] = table.num_rows
         metrics["answers_route"] = "driver"
         # what crossed into the driver: answer blocks travel as window_start + value
@@ -165,12 +171,19 @@ class ActorAnswers(AnswerRoute):
         t0, t1, t2 = timings
         self.last_round(dep)
         root = str(self.late_commits.root)
-        for part in ray.get([n.actor.write_late.remote(root) for n in dep.nodes.values()]):
+        nids = list(dep.nodes)
+        # one round: each node's late part and metrics asked together (in order per actor)
+        asked = [
+            (a.write_late.remote(root), a.metrics.remote())
+            for a in (dep.nodes[nid].actor for nid in nids)
+        ]
+        got = ray.get([ref for refs in asked for ref in refs])
+        for part in got[0::2]:
             self.late_commits.commit(part)
         t3 = time.perf_counter()
         orphans = self.answer_commits.finalize() + self.late_commits.finalize()
         t4 = time.perf_counter()
-        metrics = dep.metrics()
+        metrics = dep.metrics(dict(zip(nids, got[1::2])))
         metrics["answers"] = self.answer_commits.num_rows
         metrics["answers_route"] = "actors"
         metrics["answer_bytes_to_driver"] = 0

@@ -493,13 +493,20 @@ class Deployment:
         self._finished = True
         return result
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self, replies: Mapping[str, dict] | None = None) -> dict[str, Any]:
         """Per-node metrics (from the actors) plus driver-side queue depth, blocking time,
-        recoveries and pins; nodes lost for good, their re-placements and the fault drill."""
+        recoveries and pins; nodes lost for good, their re-placements and the fault drill.
+
+        ``replies``: node id -> its actor's ``metrics()`` reply, already fetched (the end of
+        a run asks for them in the same round as the answers and late tuples: one wait, not
+        one per kind); nodes without one are asked here."""
         import ray
 
         nids = list(self.nodes)
-        per = ray.get([self.nodes[nid].actor.metrics.remote() for nid in nids])
+        got = dict(replies or {})
+        ask = [nid for nid in nids if nid not in got]
+        got.update(zip(ask, ray.get([self.nodes[nid].actor.metrics.remote() for nid in ask])))
+        per = [got[nid] for nid in nids]
         wall = time.perf_counter() - self.t_start
         out = {
             "rows_fed": self.rows_fed,

@@ -104,9 +104,45 @@ def spark_session(
     return spark
 
 
+def footer_schema(path):
+    """The Spark schema of a local Parquet file, read from its footer by pyarrow, or None (not
+    a local file, or a column type other than a signed integer, float, double, boolean or
+    string, whose mapping Spark's own inference might choose differently).
+
+    Why: Spark infers a Parquet file's schema on every read, 0.05-0.1 s a run here (measured:
+    inferred 0.06-0.17 s, given 0.02-0.05 s), half the trees' time of 1000 queries over 100 K
+    rows; pyarrow reads the footer in about a millisecond.  Every field nullable, as Spark
+    makes an inferred one."""
+    if not is_local_file(path):
+        return None
+    try:
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_schema
+        from pyspark.sql.types import StructField, StructType
+
+        schema = pq.read_schema(str(path))
+    except Exception:  # unreadable: Spark's read will say why
+        return None
+    plain = (
+        pa.types.is_signed_integer,
+        pa.types.is_float32,
+        pa.types.is_float64,
+        pa.types.is_boolean,
+        pa.types.is_string,
+    )
+    if not all(any(ok(f.type) for ok in plain) for f in schema):
+        return None
+    return StructType(
+        [StructField(f.name, f.dataType, True) for f in from_arrow_schema(schema).fields]
+    )
+
+
 def read_debs_df(spark, path: str, streams: Sequence[str] | None = None):
-    """The DEBS Parquet as a DataFrame with ``ts_ms``, ``index`` (if present) and ``streams``."""
-    df = spark.read.parquet(str(path))
+    """The DEBS Parquet as a DataFrame with ``ts_ms``, ``index`` (if present) and ``streams``;
+    a local file's schema comes from its footer (``footer_schema``), not from Spark."""
+    schema = footer_schema(path)
+    reader = spark.read if schema is None else spark.read.schema(schema)
+    df = reader.parquet(str(path))
     cols = ["ts_ms"] + (["index"] if "index" in df.columns else [])
     missing = [s for s in (streams or []) if s not in df.columns]
     if missing:
@@ -216,6 +252,7 @@ class FeedStats:
     batches: int = 0
     seconds: float = 0.0  # wall time of the whole feed (Spark + pushes)
     spark_seconds: float = 0.0  # time spent waiting for Spark to hand over batches
+    resolve_seconds: float = 0.0  # raw mode: Spark resolving the file before its first job
     chunks: int = 0  # Spark jobs pulling data (time ranges)
     sorted_chunks: int = 0  # order="auto": chunks found out of order and re-pulled sorted
     slices: int = 0  # sliced mode: slice rows shipped (all streams)
@@ -279,12 +316,14 @@ def feed_raw(
 
     Only ``ts_ms`` and the deployment's stream columns leave Spark (``index`` orders ties and is
     dropped before feeding).  ``order``: see ``ordered_arrow_batches``.  ``max_rows`` stops
-    early (for smoke runs).
+    early (for smoke runs).  ``seconds`` counts from before Spark resolves the file
+    (``resolve_seconds``), so the feed's wall time is all the input costs.
     """
     streams = list(streams or deployment.streams)
-    df = read_debs_df(spark, path, streams)
     st = FeedStats()
     t0 = time.perf_counter()
+    df = read_debs_df(spark, path, streams)
+    st.resolve_seconds = time.perf_counter() - t0
     cs: dict = {}
     it = ordered_arrow_batches(
         df, batch_rows=batch_rows, chunk_rows=chunk_rows, order=order, stats=cs, path=path

@@ -130,6 +130,7 @@ def run_file(
             "batches": fs.batches,
             "seconds": fs.seconds,
             "spark_seconds": fs.spark_seconds,
+            "resolve_seconds": fs.resolve_seconds,
             "rows_per_s": fs.rows_per_s,
             "batch_rows": feed.batch_rows,
             "chunks": fs.chunks,
