@@ -1,14 +1,11 @@
 """The memory a node builds its Parquet parts in, kept from one round to the next.
 
 Why: a node's part at 10,000 queries is millions of answers, four columns of ~28 bytes per
-answer, and building it in fresh memory costs more than the part's own work: numpy asks for
-transparent huge pages on large arrays, and where the kernel then compacts memory on the first
-touch of each 2 MB page (THP ``defrag`` in ``madvise`` mode, this project's VM) the same
-columns took 0.02-0.44 s to fill, against 0.09 s for the scatter itself.  So the columns live in
-one anonymous mapping of the node's own: allocated with every page populated by the kernel in
-one call (``MAP_POPULATE``: no fault per page, no huge-page compaction; 4 KB pages, so the
-trees' arrays keep their huge pages), and reused by every later round as long as it is large
-enough.  The price: a node keeps the memory of its largest part's columns between rounds.
+answer, and building it in fresh memory costs more than the part's own work (numpy's huge
+pages, compacted on first touch on this project's VM: ``cluster.answers.memory``).  So the
+columns live in one mapping of the node's own, populated at once (``memory.mapping``) and
+reused by every later round as long as it is large enough: a later round touches no new page
+at all.  The price: a node keeps the memory of its largest part's columns between rounds.
 
 The arrays ``columns`` returns are views of that memory, valid until its next call: whoever
 takes them writes the part before the next round builds its own
@@ -21,6 +18,8 @@ import mmap
 
 import numpy as np
 
+from cluster.answers.memory import mapping
+
 #: bytes per answer: window start, window end, value (8 bytes each), dictionary code (4)
 ROW_BYTES = 8 + 8 + 8 + 4
 _ALIGN = 64  # Arrow's buffer alignment
@@ -28,12 +27,6 @@ _ALIGN = 64  # Arrow's buffer alignment
 
 def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
-
-
-def _mapping(nbytes: int) -> mmap.mmap:
-    """Anonymous memory of ``nbytes``, its pages populated at once where the OS can."""
-    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
-    return mmap.mmap(-1, nbytes, flags=flags)
 
 
 class AnswerBuffers:
@@ -53,7 +46,7 @@ class AnswerBuffers:
         if n > self.rows or self.memory is None:
             self.rows = max(n + n // 8, 1)
             # the old mapping is let go; views still held keep it alive until they go
-            self.memory = _mapping(3 * _aligned(8 * self.rows) + _aligned(4 * self.rows))
+            self.memory = mapping(3 * _aligned(8 * self.rows) + _aligned(4 * self.rows))
         out, at = [], 0
         for dt in (np.int64, np.int64, value_dtype, np.int32):
             out.append(np.frombuffer(self.memory, dtype=dt, count=n, offset=at))

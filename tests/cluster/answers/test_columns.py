@@ -319,3 +319,20 @@ def test_blocks_bytes_are_the_two_columns():
     b = AnswerBlocks(["a", "b"], [5, 3], [np.array([0, 2]), np.array([1])], [np.ones(2), [7]])
     assert b.nbytes == 3 * 16 and b.num_rows == 3
     assert [v.dtype for v in b.values] == [np.float64, np.int64]
+
+
+def test_populated_memory_and_kept_buffers():
+    """Answer columns' memory (``cluster.answers.memory.populated``): writable, zeroed, of the
+    size asked (none included), alive as long as an Arrow array made from it; a node's kept
+    buffers refuse a value column that is not 8 bytes wide."""
+    from cluster.answers.memory import populated
+
+    assert populated(0, np.int64).shape == (0,)
+    a = populated(5, np.int32)
+    assert a.dtype == np.int32 and a.flags.writeable and not a.any()
+    a[:] = [1, 2, 3, 4, 5]
+    arr = pa.array(a)
+    del a
+    assert arr.to_pylist() == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError):
+        AnswerBuffers().columns(3, np.float32)
