@@ -121,10 +121,21 @@ def _ends_codes_in_order(start, counts, ranges, out_end, out_code):
     return ok
 
 
+def fresh_columns(n: int, value_dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``answer_columns``' default arrays: new ``(start, end, value, code)`` for ``n`` rows."""
+    return (
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=np.int64),
+        np.empty(n, dtype=value_dtype),
+        np.empty(n, dtype=np.int32),
+    )
+
+
 def answer_columns(
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     ranges: np.ndarray,
     as_float: bool,
+    columns=fresh_columns,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A node's answers as the four columns of its Parquet part, grouped by code in code
     order and each code's rows in window order: ``(window_start, window_end, value, code)``.
@@ -132,7 +143,8 @@ def answer_columns(
     tree's query index -> code map, window starts, values), in production order; consumed.
     ``ranges[c]``: code ``c``'s window length; ``as_float``: the run's values are float64
     (int values converted, beyond 2^53 refused: ``ValueError``), else int64 (a float batch:
-    ``ValueError``).
+    ``ValueError``).  ``columns(n, value_dtype)``: the four arrays to fill (``fresh_columns``,
+    or memory a node keeps across rounds: ``cluster.node.answer_buffers``).
 
     Why not ``group_by_query`` and then ``AnswerBlocks.dictionary_table``: the part's
     columns are the only arrays made (no grouped copy of the values to lay out again, no
@@ -148,8 +160,7 @@ def answer_columns(
     pos = np.zeros(n_codes, dtype=np.int64)
     np.cumsum(counts[:-1], out=pos[1:])
     n = int(counts.sum())
-    start = np.empty(n, dtype=np.int64)
-    value = np.empty(n, dtype=np.float64 if as_float else np.int64)
+    start, end, value, code = columns(n, np.float64 if as_float else np.int64)
     vbits = value.view(np.int64)
     parts.reverse()
     while parts:  # each batch let go once copied: its memory is what the next arrays reuse
@@ -166,8 +177,6 @@ def answer_columns(
         bad = _scatter_values(q, r, s, b, conv, pos, start, vbits, value.view(np.float64))
         if bad >= 0:
             raise ValueError(f"int answer {int(b[bad])} is beyond 2^53: not exact as a float64")
-    end = np.empty(n, dtype=np.int64)
-    code = np.empty(n, dtype=np.int32)
     if not _ends_codes_in_order(start, counts, ranges, end, code):
         # a query's answers out of window order (handed from one tree to another): sort
         o = np.lexsort((start, code))

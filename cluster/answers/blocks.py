@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from cluster.answers.memory import populated
+
 ANSWER_SCHEMA_INT = pa.schema(
     [
         ("query_id", pa.string()),
@@ -289,12 +291,14 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
         )
     from executors.answer_order import fill_blocks  # numba: imported when needed
 
-    start = np.empty(n, dtype=np.int64)
-    end = np.empty(n, dtype=np.int64)
-    value = np.empty(n, dtype=vdt)
-    offsets = np.empty(n + 1, dtype=np.int32)
+    # the merged columns in memory populated at once (``cluster.answers.memory``: no huge-page
+    # compaction on first touch)
+    start = populated(n, np.int64)
+    end = populated(n, np.int64)
+    value = populated(n, vdt)
+    offsets = populated(n + 1, np.int32)
     offsets[0] = 0
-    data = np.empty(int(pos[-1]), dtype=np.uint8)
+    data = populated(int(pos[-1]), np.uint8)
     # per source part, its blocks' rows and where they go, filled by a compiled loop (without
     # the GIL: block ranges of about equal rows in parallel threads)
     index = {k: i for i, k in enumerate(used)}

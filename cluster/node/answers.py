@@ -14,7 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from cluster.answers.blocks import AnswerBlocks, empty_answers, empty_late
-from executors.answer_order import answer_columns, group_by_query
+from cluster.answers.sink import WrittenPart, write_part
+from cluster.node.answer_buffers import AnswerBuffers
+from executors.answer_order import answer_columns, fresh_columns, group_by_query
 
 
 def query_ranks(trees: dict) -> tuple[list[str], dict[str, np.ndarray], np.ndarray]:
@@ -109,6 +111,7 @@ def part_table(
     parts: list[tuple[str, tuple]],
     ranks: tuple[list[str], dict[str, np.ndarray], np.ndarray],
     value_type: str,
+    columns=fresh_columns,
 ) -> pa.Table:
     """The answer columns ``parts`` (as for ``answer_blocks``; consumed) as the table of a
     Parquet part: sorted by ``(query_id, window_start)``, ``query_id`` as dictionary codes into
@@ -117,7 +120,9 @@ def part_table(
     beyond 2^53 refused; both ``ValueError``).  What the actor route writes: the rows and
     schema of ``answer_blocks(...).dictionary_table(value_type)``, in one pass over the
     answers (``executors.answer_order.answer_columns``) instead of grouping them into blocks
-    and laying the blocks out again."""
+    and laying the blocks out again.  ``columns``: where the columns are built
+    (``answer_columns``); with a node's kept memory (``AnswerBuffers.columns``) the table is
+    valid only until that memory's next use."""
     if value_type not in ("int64", "float64"):
         raise ValueError(f"value_type must be 'int64' or 'float64', got {value_type!r}")
     as_float = value_type == "float64"
@@ -130,7 +135,7 @@ def part_table(
         tid, c = parts.pop()
         cols.append((c[0].astype(np.int64, copy=False), rank_of[tid], c[1], c[3]))
         del c
-    start, end, value, code = answer_columns(cols, range_of, as_float)
+    start, end, value, code = answer_columns(cols, range_of, as_float, columns)
     return pa.table(
         {
             "query_id": pa.DictionaryArray.from_arrays(
@@ -177,6 +182,7 @@ class PendingAnswers:
     def __init__(self) -> None:
         self.parts: list[tuple[str, tuple]] = []  # (tree id, (qidx, start, end, value))
         self.ranks = None  # query_ranks of the hosted trees (cached until they change)
+        self.buffers = AnswerBuffers()  # where the parts are built, kept across rounds
 
     def keep(self, tid: str, cols) -> int:
         """Keep a tree's answer columns; returns their number."""
@@ -206,6 +212,21 @@ class PendingAnswers:
         if self.ranks is None and parts:
             self.ranks = query_ranks(trees)
         return part_table(parts, self.ranks, value_type)
+
+    def write_part(
+        self, trees: dict, root: str, node_id: str, part: str, value_type: str
+    ) -> WrittenPart:
+        """Hand over (and forget) the kept answers as the Parquet part ``part`` of
+        ``node_id`` under ``root`` (``cluster.answers.sink.write_part``): ``take_table``'s
+        table, built in the memory this node keeps across rounds (``AnswerBuffers``), so the
+        table is written and let go here, never handed out."""
+        parts, self.parts = self.parts, []
+        if self.ranks is None and parts:
+            self.ranks = query_ranks(trees)
+        table = part_table(parts, self.ranks, value_type, self.buffers.columns)
+        written = write_part(root, node_id, part, table)
+        del table  # its columns are the kept memory: the next round overwrites them
+        return written
 
     def clear(self) -> None:
         self.parts = []

@@ -469,10 +469,10 @@ class NodeCore:
         takes (grouping, the part's columns, Parquet) is counted in ``answer_s``."""
         t0 = time.perf_counter()
         if value_type in ("int64", "float64"):  # the run's type: one pass to the part's columns
-            table = self.pending.take_table(self.trees, value_type)
+            written = self.pending.write_part(self.trees, root, self.node_id, part, value_type)
         else:
             table = self.pending.take_blocks(self.trees).dictionary_table()
-        written = write_part(root, self.node_id, part, table)
+            written = write_part(root, self.node_id, part, table)
         self._count_answer_time(t0)
         return written
 

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from cluster.answers.blocks import ANSWER_SCHEMA_INT, AnswerBlocks, answer_schema_for, merge_blocks
 from cluster.answers.sink import AnswerCommits, read_answers, write_part
-from cluster.node.answers import answer_blocks, part_table, query_ranks
+from cluster.node.answer_buffers import AnswerBuffers
+from cluster.node.answers import PendingAnswers, answer_blocks, part_table, query_ranks
 
 
 def plain_table(rows: list[tuple[str, int, int, float | int, bool]], value_type=None) -> pa.Table:
@@ -154,6 +155,69 @@ def test_part_table_equals_the_sorted_rows(answers, value_type, swap):
         )
 
 
+def exact_rows(trees, parts, value_type):
+    """The oracle's rows of a node's answers, or None when the run's type refuses them."""
+    rows = rows_of(trees, parts)
+    if value_type == "int64" and any(not r[4] for r in rows):
+        return None
+    if value_type == "float64" and any(r[4] and abs(r[3]) > 1 << 53 for r in rows):
+        return None
+    want = plain_table(rows, value_type)
+    return want.cast(answer_schema_for(True)) if value_type == "int64" else want
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(node_answers(), min_size=1, max_size=4), st.sampled_from(["int64", "float64"]))
+def test_part_table_in_kept_memory_over_rounds(rounds, value_type):
+    """Rounds of a node's answers built one after the other in the same kept memory
+    (``AnswerBuffers``: grown, then reused by smaller and larger rounds) each hold the sorted
+    rows of that round only, whatever an earlier round left in the memory."""
+    mem = AnswerBuffers()
+    for trees, parts in rounds:
+        want = exact_rows(trees, parts, value_type)
+        if want is None:
+            with pytest.raises(ValueError):
+                part_table(list(parts), query_ranks(trees), value_type, mem.columns)
+            continue
+        got = part_table(list(parts), query_ranks(trees), value_type, mem.columns)
+        assert got.num_rows == want.num_rows
+        if want.num_rows:
+            assert got.column("query_id").cast(pa.string()).equals(want.column("query_id"))
+            assert got.drop(["query_id"]).equals(want.drop(["query_id"]))
+        assert mem.rows >= want.num_rows
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(node_answers(), min_size=1, max_size=3))
+def test_pending_write_part_over_rounds_reads_back(tmp_path_factory, rounds):
+    """A node's rounds written as parts through its kept memory
+    (``PendingAnswers.write_part``, the actor route) read back as each round's sorted rows:
+    a part written earlier is not touched by a later round's use of the memory."""
+    pending = PendingAnswers()
+    root = tmp_path_factory.mktemp("parts") / "answers.parquet"
+    commits, want_all = AnswerCommits(root), []
+    for k, (trees, parts) in enumerate(rounds):
+        want = exact_rows(trees, parts, "float64")
+        if want is None:
+            continue
+        for t in trees.values():  # one query id space per round, as a node's trees change
+            for q in t.queries:
+                q.id = f"r{k}{q.id}"
+        pending.trees_changed()
+        for tid, c in parts:
+            pending.keep(tid, c)
+        written = pending.write_part(trees, str(root), "n0", f"{k:06d}", "float64")
+        commits.commit(written)
+        assert written.num_rows == want.num_rows and pending.count() == 0
+        want_all.append(plain_table(rows_of(trees, parts), "float64"))
+    want = pa.concat_tables(want_all) if want_all else None
+    got = read_answers(root)
+    if want is None or not want.num_rows:
+        assert got.num_rows == 0
+    else:
+        assert got.equals(want.sort_by([("query_id", "ascending"), ("window_start", "ascending")]))
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(node_answers(), min_size=1, max_size=3))
 def test_merge_of_parts_equals_the_sorted_rows(nodes):
@@ -255,3 +319,20 @@ def test_blocks_bytes_are_the_two_columns():
     b = AnswerBlocks(["a", "b"], [5, 3], [np.array([0, 2]), np.array([1])], [np.ones(2), [7]])
     assert b.nbytes == 3 * 16 and b.num_rows == 3
     assert [v.dtype for v in b.values] == [np.float64, np.int64]
+
+
+def test_populated_memory_and_kept_buffers():
+    """Answer columns' memory (``cluster.answers.memory.populated``): writable, zeroed, of the
+    size asked (none included), alive as long as an Arrow array made from it; a node's kept
+    buffers refuse a value column that is not 8 bytes wide."""
+    from cluster.answers.memory import populated
+
+    assert populated(0, np.int64).shape == (0,)
+    a = populated(5, np.int32)
+    assert a.dtype == np.int32 and a.flags.writeable and not a.any()
+    a[:] = [1, 2, 3, 4, 5]
+    arr = pa.array(a)
+    del a
+    assert arr.to_pylist() == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError):
+        AnswerBuffers().columns(3, np.float32)
