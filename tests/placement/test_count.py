@@ -155,16 +155,21 @@ def test_exact_solver_never_prices_a_mixed_tree(qs):
     st.sampled_from([0.02, 0.3, 50.0]),
     st.sampled_from(["panes", "slickdeque", "flatfat"]),
 )
+@example([(10, 9), (35, 9), (36, 9)], 0.3, "panes")  # merges {c1,c2} and {c0,c2} tie exactly
 def test_count_edges_are_converted_in_every_weave_path(windows, rate, tech):
     """WeaveShare's lazy kernel table (Panes), its bounded table (SlickDeque, FlatFAT: bounds
     must hold per time unit, also at rates below 1) and the paper's eager table (every pair
-    priced exactly) pick the same merges, and price count trees per time unit."""
+    priced exactly) pick the same merges, or merges of the same total where two gains tie
+    exactly (their float roundings may order them either way), and price count trees per time
+    unit."""
     qs = [Query(f"c{i}", r, s, "sum", "mf01", "count") for i, (r, s) in enumerate(windows)]
     model = CostModel(tech, {"mf01": rate})
     lazy = weaveshare(qs, model, preprocess=False)
     eager = weaveshare(qs, model, preprocess=False, strategy="paper")
     key = lambda ts: sorted(sorted(q.id for q in t.queries) for t in ts)  # noqa: E731
-    assert key(lazy) == key(eager)
+    if key(lazy) != key(eager):
+        total = lambda ts: sum(t.cost for t in ts)  # noqa: E731
+        assert total(lazy) == pytest.approx(total(eager), rel=1e-12)
     for t in lazy:
         assert t.cost == pytest.approx(model.tree(t.queries).cost, rel=1e-12)
         assert t.cost == pytest.approx(rate + t.time_edge_rate * t.omega, rel=1e-12)
