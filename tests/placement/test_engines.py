@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from placement.edges import EdgeCountLimit, get_engine
-from placement.edges.fast import FULL, canonical, components
+from placement.edges.fast import FULL, canonical, canonical_by_sets, components
 from placement.queries import Query
 from placement.slicing import brute_force_edges, query_classes, tree_classes
 
@@ -105,6 +105,41 @@ def test_canonical_form_preserves_the_edge_set(qs):
     else:
         assert brute_force_edges(canon, period) == brute_force_edges(cls)
         assert len(canon) <= len(cls)
+
+
+@st.composite
+def dense_class_sets(draw):
+    """Up to 4 moduli of 2..60 with many residues each (some out of range, some repeated), so
+    that coarsening full sets of lifts, subsuming and collapsing to FULL all happen."""
+    out = []
+    for m in draw(st.lists(st.integers(2, 60), min_size=1, max_size=4, unique=True)):
+        k = draw(st.integers(1, m))
+        out += [(m, r) for r in draw(st.lists(st.integers(-m, 2 * m), min_size=k, max_size=k))]
+    return out
+
+
+@settings(max_examples=examples(300))
+@given(dense_class_sets(), st.booleans())
+def test_canonical_bitmasks_match_the_set_version(cls, as_frozenset):
+    """The bitmask canonical form is the set version's, class for class (not only the same
+    positions): the engine's memo keys, and so its step counts, do not change."""
+    given_ = frozenset(cls) if as_frozenset else cls
+    out = canonical(given_)
+    assert out == canonical_by_sets(cls)
+    assert canonical(out) == out
+    period = lcm(*(m for m, _ in cls))
+    covered = brute_force_edges([(m, r % m) for m, r in cls], period)
+    assert (out == FULL) == (covered == period)
+    if out != FULL:
+        assert brute_force_edges(out, period) == covered
+
+
+def test_canonical_above_the_mask_limit_uses_the_set_version():
+    from placement.edges.fast import MASK_MODULUS_LIMIT
+
+    big = MASK_MODULUS_LIMIT * 2
+    cls = [(big, r) for r in range(0, big, 2)] + [(big // 2, 1), (3, 0)]
+    assert canonical(cls) == canonical_by_sets(cls) == frozenset({(2, 0), (big // 2, 1), (3, 0)})
 
 
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73]
