@@ -10,7 +10,8 @@ The steps, each exact:
    ``m/p`` present at modulus ``m`` are the class ``(m/p, a)``). A class of modulus 1 covers all.
 2. **Components.** Classes whose moduli share no prime are independent (Chinese remainder
    theorem): the uncovered density of the union is the product over components sharing primes.
-3. **Per component**, the cheapest exact method: a numpy sieve over the lcm when it is small;
+3. **Per component**, the cheapest exact method: a sieve over the lcm when it is small (a numba
+   kernel on a bitmap, ``placement.edges.sieve``);
    signed inclusion-exclusion over CRT-merged classes keyed by ``(modulus, residue)`` while the
    term count stays small; otherwise **condition on a prime** ``p``: for each residue ``u`` of the
    highest power ``p^k``, the classes compatible with ``u`` lose their ``p``-part, so the residual
@@ -29,10 +30,9 @@ from fractions import Fraction
 from functools import lru_cache
 from math import gcd, lcm
 
-import numpy as np
-
 from placement.edges.base import Deadline, EdgeCountLimit, EdgeEngine, trivial_bounds
 from placement.edges.f1 import remove_covered
+from placement.edges.sieve import uncovered_count
 from placement.edges.small import union_density
 from placement.slicing import ResidueClass, crt_merge, divisors, prime_factors
 
@@ -475,10 +475,7 @@ class FastEngine(EdgeEngine):
             return Fraction(period - 1, period)
         if period <= self.sieve_limit and sum(period // m for m, _ in cset) <= self.sieve_work:
             self.stats["sieve"] += 1
-            bits = np.zeros(period, dtype=np.bool_)
-            for m, r in cset:
-                bits[r::m] = True
-            return Fraction(period - int(np.count_nonzero(bits)), period)
+            return Fraction(uncovered_count(cset, period), period)
         if len(cset) <= self.ie_max_classes:
             try:
                 out = self._inclusion_exclusion(cset, period)
