@@ -211,6 +211,13 @@ def components(classes: frozenset[ResidueClass]) -> list[frozenset[ResidueClass]
     return [frozenset(g) for g in groups.values()]
 
 
+def fraction_sum(parts: list[tuple[int, int]]) -> Fraction:
+    """``sum(n / d)`` over ``(n, d)`` pairs (``d > 0``) over one common denominator, reduced
+    once: ``Fraction``'s ``+=`` is Python code that reduces at every step."""
+    den = lcm(*{d for _, d in parts})
+    return Fraction(sum(n * (den // d) for n, d in parts), den)
+
+
 class _TooManyTerms(Exception):
     pass
 
@@ -261,6 +268,7 @@ class FastEngine(EdgeEngine):
         self._decomp: dict[frozenset, _Decomposition] = {}
         self._canon: dict[frozenset, frozenset] = {}
         self._merged: dict[tuple[frozenset, frozenset], Fraction] = {}
+        self._restricted: dict[tuple[frozenset, int, int], Fraction | None] = {}
         self.stats: Counter = Counter()
         self._steps = 0
         self._deadline: Deadline | None = None
@@ -356,11 +364,15 @@ class FastEngine(EdgeEngine):
         few classes, the part of each intersection class ``(M, R)`` that ``big`` leaves
         uncovered, i.e. ``U(big restricted to t = R mod M) / M``. The restricted problem lives on
         ``t'`` with ``t = R + M t'``, where class ``(m, r)`` becomes ``(m/g, (r-R)/g * (M/g)^-1)``
-        (``g = gcd(m, M)``), or disappears when ``g`` does not divide ``r - R``."""
+        (``g = gcd(m, M)``), or disappears when ``g`` does not divide ``r - R``.
+
+        A restricted problem's density is kept per ``(big, M, R)``: the moves of one search
+        weave many queries of one slide into the same tree (four in ten terms repeat)."""
         self._steps = 0
         self._deadline = Deadline(self.time_budget_s)
         self._top = big
-        total = u_big
+        parts = [(u_big.numerator, u_big.denominator)]
+        restricted = self._restricted
         terms: list[tuple[ResidueClass, int]] = []
         for c in few:
             new = [(c, 1)]
@@ -370,22 +382,35 @@ class FastEngine(EdgeEngine):
                     new.append((x, -sign))
             terms.extend(new)
         for (mod, res), sign in terms:
-            residual = []
-            full = False
-            for m, r in big:
-                g = gcd(m, mod)
-                if (r - res) % g:
-                    continue
-                mm = m // g
-                if mm == 1:
-                    full = True
-                    break
-                residual.append((mm, (r - res) // g * pow(mod // g, -1, mm) % mm))
-            if full:
+            key = (big, mod, res)
+            u = restricted.get(key, False)
+            if u is False:
+                u = self._restricted_uncovered(big, mod, res)
+                if len(restricted) > self.memo_size:
+                    restricted.clear()
+                restricted[key] = u
+            else:
+                self.stats["restricted_hits"] += 1
+                if u is not None:
+                    self._tick()  # as when computed: the step budget does not depend on the cache
+            if u is not None:
+                parts.append((-sign * u.numerator, u.denominator * mod))
+        return fraction_sum(parts)
+
+    def _restricted_uncovered(self, big: frozenset, mod: int, res: int) -> Fraction | None:
+        """``U(big restricted to t = res mod mod)`` (``_with_few``), None when one class of
+        ``big`` covers all of it."""
+        residual = []
+        for m, r in big:
+            g = gcd(m, mod)
+            if (r - res) % g:
                 continue
-            self._tick()
-            total -= sign * self._uncovered(self._canonical(frozenset(residual))) / mod
-        return total
+            mm = m // g
+            if mm == 1:
+                return None
+            residual.append((mm, (r - res) // g * pow(mod // g, -1, mm) % mm))
+        self._tick()
+        return self._uncovered(self._canonical(frozenset(residual)))
 
     def _decomposition(self, classes: frozenset) -> _Decomposition:
         d = self._decomp.get(classes)
@@ -456,11 +481,14 @@ class FastEngine(EdgeEngine):
         comps = components(cset)
         if len(comps) > 1:
             self.stats["split"] += 1
-            out = Fraction(1)
+            num = den = 1
             for comp in comps:
-                out *= self._uncovered(comp)
-                if not out:
+                u = self._uncovered(comp)
+                num *= u.numerator
+                if not num:
                     break
+                den *= u.denominator
+            out = Fraction(num, den)
         else:
             out = self._component(cset)
         if len(self._memo) > self.memo_size:
@@ -533,7 +561,7 @@ class FastEngine(EdgeEngine):
         for j, b in groups:
             for i in range(j):
                 prefixes[i].add(b % p**i)
-        total = Fraction(0)
+        parts: list[tuple[int, int]] = []
         pk = p**k
         stack: list[tuple[int, int, tuple]] = [(0, 0, ())]
         while stack:
@@ -544,11 +572,12 @@ class FastEngine(EdgeEngine):
                     residual.extend(groups[key])
                 self._tick()
                 u = self._uncovered(self._canonical(frozenset(residual)))
-                total += u * p ** (k - j)
+                parts.append((u.numerator * p ** (k - j), u.denominator))
                 continue
             pj = p**j
             for t in range(p):
                 a2 = a + t * pj
                 key = (j + 1, a2)
                 stack.append((j + 1, a2, active + (key,) if key in groups else active))
-        return total / pk
+        total = fraction_sum(parts)
+        return Fraction(total.numerator, total.denominator * pk)

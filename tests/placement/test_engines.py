@@ -16,7 +16,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from placement.edges import EdgeCountLimit, get_engine
-from placement.edges.fast import FULL, canonical, canonical_by_sets, components
+from placement.edges.fast import (
+    FULL,
+    canonical,
+    canonical_by_sets,
+    components,
+    fraction_sum,
+)
 from placement.queries import Query
 from placement.slicing import brute_force_edges, query_classes, tree_classes
 
@@ -219,6 +225,47 @@ def test_merged_density_big_tree_with_one_query(data):
         assert eng.merged_density(cx, cy) == truth, config
         assert eng.merged_density(cy, cx) == truth, config
         assert make(config).merged_density(cx, cy) == truth, config
+
+
+@settings(max_examples=examples(50))
+@given(st.data())
+def test_one_engine_weaves_many_queries_into_one_tree(data):
+    """A search's moves: many one-query trees (several of one slide) woven into the same big
+    tree by one engine, so its restricted problems ``(big, M, R)`` are met again from its cache:
+    each merged density still equals the brute-force one and a fresh engine's."""
+    x = data.draw(query_sets(min_size=3, max_size=8, cap=LCM_CAP // 40, prefix="x"))
+    cx = tree_classes(x)
+    slides = data.draw(st.lists(st.integers(1, 40), min_size=1, max_size=3))
+    ys = [
+        tree_classes([Query(f"y{i}", data.draw(st.integers(1, 120)), s)])
+        for i, s in enumerate(slides * 3)
+    ]
+    for config in ("fast", "fast-condition"):
+        eng = make(config)
+        eng.density(cx)
+        for cy in ys:
+            period = lcm(*(m for m, _ in cx | cy))
+            truth = Fraction(brute_force_edges(cx | cy, period), period)
+            assert eng.merged_density(cx, cy) == truth, config
+            assert make(config).merged_density(cx, cy) == truth, config
+
+
+def test_restricted_problems_are_reused_across_moves():
+    # Components mod 3, 5, 7 and 11; queries of slide 35 touch the 5 and 7 ones (four classes),
+    # and every such query has the class (35, 0): its restricted problem is computed once.
+    cx = tree_classes([Query("a", 7, 5), Query("b", 10, 7), Query("c", 4, 3), Query("d", 13, 11)])
+    eng = make("fast")
+    eng.density(cx)
+    for i, r in enumerate([36, 37, 38]):
+        cy = tree_classes([Query(f"y{i}", r, 35)])
+        truth = Fraction(brute_force_edges(cx | cy, 1155), 1155)
+        assert eng.merged_density(cx, cy) == truth
+    assert eng.stats["restricted_hits"] == 2
+
+
+@given(st.lists(st.tuples(st.integers(-(10**6), 10**6), st.integers(1, 10**4)), min_size=1))
+def test_fraction_sum_is_the_sum_of_the_fractions(parts):
+    assert fraction_sum(parts) == sum((Fraction(n, d) for n, d in parts), Fraction(0))
 
 
 def test_empty_class_sets():
