@@ -184,6 +184,19 @@ def single_modulus(classes) -> int:
 
 def components(classes: frozenset[ResidueClass]) -> list[frozenset[ResidueClass]]:
     """Split classes into groups whose moduli share no prime across groups (union-find on primes)."""
+    roots, count = _modulus_groups(frozenset({m for m, _ in classes}))
+    if count == 1:
+        return [frozenset(classes)]
+    groups: dict[int, list[ResidueClass]] = defaultdict(list)
+    for c in classes:
+        groups[roots[c[0]]].append(c)
+    return [frozenset(g) for g in groups.values()]
+
+
+@lru_cache(maxsize=65_536)
+def _modulus_groups(moduli: frozenset[int]) -> tuple[dict[int, int], int]:
+    """Each modulus's group (a prime standing for it) and the number of groups: they depend on
+    the moduli only, and the engine's many class sets share few sets of moduli. (Read only.)"""
     parent: dict[int, int] = {}
 
     def find(p: int) -> int:
@@ -193,9 +206,7 @@ def components(classes: frozenset[ResidueClass]) -> list[frozenset[ResidueClass]
         return p
 
     firsts = {}
-    for m, _ in classes:
-        if m in firsts:
-            continue
+    for m in moduli:
         ps = [p for p, _ in prime_factors(m)]
         for p in ps:
             parent.setdefault(p, p)
@@ -205,10 +216,8 @@ def components(classes: frozenset[ResidueClass]) -> list[frozenset[ResidueClass]
             if other != root:
                 parent[other] = root
         firsts[m] = ps[0]
-    groups: dict[int, list[ResidueClass]] = defaultdict(list)
-    for c in classes:
-        groups[find(firsts[c[0]])].append(c)
-    return [frozenset(g) for g in groups.values()]
+    roots = {m: find(p) for m, p in firsts.items()}
+    return roots, len(set(roots.values()))
 
 
 def fraction_sum(parts: list[tuple[int, int]]) -> Fraction:

@@ -8,7 +8,7 @@ large composite slides are covered with an independent closed form (distinct pri
 from __future__ import annotations
 
 from fractions import Fraction
-from math import lcm, prod
+from math import gcd, lcm, prod
 
 import pytest
 from helpers import examples
@@ -248,6 +248,24 @@ def test_one_engine_weaves_many_queries_into_one_tree(data):
             truth = Fraction(brute_force_edges(cx | cy, period), period)
             assert eng.merged_density(cx, cy) == truth, config
             assert make(config).merged_density(cx, cy) == truth, config
+
+
+@settings(max_examples=examples(200))
+@given(dense_class_sets())
+def test_components_are_the_classes_linked_by_shared_primes(cls):
+    """Against a walk of the graph "moduli share a prime" (gcd > 1) over the classes."""
+    cls = frozenset((m, r % m) for m, r in cls)
+    expected, left = [], set(cls)
+    while left:
+        comp, todo = set(), [left.pop()]
+        while todo:
+            c = todo.pop()
+            comp.add(c)
+            near = {d for d in left if gcd(c[0], d[0]) > 1}
+            left -= near
+            todo += near
+        expected.append(frozenset(comp))
+    assert sorted(components(cls), key=sorted) == sorted(expected, key=sorted)
 
 
 def test_restricted_problems_are_reused_across_moves():
