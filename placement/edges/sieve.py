@@ -24,7 +24,10 @@ def _popcount(x):
 @njit(cache=True)
 def uncovered_positions(ms, rs, period):
     """How many ``t`` in ``[0, period)`` satisfy ``t % ms[i] != rs[i]`` for every ``i``
-    (``0 <= rs[i] < ms[i]``, every ``ms[i]`` divides ``period``; classes sorted by modulus)."""
+    (``0 <= rs[i] < ms[i]``, every ``ms[i]`` divides ``period``)."""
+    order = np.argsort(ms, kind="mergesort")  # the classes of one modulus together
+    ms = ms[order]
+    rs = rs[order]
     nwords = (period + 63) // 64
     bits = np.zeros(nwords, np.uint64)
     one = np.uint64(1)
@@ -63,7 +66,7 @@ def uncovered_positions(ms, rs, period):
 
 def uncovered_count(classes, period: int) -> int:
     """``uncovered_positions`` of a set of ``(m, r)`` classes with ``0 <= r < m``, ``m | period``."""
-    ms, rs = zip(*sorted(classes))
+    ms, rs = zip(*classes)
     return int(uncovered_positions(np.array(ms, np.int64), np.array(rs, np.int64), period))
 
 
