@@ -227,7 +227,7 @@ def test_merged_density_big_tree_with_one_query(data):
         assert make(config).merged_density(cx, cy) == truth, config
 
 
-@settings(max_examples=examples(50))
+@settings(max_examples=examples(30))
 @given(st.data())
 def test_one_engine_weaves_many_queries_into_one_tree(data):
     """A search's moves: many one-query trees (several of one slide) woven into the same big
