@@ -1,7 +1,7 @@
 """numba's one-off compilation: one cache directory for everything, filled once at install time.
 
 Why: the kernels (``placement.lazy_table``, ``placement.local_search`` and
-``placement.edges.small``, the executors' final aggregators and slicers) are compiled by numba on first use, ~25 s of CPU for
+``placement.edges.small`` and ``placement.edges.sieve``, the executors' final aggregators and slicers) are compiled by numba on first use, ~25 s of CPU for
 a first ``weaveplace plan`` and seconds per live actor, and that used to land inside reported
 runtimes. Now:
 
@@ -34,7 +34,7 @@ def warm_placement() -> float:
     global _PLACEMENT_WARM
     if _PLACEMENT_WARM is not None:
         return 0.0
-    from placement.edges import small
+    from placement.edges import sieve, small
     from placement.lazy_table.table import warm
     from placement.local_search import kernels as ls_kernels
 
@@ -42,6 +42,7 @@ def warm_placement() -> float:
     warm()
     ls_kernels.warm()
     small.warm()
+    sieve.warm()
     _PLACEMENT_WARM = time.perf_counter() - t0
     return _PLACEMENT_WARM
 

@@ -300,10 +300,14 @@ class LocalSearch:
         rows_y = np.repeat(np.arange(ny), [len(g) for g in gy])
         cat_y = np.concatenate(gy) if gy else np.zeros(0, np.intp)
         if all(len(r[0]) == 1 for r in rx):
-            member = np.zeros((ny, len(weights)), bool)
-            member[rows_y, cat_y] = True
+            # membership of xs' items only (not of every item seen: a search knows thousands)
             one = np.array([r[0][0] for r in rx], dtype=np.intp)
-            return np.where(member[:, one].T, weights[one][:, None], 0.0)
+            uniq, inv = np.unique(one, return_inverse=True)
+            col = np.minimum(np.searchsorted(uniq, cat_y), uniq.size - 1)
+            hit = uniq[col] == cat_y
+            member = np.zeros((ny, uniq.size), bool)
+            member[rows_y[hit], col[hit]] = True
+            return np.where(member[:, inv].T, weights[one][:, None], 0.0)
         gx = [r[0] for r in rx]
         cat_x = np.concatenate(gx) if gx else np.zeros(0, np.intp)
         uniq, first = np.unique(np.concatenate([cat_x, cat_y]), return_index=True)

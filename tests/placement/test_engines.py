@@ -8,7 +8,7 @@ large composite slides are covered with an independent closed form (distinct pri
 from __future__ import annotations
 
 from fractions import Fraction
-from math import lcm, prod
+from math import gcd, lcm, prod
 
 import pytest
 from helpers import examples
@@ -16,7 +16,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from placement.edges import EdgeCountLimit, get_engine
-from placement.edges.fast import FULL, canonical, components
+from placement.edges.fast import (
+    FULL,
+    canonical,
+    canonical_by_sets,
+    components,
+    fraction_sum,
+)
 from placement.queries import Query
 from placement.slicing import brute_force_edges, query_classes, tree_classes
 
@@ -107,6 +113,48 @@ def test_canonical_form_preserves_the_edge_set(qs):
         assert len(canon) <= len(cls)
 
 
+@st.composite
+def dense_class_sets(draw):
+    """Up to 4 moduli of 2..60 (lcm <= 2,000: the oracle walks a period) with many residues each (some out of range, some repeated), so
+    that coarsening full sets of lifts, subsuming and collapsing to FULL all happen."""
+    out, period, moduli = [], 1, set()
+    for _ in range(draw(st.integers(1, 4))):
+        allowed = [d for d in range(2, 61) if d not in moduli and lcm(period, d) <= 2_000]
+        if not allowed:
+            break
+        m = draw(st.sampled_from(allowed))
+        moduli.add(m)
+        period = lcm(period, m)
+        k = draw(st.integers(1, m))
+        out += [(m, r) for r in draw(st.lists(st.integers(-m, 2 * m), min_size=k, max_size=k))]
+    return out
+
+
+@settings(max_examples=examples(300))
+@given(dense_class_sets(), st.booleans())
+def test_canonical_bitmasks_match_the_set_version(cls, as_frozenset):
+    """The bitmask canonical form is the set version's, class for class (not only the same
+    positions): the engine's memo keys, and so its step counts, do not change."""
+    given_ = frozenset(cls) if as_frozenset else cls
+    out = canonical(given_)
+    assert out == canonical_by_sets(cls)
+    assert canonical(out) == out
+    period = lcm(*(m for m, _ in cls))
+    covered = brute_force_edges([(m, r % m) for m, r in cls], period)
+    if out == FULL:  # (a set covering everything need not be reduced to FULL: "cheaply")
+        assert covered == period
+    else:
+        assert brute_force_edges(out, period) == covered
+
+
+def test_canonical_above_the_mask_limit_uses_the_set_version():
+    from placement.edges.fast import MASK_MODULUS_LIMIT
+
+    big = MASK_MODULUS_LIMIT * 2
+    cls = [(big, r) for r in range(0, big, 2)] + [(big // 2, 1), (3, 0)]
+    assert canonical(cls) == canonical_by_sets(cls) == frozenset({(2, 0), (big // 2, 1), (3, 0)})
+
+
 PRIMES = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73]
 
 
@@ -177,6 +225,65 @@ def test_merged_density_big_tree_with_one_query(data):
         assert eng.merged_density(cx, cy) == truth, config
         assert eng.merged_density(cy, cx) == truth, config
         assert make(config).merged_density(cx, cy) == truth, config
+
+
+@settings(max_examples=examples(30))
+@given(st.data())
+def test_one_engine_weaves_many_queries_into_one_tree(data):
+    """A search's moves: many one-query trees (several of one slide) woven into the same big
+    tree by one engine, so its restricted problems ``(big, M, R)`` are met again from its cache:
+    each merged density still equals the brute-force one and a fresh engine's."""
+    x = data.draw(query_sets(min_size=3, max_size=8, cap=LCM_CAP // 40, prefix="x"))
+    cx = tree_classes(x)
+    slides = data.draw(st.lists(st.integers(1, 40), min_size=1, max_size=3))
+    ys = [
+        tree_classes([Query(f"y{i}", data.draw(st.integers(1, 120)), s)])
+        for i, s in enumerate(slides * 3)
+    ]
+    for config in ("fast", "fast-condition"):
+        eng = make(config)
+        eng.density(cx)
+        for cy in ys:
+            period = lcm(*(m for m, _ in cx | cy))
+            truth = Fraction(brute_force_edges(cx | cy, period), period)
+            assert eng.merged_density(cx, cy) == truth, config
+            assert make(config).merged_density(cx, cy) == truth, config
+
+
+@settings(max_examples=examples(200))
+@given(dense_class_sets())
+def test_components_are_the_classes_linked_by_shared_primes(cls):
+    """Against a walk of the graph "moduli share a prime" (gcd > 1) over the classes."""
+    cls = frozenset((m, r % m) for m, r in cls)
+    expected, left = [], set(cls)
+    while left:
+        comp, todo = set(), [left.pop()]
+        while todo:
+            c = todo.pop()
+            comp.add(c)
+            near = {d for d in left if gcd(c[0], d[0]) > 1}
+            left -= near
+            todo += near
+        expected.append(frozenset(comp))
+    assert sorted(components(cls), key=sorted) == sorted(expected, key=sorted)
+
+
+def test_restricted_problems_are_reused_across_moves():
+    # Components mod 3, 5, 7 and 11; queries of slide 35 touch the 5 and 7 ones (four classes),
+    # and every such query has the class (35, 0): its restricted problem is computed once.
+    cx = tree_classes([Query("a", 7, 5), Query("b", 10, 7), Query("c", 4, 3), Query("d", 13, 11)])
+    eng = make("fast")
+    eng.density(cx)
+    for i, r in enumerate([36, 37, 38]):
+        cy = tree_classes([Query(f"y{i}", r, 35)])
+        truth = Fraction(brute_force_edges(cx | cy, 1155), 1155)
+        assert eng.merged_density(cx, cy) == truth
+    assert eng.stats["restricted_hits"] == 2
+
+
+@given(st.lists(st.tuples(st.integers(-(10**6), 10**6), st.integers(1, 10**4)), min_size=1))
+def test_fraction_sum_is_the_sum_of_the_fractions(parts):
+    assert fraction_sum(parts) == sum((Fraction(n, d) for n, d in parts), Fraction(0))
 
 
 def test_empty_class_sets():

@@ -268,6 +268,20 @@ def test_pool_submits_the_largest_workloads_first():
     assert order[0] == groups[2]  # stable among equals: grid order
 
 
+def test_pool_weighs_what_made_table8_workloads_slow():
+    """The most queries with Nrm slides, the larger Smax and the smaller Omax (the grid's
+    slowest kind) go first; the fewest with Div slides, small Smax, large Omax last."""
+    gen = {"qnum": [6, 9], "smax": [12, 24], "rate": 10.0, "zskew": 1, "omax": [5, 100]}
+    gen |= {"gen": ["div", "nrm"], "seed": 0}
+    cfg = config_from_mapping({**TINY, "workload": {"generator": gen}})
+    points = cfg.points()
+    groups = _workload_groups(points)
+    order = sorted(groups, key=lambda g: _group_weight(cfg, points, g), reverse=True)
+    first, last = (points[order[i][0]]["workload"] for i in (0, -1))
+    assert (first["qnum"], first["smax"], first["omax"], first["gen"]) == (9, 24, 5, "nrm")
+    assert (last["qnum"], last["smax"], last["omax"], last["gen"]) == (6, 12, 100, "div")
+
+
 def test_unreachable_ray_address_is_one_line(tmp_path):
     """A Ray address nobody listens on: one line naming the key (exit 2 on the command line),
     before any workload is priced, not minutes of ``ray.init`` retries."""
