@@ -78,7 +78,7 @@ def test_watch_cancels_the_job_when_an_actor_dies(ray_session):
 
 
 def _sleepy(rows):
-    time.sleep(30)
+    time.sleep(120)
     yield from rows
 
 
@@ -88,6 +88,7 @@ def test_a_cancelled_spark_job_ends_at_once(spark):
     assert job.running(1.0)
     t0 = time.monotonic()
     job.cancel()
-    assert time.monotonic() - t0 < 10 and not job.running(0)
+    took = time.monotonic() - t0  # ~2 s (Spark's task kill timeout); far below the job's 120 s
+    assert took < 60 and not job.running(0), took
     with pytest.raises(Exception, match="cancel"):
         job.result()
