@@ -205,13 +205,13 @@ class PendingAnswers:
             self.ranks = query_ranks(trees)
         return answer_blocks(parts, trees, self.ranks, value_type)
 
-    def take_table(self, trees: dict, value_type: str) -> pa.Table:
+    def take_table(self, trees: dict, value_type: str, columns=fresh_columns) -> pa.Table:
         """Hand over (and forget) the kept answers as the table of a Parquet part
-        (``part_table``: what the actor route writes)."""
+        (``part_table``: what the actor route writes; ``columns``: where it is built)."""
         parts, self.parts = self.parts, []
         if self.ranks is None and parts:
             self.ranks = query_ranks(trees)
-        return part_table(parts, self.ranks, value_type)
+        return part_table(parts, self.ranks, value_type, columns)
 
     def write_part(
         self, trees: dict, root: str, node_id: str, part: str, value_type: str
@@ -220,10 +220,7 @@ class PendingAnswers:
         ``node_id`` under ``root`` (``cluster.answers.sink.write_part``): ``take_table``'s
         table, built in the memory this node keeps across rounds (``AnswerBuffers``), so the
         table is written and let go here, never handed out."""
-        parts, self.parts = self.parts, []
-        if self.ranks is None and parts:
-            self.ranks = query_ranks(trees)
-        table = part_table(parts, self.ranks, value_type, self.buffers.columns)
+        table = self.take_table(trees, value_type, self.buffers.columns)
         written = write_part(root, node_id, part, table)
         del table  # its columns are the kept memory: the next round overwrites them
         return written
