@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -97,6 +98,28 @@ def all_moves_exact(s, nodes, loads):
 # ---- executor comparisons -------------------------------------------------------------------------
 
 AGGS = ["sum", "count", "min", "max", "avg", "stddev", "range"]
+
+
+def draw_stream(draw, max_n: int, gaps: list[int], max_lateness: int, slack: int, t0: int):
+    """A stream for the executor oracles: ``(ts, v, lateness, cuts, snap_at)``.  Up to ``max_n``
+    timestamps stepping by ``gaps`` (0: duplicates) from ``-t0``, each pulled back by up to
+    ``lateness + slack`` (out of order within and beyond the lateness); int64 values up to 2^40
+    or floats; batch cuts, and a batch before which ``run`` snapshots and restores (or none)."""
+    n = draw(st.integers(0, max_n))
+    steps = draw(st.lists(st.sampled_from(gaps), min_size=n, max_size=n))
+    lateness = draw(st.integers(0, max_lateness))
+    jitter = draw(st.lists(st.integers(-lateness - slack, 0), min_size=n, max_size=n))
+    ts = np.cumsum(np.array(steps, dtype=np.int64)) + np.array(jitter, dtype=np.int64) - t0
+    ts = ts.astype(np.int64)
+    if draw(st.booleans()):
+        ints = st.lists(st.integers(-(2**40), 2**40), min_size=n, max_size=n)
+        v = np.array(draw(ints), dtype=np.int64)
+    else:
+        floats = st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n, max_size=n)
+        v = np.array(draw(floats), dtype=np.float64)
+    cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=4))) | {0, n})
+    snap_at = draw(st.none() | st.integers(0, max(0, len(cuts) - 2)))
+    return ts, v, lateness, cuts, snap_at
 
 
 def rows(table):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import AGGS, assert_same, examples, refused, rows, run
+from helpers import AGGS, assert_same, draw_stream, examples, refused, rows, run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,24 +33,7 @@ def workloads(draw):
         qs.append(
             dict(id=f"q{i}", aggregate=draw(st.sampled_from(AGGS)), range=r, slide=s, kind=kind)
         )
-    n = draw(st.integers(0, 60))
-    gaps = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 7, 40]), min_size=n, max_size=n))
-    lateness = draw(st.integers(0, 8))
-    jitter = draw(st.lists(st.integers(-lateness - 4, 0), min_size=n, max_size=n))
-    ts = (np.cumsum(np.array(gaps, dtype=np.int64)) + np.array(jitter, dtype=np.int64) - 25).astype(
-        np.int64
-    )
-    if draw(st.booleans()):
-        v = np.array(
-            draw(st.lists(st.integers(-(2**40), 2**40), min_size=n, max_size=n)), dtype=np.int64
-        )
-    else:
-        v = np.array(
-            draw(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=n, max_size=n)),
-            dtype=np.float64,
-        )
-    cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=4))) | {0, n})
-    snap_at = draw(st.none() | st.integers(0, max(0, len(cuts) - 2)))
+    ts, v, lateness, cuts, snap_at = draw_stream(draw, 60, [0, 0, 1, 1, 2, 3, 7, 40], 8, 4, 25)
     return qs, ts, v, lateness, cuts, snap_at
 
 
