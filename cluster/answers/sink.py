@@ -35,7 +35,9 @@ The end: each node writes the answers since its last checkpoint as ``part-final`
 snapshot (``cluster.deployment.answer_routes.ActorAnswers.last_round``): nothing is replayed
 after it.  A node whose actor died there is restored from its last committed snapshot by a
 checkpoint round, which writes its answers under that round's name; its ``part-final`` (if any)
-was never acknowledged, so it is an orphan like any other.
+was never acknowledged, so it is an orphan like any other.  A node that dies after its
+``part-final`` is committed is rebuilt only for its late tuples: the answers its replay
+regenerates are dropped (``NodeCore.forget_answers``), since committed parts hold them.
 
 Late tuples: a tree's late tuples are part of its state (snapshots), so each actor writes
 them once, at the end (``late.parquet/node=<id>/part-final.parquet``), from the node that

@@ -12,6 +12,10 @@ instead of ``if answers == "actors"`` branches through the deployment.
 * ``ActorAnswers``: each actor writes its answers as ``part-<round>`` under
   ``out_dir/answers.parquet`` and its late tuples once at the end; the driver commits the parts
   (``AnswerCommits``: the protocol of ``cluster.answers.sink``) and never sees an answer.
+
+The end of a run on either route is one round asking every node at once
+(``ask_every_node``), which survives a node dying in it: the deployment's recovery rebuilds
+the node and the round is asked again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -76,18 +81,21 @@ class DriverAnswers(AnswerRoute):
         return merge_blocks(parts)
 
     def finish(self, dep, timings: tuple[float, float, float]) -> RunResult:
-        import ray
-
+        """One round asks every node for its answers, late tuples and metrics; a node that
+        dies in it is rebuilt and asked again (``ask_every_node``): nothing was taken from
+        it, so its regenerated answers are the ones wanted.  A drill at the batch after the
+        last fires just before that round."""
         t0, t1, t2 = timings
-        nids = list(dep.nodes)
+        dep.fire_faults(dep.batches_fed)
         # one round: each node's answers, late tuples and metrics asked together (an actor
         # runs one caller's calls in order, so its metrics count the drain's answer time)
-        asked = [
-            (a.drain_blocks.remote(), a.late.remote(), a.metrics.remote())
-            for a in (dep.nodes[nid].actor for nid in nids)
-        ]
-        got = ray.get([ref for refs in asked for ref in refs])
-        answers, lates, per_node = got[0::3], got[1::3], got[2::3]
+        replies = ask_every_node(
+            dep, lambda a: (a.drain_blocks.remote(), a.late.remote(), a.metrics.remote())
+        )
+        nids = list(replies)
+        answers = [r[0] for nid in nids for r in replies[nid]]
+        lates = [replies[nid][-1][1] for nid in nids]  # cumulative: the last reply has all
+        per_node = [replies[nid][-1][2] for nid in nids]
         t3 = time.perf_counter()
         table = merge_blocks(self.committed + list(answers))
         t4 = time.perf_counter()
@@ -147,7 +155,8 @@ class ActorAnswers(AnswerRoute):
         actor died instead, a checkpoint round restores it from its last snapshot (replayed and
         flushed again, ``recovery.py``) and writes its answers under that round's name, while
         the other nodes have nothing left to write; the dead writer's ``part-final``, if it got
-        written, is an orphan that ``finalize`` deletes."""
+        written, is an orphan that ``finalize`` deletes.  Afterwards every answer is committed:
+        a node rebuilt later (``finish``) drops the answers its replay regenerates."""
         import ray
 
         dep.wait_all()
@@ -164,26 +173,40 @@ class ActorAnswers(AnswerRoute):
 
     def finish(self, dep, timings: tuple[float, float, float]) -> RunResult:
         """A last round writes (and commits) every node's remaining answers (``last_round``),
-        each node writes its late tuples, and uncommitted parts are deleted
-        (``cluster.answers.sink``'s protocol).  Only part names and counts reach the driver."""
-        import ray
+        then one round asks each node for its late tuples (written as its ``part-final`` of
+        ``late.parquet``) and its metrics, and uncommitted parts are deleted
+        (``cluster.answers.sink``'s protocol).  Only part names and counts reach the driver.
 
+        After ``last_round`` every answer is committed.  A node whose actor dies from then on
+        (or that a drill at the batch after the last kills or loses: fired here) is rebuilt by
+        the deployment's recovery (``ask_every_node``): restarted from its last snapshot and
+        replayed, or its trees re-placed on the other nodes.  That rebuilds the trees' state,
+        hence their late tuples and counters, but regenerates answers already committed, so
+        each node drops its pending answers (``forget_answers``) before writing its late
+        tuples: exactly once.  A node that was not rebuilt has none to drop (checked)."""
         t0, t1, t2 = timings
         self.last_round(dep)
+        failures = len(dep.fault_log.events)
+        dep.fire_faults(dep.batches_fed)
         root = str(self.late_commits.root)
-        nids = list(dep.nodes)
-        # one round: each node's late part and metrics asked together (in order per actor)
-        asked = [
-            (a.write_late.remote(root), a.metrics.remote())
-            for a in (dep.nodes[nid].actor for nid in nids)
-        ]
-        got = ray.get([ref for refs in asked for ref in refs])
-        for part in got[0::2]:
-            self.late_commits.commit(part)
+        # one round: each node's dropped answers, late part and metrics (in order per actor)
+        replies = ask_every_node(
+            dep,
+            lambda a: (a.forget_answers.remote(), a.write_late.remote(root), a.metrics.remote()),
+        )
+        nids = list(replies)
+        dropped = sum(int(r[0]) for rs in replies.values() for r in rs)
+        if dropped and len(dep.fault_log.events) == failures:
+            raise DeploymentError(
+                f"internal: {dropped} answers were left after every node wrote its last part"
+            )
+        for nid in nids:  # a node asked twice wrote its late part twice: the last one has all
+            self.late_commits.commit(replies[nid][-1][1])
         t3 = time.perf_counter()
         orphans = self.answer_commits.finalize() + self.late_commits.finalize()
         t4 = time.perf_counter()
-        metrics = dep.metrics(dict(zip(nids, got[1::2])))
+        metrics = dep.metrics({nid: replies[nid][-1][2] for nid in nids})
+        metrics["replayed_answers_dropped"] = dropped
         metrics["answers"] = self.answer_commits.num_rows
         metrics["answers_route"] = "actors"
         metrics["answer_bytes_to_driver"] = 0
@@ -204,6 +227,44 @@ class ActorAnswers(AnswerRoute):
             answers_dir=str(self.answer_commits.root),
             late_dir=str(self.late_commits.root),
         )
+
+
+def ask_every_node(dep, ask: Callable[[Any], tuple]) -> dict[str, list[tuple]]:
+    """Node id -> the replies of ``ask(actor)`` (a tuple of refs, which the actor runs in
+    order), every node asked in one round: the end of a run (after the flush).
+
+    A node whose actor dies before all its replies came is rebuilt through the deployment's
+    recovery (``Deployment.actor_died``: restarted from its last snapshot with the log
+    replayed, or, its Ray node gone, lost and its trees re-placed on the others), and then
+    every node is asked again, since a re-placement changes the adopters' state too.  Replies
+    of an actor that was replaced since are dropped (its successor rebuilt the same state and
+    answered again), as are the replies of nodes lost; so each node's list holds the replies
+    of its current actor, oldest first.  Recoveries still waiting for a first answer are
+    closed in the fault log: it is the end of input."""
+    import ray
+
+    got: dict[str, list[tuple[Any, tuple]]] = {}
+    todo = list(dep.nodes)
+    while todo:
+        asked = {nid: (dep.nodes[nid].actor, ask(dep.nodes[nid].actor)) for nid in todo}
+        died: list[tuple[str, BaseException]] = []
+        for nid, (actor, refs) in asked.items():
+            try:
+                replies = tuple(ray.get(list(refs)))
+            except ray.exceptions.RayActorError as e:
+                died.append((nid, e))
+                continue
+            dep.nodes[nid].last_seen = time.time()
+            got.setdefault(nid, []).append((actor, replies))
+        for nid, e in died:
+            if nid in dep.nodes:  # (not lost meanwhile by another's recovery)
+                dep.actor_died(nid, e)
+        todo = list(dep.nodes) if died else []
+    dep.fault_log.close()  # recoveries since the flush (a drill's too): answered at the end
+    return {
+        nid: [r for actor, r in got.get(nid, []) if actor is n.actor]
+        for nid, n in dep.nodes.items()
+    }
 
 
 def answer_route(options: DeploymentOptions) -> AnswerRoute:

@@ -86,7 +86,8 @@ class Deployment:
     surviving plan nodes (``lose_node``).  A restarted actor keeps its pin.
 
     ``faults``: a fault drill, ``[{kind: kill|lose|add, node, at_batch}]`` (``check_faults``),
-    fired just before batch ``at_batch`` (0-based) is fed.
+    fired just before batch ``at_batch`` (0-based) is fed; at the batch after the last one,
+    at the very end of ``finish``.
     Use as a context manager (or call ``shutdown``) so actors are killed on errors too.
 
     Checkpoints and recovery are delegated to ``coordinator`` (``CheckpointCoordinator``),
@@ -477,10 +478,15 @@ class Deployment:
     # -- results ----------------------------------------------------------------------------
     def finish(self) -> RunResult:
         """End of input: flush every node, collect all answers (sorted by query_id,
-        window_start), late tuples and metrics.  The actors stay alive until ``shutdown``."""
+        window_start), late tuples and metrics.  The actors stay alive until ``shutdown``.
+
+        A drill's fault at the batch after the last fires at the very end, in the answer
+        route's ``finish``: after the flush (on the actor route after the last answer parts
+        are committed), just before the last round collects late tuples and metrics (and, on
+        the driver route, the last answers); a node that dies there is rebuilt as anywhere
+        else (``answer_routes.ask_every_node``)."""
 
         t0 = time.perf_counter()
-        self.fire_faults(self.batches_fed)  # a drill "at" the batch after the last one
         self.wait_all()
         t1 = time.perf_counter()
         for _nid, n in self.nodes.items():  # flush goes through the same recovery path

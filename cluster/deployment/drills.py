@@ -2,7 +2,10 @@
 
 Why checked up front (``check_faults``): a drill that names an unknown node, or loses every
 node, should fail before any data is fed, not halfway through a long run.  ``Deployment``
-fires each fault just before batch ``at_batch`` is fed.
+fires each fault just before batch ``at_batch`` is fed; a fault at the batch after the last
+one fires at the very end of ``Deployment.finish``: after the flush (on the actor route after
+the last answer parts are committed), just before the last round collects the late tuples and
+metrics, so a drill can hit a node whose answers are all written.
 """
 
 from __future__ import annotations

@@ -13,7 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from cluster.answers.blocks import AnswerBlocks, empty_answers, empty_late
+from cluster.answers.blocks import (
+    LATE_SCHEMA,
+    AnswerBlocks,
+    answer_table,
+    empty_answers,
+    empty_late,
+)
 from cluster.answers.sink import WrittenPart, write_part
 from cluster.node.answer_buffers import AnswerBuffers
 from executors.answer_order import answer_columns, fresh_columns, group_by_query
@@ -136,15 +142,11 @@ def part_table(
         cols.append((c[0].astype(np.int64, copy=False), rank_of[tid], c[1], c[3]))
         del c
     start, end, value, code = answer_columns(cols, range_of, as_float, columns)
-    return pa.table(
-        {
-            "query_id": pa.DictionaryArray.from_arrays(
-                pa.array(code, pa.int32()), pa.array(ids, pa.string())
-            ),
-            "window_start": pa.array(start, pa.int64()),
-            "window_end": pa.array(end, pa.int64()),
-            "value": pa.array(value, pa.float64() if as_float else pa.int64()),
-        }
+    return answer_table(
+        pa.DictionaryArray.from_arrays(pa.array(code, pa.int32()), pa.array(ids, pa.string())),
+        start,
+        end,
+        pa.array(value, pa.float64() if as_float else pa.int64()),
     )
 
 
@@ -168,7 +170,8 @@ def late_table(
                         "stream": pa.array([tree_stream[tid]] * n, pa.string()),
                         "ts_ms": pa.array(ts, pa.int64()),
                         "value": pa.array(vals.astype(np.float64), pa.float64()),
-                    }
+                    },
+                    schema=LATE_SCHEMA,
                 )
             )
     return pa.concat_tables(rows) if rows else empty_late()

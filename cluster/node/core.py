@@ -476,6 +476,14 @@ class NodeCore:
         self._count_answer_time(t0)
         return written
 
+    def forget_answers(self) -> int:
+        """Drop the answers produced since the last hand-over; returns how many.  For a node
+        rebuilt after the run's last answers were written (the actor route's end): its replay
+        regenerates answers that committed parts already hold, so they must go nowhere."""
+        dropped = self.pending.count()
+        self.pending.clear()
+        return dropped
+
     def write_late(self, root: str, part: str = "final") -> WrittenPart:
         """Write every late tuple of the hosted trees as ``root/node=<id>/part-<part>.parquet``
         (a tree's late tuples are in its state, so the node hosting it at the end has them

@@ -280,6 +280,64 @@ def test_part_statistics_for_windows_and_values_not_query_ids(tmp_path):
     assert (stats["value"].min, stats["value"].max) == (1.5, 3.5)
 
 
+def _required(schema: pa.Schema) -> bool:
+    return all(not f.nullable for f in schema)
+
+
+def test_answers_and_late_tuples_are_required_fields_everywhere(tmp_path):
+    """No answer or late tuple is ever null, and every schema they are made or written with
+    says so (why: Parquet then writes no definition levels, a cheaper part): the driver's
+    merged table, a node's blocks and its part table (the actor route), late tuples, the
+    numbered parts of the directory stream and ``serve`` (``PartWriter``), the tables
+    readers give back; in the Parquet files every column is required (no definition level)."""
+    from cluster.answers.blocks import LATE_SCHEMA, concat_answers, empty_answers, empty_late
+    from cluster.answers.parts import AnswerParts, PartWriter
+    from cluster.answers.sink import read_late
+    from cluster.node.answers import late_table
+
+    trees = {"t0": SimpleNamespace(queries=[SimpleNamespace(id="a", range=5)])}
+    cols = (np.zeros(3, np.int64), np.array([0, 2, 4]), None, np.array([1, 2, 3]))
+    blocks = answer_blocks([("t0", cols)], trees, query_ranks(trees))
+    lt = SimpleNamespace(count=2, ts=np.array([7, 8]), values=np.array([1, 2]))
+    late = late_table("n0", {"t0": SimpleNamespace(late=lt)}, {"t0": "mf01"}, None)
+    tables = {
+        "merged": merge_blocks([blocks]),
+        "blocks": blocks.table("float64"),
+        "dictionary": blocks.dictionary_table(),
+        "part": part_table([("t0", cols)], query_ranks(trees), "int64"),
+        "concat": concat_answers([blocks.table(), blocks.table("float64")]),
+        "empty": empty_answers(),
+        "late": late,
+        "empty late": empty_late(),
+    }
+    for name, t in tables.items():
+        assert _required(t.schema), name
+    assert tables["merged"].schema.equals(ANSWER_SCHEMA_INT) and late.schema.equals(LATE_SCHEMA)
+    assert tables["merged"].num_rows == 3 and late.num_rows == 2
+    # written: a node's part (actor route), numbered parts (directory stream, serve)
+    root = tmp_path / "actors" / "answers.parquet"
+    AnswerCommits(root).commit(write_part(root, "n0", "final", tables["part"]))
+    late_root = tmp_path / "actors" / "late.parquet"
+    AnswerCommits(late_root).commit(write_part(late_root, "n0", "final", late))
+    w = PartWriter(tmp_path / "stream" / "answers.parquet", answer_schema_for(False))
+    w.write(tables["merged"])
+    s = AnswerParts(tmp_path / "serve" / "late.parquet", LATE_SCHEMA)
+    s.write(late)
+    files = sorted(tmp_path.rglob("part-*.parquet"))
+    assert len(files) == 4
+    for f in files:
+        schema = pq.ParquetFile(f).schema
+        assert [schema.column(i).max_definition_level for i in range(len(schema))] == [0] * len(
+            schema
+        ), f
+    # read back: the same schemas as made
+    assert read_answers(root).equals(tables["merged"])
+    assert read_late(late_root).equals(late)
+    assert pq.read_table(tmp_path / "stream" / "answers.parquet").equals(
+        tables["merged"].cast(answer_schema_for(False))
+    )
+
+
 def test_bench_wall_over_the_busiest_nodes_tree_time():
     """``bench e2e`` rows say how far the wall time is above the busiest node's tree time
     (what moving the answers costs beyond computing them), and the table prints it."""

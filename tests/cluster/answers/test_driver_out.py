@@ -81,6 +81,10 @@ def test_actor_route_equals_driver_route_and_oracles(
     t = pq.read_table(tmp_path / "answers.parquet")
     assert t.num_rows == m["answers"] and "node" in t.column_names
     assert t.schema.field("value").type == pa.float64()  # avg queries: float64, one schema
+    # no answer is null: every part's fields are required, as the driver route's table's
+    for f in files:
+        assert not any(x.nullable for x in pq.read_schema(tmp_path / f)), f
+    assert not any(x.nullable for x in driver_route.answers.schema)
     # Spark reads it as one table too
     sdf = spark.read.parquet(str(tmp_path / "answers.parquet"))
     assert sdf.count() == m["answers"]
@@ -89,7 +93,8 @@ def test_actor_route_equals_driver_route_and_oracles(
         .toArrow()
         .sort_by([("query_id", "ascending"), ("window_start", "ascending")])
     )
-    assert got.equals(driver_route.answers)
+    # Spark reads every Parquet column as nullable (its rule for files): the values agree
+    assert got.cast(driver_route.answers.schema).equals(driver_route.answers)
     # oracles: Spark SQL windows for the time queries, numpy for the count ones
     tq = [q for q in workload["queries"] if q.kind == "time"]
     avg = {q.id for q in workload["queries"] if q.aggregate == "avg"}
@@ -153,6 +158,84 @@ def test_actor_route_exactly_once_with_kills_loss_add_and_an_orphan(
     assert not (out / "answers.parquet" / orphan.path).exists()
     assert res.metrics["additions"] and res.metrics["replacements"]
     assert res.answers.equals(driver_route.answers)
+
+
+@pytest.fixture(scope="module")
+def late_batches(batches):
+    """The batches with 4 and 5 swapped: batch 4 arrives after 5, its tuples late."""
+    out = list(batches)
+    out[4], out[5] = out[5], out[4]
+    return out
+
+
+@pytest.fixture(scope="module")
+def late_reference(workload, late_batches, ray_session):
+    """The fault-free driver route over ``late_batches`` (lateness 50 ms: late tuples)."""
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+
+    with Deployment(workload["plan"], DeploymentOptions(allowed_lateness=50)) as dep:
+        for b in late_batches:
+            dep.feed(None, b)
+        res = dep.finish()
+    assert res.late.num_rows > 0
+    return res
+
+
+LATE_KEY = [(c, "ascending") for c in ("node_id", "tree_id", "ts_ms", "value")]
+
+
+@pytest.mark.parametrize("kind", ["kill", "lose"])
+def test_a_node_failing_at_the_very_end_changes_nothing(
+    workload, late_batches, late_reference, ray_session, tmp_path, kind
+):
+    """A drill at the batch after the last hits node-1 at the very end: on the actor route
+    after its ``part-final`` is committed, before it writes its late tuples.  It is rebuilt
+    from the checkpoint at batch 3 (the late batch replayed): killed, restarted; lost, its
+    trees re-placed on node-0.  The answers equal the fault-free run's (the replay's answers,
+    already committed, dropped: exactly once), so do the late tuples (rebuilt from the
+    state; after a loss written by node-0), and the fault log has the failure and recovery.
+    (The driver route's end under a kill: ``test_executor_feed_exactly_once_through_fault_drills``.)"""
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+
+    faults = [{"kind": kind, "node": "node-1", "at_batch": len(late_batches)}]
+    opts = DeploymentOptions(
+        max_in_flight=2, allowed_lateness=50, faults=faults, answers="actors", out_dir=tmp_path
+    )
+    with Deployment(workload["plan"], opts) as dep:
+        for i, b in enumerate(late_batches):
+            if i == 3:
+                dep.checkpoint()
+            dep.feed(None, b)
+        res = dep.finish()
+        assert all(f["fired"] for f in dep.faults)
+    m = res.metrics
+    assert res.answers.equals(late_reference.answers)
+    ref_late = late_reference.late
+    if kind == "lose":  # node-0 hosts every tree at the end, and hands over their tuples
+        assert set(res.late.column("node_id").to_pylist()) == {"node-0"}
+        ref_late = ref_late.set_column(
+            0, ref_late.schema.field(0), pa.array(["node-0"] * ref_late.num_rows, pa.string())
+        )
+    assert res.late.sort_by(LATE_KEY).equals(ref_late.sort_by(LATE_KEY))
+    log = m["fault_log"]
+    assert (log["failures"], log["recoveries"], log["recovering"]) == (1, 1, [])
+    fail, rec = log["events"]
+    assert (fail["command"], fail["node"], fail["detect_s_from"]) == ("failure", "node-1", "fault")
+    assert fail["detected_by"] == ("actor died" if kind == "kill" else "declared lost")
+    assert rec["command"] == "recovery" and rec["first_answer"] == "end of input"
+    assert rec["action"] == ("restarted" if kind == "kill" else "re-placed")
+    assert rec["batches_replayed"] == len(late_batches) - 3
+    if kind == "kill":
+        assert m["nodes"]["node-1"]["recoveries"] == 1
+    else:
+        assert list(m["nodes"]) == ["node-0"] and m["replacements"][0]["node"] == "node-1"
+    # node-1's last answers stay in its committed part; the replay's were dropped
+    assert (tmp_path / "answers.parquet" / "node=node-1" / "part-final.parquet").exists()
+    assert m["replayed_answers_dropped"] > 0
+    assert all(n["pending_answers"] == 0 for n in m["nodes"].values())
+    assert m["late_tuples"] == late_reference.late.num_rows
 
 
 def test_actor_route_refusals(workload, ray_session, tmp_path):
