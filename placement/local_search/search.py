@@ -92,6 +92,7 @@ class LocalSearch:
         self._density: dict[frozenset, Any] = {}  # class set -> its edges per time unit
         self._pin_of: frozenset[str] | None = None  # the pinned set ``_pins`` answers for
         self._pins: dict[int, bool] = {}  # tree uid -> holds a pinned query
+        self._facts: dict[int, tuple] = {}  # tree uid -> ``_query_facts``
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -185,7 +186,17 @@ class LocalSearch:
             self._pin_of, self._pins = self.pinned, {}
         v = self._pins.get(t.uid)
         if v is None:
-            v = self._pins[t.uid] = any(q.id in self.pinned for q in t.queries)
+            v = self._pins[t.uid] = not self._query_facts(t)[0].isdisjoint(self.pinned)
+        return v
+
+    def _query_facts(self, t: Tree) -> tuple[frozenset[str], list[Query]]:
+        """The query ids of ``t`` and the queries a query move takes out of it (one per window,
+        as scanning its queries gives them: same effect), cached by uid: every iteration of a
+        descent asks again for trees that did not change."""
+        v = self._facts.get(t.uid)
+        if v is None:
+            qs = list({(q.range, q.slide): q for q in reversed(t.queries)}.values())[::-1]
+            v = self._facts[t.uid] = (frozenset(q.id for q in t.queries), qs)
         return v
 
     # -- one iteration: the best move ------------------------------------------------------
@@ -265,10 +276,10 @@ class LocalSearch:
         return v
 
     def _row(self, t: Tree, item_of) -> tuple:
-        """``(item ids, lambda, E_time, Omega)`` of ``t`` for ``merge_lbs``, cached by uid: the
-        bounds of every pair are rebuilt each iteration from trees that mostly did not change.
-        Item ids are numbered per item function in order of first sight (``None`` when Omega
-        is not additive)."""
+        """``(item ids, lambda, E_time, Omega, set of the item ids)`` of ``t`` for
+        ``merge_lbs``, cached by uid: the bounds of every pair are rebuilt each iteration from
+        trees that mostly did not change. Item ids are numbered per item function in order of
+        first sight (``None`` when Omega is not additive)."""
         k = (t.uid, item_of)
         r = self._rows.get(k)
         if r is None:
@@ -283,7 +294,8 @@ class LocalSearch:
                         weights.append(w)
                     seen.append(g)
                 ids = np.array(seen, dtype=np.intp)
-            r = self._rows[k] = (ids, self.model.rate(t.stream), t.time_edge_rate, t.omega)
+            idset = None if ids is None else frozenset(seen)
+            r = self._rows[k] = (ids, self.model.rate(t.stream), t.time_edge_rate, t.omega, idset)
         return r
 
     def _shared(self, rx: list[tuple], ry: list[tuple], item_of) -> np.ndarray:
@@ -294,20 +306,23 @@ class LocalSearch:
         several weights, and the bounds, hence the order in which ``best_move`` prices its
         ties, must not depend on what was cached before. A single-item ``xs[i]`` (a
         one-query tree) shares its one weight or nothing: no sum, no order."""
+        if all(len(r[0]) == 1 for r in rx):
+            # one item per xs[i]: its weight where ys[j] holds it (a set lookup per pair:
+            # numpy's fixed cost per call outweighed these few pairs)
+            wl = self._items[item_of][1]
+            sets = [r[4] for r in ry]
+            return np.array(
+                [
+                    [w if i in s else 0.0 for s in sets]
+                    for i, w in ((int(r[0][0]), wl[int(r[0][0])]) for r in rx)
+                ],
+                float,
+            ).reshape(len(rx), len(ry))
         weights = np.asarray(self._items[item_of][1], float)
         nx, ny = len(rx), len(ry)
         gy = [r[0] for r in ry]
         rows_y = np.repeat(np.arange(ny), [len(g) for g in gy])
         cat_y = np.concatenate(gy) if gy else np.zeros(0, np.intp)
-        if all(len(r[0]) == 1 for r in rx):
-            # membership of xs' items only (not of every item seen: a search knows thousands)
-            one = np.array([r[0][0] for r in rx], dtype=np.intp)
-            uniq, inv = np.unique(one, return_inverse=True)
-            col = np.minimum(np.searchsorted(uniq, cat_y), uniq.size - 1)
-            hit = uniq[col] == cat_y
-            member = np.zeros((ny, uniq.size), bool)
-            member[rows_y[hit], col[hit]] = True
-            return np.where(member[:, inv].T, weights[one][:, None], 0.0)
         gx = [r[0] for r in rx]
         cat_x = np.concatenate(gx) if gx else np.zeros(0, np.intp)
         uniq, first = np.unique(np.concatenate([cat_x, cat_y]), return_index=True)
@@ -484,14 +499,24 @@ class LocalSearch:
         others = np.flatnonzero(np.arange(N) != h)
         ctx.update(node=node, kid=kid, h=h, others=others)
         on_h, off_h = np.flatnonzero(node == h), np.flatnonzero(node != h)
+        # No move takes a tree holding a pinned query (a swap takes both trees): such
+        # candidates are never built (WG_PF's kicks pin the split's trees, often all of the
+        # busiest node's query moves). Dropping them keeps the others' scan order.
+        free = None
+        if self.pinned:
+            free = ~np.array([self._is_pinned(t) for t in trees])
+            on_h, off_h = on_h[free[on_h]], off_h[free[off_h]]
         reps: list[tuple[int, Query]] = []  # (flat index of a tree on h, query to take out)
         cols: list[tuple] = []  # blocks of (kind, t, u, rep, a, la, b, lb)
 
         def block(kind, t, u, rep, a, la, b, lb):
-            n = np.broadcast(t, u, rep, a, la, b, lb).shape
+            n = t.size  # t is a column (a flat index per candidate); scalars are repeated
+            if not n:
+                return
             cols.append(
                 tuple(
-                    np.broadcast_to(x, n).ravel() for x in (np.int8(kind), t, u, rep, a, la, b, lb)
+                    x if isinstance(x, np.ndarray) else np.full(n, x)
+                    for x in (np.int8(kind), t, u, rep, a, la, b, lb)
                 )
             )
 
@@ -517,8 +542,10 @@ class LocalSearch:
             )
         # Kind 2 (bounded): a tree woven into a same-key tree on another node.
         ti, ui = np.nonzero((kid[:, None] == kid[None, :]) & (node[:, None] != node[None, :]))
+        if ti.size and free is not None:
+            ti, ui = ti[free[ti]], ui[free[ti]]
         if ti.size:
-            mlb = self.merge_lbs(trees, trees)[ti, ui]
+            mlb = self.merge_lbs(trees, trees)[ti, ui]  # every tree: the same sums (_shared)
             block(
                 2,
                 ti,
@@ -540,7 +567,7 @@ class LocalSearch:
             tree = flat[t][2]
             if len(tree.queries) < 2:
                 continue  # a single-query tree moves as a tree above
-            qs = list({(q.range, q.slide): q for q in reversed(tree.queries)}.values())[::-1]
+            qs = self._query_facts(tree)[1]
             reps.extend((int(t), q) for q in qs)  # one query per window: same effect
             lhs.append(ld[h] - cost[t] + self._without_lbs(tree, qs))
             sqs += [self.single(q) for q in qs]
@@ -550,12 +577,6 @@ class LocalSearch:
         if not cols:
             return None
         kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
-        if self.pinned:
-            pin = np.array([self._is_pinned(t) for t in trees])
-            ok = ~(pin[T] | ((kind == 1) & pin[U]))
-            kind, T, U, R, A, LA, B, LB = (x[ok] for x in (kind, T, U, R, A, LA, B, LB))
-            if not kind.size:
-                return None
         self.work += len(kind)
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
         best_q: list[float] | None = None  # quantized key of the best move offered so far
