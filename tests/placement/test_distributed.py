@@ -347,6 +347,90 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     assert not any(s.better(k, got) for k in improving), (got, min(improving))
 
 
+def scanned_moves(nodes, loads, pinned):
+    """The moves ``best_move`` keys (module docstring of ``placement.local_search.search``: a
+    tree to or from the busiest node, a swap with it, a tree woven into a same-key tree on
+    another node, a query out of a tree on the busiest node, one per window), without those
+    that take a tree holding a pinned query: the oracle of its scan and of its ``work``."""
+    N = len(nodes)
+    h = max(range(N), key=lambda j: (loads[j], -j))  # no capacities: utilization = load
+    free = [[not any(q.id in pinned for q in t.queries) for t in ts] for ts in nodes]
+    out = []
+    for a in range(N):
+        for ti, t in enumerate(nodes[a]):
+            if not free[a][ti]:
+                continue
+            for b in range(N):
+                if b == a:
+                    continue
+                if h in (a, b):
+                    out.append(("move", a, ti, b, None))
+                for ui, u in enumerate(nodes[b]):
+                    if u.key == t.key:
+                        out.append(("move", a, ti, b, ui))
+                    if a == h and free[b][ui]:
+                        out.append(("swap", a, ti, b, ui))
+            if a == h and len(t.queries) > 1:
+                for q in {(q.range, q.slide): q for q in t.queries}.values():
+                    for b in range(N):
+                        if b != a:
+                            out.append(("query", a, ti, b, None, q))
+                            out += [
+                                ("query", a, ti, b, ui, q)
+                                for ui, u in enumerate(nodes[b])
+                                if u.key == t.key
+                            ]
+    return out
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 14),
+    nodes=st.integers(2, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv"]),
+    init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]),
+    pins=st.lists(st.integers(0, 13), max_size=4),
+)
+def test_wg_ls_best_move_with_pinned_queries_equals_exhaustive_scan(
+    seed, n, nodes, tech, init, pins
+):
+    """With pinned queries (WG_PF's kicks), ``best_move`` keys exactly the moves that leave
+    every tree holding one in place (``work`` counts them) and returns one as good as the best
+    of them priced exactly, or none when none improves the plan."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    start = optimize(init, qs, model, nodes, seed=seed)
+    s = LocalSearch(model, [None] * nodes, start.total_cost, start.max_cost * 0.7)
+    s.pinned = frozenset(qs[i % n].id for i in pins)
+    ns = [list(x.trees) for x in start.nodes]
+    ls = [sum(t.cost for t in ts) for ts in ns]
+    cur = s.key(ls)
+    moves = scanned_moves(ns, ls, s.pinned)
+    keys = []
+    for mv in moves:
+        got_n, got_l = [list(x) for x in ns], list(ls)
+        s.apply(got_n, got_l, mv)
+        keys.append(s.key(got_l))
+        s._single.clear()  # apply may hand out the cached single-query tree
+    move = s.best_move(ns, ls)
+    assert s.work == len(moves)
+    improving = [k for k in keys if s.better(k, cur)]
+    if move is None:
+        assert not improving
+        return
+    assert move[:5] in [mv[:5] for mv in moves]
+    got_n, got_l = [list(x) for x in ns], list(ls)
+    s.apply(got_n, got_l, move)
+    got = s.key(got_l)
+    assert s.better(got, cur)
+    assert not any(s.better(k, got) for k in improving), (got, min(improving))
+
+
 @settings(max_examples=examples(25))
 @given(
     seed=st.integers(0, 10_000),
