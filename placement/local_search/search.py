@@ -93,6 +93,7 @@ class LocalSearch:
         self._pin_of: frozenset[str] | None = None  # the pinned set ``_pins`` answers for
         self._pins: dict[int, bool] = {}  # tree uid -> holds a pinned query
         self._facts: dict[int, tuple] = {}  # tree uid -> ``_query_facts``
+        self._warr: dict[Any, np.ndarray] = {}  # item function -> ``_weights``
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -318,19 +319,20 @@ class LocalSearch:
                 ],
                 float,
             ).reshape(len(rx), len(ry))
-        weights = np.asarray(self._items[item_of][1], float)
         nx, ny = len(rx), len(ry)
-        gy = [r[0] for r in ry]
+        gx, gy = [r[0] for r in rx], [r[0] for r in ry]
         rows_y = np.repeat(np.arange(ny), [len(g) for g in gy])
-        cat_y = np.concatenate(gy) if gy else np.zeros(0, np.intp)
-        gx = [r[0] for r in rx]
-        cat_x = np.concatenate(gx) if gx else np.zeros(0, np.intp)
-        uniq, first = np.unique(np.concatenate([cat_x, cat_y]), return_index=True)
-        order = uniq[np.argsort(first)]  # ids in order of first sight: the columns
-        col = np.zeros(len(weights), np.intp)
-        col[order] = np.arange(len(order))
+        nxc = sum(len(g) for g in gx)
+        uniq, first, inv = np.unique(
+            np.concatenate(gx + gy), return_index=True, return_inverse=True
+        )
+        order = np.argsort(first)  # the columns: items in order of first sight
+        rank = np.empty(uniq.size, np.intp)
+        rank[order] = np.arange(uniq.size)
+        col = rank[inv.ravel()]  # the column of each item of xs, then of ys
+        cx, cy = col[:nxc], col[nxc:]
+        wcol = self._weights(item_of)[uniq[order]]  # the weight of each column
         rows_x = np.repeat(np.arange(nx), [len(g) for g in gx])
-        cx = col[cat_x]
         srt = np.lexsort((cx, rows_x))
         rows_x, cx = rows_x[srt], cx[srt]
         keep = np.ones(len(cx), bool)  # an item counts once per tree
@@ -338,9 +340,19 @@ class LocalSearch:
         rows_x, cx = rows_x[keep], cx[keep]
         ptr = np.zeros(nx + 1, np.intp)
         np.cumsum(np.bincount(rows_x, minlength=nx), out=ptr[1:])
-        member = np.zeros((ny, len(order)), np.bool_)
-        member[rows_y, col[cat_y]] = True
-        return shared_weights(ptr, cx, weights[order][cx], member)
+        member = np.zeros((ny, uniq.size), np.bool_)
+        member[rows_y, cy] = True
+        return shared_weights(ptr, cx, wcol[cx], member)
+
+    def _weights(self, item_of) -> np.ndarray:
+        """The item weights by id as an array, rebuilt only when items were added (a search
+        meets its queries' few windows early; converting the list per call cost more than
+        the sums)."""
+        wl = self._items[item_of][1]
+        arr = self._warr.get(item_of)
+        if arr is None or arr.size != len(wl):
+            arr = self._warr[item_of] = np.asarray(wl, float)
+        return arr
 
     def merge_lbs(self, xs: list[Tree], ys: list[Tree]) -> np.ndarray:
         """Lower bounds ``M[i, j]`` on the cost per time unit of ``xs[i]`` woven with ``ys[j]``
