@@ -26,11 +26,15 @@ it could still beat the best exact candidate (``LocalSearch.best_move``; checked
 exhaustive exactly-priced scan by a property test). Prices are cached by tree uid, and so is
 what the merge bounds read of a tree; the shared items of a pair are summed by a compiled loop
 (``placement.local_search.kernels``), and exact prices are keyed in chunks of ``CHUNK_MIN`` to
-``CHUNK_MAX`` candidates (the move does not depend on the chunks: a property test).
+``CHUNK_MAX`` candidates (the move does not depend on the chunks: a property test). A second,
+tighter bound on a tree minus a query only skips prices that cannot beat the best move found:
+the first bound alone orders the candidates, so the move and its ties stay those of the first.
+Candidates that would take a tree holding a pinned query (WG_PF's kicks) are never built.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -41,7 +45,7 @@ import numpy as np
 
 from placement.cost import items_of, tree_cost
 from placement.distributed import build_plan, optimize
-from placement.local_search.kernels import shared_weights
+from placement.local_search.kernels import shared_by_sight
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel, Tree
@@ -52,6 +56,15 @@ REL = 1e-9  # improvements smaller than this (relative) do not count: no cycling
 #: fixed numpy cost of a chunk outweighs the few prices a larger chunk computes past the stop
 #: (measured: 16-candidate chunks made WG_LS ~20 % slower on Table 8's large instances)
 CHUNK_MIN, CHUNK_MAX = 128, 2048
+#: until some candidate beats the plan, chunks of at most FIRST: once one does, the tighter
+#: bounds skip the prices that cannot beat it (a 128-candidate first chunk priced them all)
+FIRST = 16
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisors(m: int) -> tuple[int, ...]:
+    """The proper divisors of ``m`` (``1 <= d < m``)."""
+    return tuple(d for d in range(1, m // 2 + 1) if m % d == 0)
 
 
 def _lex_lt(x, y) -> bool:
@@ -236,10 +249,16 @@ class LocalSearch:
         bin, and ``floor(1.0 / step)`` sits on a bin edge."""
         return [np.round((x - c) / (REL * max(1.0, abs(c)))) for x, c in zip((k0, mx, tot), cur)]
 
-    def _without_lbs(self, t: Tree, qs: list[Query]) -> np.ndarray:
+    def _without_lbs(self, t: Tree, qs: list[Query]) -> tuple[np.ndarray, np.ndarray]:
         """Lower bounds on the cost of ``t`` minus each of ``qs``: its edges include every
         remaining query's own edges and every edge of ``t`` that is not the removed query's;
-        Omega is exact for techniques whose Omega is a sum over items (``_ITEM_OMEGA``)."""
+        Omega is exact for techniques whose Omega is a sum over items (``_ITEM_OMEGA``).
+
+        Two bounds: the first orders the candidates (``best_move``'s scan and tie order), the
+        second, tighter, only decides what is not priced: the edges the removed query alone
+        brings lie in its classes that no other query of ``t`` has nor covers (a class of a
+        divisor of the modulus with the same residue), at most ``1/m`` per class ``(m, r)``
+        (``_lone_edges``)."""
         k = (t.uid, len(qs))
         v = self._lbs.get(k)
         if v is not None:
@@ -251,6 +270,8 @@ class LocalSearch:
         qi = np.array([pos[q.id] for q in qs])
         best_other = np.where(qi == i1, es[i2], es[i1])
         e = np.maximum(best_other, float(t.edge_rate) - es[qi])
+        lone = np.array([self._lone_edges(t, q) for q in qs])
+        e2 = np.maximum(e, float(t.edge_rate) - np.minimum(es[qi], lone))
         item_of, floor_of = items_of(t.technique, self.model.slicing)
         if item_of is None and floor_of is not None:
             # a floor of distinct items (SlickDeque Inv: 2 x distinct ranges, cost.omega_floor)
@@ -273,8 +294,27 @@ class LocalSearch:
                     for it, w in (item_of(q.range, q.slide) for q in qs)
                 ]
             )
-        v = self._lbs[k] = (self.model.rate(t.stream) + e * t.scale * om) * (1 - REL)
+        lam = self.model.rate(t.stream)
+        v = self._lbs[k] = (
+            (lam + e * t.scale * om) * (1 - REL),
+            (lam + e2 * t.scale * om) * (1 - REL),
+        )
         return v
+
+    def _lone_edges(self, t: Tree, q: Query) -> float:
+        """An upper bound on the edges per axis unit that ``q`` alone brings to ``t`` (those
+        ``t`` minus ``q`` lacks): ``sum(1/m)`` over the classes ``(m, r)`` of ``q`` that no
+        other query of ``t`` has, nor covers with a class ``(d, r mod d)``, ``d`` a proper
+        divisor of ``m`` (every position of the first is one of the second)."""
+        classes = self._stats(t)[0]
+        out = 0.0
+        for m, r in self.model.query_classes(q):
+            if classes[(m, r)] > 1:
+                continue
+            if any((d, r % d) in classes for d in _divisors(m)):
+                continue
+            out += 1.0 / m
+        return out
 
     def _row(self, t: Tree, item_of) -> tuple:
         """``(item ids, lambda, E_time, Omega, set of the item ids)`` of ``t`` for
@@ -319,30 +359,15 @@ class LocalSearch:
                 ],
                 float,
             ).reshape(len(rx), len(ry))
-        nx, ny = len(rx), len(ry)
         gx, gy = [r[0] for r in rx], [r[0] for r in ry]
-        rows_y = np.repeat(np.arange(ny), [len(g) for g in gy])
-        nxc = sum(len(g) for g in gx)
-        uniq, first, inv = np.unique(
-            np.concatenate(gx + gy), return_index=True, return_inverse=True
+        empty = np.zeros(0, np.intp)
+        return shared_by_sight(
+            np.concatenate(gx) if gx else empty,
+            np.cumsum([0] + [len(g) for g in gx]),
+            np.concatenate(gy) if gy else empty,
+            np.cumsum([0] + [len(g) for g in gy]),
+            self._weights(item_of),
         )
-        order = np.argsort(first)  # the columns: items in order of first sight
-        rank = np.empty(uniq.size, np.intp)
-        rank[order] = np.arange(uniq.size)
-        col = rank[inv.ravel()]  # the column of each item of xs, then of ys
-        cx, cy = col[:nxc], col[nxc:]
-        wcol = self._weights(item_of)[uniq[order]]  # the weight of each column
-        rows_x = np.repeat(np.arange(nx), [len(g) for g in gx])
-        srt = np.lexsort((cx, rows_x))
-        rows_x, cx = rows_x[srt], cx[srt]
-        keep = np.ones(len(cx), bool)  # an item counts once per tree
-        keep[1:] = (rows_x[1:] != rows_x[:-1]) | (cx[1:] != cx[:-1])
-        rows_x, cx = rows_x[keep], cx[keep]
-        ptr = np.zeros(nx + 1, np.intp)
-        np.cumsum(np.bincount(rows_x, minlength=nx), out=ptr[1:])
-        member = np.zeros((ny, uniq.size), np.bool_)
-        member[rows_y, cy] = True
-        return shared_weights(ptr, cx, wcol[cx], member)
 
     def _weights(self, item_of) -> np.ndarray:
         """The item weights by id as an array, rebuilt only when items were added (a search
@@ -430,11 +455,12 @@ class LocalSearch:
             open_ &= ~(lt | gt)
         return out
 
-    def _query_moves(self, ctx, rt: np.ndarray, lh: np.ndarray, sqs: list[Tree], trees):
-        """Columns ``(kind, t, u, rep, a, la, b, lb)`` of kinds 3 and 4 for the taken-out
-        queries ``rep = 0..`` (tree ``rt``, node h's load bound ``lh``, one-query tree ``sqs``),
-        in the order of a kind 3 block (queries x other nodes) then a kind 4 block (queries x
-        same-key trees off h) per tree."""
+    def _query_moves(self, ctx, rt: np.ndarray, lhs: tuple, sqs: list[Tree], trees):
+        """Columns ``(kind, t, u, rep, a, la, b, lb, la2)`` of kinds 3 and 4 for the taken-out
+        queries ``rep = 0..`` (tree ``rt``, node h's load bounds ``lhs``: the ordering one and
+        the tighter one, one-query tree ``sqs``), in the order of a kind 3 block (queries x
+        other nodes) then a kind 4 block (queries x same-key trees off h) per tree."""
+        lh, lh2 = lhs
         ld, cost, node, kid, h = ctx["loads"], ctx["tree_cost"], ctx["node"], ctx["kid"], ctx["h"]
         others = ctx["others"]
         nr, no = rt.size, others.size
@@ -449,6 +475,7 @@ class LocalSearch:
                 np.tile(others, nr),
                 (ld[others][None, :] + qc[:, None]).ravel(),
                 np.full(nr * no, 3, np.int8),
+                np.repeat(lh2, no),
             )
         ]
         for k in dict.fromkeys(kid[rt].tolist()):
@@ -467,12 +494,13 @@ class LocalSearch:
                     np.tile(node[us], sel.size),
                     (ld[node[us]][None, :] - cost[us][None, :] + mlb).ravel(),
                     np.full(n, 4, np.int8),
+                    np.repeat(lh2[sel], us.size),
                 )
             )
-        t, u, r, la, b, lb, kind = (np.concatenate(c) for c in zip(*parts))
+        t, u, r, la, b, lb, kind, la2 = (np.concatenate(c) for c in zip(*parts))
         order = np.argsort(2 * t + (kind == 4), kind="stable")
         a = np.full(t.size, h)
-        return tuple(x[order] for x in (kind, t, u, r, a, la, b, lb))
+        return tuple(x[order] for x in (kind, t, u, r, a, la, b, lb, la2))
 
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
         """The move with the smallest key, or None when none beats the current plan.
@@ -528,7 +556,7 @@ class LocalSearch:
             cols.append(
                 tuple(
                     x if isinstance(x, np.ndarray) else np.full(n, x)
-                    for x in (np.int8(kind), t, u, rep, a, la, b, lb)
+                    for x in (np.int8(kind), t, u, rep, a, la, b, lb, la)
                 )
             )
 
@@ -574,6 +602,7 @@ class LocalSearch:
         # other rows), then put in scan order: per tree, its kind 3 block, then its kind 4.
         rt: list[int] = []  # per taken-out query: the flat index of its tree
         lhs: list[np.ndarray] = []  # lower bounds on h's load without it
+        lhs2: list[np.ndarray] = []  # tighter ones (what is priced, never the order)
         sqs: list[Tree] = []  # its one-query tree
         for t in on_h:
             tree = flat[t][2]
@@ -581,14 +610,17 @@ class LocalSearch:
                 continue  # a single-query tree moves as a tree above
             qs = self._query_facts(tree)[1]
             reps.extend((int(t), q) for q in qs)  # one query per window: same effect
-            lhs.append(ld[h] - cost[t] + self._without_lbs(tree, qs))
+            lb1, lb2 = self._without_lbs(tree, qs)
+            lhs.append(ld[h] - cost[t] + lb1)
+            lhs2.append(ld[h] - cost[t] + lb2)
             sqs += [self.single(q) for q in qs]
             rt += [int(t)] * len(qs)
         if reps:
-            cols.append(self._query_moves(ctx, np.array(rt), np.concatenate(lhs), sqs, trees))
+            lh = np.concatenate(lhs), np.concatenate(lhs2)
+            cols.append(self._query_moves(ctx, np.array(rt), lh, sqs, trees))
         if not cols:
             return None
-        kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
+        kind, T, U, R, A, LA, B, LB, LA2 = (np.concatenate(c) for c in zip(*cols))
         self.work += len(kind)
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
         best_q: list[float] | None = None  # quantized key of the best move offered so far
@@ -621,6 +653,7 @@ class LocalSearch:
         bd = np.flatnonzero(kind >= 2)
         bd = bd[_lex_lt_arr([x[bd] for x in qk], best_q or cur_q)]
         order = bd[np.lexsort([x[bd] for x in qk][::-1])]
+        qk2 = self._quantized(cur, *self._keys(ctx, A[order], LA2[order], B[order], LB[order]))
         # Price in chunks, best optimistic key first, until the next optimistic key cannot beat
         # the best exact one. The move taken is the one of offering the priced candidates one
         # by one: the first exact minimum from the first candidate that beats the plan (those
@@ -629,27 +662,31 @@ class LocalSearch:
         # prices (what is priced past the stop is wasted), and grow while prices are cached.
         pos, size = 0, CHUNK_MIN
         while pos < order.size:
-            part = order[pos : pos + size]
+            step = size if best_q is not None else min(size, FIRST)
+            part = todo = order[pos : pos + step]
             if best_q is not None:
                 n = int(np.count_nonzero(_lex_lt_arr([x[part] for x in qk], best_q)))
                 part = part[:n]  # sorted keys: those still below the best are a prefix
+                # not priced: those whose tighter key cannot beat the best either (their
+                # exact keys cannot go below it, and a tie goes to the best, found earlier)
+                todo = part[_lex_lt_arr([x[pos : pos + n] for x in qk2], best_q)]
             known = len(self._merged) + len(self._without)
-            if part.size:
-                ks = self._exact_keys(ctx, part, flat, reps, kind, T, U, R, A, LA, B)
+            if todo.size:
+                ks = self._exact_keys(ctx, todo, flat, reps, kind, T, U, R, A, LA, B)
                 kq = self._quantized(cur, *ks)
                 start = 0
                 if best_q is None:
                     good = self._better_arr(ks, cur)
-                    start = int(np.argmax(good)) if good.any() else part.size
-                if start < part.size:
+                    start = int(np.argmax(good)) if good.any() else todo.size
+                if start < todo.size:
                     j = start + int(np.lexsort([x[start:] for x in kq][::-1])[0])
                     kj = [float(x[j]) for x in kq]
                     if best_q is None or _lex_lt(kj, best_q):
-                        best_q, best_i = kj, int(part[j])
-            if part.size < size:
+                        best_q, best_i = kj, int(todo[j])
+            if part.size < step:
                 break
             fresh = len(self._merged) + len(self._without) > known
-            pos, size = pos + size, max(CHUNK_MIN, size // 2) if fresh else min(2 * size, CHUNK_MAX)
+            pos, size = pos + step, max(CHUNK_MIN, size // 2) if fresh else min(2 * size, CHUNK_MAX)
         return None if best_i is None else move_of(best_i)
 
     def run(
