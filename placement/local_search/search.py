@@ -155,8 +155,10 @@ class LocalSearch:
         if v is None:
             classes, windows, _ = self._stats(t)
             qc = self.model.query_classes(q)
-            if all(classes[c] > 1 for c in qc):
-                cls = t.classes  # every class of q is another query's too: the same set
+            if self._lone_edges(t, q) == 0.0:
+                # every class of q is another query's too, or lies in another query's class
+                # (of a divisor of its modulus): the same positions, hence the same density
+                cls = t.classes
             else:
                 cls = frozenset(c for c, m in classes.items() if m - (c in qc) > 0)
             w = (q.range, q.slide)
