@@ -220,13 +220,16 @@ class LocalSearch:
         """Key arrays (worst ratio, MaxCost, TotalCost) of plans that change nodes a and b."""
         loads, caps, util = ctx["loads"], ctx["caps"], ctx["util"]
         tot = ctx["total"] - loads[a] - loads[b] + la + lb
-        mx = np.maximum(la / caps[a], lb / caps[b])
-        others = np.full(a.shape, -np.inf)
-        done = np.zeros(a.shape, bool)
-        for j in ctx["top"]:  # the largest utilization among the untouched nodes
-            sel = ~done & (a != j) & (b != j)
-            others[sel] = util[j]
-            done |= sel
+        if ctx["unit_caps"]:
+            mx = np.maximum(la, lb)  # x / 1.0 is x
+        else:
+            mx = np.maximum(la / caps[a], lb / caps[b])
+        # the largest utilization among the untouched nodes: that of the first of the three
+        # most utilized nodes that is neither a nor b (a move touches two nodes)
+        top = ctx["top"]
+        others = np.full(a.shape, util[top[2]] if len(top) > 2 else -np.inf)
+        for j in top[1::-1]:  # the first takes precedence
+            others = np.where((a != j) & (b != j), util[j], others)
         mx = np.maximum(mx, others)
         k0 = np.maximum(1.0, np.maximum(tot / self.t_ref, mx / self.m_ref))
         return k0, mx, tot
@@ -531,6 +534,7 @@ class LocalSearch:
             "caps": caps,
             "util": util,
             "top": top,
+            "unit_caps": bool(np.all(caps == 1.0)),
             "total": float(ld.sum()),
             "tree_cost": cost,
             "uids": [t.uid for _, _, t in flat],
@@ -655,7 +659,6 @@ class LocalSearch:
         bd = np.flatnonzero(kind >= 2)
         bd = bd[_lex_lt_arr([x[bd] for x in qk], best_q or cur_q)]
         order = bd[np.lexsort([x[bd] for x in qk][::-1])]
-        qk2 = self._quantized(cur, *self._keys(ctx, A[order], LA2[order], B[order], LB[order]))
         # Price in chunks, best optimistic key first, until the next optimistic key cannot beat
         # the best exact one. The move taken is the one of offering the priced candidates one
         # by one: the first exact minimum from the first candidate that beats the plan (those
@@ -671,7 +674,8 @@ class LocalSearch:
                 part = part[:n]  # sorted keys: those still below the best are a prefix
                 # not priced: those whose tighter key cannot beat the best either (their
                 # exact keys cannot go below it, and a tie goes to the best, found earlier)
-                todo = part[_lex_lt_arr([x[pos : pos + n] for x in qk2], best_q)]
+                k2 = self._quantized(cur, *self._keys(ctx, A[part], LA2[part], B[part], LB[part]))
+                todo = part[_lex_lt_arr(k2, best_q)]
             known = len(self._merged) + len(self._without)
             if todo.size:
                 ks = self._exact_keys(ctx, todo, flat, reps, kind, T, U, R, A, LA, B)
