@@ -422,28 +422,34 @@ class LocalSearch:
         # the caches are read inline (most prices were met in an earlier iteration); a miss
         # prices through ``merged_cost`` / ``without_cost``, which fill them
         merged, without, uids = self._merged, self._without, ctx["uids"]
-        xa: list[float] = []
+        extra_a, extra_b = np.zeros(part.size), np.empty(part.size)
+        # kinds 3 and 4: h's tree without the query, once per query (a query goes to every
+        # other node: kind 3's candidates share it)
+        iq = np.flatnonzero(k != 2)
+        if iq.size:
+            rs, inv = np.unique(R[part][iq], return_inverse=True)
+            wa, wb = [], []
+            for rn in rs.tolist():
+                tn, q = reps[rn]
+                w = without.get((uids[tn], q.id))
+                wa.append(self.without_cost(flat[tn][2], q) if w is None else w)
+                wb.append(self.single(q).cost)
+            extra_a[iq] = np.array(wa)[inv]
+            extra_b[iq] = np.array(wb)[inv]  # kind 3: the query alone
+        # kinds 2 and 4: a merge per candidate
+        im = np.flatnonzero(k != 3)
         xb: list[float] = []
-        for kn, tn, un, rn in zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist()):
+        rm = R[part][im].tolist()
+        for kn, tn, un, rn in zip(k[im].tolist(), t[im].tolist(), u[im].tolist(), rm):
             if kn == 2:
-                x, y = uids[tn], uids[un]
-                v = merged.get((x, y) if x < y else (y, x))
-                if v is None:
-                    v = self.merged_cost(flat[tn][2], flat[un][2])
-                xa.append(0.0)
-                xb.append(v)
-                continue
-            q = reps[rn][1]
-            qt = self.single(q)
-            w = without.get((uids[tn], q.id))
-            xa.append(self.without_cost(flat[tn][2], q) if w is None else w)
-            if kn == 3:
-                xb.append(qt.cost)
-                continue
-            x, y = qt.uid, uids[un]
+                x, y, xt = uids[tn], uids[un], flat[tn][2]
+            else:
+                xt = self.single(reps[rn][1])
+                x, y = xt.uid, uids[un]
             v = merged.get((x, y) if x < y else (y, x))
-            xb.append(self.merged_cost(qt, flat[un][2]) if v is None else v)
-        extra_a, extra_b = np.array(xa, float), np.array(xb, float)
+            xb.append(self.merged_cost(xt, flat[un][2]) if v is None else v)
+        if im.size:
+            extra_b[im] = xb
         la = np.where(k == 2, LA[part], (ld[a] - cost[t]) + extra_a)
         lb = np.where(k == 3, ld[b], ld[b] - cost[u]) + extra_b
         return self._keys(ctx, a, la, b, lb)
