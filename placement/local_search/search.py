@@ -94,7 +94,7 @@ class LocalSearch:
         self._single: dict[str, Tree] = {}
         self._without: dict[tuple[int, str], float] = {}
         self._counts: dict[int, tuple] = {}
-        self._lbs: dict[tuple[int, int], np.ndarray] = {}
+        self._lbs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         #: candidate moves keyed so far (bound or exact): the search's effort in units that do
         #: not depend on the machine (WG_PF budgets its own search by WG_LS's)
         self.work = 0
