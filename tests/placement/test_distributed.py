@@ -731,3 +731,11 @@ def test_shared_by_sight_sums_in_order_of_first_sight(xs, ys, w):
             for g in sorted(set(x) & set(y), key=sight.__getitem__):
                 want += w[g]
             assert got[i, j] == want
+
+
+def test_divisors_are_the_proper_divisors():
+    """The divisor classes that may cover a query's class: every proper divisor, none else
+    (oracle: trial division by every smaller number)."""
+    for m in range(1, 400):
+        assert ls_search._divisors(m) == tuple(d for d in range(1, m) if m % d == 0)
+    assert ls_search._divisors(3_600_000)[-1] == 1_800_000
