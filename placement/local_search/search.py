@@ -26,11 +26,15 @@ it could still beat the best exact candidate (``LocalSearch.best_move``; checked
 exhaustive exactly-priced scan by a property test). Prices are cached by tree uid, and so is
 what the merge bounds read of a tree; the shared items of a pair are summed by a compiled loop
 (``placement.local_search.kernels``), and exact prices are keyed in chunks of ``CHUNK_MIN`` to
-``CHUNK_MAX`` candidates (the move does not depend on the chunks: a property test).
+``CHUNK_MAX`` candidates (the move does not depend on the chunks: a property test). A second,
+tighter bound on a tree minus a query only skips prices that cannot beat the best move found:
+the first bound alone orders the candidates, so the move and its ties stay those of the first.
+Candidates that would take a tree holding a pinned query (WG_PF's kicks) are never built.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -41,7 +45,7 @@ import numpy as np
 
 from placement.cost import items_of, tree_cost
 from placement.distributed import build_plan, optimize
-from placement.local_search.kernels import shared_weights
+from placement.local_search.kernels import shared_by_sight
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel, Tree
@@ -52,6 +56,17 @@ REL = 1e-9  # improvements smaller than this (relative) do not count: no cycling
 #: fixed numpy cost of a chunk outweighs the few prices a larger chunk computes past the stop
 #: (measured: 16-candidate chunks made WG_LS ~20 % slower on Table 8's large instances)
 CHUNK_MIN, CHUNK_MAX = 128, 2048
+#: until some candidate beats the plan, chunks of at most FIRST: once one does, the tighter
+#: bounds skip the prices that cannot beat it (a 128-candidate first chunk priced them all)
+FIRST = 16
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisors(m: int) -> tuple[int, ...]:
+    """The proper divisors of ``m`` (``1 <= d < m``), found up to ``sqrt(m)`` (slides in
+    milliseconds reach millions)."""
+    low = [d for d in range(1, math.isqrt(m) + 1) if m % d == 0]
+    return tuple(sorted({x for d in low for x in (d, m // d)} - {m}))
 
 
 def _lex_lt(x, y) -> bool:
@@ -81,7 +96,7 @@ class LocalSearch:
         self._single: dict[str, Tree] = {}
         self._without: dict[tuple[int, str], float] = {}
         self._counts: dict[int, tuple] = {}
-        self._lbs: dict[tuple[int, int], np.ndarray] = {}
+        self._lbs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         #: candidate moves keyed so far (bound or exact): the search's effort in units that do
         #: not depend on the machine (WG_PF budgets its own search by WG_LS's)
         self.work = 0
@@ -92,6 +107,8 @@ class LocalSearch:
         self._density: dict[frozenset, Any] = {}  # class set -> its edges per time unit
         self._pin_of: frozenset[str] | None = None  # the pinned set ``_pins`` answers for
         self._pins: dict[int, bool] = {}  # tree uid -> holds a pinned query
+        self._facts: dict[int, tuple] = {}  # tree uid -> ``_query_facts``
+        self._warr: dict[Any, np.ndarray] = {}  # item function -> ``_weights``
 
     def _item_of(self, technique: str):
         """The item weights of an additive Omega (``placement.cost.Pricing.items``), None if
@@ -140,8 +157,10 @@ class LocalSearch:
         if v is None:
             classes, windows, _ = self._stats(t)
             qc = self.model.query_classes(q)
-            if all(classes[c] > 1 for c in qc):
-                cls = t.classes  # every class of q is another query's too: the same set
+            if self._lone_edges(t, q) == 0.0:
+                # every class of q is another query's too, or lies in another query's class
+                # (of a divisor of its modulus): the same positions, hence the same density
+                cls = t.classes
             else:
                 cls = frozenset(c for c, m in classes.items() if m - (c in qc) > 0)
             w = (q.range, q.slide)
@@ -185,7 +204,17 @@ class LocalSearch:
             self._pin_of, self._pins = self.pinned, {}
         v = self._pins.get(t.uid)
         if v is None:
-            v = self._pins[t.uid] = any(q.id in self.pinned for q in t.queries)
+            v = self._pins[t.uid] = not self._query_facts(t)[0].isdisjoint(self.pinned)
+        return v
+
+    def _query_facts(self, t: Tree) -> tuple[frozenset[str], list[Query]]:
+        """The query ids of ``t`` and the queries a query move takes out of it (one per window,
+        as scanning its queries gives them: same effect), cached by uid: every iteration of a
+        descent asks again for trees that did not change."""
+        v = self._facts.get(t.uid)
+        if v is None:
+            qs = list({(q.range, q.slide): q for q in reversed(t.queries)}.values())[::-1]
+            v = self._facts[t.uid] = (frozenset(q.id for q in t.queries), qs)
         return v
 
     # -- one iteration: the best move ------------------------------------------------------
@@ -193,13 +222,16 @@ class LocalSearch:
         """Key arrays (worst ratio, MaxCost, TotalCost) of plans that change nodes a and b."""
         loads, caps, util = ctx["loads"], ctx["caps"], ctx["util"]
         tot = ctx["total"] - loads[a] - loads[b] + la + lb
-        mx = np.maximum(la / caps[a], lb / caps[b])
-        others = np.full(a.shape, -np.inf)
-        done = np.zeros(a.shape, bool)
-        for j in ctx["top"]:  # the largest utilization among the untouched nodes
-            sel = ~done & (a != j) & (b != j)
-            others[sel] = util[j]
-            done |= sel
+        if ctx["unit_caps"]:
+            mx = np.maximum(la, lb)  # x / 1.0 is x
+        else:
+            mx = np.maximum(la / caps[a], lb / caps[b])
+        # the largest utilization among the untouched nodes: that of the first of the three
+        # most utilized nodes that is neither a nor b (a move touches two nodes)
+        top = ctx["top"]
+        others = np.full(a.shape, util[top[2]] if len(top) > 2 else -np.inf)
+        for j in top[1::-1]:  # the first takes precedence
+            others = np.where((a != j) & (b != j), util[j], others)
         mx = np.maximum(mx, others)
         k0 = np.maximum(1.0, np.maximum(tot / self.t_ref, mx / self.m_ref))
         return k0, mx, tot
@@ -224,10 +256,16 @@ class LocalSearch:
         bin, and ``floor(1.0 / step)`` sits on a bin edge."""
         return [np.round((x - c) / (REL * max(1.0, abs(c)))) for x, c in zip((k0, mx, tot), cur)]
 
-    def _without_lbs(self, t: Tree, qs: list[Query]) -> np.ndarray:
+    def _without_lbs(self, t: Tree, qs: list[Query]) -> tuple[np.ndarray, np.ndarray]:
         """Lower bounds on the cost of ``t`` minus each of ``qs``: its edges include every
         remaining query's own edges and every edge of ``t`` that is not the removed query's;
-        Omega is exact for techniques whose Omega is a sum over items (``_ITEM_OMEGA``)."""
+        Omega is exact for techniques whose Omega is a sum over items (``_ITEM_OMEGA``).
+
+        Two bounds: the first orders the candidates (``best_move``'s scan and tie order), the
+        second, tighter, only decides what is not priced: the edges the removed query alone
+        brings lie in its classes that no other query of ``t`` has nor covers (a class of a
+        divisor of the modulus with the same residue), at most ``1/m`` per class ``(m, r)``
+        (``_lone_edges``)."""
         k = (t.uid, len(qs))
         v = self._lbs.get(k)
         if v is not None:
@@ -239,6 +277,8 @@ class LocalSearch:
         qi = np.array([pos[q.id] for q in qs])
         best_other = np.where(qi == i1, es[i2], es[i1])
         e = np.maximum(best_other, float(t.edge_rate) - es[qi])
+        lone = np.array([self._lone_edges(t, q) for q in qs])
+        e2 = np.maximum(e, float(t.edge_rate) - np.minimum(es[qi], lone))
         item_of, floor_of = items_of(t.technique, self.model.slicing)
         if item_of is None and floor_of is not None:
             # a floor of distinct items (SlickDeque Inv: 2 x distinct ranges, cost.omega_floor)
@@ -261,14 +301,33 @@ class LocalSearch:
                     for it, w in (item_of(q.range, q.slide) for q in qs)
                 ]
             )
-        v = self._lbs[k] = (self.model.rate(t.stream) + e * t.scale * om) * (1 - REL)
+        lam = self.model.rate(t.stream)
+        v = self._lbs[k] = (
+            (lam + e * t.scale * om) * (1 - REL),
+            (lam + e2 * t.scale * om) * (1 - REL),
+        )
         return v
 
+    def _lone_edges(self, t: Tree, q: Query) -> float:
+        """An upper bound on the edges per axis unit that ``q`` alone brings to ``t`` (those
+        ``t`` minus ``q`` lacks): ``sum(1/m)`` over the classes ``(m, r)`` of ``q`` that no
+        other query of ``t`` has, nor covers with a class ``(d, r mod d)``, ``d`` a proper
+        divisor of ``m`` (every position of the first is one of the second)."""
+        classes = self._stats(t)[0]
+        out = 0.0
+        for m, r in self.model.query_classes(q):
+            if classes[(m, r)] > 1:
+                continue
+            if any((d, r % d) in classes for d in _divisors(m)):
+                continue
+            out += 1.0 / m
+        return out
+
     def _row(self, t: Tree, item_of) -> tuple:
-        """``(item ids, lambda, E_time, Omega)`` of ``t`` for ``merge_lbs``, cached by uid: the
-        bounds of every pair are rebuilt each iteration from trees that mostly did not change.
-        Item ids are numbered per item function in order of first sight (``None`` when Omega
-        is not additive)."""
+        """``(item ids, lambda, E_time, Omega, set of the item ids)`` of ``t`` for
+        ``merge_lbs``, cached by uid: the bounds of every pair are rebuilt each iteration from
+        trees that mostly did not change. Item ids are numbered per item function in order of
+        first sight (``None`` when Omega is not additive)."""
         k = (t.uid, item_of)
         r = self._rows.get(k)
         if r is None:
@@ -283,7 +342,8 @@ class LocalSearch:
                         weights.append(w)
                     seen.append(g)
                 ids = np.array(seen, dtype=np.intp)
-            r = self._rows[k] = (ids, self.model.rate(t.stream), t.time_edge_rate, t.omega)
+            idset = None if ids is None else frozenset(seen)
+            r = self._rows[k] = (ids, self.model.rate(t.stream), t.time_edge_rate, t.omega, idset)
         return r
 
     def _shared(self, rx: list[tuple], ry: list[tuple], item_of) -> np.ndarray:
@@ -294,38 +354,37 @@ class LocalSearch:
         several weights, and the bounds, hence the order in which ``best_move`` prices its
         ties, must not depend on what was cached before. A single-item ``xs[i]`` (a
         one-query tree) shares its one weight or nothing: no sum, no order."""
-        weights = np.asarray(self._items[item_of][1], float)
-        nx, ny = len(rx), len(ry)
-        gy = [r[0] for r in ry]
-        rows_y = np.repeat(np.arange(ny), [len(g) for g in gy])
-        cat_y = np.concatenate(gy) if gy else np.zeros(0, np.intp)
         if all(len(r[0]) == 1 for r in rx):
-            # membership of xs' items only (not of every item seen: a search knows thousands)
-            one = np.array([r[0][0] for r in rx], dtype=np.intp)
-            uniq, inv = np.unique(one, return_inverse=True)
-            col = np.minimum(np.searchsorted(uniq, cat_y), uniq.size - 1)
-            hit = uniq[col] == cat_y
-            member = np.zeros((ny, uniq.size), bool)
-            member[rows_y[hit], col[hit]] = True
-            return np.where(member[:, inv].T, weights[one][:, None], 0.0)
-        gx = [r[0] for r in rx]
-        cat_x = np.concatenate(gx) if gx else np.zeros(0, np.intp)
-        uniq, first = np.unique(np.concatenate([cat_x, cat_y]), return_index=True)
-        order = uniq[np.argsort(first)]  # ids in order of first sight: the columns
-        col = np.zeros(len(weights), np.intp)
-        col[order] = np.arange(len(order))
-        rows_x = np.repeat(np.arange(nx), [len(g) for g in gx])
-        cx = col[cat_x]
-        srt = np.lexsort((cx, rows_x))
-        rows_x, cx = rows_x[srt], cx[srt]
-        keep = np.ones(len(cx), bool)  # an item counts once per tree
-        keep[1:] = (rows_x[1:] != rows_x[:-1]) | (cx[1:] != cx[:-1])
-        rows_x, cx = rows_x[keep], cx[keep]
-        ptr = np.zeros(nx + 1, np.intp)
-        np.cumsum(np.bincount(rows_x, minlength=nx), out=ptr[1:])
-        member = np.zeros((ny, len(order)), np.bool_)
-        member[rows_y, col[cat_y]] = True
-        return shared_weights(ptr, cx, weights[order][cx], member)
+            # one item per xs[i]: its weight where ys[j] holds it (a set lookup per pair:
+            # numpy's fixed cost per call outweighed these few pairs)
+            wl = self._items[item_of][1]
+            sets = [r[4] for r in ry]
+            return np.array(
+                [
+                    [w if i in s else 0.0 for s in sets]
+                    for i, w in ((int(r[0][0]), wl[int(r[0][0])]) for r in rx)
+                ],
+                float,
+            ).reshape(len(rx), len(ry))
+        gx, gy = [r[0] for r in rx], [r[0] for r in ry]
+        empty = np.zeros(0, np.intp)
+        return shared_by_sight(
+            np.concatenate(gx) if gx else empty,
+            np.cumsum([0] + [len(g) for g in gx]),
+            np.concatenate(gy) if gy else empty,
+            np.cumsum([0] + [len(g) for g in gy]),
+            self._weights(item_of),
+        )
+
+    def _weights(self, item_of) -> np.ndarray:
+        """The item weights by id as an array, rebuilt only when items were added (a search
+        meets its queries' few windows early; converting the list per call cost more than
+        the sums)."""
+        wl = self._items[item_of][1]
+        arr = self._warr.get(item_of)
+        if arr is None or arr.size != len(wl):
+            arr = self._warr[item_of] = np.asarray(wl, float)
+        return arr
 
     def merge_lbs(self, xs: list[Tree], ys: list[Tree]) -> np.ndarray:
         """Lower bounds ``M[i, j]`` on the cost per time unit of ``xs[i]`` woven with ``ys[j]``
@@ -365,28 +424,34 @@ class LocalSearch:
         # the caches are read inline (most prices were met in an earlier iteration); a miss
         # prices through ``merged_cost`` / ``without_cost``, which fill them
         merged, without, uids = self._merged, self._without, ctx["uids"]
-        xa: list[float] = []
+        extra_a, extra_b = np.zeros(part.size), np.empty(part.size)
+        # kinds 3 and 4: h's tree without the query, once per query (a query goes to every
+        # other node: kind 3's candidates share it)
+        iq = np.flatnonzero(k != 2)
+        if iq.size:
+            rs, inv = np.unique(R[part][iq], return_inverse=True)
+            wa, wb = [], []
+            for rn in rs.tolist():
+                tn, q = reps[rn]
+                w = without.get((uids[tn], q.id))
+                wa.append(self.without_cost(flat[tn][2], q) if w is None else w)
+                wb.append(self.single(q).cost)
+            extra_a[iq] = np.array(wa)[inv]
+            extra_b[iq] = np.array(wb)[inv]  # kind 3: the query alone
+        # kinds 2 and 4: a merge per candidate
+        im = np.flatnonzero(k != 3)
         xb: list[float] = []
-        for kn, tn, un, rn in zip(k.tolist(), t.tolist(), u.tolist(), R[part].tolist()):
+        rm = R[part][im].tolist()
+        for kn, tn, un, rn in zip(k[im].tolist(), t[im].tolist(), u[im].tolist(), rm):
             if kn == 2:
-                x, y = uids[tn], uids[un]
-                v = merged.get((x, y) if x < y else (y, x))
-                if v is None:
-                    v = self.merged_cost(flat[tn][2], flat[un][2])
-                xa.append(0.0)
-                xb.append(v)
-                continue
-            q = reps[rn][1]
-            qt = self.single(q)
-            w = without.get((uids[tn], q.id))
-            xa.append(self.without_cost(flat[tn][2], q) if w is None else w)
-            if kn == 3:
-                xb.append(qt.cost)
-                continue
-            x, y = qt.uid, uids[un]
+                x, y, xt = uids[tn], uids[un], flat[tn][2]
+            else:
+                xt = self.single(reps[rn][1])
+                x, y = xt.uid, uids[un]
             v = merged.get((x, y) if x < y else (y, x))
-            xb.append(self.merged_cost(qt, flat[un][2]) if v is None else v)
-        extra_a, extra_b = np.array(xa, float), np.array(xb, float)
+            xb.append(self.merged_cost(xt, flat[un][2]) if v is None else v)
+        if im.size:
+            extra_b[im] = xb
         la = np.where(k == 2, LA[part], (ld[a] - cost[t]) + extra_a)
         lb = np.where(k == 3, ld[b], ld[b] - cost[u]) + extra_b
         return self._keys(ctx, a, la, b, lb)
@@ -403,11 +468,12 @@ class LocalSearch:
             open_ &= ~(lt | gt)
         return out
 
-    def _query_moves(self, ctx, rt: np.ndarray, lh: np.ndarray, sqs: list[Tree], trees):
-        """Columns ``(kind, t, u, rep, a, la, b, lb)`` of kinds 3 and 4 for the taken-out
-        queries ``rep = 0..`` (tree ``rt``, node h's load bound ``lh``, one-query tree ``sqs``),
-        in the order of a kind 3 block (queries x other nodes) then a kind 4 block (queries x
-        same-key trees off h) per tree."""
+    def _query_moves(self, ctx, rt: np.ndarray, lhs: tuple, sqs: list[Tree], trees):
+        """Columns ``(kind, t, u, rep, a, la, b, lb, la2)`` of kinds 3 and 4 for the taken-out
+        queries ``rep = 0..`` (tree ``rt``, node h's load bounds ``lhs``: the ordering one and
+        the tighter one, one-query tree ``sqs``), in the order of a kind 3 block (queries x
+        other nodes) then a kind 4 block (queries x same-key trees off h) per tree."""
+        lh, lh2 = lhs
         ld, cost, node, kid, h = ctx["loads"], ctx["tree_cost"], ctx["node"], ctx["kid"], ctx["h"]
         others = ctx["others"]
         nr, no = rt.size, others.size
@@ -422,6 +488,7 @@ class LocalSearch:
                 np.tile(others, nr),
                 (ld[others][None, :] + qc[:, None]).ravel(),
                 np.full(nr * no, 3, np.int8),
+                np.repeat(lh2, no),
             )
         ]
         for k in dict.fromkeys(kid[rt].tolist()):
@@ -440,12 +507,13 @@ class LocalSearch:
                     np.tile(node[us], sel.size),
                     (ld[node[us]][None, :] - cost[us][None, :] + mlb).ravel(),
                     np.full(n, 4, np.int8),
+                    np.repeat(lh2[sel], us.size),
                 )
             )
-        t, u, r, la, b, lb, kind = (np.concatenate(c) for c in zip(*parts))
+        t, u, r, la, b, lb, kind, la2 = (np.concatenate(c) for c in zip(*parts))
         order = np.argsort(2 * t + (kind == 4), kind="stable")
         a = np.full(t.size, h)
-        return tuple(x[order] for x in (kind, t, u, r, a, la, b, lb))
+        return tuple(x[order] for x in (kind, t, u, r, a, la, b, lb, la2))
 
     def best_move(self, nodes: list[list[Tree]], loads: list[float]):
         """The move with the smallest key, or None when none beats the current plan.
@@ -474,6 +542,7 @@ class LocalSearch:
             "caps": caps,
             "util": util,
             "top": top,
+            "unit_caps": bool(np.all(caps == 1.0)),
             "total": float(ld.sum()),
             "tree_cost": cost,
             "uids": [t.uid for _, _, t in flat],
@@ -484,14 +553,24 @@ class LocalSearch:
         others = np.flatnonzero(np.arange(N) != h)
         ctx.update(node=node, kid=kid, h=h, others=others)
         on_h, off_h = np.flatnonzero(node == h), np.flatnonzero(node != h)
+        # No move takes a tree holding a pinned query (a swap takes both trees): such
+        # candidates are never built (WG_PF's kicks pin the split's trees, often all of the
+        # busiest node's query moves). Dropping them keeps the others' scan order.
+        free = None
+        if self.pinned:
+            free = ~np.array([self._is_pinned(t) for t in trees])
+            on_h, off_h = on_h[free[on_h]], off_h[free[off_h]]
         reps: list[tuple[int, Query]] = []  # (flat index of a tree on h, query to take out)
         cols: list[tuple] = []  # blocks of (kind, t, u, rep, a, la, b, lb)
 
         def block(kind, t, u, rep, a, la, b, lb):
-            n = np.broadcast(t, u, rep, a, la, b, lb).shape
+            n = t.size  # t is a column (a flat index per candidate); scalars are repeated
+            if not n:
+                return
             cols.append(
                 tuple(
-                    np.broadcast_to(x, n).ravel() for x in (np.int8(kind), t, u, rep, a, la, b, lb)
+                    x if isinstance(x, np.ndarray) else np.full(n, x)
+                    for x in (np.int8(kind), t, u, rep, a, la, b, lb, la)
                 )
             )
 
@@ -517,8 +596,10 @@ class LocalSearch:
             )
         # Kind 2 (bounded): a tree woven into a same-key tree on another node.
         ti, ui = np.nonzero((kid[:, None] == kid[None, :]) & (node[:, None] != node[None, :]))
+        if ti.size and free is not None:
+            ti, ui = ti[free[ti]], ui[free[ti]]
         if ti.size:
-            mlb = self.merge_lbs(trees, trees)[ti, ui]
+            mlb = self.merge_lbs(trees, trees)[ti, ui]  # every tree: the same sums (_shared)
             block(
                 2,
                 ti,
@@ -535,27 +616,25 @@ class LocalSearch:
         # other rows), then put in scan order: per tree, its kind 3 block, then its kind 4.
         rt: list[int] = []  # per taken-out query: the flat index of its tree
         lhs: list[np.ndarray] = []  # lower bounds on h's load without it
+        lhs2: list[np.ndarray] = []  # tighter ones (what is priced, never the order)
         sqs: list[Tree] = []  # its one-query tree
         for t in on_h:
             tree = flat[t][2]
             if len(tree.queries) < 2:
                 continue  # a single-query tree moves as a tree above
-            qs = list({(q.range, q.slide): q for q in reversed(tree.queries)}.values())[::-1]
+            qs = self._query_facts(tree)[1]
             reps.extend((int(t), q) for q in qs)  # one query per window: same effect
-            lhs.append(ld[h] - cost[t] + self._without_lbs(tree, qs))
+            lb1, lb2 = self._without_lbs(tree, qs)
+            lhs.append(ld[h] - cost[t] + lb1)
+            lhs2.append(ld[h] - cost[t] + lb2)
             sqs += [self.single(q) for q in qs]
             rt += [int(t)] * len(qs)
         if reps:
-            cols.append(self._query_moves(ctx, np.array(rt), np.concatenate(lhs), sqs, trees))
+            lh = np.concatenate(lhs), np.concatenate(lhs2)
+            cols.append(self._query_moves(ctx, np.array(rt), lh, sqs, trees))
         if not cols:
             return None
-        kind, T, U, R, A, LA, B, LB = (np.concatenate(c) for c in zip(*cols))
-        if self.pinned:
-            pin = np.array([self._is_pinned(t) for t in trees])
-            ok = ~(pin[T] | ((kind == 1) & pin[U]))
-            kind, T, U, R, A, LA, B, LB = (x[ok] for x in (kind, T, U, R, A, LA, B, LB))
-            if not kind.size:
-                return None
+        kind, T, U, R, A, LA, B, LB, LA2 = (np.concatenate(c) for c in zip(*cols))
         self.work += len(kind)
         qk = self._quantized(cur, *self._keys(ctx, A, LA, B, LB))
         best_q: list[float] | None = None  # quantized key of the best move offered so far
@@ -596,27 +675,32 @@ class LocalSearch:
         # prices (what is priced past the stop is wasted), and grow while prices are cached.
         pos, size = 0, CHUNK_MIN
         while pos < order.size:
-            part = order[pos : pos + size]
+            step = size if best_q is not None else min(size, FIRST)
+            part = todo = order[pos : pos + step]
             if best_q is not None:
                 n = int(np.count_nonzero(_lex_lt_arr([x[part] for x in qk], best_q)))
                 part = part[:n]  # sorted keys: those still below the best are a prefix
+                # not priced: those whose tighter key cannot beat the best either (their
+                # exact keys cannot go below it, and a tie goes to the best, found earlier)
+                k2 = self._quantized(cur, *self._keys(ctx, A[part], LA2[part], B[part], LB[part]))
+                todo = part[_lex_lt_arr(k2, best_q)]
             known = len(self._merged) + len(self._without)
-            if part.size:
-                ks = self._exact_keys(ctx, part, flat, reps, kind, T, U, R, A, LA, B)
+            if todo.size:
+                ks = self._exact_keys(ctx, todo, flat, reps, kind, T, U, R, A, LA, B)
                 kq = self._quantized(cur, *ks)
                 start = 0
                 if best_q is None:
                     good = self._better_arr(ks, cur)
-                    start = int(np.argmax(good)) if good.any() else part.size
-                if start < part.size:
+                    start = int(np.argmax(good)) if good.any() else todo.size
+                if start < todo.size:
                     j = start + int(np.lexsort([x[start:] for x in kq][::-1])[0])
                     kj = [float(x[j]) for x in kq]
                     if best_q is None or _lex_lt(kj, best_q):
-                        best_q, best_i = kj, int(part[j])
-            if part.size < size:
+                        best_q, best_i = kj, int(todo[j])
+            if part.size < step:
                 break
             fresh = len(self._merged) + len(self._without) > known
-            pos, size = pos + size, max(CHUNK_MIN, size // 2) if fresh else min(2 * size, CHUNK_MAX)
+            pos, size = pos + step, max(CHUNK_MIN, size // 2) if fresh else min(2 * size, CHUNK_MAX)
         return None if best_i is None else move_of(best_i)
 
     def run(

@@ -347,6 +347,90 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
     assert not any(s.better(k, got) for k in improving), (got, min(improving))
 
 
+def scanned_moves(nodes, loads, pinned):
+    """The moves ``best_move`` keys (module docstring of ``placement.local_search.search``: a
+    tree to or from the busiest node, a swap with it, a tree woven into a same-key tree on
+    another node, a query out of a tree on the busiest node, one per window), without those
+    that take a tree holding a pinned query: the oracle of its scan and of its ``work``."""
+    N = len(nodes)
+    h = max(range(N), key=lambda j: (loads[j], -j))  # no capacities: utilization = load
+    free = [[not any(q.id in pinned for q in t.queries) for t in ts] for ts in nodes]
+    out = []
+    for a in range(N):
+        for ti, t in enumerate(nodes[a]):
+            if not free[a][ti]:
+                continue
+            for b in range(N):
+                if b == a:
+                    continue
+                if h in (a, b):
+                    out.append(("move", a, ti, b, None))
+                for ui, u in enumerate(nodes[b]):
+                    if u.key == t.key:
+                        out.append(("move", a, ti, b, ui))
+                    if a == h and free[b][ui]:
+                        out.append(("swap", a, ti, b, ui))
+            if a == h and len(t.queries) > 1:
+                for q in {(q.range, q.slide): q for q in t.queries}.values():
+                    for b in range(N):
+                        if b != a:
+                            out.append(("query", a, ti, b, None, q))
+                            out += [
+                                ("query", a, ti, b, ui, q)
+                                for ui, u in enumerate(nodes[b])
+                                if u.key == t.key
+                            ]
+    return out
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 14),
+    nodes=st.integers(2, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv"]),
+    init=st.sampled_from(["WG_TN", "WG_I", "G_RR"]),
+    pins=st.lists(st.integers(0, 13), max_size=4),
+)
+def test_wg_ls_best_move_with_pinned_queries_equals_exhaustive_scan(
+    seed, n, nodes, tech, init, pins
+):
+    """With pinned queries (WG_PF's kicks), ``best_move`` keys exactly the moves that leave
+    every tree holding one in place (``work`` counts them) and returns one as good as the best
+    of them priced exactly, or none when none improves the plan."""
+    model = CostModel(tech, 10.0)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    start = optimize(init, qs, model, nodes, seed=seed)
+    s = LocalSearch(model, [None] * nodes, start.total_cost, start.max_cost * 0.7)
+    s.pinned = frozenset(qs[i % n].id for i in pins)
+    ns = [list(x.trees) for x in start.nodes]
+    ls = [sum(t.cost for t in ts) for ts in ns]
+    cur = s.key(ls)
+    moves = scanned_moves(ns, ls, s.pinned)
+    keys = []
+    for mv in moves:
+        got_n, got_l = [list(x) for x in ns], list(ls)
+        s.apply(got_n, got_l, mv)
+        keys.append(s.key(got_l))
+        s._single.clear()  # apply may hand out the cached single-query tree
+    move = s.best_move(ns, ls)
+    assert s.work == len(moves)
+    improving = [k for k in keys if s.better(k, cur)]
+    if move is None:
+        assert not improving
+        return
+    assert move[:5] in [mv[:5] for mv in moves]
+    got_n, got_l = [list(x) for x in ns], list(ls)
+    s.apply(got_n, got_l, move)
+    got = s.key(got_l)
+    assert s.better(got, cur)
+    assert not any(s.better(k, got) for k in improving), (got, min(improving))
+
+
 @settings(max_examples=examples(25))
 @given(
     seed=st.integers(0, 10_000),
@@ -357,7 +441,8 @@ def test_wg_ls_best_move_equals_exhaustive_scan(seed, n, nodes, tech, init):
 )
 def test_wg_ls_best_move_does_not_depend_on_chunks(seed, n, nodes, tech, init):
     """``best_move`` prices its bounded candidates in chunks; the move it returns (ties
-    included) is the one of offering them one by one, whatever the chunk sizes."""
+    included) is the one of offering them one by one, whatever the chunk sizes (``FIRST``
+    included: the size of the chunks until one candidate beats the plan)."""
     model = CostModel(tech, 10.0)
     agg = "sum" if tech == "slickdeque_inv" else "max"
     qs = [
@@ -366,9 +451,10 @@ def test_wg_ls_best_move_does_not_depend_on_chunks(seed, n, nodes, tech, init):
     ]
     start = optimize(init, qs, model, nodes, seed=seed)
     moves = []
-    for chunks in ((1, 1), (1, 2), (3, 7), (ls_search.CHUNK_MIN, ls_search.CHUNK_MAX)):
-        saved = ls_search.CHUNK_MIN, ls_search.CHUNK_MAX
-        ls_search.CHUNK_MIN, ls_search.CHUNK_MAX = chunks
+    ours = (ls_search.CHUNK_MIN, ls_search.CHUNK_MAX, ls_search.FIRST)
+    for chunks in ((1, 1, 1), (1, 2, 5), (3, 7, 2), (5, 9, 200), ours):
+        saved = ls_search.CHUNK_MIN, ls_search.CHUNK_MAX, ls_search.FIRST
+        ls_search.CHUNK_MIN, ls_search.CHUNK_MAX, ls_search.FIRST = chunks
         try:
             s = LocalSearch(model, [None] * nodes, start.total_cost, start.max_cost * 0.7)
             ns = [list(x.trees) for x in start.nodes]
@@ -376,7 +462,7 @@ def test_wg_ls_best_move_does_not_depend_on_chunks(seed, n, nodes, tech, init):
             move = s.best_move(ns, ls)
             moves.append((move, s.work))
         finally:
-            ls_search.CHUNK_MIN, ls_search.CHUNK_MAX = saved
+            ls_search.CHUNK_MIN, ls_search.CHUNK_MAX, ls_search.FIRST = saved
     assert all(m == moves[0] for m in moves[1:]), moves
 
 
@@ -564,3 +650,92 @@ def test_forced_merge_equals_naive(seed, n, target, tech, lam):
     assert sorted(sorted(q.id for q in t.queries) for t in got) == sorted(
         sorted(q.id for q in t.queries) for t in want
     )
+
+
+@settings(max_examples=examples(40))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(1, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+)
+def test_wg_ls_without_bounds_are_below_the_price(seed, n, nodes, tech, slicing):
+    """Both lower bounds on a tree minus one query (the ordering one and the tighter one that
+    only skips prices) never exceed its price (oracle: ``model.tree`` of the other queries),
+    and the tighter is never below the first."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return
+    model = CostModel(tech, 10.0, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    s = LocalSearch(model, [None] * nodes, 1.0, 1.0)
+    for node in optimize("WG_TN", qs, model, nodes, seed=seed).nodes:
+        for t in node.trees:
+            if len(t.queries) < 2:
+                continue
+            lb1, lb2 = s._without_lbs(t, t.queries)
+            for q, b1, b2 in zip(t.queries, lb1, lb2):
+                price = model.tree([p for p in t.queries if p.id != q.id]).cost
+                assert b1 <= b2 <= price, (q, b1, b2, price)
+
+
+def test_wg_ls_tighter_without_bound_by_hand():
+    """Panes, lambda 10: a (r3, s6), b (r2, s6), c (r5, s6) share the class (6, 0); a alone
+    brings (6, 3). Without a: E = 3/6 (classes (6, 0), (6, 2), (6, 5)), Omega 7/6 (Panes of
+    the windows (2, 6) and (5, 6)), cost 10 + 7/12. The first bound takes E >= max(E_b, E_t -
+    E_a) = 1/3 (cost 10 + 7/18); the tighter one E >= E_t - 1/6 = 1/2: the exact cost."""
+    from placement.local_search.search import REL
+
+    model = CostModel("panes", 10.0)
+    a, b, c = Query("a", 3, 6), Query("b", 2, 6), Query("c", 5, 6)
+    t = model.tree([a, b, c])
+    s = LocalSearch(model, [None, None], 1.0, 1.0)
+    (lb1,), (lb2,) = s._without_lbs(t, [a])
+    assert model.tree([b, c]).cost == pytest.approx(10 + 7 / 12, rel=1e-12)
+    assert lb1 == pytest.approx((10 + 7 / 18) * (1 - REL), rel=1e-12)
+    assert lb2 == pytest.approx((10 + 7 / 12) * (1 - REL), rel=1e-12)
+
+
+@settings(max_examples=examples(60))
+@given(
+    xs=st.lists(st.lists(st.integers(0, 20), min_size=1, max_size=8), min_size=1, max_size=6),
+    ys=st.lists(st.lists(st.integers(0, 20), min_size=0, max_size=8), min_size=0, max_size=6),
+    w=st.lists(st.floats(0.01, 100.0), min_size=21, max_size=21),
+)
+def test_shared_by_sight_sums_in_order_of_first_sight(xs, ys, w):
+    """The compiled sums of shared item weights equal, to the bit, a plain loop adding the
+    weights of the shared items in order of first sight over xs then ys (the order that fixes
+    the bounds' rounding), each item once per tree."""
+    import numpy as np
+
+    from placement.local_search.kernels import shared_by_sight
+
+    sight: dict[int, int] = {}
+    for ids in xs + ys:
+        for g in ids:
+            sight.setdefault(g, len(sight))
+
+    def cat(trees):
+        flat = [g for ids in trees for g in ids]
+        return np.array(flat, np.intp), np.cumsum([0] + [len(ids) for ids in trees])
+
+    got = shared_by_sight(*cat(xs), *cat(ys), np.array(w))
+    assert got.shape == (len(xs), len(ys))
+    for i, x in enumerate(xs):
+        for j, y in enumerate(ys):
+            want = 0.0
+            for g in sorted(set(x) & set(y), key=sight.__getitem__):
+                want += w[g]
+            assert got[i, j] == want
+
+
+def test_divisors_are_the_proper_divisors():
+    """The divisor classes that may cover a query's class: every proper divisor, none else
+    (oracle: trial division by every smaller number)."""
+    for m in range(1, 400):
+        assert ls_search._divisors(m) == tuple(d for d in range(1, m) if m % d == 0)
+    assert ls_search._divisors(3_600_000)[-1] == 1_800_000
