@@ -63,7 +63,20 @@ def canonical(classes) -> frozenset[ResidueClass]:
         masks[m] = masks.get(m, 0) | 1 << r
         size += 1
     same = same and size == sum(res.bit_count() for res in masks.values())
+    out = canonical_masks(masks)
+    if same and out is None:
+        return classes
+    return _from_masks(masks) if out is None else out
+
+
+def canonical_masks(masks: dict[int, int]) -> frozenset[ResidueClass] | None:
+    """``canonical`` of the classes given as residue bitmasks per modulus (``masks[m]`` has bit
+    ``r`` for class ``(m, r)``; moduli above 1 and at most ``MASK_MODULUS_LIMIT``), which it
+    reduces in place: ``FULL`` when they cover everything, None when nothing changed (the
+    masks are canonical as given), otherwise the canonical set. Callers that derive classes
+    (restricted problems) build the masks directly instead of a set of classes first."""
     changed = True
+    same = True
     while changed:
         changed = False
         # Coarsen: all p lifts of a residue a (mod m/p) present at m -> (m/p, a).
@@ -106,13 +119,26 @@ def canonical(classes) -> frozenset[ResidueClass]:
                         if not res:
                             break
     if same:
-        return classes
+        return None
+    return _from_masks(masks)
+
+
+def _from_masks(masks: dict[int, int]) -> frozenset[ResidueClass]:
+    """The classes of residue bitmasks. Wide masks are read through their binary digits:
+    peeling off the lowest bit costs a pass over the whole integer per residue."""
     out = []
     for m, res in masks.items():
-        while res:
-            bit = res & -res
-            out.append((m, bit.bit_length() - 1))
-            res ^= bit
+        if m <= 64:
+            while res:
+                bit = res & -res
+                out.append((m, bit.bit_length() - 1))
+                res ^= bit
+        elif res:
+            digits = format(res, "b")[::-1]
+            i = digits.find("1")
+            while i >= 0:
+                out.append((m, i))
+                i = digits.find("1", i + 1)
     return frozenset(out)
 
 
@@ -278,6 +304,7 @@ class FastEngine(EdgeEngine):
         self._canon: dict[frozenset, frozenset] = {}
         self._merged: dict[tuple[frozenset, frozenset], Fraction] = {}
         self._restricted: dict[tuple[frozenset, int, int], Fraction | None] = {}
+        self._grouped: dict[frozenset, list[tuple[int, list[int]]]] = {}
         self.stats: Counter = Counter()
         self._steps = 0
         self._deadline: Deadline | None = None
@@ -408,18 +435,49 @@ class FastEngine(EdgeEngine):
 
     def _restricted_uncovered(self, big: frozenset, mod: int, res: int) -> Fraction | None:
         """``U(big restricted to t = res mod mod)`` (``_with_few``), None when one class of
-        ``big`` covers all of it."""
-        residual = []
-        for m, r in big:
+        ``big`` covers all of it. The residual classes go straight into residue bitmasks, one
+        ``gcd`` and one inverse per modulus of ``big`` (``_by_modulus``), not per class."""
+        masks: dict[int, int] = {}
+        for m, rs in self._by_modulus(big):
             g = gcd(m, mod)
-            if (r - res) % g:
-                continue
             mm = m // g
-            if mm == 1:
-                return None
-            residual.append((mm, (r - res) // g * pow(mod // g, -1, mm) % mm))
+            if g == 1:
+                inv = pow(mod, -1, mm)
+                mask = masks.get(mm, 0)
+                for r in rs:
+                    mask |= 1 << (r - res) * inv % mm
+                masks[mm] = mask
+                continue
+            rg = res % g
+            inv = 0
+            for r in rs:
+                if r % g != rg:
+                    continue
+                if mm == 1:
+                    return None
+                if not inv:
+                    inv = pow(mod // g, -1, mm)
+                masks[mm] = masks.get(mm, 0) | 1 << (r - res) // g * inv % mm
         self._tick()
-        return self._uncovered(self._canonical(frozenset(residual)))
+        if not masks:
+            return Fraction(1)
+        if max(masks) > MASK_MODULUS_LIMIT:
+            return self._uncovered(self._canonical(_from_masks(masks)))
+        canon = canonical_masks(masks)
+        return self._uncovered(_from_masks(masks) if canon is None else canon)
+
+    def _by_modulus(self, classes: frozenset) -> list[tuple[int, list[int]]]:
+        """``classes`` grouped by modulus, kept per set: a tree is restricted many times."""
+        hit = self._grouped.get(classes)
+        if hit is None:
+            groups: dict[int, list[int]] = defaultdict(list)
+            for m, r in classes:
+                groups[m].append(r)
+            hit = list(groups.items())
+            if len(self._grouped) > self.memo_size // 4:
+                self._grouped.clear()
+            self._grouped[classes] = hit
+        return hit
 
     def _decomposition(self, classes: frozenset) -> _Decomposition:
         d = self._decomp.get(classes)
