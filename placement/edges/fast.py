@@ -498,7 +498,7 @@ class FastEngine(EdgeEngine):
                 d.root_primes[root] = primes
                 for p in primes:
                     d.prime_root[p] = root
-                d.unc[root] = self._uncovered(comp)
+                d.unc[root] = self._uncovered_one(comp)
         if len(self._decomp) > self.memo_size // 4:
             self._decomp.clear()
         self._decomp[classes] = d
@@ -550,7 +550,7 @@ class FastEngine(EdgeEngine):
             self.stats["split"] += 1
             num = den = 1
             for comp in comps:
-                u = self._uncovered(comp)
+                u = self._uncovered_one(comp)
                 num *= u.numerator
                 if not num:
                     break
@@ -561,6 +561,20 @@ class FastEngine(EdgeEngine):
         if len(self._memo) > self.memo_size:
             self._memo.clear()
         self._memo[cset] = out
+        return out
+
+    def _uncovered_one(self, comp: frozenset) -> Fraction:
+        """``_uncovered`` of one of ``components()``'s groups: the same memo and step, without
+        splitting it again (it is one component)."""
+        hit = self._memo.get(comp)
+        if hit is not None:
+            self.stats["memo_hits"] += 1
+            return hit
+        self._tick()
+        out = self._component(comp)
+        if len(self._memo) > self.memo_size:
+            self._memo.clear()
+        self._memo[comp] = out
         return out
 
     def _component(self, cset: frozenset) -> Fraction:
