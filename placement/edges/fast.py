@@ -63,20 +63,7 @@ def canonical(classes) -> frozenset[ResidueClass]:
         masks[m] = masks.get(m, 0) | 1 << r
         size += 1
     same = same and size == sum(res.bit_count() for res in masks.values())
-    out = canonical_masks(masks)
-    if same and out is None:
-        return classes
-    return _from_masks(masks) if out is None else out
-
-
-def canonical_masks(masks: dict[int, int]) -> frozenset[ResidueClass] | None:
-    """``canonical`` of the classes given as residue bitmasks per modulus (``masks[m]`` has bit
-    ``r`` for class ``(m, r)``; moduli above 1 and at most ``MASK_MODULUS_LIMIT``), which it
-    reduces in place: ``FULL`` when they cover everything, None when nothing changed (the
-    masks are canonical as given), otherwise the canonical set. Callers that derive classes
-    (restricted problems) build the masks directly instead of a set of classes first."""
     changed = True
-    same = True
     while changed:
         changed = False
         # Coarsen: all p lifts of a residue a (mod m/p) present at m -> (m/p, a).
@@ -119,7 +106,7 @@ def canonical_masks(masks: dict[int, int]) -> frozenset[ResidueClass] | None:
                         if not res:
                             break
     if same:
-        return None
+        return classes
     return _from_masks(masks)
 
 
@@ -300,11 +287,11 @@ class FastEngine(EdgeEngine):
         self.memo_size = memo_size
         self.one_modulus = one_modulus  # step 0 (off only to exercise the general paths)
         self._memo: dict[frozenset, Fraction] = {}
+        self._memo_epoch = 0  # how many times _memo was cleared
         self._decomp: dict[frozenset, _Decomposition] = {}
         self._canon: dict[frozenset, frozenset] = {}
         self._merged: dict[tuple[frozenset, frozenset], Fraction] = {}
         self._restricted: dict[tuple[frozenset, int, int], Fraction | None] = {}
-        self._grouped: dict[frozenset, list[tuple[int, list[int]]]] = {}
         self.stats: Counter = Counter()
         self._steps = 0
         self._deadline: Deadline | None = None
@@ -435,49 +422,25 @@ class FastEngine(EdgeEngine):
 
     def _restricted_uncovered(self, big: frozenset, mod: int, res: int) -> Fraction | None:
         """``U(big restricted to t = res mod mod)`` (``_with_few``), None when one class of
-        ``big`` covers all of it. The residual classes go straight into residue bitmasks, one
-        ``gcd`` and one inverse per modulus of ``big`` (``_by_modulus``), not per class."""
-        masks: dict[int, int] = {}
-        for m, rs in self._by_modulus(big):
-            g = gcd(m, mod)
-            mm = m // g
-            if g == 1:
-                inv = pow(mod, -1, mm)
-                mask = masks.get(mm, 0)
-                for r in rs:
-                    mask |= 1 << (r - res) * inv % mm
-                masks[mm] = mask
+        ``big`` covers all of it. One ``gcd`` and one inverse per modulus of ``big``, not per
+        class; the residual classes in ``big``'s order (equal sets built in another order may
+        iterate in another order, and the order of components decides where a budget stops)."""
+        residual = []
+        per_modulus: dict[int, tuple[int, int, int]] = {}
+        for m, r in big:
+            step = per_modulus.get(m)
+            if step is None:
+                g = gcd(m, mod)
+                mm = m // g
+                step = per_modulus[m] = (g, mm, pow(mod // g, -1, mm))
+            g, mm, inv = step
+            if (r - res) % g:
                 continue
-            rg = res % g
-            inv = 0
-            for r in rs:
-                if r % g != rg:
-                    continue
-                if mm == 1:
-                    return None
-                if not inv:
-                    inv = pow(mod // g, -1, mm)
-                masks[mm] = masks.get(mm, 0) | 1 << (r - res) // g * inv % mm
+            if mm == 1:
+                return None
+            residual.append((mm, (r - res) // g * inv % mm))
         self._tick()
-        if not masks:
-            return Fraction(1)
-        if max(masks) > MASK_MODULUS_LIMIT:
-            return self._uncovered(self._canonical(_from_masks(masks)))
-        canon = canonical_masks(masks)
-        return self._uncovered(_from_masks(masks) if canon is None else canon)
-
-    def _by_modulus(self, classes: frozenset) -> list[tuple[int, list[int]]]:
-        """``classes`` grouped by modulus, kept per set: a tree is restricted many times."""
-        hit = self._grouped.get(classes)
-        if hit is None:
-            groups: dict[int, list[int]] = defaultdict(list)
-            for m, r in classes:
-                groups[m].append(r)
-            hit = list(groups.items())
-            if len(self._grouped) > self.memo_size // 4:
-                self._grouped.clear()
-            self._grouped[classes] = hit
-        return hit
+        return self._uncovered(self._canonical(frozenset(residual)))
 
     def _decomposition(self, classes: frozenset) -> _Decomposition:
         d = self._decomp.get(classes)
@@ -560,6 +523,7 @@ class FastEngine(EdgeEngine):
             out = self._component(cset)
         if len(self._memo) > self.memo_size:
             self._memo.clear()
+            self._memo_epoch += 1
         self._memo[cset] = out
         return out
 
@@ -574,6 +538,7 @@ class FastEngine(EdgeEngine):
         out = self._component(comp)
         if len(self._memo) > self.memo_size:
             self._memo.clear()
+            self._memo_epoch += 1
         self._memo[comp] = out
         return out
 
@@ -645,14 +610,26 @@ class FastEngine(EdgeEngine):
         parts: list[tuple[int, int]] = []
         pk = p**k
         stack: list[tuple[int, int, tuple]] = [(0, 0, ())]
+        # Leaves with the same active groups have the same residual: its density is taken once
+        # per call. A repeat still counts its step, and its memo hit, as when it was looked up
+        # (while the memo is not cleared in between, when the lookup would compute it again).
+        seen: dict[tuple, tuple[Fraction, bool, int]] = {}
         while stack:
             j, a, active = stack.pop()
             if j == k or a not in prefixes[j]:
-                residual = list(base)
-                for key in active:
-                    residual.extend(groups[key])
                 self._tick()
-                u = self._uncovered(self._canonical(frozenset(residual)))
+                hit = seen.get(active)
+                if hit is not None and hit[2] == self._memo_epoch:
+                    u, memoised, _ = hit
+                    if memoised:
+                        self.stats["memo_hits"] += 1
+                else:
+                    residual = list(base)
+                    for key in active:
+                        residual.extend(groups[key])
+                    canon = self._canonical(frozenset(residual))
+                    u = self._uncovered(canon)
+                    seen[active] = (u, bool(canon) and canon != FULL, self._memo_epoch)
                 parts.append((u.numerator * p ** (k - j), u.denominator))
                 continue
             pj = p**j
