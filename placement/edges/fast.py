@@ -607,8 +607,11 @@ class FastEngine(EdgeEngine):
         for j, b in groups:
             for i in range(j):
                 prefixes[i].add(b % p**i)
-        parts: list[tuple[int, int]] = []
-        pk = p**k
+        powers = [p**i for i in range(k + 1)]
+        keys_at: list[set[int]] = [set() for _ in range(k + 1)]  # group residues per level
+        for j, b in groups:
+            keys_at[j].add(b)
+        weight: dict[int, int] = {}  # the leaves' weighted numerators, per denominator
         stack: list[tuple[int, int, tuple]] = [(0, 0, ())]
         # Leaves with the same active groups have the same residual: its density is taken once
         # per call. A repeat still counts its step, and its memo hit, as when it was looked up
@@ -630,12 +633,15 @@ class FastEngine(EdgeEngine):
                     canon = self._canonical(frozenset(residual))
                     u = self._uncovered(canon)
                     seen[active] = (u, bool(canon) and canon != FULL, self._memo_epoch)
-                parts.append((u.numerator * p ** (k - j), u.denominator))
+                den = u.denominator
+                weight[den] = weight.get(den, 0) + u.numerator * powers[k - j]
                 continue
-            pj = p**j
+            pj = powers[j]
+            deeper = j + 1
+            present = keys_at[deeper]
             for t in range(p):
                 a2 = a + t * pj
-                key = (j + 1, a2)
-                stack.append((j + 1, a2, active + (key,) if key in groups else active))
-        total = fraction_sum(parts)
+                stack.append((deeper, a2, active + ((deeper, a2),) if a2 in present else active))
+        total = fraction_sum([(n, d) for d, n in weight.items()])
+        pk = powers[k]
         return Fraction(total.numerator, total.denominator * pk)
