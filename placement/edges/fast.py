@@ -50,17 +50,18 @@ def canonical(classes) -> frozenset[ResidueClass]:
     the steps and their order are ``canonical_by_sets``'s, so the result is the same set. A
     frozenset that is already canonical (a third of the engine's calls) is returned as is."""
     masks: dict[int, int] = {}
+    get = masks.get
     size = 0
     same = isinstance(classes, frozenset)
     for m, r in classes:
-        if m == 1:
-            return FULL
-        if m > MASK_MODULUS_LIMIT:
-            return canonical_by_sets(classes)
-        if not 0 <= r < m:
+        if not (1 < m <= MASK_MODULUS_LIMIT and 0 <= r < m):  # one test for the usual class
+            if m == 1:
+                return FULL
+            if m > MASK_MODULUS_LIMIT:
+                return canonical_by_sets(classes)
             r %= m
             same = False
-        masks[m] = masks.get(m, 0) | 1 << r
+        masks[m] = get(m, 0) | 1 << r
         size += 1
     same = same and size == sum(res.bit_count() for res in masks.values())
     changed = True
@@ -95,7 +96,7 @@ def canonical(classes) -> frozenset[ResidueClass]:
             res = masks[m]
             if not res:
                 continue
-            for d in divisors(m)[:-1]:
+            for d in _between(m):
                 low = masks.get(d)
                 if low:
                     drop = res & low * _repunit(d, m)
@@ -127,6 +128,13 @@ def _from_masks(masks: dict[int, int]) -> frozenset[ResidueClass]:
                 out.append((m, i))
                 i = digits.find("1", i + 1)
     return frozenset(out)
+
+
+@lru_cache(maxsize=MASK_MODULUS_LIMIT)
+def _between(m: int) -> tuple[int, ...]:
+    """The divisors of ``m`` other than 1 and ``m``: the moduli that can subsume a class of ``m``
+    in a mask set (a modulus 1 never stays in one: it is the full set)."""
+    return divisors(m)[1:-1]
 
 
 @lru_cache(maxsize=65_536)
