@@ -50,17 +50,18 @@ def canonical(classes) -> frozenset[ResidueClass]:
     the steps and their order are ``canonical_by_sets``'s, so the result is the same set. A
     frozenset that is already canonical (a third of the engine's calls) is returned as is."""
     masks: dict[int, int] = {}
+    get = masks.get
     size = 0
     same = isinstance(classes, frozenset)
     for m, r in classes:
-        if m == 1:
-            return FULL
-        if m > MASK_MODULUS_LIMIT:
-            return canonical_by_sets(classes)
-        if not 0 <= r < m:
+        if not (1 < m <= MASK_MODULUS_LIMIT and 0 <= r < m):  # one test for the usual class
+            if m == 1:
+                return FULL
+            if m > MASK_MODULUS_LIMIT:
+                return canonical_by_sets(classes)
             r %= m
             same = False
-        masks[m] = masks.get(m, 0) | 1 << r
+        masks[m] = get(m, 0) | 1 << r
         size += 1
     same = same and size == sum(res.bit_count() for res in masks.values())
     changed = True
@@ -95,7 +96,7 @@ def canonical(classes) -> frozenset[ResidueClass]:
             res = masks[m]
             if not res:
                 continue
-            for d in divisors(m)[:-1]:
+            for d in _between(m):
                 low = masks.get(d)
                 if low:
                     drop = res & low * _repunit(d, m)
@@ -107,13 +108,33 @@ def canonical(classes) -> frozenset[ResidueClass]:
                             break
     if same:
         return classes
+    return _from_masks(masks)
+
+
+def _from_masks(masks: dict[int, int]) -> frozenset[ResidueClass]:
+    """The classes of residue bitmasks. Wide masks are read through their binary digits:
+    peeling off the lowest bit costs a pass over the whole integer per residue."""
     out = []
     for m, res in masks.items():
-        while res:
-            bit = res & -res
-            out.append((m, bit.bit_length() - 1))
-            res ^= bit
+        if m <= 64:
+            while res:
+                bit = res & -res
+                out.append((m, bit.bit_length() - 1))
+                res ^= bit
+        elif res:
+            digits = format(res, "b")[::-1]
+            i = digits.find("1")
+            while i >= 0:
+                out.append((m, i))
+                i = digits.find("1", i + 1)
     return frozenset(out)
+
+
+@lru_cache(maxsize=MASK_MODULUS_LIMIT)
+def _between(m: int) -> tuple[int, ...]:
+    """The divisors of ``m`` other than 1 and ``m``: the moduli that can subsume a class of ``m``
+    in a mask set (a modulus 1 never stays in one: it is the full set)."""
+    return divisors(m)[1:-1]
 
 
 @lru_cache(maxsize=65_536)
@@ -274,6 +295,7 @@ class FastEngine(EdgeEngine):
         self.memo_size = memo_size
         self.one_modulus = one_modulus  # step 0 (off only to exercise the general paths)
         self._memo: dict[frozenset, Fraction] = {}
+        self._memo_epoch = 0  # how many times _memo was cleared
         self._decomp: dict[frozenset, _Decomposition] = {}
         self._canon: dict[frozenset, frozenset] = {}
         self._merged: dict[tuple[frozenset, frozenset], Fraction] = {}
@@ -408,16 +430,23 @@ class FastEngine(EdgeEngine):
 
     def _restricted_uncovered(self, big: frozenset, mod: int, res: int) -> Fraction | None:
         """``U(big restricted to t = res mod mod)`` (``_with_few``), None when one class of
-        ``big`` covers all of it."""
+        ``big`` covers all of it. One ``gcd`` and one inverse per modulus of ``big``, not per
+        class; the residual classes in ``big``'s order (equal sets built in another order may
+        iterate in another order, and the order of components decides where a budget stops)."""
         residual = []
+        per_modulus: dict[int, tuple[int, int, int]] = {}
         for m, r in big:
-            g = gcd(m, mod)
+            step = per_modulus.get(m)
+            if step is None:
+                g = gcd(m, mod)
+                mm = m // g
+                step = per_modulus[m] = (g, mm, pow(mod // g, -1, mm))
+            g, mm, inv = step
             if (r - res) % g:
                 continue
-            mm = m // g
             if mm == 1:
                 return None
-            residual.append((mm, (r - res) // g * pow(mod // g, -1, mm) % mm))
+            residual.append((mm, (r - res) // g * inv % mm))
         self._tick()
         return self._uncovered(self._canonical(frozenset(residual)))
 
@@ -440,7 +469,7 @@ class FastEngine(EdgeEngine):
                 d.root_primes[root] = primes
                 for p in primes:
                     d.prime_root[p] = root
-                d.unc[root] = self._uncovered(comp)
+                d.unc[root] = self._uncovered_one(comp)
         if len(self._decomp) > self.memo_size // 4:
             self._decomp.clear()
         self._decomp[classes] = d
@@ -492,7 +521,7 @@ class FastEngine(EdgeEngine):
             self.stats["split"] += 1
             num = den = 1
             for comp in comps:
-                u = self._uncovered(comp)
+                u = self._uncovered_one(comp)
                 num *= u.numerator
                 if not num:
                     break
@@ -502,7 +531,23 @@ class FastEngine(EdgeEngine):
             out = self._component(cset)
         if len(self._memo) > self.memo_size:
             self._memo.clear()
+            self._memo_epoch += 1
         self._memo[cset] = out
+        return out
+
+    def _uncovered_one(self, comp: frozenset) -> Fraction:
+        """``_uncovered`` of one of ``components()``'s groups: the same memo and step, without
+        splitting it again (it is one component)."""
+        hit = self._memo.get(comp)
+        if hit is not None:
+            self.stats["memo_hits"] += 1
+            return hit
+        self._tick()
+        out = self._component(comp)
+        if len(self._memo) > self.memo_size:
+            self._memo.clear()
+            self._memo_epoch += 1
+        self._memo[comp] = out
         return out
 
     def _component(self, cset: frozenset) -> Fraction:
@@ -570,23 +615,41 @@ class FastEngine(EdgeEngine):
         for j, b in groups:
             for i in range(j):
                 prefixes[i].add(b % p**i)
-        parts: list[tuple[int, int]] = []
-        pk = p**k
+        powers = [p**i for i in range(k + 1)]
+        keys_at: list[set[int]] = [set() for _ in range(k + 1)]  # group residues per level
+        for j, b in groups:
+            keys_at[j].add(b)
+        weight: dict[int, int] = {}  # the leaves' weighted numerators, per denominator
         stack: list[tuple[int, int, tuple]] = [(0, 0, ())]
+        # Leaves with the same active groups have the same residual: its density is taken once
+        # per call. A repeat still counts its step, and its memo hit, as when it was looked up
+        # (while the memo is not cleared in between, when the lookup would compute it again).
+        seen: dict[tuple, tuple[Fraction, bool, int]] = {}
         while stack:
             j, a, active = stack.pop()
             if j == k or a not in prefixes[j]:
-                residual = list(base)
-                for key in active:
-                    residual.extend(groups[key])
                 self._tick()
-                u = self._uncovered(self._canonical(frozenset(residual)))
-                parts.append((u.numerator * p ** (k - j), u.denominator))
+                hit = seen.get(active)
+                if hit is not None and hit[2] == self._memo_epoch:
+                    u, memoised, _ = hit
+                    if memoised:
+                        self.stats["memo_hits"] += 1
+                else:
+                    residual = list(base)
+                    for key in active:
+                        residual.extend(groups[key])
+                    canon = self._canonical(frozenset(residual))
+                    u = self._uncovered(canon)
+                    seen[active] = (u, bool(canon) and canon != FULL, self._memo_epoch)
+                den = u.denominator
+                weight[den] = weight.get(den, 0) + u.numerator * powers[k - j]
                 continue
-            pj = p**j
+            pj = powers[j]
+            deeper = j + 1
+            present = keys_at[deeper]
             for t in range(p):
                 a2 = a + t * pj
-                key = (j + 1, a2)
-                stack.append((j + 1, a2, active + (key,) if key in groups else active))
-        total = fraction_sum(parts)
+                stack.append((deeper, a2, active + ((deeper, a2),) if a2 in present else active))
+        total = fraction_sum([(n, d) for d, n in weight.items()])
+        pk = powers[k]
         return Fraction(total.numerator, total.denominator * pk)

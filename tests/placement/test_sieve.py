@@ -35,3 +35,13 @@ def test_sieve_both_marking_routes_and_the_last_word():
     # the odd positions, and the even ones of the other classes: 4, 50,010 and 10
     covered = 50_003 + len({4, 50_007, 50_010, 10, 7} - set(range(1, period, 2)))
     assert uncovered_count(classes, period) == period - covered
+
+
+def test_sieve_groups_short_patterns_and_passes_long_ones_alone():
+    # 42,688 positions = 667 words, groups of at most 333 (half the map): 2 and 23 share a
+    # 46-word pattern; 29, 46 and 232 each start a group of their own (the joint pattern with
+    # the group before would exceed 333 words); 667 and 42,688 mark one position at a time.
+    period = 64 * 23 * 29
+    classes = {(23, 5), (46, 1), (29, 3), (2, 0), (232, 7), (667, 100), (period, 9)}
+    assert uncovered_count(classes, period) == period - brute_force_edges(classes, period)
+    assert uncovered_count({(2, 1), (23, 0)}, period) == period // 2 - period // 46
