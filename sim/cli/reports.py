@@ -26,14 +26,15 @@ def build_report_or_exit(run_dir: Path, out: Path | None = None) -> Path:
     """The report of ``run_dir`` and its terminal summary; a folder that is not a run is a
     ``UserError``."""
     from sim.report import build_report
-    from sim.report.data import ReportError
+    from sim.report.data import ReportError, load_run
     from sim.report.terminal import print_summary
 
     if not run_dir.is_dir():
         raise UserError(f"run directory not found: {run_dir}")
     try:
-        path = build_report(run_dir, out)
-        print_summary(run_dir, console)
+        run = load_run(run_dir)
+        path = build_report(run_dir, out, run=run)
+        print_summary(run_dir, console, run=run)
     except ReportError as exc:
         raise UserError(str(exc)) from exc
     return path

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.report.data import DEFAULT_MAX_CONFIG_FIGURES, detect_kind, load_live, load_simulation
+from sim.report.data import DEFAULT_MAX_CONFIG_FIGURES, LiveRun, SimRun, load_run
 from sim.report.html import page
 from sim.report.live_page import live_body
 from sim.report.sim_page import sim_body
@@ -59,28 +59,24 @@ def build_report(
     *,
     plan: str | Path | None = None,
     max_config_figures: int = DEFAULT_MAX_CONFIG_FIGURES,
+    run: SimRun | LiveRun | None = None,
 ) -> Path:
     """Write ``report.html`` and its PNGs for a simulation or live run; return the HTML path.
 
     ``out_dir`` defaults to ``RUN_DIR/report``; ``plan`` names the deployed plan of a live run
-    when it is not in the run directory.
+    when it is not in the run directory; ``run``, the run already read (``load_run``).
     """
     run_dir = Path(run_dir)
-    kind = detect_kind(run_dir)
+    run = run if run is not None else load_run(run_dir, plan)
     out = Path(out_dir) if out_dir is not None else run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
-    if kind == "simulation":
-        run = load_simulation(run_dir)
+    if isinstance(run, SimRun):
         body, plots = sim_body(run, max_config_figures)
         title = f"weaveplace simulation report — {(run.config or {}).get('name') or run_dir.name}"
     else:
-        served = (run_dir / "events.jsonl").exists()  # weaveplace serve: the running plan
-        if served and plan is None and (run_dir / "plan_current.json").exists():
-            plan = run_dir / "plan_current.json"
-        live = load_live(run_dir, plan)
-        body, plots = live_body(live)
+        body, plots = live_body(run)
         title = f"weaveplace live run report — {run_dir.name}"
-        if served:
+        if (run_dir / "events.jsonl").exists():  # weaveplace serve: its events and changes
             from sim.report.serve_page import serve_section
 
             more, more_plots = serve_section(run_dir)

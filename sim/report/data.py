@@ -360,3 +360,17 @@ def load_live(run_dir: Path, plan: str | Path | None = None) -> LiveRun:
     else:
         warnings.append("no plan JSON in the run directory: estimated costs not shown")
     return LiveRun(run_dir, metrics, answers, late, info, raw, warnings)
+
+
+def load_run(run_dir: str | Path, plan: str | Path | None = None) -> SimRun | LiveRun:
+    """The run in ``run_dir`` as the report reads it, read once for both the HTML page and the
+    terminal summary (a grid's thousands of plan files take seconds to read): a simulation, or
+    a live run with ``plan`` as its deployed plan (a served run's default: the plan running
+    now, ``plan_current.json``)."""
+    run_dir = Path(run_dir)
+    if detect_kind(run_dir) == "simulation":
+        return load_simulation(run_dir)
+    served = (run_dir / "events.jsonl").exists()  # weaveplace serve: the running plan
+    if served and plan is None and (run_dir / "plan_current.json").exists():
+        plan = run_dir / "plan_current.json"
+    return load_live(run_dir, plan)

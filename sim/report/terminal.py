@@ -8,23 +8,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.report.data import detect_kind, load_live, load_simulation
+from sim.report.data import LiveRun, SimRun, load_run
 from sim.report.html import fmt
 from sim.report.live_page import measured_load, model_slice_ops, nodes_with_measured_cost
 from sim.report.sim_page import config_label, ordered_plans
 
 
 def print_summary(
-    run_dir: str | Path, console=None, *, plan: str | Path | None = None, max_configs: int = 4
+    run_dir: str | Path,
+    console=None,
+    *,
+    plan: str | Path | None = None,
+    max_configs: int = 4,
+    run: SimRun | LiveRun | None = None,
 ) -> None:
-    """The report's main tables on the terminal (rich)."""
+    """The report's main tables on the terminal (rich); ``run``, the run already read
+    (``load_run``)."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
-    run_dir = Path(run_dir)
-    if detect_kind(run_dir) == "simulation":
-        run = load_simulation(run_dir)
+    run = run if run is not None else load_run(run_dir, plan)
+    if isinstance(run, SimRun):
         for w in run.warnings[:20]:
             console.print(f"[yellow]warning:[/yellow] {w}")
         q = run.fig40.set_index(["optimizer", "metric"]) if len(run.fig40) else None
@@ -69,7 +74,7 @@ def print_summary(
                 f"… {len(run.config_ids) - max_configs} more configuration(s) in the HTML report"
             )
         return
-    live = load_live(run_dir, plan)
+    live = run
     for w in live.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     m = live.metrics
