@@ -547,6 +547,30 @@ def _inserted_naive(units, model, st, category, seed):
             st.replace(j, t, model.merge(t, u))
 
 
+def generated_case(seed: int, n: int, tech: str, slicing: str):
+    """The cost model and ``n`` generated queries (an aggregate the technique takes) of one
+    property case, or None for a technique Cutty does not slice."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return None
+    model = CostModel(tech, 10.0, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    qs = [
+        Query(q.id, q.range, q.slide, agg)
+        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
+    ]
+    return model, qs
+
+
+#: the bound-below-the-price properties' cases
+bound_cases = given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 30),
+    nodes=st.integers(1, 4),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+)
+
+
 @settings(max_examples=examples(40))
 @given(
     seed=st.integers(0, 10_000),
@@ -563,14 +587,10 @@ def _inserted_naive(units, model, st, category, seed):
 def test_inserted_equals_pricing_every_tree(seed, n, caps, tech, slicing, category, preprocess):
     """Inserted with its merge bounds places every unit where pricing every same-key tree of
     every node does: the same trees (queries, costs) on the same nodes."""
-    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+    case = generated_case(seed, n, tech, slicing)
+    if case is None:
         return
-    model = CostModel(tech, 10.0, slicing=slicing)
-    agg = "sum" if tech == "slickdeque_inv" else "max"
-    qs = [
-        Query(q.id, q.range, q.slide, agg)
-        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
-    ]
+    model, qs = case
     units = make_units(qs, model, preprocess)
     got, want = dist.NodeState(caps), dist.NodeState(caps)
     dist.inserted(units, model, got, category, seed)
@@ -581,24 +601,14 @@ def test_inserted_equals_pricing_every_tree(seed, n, caps, tech, slicing, catego
 
 
 @settings(max_examples=examples(40))
-@given(
-    seed=st.integers(0, 10_000),
-    n=st.integers(2, 30),
-    nodes=st.integers(1, 4),
-    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
-    slicing=st.sampled_from(["pairs", "cutty"]),
-)
+@bound_cases
 def test_merge_bound_is_below_the_merge_price(seed, n, nodes, tech, slicing):
     """``MergeBound.cost`` never exceeds the exact price of the merge, for the trees (one or
     many windows) the optimizers build."""
-    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+    case = generated_case(seed, n, tech, slicing)
+    if case is None:
         return
-    model = CostModel(tech, 10.0, slicing=slicing)
-    agg = "sum" if tech == "slickdeque_inv" else "max"
-    qs = [
-        Query(q.id, q.range, q.slide, agg)
-        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
-    ]
+    model, qs = case
     trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
     trees += make_units(qs, model)
     bound = dist.MergeBound(model)
@@ -653,25 +663,15 @@ def test_forced_merge_equals_naive(seed, n, target, tech, lam):
 
 
 @settings(max_examples=examples(40))
-@given(
-    seed=st.integers(0, 10_000),
-    n=st.integers(2, 30),
-    nodes=st.integers(1, 4),
-    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
-    slicing=st.sampled_from(["pairs", "cutty"]),
-)
+@bound_cases
 def test_wg_ls_without_bounds_are_below_the_price(seed, n, nodes, tech, slicing):
     """Both lower bounds on a tree minus one query (the ordering one and the tighter one that
     only skips prices) never exceed its price (oracle: ``model.tree`` of the other queries),
     and the tighter is never below the first."""
-    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+    case = generated_case(seed, n, tech, slicing)
+    if case is None:
         return
-    model = CostModel(tech, 10.0, slicing=slicing)
-    agg = "sum" if tech == "slickdeque_inv" else "max"
-    qs = [
-        Query(q.id, q.range, q.slide, agg)
-        for q in generate(WorkloadSpec(qnum=n, smax=12, rate=10, omax=4, zskew=1, seed=seed))
-    ]
+    model, qs = case
     s = LocalSearch(model, [None] * nodes, 1.0, 1.0)
     for node in optimize("WG_TN", qs, model, nodes, seed=seed).nodes:
         for t in node.trees:
