@@ -10,6 +10,8 @@ joint pattern (lcm words) is short share one pass over the map.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -20,13 +22,6 @@ def _popcount(x):
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
     return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
-
-
-@njit(cache=True)
-def _gcd(a, b):
-    while b:
-        a, b = b, a % b
-    return a
 
 
 @njit(cache=True)
@@ -60,7 +55,7 @@ def uncovered_positions(ms, rs, period):
             if m > len(group):  # longer than half the map: straight over it
                 _or_repeated(bits, pat, m)
                 continue
-            joint = m if glen == 0 else glen // _gcd(glen, m) * m
+            joint = m if glen == 0 else glen // math.gcd(glen, m) * m
             if joint > len(group):  # too long to share: this group goes over the map
                 _or_repeated(bits, group, glen)
                 glen = 0
