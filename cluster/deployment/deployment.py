@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 from cluster.deployment.answer_routes import answer_route, answer_value_type
 from cluster.deployment.drills import check_faults, fire_due_faults
 from cluster.deployment.late_handover import LateHandover
+from cluster.deployment.liveness import Liveness
 from cluster.deployment.membership import Membership
 from cluster.deployment.options import DeploymentOptions
 from cluster.deployment.pinning import resolve_pins, with_node_affinity
@@ -155,6 +156,9 @@ class Deployment:
         self._finished = False
         # actors start asynchronously; fail fast if one cannot be constructed
         ray.get([n.actor.ping.remote() for n in self.nodes.values()])
+        #: the health check: silent nodes are not waited for, stuck ones killed and recovered
+        self.liveness = Liveness(self, opts.call_timeout_s)
+        self.liveness.start()
 
     def declare_input(self, schema: pa.Schema) -> str:
         """Fix the run's answer value type from the input's schema (the actor route writes
@@ -375,6 +379,7 @@ class Deployment:
 
         if self._finished:
             raise DeploymentError("deployment already finished")
+        self.recover_declared()
         self.fire_faults(self.batches_fed)
         if isinstance(batch, pa.Table):
             batch = (
@@ -400,7 +405,7 @@ class Deployment:
         ref = ray.put(batch)
         if self.auto_recover:  # the log pins batches in the object store until a checkpoint
             self.coordinator.log_batch(
-                LoggedBatch(seq, stream, ref, tuple(targets), tuple(streams)), batch.nbytes
+                LoggedBatch(seq, stream, ref, tuple(targets), tuple(streams), batch.nbytes)
             )
         for nid in targets:
             # a node lost while this batch was being sent: its trees' new hosts took the batch
@@ -410,6 +415,8 @@ class Deployment:
         self.coordinator.count_fed()
         if self.coordinator.due():
             self.checkpoint()
+            if self.coordinator.over_budget():  # silent nodes hold the log: their verdict
+                self.catch_up_all()
         return seq
 
     def fire_faults(self, batch_no: int) -> None:
@@ -423,26 +430,46 @@ class Deployment:
             self.event_time = int(ts)
 
     def _submit(self, nid: str, stream, ref, seq: int) -> None:
-        self.wait(nid, self.max_in_flight - 1)
+        n = self.nodes[nid]
+        if n.behind:  # silent: the batch waits in the replay log, unless it catches up now
+            n.submitted_seq = seq
+            self.catch_up(nid, block=False)
+            return
+        if not self.wait(nid, self.max_in_flight - 1, may_skip=True):
+            n.submitted_seq = seq  # went silent now: the same
+            return
         n = self.nodes.get(nid)
         if n is None:  # lost while we waited: the adopters replayed this batch from the log
             return
         n.inflight.append(n.actor.ingest.remote(stream, ref, seq))
-        n.submitted_seq = seq
+        n.submitted_seq = n.sent_seq = seq
         n.max_depth = max(n.max_depth, len(n.inflight))
 
-    def wait(self, nid: str, limit: int) -> None:
+    def wait(self, nid: str, limit: int, may_skip: bool = False) -> bool:
         """Block until node ``nid`` has at most ``limit`` calls outstanding (oldest first) and
         surface errors of finished calls; a dead actor is recovered (or, if its Ray node is
-        gone, the node is lost and re-placed) if ``auto_recover``."""
+        gone, the node is lost and re-placed) if ``auto_recover``.
+
+        ``may_skip``: stop waiting if the node turns silent (``cluster.deployment.liveness``;
+        only with a replay log): it is then ``behind`` and ``False`` is returned.  Otherwise
+        the wait lasts until the calls return or fail, which the health check bounds: a node
+        silent for ``call_timeout_s`` is killed, so its calls fail and it is recovered."""
         import ray
 
         n = self.nodes.get(nid)
         if n is None:
-            return
+            return True
+        skip = may_skip and self.auto_recover and self.liveness.enabled
         t0 = time.perf_counter()
+        done = True
         while len(n.inflight) > limit:
-            ref = n.inflight.popleft()
+            ref = n.inflight[0]
+            if not ray.wait([ref], timeout=self.poll_s)[0]:
+                if skip and self.liveness.silent(nid):
+                    n.behind, done = True, False
+                    break
+                continue
+            n.inflight.popleft()
             try:
                 ray.get(ref)
             except ray.exceptions.RayActorError as e:
@@ -452,11 +479,90 @@ class Deployment:
                 break  # recover() replayed the log and drained the node (or it was lost)
             n.last_seen = time.time()
         n.blocked_s += time.perf_counter() - t0
+        return done
 
-    def wait_all(self) -> None:
-        """Wait until no node has a call outstanding (errors surfaced, dead actors recovered)."""
+    #: seconds between looks at the health check while waiting on a node's call
+    poll_s = 0.2
+
+    def get_reply(self, nid: str, ref) -> tuple[bool, Any]:
+        """``(True, reply)`` of node ``nid``'s call ``ref``, or ``(False, None)`` if the node
+        turns silent first (with a replay log and a health check; else this waits as
+        ``ray.get``).  A failed call raises as ``ray.get`` does."""
+        import ray
+
+        skip = self.auto_recover and self.liveness.enabled
+        while skip and not ray.wait([ref], timeout=self.poll_s)[0]:
+            if self.liveness.silent(nid):
+                return False, None
+        return True, ray.get(ref)
+
+    def wait_all(self, may_skip: bool = False) -> None:
+        """Wait until no node has a call outstanding (errors surfaced, dead actors recovered);
+        ``may_skip``: but silent nodes, left ``behind`` (``wait``).  Without it, nodes behind
+        catch up first (``catch_up_all``)."""
+        if not may_skip:
+            self.catch_up_all()
         for nid in list(self.nodes):
-            self.wait(nid, 0)
+            n = self.nodes.get(nid)
+            if n is not None and not (may_skip and n.behind):
+                self.wait(nid, 0, may_skip=may_skip)
+
+    # -- silent nodes (``cluster.deployment.liveness``) ---------------------------------------
+    @property
+    def lagging(self) -> list[str]:
+        """The nodes behind: silent, their batches waiting in the replay log."""
+        return sorted(nid for nid, n in self.nodes.items() if n.behind)
+
+    def catch_up(self, nid: str, block: bool = True) -> bool:
+        """Bring node ``nid`` up to date if it is behind: its outstanding calls (a checkpoint
+        it went silent in among them) answered, then the logged batches it owes sent in
+        order.  ``block=False``: give up (``False``) while it is still silent; ``True`` waits
+        until it answers or, stuck, is killed and recovered (``wait``)."""
+        import ray
+
+        n = self.nodes.get(nid)
+        while n is not None and n.behind:
+            if not block and self.liveness.silent(nid):
+                return False
+            try:
+                if not self.wait(nid, 0, may_skip=not block):
+                    return False
+                if self.nodes.get(nid) is not n:  # lost meanwhile: re-placed
+                    return True
+                while not self.coordinator.settle(nid):
+                    if not block and self.liveness.silent(nid):
+                        return False
+                    ray.wait([n.pending_checkpoint[0]], timeout=self.poll_s)
+            except ray.exceptions.RayActorError as e:
+                self.coordinator.on_dead(nid, e)  # recovery replays what it owes
+                n = self.nodes.get(nid)
+                continue
+            if n.behind:
+                n.behind = False
+                actor = n.actor
+                for b in list(self.coordinator.log):
+                    if nid not in b.targets or not n.sent_seq < b.seq <= n.submitted_seq:
+                        continue
+                    if not self.wait(nid, self.max_in_flight - 1, may_skip=not block):
+                        break  # silent again: behind, from the next one it owes
+                    if self.nodes.get(nid) is not n or n.actor is not actor or n.behind:
+                        break  # recovered or lost meanwhile: that replayed the rest
+                    n.inflight.append(n.actor.ingest.remote(b.stream, b.source, b.seq))
+                    n.sent_seq = b.seq
+            n = self.nodes.get(nid)
+        return True
+
+    def catch_up_all(self) -> None:
+        """Every node behind caught up (blocking; bounded by the health check)."""
+        for nid in self.lagging:
+            self.catch_up(nid, block=True)
+
+    def recover_declared(self) -> None:
+        """Recover now the nodes the health check declared stuck (and killed) since the last
+        look, rather than at their next call."""
+        for nid in self.liveness.take_declared():
+            if nid in self.nodes:
+                self.coordinator.on_dead(nid, None)
 
     # -- incremental results (live streams) ---------------------------------------------------
     def take_answers(self) -> pa.Table:
@@ -506,12 +612,21 @@ class Deployment:
         ``replies``: node id -> its actor's ``metrics()`` reply, already fetched (the end of
         a run asks for them in the same round as the answers and late tuples: one wait, not
         one per kind); nodes without one are asked here."""
-        import ray
 
         nids = list(self.nodes)
         got = dict(replies or {})
-        ask = [nid for nid in nids if nid not in got]
-        got.update(zip(ask, ray.get([self.nodes[nid].actor.metrics.remote() for nid in ask])))
+        ask = {
+            nid: self.nodes[nid].actor.metrics.remote()
+            for nid in nids
+            if nid not in got and not self.nodes[nid].behind
+        }
+        for nid, ref in ask.items():
+            done, reply = self.get_reply(nid, ref)
+            if done:
+                got[nid] = reply
+        for nid in nids:  # silent: what its last health answer said
+            if nid not in got:
+                got[nid] = {"busy_s": 0.0, **self.liveness.report(nid), "stale": True}
         per = [got[nid] for nid in nids]
         wall = time.perf_counter() - self.t_start
         out = {
@@ -547,6 +662,7 @@ class Deployment:
         """Kill the actors (idempotent)."""
         import ray
 
+        self.liveness.stop()
         if not ray.is_initialized():
             return
         for n in self.nodes.values():

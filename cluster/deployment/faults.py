@@ -9,7 +9,10 @@ detected failure into two events in the ``events.jsonl`` layout (``wall_time``,
 * ``failure`` at detection: the plan node and its Ray node, ``detected_by`` (how: ``actor
   died`` when a call failed because the actor's process died, ``node marked dead`` when Ray
   declared the actor's node dead (its health checks timed out: a crashed, hung or cut-off
-  host), ``actor unavailable``, ``declared lost`` by a caller or drill), the error's line and
+  host), ``actor unavailable``, ``declared lost`` by a caller or drill, ``deadline`` when the
+  health check found the actor silent for ``call_timeout_s`` and killed it: a stuck actor on a
+  healthy host, ``cluster.deployment.liveness``; then ``call`` names the data call it was
+  stuck in), the error's line and
   ``detect_s``: seconds from the fault to its detection when the fault time is known (a
   drill; ``detect_s_from: fault``), else from the node's last sign of life (its last call that
   returned; ``detect_s_from: last sign of life``);
@@ -38,7 +41,7 @@ import time
 from typing import Any
 
 #: how a failure was detected (``detected_by``)
-DETECTED_BY = ("actor died", "node marked dead", "actor unavailable", "declared lost")
+DETECTED_BY = ("actor died", "node marked dead", "actor unavailable", "declared lost", "deadline")
 
 
 def detection(error: BaseException | None, node_gone: bool) -> str:
@@ -93,10 +96,13 @@ class FaultLog:
         last_seen: float | None,
         batch: int,
         error: BaseException | None = None,
+        detected_at: float | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Record a failure of ``node`` detected now; returns its event (pass it to
-        ``recovered``).  ``last_seen``: wall time of the node's last call that returned."""
-        now = self.clock()
+        """Record a failure of ``node`` detected now (``detected_at``: earlier, by the health
+        check); returns its event (pass it to ``recovered``).  ``last_seen``: wall time of the
+        node's last sign of life.  ``detail``: more fields (a deadline's call and pid)."""
+        now = self.clock() if detected_at is None else detected_at
         fault_at = self.injected.pop(node, None)
         since = fault_at if fault_at is not None else last_seen
         ev = {
@@ -110,6 +116,7 @@ class FaultLog:
             "detect_s": None if since is None else max(0.0, now - since),
             "detect_s_from": "fault" if fault_at is not None else "last sign of life",
             "batch": batch,
+            **(detail or {}),
         }
         self.events.append(ev)
         return ev

@@ -29,20 +29,25 @@ class LateHandover:
     def take(self) -> pa.Table:
         """The late tuples recorded since the previous call, in the ``RunResult.late`` layout.
         If a node is lost while the nodes are asked, the round is asked again (offsets move
-        only once a round saw every tree on its current host)."""
+        only once a round saw every tree on its current host).  A silent node is not waited
+        for (``cluster.deployment.liveness``): its late tuples come at a later call."""
         import ray
 
         dep = self.dep
         while True:
-            dep.wait_all()
+            dep.wait_all(may_skip=True)
             lost = len(dep.lost)
             since = dict(self.seen)
             parts = []
             for nid in list(dep.nodes):
                 if nid not in dep.nodes:  # lost meanwhile: this round is repeated
                     break
+                if dep.nodes[nid].behind:
+                    continue
                 try:
-                    t = ray.get(dep.nodes[nid].actor.late.remote(since))
+                    done, t = dep.get_reply(nid, dep.nodes[nid].actor.late.remote(since))
+                    if not done:
+                        continue
                 except ray.exceptions.RayActorError:
                     if not dep.auto_recover:
                         raise

@@ -32,7 +32,10 @@ class DeploymentOptions:
     ``count_ops``: count the trees' operations (for the Omega check). ``pin_nodes``: plan
     node -> Ray node (``True``: node i on Ray node i mod R; a mapping: explicit). ``faults``:
     a fault drill ``[{kind, node, at_batch}]``. ``answers``: ``driver`` or ``actors`` (the
-    actors write Parquet parts under ``out_dir``).
+    actors write Parquet parts under ``out_dir``). ``call_timeout_s``: the deadline of a node
+    that answers nothing (``cluster.deployment.liveness``: silent nodes are not waited for,
+    stuck ones are killed and recovered); ``None``: no health check, calls wait as long as Ray
+    does.
     """
 
     technique: str | None = None
@@ -48,8 +51,11 @@ class DeploymentOptions:
     faults: tuple[Mapping[str, Any], ...] = ()
     answers: str = "driver"
     out_dir: str | os.PathLike | None = None
+    call_timeout_s: float | None = 30.0
 
     def __post_init__(self) -> None:
+        if self.call_timeout_s is not None and not 0 < self.call_timeout_s <= 3600:
+            raise ValueError(f"call_timeout_s must be in (0, 3600], got {self.call_timeout_s!r}")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         if self.mode not in FEED_MODES:

@@ -61,7 +61,14 @@ class DriverNode:
     sources: list[RestoreSource]
     inflight: deque = field(default_factory=deque)
     recoveries: int = 0
-    submitted_seq: int = -1  # last batch seq sent to this node (replay bound)
+    submitted_seq: int = -1  # last batch seq handed to this node, sent or owed (replay bound)
+    sent_seq: int = -1  # last batch seq actually sent (driver feed; owed: the log's after it)
+    # silent (``cluster.deployment.liveness``): the feed stopped waiting for it; its batches
+    # since ``sent_seq`` wait in the replay log and it skips checkpoints until it catches up
+    behind: bool = False
+    # a checkpoint call the node went silent in: (ref, trees, sources at the call), settled
+    # when it answers (``Deployment.catch_up``) or dropped with its actor
+    pending_checkpoint: tuple | None = None
     flushed: bool = False
     max_depth: int = 0
     blocked_s: float = 0.0
@@ -92,6 +99,7 @@ class LoggedBatch:
     source: Any
     targets: tuple[str, ...]
     streams: tuple[str, ...]
+    nbytes: int = 0  # what it pins in the object store (towards ``max_log_bytes``)
 
 
 class CheckpointCoordinator:
@@ -114,11 +122,11 @@ class CheckpointCoordinator:
         self.faults = FaultLog(event_clock=lambda: dep.event_time)
 
     # -- the replay log -------------------------------------------------------------------
-    def log_batch(self, entry: LoggedBatch, nbytes: int = 0) -> None:
-        """Keep ``entry`` for replays until the next checkpoint (``nbytes``: what it pins in
-        the object store, towards ``max_log_bytes``)."""
+    def log_batch(self, entry: LoggedBatch) -> None:
+        """Keep ``entry`` for replays until every node's checkpoint holds it (its ``nbytes``
+        count towards ``max_log_bytes``)."""
         self.log.append(entry)
-        self.log_bytes += nbytes
+        self.log_bytes += entry.nbytes
 
     def count_fed(self, batches: int = 1) -> None:
         self.since_checkpoint += batches
@@ -129,33 +137,48 @@ class CheckpointCoordinator:
 
     def due(self) -> bool:
         """A checkpoint is due: by count, or the replay log holds ``max_log_bytes``."""
-        return self.due_by_count() or bool(
-            self.auto_recover and self.max_log_bytes and self.log_bytes >= self.max_log_bytes
-        )
+        return self.due_by_count() or self.over_budget()
 
     def clear_log(self) -> None:
         self.log.clear()
+        self.log_bytes = 0
+
+    def over_budget(self) -> bool:
+        """The log holds ``max_log_bytes`` or more (after a checkpoint: what silent nodes
+        still need)."""
+        return bool(
+            self.auto_recover and self.max_log_bytes and self.log_bytes >= self.max_log_bytes
+        )
 
     # -- checkpoints ----------------------------------------------------------------------
     def checkpoint(self) -> None:
         """Snapshot every node and commit the answers produced up to the snapshot; the replay
-        log is then cleared (its batches are no longer needed).  If a node is lost meanwhile,
-        its trees' new hosts still need the log, so the round is repeated (the next snapshots
-        hold the moved trees)."""
+        log then keeps only what some node may still need (its batches after the oldest
+        snapshot).  If a node is lost meanwhile, its trees' new hosts still need the log, so
+        the round is repeated (the next snapshots hold the moved trees).
+
+        A node that is silent (``cluster.deployment.liveness``) is not waited for: it keeps
+        its last snapshot, the log keeps its batches since, and a checkpoint call it went
+        silent in is settled when it answers (``settle``) or dropped with its actor."""
         import ray
 
         nodes = self.dep.nodes
         while True:
-            self.dep.wait_all()
+            self.dep.wait_all(may_skip=True)
             self.rounds += 1  # the actor route names its parts by round (cluster.answers.sink)
             refs = {}
             for nid, n in nodes.items():
-                refs[nid] = (self._call(n.actor), list(n.spec["trees"]), len(n.sources))
+                if not n.behind:
+                    refs[nid] = (self._call(n.actor), list(n.spec["trees"]), len(n.sources))
             for nid, (ref, trees, k) in refs.items():
                 if nid not in nodes:  # lost while we collected the others
                     continue
                 try:
-                    blob, answers, seq = ray.get(ref)
+                    done, reply = self.dep.get_reply(nid, ref)
+                    if not done:  # silent: settled when it answers
+                        nodes[nid].behind = True
+                        nodes[nid].pending_checkpoint = (ref, trees, k)
+                        continue
                 except ray.exceptions.RayActorError as e:
                     if not self.auto_recover:
                         raise
@@ -165,19 +188,53 @@ class CheckpointCoordinator:
                     n = nodes[nid]
                     trees, k = list(n.spec["trees"]), len(n.sources)
                     # the same round's name: a part the dead actor wrote is overwritten
-                    blob, answers, seq = ray.get(self._call(n.actor))
-                n = nodes[nid]
-                n.last_seen = time.time()
-                # sources appended after the checkpoint call (adoptions) are not in the snapshot
-                n.sources = [RestoreSource(trees, blob, seq, nid)] + n.sources[k:]
-                self.route.commit(answers)
-                self.faults.answers_committed(nid, int(answers.num_rows))
-            if all(len(n.sources) == 1 for n in nodes.values()):
+                    reply = ray.get(self._call(n.actor))
+                self.take_reply(nid, reply, trees, k)
+            if all(len(n.sources) == 1 for n in nodes.values() if not n.behind):
                 break
-        self.log.clear()
-        self.log_bytes = 0
+        self.prune_log()
         self.since_checkpoint = 0
         self.checkpoints += 1
+
+    def take_reply(self, nid: str, reply, trees: list[dict], k: int) -> None:
+        """Node ``nid``'s checkpoint reply ``(snapshot, answers, seq)`` to a call made when it
+        had ``trees`` and ``k`` sources: the snapshot is its state now, the answers are
+        committed."""
+        blob, answers, seq = reply
+        n = self.dep.nodes[nid]
+        n.last_seen = time.time()
+        # sources appended after the checkpoint call (adoptions) are not in the snapshot
+        n.sources = [RestoreSource(trees, blob, seq, nid)] + n.sources[k:]
+        self.route.commit(answers)
+        self.faults.answers_committed(nid, int(answers.num_rows))
+
+    def settle(self, nid: str) -> bool:
+        """A checkpoint call node ``nid`` went silent in: taken if its reply came (``True``;
+        also when there is none), ``False`` while it is still outstanding.  A failed reply
+        raises (``RayActorError``): the node's recovery starts from its previous snapshot."""
+        import ray
+
+        n = self.dep.nodes[nid]
+        if n.pending_checkpoint is None:
+            return True
+        ref, trees, k = n.pending_checkpoint
+        if not ray.wait([ref], timeout=0)[0]:
+            return False
+        n.pending_checkpoint = None
+        self.take_reply(nid, ray.get(ref), trees, k)
+        return True
+
+    def prune_log(self) -> None:
+        """After a checkpoint: drop the logged batches no node needs any more.  A node that
+        took the checkpoint needs none; a silent node (``behind``) needs those after its
+        oldest snapshot, for its catch-up or its recovery."""
+        need = [src.seq for n in self.dep.nodes.values() if n.behind for src in n.sources]
+        if not need:
+            self.clear_log()
+            return
+        oldest = min(need)
+        self.log = [b for b in self.log if b.seq > oldest]
+        self.log_bytes = sum(b.nbytes for b in self.log)
 
     def _call(self, actor):
         return self.route.checkpoint_call(actor, self.rounds, self.dep.value_type)
@@ -192,13 +249,18 @@ class CheckpointCoordinator:
         nodes = self.dep.nodes
         n = nodes[nid]
         gone = ray_node_gone(n.ray_node)
+        # killed by the health check (``liveness``): a deadline, counted from its last sign
+        stuck = self.dep.liveness.verdict(nid, n.actor)
+        self.dep.liveness.discharge(nid)
         failure = self.faults.failure(
             nid,
-            ray_node=n.ray_node,
-            detected_by=detection(error, gone),
-            last_seen=n.last_seen,
+            ray_node=n.ray_node or (stuck or {}).get("ray_node"),
+            detected_by="deadline" if stuck and not gone else detection(error, gone),
+            last_seen=stuck["last_sign"] if stuck else n.last_seen,
             batch=self.dep.batches_fed,
-            error=error,
+            error=None if stuck else error,
+            detected_at=stuck["detected_at"] if stuck else None,
+            detail={"call": stuck["call"], "pid": stuck["pid"]} if stuck else None,
         )
         if gone:
             self.lose_for_good(nid, failure)
@@ -281,6 +343,7 @@ class CheckpointCoordinator:
         base, *adopted = n.sources
         n.actor = self.dep.start_actor(node_id, base.trees + base.dropped)
         n.inflight.clear()
+        n.pending_checkpoint = None  # its answers are regenerated from the snapshot
         n.recoveries += 1
         calls = []
         if base.blob is not None:
@@ -299,6 +362,8 @@ class CheckpointCoordinator:
                 ray.get(n.inflight.popleft())
         ray.get(list(n.inflight))  # a failure during replay is not retried: it raises
         n.inflight.clear()
+        n.sent_seq = n.submitted_seq  # the owed batches of a silent node were replayed too
+        n.behind = False
         n.last_seen = time.time()
         return sum(1 for name, _ in calls if name == "ingest")
 

@@ -7,9 +7,12 @@ Why its own module: everything here needs Ray (imported only when first used), w
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Any
 
 from cluster.node.core import NodeCore
+from cluster.node.liveness import data_methods
 from executors.base import extensions
 
 
@@ -35,6 +38,22 @@ class ActorCore(NodeCore):
 
         return ray.get_runtime_context().get_node_id()
 
+    def health(self) -> dict[str, Any]:
+        """The driver's health check (``cluster.deployment.liveness``), answered on the actor's
+        ``health`` thread, never behind a data call: the data call running and its progress
+        (``cluster.node.liveness``), the node's light counters (``vitals``), this process and
+        its Ray node."""
+        return {
+            **self.calls.report(),
+            **self.vitals(),
+            "pid": os.getpid(),
+            "ray_node": self.ray_node_id(),
+        }
+
+
+#: the concurrency group (a thread of its own in each actor) of the health check
+HEALTH_GROUP = "health"
+
 
 class LazyActorClass:
     """``X.remote(...)``/``X.options(...)`` of a node class as a Ray actor, wrapped by
@@ -42,7 +61,12 @@ class LazyActorClass:
 
     ``num_cpus=0``: the actor does not reserve a CPU slot, so a 2-CPU local Ray can host a plan
     with more nodes than cores (they then share the cores, as a simulation should).  No
-    restarts or retries: the driver recovers a dead actor itself, exactly once."""
+    restarts or retries: the driver recovers a dead actor itself, exactly once.
+
+    Two concurrency groups: the data calls run one at a time, in order, on the default one;
+    ``health`` runs on a thread of its own (``HEALTH_GROUP``), so the driver's health check is
+    answered while a data call runs, and a data call that runs is visible to it (every data
+    method is wrapped by ``cluster.node.liveness.tracked_method``)."""
 
     def __init__(self, core: type):
         self.core = core
@@ -54,9 +78,15 @@ class LazyActorClass:
         if self.remote_class is None:
             import ray
 
-            self.remote_class = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(
-                self.core
-            )
+            methods = data_methods(self.core)
+            methods["health"] = ray.method(concurrency_group=HEALTH_GROUP)(self.core.health)
+            tracked = type(self.core.__name__, (self.core,), methods)
+            self.remote_class = ray.remote(
+                num_cpus=0,
+                max_restarts=0,
+                max_task_retries=0,
+                concurrency_groups={HEALTH_GROUP: 1},
+            )(tracked)
         return getattr(self.remote_class, name)
 
 

@@ -92,6 +92,13 @@ class ChurnNodeCore(ActorCore):
         m["generations"] = sum(len(t.gens) for t in self.trees.values())
         return m
 
+    def vitals(self) -> dict[str, Any]:
+        """``NodeCore.vitals`` plus ``rss_bytes`` and ``generations``, as ``metrics``."""
+        v = super().vitals()
+        v["rss_bytes"] = rss_bytes()
+        v["generations"] = sum(len(t.gens) for t in list(self.trees.values()))
+        return v
+
     def tree_state(self) -> dict[str, dict]:
         """Per tree: active queries, generations, newest timestamp seen (status, tests)."""
         return {

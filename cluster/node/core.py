@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 from cluster.answers.blocks import AnswerBlocks
 from cluster.answers.sink import WrittenPart, write_part
 from cluster.node.answers import PendingAnswers, late_table
+from cluster.node.liveness import CallTracker
 from cluster.node.piece_inbox import PieceInbox
 from cluster.node.piece_order import PieceSource
 from cluster.node.slice_edges import SliceEdgeCheck
@@ -164,6 +165,10 @@ class NodeCore:
         # before a batch's busy timer starts and counted in ``compile_s``, never in ``busy_s``
         self._warm = KernelWarmup(input_mode)
         self.inbox = PieceInbox(self.node_id)  # the executor route's pushed pieces
+        #: the data call running now and its progress, for the health check (``liveness``)
+        self.calls = CallTracker()
+        #: the newest event time (``ts_ms``) this node applied (``None``: none yet)
+        self.event_time: int | None = None
 
     @property
     def _tree_cls(self):
@@ -245,6 +250,9 @@ class NodeCore:
             # once per batch rather than once per tree: whether event time is in order, and
             # whether the arrays are immutable (Arrow buffers: trees may keep views of them)
             in_order = ts.shape[0] < 2 or bool((ts[1:] >= ts[:-1]).all())
+            newest = int(ts[-1] if in_order else ts.max())
+            if self.event_time is None or newest > self.event_time:
+                self.event_time = newest
             copy = not isinstance(raw, (pa.Table, pa.RecordBatch))
             for s in streams:
                 tids = self._targets(s, seq, only)
@@ -255,6 +263,7 @@ class NodeCore:
                     out = self.trees[tid].process_columns(ts, v, in_order=in_order, copy=copy)
                     produced += self.pending.keep(tid, out)
                     self.counters["tree_tuples"] += batch.num_rows
+                    self.calls.step()
                 if only is None:
                     self.stream_tuples[s] += batch.num_rows
         self._count_batch(batch.num_rows, only is not None)
@@ -350,6 +359,10 @@ class NodeCore:
                 produced += self.pending.keep(tid, out)
                 self.counters["tree_tuples"] += cnt
                 self.counters["tree_slices"] += n
+                self.calls.step()
+            newest = int(pc.max(batch.column("ts_max")).as_py())
+            if self.event_time is None or newest > self.event_time:
+                self.event_time = newest
             if only is None:
                 self.stream_tuples[stream] += cnt
                 self.stream_slices[stream] += n
@@ -440,8 +453,13 @@ class NodeCore:
             "stream_slices": self.stream_slices,
             "trees": sorted(self.trees),
             "tree_seq": self.tree_seq,
+            "event_time": self.event_time,
         }
-        return dump_snapshot(meta, {tid: t.snapshot() for tid, t in self.trees.items()})
+        trees = {}
+        for tid, t in self.trees.items():
+            trees[tid] = t.snapshot()
+            self.calls.step()
+        return dump_snapshot(meta, trees)
 
     def checkpoint(self) -> tuple[bytes, pa.Table, int]:
         """``(snapshot, answers since the previous drain, last_seq)`` taken atomically (an actor
@@ -503,8 +521,10 @@ class NodeCore:
         for tid in self.trees:
             self.trees[tid] = self._tree_cls.restore(tree_snapshot(arrays, tid))
             self.tree_seq[tid] = int(seqs.get(tid, meta["last_seq"]))
+            self.calls.step()
         self.pending.trees_changed()
         self.last_seq = int(meta["last_seq"])
+        self.event_time = meta.get("event_time")
         self.counters = dict(meta["counters"])
         self.stream_tuples = dict(meta["stream_tuples"])
         self.stream_slices = {s: 0 for s in self.by_stream}
@@ -594,6 +614,19 @@ class NodeCore:
 
     def ping(self) -> str:
         return self.node_id
+
+    def vitals(self) -> dict[str, Any]:
+        """The light counters a status page shows (``metrics`` without the per-tree detail,
+        cheap enough for the health check every second): tuples, busy seconds, answers, the
+        last batch applied and the newest event time applied."""
+        c = self.counters
+        return {
+            "node_id": self.node_id,
+            **{k: c[k] for k in ("batches", "tuples", "tree_tuples", "answers", "busy_s")},
+            "last_seq": self.last_seq,
+            "event_time": self.event_time,
+            "late_tuples": int(sum(t.late.count for t in list(self.trees.values()))),
+        }
 
     def warmup(self, which: Iterable[tuple[str, str]] | None = None) -> float:
         """Load the numba kernels this node's trees use (from the on-disk cache, or compile
