@@ -61,10 +61,17 @@ def ctl(
     node_id: str | None = None,
     capacity: float | None = None,
     flush: bool = False,
+    timeout: float = 60.0,
 ) -> Any:
-    """Send one command; returns the reply (``ServeError`` with the one-line reason)."""
-    from cluster.service.control import ControlError, call
+    """Send one command; returns the reply (``ServeError`` with the one-line reason).
+    ``timeout``: seconds to wait for the reply (the deployment answers a busy command with
+    503 after its own wait, ``cluster.service.gate``; this bounds the rest)."""
+    from functools import partial
 
+    from cluster.service.control import ControlError
+    from cluster.service.control import call as send
+
+    call = partial(send, timeout=timeout)
     args = list(args or [])
     try:
         if command == "status":

@@ -284,10 +284,11 @@ class Deployment:
     def finished(self) -> bool:
         return self._finished
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, may_skip: bool = False) -> None:
         """Snapshot every node and commit the answers up to the snapshot
-        (``CheckpointCoordinator.checkpoint``)."""
-        self.coordinator.checkpoint()
+        (``CheckpointCoordinator.checkpoint``; ``may_skip``: silent nodes keep their last
+        snapshot, ``cluster.deployment.liveness``)."""
+        self.coordinator.checkpoint(may_skip)
 
     def recover(self, node_id: str) -> None:
         """Restart node ``node_id``'s actor from its checkpoint and replay the log
@@ -414,7 +415,7 @@ class Deployment:
                 self._submit(nid, stream, ref, seq)
         self.coordinator.count_fed()
         if self.coordinator.due():
-            self.checkpoint()
+            self.checkpoint(may_skip=True)
             if self.coordinator.over_budget():  # silent nodes hold the log: their verdict
                 self.catch_up_all()
         return seq
@@ -484,13 +485,13 @@ class Deployment:
     #: seconds between looks at the health check while waiting on a node's call
     poll_s = 0.2
 
-    def get_reply(self, nid: str, ref) -> tuple[bool, Any]:
-        """``(True, reply)`` of node ``nid``'s call ``ref``, or ``(False, None)`` if the node
-        turns silent first (with a replay log and a health check; else this waits as
-        ``ray.get``).  A failed call raises as ``ray.get`` does."""
+    def get_reply(self, nid: str, ref, may_skip: bool = True) -> tuple[bool, Any]:
+        """``(True, reply)`` of node ``nid``'s call ``ref``, or with ``may_skip``
+        ``(False, None)`` if the node turns silent first (with a replay log and a health
+        check; else this waits as ``ray.get``).  A failed call raises as ``ray.get`` does."""
         import ray
 
-        skip = self.auto_recover and self.liveness.enabled
+        skip = may_skip and self.auto_recover and self.liveness.enabled
         while skip and not ray.wait([ref], timeout=self.poll_s)[0]:
             if self.liveness.silent(nid):
                 return False, None
@@ -552,6 +553,35 @@ class Deployment:
             n = self.nodes.get(nid)
         return True
 
+    def owed(self, nid: str) -> int:
+        """Batches node ``nid`` owes (behind: logged for it, not sent yet)."""
+        n = self.nodes.get(nid)
+        if n is None or not n.behind:
+            return 0
+        log = list(self.coordinator.log)
+        return sum(1 for b in log if nid in b.targets and n.sent_seq < b.seq <= n.submitted_seq)
+
+    def vitals(self) -> dict[str, dict[str, Any]]:
+        """Per node, without asking any actor (a status that must never wait): its last
+        health answer (``Liveness.report``: light counters, health, the call running), the
+        calls outstanding (``queue_depth``), whether it is ``behind`` and the batches it
+        ``owes``, and ``lag_ms``: the newest event time fed minus the newest it applied."""
+        out = {}
+        for nid, n in list(self.nodes.items()):
+            r = self.liveness.report(nid)
+            et = r.get("event_time")
+            out[nid] = {
+                **r,
+                "queue_depth": len(n.inflight),
+                "behind": n.behind,
+                "owed_batches": self.owed(nid),
+                "lag_ms": None
+                if et is None or self.event_time is None
+                else max(0, self.event_time - int(et)),
+                "recoveries": n.recoveries,
+            }
+        return out
+
     def catch_up_all(self) -> None:
         """Every node behind caught up (blocking; bounded by the health check)."""
         for nid in self.lagging:
@@ -571,9 +601,11 @@ class Deployment:
 
         Why through a checkpoint and not ``drain``: answers handed out are final only if a
         recovery can never produce them again; a recovered node replays just the batches after
-        its last snapshot, and the snapshot and the answers are taken at the same point.
+        its last snapshot, and the snapshot and the answers are taken at the same point.  A
+        silent node is not waited for (``checkpoint(may_skip=True)``): its answers come with
+        a later call.
         ``finish()`` then returns only the answers produced after the last call."""
-        return self.answer_route.take_answers(self.checkpoint)
+        return self.answer_route.take_answers(lambda: self.checkpoint(may_skip=True))
 
     def take_late(self) -> pa.Table:
         """The late tuples recorded since the previous call (all of them the first time), in
@@ -646,7 +678,8 @@ class Deployment:
         for nid, m in zip(nids, per):
             n = self.nodes[nid]
             m.update(
-                queue_depth=len(n.inflight),
+                queue_depth=len(n.inflight) + self.owed(nid),
+                behind=n.behind,
                 max_queue_depth=n.max_depth,
                 driver_blocked_s=n.blocked_s,
                 recoveries=n.recoveries,

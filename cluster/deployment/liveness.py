@@ -8,16 +8,19 @@ keeps the last answer: it never waits on a data call, so it sees a stuck node wh
 path is blocked on it.
 
 A node's *silence* is the longer of (a) how long its current health call has gone unanswered
-and (b) how long, by its last answer, the data call it runs has made no progress.  Two
-thresholds, both derived from ``call_timeout_s`` (``cluster.call_timeout_s``):
+(*quiet*: a stopped process, a hung host, a native call holding the GIL) and (b) how long, by
+its last answer, the data call it runs has made no progress (*stalled*: a deadlock).
+Thresholds, all derived from ``call_timeout_s`` (``cluster.call_timeout_s``):
 
-* ``silent_after_s`` (the smaller of 2 s and a fifth of it): the node is *silent*; the
-  deployment stops waiting for it (its batches go to the replay log, it skips checkpoints,
-  ``Deployment.wait(..., may_skip=True)``) and the other nodes go on.  Silence is soft: a node
-  that answers again catches up from the log;
-* ``call_timeout_s``: the node is declared *stuck*: its actor is killed (``ray.kill``), which
-  fails its outstanding calls at once, and the deployment's recovery restarts it from its
-  checkpoint and replays the log (a ``failure`` event ``detected_by: deadline``).
+* the node is *silent* when quiet for ``silent_after_s`` (the smaller of 2 s and a fifth of
+  it) or stalled for half of ``call_timeout_s`` (a call between two steps may take seconds:
+  loading a tree's kernels); the deployment stops waiting for it (its batches go to the
+  replay log, it skips checkpoints, ``Deployment.wait(..., may_skip=True)``) and the other
+  nodes go on.  Silence is soft: a node that answers again catches up from the log;
+* silent either way for ``call_timeout_s``, the node is declared *stuck*: its actor is
+  killed (``ray.kill``), which fails its outstanding calls at once, and the deployment's
+  recovery restarts it from its checkpoint and replays the log (a ``failure`` event
+  ``detected_by: deadline``).
 
 A call that is slow but working (a big snapshot, a restore of many trees) makes progress at
 each tree, so only a tree that does not finish one step within ``call_timeout_s`` is taken for
@@ -51,11 +54,17 @@ class NodeHealth:
     dead: bool = False  # a health call failed: the actor is gone (the data path recovers)
     declared: dict[str, Any] | None = None  # the verdict, once declared stuck
 
+    def quiet(self, now: float) -> float:
+        """Seconds the current health call has gone unanswered."""
+        return now - self.sent if self.ref is not None else 0.0
+
+    def stalled(self) -> float:
+        """Seconds, by the last answer, the data call running has made no progress."""
+        return float((self.reply or {}).get("since_progress_s") or 0.0)
+
     def silence(self, now: float) -> float:
-        """Seconds the node has been quiet (module docstring)."""
-        quiet = now - self.sent if self.ref is not None else 0.0
-        stalled = float((self.reply or {}).get("since_progress_s") or 0.0)
-        return max(quiet, stalled)
+        """Seconds the node has been quiet either way (module docstring)."""
+        return max(self.quiet(now), self.stalled())
 
 
 class Liveness:
@@ -167,10 +176,23 @@ class Liveness:
     # -- what the data path and the status ask -----------------------------------------------
     def silent(self, nid: str) -> bool:
         """The node has been quiet for ``silent_after_s`` (or was declared stuck)."""
+        import ray
+
         h = self.nodes.get(nid)
         if h is None or not self.enabled:
             return False
-        return h.declared is not None or h.silence(self.clock()) >= self.silent_after_s
+        if h.declared is not None:
+            return True
+        if not self._silent(h, self.clock()):
+            return False
+        # the answer may have come while this (driver) process was too busy to collect it
+        ref = h.ref
+        return ref is None or not ray.wait([ref], timeout=0)[0]
+
+    def _silent(self, h: NodeHealth, now: float) -> bool:
+        return (
+            h.quiet(now) >= self.silent_after_s or h.stalled() >= (self.call_timeout_s or 0.0) / 2
+        )
 
     def take_declared(self) -> dict[str, dict[str, Any]]:
         """The nodes declared stuck since the last call, with their verdicts."""
@@ -202,7 +224,7 @@ class Liveness:
             state = "stuck"
         elif h.replied is None:
             state = "starting"
-        elif self.enabled and silence >= self.silent_after_s:
+        elif self.enabled and self._silent(h, now):
             state = "silent"
         else:
             state = "ok"

@@ -151,20 +151,22 @@ class CheckpointCoordinator:
         )
 
     # -- checkpoints ----------------------------------------------------------------------
-    def checkpoint(self) -> None:
+    def checkpoint(self, may_skip: bool = False) -> None:
         """Snapshot every node and commit the answers produced up to the snapshot; the replay
         log then keeps only what some node may still need (its batches after the oldest
         snapshot).  If a node is lost meanwhile, its trees' new hosts still need the log, so
         the round is repeated (the next snapshots hold the moved trees).
 
-        A node that is silent (``cluster.deployment.liveness``) is not waited for: it keeps
-        its last snapshot, the log keeps its batches since, and a checkpoint call it went
-        silent in is settled when it answers (``settle``) or dropped with its actor."""
+        ``may_skip`` (the feed's checkpoints, a live stream's ``take_answers``): a node that
+        is silent (``cluster.deployment.liveness``) is not waited for: it keeps its last
+        snapshot, the log keeps its batches since, and a checkpoint call it went silent in is
+        settled when it answers (``settle``) or dropped with its actor.  Without it (moving
+        trees, the end of a run) every node takes part: those behind catch up first."""
         import ray
 
         nodes = self.dep.nodes
         while True:
-            self.dep.wait_all(may_skip=True)
+            self.dep.wait_all(may_skip=may_skip)
             self.rounds += 1  # the actor route names its parts by round (cluster.answers.sink)
             refs = {}
             for nid, n in nodes.items():
@@ -174,7 +176,7 @@ class CheckpointCoordinator:
                 if nid not in nodes:  # lost while we collected the others
                     continue
                 try:
-                    done, reply = self.dep.get_reply(nid, ref)
+                    done, reply = self.dep.get_reply(nid, ref, may_skip)
                     if not done:  # silent: settled when it answers
                         nodes[nid].behind = True
                         nodes[nid].pending_checkpoint = (ref, trees, k)

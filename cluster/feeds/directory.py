@@ -160,6 +160,8 @@ class DirectoryStream:
             directory=str(self.directory), allowed_lateness=deployment.allowed_lateness
         )
         self._lock = threading.Lock()  # held while a micro-batch is processed
+        #: monotonic time the micro-batch in progress started (``None``: between batches)
+        self.batch_started: float | None = None
         self._stop_reason: str | None = None
         self._error: BaseException | None = None
         self._interrupts = 0
@@ -187,11 +189,17 @@ class DirectoryStream:
 
     # -- control ------------------------------------------------------------------------------
     @contextmanager
-    def between_batches(self):
+    def between_batches(self, timeout: float | None = None):
         """Hold off micro-batches while the block runs: a file is fed whole before or after it,
-        never across it (a service's commands change the trees here)."""
-        with self._lock:
-            yield
+        never across it (a service's commands change the trees here).  ``timeout``: wait at
+        most that long for the micro-batch in progress; the block gets whether it may go on
+        (``False``: it must not touch the deployment)."""
+        got = self._lock.acquire(timeout=-1 if timeout is None else timeout)
+        try:
+            yield got
+        finally:
+            if got:
+                self._lock.release()
 
     def request_stop(self, reason: str = "requested") -> None:
         """Ask the stream to stop after the micro-batch in progress (thread-safe)."""
@@ -344,11 +352,14 @@ class DirectoryStream:
         with self._lock:
             if self._stop_reason is not None:  # stopping: leave these files alone
                 return
+            self.batch_started = time.monotonic()
             try:
                 self._process(batch_df)
             except BaseException as exc:  # raised again in run(); Spark would only log it
                 self._error = exc
                 self.request_stop("error")
+            finally:
+                self.batch_started = None
 
     def _process(self, batch_df) -> None:
         from pyspark.sql import functions as F

@@ -56,17 +56,24 @@ class KernelWarmup:
         return todo
 
     def warm(
-        self, trees: dict, techniques: dict[str, str], which: Iterable[tuple[str, str]]
+        self,
+        trees: dict,
+        techniques: dict[str, str],
+        which: Iterable[tuple[str, str]],
+        on_step=None,
     ) -> float:
         """Run throwaway copies of the ``which`` trees on a little synthetic data (and
         pyarrow's lazy imports, once); a kernel set already loaded is skipped.  The hosted
-        trees are untouched.  Returns the seconds spent."""
+        trees are untouched.  Returns the seconds spent.  ``on_step()``: called after each
+        tree (the health check's sign of progress, ``cluster.node.liveness``)."""
         t0 = time.perf_counter()
         if not self.keys:
             empty_late()  # pyarrow imports pandas on the first table built (~0.3 s)
             answer_order.warm()  # the kernel grouping answers by query (node.answers)
         tree_cls = SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
         for tid, kind in which:
+            if on_step is not None:
+                on_step()
             self.tids.add((tid, kind))
             t = trees[tid]
             key = (

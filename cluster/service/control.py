@@ -44,6 +44,7 @@ from cluster.service.refusals import (
     InternalError,
     InvalidRequest,
     NotFound,
+    Unavailable,
 )
 from placement.messages import one_line as one_line_text
 from placement.messages import short_repr
@@ -51,7 +52,13 @@ from placement.messages import short_repr
 MAX_BODY = 8 << 20
 
 
-HTTP_STATUS = {InvalidRequest: 400, NotFound: 404, Conflict: 409, InternalError: 500}
+HTTP_STATUS = {
+    InvalidRequest: 400,
+    NotFound: 404,
+    Conflict: 409,
+    InternalError: 500,
+    Unavailable: 503,
+}
 
 
 def http_status(e: CommandRefused) -> int:
@@ -355,6 +362,12 @@ def call(
         raise ControlError(f"{msg or e.reason} (HTTP {e.code})") from None
     except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
         reason = getattr(e, "reason", e)
+        if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+            raise ControlError(
+                f"no reply within {timeout:g} s from {c['url']} to {method} {path}; the "
+                "deployment is running but its control API did not answer (see its "
+                "events.jsonl, or try again with a longer --timeout)"
+            ) from None
         raise ControlError(
             f"no deployment answering at {c['url']} ({reason}); is it running?"
         ) from None

@@ -54,3 +54,6 @@ class ServiceOptions:
     autoscale: Any = None
     #: Ray's autoscaler of an attached cluster (``cluster.runtime.resources.RayResources``)
     resources: Any = None
+    #: how long a command waits for the data path before it is refused with 503
+    #: (``cluster.service.gate``)
+    command_wait_s: float = 10.0

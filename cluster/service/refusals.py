@@ -1,5 +1,6 @@
 """Why a command was refused, by kind: the request is wrong, names nothing the deployment has,
-comes at the wrong time, or hit a bug caught before anything changed.
+comes at the wrong time, hit a bug caught before anything changed, or found the data path
+busy or a node silent for longer than a command may wait.
 
 Why its own module: the commands (``cluster.service.service``) say what went wrong without
 knowing how it is reported; the control API (``cluster.service.control.HTTP_STATUS``) turns
@@ -31,3 +32,8 @@ class Conflict(CommandRefused):
 
 class InternalError(CommandRefused):
     """A bug caught before anything was changed."""
+
+
+class Unavailable(CommandRefused):
+    """The data path did not come free within the command's wait, or a node is silent: try
+    again (``cluster.service.gate``)."""

@@ -50,10 +50,19 @@ def save_state(svc: Any, final: bool = False) -> None:
     counters, late offsets, batch sequence).  Called right after answers were handed over
     through a checkpoint and written, so state and outputs agree; a crash before the next
     call loses nothing: the resumed run re-reads the files fed since and regenerates their
-    answers (parts written after this state are removed at resume)."""
+    answers (parts written after this state are removed at resume).
+
+    Not while a node is behind (silent: its snapshot is older than the files fed since,
+    ``cluster.deployment.liveness``): the state saved before stays, so a crash now resumes
+    from it and re-feeds the files since to every node; the next micro-batch after the node
+    caught up saves the state again."""
     dep = svc.dep
+    if dep.lagging:
+        return
     if any(len(n.sources) != 1 for n in dep.nodes.values()):
-        dep.checkpoint()
+        dep.checkpoint(may_skip=True)
+        if dep.lagging:  # went silent in it
+            return
     gen = svc.state_gen + 1
     sd = svc.run_dir / "state"
     sd.mkdir(exist_ok=True)

@@ -49,7 +49,6 @@ built from).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +62,7 @@ from cluster.service import status as service_status
 from cluster.service.autoscale import Autoscaler, keep_nodes, match_nodes
 from cluster.service.control import one_line
 from cluster.service.events import EventLog
+from cluster.service.gate import Gate
 from cluster.service.load_history import LoadHistory
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
@@ -127,7 +127,9 @@ class Service:
         self.announce = o.announce
         self.stream.service = self
         self.event_log = EventLog(self.run_dir / "events.jsonl")
-        self._cmd_lock = threading.Lock()  # one command at a time
+        #: one command at a time, between micro-batches, with bounded waits (``gate``)
+        self.gate = Gate(self.stream, dep, wait_s=o.command_wait_s)
+        self.last_status: dict | None = None  # the last status computed (``status``)
         self.last_sample: dict[str, tuple[float, dict]] = {}
         self.state_gen = 0  # saved states so far (cluster.service.resume)
         self.opt_factor = 1.0  # the optimizer over WeaveShare at the last re-plan (drift)
@@ -226,9 +228,10 @@ class Service:
 
     # -- the transaction every command is -----------------------------------------------------
     @contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """One command at a time, and only between micro-batches."""
-        with self._cmd_lock, self.stream.between_batches():
+    def _exclusive(self, command: str) -> Iterator[None]:
+        """One command at a time, and only between micro-batches; refused (503) when that
+        does not come within the gate's wait, or while a node is silent (``gate``)."""
+        with self.gate.exclusive(command):
             yield
 
     def _check_running(self) -> None:
@@ -241,7 +244,7 @@ class Service:
         when the body returns: write the plan, flush the answers (and save the state), log
         the event, and with ``check_drift`` re-plan if the change drifted too far.  A body
         that raises has changed nothing, and none of this happens."""
-        with self._exclusive():
+        with self._exclusive(command):
             self._check_running()
             change = Change(command, self._costs())
             yield change
@@ -476,7 +479,7 @@ class Service:
         """Stop after the micro-batch in progress: answers the watermark released are written,
         the state checkpointed (``--resume`` continues); with ``flush`` the input has ended
         for good: every pending window is answered and the deployment cannot resume."""
-        with self._cmd_lock:
+        with self.gate.command("stop"):
             if self.state != "running":
                 raise Conflict(f"the deployment is {self.state}")
             self.state = "stopping"
@@ -507,7 +510,7 @@ class Service:
         start before T, the new one takes them from T on, ``ChurnTree.change(handoff=)``) and by
         moving at most ``placement.max_moves`` running trees whose node changes (the costliest
         first; the others stay where they run).  New trees start on their planned node."""
-        with self._exclusive():
+        with self._exclusive(cause):
             self._check_running()
             return self._rebalance(cause)
 
@@ -616,19 +619,17 @@ class Service:
     def after_batch(self) -> None:
         """After a micro-batch (the stream calls it, holding off the next one): evaluate the
         autoscale policy, unless a command is waiting (it evaluates after itself)."""
-        if self.autoscaler is None or not self._cmd_lock.acquire(blocking=False):
+        if self.autoscaler is None:
             return
-        try:
-            if self.state == "running":
+        with self.gate.unless_busy() as free:
+            if free and self.state == "running":
                 self._autoscale("micro-batch")
-        finally:
-            self._cmd_lock.release()
 
     def set_autoscale(self, on: bool) -> dict:
         """``ctl autoscale on|off``: override the policy at run time."""
         if self.autoscaler is None:
             raise Conflict("autoscale: no placement.autoscale policy in this deployment's config")
-        with self._cmd_lock:
+        with self.gate.command("autoscale"):
             self.autoscaler.set_enabled(on)
             self._event("autoscale", self._costs(), **self._autoscale_fields("switched", on))
             return self.autoscaler.status(time.monotonic())
@@ -746,9 +747,7 @@ class Service:
         """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
         watermark per stream, backlog, late tuples, answers written, the last events and,
         with WG_PF, how the last plan was chosen (``choose``: ``cluster.service.planning``)."""
-        with self._cmd_lock:  # not during a change (the plan is being rewritten)
-            self.log_faults()
-            return service_status.status(self)
+        return service_status.current(self)
 
     def backlog(self) -> dict:
         """Files in the watched directory not fed yet (and their bytes)."""

@@ -16,7 +16,6 @@ from typing import Any
 from cluster.answers.files import atomic_write, jsonable
 from cluster.feeds.directory_options import StreamStats
 from cluster.node.churn import rss_bytes
-from cluster.service.control import one_line
 
 
 def sample_load(svc: Any) -> None:
@@ -51,17 +50,37 @@ def sample_load(svc: Any) -> None:
     svc.load_history.add(row)
 
 
+def current(svc: Any) -> dict:
+    """The status reply, never waiting behind the data path: computed afresh when the
+    command lock comes within the gate's ``peek_s`` (not during a change: the plan is being
+    rewritten), else the last one computed (``stale_s``: its age); ``data_path`` (what holds
+    it, the nodes silent, stuck or behind) is always of now (``cluster.service.gate``)."""
+    with svc.gate.peek() as got:
+        if got:
+            svc.log_faults()
+            svc.last_status = status(svc)
+            svc.last_status["computed_at"] = time.monotonic()
+    last = svc.last_status
+    if last is None:  # busy since the start: what is known without the running state
+        last = {"state": svc.state, "event_time": svc.event_time, "computed_at": None}
+    at = last.get("computed_at")
+    return {
+        **last,
+        "stale_s": None if at is None else time.monotonic() - at,
+        "data_path": svc.gate.describe(),
+    }
+
+
 def status(svc: Any) -> dict:
-    """Nodes (trees, queries, planned cost, measured load over the last interval), queries,
-    watermark per stream, backlog, late tuples, answers written, the last events, failures and
-    recoveries (``faults``), the drift and ``choose`` (WG_PF: how the last plan was chosen, ``cluster.service.planning``; else None)
-    (the caller holds the command lock: not during a change)."""
+    """Nodes (trees, queries, planned cost, measured load over the last interval, health:
+    ``cluster.deployment.liveness``), queries, watermark per stream, backlog, late tuples,
+    answers written, the last events, failures and recoveries (``faults``), the drift and
+    ``choose`` (WG_PF: how the last plan was chosen, ``cluster.service.planning``; else None)
+    (the caller holds the command lock: not during a change).  No actor is asked: the
+    measured figures are the nodes' last health answers (``Deployment.vitals``)."""
     st = svc.stream.stats
     plan = svc.plan_dict()
-    try:
-        metrics = svc.dep.metrics()["nodes"]
-    except Exception as e:  # a node being recovered: report what is known
-        metrics = {"error": one_line(e)}
+    metrics = svc.dep.vitals()
     now = time.monotonic()
     nodes = {}
     for n in plan["nodes"]:
@@ -74,7 +93,7 @@ def status(svc: Any) -> dict:
             "busy_share": None,
             "answers_per_s": None,
         }
-        if m and prev is not None and now > prev[0]:
+        if m.get("tuples") is not None and prev is not None and now > prev[0]:
             dt = now - prev[0]
             pm = prev[1]
             load = {
@@ -84,7 +103,7 @@ def status(svc: Any) -> dict:
                 "answers_per_s": (m["answers"] - pm["answers"]) / dt,
                 "interval_s": dt,
             }
-        if m:
+        if m.get("tuples") is not None:
             svc.last_sample[nid] = (
                 now,
                 {k: m[k] for k in ("tuples", "tree_tuples", "busy_s", "answers")},
@@ -103,6 +122,18 @@ def status(svc: Any) -> dict:
                 "generations": m.get("generations"),
                 "busy_s": m.get("busy_s"),
                 "answers": m.get("answers"),
+                "lag_ms": m.get("lag_ms"),
+                "owed_batches": m.get("owed_batches"),
+            },
+            "health": {
+                "state": m.get("health"),
+                "silent_s": m.get("silent_s"),
+                "call": m.get("call"),
+                "call_s": m.get("call_s"),
+                "behind": m.get("behind"),
+                "recoveries": m.get("recoveries"),
+                "ray_node": m.get("ray_node"),
+                "pid": m.get("pid"),
             },
         }
     wm = st.watermark

@@ -100,6 +100,9 @@ class ServiceStream(DirectoryStream):
     def _finish(self) -> None:
         import ray
 
+        # the state saved at a stop must hold every node: a silent one catches up first (or,
+        # stuck past cluster.call_timeout_s, is recovered)
+        self.dep.catch_up_all()
         for ref in self._warmups:
             try:
                 ray.get(ref)

@@ -44,13 +44,16 @@ def ctl(
         "--flush",
         help="stop: end of input for good (answer every pending window; no resume).",
     ),
+    timeout: float = typer.Option(
+        60.0, "--timeout", min=0.1, help="Seconds to wait for the deployment's reply."
+    ),
 ):
     """Send one command to a running deployment and print its JSON reply."""
     from sim.serve_cli import ServeError
     from sim.serve_cli import ctl as send
 
     try:
-        reply = send(run_dir, command, args or [], node_id, capacity, flush)
+        reply = send(run_dir, command, args or [], node_id, capacity, flush, timeout)
     except ServeError as exc:
         raise UserError(str(exc)) from None
     print(json.dumps(reply, indent=1))
