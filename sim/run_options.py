@@ -29,8 +29,9 @@ def runtime_options(config: Config, spark: Any = None) -> RuntimeOptions:
 
 def deployment_options(config: Config, out_dir: str | Path) -> DeploymentOptions:
     """``run.allowed_lateness``, ``run.checkpoint_every``, ``run.faults``, ``run.feed_mode``,
-    ``run.answers`` (the actors write under ``out_dir``) and ``run.count_ops``; plan nodes pinned to Ray nodes when attached to a
-    cluster by address."""
+    ``run.answers`` (the actors write under ``out_dir``), ``run.count_ops`` and
+    ``cluster.call_timeout_s``; plan nodes pinned to Ray nodes when attached to a cluster by
+    address."""
     address = config.cluster.ray.address
     return DeploymentOptions(
         allowed_lateness=config.run.allowed_lateness,
@@ -41,6 +42,7 @@ def deployment_options(config: Config, out_dir: str | Path) -> DeploymentOptions
         out_dir=out_dir if config.run.answers == "actors" else None,
         pin_nodes=default_pinning(None, address),
         count_ops=config.run.count_ops,
+        call_timeout_s=config.cluster.call_timeout_s,
     )
 
 

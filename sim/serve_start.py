@@ -264,6 +264,7 @@ def run_service(
                 checkpoint_every=cfg.run.checkpoint_every,
                 pin_nodes=default_pinning(None, ray_address),
                 mode=cfg.run.feed_mode,
+                call_timeout_s=cfg.cluster.call_timeout_s,
             ),
         ) as dep:
             if state is not None:

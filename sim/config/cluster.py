@@ -59,6 +59,10 @@ class Cluster(Strict):
     # seconds a silent (crashed, hung, cut-off) host may stay silent before it is declared
     # lost: Ray's health checks of an embedded Ray (cluster.runtime.ray_runtime)
     failure_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
+    # seconds a node actor may answer nothing (its health check unanswered, or its data call
+    # without progress) before it is declared stuck, killed and recovered; silent for 2 s (or a
+    # fifth of this) the other nodes stop waiting for it (cluster.deployment.liveness)
+    call_timeout_s: Annotated[float, Field(ge=1, le=3600, allow_inf_nan=False)] = 30.0
     ray: RaySpec = RaySpec()
     spark: SparkSpec = SparkSpec()
 
