@@ -30,13 +30,19 @@ table{border-collapse:collapse} td,th{padding:.2em .6em;text-align:left;border-b
 .kv span{margin-right:1.6em} code{font-size:12px} .small{color:#666;font-size:12px}
 .charts{display:flex;flex-wrap:wrap;gap:.6em} .charts svg{border:1px solid #ddd;background:#fff}
 .legend span{margin-right:1.2em;font-size:12px} .sw{display:inline-block;width:18px;height:3px;
-vertical-align:middle;margin-right:4px}
+vertical-align:middle;margin-right:4px} .warn{color:#b00020}
 """
 
 _SCRIPT = """
 function esc(s){return String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
 function fmt(x,d){return x==null?'-':(typeof x==='number'?x.toFixed(d==null?2:d):esc(x))}
+function path(s){var p=s.data_path||{},bad=(p.stuck||[]).concat(p.silent||[]);
+  return '<span>data path <b>'+(p.busy?esc(p.busy)+' '+fmt(p.busy_s,1)+' s':'free')+'</b></span>'+
+    (bad.length?'<span class="warn">silent <b>'+bad.map(esc).join(', ')+'</b></span>':'')+
+    (s.stale_s>2?'<span class="warn">figures '+fmt(s.stale_s,0)+' s old</span>':'')}
 function draw(s){
+  if(!s.nodes){document.getElementById('summary').innerHTML='<span>state <b>'+esc(s.state)+
+    '</b></span>'+path(s);return}
   var mx=0; for(var n in s.nodes){mx=Math.max(mx,s.nodes[n].planned_cost||0)}
   var rows='';
   for(var n in s.nodes){var d=s.nodes[n],m=d.measured||{};
@@ -47,7 +53,10 @@ function draw(s){
       '<div class="bar planned"><span style="width:'+pw+'px"></span></div>'+
       '<div class="bar measured"><span style="width:'+bw+'px"></span></div></td><td>'+
       fmt(d.planned_cost,4)+'</td><td>'+fmt(m.busy_share,3)+'</td><td>'+fmt(m.tuples_per_s,0)+
-      '</td><td>'+fmt(m.queue_depth,0)+'</td><td>'+d.queries+'</td><td class="small">'+trees+'</td></tr>'}
+      '</td><td>'+fmt(m.queue_depth,0)+'</td><td>'+esc((d.health||{}).state||'-')+
+      ((d.health||{}).state=='silent'||(d.health||{}).state=='stuck'?' '+fmt(d.health.silent_s,1)+' s':'')+
+      '</td><td>'+(m.lag_ms==null?'-':fmt(m.lag_ms/1000,1)+' s')+
+      '</td><td>'+d.queries+'</td><td class="small">'+trees+'</td></tr>'}
   document.getElementById('nodes').innerHTML=rows;
   var wm=s.watermark||{},lag=[];
   for(var k in wm){lag.push(esc(k)+': '+(wm[k]==null||s.event_time==null?'-':(s.event_time-wm[k])+' ms'))}
@@ -56,7 +65,7 @@ function draw(s){
     '<span>TotalCost <b>'+fmt(s.total_cost,4)+'</b></span><span>MaxCost <b>'+fmt(s.max_cost,4)+'</b></span>'+
     '<span>files <b>'+s.files+'</b></span><span>backlog <b>'+s.backlog.files+' files</b></span>'+
     '<span>answers <b>'+s.answers+'</b></span><span>late <b>'+s.late+'</b></span>'+
-    '<span>watermark lag '+(lag.join(', ')||'-')+'</span>'+
+    '<span>watermark lag '+(lag.join(', ')||'-')+'</span>'+path(s)+
     (s.choose?'<span class="choose">WG_PF rule <b>'+esc(s.choose.rule)+'</b>'+
       (s.choose.default?' (default)':'')+(s.choose.met?' met':' <b>not met</b>: '+
       esc(s.choose.note))+'</span>':'');
@@ -117,7 +126,7 @@ function drawHistory(h){
 var INITIAL=__STATUS__, HISTORY=__HISTORY__; EVENTS=INITIAL.events; draw(INITIAL); drawHistory(HISTORY);
 setInterval(function(){
   fetch('status',{credentials:'same-origin'}).then(r=>r.ok?r.json():null)
-  .then(s=>{if(s){EVENTS=s.events;draw(s)}}).catch(()=>{});
+  .then(s=>{if(s){if(s.events)EVENTS=s.events;draw(s)}}).catch(()=>{});
   fetch('history',{credentials:'same-origin'}).then(r=>r.ok?r.json():null)
   .then(h=>{if(h)drawHistory(h)}).catch(()=>{})},2000);
 """
@@ -139,7 +148,7 @@ def render_page(service) -> str:
 <div class="legend" id="legend"></div><div class="charts" id="charts"></div>
 <h2>Nodes: planned cost (blue, share of the largest) and measured busy share (orange)</h2>
 <table><thead><tr><th>node</th><th>load</th><th>planned cost</th><th>busy share</th>
-<th>tuples/s</th><th>queue</th><th>queries</th><th>trees</th></tr></thead>
+<th>tuples/s</th><th>queue</th><th>health</th><th>event lag</th><th>queries</th><th>trees</th></tr></thead>
 <tbody id="nodes"></tbody></table>
 <h2>Queries</h2><div id="queries" class="small"></div>
 <h2>Events (newest first)</h2>

@@ -23,7 +23,12 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 def metric_families(st: dict) -> Iterator[Metric]:
-    """The metrics of one ``status()`` reply (``cluster.service.status.status``)."""
+    """The metrics of one ``status()`` reply (``cluster.service.status.current``).  While
+    the data path has held the command lock since the start there is no status yet: only
+    the data path's own metrics."""
+    yield from data_path_families(st)
+    if "nodes" not in st:
+        return
 
     yield _single(GaugeMetricFamily, "weaveplace_queries", "Running queries.", len(st["queries"]))
     yield _single(GaugeMetricFamily, "weaveplace_nodes", "Plan nodes.", len(st["nodes"]))
@@ -170,6 +175,42 @@ def node_families(nodes: dict) -> Iterator[Metric]:
         ),
         (
             GaugeMetricFamily,
+            "event_lag_seconds",
+            "Newest event time fed minus the newest the node applied.",
+            lambda d: (
+                None if d["measured"].get("lag_ms") is None else d["measured"]["lag_ms"] / 1000
+            ),
+        ),
+        (
+            GaugeMetricFamily,
+            "owed_batches",
+            "Batches waiting in the replay log for the node while it is silent.",
+            lambda d: d["measured"].get("owed_batches"),
+        ),
+        (
+            GaugeMetricFamily,
+            "up",
+            "1 while the node answers its health check, 0 while it is silent or stuck.",
+            lambda d: (
+                None
+                if not d.get("health", {}).get("state")
+                else int(d["health"]["state"] in ("ok", "starting"))
+            ),
+        ),
+        (
+            GaugeMetricFamily,
+            "silent_seconds",
+            "Seconds the node has not answered (its health check, or its data call's progress).",
+            lambda d: d.get("health", {}).get("silent_s"),
+        ),
+        (
+            CounterMetricFamily,
+            "recoveries",
+            "Times the node's actor was restarted from its checkpoint.",
+            lambda d: d.get("health", {}).get("recoveries"),
+        ),
+        (
+            GaugeMetricFamily,
             "resident_memory_bytes",
             "Resident memory of the node's actor.",
             lambda d: d["measured"].get("rss_bytes"),
@@ -182,6 +223,29 @@ def node_families(nodes: dict) -> Iterator[Metric]:
             if v is not None:
                 fam.add_metric([nid], float(v))
         yield fam
+
+
+def data_path_families(st: dict) -> Iterator[Metric]:
+    """What holds the data path now and for how long, and the age of the status."""
+    dp = st.get("data_path") or {}
+    yield _single(
+        GaugeMetricFamily,
+        "weaveplace_data_path_busy_seconds",
+        "Seconds the current micro-batch or command has held the data path (0: free).",
+        dp.get("busy_s") or 0.0,
+    )
+    yield _single(
+        GaugeMetricFamily,
+        "weaveplace_silent_nodes",
+        "Nodes silent, stuck or behind now.",
+        len(set(dp.get("silent", [])) | set(dp.get("stuck", [])) | set(dp.get("behind", []))),
+    )
+    yield _single(
+        GaugeMetricFamily,
+        "weaveplace_status_age_seconds",
+        "Age of the figures of this scrape (the data path held the command lock since).",
+        st.get("stale_s") or 0.0,
+    )
 
 
 def _single(kind, name: str, doc: str, value) -> Metric:
