@@ -108,5 +108,29 @@ class AnswerClock:
                 self.seen.setdefault(k, now)
 
 
+def queries_off(run_dir: Path, node: str) -> list[str]:
+    """The running plan's queries on every node but ``node``."""
+    plan = json.loads((run_dir / "plan_current.json").read_text())
+    trees = [t for n in plan["nodes"] if n["id"] != node for t in n["trees"]]
+    return sorted({q if isinstance(q, str) else q["id"] for t in trees for q in t["queries"]})
+
+
+def answers_after(run_dir: Path, event_time: int, queries: list[str]) -> int:
+    """Answers of ``queries`` written so far whose windows end after ``event_time``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        t = pq.read_table(run_dir / "answers.parquet")
+    except (OSError, pa.ArrowInvalid):
+        return 0
+    keep = pc.and_(
+        pc.greater(t.column("window_end"), event_time),
+        pc.is_in(t.column("query_id"), value_set=pa.array(queries)),
+    )
+    return int(pc.sum(keep.cast("int64")).as_py() or 0)
+
+
 def pct(xs: list[float], q: float) -> float | None:
     return float(np.percentile(xs, q)) if xs else None

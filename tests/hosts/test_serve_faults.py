@@ -1,7 +1,9 @@
 """``weaveplace serve`` across three emulated hosts while they fail: a host crash (every process
 of its namespace SIGKILLed), a network partition (its link down for longer than the failure
 timeout, then up), both hosts back with new Ray nodes and used again (``ctl add-node``), and a
-hang (every process of a host SIGSTOPped for longer than the timeout, then SIGCONTinued).
+hang (every process of a host SIGSTOPped for longer than the timeout, then SIGCONTinued),
+during which the other hosts' answers keep being committed (the hung node is silent:
+``cluster.deployment.liveness``).
 The driver runs on host 0 attached to the token-protected Ray cluster, the plan's three nodes
 pinned one per host (workers first: node-0 on host 1, node-1 on host 2, node-2 on the head;
 the added node-3 by the same round robin on host 1).  Every answer equals the section 9 oracle over every row fed (none lost,
@@ -31,8 +33,10 @@ from support.waiting import wait_for
 from hosts.netns import FAILURE_TIMEOUT_S, RAY_TMP
 from hosts.serving import (
     AnswerClock,
+    answers_after,
     events,
     pct,
+    queries_off,
     recovered,
     split_files,
     write_serve_config,
@@ -114,10 +118,22 @@ def test_serve_survives_crash_partition_hosts_back_and_hang(emulated_hosts, ray_
         assert added["node"] == "node-3" and added["moved"], added
         feed([8, 9])
         # a hang: every process of host 1 stopped for longer than the failure timeout
+        hang_et = int(status()["event_time"])
+        others = queries_off(run_dir, "node-3")
         windows["hang"] = [time.time()]
         hosts.signal_host(1, signal.SIGSTOP)
         t_stop = time.monotonic()
-        feed([10, 11])
+        for k in (10, 11):
+            dropped[k] = time.time()
+            drop(incoming, f"f{k:02d}.parquet", files[k])
+        # until node-3 is declared lost, the other hosts' answers keep being committed
+        flowing = 0
+        while not any(e["command"] == "failure" for e in events(run_dir)[-4:]):
+            flowing = max(flowing, answers_after(run_dir, hang_et, others))
+            assert time.monotonic() - t_stop < SAFETY_S and proc.poll() is None
+            time.sleep(0.2)
+        assert flowing > 0, "no answer of the other hosts while node-3 was silent"
+        wait_for(lambda: 11 in clock.seen, "files up to 11 answered", SAFETY_S, proc=proc)
         wait_for(lambda: recovered(run_dir, "node-3"), "node-3 recovered", SAFETY_S, proc=proc)
         windows["hang"].append(time.time())
         time.sleep(max(0.0, FAILURE_TIMEOUT_S + 2 - (time.monotonic() - t_stop)))
