@@ -166,6 +166,7 @@ def autoscale_policy(cfg):
         busy_high=a.busy_high,
         sustain=a.sustain,
         max_queue=a.max_queue,
+        lag_high_s=a.lag_high_s,
         spare_nodes=a.spare_nodes,
         ray_wait_s=a.ray_wait_s,
         optimizers=tuple(as_list(a.optimizers)),

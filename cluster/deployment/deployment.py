@@ -677,9 +677,13 @@ class Deployment:
         }
         for nid, m in zip(nids, per):
             n = self.nodes[nid]
+            et = m.get("event_time")
             m.update(
                 queue_depth=len(n.inflight) + self.owed(nid),
                 behind=n.behind,
+                lag_ms=None
+                if et is None or self.event_time is None
+                else max(0, self.event_time - int(et)),
                 max_queue_depth=n.max_depth,
                 driver_blocked_s=n.blocked_s,
                 recoveries=n.recoveries,

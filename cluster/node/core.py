@@ -425,6 +425,7 @@ class NodeCore:
             "late_tuples": int(late),
             "pending_answers": self.pending.count(),
             "last_seq": self.last_seq,
+            "event_time": self.event_time,
             "stream_tuples": dict(self.stream_tuples),
             "stream_slices": dict(self.stream_slices),
             "trees": {

@@ -16,6 +16,11 @@ The policy (``placement.autoscale`` in the config, ``AutoscalePolicy``), equal n
   count can fit, the plan fitting it is run instead (a re-plan, no node added);
 - **scale out by one** when a node's measured busy share stays above ``busy_high`` for
   ``sustain`` samples in a row (the model under-prices it), outside the cool-down;
+- **replace a slow node** when one node's event-time lag (the newest event time fed minus the
+  newest it applied) stays above ``lag_high_s`` for ``sustain`` samples in a row while the
+  others keep up (a throttled or sick host: the model prices the work, not the machine), outside
+  the cool-down: a new node is added and the slow one retired, its trees moving to the new
+  one (the node count is unchanged);
 - **scale in** when the running queries fit on fewer nodes below ``low`` x capacity, or the
   deployment has more than ``spare_nodes`` nodes above the smallest count that fits at
   ``high``: to that smallest count, retiring the nodes the new plan leaves empty; outside the
@@ -50,7 +55,8 @@ class AutoscalePolicy:
     """``placement.autoscale`` (configs/README.md).  ``capacity``: every node's capacity (the
     nodes the policy adds get it); ``high`` / ``low``: fractions of it; ``cooldown_s``: wall
     seconds after a decision without a scale-in or a measured scale-out; ``busy_high``,
-    ``sustain``, ``max_queue``: the measurement's bounds; ``ray_wait_s``: how long a scale-out
+    ``sustain``, ``max_queue``, ``lag_high_s``: the measurement's bounds; ``ray_wait_s``: how
+    long a scale-out
     on an attached Ray cluster waits for Ray's autoscaler; ``optimizers`` and
     ``exact_max_queries``: how the node count is found (``placement.node_count``)."""
 
@@ -63,6 +69,7 @@ class AutoscalePolicy:
     busy_high: float = 0.9
     sustain: int = 3
     max_queue: int = 8
+    lag_high_s: float = 30.0
     spare_nodes: int = 1
     ray_wait_s: float = 60.0
     optimizers: tuple[str, ...] = ("WG_TN", "WG_I", "WG_LS")
@@ -77,6 +84,8 @@ class AutoscalePolicy:
             )
         if not 0 < self.low < self.high:
             raise ValueError(f"need 0 < low < high, got low {self.low}, high {self.high}")
+        if not self.lag_high_s > 0:
+            raise ValueError(f"lag_high_s must be > 0, got {self.lag_high_s!r}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -100,8 +109,8 @@ class AutoscalePolicy:
 class Observation:
     """What one evaluation sees: ``planned`` cost per running node; ``need``: the count fitting
     the running queries at ``high`` (its plan is what a decision runs); ``need_low``: the count
-    fitting at ``low``; ``busy`` share and ``queue`` depth per node (None: not measured yet);
-    ``now``: monotonic seconds."""
+    fitting at ``low``; ``busy`` share, ``queue`` depth and event-time ``lag`` (seconds) per
+    node (None: not measured yet); ``now``: monotonic seconds."""
 
     now: float
     planned: Mapping[str, float]
@@ -109,26 +118,30 @@ class Observation:
     need_low: NodeCount
     busy: Mapping[str, float | None] = field(default_factory=dict)
     queue: Mapping[str, int | None] = field(default_factory=dict)
+    lag: Mapping[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Memory:
     """What decisions remember: on/off (``ctl autoscale``), the last decision's time, action
-    and node counts, samples in a row with a node above ``busy_high``."""
+    and node counts, samples in a row with a node above ``busy_high``, and the node lagging
+    above ``lag_high_s`` with its samples in a row (``slow``)."""
 
     enabled: bool = True
     last_at: float | None = None
     last_action: str | None = None
     last_nodes: tuple[int, int] | None = None
     busy_streak: int = 0
+    slow: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
 class Decision:
     """``action``: ``out``, ``in``, ``replan`` (the count fits: run the model's plan on the
-    nodes there are), ``hold`` (nothing to do), ``vetoed`` (a scale-in the measurement or the
-    cool-down holds back); ``nodes_before`` / ``nodes_after``: the counts; ``reason``: the
-    costs and measurements behind it."""
+    nodes there are), ``replace`` (a slow node, ``reason["slow_node"]``, retired for a new
+    one), ``hold`` (nothing to do), ``vetoed`` (a scale-in the measurement or the cool-down
+    holds back); ``nodes_before`` / ``nodes_after``: the counts; ``reason``: the costs and
+    measurements behind it."""
 
     action: str
     nodes_before: int
@@ -137,7 +150,7 @@ class Decision:
 
     @property
     def acts(self) -> bool:
-        return self.action in ("out", "in", "replan")
+        return self.action in ("out", "in", "replan", "replace")
 
 
 def over_limit(planned: Mapping[str, float], limit: float) -> list[str]:
@@ -165,6 +178,8 @@ def decide(policy: AutoscalePolicy, obs: Observation, mem: Memory) -> Decision:
         "busy_max": max(busy.values(), default=None),
         "queue_max": max(queue.values(), default=None),
         "busy_streak": mem.busy_streak,
+        "lag_max_s": max((v for v in obs.lag.values() if v is not None), default=None),
+        "slow": None if mem.slow is None else list(mem.slow),
         "cooldown_left_s": max(0.0, p.cooldown_s - (obs.now - mem.last_at)) if cooling else 0.0,
     }
 
@@ -185,6 +200,12 @@ def decide(policy: AutoscalePolicy, obs: Observation, mem: Memory) -> Decision:
         return decision("in", p.max_nodes, "above max_nodes")
     if over and obs.need.fits:
         return decision("replan", n, f"planned cost over high on {over}; {n} nodes fit")
+    if mem.slow is not None and mem.slow[1] >= p.sustain and mem.slow[0] in obs.planned:
+        slow = mem.slow[0]
+        reason["slow_node"] = slow
+        if cooling:
+            return decision("vetoed", n, f"{slow} lags above lag_high_s; cooling down")
+        return decision("replace", n, f"{slow} lags above lag_high_s {p.lag_high_s:g} s; replaced")
     if mem.busy_streak >= p.sustain and n < p.max_nodes:
         if cooling:
             return decision("vetoed", n + 1, "measured busy share above busy_high; cooling down")
@@ -224,7 +245,21 @@ def after(mem: Memory, d: Decision, now: float) -> Memory:
         last_action=d.action,
         last_nodes=(d.nodes_before, d.nodes_after),
         busy_streak=streak,
+        slow=None if d.action == "replace" else mem.slow,
     )
+
+
+def with_lag_sample(mem: Memory, lag: Mapping[str, float | None], lag_high_s: float) -> Memory:
+    """Count a measurement of event-time lag: the node lagging most above ``lag_high_s``
+    while another node keeps up (below it) extends its streak; otherwise it ends.  (All
+    nodes lagging alike is the feed's or the load's doing, not one node's: scale-out's.)"""
+    known = {k: v for k, v in lag.items() if v is not None}
+    over = {k: v for k, v in known.items() if v > lag_high_s}
+    if not over or len(over) == len(known):
+        return replace(mem, slow=None)
+    worst = max(sorted(over), key=lambda k: over[k])
+    streak = mem.slow[1] + 1 if mem.slow is not None and mem.slow[0] == worst else 1
+    return replace(mem, slow=(worst, streak))
 
 
 def with_busy_sample(mem: Memory, busy: Mapping[str, float | None], busy_high: float) -> Memory:
@@ -290,22 +325,26 @@ class Autoscaler:
     def set_enabled(self, on: bool) -> None:
         self.memory = replace(self.memory, enabled=bool(on))
 
-    def measure(self, metrics: Mapping[str, Mapping], now: float) -> tuple[dict, dict]:
-        """(busy share, queue depth) per node from the actors' counters at ``now``."""
+    def measure(self, metrics: Mapping[str, Mapping], now: float) -> tuple[dict, dict, dict]:
+        """(busy share, queue depth, event-time lag in seconds) per node from the actors'
+        counters at ``now``."""
         busy: dict[str, float | None] = {}
         queue: dict[str, int | None] = {}
+        lag: dict[str, float | None] = {}
         for nid, m in metrics.items():
             prev = self._prev.get(nid)
             b = float(m.get("busy_s", 0.0))
             busy[nid] = None if prev is None or now <= prev[0] else (b - prev[1]) / (now - prev[0])
             queue[nid] = m.get("queue_depth")
+            lag[nid] = None if m.get("lag_ms") is None else float(m["lag_ms"]) / 1000.0
             self._prev[nid] = (now, b)
         for gone in set(self._prev) - set(metrics):
             del self._prev[gone]
         self.memory = with_busy_sample(self.memory, busy, self.policy.busy_high)
-        return busy, queue
+        self.memory = with_lag_sample(self.memory, lag, self.policy.lag_high_s)
+        return busy, queue, lag
 
-    def observe(self, planned, queries, model, busy, queue, now) -> Observation:
+    def observe(self, planned, queries, model, busy, queue, now, lag=None) -> Observation:
         """The observation of the running plan's ``planned`` costs and ``queries`` (the counts
         are kept for the last query set: between changes only the measurement changes)."""
         r = model.rates
@@ -318,7 +357,7 @@ class Autoscaler:
             low = self.policy.count(queries, model, self.policy.low)
             self._counts = (key, need, low)
         _, need, low = self._counts
-        return Observation(now, dict(planned), need, low, busy, queue)
+        return Observation(now, dict(planned), need, low, busy, queue, dict(lag or {}))
 
     def plan_on(self, queries, model, k: int) -> Plan | None:
         """A plan of ``queries`` on exactly ``k`` nodes fitting at ``high`` (None: none found)."""
@@ -356,4 +395,5 @@ class Autoscaler:
             "decisions": self.decisions,
             "cooldown_left_s": left,
             "busy_streak": m.busy_streak,
+            "slow": None if m.slow is None else list(m.slow),
         }

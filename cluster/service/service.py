@@ -651,19 +651,20 @@ class Service:
         from placement.queries import query_from_mapping
 
         a = self.autoscaler
-        if a is None:
+        if a is None or self.dep.lagging:  # a node silent: nothing moves until it answers
             return
         now = time.monotonic()
         try:
             metrics = self.dep.metrics()["nodes"]
         except Exception:  # a node being recovered: measure next time
             return
-        busy, queue = a.measure(metrics, now)
+        busy, queue, lag = a.measure(metrics, now)
         if not a.memory.enabled:
             return
         qs = [query_from_mapping(self.running.queries[i]) for i in sorted(self.running.queries)]
         plan, _ = self.placement_plan()
-        obs = a.observe({n.id: n.cost for n in plan.nodes}, qs, self.model, busy, queue, now)
+        planned = {n.id: n.cost for n in plan.nodes}
+        obs = a.observe(planned, qs, self.model, busy, queue, now, lag)
         d = a.decide(obs)
         if d.action == "vetoed":
             last = a.last or {}
@@ -675,6 +676,8 @@ class Service:
             return
         change = Change("autoscale", self._costs())
         fresh = obs.need.plan if d.nodes_after == obs.need.nodes else None
+        if d.action == "replace":  # the slow node's trees move whole: no re-plan
+            fresh = None
         if fresh is None and d.action in ("replan", "in"):  # a plan on exactly that many nodes
             fresh = a.plan_on(qs, self.model, d.nodes_after)
             if fresh is None:  # none fits there (e.g. above max_nodes): nothing to reach
@@ -703,6 +706,8 @@ class Service:
             for nid in self.dep.nodes
         }
         extra: dict = {}
+        if d.action == "replace":
+            return self._replace_node(d.reason["slow_node"])
         if d.nodes_after > d.nodes_before:
             k = d.nodes_after - d.nodes_before
             if self.resources is not None:
@@ -732,6 +737,22 @@ class Service:
             reply = self._replan_to(fresh, ids, change, None)
             extra["replan"] = {k: reply[k] for k in ("moved", "moves_skipped")}
         return extra
+
+    def _replace_node(self, slow: str) -> dict:
+        """A slow node replaced: a new node is added (``add-node``'s path) and ``slow``
+        retired (``retire-node``'s path), its trees going to the new node."""
+        extra: dict = {}
+        n = len(self.dep.nodes)
+        if self.resources is not None:
+            extra["resources"] = self.resources.scale_to(n + 1)
+        has = any(c is not None for c in self.running.capacity.values())
+        cap = self.autoscaler.policy.capacity if has else None
+        new = self._add_node(None, cap, "autoscale")["node"]
+        where = {q: new for t in self.running.trees.values() if t.node == slow for q in t.active}
+        self._retire_node(slow, where, "autoscale")
+        if self.resources is not None:
+            extra["resources"] = self.resources.release_to(n)
+        return {**extra, "added": [new], "retired": [slow]}
 
     # -- persistence (resume): cluster.service.resume -----------------------------------------
     def flush_outputs(self) -> None:

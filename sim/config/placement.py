@@ -67,6 +67,7 @@ class Autoscale(Strict):
     busy_high: Annotated[float, Field(gt=0)] = 0.9
     sustain: Annotated[int, Field(ge=1)] = 3
     max_queue: Annotated[int, Field(ge=0)] = 8
+    lag_high_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
     spare_nodes: Annotated[int, Field(ge=0)] = 1
     ray_wait_s: Annotated[float, Field(ge=0)] = 60.0
     optimizers: one_or_list(OptimizerName) = ["WG_TN", "WG_I", "WG_LS"]  # type: ignore[valid-type]

@@ -4,6 +4,7 @@ request (``cluster.runtime.resources``, with a stand-in for Ray's API) and the c
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from helpers import examples
@@ -21,6 +22,7 @@ from cluster.service.autoscale import (
     keep_nodes,
     match_nodes,
     with_busy_sample,
+    with_lag_sample,
 )
 from placement.distributed import build_plan
 from placement.node_count import NodeCount
@@ -95,6 +97,25 @@ def test_measured_busy_share_scales_out_by_one_after_sustain_samples():
     assert with_busy_sample(mem, {"node-0": 0.1}, 0.9).busy_streak == 0
 
 
+def test_a_node_lagging_alone_is_replaced_after_sustain_samples():
+    mem = Memory()
+    lag = {"node-0": 45.0, "node-1": 0.4, "node-2": None}
+    for _ in range(POLICY.sustain - 1):
+        mem = with_lag_sample(mem, lag, POLICY.lag_high_s)
+        assert decide(POLICY, obs(12.0, 3), mem).action == "hold"
+    mem = with_lag_sample(mem, lag, POLICY.lag_high_s)
+    assert mem.slow == ("node-0", POLICY.sustain)
+    d = decide(POLICY, obs(12.0, 3), mem)
+    assert (d.action, d.nodes_before, d.nodes_after) == ("replace", 3, 3)
+    assert d.reason["slow_node"] == "node-0" and d.acts
+    assert after(mem, d, 100.0).slow is None  # the streak starts anew
+    assert decide(POLICY, obs(12.0, 3), replace(mem, last_at=95.0)).action == "vetoed"
+    # every node lagging alike is the load's doing, not one node's; a new worst starts over
+    assert with_lag_sample(mem, {"node-0": 45.0, "node-1": 40.0}, 30.0).slow is None
+    assert with_lag_sample(mem, {"node-0": 1.0, "node-1": 40.0}, 30.0).slow == ("node-1", 1)
+    assert with_lag_sample(mem, {"node-0": 1.0, "node-1": 2.0}, 30.0).slow is None
+
+
 def test_bounds_min_and_max_nodes():
     p = AutoscalePolicy(capacity=10.0, min_nodes=2, max_nodes=3, high=0.8, low=0.5)
     need, low = counts(100.0, p)
@@ -165,9 +186,9 @@ def test_match_nodes_keeps_queries_where_they_run():
 
 def test_autoscaler_measures_busy_share_from_counters_and_reports_status():
     a = Autoscaler(POLICY)
-    busy, queue = a.measure({"n": {"busy_s": 1.0, "queue_depth": 2}}, 10.0)
+    busy, queue, lag = a.measure({"n": {"busy_s": 1.0, "queue_depth": 2}}, 10.0)
     assert busy == {"n": None} and queue == {"n": 2}
-    busy, _ = a.measure({"n": {"busy_s": 2.9, "queue_depth": 0}}, 12.0)
+    busy, _, _ = a.measure({"n": {"busy_s": 2.9, "queue_depth": 0}}, 12.0)
     assert busy["n"] == pytest.approx(0.95) and a.memory.busy_streak == 1
     st_ = a.status(12.0)
     assert st_["enabled"] and st_["policy"]["high"] == 0.8 and st_["last_decision"] is None
