@@ -8,6 +8,7 @@ warmup), ``data`` (data convert); ``sim.bench.cli`` adds ``bench``.
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
@@ -49,6 +50,20 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        # a path argument the OS refuses (a config's paths are checked with their key,
+        # sim.config.paths): one line naming it
+        from rich.markup import escape
+
+        from placement.messages import short_repr
+
+        console.print(
+            f"[red]error:[/red] {escape(short_repr(str(exc.filename)))}: {exc.strerror}",
+            soft_wrap=True,
+        )
+        sys.exit(2)
     except typer.Abort:
         console.print("[red]aborted")
         sys.exit(130)
