@@ -64,9 +64,15 @@ def main() -> None:
             soft_wrap=True,
         )
         sys.exit(2)
-    except typer.Abort:
-        console.print("[red]aborted")
-        sys.exit(130)
+    except typer.Abort as exc:  # click's for a KeyboardInterrupt: Ctrl-C, or a stop signal
+        signum = getattr(exc.__cause__, "signum", None)  # cluster.runtime.signals.Stopped
+        if signum is None:
+            console.print("[red]aborted")
+            sys.exit(130)
+        import signal
+
+        console.print(f"[red]aborted[/red] by {signal.Signals(signum).name}")
+        sys.exit(128 + signum)
     except Exception as exc:  # click usage errors carry their own message
         import click
 
