@@ -44,6 +44,16 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, signum: int):
         super().__init__(signal_name(signum))
         self.signum = signum
+        _last_stop[0] = signum
+
+
+_last_stop: list[int | None] = [None]
+
+
+def stopped_by() -> int | None:
+    """The signal of the last ``Stopped`` raised in this process (None: none was): typer turns
+    every KeyboardInterrupt into exit code 130, the command line says which signal it was."""
+    return _last_stop[0]
 
 
 class _QuietStops(logging.Filter):

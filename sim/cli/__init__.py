@@ -39,6 +39,8 @@ def main() -> None:
     app = __getattr__("app")  # every command registered
     try:
         rc = app(standalone_mode=False)
+        if rc == 130:  # typer's code for a KeyboardInterrupt: Ctrl-C, or a stop signal
+            _exit_if_stopped_by_a_signal()
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except UserError as exc:  # one line, unwrapped, long values cut (placement.messages)
@@ -64,15 +66,9 @@ def main() -> None:
             soft_wrap=True,
         )
         sys.exit(2)
-    except typer.Abort as exc:  # click's for a KeyboardInterrupt: Ctrl-C, or a stop signal
-        signum = getattr(exc.__cause__, "signum", None)  # cluster.runtime.signals.Stopped
-        if signum is None:
-            console.print("[red]aborted")
-            sys.exit(130)
-        import signal
-
-        console.print(f"[red]aborted[/red] by {signal.Signals(signum).name}")
-        sys.exit(128 + signum)
+    except typer.Abort:
+        console.print("[red]aborted")
+        sys.exit(130)
     except Exception as exc:  # click usage errors carry their own message
         import click
 
@@ -85,3 +81,15 @@ def main() -> None:
             exc.show()
             sys.exit(2)
         raise
+
+
+def _exit_if_stopped_by_a_signal() -> None:
+    """A run ended at once by SIGTERM (``cluster.runtime.signals.Stopped``): say so, exit 128 +
+    the signal's number (typer turns every KeyboardInterrupt into 130)."""
+    signals = sys.modules.get("cluster.runtime.signals")  # not imported: no run, no Stopped
+    signum = signals.stopped_by() if signals is not None else None
+    if signum:
+        import signal
+
+        console.print(f"[red]aborted[/red] by {signal.Signals(signum).name}")
+        sys.exit(128 + signum)

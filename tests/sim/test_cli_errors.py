@@ -360,3 +360,22 @@ def test_path_arguments_the_os_refuses(tmp_path, monkeypatch, capsys, args, said
     assert len(lines) == 1 and lines[0].startswith(said), out[:500]
     assert re.search(r"name of [\d,]+ bytes|File name too long", lines[0]), lines[0]
     assert len(lines[0]) < 300 and "Traceback" not in out
+
+
+@pytest.mark.parametrize("signum, said", [(15, "aborted by SIGTERM"), (2, "aborted by SIGINT")])
+def test_a_run_aborted_by_a_signal_says_which(monkeypatch, capsys, signum, said):
+    """A run ended at once by a stop signal (a file run's SIGTERM, as its Ctrl-C; the second
+    signal of a directory run): ``aborted by SIG...`` and exit code 128 + the signal's number,
+    where typer alone would exit 130 for either, silently."""
+    import sim.cluster_run
+    from cluster.runtime.signals import Stopped
+
+    def stopped(*args, **kwargs):
+        raise Stopped(signum)
+
+    monkeypatch.setattr(sim.cluster_run, "check_cluster_run", stopped)
+    code, out = _cli_here(
+        monkeypatch, capsys, "validate", str(REPO / "configs" / "live_quickstart.yaml")
+    )
+    assert code == 128 + signum, out
+    assert out.strip().splitlines()[-1] == said and "Traceback" not in out
