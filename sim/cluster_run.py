@@ -22,6 +22,7 @@ from typing import Any
 from placement.messages import short_repr
 from placement.trees import CostModel
 from sim.config import Config, ConfigError
+from sim.config.paths import check_path, make_output_dir
 from sim.ray_address import check_attach
 from sim.simulate import plan_for, workload_point
 
@@ -199,6 +200,7 @@ def check_cluster_run(
     _check_sliced_file_order(config)
     watch = config.data.directory
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
+    check_path("--out" if out_dir is not None else "run.output_dir", out)
     if watch is not None and out.resolve() == Path(watch.path):
         raise ConfigError(
             f"run.output_dir: {str(out)!r} is the watched directory "
@@ -255,7 +257,7 @@ def run_on_cluster(
     start = time.perf_counter()
     out = Path(out_dir if out_dir is not None else config.run.output_dir)
     watch = config.data.directory
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_dir("--out" if out_dir is not None else "run.output_dir", out)
     points = config.points()
     names = config.placement.optimizer_list
     point = points[0]

@@ -3,13 +3,15 @@ the commands' checks, progress display and replies; the start-up itself is ``sim
 
 ``serve`` plans the config's queries as ``weaveplace run`` does (one optimizer, one cluster
 layout), starts Ray and Spark, and runs ``cluster.service.service.Service`` over ``data.directory``
-until ``ctl ... stop`` (or Ctrl-C; both keep the state for ``--resume``).  ``ctl`` reads
+until ``ctl ... stop`` (or Ctrl-C or SIGTERM; each keeps the state for ``--resume``, and so
+does a second signal, which ends it at once).  ``ctl`` reads
 ``RUN_DIR/control.json`` and prints the JSON reply; a refused command prints its one-line reason
 and exits 2.
 """
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +152,20 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
             raise user_error(f"serve: {e}") from None
         except (OSError, ConnectionError) as e:  # e.g. Ray cannot start (socket path, ports)
             raise user_error(f"serve: cannot start: {one_line(str(e))}") from None
-        except KeyboardInterrupt:  # before the stream ran (Ray/Spark start-up): nothing to save
+        except KeyboardInterrupt as e:  # while starting, or a second signal while stopping
             bar.stop()
-            console.print("[red]interrupted[/red] while starting; nothing was fed")
-            raise SystemExit(130) from None
+            signum = getattr(e, "signum", signal.SIGINT)  # cluster.runtime.signals.Stopped
+            name = signal.Signals(signum).name
+            if (run_dir / "state" / "service.json").is_file():  # saved after every micro-batch
+                console.print(
+                    f"[red]stopped at once[/red] by {name}: the state saved after the last "
+                    f"micro-batch is kept; resume with `weaveplace serve --resume "
+                    f"{escape(str(run_dir))}`",
+                    soft_wrap=True,
+                )
+            else:
+                console.print(f"[red]interrupted[/red] by {name} while starting; nothing was fed")
+            raise SystemExit(128 + signum) from None
     console.print(
         f"stopped ({stats.stop_reason}): {stats.files} files, {stats.rows:,} rows, "
         f"{stats.answers:,} answers, {stats.late:,} late; resume with `weaveplace "

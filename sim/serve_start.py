@@ -43,6 +43,7 @@ def _load_state(run_dir: Path) -> dict:
 def prepare(config_path: Path | None, resume: Path | None):
     """(config, run_dir, state or None, config text, base dir) with the checks done up front."""
     from sim.config import ConfigError, load_config, load_config_text
+    from sim.config.paths import check_path
 
     if (config_path is None) == (resume is None):
         raise ServeError(
@@ -50,6 +51,10 @@ def prepare(config_path: Path | None, resume: Path | None):
         )
     if resume is not None:
         run_dir = Path(resume)
+        try:
+            check_path("--resume", run_dir)
+        except ConfigError as e:
+            raise ServeError(str(e)) from None
         state = _load_state(run_dir)
         sd = run_dir / "state"
         text = (sd / "config.yaml").read_text()

@@ -61,6 +61,7 @@ from placement.trees import CostModel
 from sim import pareto_sim, workload_runners
 from sim.compile_cache import warm_placement
 from sim.config import Config, ConfigError
+from sim.config.paths import make_output_dir
 from sim.ray_address import check_attach
 from sim.workload import WorkloadSpec, generate
 
@@ -303,7 +304,8 @@ def simulate(
     check_simulatable(config)
     start = time.perf_counter()
     out = Path(output_dir if output_dir is not None else config.run.output_dir)
-    (out / "plans").mkdir(parents=True, exist_ok=True)
+    make_output_dir("--out" if output_dir is not None else "run.output_dir", out)
+    (out / "plans").mkdir(exist_ok=True)
     points = config.points()
     groups = _workload_groups(points)
     total = len(points) * len(config.placement.optimizer_list)

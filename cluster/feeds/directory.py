@@ -52,9 +52,10 @@ outstanding.  Unread files simply wait in the directory.  Driver memory holds on
 of file bytes (``files_per_batch`` files); files above 1 GiB are rejected whole (split them).
 
 Stop.  ``idle_timeout_s`` (no new file for that long), ``max_files``, ``timeout_s`` (wall
-clock), ``request_stop()`` from another thread, or Ctrl-C (SIGINT, when run in the main thread;
-a second Ctrl-C aborts the flush at once; under ``run_directory`` Ctrl-C during the final teardown
-of actors, Spark and Ray is ignored so that it completes).  A stop waits for the micro-batch in
+clock), ``request_stop()`` from another thread, or Ctrl-C or ``kill`` (SIGINT or SIGTERM, when
+run in the main thread; the stop reason names the signal; a second signal aborts the flush at
+once; under ``run_directory`` either signal during the final teardown of actors, Spark and Ray is
+ignored so that it completes).  A stop waits for the micro-batch in
 progress (files are fed whole or not at all), stops the query, flushes every pending window
 (``Deployment.finish``) and writes the last parts.  The run is not resumable: Spark's
 checkpoint is a temporary directory, because the actors' state is not in it; a new run reads
@@ -80,7 +81,6 @@ import io
 import os
 import posixpath
 import shutil
-import signal
 import tempfile
 import threading
 import time
@@ -98,6 +98,7 @@ from cluster.errors import StreamError
 from cluster.feeds.directory_options import FileRecord, StreamOptions, StreamStats
 from cluster.feeds.sliced import feed_file_slices
 from cluster.feeds.time_chunks import nondecreasing
+from cluster.runtime.signals import Stopped, on_stop_signals, signal_name
 from placement.messages import one_line
 
 #: Files above this size are rejected whole: Spark's binaryFile source and Arrow's binary
@@ -214,7 +215,7 @@ class DirectoryStream:
         ckpt = tempfile.mkdtemp(prefix="weaveplace-stream-")
         query = None
         try:
-            with self._sigint_stops():
+            with self._signal_stops():
                 try:
                     query = self._start(ckpt)
                 except Exception as exc:  # e.g. Spark refusing the directory's layout
@@ -323,25 +324,18 @@ class DirectoryStream:
         except Exception:  # Spark already going down (e.g. a second Ctrl-C): nothing to save
             pass
 
-    @contextmanager
-    def _sigint_stops(self):
-        """Ctrl-C = request_stop("interrupt"); a second one raises KeyboardInterrupt at once.
-        Only the main thread may set signal handlers: elsewhere this is a no-op."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
+    def _signal_stops(self):
+        """Ctrl-C or SIGTERM = ``request_stop`` with the signal's name (``SIGINT``,
+        ``SIGTERM``); a second one raises ``Stopped`` (a KeyboardInterrupt) at once.  Only
+        the main thread may set signal handlers: elsewhere this is a no-op."""
 
         def handler(signum, frame):
             self._interrupts += 1
             if self._interrupts > 1:
-                raise KeyboardInterrupt
-            self.request_stop("interrupt")
+                raise Stopped(signum)
+            self.request_stop(signal_name(signum))
 
-        previous = signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        return on_stop_signals(handler)
 
     def _report(self) -> None:
         if self.progress is not None:

@@ -1,5 +1,5 @@
 """``run_directory``: a directory stream end to end, owning its runtimes (Ray, Spark, the
-deployment) and Ctrl-C while they start and stop, with ``metrics.json`` at the end.
+deployment) and Ctrl-C or SIGTERM while they start and stop, with ``metrics.json`` at the end.
 
 Why its own module: starting and tearing down runtimes around a stream, and what Ctrl-C means
 during each phase, is the command's concern; ``cluster.feeds.directory.DirectoryStream`` runs a
@@ -21,35 +21,38 @@ from cluster.feeds.directory import stream_directory
 from cluster.feeds.directory_options import StreamOptions, StreamStats
 from cluster.runs.options import RuntimeOptions
 from cluster.runs.startup import started_run, write_fault_events, write_final_plan
+from cluster.runtime.signals import STOP_SIGNALS, Stopped
 
 
-class _SigintGuard:
-    """``run_directory``'s Ctrl-C policy outside the stream itself (which has its own, see
-    ``DirectoryStream``): while Ray, Spark and the actors start, Ctrl-C aborts
-    (KeyboardInterrupt); once the stream has stopped only the teardown is left (actors, Spark,
-    Ray: a few seconds), and Ctrl-C is ignored so that it completes.  PySpark's own handler
-    would cancel jobs through Py4J from inside a Py4J call (tracebacks, a half-stopped
-    context), so it is kept out while ``run_directory`` runs; the handler found at the start is
-    restored at the end.  Outside the main thread this does nothing."""
+class _SignalGuard:
+    """``run_directory``'s policy for Ctrl-C and SIGTERM outside the stream itself (which has
+    its own, see ``DirectoryStream``): while Ray, Spark and the actors start, either signal
+    aborts (``Stopped``, a KeyboardInterrupt naming it); once the stream has stopped only the
+    teardown is left (actors, Spark, Ray: a few seconds), and both are ignored so that it
+    completes.  PySpark's own SIGINT handler would cancel jobs through Py4J from inside a Py4J
+    call (tracebacks, a half-stopped context), so it is kept out while ``run_directory`` runs;
+    the handlers found at the start are restored at the end.  Outside the main thread this does
+    nothing."""
 
     def __init__(self):
         self.quiet = False
-        self.previous = None
+        self.previous: dict = {}
         self.active = threading.current_thread() is threading.main_thread()
 
     def _handler(self, signum, frame):
         if not self.quiet:
-            raise KeyboardInterrupt
+            raise Stopped(signum)
 
     def install(self) -> None:
         if self.active:
-            prev = signal.signal(signal.SIGINT, self._handler)
-            if self.previous is None:
-                self.previous = prev
+            for s in STOP_SIGNALS:
+                prev = signal.signal(s, self._handler)
+                self.previous.setdefault(s, prev)
 
     def restore(self) -> None:
-        if self.active and self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        if self.active:
+            for s, prev in self.previous.items():
+                signal.signal(s, prev if prev is not None else signal.SIG_DFL)
 
 
 @dataclass
@@ -86,10 +89,11 @@ def run_directory(
     session is passed in) and stops it on every exit path, Ctrl-C included."""
     if deployment.answers != "driver":
         raise ValueError("a directory stream takes its answers on the driver (answers: driver)")
-    guard = _SigintGuard()
+    guard = _SignalGuard()
     guard.install()
     try:
-        # a new SparkContext installs PySpark's SIGINT handler: take it back
+        # a new SparkContext installs PySpark's SIGINT handler, ray.init its SIGTERM one: take
+        # both back
         with started_run(plan, runtime, deployment, on_new_spark=guard.install) as run:
             stats = stream_directory(
                 run.deployment, run.spark, directory, out_dir, stream, progress

@@ -22,6 +22,7 @@ from cluster.feeds.executors import spark_failure_conf
 from cluster.feeds.parquet import spark_session
 from cluster.runs.options import RuntimeOptions
 from cluster.runtime.ray_runtime import RayRuntime
+from cluster.runtime.signals import reinstall_sigterm_as_sigint, sigterm_as_sigint
 
 
 def load_plan(plan: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
@@ -39,15 +40,21 @@ def started_runtimes(
     run started it.  Yields ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, ray_auth,
     failure_detection_s, spark_s}`` for the metrics (``failure_detection_s``: the bound Ray
     applies on declaring a silent host dead).  ``on_new_spark`` runs right after a session is created (a new
-    SparkContext installs PySpark's SIGINT handler: a directory run takes it back)."""
+    SparkContext installs PySpark's SIGINT handler: a directory run takes it back).  From
+    start to end SIGTERM does what SIGINT does (``cluster.runtime.signals``), Ray's own
+    SIGTERM handler replaced once Ray runs."""
     spark = runtime.spark
     own_spark = spark is None
     t0 = time.perf_counter()
-    with RayRuntime(
-        address=runtime.ray_address,
-        num_cpus=runtime.num_cpus,
-        failure_timeout_s=runtime.failure_timeout_s,
-    ) as rt:
+    with (
+        sigterm_as_sigint(),
+        RayRuntime(
+            address=runtime.ray_address,
+            num_cpus=runtime.num_cpus,
+            failure_timeout_s=runtime.failure_timeout_s,
+        ) as rt,
+    ):
+        reinstall_sigterm_as_sigint()  # ray.init took SIGTERM over (cluster.runtime.signals)
         startup = {
             "ray_s": time.perf_counter() - t0,
             "ray_owned": rt.owned,

@@ -9,7 +9,8 @@ the network (tunnel it with ssh to reach it from elsewhere).
 Every request carries the token: ``Authorization: Bearer <token>`` (commands), or for the page
 ``GET /?token=<token>`` (which sets a cookie, so the page's own refreshes need nothing).
 Missing or wrong token: 401.  A refused command: 4xx with ``{"error": "<one line>"}``; the
-deployment is unchanged.
+deployment is unchanged.  A body above ``MAX_BODY``: 413 with the limit (the body is read and
+dropped first, so the client gets the reply, not a broken pipe).
 
 Routes: ``GET /status``; ``POST /add-queries`` ``{"queries": [...]}``; ``POST /remove-queries``
 ``{"ids": [...]}``; ``POST /add-node`` ``{"id", "capacity"}``; ``POST /retire-node`` ``{"id"}``;
@@ -49,7 +50,11 @@ from cluster.service.refusals import (
 from placement.messages import one_line as one_line_text
 from placement.messages import short_repr
 
+#: the largest request body read (bytes); a larger one is refused with 413 after it is read
+#: and dropped, up to ``MAX_DRAIN`` bytes (beyond that the connection is closed unread)
 MAX_BODY = 8 << 20
+MAX_DRAIN = 1 << 30
+DRAIN_TIMEOUT_S = 10.0
 
 
 HTTP_STATUS = {
@@ -296,14 +301,43 @@ def _handler_for(server: ControlServer):
             code, obj = server.dispatch("GET", path, None)
             self._send(code, obj)
 
+        def _read_body(self) -> tuple[bytes, tuple[int, dict] | None]:
+            """The request body, or the refusal to send instead: 400 for a Content-Length that is
+            not a count, 413 for a body above ``MAX_BODY``.  An oversized body is read and
+            dropped first (up to ``MAX_DRAIN``, each read within ``DRAIN_TIMEOUT_S``): a client
+            sends its whole body before it reads the reply, and a reply sent over an unread
+            body would reach it as a broken pipe or a reset connection, not as the 413."""
+            length = (self.headers.get("Content-Length") or "0").strip()
+            if not (length.isascii() and length.isdigit()):
+                self.close_connection = True
+                return b"", (400, {"error": f"Content-Length {short_repr(length)}: not a count"})
+            n = int(length)
+            if n <= MAX_BODY:
+                return (self.rfile.read(n) if n else b""), None
+            self.close_connection = True
+            left = n if n <= MAX_DRAIN else 0
+            self.connection.settimeout(DRAIN_TIMEOUT_S)
+            try:
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 1 << 16))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+            except OSError:  # the client stopped sending: the reply may still reach it
+                pass
+            mib = f"{n / (1 << 20):.1f} MiB"
+            return b"", (
+                413,
+                {"error": f"request body of {mib} above the limit of {MAX_BODY >> 20} MiB"},
+            )
+
         def do_POST(self):
             path = urlparse(self.path).path
             if not self._authorised(allow_query=False):
                 return self._send(401, {"error": "missing or wrong token (see control.json)"})
-            n = int(self.headers.get("Content-Length") or 0)
-            if n > MAX_BODY:
-                return self._send(413, {"error": f"request body above {MAX_BODY >> 20} MiB"})
-            raw = self.rfile.read(n) if n else b""
+            raw, refused = self._read_body()
+            if refused is not None:
+                return self._send(*refused, extra=[("Connection", "close")])
             try:
                 body = json.loads(raw) if raw.strip() else None
             except (ValueError, UnicodeDecodeError) as e:

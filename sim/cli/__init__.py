@@ -8,6 +8,7 @@ warmup), ``data`` (data convert); ``sim.bench.cli`` adds ``bench``.
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
@@ -38,6 +39,8 @@ def main() -> None:
     app = __getattr__("app")  # every command registered
     try:
         rc = app(standalone_mode=False)
+        if rc == 130:  # typer's code for a KeyboardInterrupt: Ctrl-C, or a stop signal
+            _exit_if_stopped_by_a_signal()
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except UserError as exc:  # one line, unwrapped, long values cut (placement.messages)
@@ -49,6 +52,20 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        # a path argument the OS refuses (a config's paths are checked with their key,
+        # sim.config.paths): one line naming it
+        from rich.markup import escape
+
+        from placement.messages import short_repr
+
+        console.print(
+            f"[red]error:[/red] {escape(short_repr(str(exc.filename)))}: {exc.strerror}",
+            soft_wrap=True,
+        )
+        sys.exit(2)
     except typer.Abort:
         console.print("[red]aborted")
         sys.exit(130)
@@ -64,3 +81,15 @@ def main() -> None:
             exc.show()
             sys.exit(2)
         raise
+
+
+def _exit_if_stopped_by_a_signal() -> None:
+    """A run ended at once by SIGTERM (``cluster.runtime.signals.Stopped``): say so, exit 128 +
+    the signal's number (typer turns every KeyboardInterrupt into 130)."""
+    signals = sys.modules.get("cluster.runtime.signals")  # not imported: no run, no Stopped
+    signum = signals.stopped_by() if signals is not None else None
+    if signum:
+        import signal
+
+        console.print(f"[red]aborted[/red] by {signal.Signals(signum).name}")
+        sys.exit(128 + signum)

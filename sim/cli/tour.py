@@ -36,31 +36,31 @@ def warmup():
     )
 
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-
-
 def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output directory.")):
     """The tour `make run` gives: a small simulation across optimizers, a short live run on an
-    embedded Ray with local Spark over generated DEBS-style data, and the report."""
+    embedded Ray with local Spark over generated DEBS-style data, and the report (the configs
+    shipped with weaveplace: configs/ in a checkout, package data when installed)."""
     from rich.markup import escape
 
-    for name in ("quickstart.yaml", "live_quickstart.yaml"):
-        if not (CONFIG_DIR / name).is_file():
-            raise UserError(f"missing {CONFIG_DIR / name}: run from a checkout of weaveplace")
+    from sim.bundled import MissingConfig, bundled_config
+
     start = time.perf_counter()
-    console.rule("1/2 simulation: configs/quickstart.yaml")
-    # the commands' own functions, every option given (their defaults are typer objects)
-    sim_report = simulation.simulate(
-        CONFIG_DIR / "quickstart.yaml", out / "simulation", workers=None, ray_address=None
-    )
-    console.rule("2/2 live run: configs/live_quickstart.yaml")
-    live_report = runs.run(
-        CONFIG_DIR / "live_quickstart.yaml",
-        out / "live",
-        until_idle=None,
-        max_files=None,
-        timeout=None,
-    )
+    try:
+        with (
+            bundled_config("quickstart.yaml") as sim_config,
+            bundled_config("live_quickstart.yaml") as live_config,
+        ):
+            console.rule("1/2 simulation: configs/quickstart.yaml")
+            # the commands' own functions, every option given (their defaults are typer objects)
+            sim_report = simulation.simulate(
+                sim_config, out / "simulation", workers=None, ray_address=None
+            )
+            console.rule("2/2 live run: configs/live_quickstart.yaml")
+            live_report = runs.run(
+                live_config, out / "live", until_idle=None, max_files=None, timeout=None
+            )
+    except MissingConfig as e:
+        raise UserError(str(e)) from None
     console.print(f"[bold green]quickstart done[/] in {time.perf_counter() - start:.0f} s")
     for line in cost_agreement(out / "live" / "metrics.json"):
         console.print(escape(line), soft_wrap=True)

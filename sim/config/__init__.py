@@ -32,7 +32,7 @@ travel with the config); ``run.output_dir`` is relative to the working directory
 where the user runs).
 
 Modules: one per section (``workload``, ``cluster``, ``placement``, ``data``, ``run``) on a
-shared base (``base``); ``model`` is the whole ``Config`` with its cross-section checks and
+shared base (``base``), with the OS's limits on the paths they name in ``paths``; ``model`` is the whole ``Config`` with its cross-section checks and
 ``loading`` reads YAML into it with one-line error messages. Callers import from ``sim.config``.
 """
 

@@ -13,6 +13,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from placement.messages import short_repr
 from sim.config.base import ConfigError, PosInt, Strict
+from sim.config.paths import check_path, os_error, user_path
 
 
 class DirectorySpec(Strict):
@@ -98,14 +99,23 @@ class Data(Strict):
             )
         base = Path((info.context or {}).get("base_dir", "."))
         if self.directory is not None:
-            p = Path(self.directory.path).expanduser()
-            p = (p if p.is_absolute() else base / p).resolve()
-            if p.is_file():
+            key = "data.directory.path"
+            p = user_path(key, self.directory.path)
+            p = p if p.is_absolute() else base / p
+            check_path(key, p)
+            try:
+                p = p.resolve()
+                is_file, is_dir = p.is_file(), p.is_dir()
+            except OSError as e:  # e.g. a parent without search permission
+                raise os_error(key, p, e) from None
+            except RuntimeError:  # a symlink loop
+                raise ConfigError(f"{key}: {str(p)!r}: a symbolic link loop") from None
+            if is_file:
                 raise ConfigError(
                     f"data.directory.path: {str(p)!r} is a file; a directory is "
                     "watched for arriving files (one file: data.path)"
                 )
-            if not p.is_dir():
+            if not is_dir:
                 raise ConfigError(
                     f"data.directory.path: directory not found: {str(p)!r} "
                     "(create it first; relative paths are relative to the "
@@ -114,12 +124,17 @@ class Data(Strict):
             object.__setattr__(self.directory, "path", str(p))
             return self
         assert self.path is not None  # neither or both were handled above
-        p = Path(self.path).expanduser()
+        p = user_path("data.path", self.path)
         p = p if p.is_absolute() else base / p
-        if not p.is_file():
+        check_path("data.path", p)
+        try:
+            is_file = p.is_file()
+        except OSError as e:  # e.g. a parent without search permission
+            raise os_error("data.path", p, e) from None
+        if not is_file:
             raise ConfigError(
                 f"data.path: file not found: {str(p)!r} (relative paths are "
                 "relative to the config file)"
             )
-        object.__setattr__(self, "path", str(p.resolve()))
+        object.__setattr__(self, "path", str(p.resolve()))  # a file: no loop
         return self

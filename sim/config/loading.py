@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from placement.messages import short_repr
 from sim.config.base import ConfigError
 from sim.config.model import SECTIONS, Config
+from sim.config.paths import check_path, os_error
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][\w-]*")
 
@@ -172,8 +173,12 @@ def load_config_text(text: str, base_dir: str | Path = ".", source: str = "confi
 def load_config(path: str | Path) -> Config:
     """Load and validate a YAML config file; every problem is a one-line ``ConfigError``."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file not found: {str(p)!r}")
+    check_path("config file", p)
+    try:
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {str(p)!r}")
+    except OSError as e:  # e.g. a parent without search permission
+        raise os_error("config file", p, e) from None
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from placement.messages import short_repr
 from sim.config.base import ConfigError, Rate, Strict, id_to_str
+from sim.config.paths import check_path
 
 
 class FaultSpec(Strict):
@@ -59,6 +60,12 @@ class Run(Strict):
     # live runs: the trees count their operations, and metrics.json compares each node's
     # measured cost with the plan's (sim.cost_check); counting costs a few percent of actor time
     count_ops: bool = False
+
+    @field_validator("output_dir", mode="after")
+    @classmethod
+    def _os_path(cls, v: str) -> str:
+        check_path("run.output_dir", v)  # relative to the working directory
+        return v
 
     @model_validator(mode="after")
     def _fault_fields(self) -> Run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -302,3 +303,79 @@ def test_long_values_are_cut_in_one_line_errors(
     assert len(errors) == 1 and len(errors[0]) < 400, text[:1000]
     assert all(n in text for n in needles), text[:1000]
     assert "Traceback" not in text and LONG[:200] not in text and SPACED[:400] not in text
+
+
+#: paths the OS refuses (sim.config.paths) and what the one line says about each
+OS_REFUSED = {
+    "long name": ("x" * 5000, r"is a name of 5,000 bytes; the file system allows at most \d+"),
+    "long path": ("/".join(["y" * 200] * 25), r"bytes long as an absolute path; the system"),
+    "NUL byte": ("in\0put", r"contains a NUL byte"),
+}
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "serve", "simulate"])
+@pytest.mark.parametrize("key", ["data.path", "data.directory.path", "run.output_dir"])
+@pytest.mark.parametrize("bad", sorted(OS_REFUSED))
+def test_config_paths_the_os_refuses(tmp_path, monkeypatch, capsys, command, key, bad):
+    """A config path the OS refuses for its length or characters (issue 36: a 5,000-character
+    ``data.path`` was a traceback ending in ``OSError: [Errno 36] File name too long``): one
+    line naming the key, exit code 2, in every command that reads a config."""
+    import yaml
+
+    value, said = OS_REFUSED[bad]
+    cfg = yaml.safe_load(LIVE)
+    if key == "run.output_dir":
+        cfg["run"]["output_dir"] = value
+    else:
+        cfg["data"] = {"path": value} if key == "data.path" else {"directory": {"path": value}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    code, out = _cli_here(monkeypatch, capsys, command, str(tmp_path / "c.yaml"))
+    assert code == 2, out
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}: "), out[:500]
+    assert re.search(said, lines[0]), lines[0]
+    assert len(lines[0]) < 300 and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["run", "CONFIG", "--out", "x" * 5000], "error: --out: 'xxx"),
+        (["simulate", "SIM", "--out", "o/" + "x" * 300], "error: --out: 'o/xxx"),
+        (["serve", "--resume", "x" * 5000], "error: --resume: 'xxx"),
+        (["validate", "x" * 5000], "error: config file: 'xxx"),
+        (["ctl", "x" * 5000, "status"], "error: 'xxx"),  # the safety net in sim.cli.main
+        (["report", "x" * 5000], "error: 'xxx"),
+    ],
+)
+def test_path_arguments_the_os_refuses(tmp_path, monkeypatch, capsys, args, said):
+    """A path on the command line that is too long: one line naming it, exit code 2."""
+    configs = {"CONFIG": REPO / "configs" / "live_quickstart.yaml"}
+    configs["SIM"] = REPO / "configs" / "quickstart.yaml"
+    args = [str(configs.get(a, a)) for a in args]
+    monkeypatch.chdir(tmp_path)
+    code, out = _cli_here(monkeypatch, capsys, *args)
+    assert code == 2, out[:500]
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(said), out[:500]
+    assert re.search(r"name of [\d,]+ bytes|File name too long", lines[0]), lines[0]
+    assert len(lines[0]) < 300 and "Traceback" not in out
+
+
+@pytest.mark.parametrize("signum, said", [(15, "aborted by SIGTERM"), (2, "aborted by SIGINT")])
+def test_a_run_aborted_by_a_signal_says_which(monkeypatch, capsys, signum, said):
+    """A run ended at once by a stop signal (a file run's SIGTERM, as its Ctrl-C; the second
+    signal of a directory run): ``aborted by SIG...`` and exit code 128 + the signal's number,
+    where typer alone would exit 130 for either, silently."""
+    import sim.cluster_run
+    from cluster.runtime.signals import Stopped
+
+    def stopped(*args, **kwargs):
+        raise Stopped(signum)
+
+    monkeypatch.setattr(sim.cluster_run, "check_cluster_run", stopped)
+    code, out = _cli_here(
+        monkeypatch, capsys, "validate", str(REPO / "configs" / "live_quickstart.yaml")
+    )
+    assert code == 128 + signum, out
+    assert out.strip().splitlines()[-1] == said and "Traceback" not in out

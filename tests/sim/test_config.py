@@ -516,6 +516,22 @@ EXPLICIT_LEAF_BAD = {
 }
 
 
+#: paths the OS refuses for their length or characters (sim.config.paths), for every key that
+#: names a path: a name above NAME_MAX, a path above PATH_MAX, a NUL byte, a lone surrogate
+BAD_OS_PATHS = st.one_of(
+    st.integers(256, 6000).map(lambda n: "x" * n),
+    st.integers(256, 400).map(lambda n: "in/" + "y" * n + "/f.tsv"),
+    st.integers(21, 40).map(lambda k: "/".join(["z" * 200] * k)),
+    st.tuples(st.text(max_size=5), st.text(max_size=5)).map(lambda t: t[0] + "\0" + t[1]),
+    st.text(max_size=5).map(lambda t: t + "\ud800"),
+)
+PATH_KEYS = {  # where each key goes, as (section, mapping with the bad path in it)
+    "data.path": lambda v: ("data", {"path": v}),
+    "data.directory.path": lambda v: ("data", {"directory": {"path": v}}),
+    "run.output_dir": lambda v: ("run", {"mode": "simulate", "output_dir": v}),
+}
+
+
 def _dict_paths(node, path=()):
     """Every mapping in the config (where an unknown key can be planted)."""
     if isinstance(node, dict):
@@ -548,8 +564,12 @@ def broken_config(draw):
     required = REQUIRED if base_name == "gen" else REQUIRED_EXPLICIT
     sections = set()
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["unknown_key", "delete", "leaf", "dict_at_leaf"]))
-        if kind == "unknown_key":
+        kind = draw(st.sampled_from(["unknown_key", "delete", "leaf", "dict_at_leaf", "os_path"]))
+        if kind == "os_path":  # a path key the OS would refuse (its whole section replaced)
+            section, value = PATH_KEYS[draw(st.sampled_from(sorted(PATH_KEYS)))](draw(BAD_OS_PATHS))
+            d[section] = value
+            sections.add(section)
+        elif kind == "unknown_key":
             path = draw(st.sampled_from(sorted(_dict_paths(d), key=str)))
             key = "zz_" + draw(st.text("abcxyz_", min_size=1, max_size=6))
             _get(d, path)[key] = draw(st.one_of(st.integers(), st.text(max_size=3), st.none()))
@@ -604,6 +624,29 @@ def test_fuzz_mutated_configs_raise_config_error(case):
         assert head in sections | {"config", "streams", "workload"}, (str(exc), sections)
     else:
         pytest.fail(f"accepted a broken config: {d}")
+
+
+@settings(max_examples=examples(300), suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(sorted(PATH_KEYS)), BAD_OS_PATHS, st.sampled_from(["gen", "explicit"]))
+def test_fuzz_paths_the_os_refuses_name_their_key(key, value, base):
+    """A path the OS refuses for its length or characters, in any key that names one: one
+    line naming that key and what is wrong, whatever the rest of the (valid) config."""
+    d = copy.deepcopy(GEN if base == "gen" else EXPLICIT)
+    section, mapping = PATH_KEYS[key](value)
+    d[section] = mapping
+    with pytest.raises(ConfigError) as err:
+        load_config_text(yaml.safe_dump(d, allow_unicode=True))
+    msg = str(err.value)
+    assert _assert_clear(msg) == section
+    assert msg.startswith(f"{key}: "), msg
+    assert re.search(
+        r"contains a NUL byte|cannot be written in the file system's encoding|"
+        r"expected a valid string, unable to parse raw data as a unicode string|"  # pydantic
+        r"a name of [\d,]+ bytes.*at most \d+ bytes per name|"
+        r"bytes long as an absolute path; the system allows at most \d+",
+        msg,
+    ), msg
+    assert len(msg) < 400, msg  # the value cut to its start and length
 
 
 YAMLISH = st.recursive(

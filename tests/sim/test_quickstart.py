@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from placement.plan import verify_plan
-from sim.cli.tour import CONFIG_DIR, cost_agreement
+from sim.bundled import bundled_config
+from sim.cli.tour import cost_agreement
 from sim.cluster_run import run_on_cluster
 from sim.config import load_config
 from sim.report import build_report
@@ -31,7 +32,8 @@ CHROMIUM = shutil.which("chromium") or (
 @pytest.fixture(scope="module")
 def quickstart_run(ray_session, spark, tmp_path_factory):
     out = tmp_path_factory.mktemp("quickstart") / "live"
-    cfg = load_config(CONFIG_DIR / "live_quickstart.yaml")
+    with bundled_config("live_quickstart.yaml") as path:  # what `weaveplace quickstart` runs
+        cfg = load_config(path)
     run_on_cluster(cfg, out, spark=spark)
     return out, build_report(out)
 

@@ -335,12 +335,16 @@ def test_file_reaching_back_in_time_gives_late_tuples_not_losses(
     assert (b >= watermark).sum() > 0 and not np.isin(b[b >= watermark], late_ts).any()
 
 
-def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_config_run_stops_cleanly_on_a_signal(
+    data, reference, ray_session, spark, tmp_path, signum
+):
     """The user surface: a config with ``data.directory`` run by ``sim.cluster_run.run_on_cluster`` (what
     ``weaveplace run`` calls), the same queries placed by WG_TN on one node (placement does
-    not change answers).  Ctrl-C (SIGINT to this
-    process) while it waits for more files stops it cleanly: every pending window flushed and
-    written (the answers equal the batch run's), the SIGINT handler restored."""
+    not change answers).  Ctrl-C (SIGINT to this process), or SIGTERM (``kill PID``, which
+    Ray's handler in this process would turn into an exit), while it waits for more files
+    stops it cleanly: every pending window flushed and written (the answers equal the batch
+    run's), the stop reason naming the signal, both handlers restored."""
     import yaml
 
     from sim.cluster_run import run_on_cluster
@@ -369,13 +373,15 @@ def test_config_run_stops_cleanly_on_ctrl_c(data, reference, ray_session, spark,
     def progress(text):  # "Ctrl-C" once every file is in
         if not sent and text.startswith("watching: 6 files"):
             sent.append(text)
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
 
-    before = signal.getsignal(signal.SIGINT)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     summary = run_on_cluster(config, out, progress=progress, spark=spark)
-    assert signal.getsignal(signal.SIGINT) is before and sent
+    assert {s: signal.getsignal(s) for s in before} == before and sent
     st = summary.metrics["stream"]
-    assert st["stop_reason"] == "interrupt" and st["files"] == 6 and st["batches"] >= 2
+    assert (
+        st["stop_reason"] == signal.Signals(signum).name and st["files"] == 6 and st["batches"] >= 2
+    )
     assert summary.tuples == data["table"].num_rows
     answers = pq.read_table(out / "answers.parquet")
     assert_same_answers(answers, reference.answers)  # the flushed tail windows included

@@ -16,11 +16,8 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from support.serve_process import ctl_started, end_group, finished, run_ctl, start_serve
 from support.service import drop, service_queries
 from support.waiting import wait_for
 
@@ -36,65 +34,8 @@ from sim.debs_generator import generate_debs
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[3]
 FILE_S, N_FILES, RATE_HZ = 3, 12, 50
 SAFETY_S = 300.0
-
-
-RAY_TMP = {"dir": None}  # a short RAY_TMPDIR under /tmp (Ray's socket path limit), per test
-
-
-def _env(tmp: Path) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env["RAY_TMPDIR"] = RAY_TMP["dir"]
-    env.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
-    return env
-
-
-def _serve(args, tmp: Path) -> subprocess.Popen:
-    log = open(tmp / f"serve-{int(time.time() * 1000)}.log", "wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", "serve", *args],
-        cwd=tmp,
-        env=_env(tmp),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def _ctl_started(run_dir: Path, tmp: Path, *args) -> subprocess.Popen:
-    """``weaveplace ctl`` started, not waited for: a command whose outcome does not depend on
-    the feed (a refusal) runs while a file is fed (each CLI start costs 2-3 s here)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "sim.cli", "ctl", str(run_dir), *args],
-        cwd=tmp,
-        env=_env(tmp),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _finished(p: subprocess.Popen) -> subprocess.CompletedProcess:
-    try:
-        out, err = p.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
-
-
-def _ctl(run_dir: Path, tmp: Path, *args) -> subprocess.CompletedProcess:
-    return _finished(_ctl_started(run_dir, tmp, *args))
-
-
-def _end_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.mark.scenario
@@ -125,8 +66,8 @@ def test_serve_kill_resume(tmp_path):
     }
     (d / "live.yaml").write_text(yaml.safe_dump(cfg))
     regs = {q["id"]: [q, None, None] for q in initial}
-    RAY_TMP["dir"] = tempfile.mkdtemp(prefix="wp-serve-", dir="/tmp")
-    proc = _serve(["live.yaml"], d)
+    ray_tmp = tempfile.mkdtemp(prefix="wp-serve-", dir="/tmp")  # short: Ray's socket paths
+    proc = start_serve(["live.yaml"], d, ray_tmp)
     procs = [proc]
     try:
         wait_for(
@@ -151,7 +92,7 @@ def test_serve_kill_resume(tmp_path):
         # 20 queries, the first 10 through `weaveplace ctl add-queries FILE.yaml`
         b = service_queries("b", 20, seed=12)
         (d / "b.yaml").write_text(yaml.safe_dump({"queries": b[:10]}))
-        r = _ctl(run_dir, d, "add-queries", str(d / "b.yaml"))
+        r = run_ctl(run_dir, d, ray_tmp, "add-queries", str(d / "b.yaml"))
         assert r.returncode == 0, r.stderr
         rep = json.loads(r.stdout)
         for q in b[:10]:
@@ -160,9 +101,9 @@ def test_serve_kill_resume(tmp_path):
         rep = call(run_dir, "POST", "/add-queries", {"queries": b[10:]})
         for q in b[10:]:
             regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
-        refused = _ctl_started(run_dir, d, "remove-queries", "nope")  # while file 2 is fed
+        refused = ctl_started(run_dir, d, ray_tmp, "remove-queries", "nope")  # while file 2 is fed
         feed(2, proc)
-        r = _finished(refused)  # refused: exit 2, one line
+        r = finished(refused)  # refused: exit 2, one line
         assert r.returncode == 2 and "unknown query" in r.stderr + r.stdout
         gone = ["a0", "a3", "b1", "b7", "b15"]
         rep = call(run_dir, "POST", "/remove-queries", {"ids": gone})
@@ -172,11 +113,11 @@ def test_serve_kill_resume(tmp_path):
         rep = call(run_dir, "POST", "/add-node", {"id": "node-new"})
         assert rep["node"] == "node-new"
         feed(4, proc)
-        r = _ctl(run_dir, d, "retire-node", "node-1")
+        r = run_ctl(run_dir, d, ray_tmp, "retire-node", "node-1")
         assert r.returncode == 0, r.stderr
-        refused = _ctl_started(run_dir, d, "retire-node", "node-1")  # while file 5 is fed
+        refused = ctl_started(run_dir, d, ray_tmp, "retire-node", "node-1")  # while file 5 is fed
         feed(5, proc)
-        assert _finished(refused).returncode == 2
+        assert finished(refused).returncode == 2
         feed(6, proc)
         st = call(run_dir, "GET", "/status")
         assert set(st["nodes"]) == {"node-0", "node-2", "node-new"}
@@ -185,8 +126,8 @@ def test_serve_kill_resume(tmp_path):
         time.sleep(0.3)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
-        _end_group(proc)
-        proc = _serve(["--resume", str(run_dir)], d)
+        end_group(proc)
+        proc = start_serve(["--resume", str(run_dir)], d, ray_tmp)
         procs.append(proc)
         wait_for(
             lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
@@ -208,7 +149,7 @@ def test_serve_kill_resume(tmp_path):
             regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
         for k in range(8, N_FILES):
             feed(k, proc)
-        r = _ctl(run_dir, d, "stop", "--flush")
+        r = run_ctl(run_dir, d, ray_tmp, "stop", "--flush")
         assert r.returncode == 0, r.stderr
         assert proc.wait(SAFETY_S) == 0
     finally:
@@ -216,8 +157,8 @@ def test_serve_kill_resume(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait(30)
-            _end_group(p)
-        shutil.rmtree(RAY_TMP["dir"], ignore_errors=True)
+            end_group(p)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     got = pq.read_table(run_dir / "answers.parquet").sort_by(
         [("query_id", "ascending"), ("window_start", "ascending")]
     )

@@ -1,0 +1,110 @@
+"""SIGTERM does what Ctrl-C does (cluster/runtime/signals.py), in this process, without Ray:
+handed to the SIGINT handler in force, an interrupt naming SIGTERM, both signals to one
+handler while a stream runs, and every handler found put back afterwards.  (That it wins over
+Ray's own SIGTERM handler is checked on a real ``weaveplace serve``:
+tests/cluster/service/test_sigterm.py.)"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import pytest
+
+from cluster.runtime.signals import (
+    Stopped,
+    on_stop_signals,
+    reinstall_sigterm_as_sigint,
+    signal_name,
+    sigterm_as_sigint,
+)
+
+
+@pytest.fixture(autouse=True)
+def _main_thread_and_handlers_back():
+    assert threading.current_thread() is threading.main_thread()
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in before.items():
+        signal.signal(s, h)
+
+
+def test_sigterm_is_an_interrupt_naming_it_and_the_handler_goes_back():
+    before = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with sigterm_as_sigint():
+        with pytest.raises(Stopped) as err:
+            signal.raise_signal(signal.SIGTERM)
+        assert err.value.signum == signal.SIGTERM and str(err.value) == "SIGTERM"
+        assert isinstance(err.value, KeyboardInterrupt)  # every finally on the way out runs
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as ray.init does (it calls sys.exit)
+        reinstall_sigterm_as_sigint()
+        with pytest.raises(Stopped):
+            signal.raise_signal(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sigterm_follows_the_sigint_handler_in_force():
+    got = []
+    with sigterm_as_sigint():
+        signal.signal(signal.SIGINT, lambda s, f: got.append(s))  # a graceful stop
+        signal.raise_signal(signal.SIGTERM)
+        assert got == [signal.SIGTERM]
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a teardown that must complete
+        signal.raise_signal(signal.SIGTERM)
+        assert got == [signal.SIGTERM]
+
+        def pyspark_like(signum, frame):  # PySpark's: cancel jobs, then KeyboardInterrupt
+            got.append("cancelled")
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, pyspark_like)
+        with pytest.raises(Stopped) as err:
+            signal.raise_signal(signal.SIGTERM)
+        assert got[-1] == "cancelled" and err.value.signum == signal.SIGTERM
+
+
+def test_one_handler_for_both_stop_signals_while_the_block_runs():
+    got = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with on_stop_signals(lambda s, f: got.append(signal_name(s))):
+        signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGINT)
+    assert got == ["SIGTERM", "SIGINT"]
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_directory_stream_stops_on_the_first_signal_and_aborts_on_the_second():
+    """``DirectoryStream``'s handler: the first signal asks for a graceful stop naming it (the
+    stop reason in metrics.json and serve's stop event), the second aborts at once."""
+    from cluster.feeds.directory import DirectoryStream
+
+    stream = DirectoryStream.__new__(DirectoryStream)  # the handler's state only
+    stream._stop_reason, stream._interrupts = None, 0
+    with stream._signal_stops():
+        signal.raise_signal(signal.SIGTERM)
+        assert stream._stop_reason == "SIGTERM"
+        with pytest.raises(Stopped) as err:
+            signal.raise_signal(signal.SIGINT)
+        assert err.value.signum == signal.SIGINT
+    assert stream._stop_reason == "SIGTERM"
+
+
+def test_a_stop_is_not_logged_as_an_error(caplog):
+    """py4j logs a KeyboardInterrupt in one of its calls with its traceback (root logger); a
+    stop by a signal is asked for, not an error: not logged while the handlers are in place.
+    Other errors still are, and afterwards everything is."""
+    import logging
+
+    def log_stop():
+        try:
+            raise Stopped(signal.SIGTERM)
+        except KeyboardInterrupt:
+            logging.exception("KeyboardInterrupt while sending command.")
+
+    with sigterm_as_sigint(), on_stop_signals(lambda s, f: None):
+        log_stop()
+        logging.error("a real error")
+    assert [r.getMessage() for r in caplog.records] == ["a real error"]
+    log_stop()
+    assert caplog.records[-1].getMessage() == "KeyboardInterrupt while sending command."
