@@ -87,6 +87,10 @@ class Liveness:
         self.clock, self.wall = clock, wall
         self.nodes: dict[str, NodeHealth] = {}
         self.declared: dict[str, dict[str, Any]] = {}  # verdicts the data path has not taken
+        #: per node, the largest event-time lag (ms) its health answers showed since
+        #: ``take_lag_peaks`` (a node that falls behind and catches up between two samples
+        #: of the autoscale policy still shows)
+        self.lag_peaks: dict[str, int] = {}
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -137,6 +141,7 @@ class Liveness:
                     try:
                         h.reply = ray.get(ready[0])
                         h.replied, h.replied_wall = self.clock(), self.wall()
+                        self._note_lag(nid, h.reply.get("event_time"))
                     except ray.exceptions.RayError:
                         h.dead = True  # the data path finds out on its own calls
                     h.ref = None
@@ -151,6 +156,19 @@ class Liveness:
                 self._declare(nid, h, silence)
         for nid in [x for x in self.nodes if x not in dict(current)]:
             del self.nodes[nid]
+
+    def _note_lag(self, nid: str, applied: int | None) -> None:
+        fed = self.dep.event_time
+        if fed is not None and applied is not None:
+            lag = max(0, int(fed) - int(applied))
+            with self.lock:
+                self.lag_peaks[nid] = max(self.lag_peaks.get(nid, 0), lag)
+
+    def take_lag_peaks(self) -> dict[str, int]:
+        """Per node, the largest event-time lag (ms) seen since the last call."""
+        with self.lock:
+            out, self.lag_peaks = self.lag_peaks, {}
+        return out
 
     def _declare(self, nid: str, h: NodeHealth, silence: float) -> None:
         import ray

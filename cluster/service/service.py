@@ -651,13 +651,16 @@ class Service:
         from placement.queries import query_from_mapping
 
         a = self.autoscaler
-        if a is None or self.dep.lagging:  # a node silent: nothing moves until it answers
+        if a is None:
             return
         now = time.monotonic()
         try:
             metrics = self.dep.metrics()["nodes"]
         except Exception:  # a node being recovered: measure next time
             return
+        for nid, peak in self.dep.liveness.take_lag_peaks().items():
+            if nid in metrics:  # the lag between samples counts, not only at the sample
+                metrics[nid]["lag_ms"] = max(metrics[nid].get("lag_ms") or 0, peak)
         busy, queue, lag = a.measure(metrics, now)
         if not a.memory.enabled:
             return
@@ -666,6 +669,8 @@ class Service:
         planned = {n.id: n.cost for n in plan.nodes}
         obs = a.observe(planned, qs, self.model, busy, queue, now, lag)
         d = a.decide(obs)
+        if self.dep.lagging and d.action not in ("replace", "vetoed"):
+            return  # a node silent: nothing but the slow node's replacement moves meanwhile
         if d.action == "vetoed":
             last = a.last or {}
             if (last.get("action"), last.get("nodes_after")) != ("vetoed", d.nodes_after):
