@@ -248,7 +248,7 @@ def run_autoscale_bench(
     flaps = _flaps(events, opts.cooldown_s)
     say("checking every answer against the brute force")
     t1 = time.perf_counter()
-    check = _check_answers(pa.concat_tables(fed_parts), regs, run_dir)
+    check = check_answers(pa.concat_tables(fed_parts), regs, run_dir)
     lat = st1["answer_latency_s"]
     conv = [s["steps_to_converge"] for s in per_step]
     res = {
@@ -312,7 +312,7 @@ def _flaps(events: list[dict], cooldown_s: float) -> list[dict]:
     ]
 
 
-def _check_answers(allt, regs: dict, run_dir: Path) -> dict:
+def check_answers(allt, regs: dict, run_dir: Path) -> dict:
     """Every answer against ``executors.churn_oracle.registered_answers`` (each registration
     over the rows that can reach its windows), and no (query, window) written twice."""
     import pyarrow.parquet as pq

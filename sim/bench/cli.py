@@ -711,3 +711,34 @@ def bench_autoscale(
     console.print(f"results: {out / 'bench_autoscale.json'}")
     if not res["answers_equal_brute_force"] or res["windows_written_twice"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("stall")
+def bench_stall(
+    nodes: int = typer.Option(3, min=2, help="Plan nodes (node-1's actor is stopped)."),
+    queries: int = typer.Option(30, min=1, help="Queries."),
+    call_timeout: float = typer.Option(10.0, min=1, help="cluster.call_timeout_s."),
+    files: int = typer.Option(30, min=8, help="Files dropped, one every --every seconds."),
+    every: float = typer.Option(1.0, min=0.1, help="Wall seconds between two files."),
+    out: Path = out_option("out/bench_stall"),
+):
+    """A node actor stopped (SIGSTOP) on a healthy host while files arrive: detection time,
+    the other nodes' answers during the silence, status latency, recovery, answers vs the
+    brute force (``sim/bench/stall.py``)."""
+    from sim.bench.stall import StallBenchOptions, run_stall_bench
+
+    res = run_stall_bench(
+        out,
+        StallBenchOptions(
+            nodes=nodes,
+            queries=queries,
+            call_timeout_s=call_timeout,
+            files=files,
+            drop_every_s=every,
+        ),
+        say=lambda s: console.print(s, soft_wrap=True, markup=False),
+    )
+    console.print(json.dumps(res, indent=1), markup=False)
+    console.print(f"results: {out / 'bench_stall.json'}")
+    if not res["answers_equal_brute_force"] or res["windows_written_twice"]:
+        raise typer.Exit(1)
