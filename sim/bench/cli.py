@@ -741,4 +741,54 @@ def bench_stall(
     console.print(json.dumps(res, indent=1), markup=False)
     console.print(f"results: {out / 'bench_stall.json'}")
     if not res["answers_equal_brute_force"] or res["windows_written_twice"]:
+
+@bench_app.command("scale")
+def bench_scale(
+    qnums: str = typer.Option(
+        "1000,3000,10000,30000,100000,300000,1000000", help="Comma-separated query counts N."
+    ),
+    smaxes: str = typer.Option("100,1000,10000", help="Comma-separated largest slides Smax."),
+    nodes: str = typer.Option(
+        "1,16,64", help="Comma-separated node counts (1: WeaveShare; more: --distributed)."
+    ),
+    distributed: str = typer.Option(
+        "WG_TN", help="Comma-separated distributed optimizers for node counts above 1."
+    ),
+    limit: float = typer.Option(
+        300.0, help="Per-cell time limit (s): a cell over it is stopped and reported as such."
+    ),
+    verify: bool = typer.Option(True, help="Check every plan with verify-plan (not timed)."),
+    out: Path = out_option("out/bench_scale"),
+):
+    """Plan time and peak memory against N over a grid of N x Smax x nodes, each cell a child
+    process stopped at --limit; a table, a log-log plot and the fitted growth exponents
+    (``sim/bench/scale.py``)."""
+    from placement.optimizers import DISTRIBUTED
+    from sim.bench import scale as b
+
+    if not limit > 0:
+        raise UserError(f"--limit: a number of seconds > 0, got {limit}")
+    cells = b.grid(
+        int_items("qnums", qnums, 1),
+        int_items("smaxes", smaxes, 1),
+        int_items("nodes", nodes, 1),
+        choices("distributed", distributed, tuple(DISTRIBUTED)),
+    )
+    with _progress() as bar:
+        task = bar.add_task("bench scale", total=len(cells))
+
+        def done(c):
+            bar.console.print(
+                f"N={c.qnum} S={c.smax} nodes={c.nodes} {c.optimizer}: {c.status}"
+                + (f" {c.seconds:.2f}s {c.peak_mb:.0f}MB" if c.seconds is not None else "")
+            )
+            bar.advance(task)
+
+        b.run(cells, limit, plan_dir=out / "plans", verify=verify, on_cell=done)
+    paths = b.save(cells, out)
+    console.print(paths["md"].read_text(), markup=False, soft_wrap=True)
+    for k, p in paths.items():
+        console.print(f"{k}: {p}")
+    if any(c.verified is False for c in cells):
+        console.print("[red]some plan does not recompute (verify-plan)")
         raise typer.Exit(1)

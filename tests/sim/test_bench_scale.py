@@ -1,0 +1,94 @@
+"""``weaveplace bench scale`` (``sim/bench/scale.py``): cells run in child processes give the
+plan an in-process WeaveShare gives, a cell over its limit is stopped and reported, the
+growth fit and the command on a tiny grid."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from typer.testing import CliRunner
+
+from placement.trees import CostModel
+from placement.weaveshare import weaveshare
+from sim.bench import scale
+from sim.cli import UserError, app
+from sim.workload import WorkloadSpec, generate
+
+
+def _in_process_hash(qnum: int, smax: int) -> tuple[str, float]:
+    qs = generate(WorkloadSpec(qnum, smax, 1.0, 0.5, 10.0, "nrm", 0))
+    trees = weaveshare(qs, CostModel("panes", 1.0, "fast"))
+    groups = [sorted(sorted(q.id for q in t.queries) for t in trees)]
+    return hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:16], sum(t.cost for t in trees)
+
+
+def test_a_cell_gives_the_in_process_plan_verified(tmp_path):
+    cell = scale.run_cell(scale.Cell(200, 50, 1, "weaveshare"), 120.0, tmp_path)
+    digest, total = _in_process_hash(200, 50)
+    assert cell.status == "ok"
+    assert cell.plan_hash == digest
+    assert math.isclose(cell.total_cost, total, rel_tol=1e-12)
+    assert cell.total_cost == cell.max_cost  # one node
+    assert cell.verified is True
+    assert cell.peak_mb > 10 and cell.seconds >= 0
+    plan = json.loads((tmp_path / "n200_s50_k1_weaveshare.json").read_text())
+    assert len(plan["queries"]) == 200
+    assert sum(len(t["queries"]) for n in plan["nodes"] for t in n["trees"]) == 200
+
+
+def test_a_distributed_cell_spreads_over_its_nodes():
+    cell = scale.run_cell(scale.Cell(120, 30, 4, "WG_TN"), 120.0, verify=True)
+    assert cell.status == "ok" and cell.verified is True
+    assert cell.max_cost < cell.total_cost  # more than one node carries trees
+
+
+def test_a_cell_over_its_limit_is_stopped_and_larger_n_skipped():
+    cells = scale.grid([50_000, 100_000], [10_000], [1])
+    scale.run(cells, limit_s=1.0, verify=False)
+    assert cells[0].status == "> 1 s"
+    assert cells[0].seconds is None
+    assert cells[1].status.startswith("> 1 s (skipped")
+
+
+def test_growth_exponent_is_the_log_log_slope():
+    cells = [
+        scale.Cell(n, 100, 1, "weaveshare", status="ok", seconds=2e-4 * n**1.5)
+        for n in (1_000, 10_000, 100_000)
+    ]
+    cells.append(scale.Cell(1_000_000, 100, 1, "weaveshare", status="> 60 s"))
+    cells.append(scale.Cell(100, 100, 1, "weaveshare", status="ok", seconds=0.01))  # < MIN_FIT_S
+    (exp,) = scale.growth_exponents(cells).values()
+    assert math.isclose(exp, 1.5, rel_tol=1e-9)
+    assert scale.growth_exponents(cells[:1]) == {(100, 1, "weaveshare"): None}
+
+
+def test_the_command_writes_table_plot_and_json(tmp_path):
+    res = CliRunner().invoke(
+        app,
+        ["bench", "scale", "--qnums", "60,120", "--smaxes", "20", "--nodes", "1,2"]
+        + ["--limit", "120", "--out", str(tmp_path)],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "scale.json").read_text())
+    assert [(c["qnum"], c["nodes"], c["optimizer"], c["status"]) for c in data["cells"]] == [
+        (60, 1, "weaveshare", "ok"),
+        (120, 1, "weaveshare", "ok"),
+        (60, 2, "WG_TN", "ok"),
+        (120, 2, "WG_TN", "ok"),
+    ]
+    assert all(c["verified"] for c in data["cells"])
+    assert (tmp_path / "scale.png").stat().st_size > 1000
+    assert "growth exponent" in (tmp_path / "scale.md").read_text()
+
+
+def test_bad_options_are_user_errors_naming_the_option():
+    for args, option in (
+        (["--nodes", "0"], "--nodes"),
+        (["--distributed", "NOPE"], "--distributed"),
+        (["--limit", "0"], "--limit"),
+    ):
+        res = CliRunner().invoke(app, ["bench", "scale", *args])
+        assert isinstance(res.exception, UserError), res.output
+        assert str(res.exception).startswith(option)
