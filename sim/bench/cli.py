@@ -741,6 +741,8 @@ def bench_stall(
     console.print(json.dumps(res, indent=1), markup=False)
     console.print(f"results: {out / 'bench_stall.json'}")
     if not res["answers_equal_brute_force"] or res["windows_written_twice"]:
+        raise typer.Exit(1)
+
 
 @bench_app.command("scale")
 def bench_scale(
