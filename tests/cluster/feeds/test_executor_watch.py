@@ -77,14 +77,13 @@ def test_watch_cancels_the_job_when_an_actor_dies(ray_session):
         assert isinstance(dead["node-1"], ray.exceptions.RayActorError)
 
 
-def _sleepy(rows):
-    time.sleep(120)
-    yield from rows
-
-
 @pytest.mark.cluster
 def test_a_cancelled_spark_job_ends_at_once(spark):
-    job = _SparkJob(spark.sparkContext, [1, 2], _sleepy)
+    def sleepy(rows):  # nested: pickled by value, so Spark's Python workers need not import
+        time.sleep(120)  # this test module (and its tests/support imports)
+        yield from rows
+
+    job = _SparkJob(spark.sparkContext, [1, 2], sleepy)
     assert job.running(1.0)
     t0 = time.monotonic()
     job.cancel()
