@@ -10,12 +10,23 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.answers.files import jsonable
 
 #: events kept in memory (and shown by ``status``)
 LATEST = 20
+
+
+@dataclass
+class Change:
+    """One command's transaction: its event's name, the planned (TotalCost, MaxCost) before
+    it and the event's details (filled in by the command; ``Service.commit`` logs it)."""
+
+    command: str
+    before: tuple[float, float]
+    detail: dict = field(default_factory=dict)
 
 
 class EventLog:

@@ -34,11 +34,14 @@ Re-plans (``rebalance``, drift past ``placement.tolerance``) run the configured 
 the initial plan's arguments; with WG_PF, the plan ``placement.choose`` picks from its front
 (``cluster.service.planning``: the rule is part of the state, shown in ``status``).
 
-Modules: this one is the commands (~550 lines, one idea: each command is the same transaction
-on the same running state, ``_transaction``: one command at a time, between micro-batches, on
-a running deployment; costs before; the plan written, the answers flushed and the state saved,
-the event logged after; splitting the commands apart would split that state and its lock).
-Beside it, what is not a command: ``state`` (the running plan's typed records),
+Modules: this one is the running state's transaction (``transaction``: one command at a time,
+between micro-batches, on a running deployment; costs before; the plan written, the answers
+flushed and the state saved, the event logged after) and the commands on the queries and the
+plan (add, remove, re-plan), which share the change points and the running trees.  Its
+collaborators own the rest, each through the service's public methods: ``gate`` (who may
+change the running state now: bounded waits, a status that never waits), ``node_commands``
+(``add-node``, ``retire-node``), ``elastic`` (the autoscale policy at work).  Beside them,
+what is not a command: ``state`` (the running plan's typed records),
 ``tree_changes`` (a fresh placement as changes of the running trees, pure), ``pricing`` (the
 running plan priced, drift), ``events`` (``events.jsonl``), ``stream`` (the directory
 stream), ``resume`` (what ``--resume`` continues from), ``status`` (the status reply and load
@@ -52,18 +55,19 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster.deployment.churn import ChurnDeployment
 from cluster.feeds.directory_options import StreamStats
 from cluster.service import resume as service_resume
 from cluster.service import status as service_status
-from cluster.service.autoscale import Autoscaler, keep_nodes, match_nodes
+from cluster.service.autoscale import Autoscaler
 from cluster.service.control import one_line
-from cluster.service.events import EventLog
+from cluster.service.elastic import Elastic, no_policy
+from cluster.service.events import Change, EventLog
 from cluster.service.gate import Gate
 from cluster.service.load_history import LoadHistory
+from cluster.service.node_commands import NodeCommands
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
@@ -79,16 +83,6 @@ T_FIRST = -(1 << 62)
 def _start_of(point: tuple[int, int | None]) -> int | None:
     """A new tree's ``t_start`` from a change point: none before anything was fed."""
     return None if point[1] is None else point[0]
-
-
-@dataclass
-class Change:
-    """One command's transaction: its event's name, the planned (TotalCost, MaxCost) before
-    it and the event's details (filled in by the command)."""
-
-    command: str
-    before: tuple[float, float]
-    detail: dict = field(default_factory=dict)
 
 
 class Service:
@@ -136,10 +130,14 @@ class Service:
         self.file_latency: list[float] = []  # s from a file's arrival to its answers written
         self.state = "starting"
         self.control = None
-        #: the elastic policy (``placement.autoscale``; None: the node count is the operator's)
-        self.autoscaler = Autoscaler(o.autoscale) if o.autoscale is not None else None
-        #: Ray's autoscaler on an attached cluster (``cluster.runtime.resources``), else None
-        self.resources = o.resources
+        #: ``add-node`` and ``retire-node`` (``cluster.service.node_commands``)
+        self.node_commands = NodeCommands(self)
+        #: the elastic policy at work (``placement.autoscale``, ``cluster.service.elastic``;
+        #: None: the node count is the operator's); with Ray's autoscaler on an attached
+        #: cluster (``cluster.runtime.resources``)
+        self.elastic = (
+            Elastic(self, Autoscaler(o.autoscale), o.resources) if o.autoscale is not None else None
+        )
         if start.resume_state is None:
             #: the running plan's queries, trees, capacities, ids used and files fed
             self.running = ServiceState.from_plan(start.plan)
@@ -163,7 +161,7 @@ class Service:
         """The running plan, ``weaveplace.plan/1`` with this deployment's tree ids."""
         return self.pricing.plan_dict(self.running, list(self.dep.nodes), self.choice)
 
-    def _costs(self) -> tuple[float, float]:
+    def costs(self) -> tuple[float, float]:
         return self.pricing.costs(self.running, list(self.dep.nodes))
 
     def write_plan(self) -> dict:
@@ -184,8 +182,8 @@ class Service:
     def event_time(self) -> int | None:
         return self.stream.stats.max_ts
 
-    def _event(self, command: str, before: tuple[float, float], **detail) -> dict:
-        after = self._costs()
+    def record_event(self, command: str, before: tuple[float, float], **detail) -> dict:
+        after = self.costs()
         ev = {
             "wall_time": time.time(),
             "event_time": self.event_time,
@@ -239,25 +237,26 @@ class Service:
             raise Conflict(f"the deployment is {self.state}; commands need it running")
 
     @contextmanager
-    def _transaction(self, command: str, check_drift: bool = False) -> Iterator[Change]:
+    def transaction(self, command: str, check_drift: bool = False) -> Iterator[Change]:
         """Run a command's body exclusively on a running deployment, with the costs before it;
         when the body returns: write the plan, flush the answers (and save the state), log
         the event, and with ``check_drift`` re-plan if the change drifted too far.  A body
         that raises has changed nothing, and none of this happens."""
         with self._exclusive(command):
             self._check_running()
-            change = Change(command, self._costs())
+            change = Change(command, self.costs())
             yield change
-            self._commit(change)
+            self.commit(change)
             if check_drift:
                 self._check_drift()
-                self._autoscale(f"after {command}")
+                if self.elastic is not None:
+                    self.elastic.evaluate(f"after {command}")
 
-    def _commit(self, change: Change) -> None:
+    def commit(self, change: Change) -> None:
         self.write_plan()
         self.flush_outputs()
         self.log_faults()
-        self._event(change.command, change.before, **change.detail)
+        self.record_event(change.command, change.before, **change.detail)
 
     def _change_points(self) -> dict[str, tuple[int, int | None]]:
         """Per window kind, (``at`` for the trees, the value reported) of a change now: time
@@ -303,7 +302,7 @@ class Service:
         ``control.parse_new_queries``); see the module doc for where they go."""
         from placement.replace import add_queries
 
-        with self._transaction("add-queries", check_drift=True) as change:
+        with self.transaction("add-queries", check_drift=True) as change:
             for q in queries:
                 self.check_new_query_id(q.id)
                 if q.kind == "count" and getattr(self.dep, "mode", "raw") == "sliced":
@@ -370,7 +369,7 @@ class Service:
     def remove_queries(self, ids: list[str]) -> dict:
         """Unregister queries (distinct ids, ``control.parse_query_ids``): windows ending at
         or before T_unreg are still answered."""
-        with self._transaction("remove-queries", check_drift=True) as change:
+        with self.transaction("remove-queries", check_drift=True) as change:
             running = self.running
             unknown = [i for i in ids if i not in running.queries]
             if unknown:
@@ -407,73 +406,14 @@ class Service:
                 reply["removed_at_position"] = {s: p_unreg for s in counted}
             return reply
 
+    # -- nodes: cluster.service.node_commands ---------------------------------------------------
     def add_node(self, nid: str | None = None, capacity: float | None = None) -> dict:
-        """Scale out: a new node takes trees from the busiest nodes at a checkpoint
-        (``Deployment.add_node``: ``placement.replace.add_node``'s moves, exactly once)."""
-        from cluster.deployment.specs import DeploymentError
-
-        with self._transaction("add-node") as change:
-            try:
-                rec = self._add_node(nid, capacity, "add-node")
-            except DeploymentError as e:
-                raise Conflict(f"add-node: {one_line(e)}") from None
-            change.detail.update(node=rec["node"], trees_moved=rec["moved"], trees=rec["trees"])
-            return {"node": rec["node"], "moved": rec["trees"]}
-
-    def _add_node(self, nid: str | None, capacity: float | None, reason: str) -> dict:
-        """``add-node``'s body (inside a transaction): the deployment's record of the move."""
-        rec = self.dep.add_node(nid, capacity=capacity, reason=reason)
-        new = rec["node"]
-        self.running.capacity[new] = rec.get("capacity")
-        for tid in rec["trees"]:
-            if tid in self.running.trees:
-                self.running.trees[tid].node = new
-        return rec
+        """``add-node`` (``NodeCommands.add_node``)."""
+        return self.node_commands.add_node(nid, capacity)
 
     def retire_node(self, nid: str) -> dict:
-        """Graceful scale-in (``ChurnDeployment.retire_node``): the node's trees go where
-        ``placement.replace.remove_node`` puts them (run as separate trees where it would
-        weave), at a checkpoint; the last node cannot be retired."""
-        from cluster.deployment.specs import DeploymentError
-        from placement.replace import remove_node
-
-        with self._transaction("retire-node") as change:
-            nodes = self.dep.nodes
-            if nid not in nodes:
-                raise NotFound(f"retire-node: unknown node {nid!r}; nodes: {', '.join(nodes)}")
-            if len(nodes) == 1:
-                raise Conflict(
-                    f"retire-node: {nid!r} is the last node; its queries would have nowhere to run"
-                )
-            plan, _ = self.placement_plan()
-            rep = remove_node(plan, nid, self.model)
-            where = {q.id: n.id for n in rep.plan.nodes for t in n.trees for q in t.queries}
-            try:
-                rec = self._retire_node(nid, where, "retire-node")
-            except DeploymentError as e:
-                raise Conflict(f"retire-node: {one_line(e)}") from None
-            change.detail.update(node=nid, trees_moved=rec["moved"], trees=rec["trees"])
-            return {"retired": nid, "moved": rec["trees"]}
-
-    def _retire_node(self, nid: str, where: dict[str, str], reason: str) -> dict:
-        """``retire-node``'s body (inside a transaction): node ``nid``'s trees go to the node
-        ``where`` names for their first active query (a tree without one, or whose query has
-        no place there, to the least loaded other node)."""
-        plan, _ = self.placement_plan()
-        load = {n.id: n.cost for n in plan.nodes if n.id != nid}
-        targets = {}
-        for t in self.dep.nodes[nid].spec["trees"]:
-            tid = str(t["id"])
-            tree = self.running.trees.get(tid)
-            active = tree.active if tree is not None else []
-            dest = where.get(active[0]) if active else None
-            targets[tid] = dest if dest in load else min(load, key=load.get)
-        rec = self.dep.retire_node(nid, targets, reason=reason)
-        for tid, dest in targets.items():
-            if tid in self.running.trees:
-                self.running.trees[tid].node = dest
-        self.running.capacity.pop(nid, None)
-        return rec
+        """``retire-node`` (``NodeCommands.retire_node``)."""
+        return self.node_commands.retire_node(nid)
 
     def request_stop(self, flush: bool = False) -> dict:
         """Stop after the micro-batch in progress: answers the watermark released are written,
@@ -518,7 +458,7 @@ class Service:
         """``rebalance`` inside a transaction already exclusive (a command's drift check)."""
         from placement.queries import query_from_mapping
 
-        change = Change(cause, self._costs())
+        change = Change(cause, self.costs())
         running = self.running
         if not running.queries:
             return {"moved": {}, "handoffs": {}, "note": "no queries running"}
@@ -531,11 +471,11 @@ class Service:
             raise Conflict(
                 f"{cause}: the optimizer {self.optimizer!r} cannot re-plan: {one_line(e)}"
             ) from None
-        reply = self._replan_to(fresh, nids, change, choice)
-        self._commit(change)
+        reply = self.replan_to(fresh, nids, change, choice)
+        self.commit(change)
         return reply
 
-    def _replan_to(self, fresh, nids: list[str], change: Change, choice: dict | None) -> dict:
+    def replan_to(self, fresh, nids: list[str], change: Change, choice: dict | None) -> dict:
         """Reach ``fresh`` (its j-th node on ``nids[j]``) from the running trees (``rebalance``'s
         re-weaving and moves), inside a transaction; ``change`` gets the details."""
         running = self.running
@@ -595,8 +535,8 @@ class Service:
             "handed_at": t_at,
             **self._position_detail("handed_at_position", pts),
             "moves_skipped": skipped,
-            "total_cost": self._costs()[0],
-            "max_cost": self._costs()[1],
+            "total_cost": self.costs()[0],
+            "max_cost": self.costs()[1],
             "fresh_total_cost": fresh.total_cost,
             "fresh_max_cost": fresh.max_cost,
             **({} if choice is None else {"choose": choice}),
@@ -611,153 +551,26 @@ class Service:
             try:
                 self._rebalance("drift")
             except Conflict as e:  # the change itself stands: record why no re-plan
-                self._event(
-                    "drift-not-replanned", self._costs(), reason=e.message, drift=d["drift"]
+                self.record_event(
+                    "drift-not-replanned", self.costs(), reason=e.message, drift=d["drift"]
                 )
 
-    # -- elastic deployments: cluster.service.autoscale -----------------------------------------
+    # -- elastic deployments: cluster.service.elastic -------------------------------------------
+    @property
+    def autoscaler(self):
+        """The autoscale policy and its memory (None without ``placement.autoscale``)."""
+        return None if self.elastic is None else self.elastic.autoscaler
+
     def after_batch(self) -> None:
-        """After a micro-batch (the stream calls it, holding off the next one): evaluate the
-        autoscale policy, unless a command is waiting (it evaluates after itself)."""
-        if self.autoscaler is None:
-            return
-        with self.gate.unless_busy() as free:
-            if free and self.state == "running":
-                self._autoscale("micro-batch")
+        """After a micro-batch: the autoscale policy (``Elastic.after_batch``)."""
+        if self.elastic is not None:
+            self.elastic.after_batch()
 
     def set_autoscale(self, on: bool) -> dict:
-        """``ctl autoscale on|off``: override the policy at run time."""
-        if self.autoscaler is None:
-            raise Conflict("autoscale: no placement.autoscale policy in this deployment's config")
-        with self.gate.command("autoscale"):
-            self.autoscaler.set_enabled(on)
-            self._event("autoscale", self._costs(), **self._autoscale_fields("switched", on))
-            return self.autoscaler.status(time.monotonic())
-
-    def _autoscale_fields(self, why: str, on: bool) -> dict:
-        n = len(self.dep.nodes)
-        return {
-            "action": "on" if on else "off",
-            "reason": {"why": why},
-            "nodes_before": n,
-            "nodes_after": n,
-        }
-
-    def _autoscale(self, cause: str) -> None:
-        """One evaluation of the policy (inside a command or between micro-batches) and, when
-        it decides, the decision carried out as one change: nodes added (``add-node``'s path,
-        Ray's autoscaler asked first on an attached cluster) or retired (``retire-node``'s
-        path), then the model's plan reached by ``rebalance``'s re-weaving and moves."""
-        from placement.queries import query_from_mapping
-
-        a = self.autoscaler
-        if a is None:
-            return
-        now = time.monotonic()
-        try:
-            metrics = self.dep.metrics()["nodes"]
-        except Exception:  # a node being recovered: measure next time
-            return
-        for nid, peak in self.dep.liveness.take_lag_peaks().items():
-            if nid in metrics:  # the lag between samples counts, not only at the sample
-                metrics[nid]["lag_ms"] = max(metrics[nid].get("lag_ms") or 0, peak)
-        busy, queue, lag = a.measure(metrics, now)
-        if not a.memory.enabled:
-            return
-        qs = [query_from_mapping(self.running.queries[i]) for i in sorted(self.running.queries)]
-        plan, _ = self.placement_plan()
-        planned = {n.id: n.cost for n in plan.nodes}
-        obs = a.observe(planned, qs, self.model, busy, queue, now, lag)
-        d = a.decide(obs)
-        if self.dep.lagging and d.action not in ("replace", "vetoed"):
-            return  # a node silent: nothing but the slow node's replacement moves meanwhile
-        if d.action == "vetoed":
-            last = a.last or {}
-            if (last.get("action"), last.get("nodes_after")) != ("vetoed", d.nodes_after):
-                a.record(d, now, time.time())
-                self._event("autoscale", self._costs(), **self._decision_fields(d, cause))
-            return
-        if not d.acts:
-            return
-        change = Change("autoscale", self._costs())
-        fresh = obs.need.plan if d.nodes_after == obs.need.nodes else None
-        if d.action == "replace":  # the slow node's trees move whole: no re-plan
-            fresh = None
-        if fresh is None and d.action in ("replan", "in"):  # a plan on exactly that many nodes
-            fresh = a.plan_on(qs, self.model, d.nodes_after)
-            if fresh is None:  # none fits there (e.g. above max_nodes): nothing to reach
-                return
-        extra = self._scale(d, fresh, change)
-        a.record(d, now, time.time())
-        change.detail.update(**self._decision_fields(d, cause), **extra)
-        change.detail["nodes_after"] = len(self.dep.nodes)
-        self._commit(change)
-
-    def _decision_fields(self, d, cause: str) -> dict:
-        return {
-            "action": d.action,
-            "cause": cause,
-            "reason": d.reason,
-            "nodes_before": d.nodes_before,
-            "nodes_after": d.nodes_after,
-        }
-
-    def _scale(self, d, fresh, change: Change) -> dict:
-        """Carry out ``d``: add or retire nodes, then reach ``fresh`` (the model's plan on
-        ``d.nodes_after`` nodes; None for a measured scale-out: the added node takes trees
-        from the busiest as ``add-node`` does)."""
-        hosted = {
-            nid: {q for t in self.running.trees.values() if t.node == nid for q in t.active}
-            for nid in self.dep.nodes
-        }
-        extra: dict = {}
-        if d.action == "replace":
-            return self._replace_node(d.reason["slow_node"])
-        if d.nodes_after > d.nodes_before:
-            k = d.nodes_after - d.nodes_before
-            if self.resources is not None:
-                extra["resources"] = self.resources.scale_to(d.nodes_after)
-            # the nodes' capacity when they have one (a re-plan needs all or none)
-            has = any(c is not None for c in self.running.capacity.values())
-            cap = self.autoscaler.policy.capacity if has else None
-            extra["added"] = [self._add_node(None, cap, "autoscale")["node"] for _ in range(k)]
-        elif d.nodes_after < d.nodes_before and fresh is not None:
-            keep = keep_nodes(fresh, hosted, list(self.dep.nodes))
-            ids = match_nodes(fresh, hosted, keep)
-            where = {
-                q.id: ids[j] for j, n in enumerate(fresh.nodes) for t in n.trees for q in t.queries
-            }
-            extra["retired"] = []
-            for nid in [n for n in list(self.dep.nodes) if n not in keep]:
-                self._retire_node(nid, where, "autoscale")
-                extra["retired"].append(nid)
-            if self.resources is not None:
-                extra["resources"] = self.resources.release_to(d.nodes_after)
-        if fresh is not None and len(fresh.nodes) == len(self.dep.nodes):
-            hosted = {
-                nid: {q for t in self.running.trees.values() if t.node == nid for q in t.active}
-                for nid in self.dep.nodes
-            }
-            ids = match_nodes(fresh, hosted, list(self.dep.nodes))
-            reply = self._replan_to(fresh, ids, change, None)
-            extra["replan"] = {k: reply[k] for k in ("moved", "moves_skipped")}
-        return extra
-
-    def _replace_node(self, slow: str) -> dict:
-        """A slow node replaced: a new node is added (``add-node``'s path) and ``slow``
-        retired (``retire-node``'s path), its trees going to the new node."""
-        extra: dict = {}
-        n = len(self.dep.nodes)
-        if self.resources is not None:
-            extra["resources"] = self.resources.scale_to(n + 1)
-        has = any(c is not None for c in self.running.capacity.values())
-        cap = self.autoscaler.policy.capacity if has else None
-        new = self._add_node(None, cap, "autoscale")["node"]
-        where = {q: new for t in self.running.trees.values() if t.node == slow for q in t.active}
-        self._retire_node(slow, where, "autoscale")
-        if self.resources is not None:
-            extra["resources"] = self.resources.release_to(n)
-        return {**extra, "added": [new], "retired": [slow]}
+        """``ctl autoscale on|off`` (``Elastic.set_enabled``)."""
+        if self.elastic is None:
+            raise no_policy()
+        return self.elastic.set_enabled(on)
 
     # -- persistence (resume): cluster.service.resume -----------------------------------------
     def flush_outputs(self) -> None:
@@ -801,9 +614,9 @@ class Service:
                 )
             self.state = "running"
             resumed = self.resume_state is not None
-            self._event(
+            self.record_event(
                 "resume" if resumed else "start",
-                self._costs(),
+                self.costs(),
                 nodes=sorted(self.dep.nodes),
                 queries=len(self.running.queries),
             )
@@ -811,9 +624,9 @@ class Service:
             self.state = "stopped"
             self.log_faults()
             service_status.write_metrics(self, stats)
-            self._event(
+            self.record_event(
                 "stop",
-                self._costs(),
+                self.costs(),
                 reason=stats.stop_reason,
                 answers=stats.answers,
                 late=stats.late,
