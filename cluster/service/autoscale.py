@@ -383,6 +383,38 @@ class Autoscaler:
             "reason": d.reason,
         }
 
+    def to_state(self, now: float, wall: float) -> dict:
+        """What ``serve --resume`` needs to go on where the policy was (``ctl autoscale off``,
+        the last decision and its cool-down, the streaks): JSON-ready, the last decision's
+        time as wall time (``now``: this process's monotonic clock, ``wall``: ``time.time``
+        at the same moment)."""
+        m = self.memory
+        return {
+            "enabled": m.enabled,
+            "last_wall": None if m.last_at is None else wall - (now - m.last_at),
+            "last_action": m.last_action,
+            "last_nodes": None if m.last_nodes is None else list(m.last_nodes),
+            "busy_streak": m.busy_streak,
+            "slow": None if m.slow is None else list(m.slow),
+            "last": self.last,
+            "decisions": self.decisions,
+        }
+
+    def restore_state(self, saved: dict, now: float, wall: float) -> None:
+        """Go on from ``to_state``'s record (the cool-down counts the time the deployment
+        was down)."""
+        last_wall = saved.get("last_wall")
+        self.memory = Memory(
+            enabled=bool(saved.get("enabled", True)),
+            last_at=None if last_wall is None else now - (wall - float(last_wall)),
+            last_action=saved.get("last_action"),
+            last_nodes=None if saved.get("last_nodes") is None else tuple(saved["last_nodes"]),
+            busy_streak=int(saved.get("busy_streak", 0)),
+            slow=None if saved.get("slow") is None else (saved["slow"][0], int(saved["slow"][1])),
+        )
+        self.last = saved.get("last")
+        self.decisions = int(saved.get("decisions", 0))
+
     def status(self, now: float) -> dict:
         """``status``'s ``autoscale`` key: the policy, on/off, the last decision, the cool-down
         left."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from cluster.answers.files import atomic_write, jsonable
@@ -28,6 +29,8 @@ def restore(svc: Any, r: dict) -> None:
     if r.get("planner"):  # (states saved before the planner was kept: the constructor's)
         svc.planner = Planner.from_state(r["planner"])
     svc.choice = r.get("choice", svc.choice)
+    if svc.autoscaler is not None and r.get("autoscale"):  # the policy goes on where it was
+        svc.autoscaler.restore_state(r["autoscale"], time.monotonic(), time.time())
     st = svc.stream.stats
     for k, v in r["stats"].items():
         setattr(st, k, v)
@@ -115,6 +118,9 @@ def save_state(svc: Any, final: bool = False) -> None:
         "opt_factor": svc.opt_factor,
         "planner": svc.planner.to_state(),
         "choice": svc.choice,
+        "autoscale": None
+        if svc.autoscaler is None
+        else svc.autoscaler.to_state(time.monotonic(), time.time()),
     }
     atomic_write(sd / "service.json", json.dumps(state, default=jsonable))
     keep = {v["blob"] for v in nodes.values()}

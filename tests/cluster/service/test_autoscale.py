@@ -246,3 +246,24 @@ def test_ctl_autoscale_takes_on_or_off_and_the_route_checks_its_body(tmp_path):
     for args in ([], ["maybe"], ["on", "off"]):
         with pytest.raises(ServeError, match="autoscale: give on or off"):
             ctl(tmp_path, "autoscale", args)
+
+
+def test_the_policy_state_survives_a_resume():
+    """``serve --resume``: off stays off, the last decision, its cool-down (counting the time
+    the deployment was down) and the streaks go on (``Autoscaler.to_state``)."""
+    import json
+
+    a = Autoscaler(POLICY)
+    a.set_enabled(False)
+    d = decide(POLICY, obs(30.0, 2), Memory())
+    a.record(d, now=1000.0, wall=5000.0)
+    a.memory = replace(a.memory, busy_streak=2, slow=("node-1", 1))
+    saved = json.loads(json.dumps(a.to_state(now=1010.0, wall=5010.0)))
+    b = Autoscaler(POLICY)
+    b.restore_state(saved, now=20.0, wall=5015.0)  # a new process, down for 5 s
+    assert not b.memory.enabled and b.status(20.0)["enabled"] is False
+    assert b.memory.last_at == pytest.approx(20.0 - 15.0)  # the decision was 15 s ago
+    assert b.status(20.0)["cooldown_left_s"] == pytest.approx(POLICY.cooldown_s - 15.0)
+    assert (b.memory.last_action, b.memory.last_nodes) == ("out", (2, 4))
+    assert (b.memory.busy_streak, b.memory.slow) == (2, ("node-1", 1))
+    assert b.last == a.last and b.decisions == a.decisions == 1
