@@ -188,3 +188,45 @@ def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_sessi
     # silent (1.2 s, looked at every 0.6 s), then not at all
     gaps = [b - a for (a, _), (b, _) in zip(taken, taken[1:]) if state["at"] < a < state["cont"]]
     assert len(gaps) >= 2 and gaps[0] < 3.0 and max(gaps[1:]) < 1.0
+
+
+def test_the_actor_route_skips_a_silent_node_at_its_checkpoints(workload, ray_session, tmp_path):
+    """Answers written by the actors (``answers: actors``), a checkpoint every 2 batches:
+    node-2 stopped mid-run, so some checkpoint rounds go on without it (a part it may have
+    staged before it went silent is committed when it answers, or dropped with its actor);
+    stuck past the deadline it is restarted.  The dataset equals the fault-free run's."""
+    from cluster.deployment.deployment import Deployment
+    from cluster.deployment.options import DeploymentOptions
+
+    plan = make_plan(workload["queries"], n_nodes=3)
+    batches = _batches(workload)
+    with Deployment(plan, DeploymentOptions(call_timeout_s=None)) as dep:
+        for b in batches:
+            dep.feed(None, b)
+        clean = dep.finish().answers
+    out = tmp_path / "run"
+    opts = DeploymentOptions(call_timeout_s=4.0, answers="actors", out_dir=out, checkpoint_every=2)
+    state: dict = {}
+    try:
+        with Deployment(plan, opts) as dep:
+            for i, b in enumerate(batches):
+                if i == 5:
+                    state["pid"] = _pid(dep, "node-2")
+                    os.kill(state["pid"], signal.SIGSTOP)
+                if i > 5 and dep.lagging:
+                    state["skipped"] = dep.checkpoint_rounds
+                dep.feed(None, b)
+                time.sleep(0.2)
+            res = dep.finish()
+            events = dep.fault_log.summary()["events"]
+    finally:
+        if "pid" in state:
+            try:
+                os.kill(state["pid"], signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    assert "skipped" in state  # checkpoint rounds went on while node-2 was behind
+    assert [(e["node"], e["detected_by"]) for e in events if e["command"] == "failure"] == [
+        ("node-2", "deadline")
+    ]
+    assert res.answers.equals(clean)
