@@ -230,3 +230,63 @@ def test_the_actor_route_skips_a_silent_node_at_its_checkpoints(workload, ray_se
         ("node-2", "deadline")
     ]
     assert res.answers.equals(clean)
+
+
+def test_a_slow_call_that_moves_is_not_stuck_one_that_does_not_is(ray_session):
+    """The deadline counts from the last sign of progress, not from the call's start: a data
+    call running 6 s that steps every 0.5 s outlives a 3 s ``call_timeout_s``; one that stops
+    stepping (a deadlock) is declared stuck and its actor killed."""
+    import types
+
+    import ray
+
+    from cluster.deployment.liveness import Liveness
+
+    @ray.remote(num_cpus=0, max_restarts=0, concurrency_groups={"health": 1})
+    class Worker:
+        def __init__(self):
+            self.calls = CallTracker()
+
+        def work(self, seconds: float, step_every: float | None):
+            self.calls.begin("work")
+            t0 = time.monotonic()
+            try:
+                while time.monotonic() - t0 < seconds:
+                    time.sleep(0.05)
+                    if (
+                        step_every is not None
+                        and time.monotonic() - self.calls.progressed > step_every
+                    ):
+                        self.calls.step()
+                return "done"
+            finally:
+                self.calls.end()
+
+        @ray.method(concurrency_group="health")
+        def health(self):
+            return {**self.calls.report(), "pid": os.getpid(), "ray_node": None}
+
+    moving, stalled = Worker.remote(), Worker.remote()
+    ray.get([moving.health.remote(), stalled.health.remote()])
+    dep = types.SimpleNamespace(
+        nodes={
+            "moving": types.SimpleNamespace(actor=moving),
+            "stalled": types.SimpleNamespace(actor=stalled),
+        },
+        event_time=None,
+    )
+    live = Liveness(dep, call_timeout_s=3.0)
+    live.start()
+    try:
+        a = moving.work.remote(6.0, 0.5)
+        b = stalled.work.remote(6.0, None)
+        assert ray.get(a, timeout=30) == "done"
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(b, timeout=30)
+        assert set(live.take_declared()) == {"stalled"}
+        v = live.verdict("stalled", stalled)
+        assert v["call"] == "work" and 3.0 <= v["detect_s"] < 6.0
+        assert live.report("moving")["health"] == "ok"
+    finally:
+        live.stop()
+        ray.kill(moving)
