@@ -588,11 +588,12 @@ class Deployment:
             self.catch_up(nid, block=True)
 
     def recover_declared(self) -> None:
-        """Recover now the nodes the health check declared stuck (and killed) since the last
-        look, rather than at their next call."""
-        for nid in self.liveness.take_declared():
-            if nid in self.nodes:
-                self.coordinator.on_dead(nid, None)
+        """Recover now the nodes the health check declared stuck (and killed) or found gone
+        since the last look, rather than at their next call (an idle deployment makes none)."""
+        for nid, actor, error in self.liveness.take_pending():
+            n = self.nodes.get(nid)
+            if n is not None and n.actor is actor:  # not recovered or lost meanwhile
+                self.coordinator.on_dead(nid, error)
 
     # -- incremental results (live streams) ---------------------------------------------------
     def take_answers(self) -> pa.Table:

@@ -29,7 +29,7 @@ never declared stuck, only silent: a constructor that fails surfaces as the data
 
 Thread safety: the health thread reads the deployment's nodes (a copy of the dict, retried if
 it changed meanwhile) and writes only its own records; the data path reads ``silent`` and
-``take_declared`` (a lock around the hand-over).
+``take_pending`` (a lock around the hand-over).
 """
 
 from __future__ import annotations
@@ -87,6 +87,10 @@ class Liveness:
         self.clock, self.wall = clock, wall
         self.nodes: dict[str, NodeHealth] = {}
         self.declared: dict[str, dict[str, Any]] = {}  # verdicts the data path has not taken
+        #: nodes whose actor the health check found gone (its health call failed: a crashed
+        #: process or a node Ray declared dead) and the error, until the data path takes them
+        #: (``take_pending``): an idle deployment recovers them without waiting for a call
+        self.gone: dict[str, tuple[Any, BaseException]] = {}
         #: per node, the largest event-time lag (ms) its health answers showed since
         #: ``take_lag_peaks`` (a node that falls behind and catches up between two samples
         #: of the autoscale policy still shows)
@@ -142,8 +146,10 @@ class Liveness:
                         h.reply = ray.get(ready[0])
                         h.replied, h.replied_wall = self.clock(), self.wall()
                         self._note_lag(nid, h.reply.get("event_time"))
-                    except ray.exceptions.RayError:
-                        h.dead = True  # the data path finds out on its own calls
+                    except ray.exceptions.RayError as e:
+                        h.dead = True  # the data path recovers it (take_pending)
+                        with self.lock:
+                            self.gone[nid] = (actor, e)
                     h.ref = None
             if h.ref is None and not h.dead:
                 h.ref, h.sent = actor.health.remote(), self.clock()
@@ -212,16 +218,25 @@ class Liveness:
             h.quiet(now) >= self.silent_after_s or h.stalled() >= (self.call_timeout_s or 0.0) / 2
         )
 
-    def take_declared(self) -> dict[str, dict[str, Any]]:
-        """The nodes declared stuck since the last call, with their verdicts."""
+    def needs_attention(self) -> bool:
+        """Some node was declared stuck or found gone and the data path has not taken it."""
+        return bool(self.declared or self.gone)
+
+    def take_pending(self) -> list[tuple[str, Any, BaseException | None]]:
+        """``(node, actor, error)`` of the nodes declared stuck (``error`` None) or found gone
+        since the last call: the data path recovers each whose actor is still that one."""
         with self.lock:
-            out, self.declared = self.declared, {}
+            declared, self.declared = self.declared, {}
+            gone, self.gone = self.gone, {}
+        out = [(nid, self.nodes[nid].actor, None) for nid in declared if nid in self.nodes]
+        out += [(nid, actor, err) for nid, (actor, err) in gone.items() if nid not in declared]
         return out
 
     def discharge(self, nid: str) -> None:
         """The data path took node ``nid``'s failure in hand (its recovery starts now)."""
         with self.lock:
             self.declared.pop(nid, None)
+            self.gone.pop(nid, None)
 
     def verdict(self, nid: str, actor) -> dict[str, Any] | None:
         """The stuck verdict of ``nid``'s actor ``actor`` (``None``: not declared)."""

@@ -292,6 +292,7 @@ class DirectoryStream:
             if not ready and spark_idle:
                 ready = True
                 self._last_file = max(self._last_file, now)
+            self._recover_idle()
             busy = self._lock.locked()
             self.stats.idle_s = now - self._last_file if ready and not busy else 0.0
             if o.timeout_s is not None and now - self._t0 >= o.timeout_s:
@@ -310,6 +311,26 @@ class DirectoryStream:
                     pass  # seen as not isActive on the next turn
             self._report()
         self._report()
+
+    def _recover_idle(self) -> None:
+        """Between micro-batches: nodes the deployment's health check found gone or stuck
+        (``cluster.deployment.liveness``) are recovered now, not at the next file's first
+        call to them (with no file arriving, a lost node would stay lost and unreported)."""
+        if not self.dep.liveness.needs_attention() or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._stop_reason is None:
+                self.dep.recover_declared()
+                self._after_idle_recovery()
+        except BaseException as exc:  # raised again in run(), as a micro-batch's error is
+            self._error = exc
+            self.request_stop("error")
+        finally:
+            self._lock.release()
+
+    def _after_idle_recovery(self) -> None:
+        """What an owner does after a recovery between micro-batches (``cluster.service.
+        stream``: log the events, save the state)."""
 
     def _between_triggers(self, query, wait_s: float = 5.0) -> None:
         """Wait (a little) until Spark is between triggers: stopping a query interrupts its

@@ -97,6 +97,12 @@ class ServiceStream(DirectoryStream):
             self.service.sample_load()
             self.service.after_batch()  # the autoscale policy, between micro-batches
 
+    def _after_idle_recovery(self) -> None:
+        """A node recovered between micro-batches: its events logged, the answers written
+        and the state saved (it may have been behind: the state waited for it)."""
+        self.service.log_faults()
+        self.service.flush_outputs()
+
     def _finish(self) -> None:
         import ray
 
