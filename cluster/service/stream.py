@@ -100,8 +100,11 @@ class ServiceStream(DirectoryStream):
     def _after_idle_recovery(self) -> None:
         """A node recovered between micro-batches: its events logged, the answers written
         and the state saved (it may have been behind: the state waited for it)."""
+        # the answers first: the recovery event is complete once the trees' new hosts commit
+        # theirs; then the events (trees moved where they run now) and the state after them
+        self.write_handed_over(self.dep.take_answers(), self.dep.take_late())
         self.service.log_faults()
-        self.service.flush_outputs()
+        self.service.persist()
 
     def _finish(self) -> None:
         import ray
