@@ -101,6 +101,7 @@ def _node_queries(plan, nid: str) -> set[str]:
     return {q if isinstance(q, str) else q["id"] for t in trees for q in t["queries"]}
 
 
+@pytest.mark.scenario
 def test_a_stuck_node_is_not_waited_for_then_declared_and_recovered(workload, ray_session):
     """node-1 stopped for good after batch 6: the feed does not wait for it, node-0's and
     node-2's answers are committed meanwhile, node-1 is declared stuck within call_timeout_s
@@ -110,7 +111,7 @@ def test_a_stuck_node_is_not_waited_for_then_declared_and_recovered(workload, ra
     plan = make_plan(workload["queries"], n_nodes=3)
     batches = _batches(workload)
     clean, *_ = _run(plan, batches, DeploymentOptions(call_timeout_s=None))
-    timeout = 4.0
+    timeout = 10.0  # a loaded 2-core machine can hold a healthy actor's answer for seconds
     stopped = {}
 
     def stop(dep, i):
@@ -153,8 +154,9 @@ def test_a_stuck_node_is_not_waited_for_then_declared_and_recovered(workload, ra
     assert len(during) >= 2
 
 
+@pytest.mark.scenario
 def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_session):
-    """node-2 stopped for 2.5 s (silent after 1.2 s, deadline 6 s), then continued: not
+    """node-2 stopped for 3.5 s (silent after 2 s, deadline 20 s), then continued: not
     recovered, no failure; it catches up from the replay log; answers exact."""
     from cluster.deployment.options import DeploymentOptions
 
@@ -168,14 +170,14 @@ def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_sessi
             state["pid"] = _pid(dep, "node-2")
             os.kill(state["pid"], signal.SIGSTOP)
             state["at"] = time.time()
-        if "at" in state and "cont" not in state and time.time() - state["at"] > 2.5:
+        if "at" in state and "cont" not in state and time.time() - state["at"] > 3.5:
             state["lagging"] = dep.lagging
             os.kill(state["pid"], signal.SIGCONT)
             state["cont"] = time.time()
 
     try:
         got, taken, events, metrics = _run(
-            plan, batches, DeploymentOptions(call_timeout_s=6.0), pause, pause_s=0.25
+            plan, batches, DeploymentOptions(call_timeout_s=20.0), pause, pause_s=0.25
         )
     finally:
         if "pid" in state and "cont" not in state:
@@ -185,11 +187,12 @@ def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_sessi
     assert events == []
     assert metrics["nodes"]["node-2"]["recoveries"] == 0
     # during the pause the micro-batches were held up by node-2 only until it was found
-    # silent (1.2 s, looked at every 0.6 s), then not at all
+    # silent (2 s, looked at every second), then not at all
     gaps = [b - a for (a, _), (b, _) in zip(taken, taken[1:]) if state["at"] < a < state["cont"]]
-    assert len(gaps) >= 2 and gaps[0] < 3.0 and max(gaps[1:]) < 1.0
+    assert len(gaps) >= 2 and gaps[0] < 4.0 and max(gaps[1:]) < 1.5
 
 
+@pytest.mark.scenario
 def test_the_actor_route_skips_a_silent_node_at_its_checkpoints(workload, ray_session, tmp_path):
     """Answers written by the actors (``answers: actors``), a checkpoint every 2 batches:
     node-2 stopped mid-run, so some checkpoint rounds go on without it (a part it may have
@@ -205,7 +208,7 @@ def test_the_actor_route_skips_a_silent_node_at_its_checkpoints(workload, ray_se
             dep.feed(None, b)
         clean = dep.finish().answers
     out = tmp_path / "run"
-    opts = DeploymentOptions(call_timeout_s=4.0, answers="actors", out_dir=out, checkpoint_every=2)
+    opts = DeploymentOptions(call_timeout_s=10.0, answers="actors", out_dir=out, checkpoint_every=2)
     state: dict = {}
     try:
         with Deployment(plan, opts) as dep:

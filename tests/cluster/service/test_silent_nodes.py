@@ -40,7 +40,7 @@ from sim.debs_generator import generate_debs
 pytestmark = [pytest.mark.cluster, pytest.mark.scenario]
 
 FILE_S, N_FILES, RATE_HZ = 2, 24, 50
-CALL_TIMEOUT_S = 8.0
+CALL_TIMEOUT_S = 12.0
 SAFETY_S = 300.0
 
 
