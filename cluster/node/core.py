@@ -638,7 +638,8 @@ class NodeCore:
         returned and added to the ``compile_s`` counter (reported apart from ``busy_s``)."""
         if which is None:
             which = [(tid, "i") for tid in self.trees]
-        dt = self._warm.warm(self.trees, self.tree_technique, which, self.calls.step)
+        with self.calls.compiling():  # no step inside a kernel's compilation
+            dt = self._warm.warm(self.trees, self.tree_technique, which, self.calls.step)
         self.counters["compile_s"] = self.counters.get("compile_s", 0.0) + dt
         return dt
 

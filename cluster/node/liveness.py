@@ -24,6 +24,8 @@ from __future__ import annotations
 import functools
 import inspect
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 #: methods of a node class that are not data calls: the health call itself, and the cheap
@@ -41,6 +43,7 @@ class CallTracker:
         self.progressed = 0.0
         self.done = 0  # data calls finished
         self.depth = 0  # a data method calling another (ingest -> warmup) is one call
+        self.exempt = 0  # inside ``compiling()``: progress is not measured
 
     def begin(self, name: str) -> None:
         self.depth += 1
@@ -53,6 +56,18 @@ class CallTracker:
     def step(self) -> None:
         """The running call made progress (one tree did its part)."""
         self.progressed = self.clock()
+
+    @contextmanager
+    def compiling(self) -> Iterator[None]:
+        """A stretch whose progress cannot be seen (numba compiling or loading a tree's
+        kernels: seconds, a minute without a warm cache): not taken for a stall.  A stopped
+        process still shows, by not answering at all."""
+        self.exempt += 1
+        try:
+            yield
+        finally:
+            self.exempt -= 1
+            self.step()
 
     def end(self) -> None:
         self.depth -= 1
@@ -69,7 +84,7 @@ class CallTracker:
         return {
             "call": call,
             "call_s": now - started if busy else 0.0,
-            "since_progress_s": max(0.0, now - progressed) if busy else 0.0,
+            "since_progress_s": max(0.0, now - progressed) if busy and not self.exempt else 0.0,
             "calls_done": self.done,
         }
 

@@ -47,6 +47,13 @@ def test_call_tracker_reports_the_running_call_and_its_progress():
     assert t.report()["since_progress_s"] == 1
     t.end()
     assert t.report() == {"call": None, "call_s": 0.0, "since_progress_s": 0.0, "calls_done": 1}
+    t.begin("ingest")
+    with t.compiling():  # a kernel compiling: no step to see, not a stall
+        c.t += 40
+        assert t.report()["since_progress_s"] == 0.0
+    assert t.report()["since_progress_s"] == 0.0  # and it counts as progress when done
+    c.t += 2
+    assert t.report()["since_progress_s"] == 2
 
 
 def test_silence_is_the_unanswered_health_call_or_a_call_without_progress():
