@@ -163,7 +163,7 @@ def test_a_stuck_node_is_not_waited_for_then_declared_and_recovered(workload, ra
 
 @pytest.mark.scenario
 def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_session):
-    """node-2 stopped for 3.5 s (silent after 2 s, deadline 20 s), then continued: not
+    """node-2 stopped for 6 s (silent after 2 s, deadline 20 s), then continued: not
     recovered, no failure; it catches up from the replay log; answers exact."""
     from cluster.deployment.options import DeploymentOptions
 
@@ -177,14 +177,14 @@ def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_sessi
             state["pid"] = _pid(dep, "node-2")
             os.kill(state["pid"], signal.SIGSTOP)
             state["at"] = time.time()
-        if "at" in state and "cont" not in state and time.time() - state["at"] > 3.5:
+        if "at" in state and "cont" not in state and time.time() - state["at"] > 6.0:
             state["lagging"] = dep.lagging
             os.kill(state["pid"], signal.SIGCONT)
             state["cont"] = time.time()
 
     try:
         got, taken, events, metrics = _run(
-            plan, batches, DeploymentOptions(call_timeout_s=20.0), pause, pause_s=0.25
+            plan, batches, DeploymentOptions(call_timeout_s=20.0), pause, pause_s=0.4
         )
     finally:
         if "pid" in state and "cont" not in state:
@@ -194,9 +194,10 @@ def test_a_node_silent_for_less_than_the_deadline_catches_up(workload, ray_sessi
     assert events == []
     assert metrics["nodes"]["node-2"]["recoveries"] == 0
     # during the pause the micro-batches were held up by node-2 only until it was found
-    # silent (2 s, looked at every second), then not at all
+    # silent (2 s, looked at every second), then not at all (held, a gap would last the
+    # rest of the pause: about 4 s)
     gaps = [b - a for (a, _), (b, _) in zip(taken, taken[1:]) if state["at"] < a < state["cont"]]
-    assert len(gaps) >= 2 and gaps[0] < 4.0 and max(gaps[1:]) < 1.5
+    assert len(gaps) >= 3 and gaps[0] < 4.0 and max(gaps[1:]) < 2.5, gaps
 
 
 @pytest.mark.scenario
