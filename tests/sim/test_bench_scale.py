@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 
+import pytest
 from typer.testing import CliRunner
 
 from placement.trees import CostModel
@@ -24,6 +25,7 @@ def _in_process_hash(qnum: int, smax: int) -> tuple[str, float]:
     return hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:16], sum(t.cost for t in trees)
 
 
+@pytest.mark.scenario  # child processes of the bench: make test-scenarios
 def test_a_cell_gives_the_in_process_plan_verified(tmp_path):
     cell = scale.run_cell(scale.Cell(200, 50, 1, "weaveshare"), 120.0, tmp_path)
     digest, total = _in_process_hash(200, 50)
@@ -38,12 +40,14 @@ def test_a_cell_gives_the_in_process_plan_verified(tmp_path):
     assert sum(len(t["queries"]) for n in plan["nodes"] for t in n["trees"]) == 200
 
 
+@pytest.mark.scenario  # child processes of the bench: make test-scenarios
 def test_a_distributed_cell_spreads_over_its_nodes():
     cell = scale.run_cell(scale.Cell(120, 30, 4, "WG_TN"), 120.0, verify=True)
     assert cell.status == "ok" and cell.verified is True
     assert cell.max_cost < cell.total_cost  # more than one node carries trees
 
 
+@pytest.mark.scenario  # child processes of the bench: make test-scenarios
 def test_a_cell_over_its_limit_is_stopped_and_larger_n_skipped():
     cells = scale.grid([50_000, 100_000], [10_000], [1])
     scale.run(cells, limit_s=1.0, verify=False)
@@ -64,6 +68,7 @@ def test_growth_exponent_is_the_log_log_slope():
     assert scale.growth_exponents(cells[:1]) == {(100, 1, "weaveshare"): None}
 
 
+@pytest.mark.scenario  # child processes of the bench: make test-scenarios
 def test_the_command_writes_table_plot_and_json(tmp_path):
     res = CliRunner().invoke(
         app,

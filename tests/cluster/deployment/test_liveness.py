@@ -243,6 +243,7 @@ def test_the_actor_route_skips_a_silent_node_at_its_checkpoints(workload, ray_se
     assert res.answers.equals(clean)
 
 
+@pytest.mark.scenario
 def test_a_slow_call_that_moves_is_not_stuck_one_that_does_not_is(ray_session):
     """The deadline counts from the last sign of progress, not from the call's start: a data
     call running 6 s that steps every 0.5 s outlives a 3 s ``call_timeout_s``; one that stops
