@@ -82,6 +82,17 @@ def serve_config(d: Path, queries, cluster: dict, placement: dict | None = None)
     return run_dir
 
 
+def wait_files(run_dir: Path, proc, n: int) -> None:
+    """Until ``serve`` answers ``running`` with ``n`` files fed (its answers written)."""
+    from cluster.service.control import call
+
+    def ok() -> bool:
+        st = call(run_dir, "GET", "/status", timeout=5)
+        return st["state"] == "running" and st["files"] >= n
+
+    wait_for(ok, f"serve running, {n} files fed", SAFETY_S, proc=proc, retry_errors=True)
+
+
 def test_serve_goes_on_while_a_node_actor_is_stuck(tmp_path):
     from cluster.service.control import call
 
@@ -129,23 +140,12 @@ def test_serve_goes_on_while_a_node_actor_is_stuck(tmp_path):
 
     poller = threading.Thread(target=poll_status, daemon=True)
     try:
-        wait_for(
-            lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
-            "serve to start",
-            SAFETY_S,
-            proc=proc,
-            retry_errors=True,
-        )
+        wait_files(run_dir, proc, 0)
         poller.start()
         for k in range(N_FILES):
             drop(incoming, f"f{k:02d}.parquet", files[k])
             if k == 5:
-                wait_for(
-                    lambda: call(run_dir, "GET", "/status", timeout=5)["files"] >= 6,
-                    "six files fed",
-                    SAFETY_S,
-                    proc=proc,
-                )
+                wait_files(run_dir, proc, 6)
                 st = call(run_dir, "GET", "/status", timeout=5)
                 box["others"] = node_queries(run_dir, ("node-0", "node-2"))
                 box["stopped_et"] = int(st["event_time"])
@@ -153,12 +153,7 @@ def test_serve_goes_on_while_a_node_actor_is_stuck(tmp_path):
                 os.kill(pid, signal.SIGSTOP)
                 box["stopped_at"] = time.time()
             time.sleep(1.0)
-        wait_for(
-            lambda: call(run_dir, "GET", "/status", timeout=5)["files"] >= N_FILES,
-            "every file fed",
-            SAFETY_S,
-            proc=proc,
-        )
+        wait_files(run_dir, proc, N_FILES)
         stop_polling.set()
         poller.join(10)
         r = call(run_dir, "POST", "/stop", {"flush": True}, timeout=60)
@@ -261,22 +256,11 @@ def test_a_slow_node_shows_its_lag_and_is_replaced(tmp_path):
 
     th = None
     try:
-        wait_for(
-            lambda: call(run_dir, "GET", "/status", timeout=5)["state"] == "running",
-            "serve to start",
-            SAFETY_S,
-            proc=proc,
-            retry_errors=True,
-        )
+        wait_files(run_dir, proc, 0)
         for k in range(N_FILES):
             drop(incoming, f"f{k:02d}.parquet", files[k])
             if k == 3:
-                wait_for(
-                    lambda: call(run_dir, "GET", "/status", timeout=5)["files"] >= 4,
-                    "four files fed",
-                    SAFETY_S,
-                    proc=proc,
-                )
+                wait_files(run_dir, proc, 4)
                 st = call(run_dir, "GET", "/status", timeout=5)
                 pid = int(st["nodes"]["node-1"]["health"]["pid"])
                 th = threading.Thread(target=throttled, args=(pid,), daemon=True)
@@ -285,12 +269,7 @@ def test_a_slow_node_shows_its_lag_and_is_replaced(tmp_path):
                 box["lag"] = max(box["lag"], lag_metric())
             time.sleep(1.0)
         wait_for(replaced, "node-1 replaced", 60, proc=proc)
-        wait_for(
-            lambda: call(run_dir, "GET", "/status", timeout=5)["files"] >= N_FILES,
-            "every file fed",
-            SAFETY_S,
-            proc=proc,
-        )
+        wait_files(run_dir, proc, N_FILES)
         throttle.set()
         r = call(run_dir, "POST", "/stop", {"flush": True}, timeout=60)
         assert r["stopping"]
