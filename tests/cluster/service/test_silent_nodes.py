@@ -268,7 +268,7 @@ def test_a_slow_node_shows_its_lag_and_is_replaced(tmp_path):
             if th is not None and not replaced():
                 box["lag"] = max(box["lag"], lag_metric())
             time.sleep(1.0)
-        wait_for(replaced, "node-1 replaced", 60, proc=proc)
+        wait_for(replaced, "node-1 replaced", SAFETY_S, proc=proc)
         wait_files(run_dir, proc, N_FILES)
         throttle.set()
         r = call(run_dir, "POST", "/stop", {"flush": True}, timeout=60)
