@@ -56,13 +56,30 @@ def stopped_by() -> int | None:
     return _last_stop[0]
 
 
+def _caused_by_stop(exc: BaseException | None) -> bool:
+    """``exc`` is a ``Stopped``, or was raised while handling one (a broken pipe py4j meets
+    when it closes the connection the interrupt left half-used)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, Stopped):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 class _QuietStops(logging.Filter):
     """Drops log records of a ``Stopped`` on its way out: py4j logs "KeyboardInterrupt while
-    sending command" with its traceback on the root logger when a second signal lands in one
-    of its calls, but that stop was asked for, not an error."""
+    sending command", or the broken pipe it then meets shutting the connection down, with
+    its traceback when a second signal lands in one of its calls; that stop was asked for,
+    not an error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], Stopped))
+        return not (record.exc_info and _caused_by_stop(record.exc_info[1]))
+
+
+# A logger's filters see only what is logged on that logger, not what its children propagate:
+# py4j's records are quietened on the loggers that log them.
+_QUIET_LOGGERS = ("", "py4j", "py4j.java_gateway", "py4j.clientserver")
 
 
 _QUIET = _QuietStops()
@@ -71,15 +88,17 @@ _quiet_depth = [0]  # blocks that want it (they nest: a stream inside a run)
 
 @contextmanager
 def _quiet_stops() -> Iterator[None]:
-    root = logging.getLogger()
+    loggers = [logging.getLogger(name) for name in _QUIET_LOGGERS]
     _quiet_depth[0] += 1
-    root.addFilter(_QUIET)  # added once however deep (Filterer keeps one of each)
+    for log in loggers:
+        log.addFilter(_QUIET)  # added once however deep (Filterer keeps one of each)
     try:
         yield
     finally:
         _quiet_depth[0] -= 1
         if not _quiet_depth[0]:
-            root.removeFilter(_QUIET)
+            for log in loggers:
+                log.removeFilter(_QUIET)
 
 
 def _main_thread() -> bool:

@@ -102,9 +102,24 @@ def test_a_stop_is_not_logged_as_an_error(caplog):
         except KeyboardInterrupt:
             logging.exception("KeyboardInterrupt while sending command.")
 
+    def log_broken_pipe(logger):
+        """py4j's shutdown of the connection the interrupt left half-used (its own logger)."""
+        try:
+            try:
+                raise Stopped(signal.SIGTERM)
+            except KeyboardInterrupt:
+                raise BrokenPipeError(32, "Broken pipe")  # noqa: B904 (chained implicitly)
+        except OSError:
+            logger.exception("Exception occurred while shutting down connection")
+
+    clientserver = logging.getLogger("py4j.clientserver")
     with sigterm_as_sigint(), on_stop_signals(lambda s, f: None):
         log_stop()
+        log_broken_pipe(clientserver)
         logging.error("a real error")
-    assert [r.getMessage() for r in caplog.records] == ["a real error"]
+        clientserver.error("a real py4j error")
+    assert [r.getMessage() for r in caplog.records] == ["a real error", "a real py4j error"]
     log_stop()
     assert caplog.records[-1].getMessage() == "KeyboardInterrupt while sending command."
+    log_broken_pipe(clientserver)
+    assert caplog.records[-1].getMessage() == "Exception occurred while shutting down connection"
