@@ -57,12 +57,20 @@ def stopped_by() -> int | None:
 
 
 class _QuietStops(logging.Filter):
-    """Drops log records of a ``Stopped`` on its way out: py4j logs "KeyboardInterrupt while
-    sending command" with its traceback on the root logger when a second signal lands in one
-    of its calls, but that stop was asked for, not an error."""
+    """Drops log records of a ``Stopped`` on its way out, or of an error raised while handling
+    one: py4j logs "KeyboardInterrupt while sending command" with its traceback on the root
+    logger when a second signal lands in one of its calls, and, closing the interrupted
+    connection, a broken pipe to a JVM already going away; that stop was asked for, not an
+    error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], Stopped))
+        exc = record.exc_info[1] if record.exc_info else None
+        seen = 0
+        while exc is not None and seen < 8:  # the exception, then what it was handling
+            if isinstance(exc, Stopped):
+                return False
+            exc, seen = exc.__cause__ or exc.__context__, seen + 1
+        return True
 
 
 _QUIET = _QuietStops()

@@ -102,8 +102,18 @@ def test_a_stop_is_not_logged_as_an_error(caplog):
         except KeyboardInterrupt:
             logging.exception("KeyboardInterrupt while sending command.")
 
+    def log_broken_pipe_closing_after_a_stop():
+        try:
+            try:
+                raise Stopped(signal.SIGTERM)
+            except KeyboardInterrupt:
+                raise BrokenPipeError(32, "Broken pipe")  # noqa: B904  (as py4j: implicit)
+        except OSError:
+            logging.exception("Exception occurred while shutting down connection")
+
     with sigterm_as_sigint(), on_stop_signals(lambda s, f: None):
         log_stop()
+        log_broken_pipe_closing_after_a_stop()
         logging.error("a real error")
     assert [r.getMessage() for r in caplog.records] == ["a real error"]
     log_stop()
