@@ -121,6 +121,7 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
 
     from cluster.deployment.specs import DeploymentError
     from cluster.errors import StreamError
+    from cluster.runtime.signals import errors_after_a_stop_are_the_stop
     from sim.cli.base import status_line
 
     try:
@@ -137,15 +138,16 @@ def serve_command(config: Path | None, resume: Path | None, console, user_error)
     with bar:
         task = bar.add_task("starting Ray and Spark", total=None)
         try:
-            stats = run_service(
-                cfg,
-                run_dir,
-                state,
-                text,
-                base,
-                progress=lambda st: bar.update(task, description=st.line()),
-                say=lambda line: console.print(escape(line), soft_wrap=True),
-            )
+            with errors_after_a_stop_are_the_stop():
+                stats = run_service(
+                    cfg,
+                    run_dir,
+                    state,
+                    text,
+                    base,
+                    progress=lambda st: bar.update(task, description=st.line()),
+                    say=lambda line: console.print(escape(line), soft_wrap=True),
+                )
         except ServeError as e:
             raise user_error(str(e)) from None
         except (DeploymentError, StreamError) as e:

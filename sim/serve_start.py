@@ -255,7 +255,8 @@ def run_service(
         spark=spark,
         spark_master=cfg.cluster.spark.master,
     )
-    with started_runtimes(runtime) as (spark, startup):
+    with started_runtimes(runtime) as runtimes:
+        startup = runtimes.startup
         if say is not None and startup.get("ray_auth"):
             say(f"Ray: {startup['ray_auth']}")
         if say is not None and startup.get("failure_detection_s"):
@@ -282,7 +283,7 @@ def run_service(
                 dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
             svc = Service(
                 dep,
-                spark,
+                runtimes.spark(),  # started meanwhile (cluster.runs.startup)
                 watch,
                 run_dir,
                 ServiceStart(plan, model, choice=choice, resume_state=state),

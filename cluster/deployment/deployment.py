@@ -153,6 +153,9 @@ class Deployment:
         #: fault log's events carry it (``cluster.deployment.faults``)
         self.event_time: int | None = None
         self.t_start = time.perf_counter()
+        #: ``perf_counter()`` when the first rows were handed over (``None``: none yet): a
+        #: run's ``startup.first_row_s`` (``cluster.runs.startup``)
+        self.first_row_at: float | None = None
         self._finished = False
         # actors start asynchronously; fail fast if one cannot be constructed
         ray.get([n.actor.ping.remote() for n in self.nodes.values()])
@@ -334,6 +337,8 @@ class Deployment:
         now ``batches_fed``; ``event_time``: the newest timestamp among them); returns whether
         ``checkpoint_every`` says to checkpoint."""
         self.note_event_time(event_time)
+        if batches and self.first_row_at is None:
+            self.first_row_at = time.perf_counter()
         self._seq = int(last_seq)
         self.batches_fed = int(batches_fed)
         self.coordinator.count_fed(batches)
@@ -398,6 +403,8 @@ class Deployment:
         seq = self._seq
         self.rows_fed += batch.num_rows
         self.bytes_fed += batch.nbytes
+        if batch.num_rows and self.first_row_at is None:
+            self.first_row_at = time.perf_counter()
         tcol = next((c for c in ("ts_ms", "ts_max") if c in names), None)  # rows, or slices
         if tcol is not None and batch.num_rows:
             self.note_event_time(pc.max(batch.column(tcol)).as_py())

@@ -100,7 +100,7 @@ def run_directory(
             )
             guard.quiet = True  # only teardown left: let it complete
             final_plan = run.deployment.plan
-            startup = run.startup
+            startup = run.note_first_row()
     finally:
         guard.restore()
     metrics = stats.metrics("stream")

@@ -119,6 +119,7 @@ def run_file(
         deployment = deployment.with_(out_dir=out_dir)
     with started_run(plan, runtime, deployment) as run:
         fs, text_metrics = _feed_file(run, data_path, out_dir, feed, deployment.mode)
+        run.note_first_row()
         t2 = time.perf_counter()
         result = run.deployment.finish()
         t_finish = time.perf_counter() - t2

@@ -1,17 +1,28 @@
-"""The start-up path every run shares: the plan, Ray, Spark and the deployment, each started
-in that order and stopped in reverse, plus ``plan_final.json`` at the end.
+"""The start-up path every run shares: Ray and Spark started at the same time, then the
+deployment, each stopped in reverse, plus ``plan_final.json`` at the end.
 
 Why one module: a file run and a directory run differ only in what they feed; both load a plan,
 start (or borrow) Ray and Spark, deploy, and record the layout as it ran. Written once here, they
 cannot drift apart.
+
+Why at the same time: Ray (4-11 s here) and Spark's JVM (3-5 s) need nothing from each other,
+and one after the other they made up most of the wait before the first row.  Spark starts on a
+thread of its own while the main thread starts Ray and then the deployment's actors; the run
+waits for Spark only when it needs the session, so the first row is fed about when the slower
+of the two is up.  Ray stays on the main thread because ``ray.init`` takes SIGTERM over there
+and the hand-over to SIGINT (``cluster.runtime.signals``) can only be put back from the main
+thread; PySpark installs its SIGINT handler only when its context is created on the main
+thread, so a session started on the thread installs none (``on_new_spark`` still runs, on the
+main thread, once the session is there).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,59 +41,151 @@ def load_plan(plan: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
     return json.loads(Path(plan).read_text()) if isinstance(plan, (str, Path)) else plan
 
 
+def new_ray(runtime: RuntimeOptions) -> AbstractContextManager:
+    """Ray for ``runtime``: started, attached or borrowed (``RayRuntime``)."""
+    return RayRuntime(
+        address=runtime.ray_address,
+        num_cpus=runtime.num_cpus,
+        failure_timeout_s=runtime.failure_timeout_s,
+    )
+
+
+def new_spark(runtime: RuntimeOptions) -> Any:
+    """A Spark session on ``runtime.spark_master``, its executor heartbeat timeout bounded by
+    ``failure_timeout_s`` (``spark_failure_conf``)."""
+    return spark_session(runtime.spark_master, conf=spark_failure_conf(runtime.failure_timeout_s))
+
+
+class SparkStart:
+    """A Spark session being started on a thread of its own.
+
+    ``wait`` returns the session (or raises what its start raised); ``stop`` stops it once its
+    start is over, whether or not anyone waited for it (a run that ended before it needed
+    Spark).  Both block in the caller's thread while the start goes on; a Ctrl-C there
+    interrupts the wait (the thread is a daemon: it never keeps the process alive)."""
+
+    def __init__(self, start: Callable[[], Any]):
+        self.session: Any = None
+        self.error: BaseException | None = None
+        self.seconds: float | None = None  # how long the start took, once over
+        self._stopped = False
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(
+            target=self._run, args=(start,), name="weaveplace-spark-start", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, start: Callable[[], Any]) -> None:
+        try:
+            self.session = start()
+        except BaseException as exc:  # noqa: BLE001  (handed to whoever waits)
+            self.error = exc
+        finally:
+            self.seconds = time.perf_counter() - self._t0
+
+    def wait(self) -> Any:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.session
+
+    def stop(self) -> None:
+        self._thread.join()
+        if self.session is not None and not self._stopped:
+            self._stopped = True
+            self.session.stop()
+
+
+class Runtimes:
+    """What ``started_runtimes`` yields: Ray running, Spark running or still starting.
+
+    ``startup``: the figures for the metrics (``started_runtimes``); ``t0``: ``perf_counter()``
+    when the start-up began, the origin of every ``*_s`` in it after ``ray_s``."""
+
+    def __init__(
+        self,
+        t0: float,
+        startup: dict[str, Any],
+        spark: Any = None,
+        starting: SparkStart | None = None,
+        on_new_spark: Callable[[], None] | None = None,
+    ):
+        self.t0 = t0
+        self.startup = startup
+        self._spark = spark
+        self._starting = starting
+        self._on_new_spark = on_new_spark
+
+    def spark(self) -> Any:
+        """The Spark session; the first call waits for a session this run starts, records
+        ``spark_s`` (its own start, overlapping Ray's) and runs ``on_new_spark``."""
+        if self._starting is not None and self._spark is None:
+            self._spark = self._starting.wait()
+            self.startup["spark_s"] = self._starting.seconds
+            if self._on_new_spark:
+                self._on_new_spark()
+        return self._spark
+
+
 @contextmanager
 def started_runtimes(
-    runtime: RuntimeOptions, on_new_spark: Callable[[], None] | None = None
-) -> Iterator[tuple]:
+    runtime: RuntimeOptions,
+    on_new_spark: Callable[[], None] | None = None,
+    *,
+    start_ray: Callable[[RuntimeOptions], AbstractContextManager] = new_ray,
+    start_spark: Callable[[RuntimeOptions], Any] = new_spark,
+) -> Iterator[Runtimes]:
     """Ray (started unless one is running or ``runtime.ray_address`` is given) and a Spark
-    session (started unless ``runtime.spark`` is given, with the executor heartbeat timeout
-    bounded by ``failure_timeout_s``: ``spark_failure_conf``), each stopped on exit if this
-    run started it.  Yields ``(spark, startup)``; ``startup`` = ``{ray_s, ray_owned, ray_auth,
-    failure_detection_s, spark_s}`` for the metrics (``failure_detection_s``: the bound Ray
-    applies on declaring a silent host dead).  ``on_new_spark`` runs right after a session is created (a new
-    SparkContext installs PySpark's SIGINT handler: a directory run takes it back).  From
-    start to end SIGTERM does what SIGINT does (``cluster.runtime.signals``), Ray's own
-    SIGTERM handler replaced once Ray runs."""
-    spark = runtime.spark
-    own_spark = spark is None
+    session (started unless ``runtime.spark`` is given), started at the same time: Spark on a
+    thread, Ray on the calling thread (``Runtimes.spark`` waits for the session).  Each is
+    stopped on exit if this run started it, Spark first, also when the other failed to start.
+    ``start_ray``, ``start_spark``: what starts each (tests put stand-ins there).
+
+    ``Runtimes.startup`` = ``{ray_s, ray_owned, ray_auth, failure_detection_s, spark_s}`` for
+    the metrics (``failure_detection_s``: the bound Ray applies on declaring a silent host
+    dead; ``spark_s``: 0 for a session passed in, else set once the session is waited for).
+    ``on_new_spark`` runs on the calling thread when a session this run started is first
+    waited for (a directory run takes Ctrl-C back from whatever took it).  From start to end
+    SIGTERM does what SIGINT does (``cluster.runtime.signals``), Ray's own SIGTERM handler
+    replaced once Ray runs."""
     t0 = time.perf_counter()
-    with (
-        sigterm_as_sigint(),
-        RayRuntime(
-            address=runtime.ray_address,
-            num_cpus=runtime.num_cpus,
-            failure_timeout_s=runtime.failure_timeout_s,
-        ) as rt,
-    ):
-        reinstall_sigterm_as_sigint()  # ray.init took SIGTERM over (cluster.runtime.signals)
-        startup = {
-            "ray_s": time.perf_counter() - t0,
-            "ray_owned": rt.owned,
-            "ray_auth": rt.auth,
-            "failure_detection_s": rt.failure_detection_s,
-        }
-        try:
-            t1 = time.perf_counter()
-            if own_spark:
-                spark = spark_session(
-                    runtime.spark_master, conf=spark_failure_conf(runtime.failure_timeout_s)
-                )
-                if on_new_spark:
-                    on_new_spark()
-            startup["spark_s"] = time.perf_counter() - t1
-            yield spark, startup
-        finally:
-            if own_spark and spark is not None:
-                spark.stop()
+    starting = None if runtime.spark is not None else SparkStart(lambda: start_spark(runtime))
+    try:
+        with sigterm_as_sigint(), start_ray(runtime) as rt:
+            reinstall_sigterm_as_sigint()  # ray.init took SIGTERM over (cluster.runtime.signals)
+            startup = {
+                "ray_s": time.perf_counter() - t0,
+                "ray_owned": rt.owned,
+                "ray_auth": rt.auth,
+                "failure_detection_s": rt.failure_detection_s,
+                "spark_s": 0.0,
+            }
+            try:
+                yield Runtimes(t0, startup, runtime.spark, starting, on_new_spark)
+            finally:
+                if starting is not None:
+                    starting.stop()  # before Ray, as ever
+    finally:
+        if starting is not None:
+            starting.stop()  # Ray's start failed or was interrupted: Spark's is stopped too
 
 
 @dataclass
 class StartedRun:
-    """What a run feeds and reads: the Spark session, the deployment and the start-up times."""
+    """What a run feeds and reads: the Spark session, the deployment and the start-up times
+    (``startup``; ``t0``: ``perf_counter()`` when the start-up began)."""
 
     spark: Any
     deployment: Deployment
     startup: dict[str, Any]
+    t0: float
+
+    def note_first_row(self) -> dict[str, Any]:
+        """``startup["first_row_s"]``: seconds from the start-up's beginning to the first rows
+        handed to the deployment (``None`` if none were); returns ``startup``."""
+        at = self.deployment.first_row_at
+        self.startup["first_row_s"] = None if at is None else at - self.t0
+        return self.startup
 
 
 @contextmanager
@@ -93,11 +196,17 @@ def started_run(
     on_new_spark: Callable[[], None] | None = None,
 ) -> Iterator[StartedRun]:
     """``plan`` (dict or JSON path) deployed on started (or borrowed) runtimes; everything this
-    run started is stopped on exit, the deployment first."""
+    run started is stopped on exit, the deployment first.  The actors are created while Spark
+    is still starting; ``startup`` gains ``deployment_s`` (creating them, once Ray was up) and
+    ``ready_s`` (from the beginning until Ray, Spark and the actors are all up)."""
     plan = load_plan(plan)
-    with started_runtimes(runtime, on_new_spark) as (spark, startup):
+    with started_runtimes(runtime, on_new_spark) as rts:
+        t = time.perf_counter()
         with Deployment(plan, options) as dep:
-            yield StartedRun(spark, dep, startup)
+            rts.startup["deployment_s"] = time.perf_counter() - t
+            spark = rts.spark()
+            rts.startup["ready_s"] = time.perf_counter() - rts.t0
+            yield StartedRun(spark, dep, rts.startup, rts.t0)
 
 
 def write_final_plan(out_dir: str | Path, plan: Mapping[str, Any], changed: bool) -> None:

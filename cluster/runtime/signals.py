@@ -56,6 +56,20 @@ def stopped_by() -> int | None:
     return _last_stop[0]
 
 
+@contextmanager
+def errors_after_a_stop_are_the_stop() -> Iterator[None]:
+    """An error escaping the block after a stop signal aborted the run (``Stopped`` raised
+    before) is raised as that ``Stopped``, chained: e.g. py4j's "Answer from Java side is
+    empty" from a cleanup's call to a JVM the interrupted call left going away.  The abort
+    was asked for; what broke on its way out is its consequence, not a new error."""
+    try:
+        yield
+    except Exception as exc:
+        if _last_stop[0] is None:
+            raise
+        raise Stopped(_last_stop[0]) from exc
+
+
 def _caused_by_stop(exc: BaseException | None) -> bool:
     """``exc`` is a ``Stopped``, or was raised while handling one (a broken pipe py4j meets
     when it closes the connection the interrupt left half-used)."""

@@ -659,6 +659,28 @@ def bench_order(
     _feed_bench(run_order_bench, format_table, "bench_order", (rows, queries, nodes, repeat), out)
 
 
+@bench_app.command("startup")
+def bench_startup(
+    config: Path = typer.Option(
+        None, help="A live config (default: the shipped live_quickstart.yaml)."
+    ),
+    runs: int = typer.Option(3, min=1, help="Runs, one after the other, each its own process."),
+    out: Path = out_option("out/bench_startup"),
+):
+    """Time to the first row of a live run beside Ray's and Spark's start (started at the same
+    time), each run in a process of its own; goal: the first row within 1 s of the slower."""
+    from sim.bench.startup import format_table, run_startup_bench
+    from sim.bundled import bundled_config
+
+    if config is None:
+        with bundled_config("live_quickstart.yaml") as path:
+            rows = run_startup_bench(path, runs, out, say=lambda s: console.print(s, markup=False))
+    else:
+        rows = run_startup_bench(config, runs, out, say=lambda s: console.print(s, markup=False))
+    console.print(format_table(rows))
+    write_results(out, "bench_startup.json", rows)
+
+
 @bench_app.command("serve")
 def bench_serve(
     queries: int = typer.Option(300, min=1, help="Queries added, one at a time."),

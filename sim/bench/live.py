@@ -120,6 +120,7 @@ def main(argv=None) -> int:
                 "answers": res.answers.num_rows,
                 "startup_ray_s": round(m["startup"]["ray_s"], 1),
                 "startup_spark_s": round(m["startup"]["spark_s"], 1),
+                "startup_first_row_s": round(m["startup"]["first_row_s"], 1),
                 "plan_s": round(t_plan, 2),
                 "total_s": round(total, 1),
                 "node_busy_s": {k: round(v["busy_s"], 2) for k, v in m["nodes"].items()},

@@ -72,6 +72,8 @@ def main() -> None:
     except Exception as exc:  # click usage errors carry their own message
         import click
 
+        _exit_if_stopped_by_a_signal()  # an error on the way out of an abort: the abort
+
         # typer raises its own copy of click's exceptions (a wrong option type: BadParameter)
         usage = (click.ClickException, typer.TyperException)
         if isinstance(exc, usage) and hasattr(exc, "show"):

@@ -123,3 +123,24 @@ def test_a_stop_is_not_logged_as_an_error(caplog):
     assert caplog.records[-1].getMessage() == "KeyboardInterrupt while sending command."
     log_broken_pipe(clientserver)
     assert caplog.records[-1].getMessage() == "Exception occurred while shutting down connection"
+
+
+def test_an_error_on_the_way_out_of_an_abort_is_the_abort(monkeypatch):
+    """After a stop signal aborted the run, an error its cleanup meets (py4j's "Answer from
+    Java side is empty") is raised as the ``Stopped``, naming the signal; before any abort an
+    error is itself."""
+    import cluster.runtime.signals as signals
+    from cluster.runtime.signals import errors_after_a_stop_are_the_stop
+
+    monkeypatch.setattr(signals, "_last_stop", [None])
+    with pytest.raises(RuntimeError, match="a real error"):
+        with errors_after_a_stop_are_the_stop():
+            raise RuntimeError("a real error")
+    with pytest.raises(Stopped) as got:
+        with errors_after_a_stop_are_the_stop():
+            try:
+                raise Stopped(signal.SIGTERM)
+            finally:
+                raise RuntimeError("Answer from Java side is empty")  # noqa: B012
+    assert got.value.signum == signal.SIGTERM
+    assert str(got.value.__cause__) == "Answer from Java side is empty"
