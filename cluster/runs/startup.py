@@ -57,41 +57,68 @@ def new_spark(runtime: RuntimeOptions) -> Any:
 
 
 class SparkStart:
-    """A Spark session being started on a thread of its own.
+    """A Spark session being started on a thread of its own, then the input's first read.
 
-    ``wait`` returns the session (or raises what its start raised); ``stop`` stops it once its
-    start is over, whether or not anyone waited for it (a run that ended before it needed
-    Spark).  Both block in the caller's thread while the start goes on; a Ctrl-C there
-    interrupts the wait (the thread is a daemon: it never keeps the process alive)."""
+    ``wait`` returns the session (or raises what its start raised); ``prepared`` waits for
+    what ``prepare(session)`` returned (or raises what it raised), so that resolving the file
+    and pulling its first chunk overlap Ray's and the actors' start too.  ``stop`` stops the
+    session (``owned``: one this run started) once the thread is over, whether or not anyone
+    waited for it (a run that ended before it needed Spark).  Both block in the caller's
+    thread while the start goes on; a Ctrl-C there interrupts the wait (the thread is a
+    daemon: it never keeps the process alive)."""
 
-    def __init__(self, start: Callable[[], Any]):
+    def __init__(
+        self,
+        start: Callable[[], Any],
+        prepare: Callable[[Any], Any] | None = None,
+        owned: bool = True,
+    ):
         self.session: Any = None
         self.error: BaseException | None = None
         self.seconds: float | None = None  # how long the start took, once over
+        self.owned = owned
+        self._prepared: Any = None
+        self._prepare_error: BaseException | None = None
         self._stopped = False
         self._t0 = time.perf_counter()
         self._thread = threading.Thread(
-            target=self._run, args=(start,), name="weaveplace-spark-start", daemon=True
+            target=self._run, args=(start, prepare), name="weaveplace-spark-start", daemon=True
         )
+        self._started = threading.Event()  # the session is there (or its start failed)
         self._thread.start()
 
-    def _run(self, start: Callable[[], Any]) -> None:
+    def _run(self, start: Callable[[], Any], prepare: Callable[[Any], Any] | None) -> None:
         try:
             self.session = start()
         except BaseException as exc:  # noqa: BLE001  (handed to whoever waits)
             self.error = exc
         finally:
             self.seconds = time.perf_counter() - self._t0
+            self._started.set()
+        if prepare is None or self.error is not None:
+            return
+        try:
+            self._prepared = prepare(self.session)
+        except BaseException as exc:  # noqa: BLE001  (raised where the input is read)
+            self._prepare_error = exc
 
     def wait(self) -> Any:
-        self._thread.join()
+        self._started.wait()
         if self.error is not None:
             raise self.error
         return self.session
 
+    def prepared(self) -> Any:
+        """What ``prepare`` returned, once it is over (None without one)."""
+        self.wait()
+        self._thread.join()
+        if self._prepare_error is not None:
+            raise self._prepare_error
+        return self._prepared
+
     def stop(self) -> None:
         self._thread.join()
-        if self.session is not None and not self._stopped:
+        if self.owned and self.session is not None and not self._stopped:
             self._stopped = True
             self.session.stop()
 
@@ -121,10 +148,16 @@ class Runtimes:
         ``spark_s`` (its own start, overlapping Ray's) and runs ``on_new_spark``."""
         if self._starting is not None and self._spark is None:
             self._spark = self._starting.wait()
-            self.startup["spark_s"] = self._starting.seconds
-            if self._on_new_spark:
-                self._on_new_spark()
+            if self._starting.owned:
+                self.startup["spark_s"] = self._starting.seconds
+                if self._on_new_spark:
+                    self._on_new_spark()
         return self._spark
+
+    def prepared(self) -> Any:
+        """What ``prepare`` (``started_runtimes``) made of the session, once it is over."""
+        self.spark()
+        return None if self._starting is None else self._starting.prepared()
 
 
 @contextmanager
@@ -134,12 +167,15 @@ def started_runtimes(
     *,
     start_ray: Callable[[RuntimeOptions], AbstractContextManager] = new_ray,
     start_spark: Callable[[RuntimeOptions], Any] = new_spark,
+    prepare: Callable[[Any], Any] | None = None,
 ) -> Iterator[Runtimes]:
     """Ray (started unless one is running or ``runtime.ray_address`` is given) and a Spark
     session (started unless ``runtime.spark`` is given), started at the same time: Spark on a
     thread, Ray on the calling thread (``Runtimes.spark`` waits for the session).  Each is
     stopped on exit if this run started it, Spark first, also when the other failed to start.
     ``start_ray``, ``start_spark``: what starts each (tests put stand-ins there).
+    ``prepare(session)``: the input's first read, run on Spark's thread once the session is
+    there (a session passed in too), while Ray and the actors start (``Runtimes.prepared``).
 
     ``Runtimes.startup`` = ``{ray_s, ray_owned, ray_auth, failure_detection_s, spark_s}`` for
     the metrics (``failure_detection_s``: the bound Ray applies on declaring a silent host
@@ -149,7 +185,12 @@ def started_runtimes(
     SIGTERM does what SIGINT does (``cluster.runtime.signals``), Ray's own SIGTERM handler
     replaced once Ray runs."""
     t0 = time.perf_counter()
-    starting = None if runtime.spark is not None else SparkStart(lambda: start_spark(runtime))
+    if runtime.spark is None:
+        starting = SparkStart(lambda: start_spark(runtime), prepare)
+    elif prepare is not None:  # a borrowed session: only its first read overlaps
+        starting = SparkStart(lambda: runtime.spark, prepare, owned=False)
+    else:
+        starting = None
     try:
         with sigterm_as_sigint(), start_ray(runtime) as rt:
             reinstall_sigterm_as_sigint()  # ray.init took SIGTERM over (cluster.runtime.signals)
@@ -179,6 +220,8 @@ class StartedRun:
     deployment: Deployment
     startup: dict[str, Any]
     t0: float
+    # waits for what ``started_run``'s ``prepare`` made of the session (None: no prepare)
+    prepared: Callable[[], Any] | None = None
 
     def note_first_row(self) -> dict[str, Any]:
         """``startup["first_row_s"]``: seconds from the start-up's beginning to the first rows
@@ -194,19 +237,25 @@ def started_run(
     runtime: RuntimeOptions,
     options: DeploymentOptions,
     on_new_spark: Callable[[], None] | None = None,
+    prepare: Callable[[Any], Any] | None = None,
 ) -> Iterator[StartedRun]:
     """``plan`` (dict or JSON path) deployed on started (or borrowed) runtimes; everything this
     run started is stopped on exit, the deployment first.  The actors are created while Spark
     is still starting; ``startup`` gains ``deployment_s`` (creating them, once Ray was up) and
-    ``ready_s`` (from the beginning until Ray, Spark and the actors are all up)."""
+    ``ready_s`` (from the beginning until Ray, Spark and the actors are all up).
+    ``prepare(session)``: the input's first read (``cluster.feeds.parquet.open_raw``), on
+    Spark's thread while the actors start; ``StartedRun.prepared()`` returns what it returned
+    (an error it raised is raised there, where the feed would have met it)."""
     plan = load_plan(plan)
-    with started_runtimes(runtime, on_new_spark) as rts:
+    with started_runtimes(runtime, on_new_spark, prepare=prepare) as rts:
         t = time.perf_counter()
         with Deployment(plan, options) as dep:
             rts.startup["deployment_s"] = time.perf_counter() - t
             spark = rts.spark()
             rts.startup["ready_s"] = time.perf_counter() - rts.t0
-            yield StartedRun(spark, dep, rts.startup, rts.t0)
+            yield StartedRun(
+                spark, dep, rts.startup, rts.t0, rts.prepared if prepare is not None else None
+            )
 
 
 def write_final_plan(out_dir: str | Path, plan: Mapping[str, Any], changed: bool) -> None:

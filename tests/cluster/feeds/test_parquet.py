@@ -101,17 +101,24 @@ def test_footer_schema_is_sparks_inferred_schema(debs_files, spark):
 
 @pytest.mark.cluster
 @pytest.mark.parametrize(
-    "key, chunk_rows, batch_rows", [("one", 1_000_000, 700), ("five", 900, 400)]
+    "key, chunk_rows, batch_rows, early",
+    [("one", 1_000_000, 700, False), ("five", 900, 400, False), ("five", 900, 400, True)],
 )
 def test_feed_raw_hands_every_row_once_in_file_order(
-    debs_files, spark, key, chunk_rows, batch_rows
+    debs_files, spark, key, chunk_rows, batch_rows, early
 ):
     """One Spark job, or several time-range jobs over five row groups (each pruned to its
-    own): the rows fed are the file's rows (a file in time order), each once, in order."""
-    from cluster.feeds.parquet import feed_raw
+    own): the rows fed are the file's rows (a file in time order), each once, in order; the
+    same when the file was opened and its first chunk pulled before the feed (``open_raw``,
+    as a run does during its start-up)."""
+    from cluster.feeds.parquet import feed_raw, open_raw
 
     dep = Recorder(STREAMS)
-    st = feed_raw(dep, spark, str(debs_files[key]), batch_rows=batch_rows, chunk_rows=chunk_rows)
+    path = str(debs_files[key])
+    opened = None
+    if early:
+        opened = open_raw(spark, path, STREAMS, batch_rows=batch_rows, chunk_rows=chunk_rows)
+    st = feed_raw(dep, spark, path, batch_rows=batch_rows, chunk_rows=chunk_rows, opened=opened)
     got = dep.table()
     want = pq.read_table(debs_files[key], columns=["ts_ms", *STREAMS])
     assert got.num_rows == want.num_rows == debs_files["rows"] == st.rows
@@ -119,5 +126,7 @@ def test_feed_raw_hands_every_row_once_in_file_order(
         assert np.array_equal(got.column(c).to_numpy(), want.column(c).to_numpy()), c
     assert max(b.num_rows for b in dep.batches) <= batch_rows
     assert st.chunks == (1 if chunk_rows >= debs_files["rows"] else -(-st.rows // chunk_rows))
-    # the feed's clock includes Spark resolving the file
-    assert 0 < st.resolve_seconds <= st.seconds
+    if early:  # resolved and first chunk pulled before: outside the feed's clock
+        assert 0 < st.resolve_seconds < st.early_seconds
+    else:  # the feed's clock includes Spark resolving the file
+        assert 0 < st.resolve_seconds <= st.seconds and st.early_seconds == 0

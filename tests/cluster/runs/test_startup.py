@@ -143,6 +143,60 @@ def test_a_session_passed_in_is_neither_started_nor_stopped():
     assert _events(log) == ["ray starts", "ray stopped"]
 
 
+def test_the_first_read_runs_on_sparks_thread_while_ray_starts():
+    """``prepare`` gets the new session on Spark's thread and overlaps Ray's start (a barrier
+    that only the first read and Ray's start together pass); its result is waited for where
+    the feed reads it."""
+    log: list = []
+    meet = threading.Barrier(2, timeout=MEET_S)
+
+    def prepare(session):
+        log.append(("first read", threading.current_thread()))
+        meet.wait()
+        return ("opened", session)
+
+    with started_runtimes(
+        RuntimeOptions(), start_ray=StandInRay(log, meet), start_spark=_spark(log), prepare=prepare
+    ) as rts:
+        got = rts.prepared()
+        assert got == ("opened", rts.spark())
+    threads = dict(log)
+    assert threads["first read"] is threads["spark starts"] is not threading.main_thread()
+    assert _events(log)[-2:] == ["spark stopped", "ray stopped"]
+
+
+def test_a_failed_first_read_is_raised_where_it_is_read_and_everything_stops():
+    log: list = []
+
+    def prepare(session):
+        raise KeyError("no column mf99")
+
+    with pytest.raises(KeyError, match="mf99"):
+        with started_runtimes(
+            RuntimeOptions(), start_ray=StandInRay(log), start_spark=_spark(log), prepare=prepare
+        ) as rts:
+            assert isinstance(rts.spark(), StandInSession)  # the session itself is fine
+            rts.prepared()
+    assert _events(log)[-2:] == ["spark stopped", "ray stopped"]
+
+
+def test_a_session_passed_in_gets_its_first_read_early_and_is_not_stopped():
+    log: list = []
+    given = StandInSession(log)
+    meet = threading.Barrier(2, timeout=MEET_S)
+
+    def prepare(session):
+        meet.wait()
+        return session
+
+    with started_runtimes(
+        RuntimeOptions(spark=given), start_ray=StandInRay(log, meet), prepare=prepare
+    ) as rts:
+        assert rts.prepared() is given and rts.spark() is given
+        assert rts.startup["spark_s"] == 0.0
+    assert "spark stopped" not in _events(log)
+
+
 RUN = """
 import sys
 from sim.cluster_run import run_on_cluster
