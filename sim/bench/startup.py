@@ -2,8 +2,9 @@
 
     weaveplace bench startup --runs 3
 
-Why: Ray and Spark start at the same time (``cluster.runs.startup``), so the first row should
-come about when the slower of the two is up; the goal (issue 35) is ``first_row_s <=
+Why: Ray and Spark start at the same time (``cluster.runs.startup``), and the input's first
+read (``early_s``: resolving the file, its first chunk) follows Spark's start on its thread
+while Ray and the actors start, so the first row should come about when the slower is up; the goal (issue 35) is ``first_row_s <=
 max(ray_s, spark_s) + 1``.  A speed goal belongs here, not in a timed unit test.  Each run is
 ``config`` (default the live quickstart) run live in a process of its own, as ``weaveplace
 run`` runs it (without the report), so it starts its own embedded Ray and local Spark; its
@@ -50,9 +51,12 @@ def one_run(config: Path, out_dir: Path, timeout_s: float = 1200.0) -> dict:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     if r.returncode != 0:
         raise RuntimeError(f"the run failed (exit {r.returncode}): {(r.stdout + r.stderr)[-2000:]}")
-    st = json.loads((out_dir / "metrics.json").read_text())["startup"]
+    metrics = json.loads((out_dir / "metrics.json").read_text())
+    st = metrics["startup"]
     keys = ("ray_s", "spark_s", "deployment_s", "ready_s", "first_row_s")
     row = {k: st.get(k) for k in keys}
+    # the input's first read, done on Spark's thread during the start-up (0: read after it)
+    row["early_s"] = metrics.get("feed", {}).get("early_seconds", 0.0)
     row["slower_s"] = max(st["ray_s"], st["spark_s"])
     row["met"] = st["first_row_s"] is not None and (
         st["first_row_s"] <= row["slower_s"] + GOAL_SLACK_S
@@ -79,6 +83,7 @@ def format_table(rows: list[dict]):
         "spark_s",
         "deployment_s",
         "ready_s",
+        "first read (early_s)",
         "first_row_s",
         f"slower + {GOAL_SLACK_S:g} s",
         "goal",
@@ -88,6 +93,7 @@ def format_table(rows: list[dict]):
         t.add_row(
             str(r["run"]),
             *(f"{r[k]:.2f}" for k in ("ray_s", "spark_s", "deployment_s", "ready_s")),
+            f"{r.get('early_s') or 0.0:.2f}",
             "-" if r["first_row_s"] is None else f"{r['first_row_s']:.2f}",
             f"{r['slower_s'] + GOAL_SLACK_S:.2f}",
             "met" if r["met"] else "missed",
