@@ -36,7 +36,8 @@ class Elastic:
                 self.evaluate("micro-batch")
 
     def set_enabled(self, on: bool) -> dict:
-        """``ctl autoscale on|off``: override the policy at run time."""
+        """``ctl autoscale on|off``: override the policy at run time; switched on, it
+        evaluates at once (the load it finds may have changed while it was off)."""
         svc = self.svc
         with svc.gate.command("autoscale"):
             self.autoscaler.set_enabled(on)
@@ -49,6 +50,8 @@ class Elastic:
                 nodes_before=n,
                 nodes_after=n,
             )
+            if on and svc.state == "running":
+                self.evaluate("autoscale on")
             return self.autoscaler.status(time.monotonic())
 
     def evaluate(self, cause: str) -> None:

@@ -1,6 +1,7 @@
 """An elastic ``weaveplace serve`` (``placement.autoscale``) with the real Ray and Spark (session
 fixtures): queries added past the capacity scale the deployment out in one decision, removing
-them scales it in, and the answers are the section 9 oracle's (docs/DESIGN.md s. 9:
+them scales it in; ``ctl autoscale off`` survives a resume (the policy's memory too) and, on
+again, the policy acts; and the answers are the section 9 oracle's (docs/DESIGN.md s. 9:
 ``executors.churn_oracle.registered_answers`` from T_reg to T_unreg), each window once."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def files(tmp_path_factory):
 
 
 def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp_path):
-    from cluster.deployment.churn import ChurnDeployment
+    from cluster.deployment.churn import ChurnDeployment, plan_from_state
     from cluster.feeds.directory_options import StreamOptions
     from cluster.service.autoscale import AutoscalePolicy
     from cluster.service.control import call
@@ -92,10 +93,56 @@ def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp
         off = call(run_dir, "POST", "/autoscale", {"on": False})
         assert off["enabled"] is False
         feed(2)
+        call(run_dir, "POST", "/stop", {"flush": False})  # resumable
+        th.join(SAFETY_S)
+        assert not th.is_alive()
+
+    # serve --resume (in this process, as sim.serve_start does it): the override stays off and
+    # the policy remembers its last decision; switched on again, it acts
+    state = json.loads((run_dir / "state" / "service.json").read_text())
+    m = state["model"]
+    model = CostModel(m["ie"], dict(m["rates"]), slicing=m["slicing"])
+    plan = plan_from_state(state["nodes"], m, state["capacity"])
+    later = service_queries("c", 6, seed=5)
+    need_later = node_count(qa + [query_from_mapping(q) for q in later], model, 0.8 * cap, 1, 4)
+    assert need_later.nodes >= 2
+    with ChurnDeployment(plan) as dep:
+        sd = run_dir / "state"
+        blobs = {
+            nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
+            for nid, v in state["nodes"].items()
+        }
+        dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
+        svc = Service(
+            dep,
+            spark,
+            incoming,
+            run_dir,
+            ServiceStart(plan, model, resume_state=state),
+            ServiceOptions(stream=opts, default_rate=RATE_HZ / 1000.0, autoscale=policy),
+        )
+        th = threading.Thread(target=svc.run, daemon=True)
+        th.start()
+        wait_for(lambda: svc.state == "running", "the service to resume")
+        st = call(run_dir, "GET", "/status")
+        assert st["autoscale"]["enabled"] is False
+        last = st["autoscale"]["last_decision"]  # the scale-in before the stop
+        assert (last["action"], last["nodes_after"]) == ("in", 1)
+        rep = call(run_dir, "POST", "/add-queries", {"queries": later})
+        for q in later:
+            regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
+        feed(3)
+        assert len(dep.nodes) == 1  # overridden off: the added load moves nothing
+        on = call(run_dir, "POST", "/autoscale", {"on": True})
+        assert on["enabled"] is True  # and it evaluated at once: the added load is seen
+        evs = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+        assert len(dep.nodes) == need_later.nodes, [e for e in evs if e["command"] == "autoscale"]
+        assert on["last_decision"]["action"] == "out"
+        feed(4)
         call(run_dir, "POST", "/stop", {"flush": True})
         th.join(SAFETY_S)
         assert not th.is_alive()
-    assert_answers_follow_registrations(files[:3], regs, run_dir)
+    assert_answers_follow_registrations(files[:5], regs, run_dir)
     got = pq.read_table(run_dir / "answers.parquet").to_pydict()
     keys = Counter(zip(got["query_id"], got["window_start"]))
     assert max(keys.values()) == 1  # no window written twice
@@ -104,6 +151,7 @@ def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp
     assert [(e["action"], e["nodes_before"], e["nodes_after"]) for e in scale] == [
         ("out", 1, need),
         ("in", need, 1),
+        ("out", 1, need_later.nodes),  # after the resume, switched on again
     ]
     assert all("why" in e["reason"] and "need_at_high" in e["reason"] for e in scale)
     assert verify_plan(json.loads((run_dir / "plan_current.json").read_text())) == []
