@@ -199,6 +199,7 @@ def run_service(
     from cluster.runs.startup import started_runtimes
     from cluster.service.options import ServiceOptions, ServiceStart
     from cluster.service.planning import Planner
+    from cluster.service.resume import restore_nodes
     from cluster.service.service import Service
     from placement.trees import CostModel
 
@@ -275,12 +276,7 @@ def run_service(
             ),
         ) as dep:
             if state is not None:
-                sd = run_dir / "state"
-                blobs = {
-                    nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
-                    for nid, v in state["nodes"].items()
-                }
-                dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
+                restore_nodes(dep, run_dir, state)
             svc = Service(
                 dep,
                 runtimes.spark(),  # started meanwhile (cluster.runs.startup)

@@ -38,6 +38,17 @@ def restore(svc: Any, r: dict) -> None:
     svc.event_log.reload()
 
 
+def restore_nodes(dep: Any, run_dir, state: dict) -> None:
+    """Put a new ``ChurnDeployment``'s nodes back to a saved state's checkpoints: each node's
+    snapshot file in ``RUN_DIR/state``, the batch sequence and late-tuple offsets."""
+    sd = run_dir / "state"
+    blobs = {
+        nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
+        for nid, v in state["nodes"].items()
+    }
+    dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
+
+
 def flush_outputs(svc: Any) -> None:
     """Checkpoint, write the answers and late tuples handed over, save the state: what is
     on disk is always consistent with the saved state (see ``save_state``)."""

@@ -30,6 +30,7 @@ def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp
     from cluster.service.autoscale import AutoscalePolicy
     from cluster.service.control import call
     from cluster.service.options import ServiceOptions, ServiceStart
+    from cluster.service.resume import restore_nodes
     from cluster.service.service import Service
     from placement.node_count import node_count
     from placement.optimizers import optimize
@@ -107,12 +108,7 @@ def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp
     need_later = node_count(qa + [query_from_mapping(q) for q in later], model, 0.8 * cap, 1, 4)
     assert need_later.nodes >= 2
     with ChurnDeployment(plan) as dep:
-        sd = run_dir / "state"
-        blobs = {
-            nid: (sd / v["blob"]).read_bytes() if v["blob"] else None
-            for nid, v in state["nodes"].items()
-        }
-        dep.restore_state(state["nodes"], blobs, state["seq"], state["late_seen"])
+        restore_nodes(dep, run_dir, state)
         svc = Service(
             dep,
             spark,
