@@ -377,6 +377,12 @@ class Deployment:
         return dict(zip(nids, ray.get([self.nodes[n].actor.ray_node_id.remote() for n in nids])))
 
     # -- feeding ----------------------------------------------------------------------------
+    def start_clock(self) -> None:
+        """The data path's clock (``metrics()["wall_s"]``) starts now: a run calls it once Ray,
+        Spark and the actors are up (``cluster.runs.startup``), so a Spark start that overlaps
+        the actors' creation is counted in ``startup``, not in ``wall_s``."""
+        self.t_start = time.perf_counter()
+
     def feed(self, stream: str | None, batch) -> int:
         """Send one Arrow batch (``ts_ms`` + stream column(s)) to every node hosting a stream in
         it (``stream=None``: all streams whose columns the batch has).  Blocks while a target

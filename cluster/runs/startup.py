@@ -253,6 +253,7 @@ def started_run(
             rts.startup["deployment_s"] = time.perf_counter() - t
             spark = rts.spark()
             rts.startup["ready_s"] = time.perf_counter() - rts.t0
+            dep.start_clock()  # wall_s: from here, as when Spark started before the actors
             yield StartedRun(
                 spark, dep, rts.startup, rts.t0, rts.prepared if prepare is not None else None
             )
