@@ -16,7 +16,8 @@ from support.serve_files import RATE_HZ, SAFETY_S, serve_files
 from support.service import assert_answers_follow_registrations, drop, service_queries
 from support.waiting import wait_for
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]  # ~14 s alone (session Ray and Spark)
+# ~30 s alone (session Ray and Spark), a resume included: make test-scenarios
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.scenario]
 
 
 @pytest.fixture(scope="module")
