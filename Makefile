@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.cache/numba
 export RAY_TMPDIR ?= /tmp/ray-weaveplace
 
-.PHONY: venv run test test-scenarios test-fast test-hosts lint bench clean
+.PHONY: venv venv-flink run test test-scenarios test-fast test-hosts lint bench clean
 
 venv: $(STAMP)
 
@@ -18,6 +18,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	$(BIN)/weaveplace warmup   # numba kernels into .cache/numba: no first run compiles
 	@touch $(STAMP)
+
+# Apache Flink for `weaveplace bench flink` only, in a venv of its own (.venv-flink): apache-flink
+# pins pandas and pyarrow below weaveplace's (pyproject.toml, dependency group `flink`). Not part
+# of `make venv`, `make test` or CI.
+venv-flink:
+	@test -x .venv-flink/bin/python || $(PYTHON) -m venv .venv-flink
+	.venv-flink/bin/pip install --quiet --upgrade pip
+	.venv-flink/bin/pip install --quiet --group flink
 
 run: $(STAMP)
 	$(BIN)/weaveplace quickstart

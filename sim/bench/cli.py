@@ -816,3 +816,57 @@ def bench_scale(
     if any(c.verified is False for c in cells):
         console.print("[red]some plan does not recompute (verify-plan)")
         raise typer.Exit(1)
+
+
+@bench_app.command("flink")
+def bench_flink(
+    rows: int = typer.Option(100_000, help="Generated DEBS-style events (100 Hz)."),
+    queries: int = typer.Option(
+        85, help="Queries generated (bench e2e's generator); those Flink SQL can run are kept."
+    ),
+    nodes: int = typer.Option(3, help="weaveplace: plan nodes (Ray actors)."),
+    optimizer: str = typer.Option("WG_LS", help="weaveplace: the distributed optimizer."),
+    parallelism: int = typer.Option(2, help="Flink: parallelism."),
+    compare: bool = typer.Option(
+        True, help="Run Flink a second time with file sinks and compare every window."
+    ),
+    flink_python: str = typer.Option(
+        None,
+        help="A Python with apache-flink (default: $WEAVEPLACE_FLINK_PYTHON, this one, or "
+        ".venv-flink beside the checkout).",
+    ),
+    data_dir: Path = typer.Option(
+        Path("/tmp/weaveplace-bench-flink"), help="Where the generated data is kept."
+    ),
+    out: Path = out_option("out/bench_flink"),
+):
+    """weaveplace beside Apache Flink SQL (window TVFs) on the same data and queries, one after
+    the other: both times (whole process, data path) and every window's answer compared
+    (``sim/bench/flink.py``; run it under the bench lock)."""
+    from placement.optimizers import DISTRIBUTED
+    from sim.bench.flink import FlinkBenchOptions, FlinkUnavailable, format_table, run_flink_bench
+
+    if rows < 1000 or queries < 1 or nodes < 1 or parallelism < 1:
+        raise UserError("--rows >= 1000, --queries, --nodes and --parallelism >= 1 are required")
+    if optimizer not in DISTRIBUTED:
+        raise UserError(f"--optimizer: unknown {optimizer!r}; allowed: {', '.join(DISTRIBUTED)}")
+    opts = FlinkBenchOptions(
+        rows=rows,
+        queries=queries,
+        nodes=nodes,
+        optimizer=optimizer,
+        parallelism=parallelism,
+        compare=compare,
+        data_dir=str(data_dir),
+        flink_python=flink_python,
+    )
+    try:
+        res = run_flink_bench(
+            opts, out, log=lambda s: console.print(s, soft_wrap=True, markup=False)
+        )
+    except FlinkUnavailable as exc:
+        raise UserError(str(exc)) from None
+    console.print(format_table(res), markup=False, soft_wrap=True)
+    write_results(out, "bench_flink.json", res)
+    if res.get("answers") is not None and not res["answers"]["equal"]:
+        raise typer.Exit(1)
