@@ -843,8 +843,16 @@ def bench_flink(
     """weaveplace beside Apache Flink SQL (window TVFs) on the same data and queries, one after
     the other: both times (whole process, data path) and every window's answer compared
     (``sim/bench/flink.py``; run it under the bench lock)."""
+    from rich.markup import escape
+
     from placement.optimizers import DISTRIBUTED
-    from sim.bench.flink import FlinkBenchOptions, FlinkUnavailable, format_table, run_flink_bench
+    from sim.bench.flink import (
+        ChildFailed,
+        FlinkBenchOptions,
+        FlinkUnavailable,
+        format_table,
+        run_flink_bench,
+    )
 
     if rows < 1000 or queries < 1 or nodes < 1 or parallelism < 1:
         raise UserError("--rows >= 1000, --queries, --nodes and --parallelism >= 1 are required")
@@ -866,6 +874,9 @@ def bench_flink(
         )
     except FlinkUnavailable as exc:
         raise UserError(str(exc)) from None
+    except ChildFailed as exc:  # not the user's mistake: exit 1, still one line
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
     console.print(format_table(res), markup=False, soft_wrap=True)
     write_results(out, "bench_flink.json", res)
     if res.get("answers") is not None and not res["answers"]["equal"]:

@@ -22,7 +22,8 @@ answers and the times; this does that in one run, one system after the other:
 * **Flink**: a child process in Flink's own Python (``flink_python``, ``sim/bench/flink_job.py``)
   running one statement set, one window TVF statement per distinct (range, slide), streaming
   mode, event time with the watermark matching weaveplace's lateness, parallelism 2,
-  blackhole sinks.  Whole process: the child's wall time; data path: the job's net runtime.
+  blackhole sinks, 1 GiB of managed memory (``FLINK_MANAGED_MEMORY``: the local default fails
+  with this many window statements), everything else Flink's defaults.  Whole process: the child's wall time; data path: the job's net runtime.
   Then, untimed, the same job with CSV file sinks (and checkpoints, which commit the files)
   for the answers.
 * **answers**: every window of every query, both sides (``flink_sql.compare_answers``):
@@ -59,6 +60,24 @@ JOB_SCRIPT = Path(__file__).with_name("flink_job.py")
 
 class FlinkUnavailable(Exception):
     """PyFlink or Java is missing: one line, exit 2 (``weaveplace bench flink``)."""
+
+
+class ChildFailed(RuntimeError):
+    """A child run (``weaveplace run`` or the Flink job) failed: its last telling line and
+    where its whole output is (one line, exit 1)."""
+
+
+#: Flink's managed memory for the local cluster: the window operators' buffers share it, and
+#: the local default (128 MiB) fails with ~50 window statements ("minBucketMemorySize is not
+#: valid")
+FLINK_MANAGED_MEMORY = "1g"
+
+
+def _last_cause(text: str) -> str:
+    """The innermost ``Caused by`` of a Java trace, else the last non-empty line."""
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    causes = [x for x in lines if x.startswith("Caused by:")]
+    return (causes or lines or ["no output"])[-1][:300]
 
 
 @dataclass(frozen=True)
@@ -197,8 +216,10 @@ def run_weaveplace(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
     if r.returncode != 0:
-        raise RuntimeError(
-            f"weaveplace run failed (exit {r.returncode}): {(r.stdout + r.stderr)[-2000:]}"
+        (out_dir / "run_output.txt").write_text(r.stdout + r.stderr)
+        raise ChildFailed(
+            f"weaveplace run failed (exit {r.returncode}): {_last_cause(r.stdout + r.stderr)} "
+            f"(all of it: {out_dir / 'run_output.txt'})"
         )
     m = json.loads((out_dir / "metrics.json").read_text())
     answers = pq.read_table(out_dir / "answers.parquet")
@@ -211,7 +232,7 @@ def flink_spec(
 ) -> dict:
     """The job spec ``flink_job.py`` runs: blackhole sinks, or CSV files under ``sink_dir``."""
     ddl = [fs.source_ddl(str(csv), streams, lateness_ms)]
-    config = dict(opts.flink_config)
+    config = {"taskmanager.memory.managed.size": FLINK_MANAGED_MEMORY, **opts.flink_config}
     for j in jobs:
         if sink_dir is None:
             ddl.append(fs.sink_ddl(j, "blackhole"))
@@ -245,8 +266,9 @@ def run_flink(python: str, spec: dict, work: Path, timeout_s: float) -> dict:
     (work / "stderr.txt").write_text(r.stderr)
     line = next((x for x in r.stdout.splitlines() if x.startswith("FLINK_JOB ")), None)
     if r.returncode != 0 or line is None:
-        raise RuntimeError(
-            f"the Flink job failed (exit {r.returncode}; {work}/stderr.txt): {(r.stdout + r.stderr)[-2000:]}"
+        raise ChildFailed(
+            f"the Flink job failed (exit {r.returncode}): {_last_cause(r.stderr or r.stdout)} "
+            f"(all of it: {work / 'stderr.txt'})"
         )
     return {"process_s": wall, **json.loads(line[len("FLINK_JOB ") :])}
 

@@ -24,14 +24,18 @@ import time
 
 def main(argv: list[str]) -> int:
     spec = json.loads(open(argv[1]).read())
+    from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    conf = t_env.get_config()
-    conf.set("parallelism.default", str(spec["parallelism"]))
-    conf.set("table.local-time-zone", "UTC")  # windows aligned at the epoch (flink_sql.py)
+    # given at creation, so that the local cluster the job runs on gets them too (its
+    # managed memory: the window operators' buffers)
+    conf = Configuration()
+    conf.set_string("parallelism.default", str(spec["parallelism"]))
+    conf.set_string("table.local-time-zone", "UTC")  # windows aligned at the epoch (flink_sql)
     for k, v in spec.get("config", {}).items():
-        conf.set(k, str(v))
+        conf.set_string(k, str(v))
+    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf)
+    t_env = TableEnvironment.create(settings.build())
     for stmt in spec["ddl"]:
         t_env.execute_sql(stmt)
     stmts = t_env.create_statement_set()

@@ -166,7 +166,6 @@ def test_flink_csv_sinks_read_as_answers(tmp_path):
 
 def test_the_weaveplace_config_is_a_live_run_over_the_file(tmp_path):
     from sim.config import load_config
-
     from sim.debs_generator import generate_debs
 
     kept, _ = bf.bench_query_set(20)
@@ -277,4 +276,20 @@ def test_a_flink_job_answers_as_the_brute_force(tmp_path):
             rows.append((q.id, ws, we, v))
     c = fs.compare_answers(_answers(rows), theirs, {"avg3"})
     assert c["equal"], c
-    assert c["windows"] == len(rows) > 400
+    assert c["windows"] == c["windows_theirs"] == len(rows) == 118
+    starts = theirs.column("window_start").to_pylist()
+    assert (min(starts), max(starts)) == (-5000, 8750)  # tuples -2487 .. 8997: avg3, min2
+
+
+def test_a_failed_child_is_told_by_its_innermost_cause():
+    trace = (
+        "Traceback (most recent call last):\n  File x\n"
+        "Caused by: org.apache.flink.runtime.JobException: Recovery is suppressed\n\tat a.b\n"
+        "Caused by: java.lang.IllegalArgumentException: The minBucketMemorySize is not valid!\n"
+        "\tat c.d\n"
+    )
+    assert bf._last_cause(trace) == (
+        "Caused by: java.lang.IllegalArgumentException: The minBucketMemorySize is not valid!"
+    )
+    assert bf._last_cause("boom\nerror: live run: no\n\n") == "error: live run: no"
+    assert bf._last_cause("") == "no output"
