@@ -205,7 +205,6 @@ def _one_line_exit_2(res, *needles):
 
 
 def test_without_pyflink_one_line_and_exit_2(tmp_path):
-    pytest.importorskip("pyarrow")  # the bench's own imports; pyflink must be absent here
     missing = tmp_path / "nothing" / "python"
     _one_line_exit_2(
         _bench({bf.FLINK_PYTHON_ENV: str(missing)}, tmp_path),
