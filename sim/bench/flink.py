@@ -115,8 +115,8 @@ def find_flink_python(explicit: str | None = None) -> str:
     interpreter, then ``.venv-flink`` beside the checkout."""
     if shutil.which("java") is None:
         raise FlinkUnavailable(
-            "bench flink: no java on the PATH; Flink needs Java 11 or 17 (apt-get install "
-            "openjdk-17-jre-headless)"
+            "bench flink: no java on the PATH; Flink 2 needs Java 11, 17 or 21 (apt-get "
+            "install openjdk-17-jre-headless)"
         )
     candidates = [explicit, os.environ.get(FLINK_PYTHON_ENV)]
     if explicit is None and os.environ.get(FLINK_PYTHON_ENV) is None:
@@ -124,8 +124,8 @@ def find_flink_python(explicit: str | None = None) -> str:
             return sys.executable
         candidates.append(str(DEFAULT_FLINK_VENV / "bin" / "python"))
     hint = (
-        "install the flink group into its own venv: python3.11 -m venv .venv-flink && "
-        ".venv-flink/bin/pip install --group flink (README), or pass --flink-python"
+        "make venv-flink (python3.11 -m venv .venv-flink && .venv-flink/bin/pip install "
+        "--group flink: README), or pass --flink-python"
     )
     for c in candidates:
         if not c:
