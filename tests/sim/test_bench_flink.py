@@ -292,3 +292,47 @@ def test_a_failed_child_is_told_by_its_innermost_cause():
     )
     assert bf._last_cause("boom\nerror: live run: no\n\n") == "error: live run: no"
     assert bf._last_cause("") == "no output"
+
+
+def test_the_table_gives_both_times_and_their_ratios():
+    res = {
+        "rows": 2_993_463,
+        "queries": 59,
+        "queries_left_out": 26,
+        "queries_generated": 85,
+        "statements": 50,
+        "aggregates": ["avg", "count", "max", "min", "sum"],
+        "weaveplace": {
+            "process_s": 20.0,
+            "data_path_s": 8.0,
+            "feed_finish_s": 6.4,
+            "compile_s": 2.1,
+        },
+        "flink": {"process_s": 300.0, "data_path_s": 280.0},
+        "ratio_process": 15.0,
+        "ratio_data_path": 35.0,
+        "ratio_feed_finish": 43.75,
+        "answers": {
+            "equal": True,
+            "windows": 1_792_041,
+            "windows_theirs": 1_792_041,
+            "only_ours": 0,
+            "only_theirs": 0,
+            "differ": 0,
+            "rel_tol": 1e-9,
+            "max_rel_diff": 0.0,
+            "bit_equal": 1_792_041,
+            "examples": [],
+        },
+    }
+    text = bf.format_table(res)
+    assert "2,993,463 rows, 59 queries (26 of 85 left out" in text
+    assert "whole process (s)                      300.00       20.00   15.0x" in text
+    assert "data path (s)                          280.00        8.00   35.0x" in text
+    assert "6.40   43.8x" in text
+    assert "EQUAL on every window: 1,792,041 windows" in text
+    assert "note:" not in text  # 2.1 s of kernels: loaded, not compiled
+    res["weaveplace"]["compile_s"] = 39.5
+    res["answers"] = None
+    text = bf.format_table(res)
+    assert "39.5 s on numba kernels" in text and "not compared (--no-compare)" in text
