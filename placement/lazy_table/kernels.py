@@ -222,8 +222,13 @@ def _exact(z, s, lam, om, cost, kcls, cnt, lz, ls, big):
 
 
 @njit(cache=True, inline="always")
-def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum):
-    """Certified upper bound of the benefit (per-class union bounds on C, both ways)."""
+def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts):
+    """Certified upper bound of the benefit (per-class union bounds on C, both ways).
+
+    Classes are sorted by modulus, so the gcd and the term ``g / (m_i m_j)`` are computed once
+    per run of equal moduli (``gs``, ``ts``: scratch of ``kcls[s]``) and the residue test is
+    skipped for coprime moduli: the same floats, summed in the same order, as one gcd per class
+    pair (these bounds were most of a large plan's time: issue 34)."""
     zs = cstart[z]
     zn = kcls[z]
     ss = cstart[s]
@@ -235,17 +240,29 @@ def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum):
         for j in range(sn):
             colsum[j] = 0.0
         cz = 0.0
+        last = 0
         for i in range(zs, zs + zn):
             mi = pm[i]
             ri = pr[i]
+            if mi != last:  # a new modulus of z: the gcds and terms of this run
+                last = mi
+                lastj = 0
+                g = 1
+                t = 0.0
+                for j in range(sn):
+                    mj = pm[ss + j]
+                    if mj != lastj:
+                        lastj = mj
+                        g = _gcd(mi, mj)
+                        t = g / (np.float64(mi) * np.float64(mj))
+                    gs[j] = g
+                    ts[j] = t
             rowsum = 0.0
             for j in range(sn):
-                mj = pm[ss + j]
-                g = _gcd(mi, mj)
-                if (ri - pr[ss + j]) % g == 0:
-                    t = g / (np.float64(mi) * np.float64(mj))
-                    rowsum += t
-                    colsum[j] += t
+                g = gs[j]
+                if g == 1 or (ri - pr[ss + j]) % g == 0:
+                    rowsum += ts[j]
+                    colsum[j] += ts[j]
             cz += min(1.0 / mi, rowsum)
         cs = 0.0
         for j in range(sn):
@@ -258,6 +275,8 @@ def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum):
 def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
     """``(value, exact)`` for slots ``z`` and ``s`` (reference entry point for tests)."""
     colsum = np.zeros(max(1, int(kcls[s])))
+    gs = np.zeros(len(colsum), np.int64)
+    ts = np.zeros(len(colsum))
     mz, ms = int(smod[z]), int(smod[s])
     if mz > 0 and ms > 0:
         g = int(np.gcd(mz, ms))
@@ -265,7 +284,7 @@ def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
         if big <= EXACT_LIMIT:
             cnt = _count(z, s, kcls, cstart, pr, g, ms, np.zeros(1, np.int64), False)
             return _exact(z, s, lam, om, cost, kcls, cnt, big // mz, big // ms, big), True
-    return _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum), False
+    return _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts), False
 
 
 @njit(cache=True, inline="always")
@@ -554,7 +573,9 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     sizes = heaps.sizes
     n = sizes[SZ_POOL]
     nh = sizes[SZ_HEADS]
-    colsum = np.empty(wmax, np.float64)
+    colsum = np.empty(wmax, np.float64)  # _bound's scratch
+    gs = np.empty(wmax, np.int64)
+    ts = np.empty(wmax, np.float64)
     tcap = cap
     if refill:
         tcap = min(2 * rcap[zs_[0]], MAX_CAP)
@@ -654,7 +675,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                         pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
                         v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
                     else:
-                        v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum)
+                        v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
                     if v > floor and (not refill or _worse(-v, uid[s], cv, cu)):
                         if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
                             dropped = True  # not among the best kept so far

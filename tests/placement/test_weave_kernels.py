@@ -87,6 +87,78 @@ def test_pair_values_exact_bit_for_bit_or_certified_bounds(pool, tech):
                 assert v >= true
 
 
+def _bound_per_class_pair(t, z, s, lam):
+    """``kernels._bound`` as first written: one gcd and one residue test per class pair (the
+    reference the run-of-moduli version must match bit for bit)."""
+    sl, pm, pr = t.slots, t.classes.mod, t.classes.res
+    zs, zn, ss, sn = int(sl.cstart[z]), int(sl.kcls[z]), int(sl.cstart[s]), int(sl.kcls[s])
+    ez, es = float(sl.e[z]), float(sl.e[s])
+    c = min(ez, es)
+    if zn * sn <= wk.WORK_LIMIT:
+        colsum = [0.0] * sn
+        cz = 0.0
+        for i in range(zs, zs + zn):
+            mi, ri = int(pm[i]), int(pr[i])
+            rowsum = 0.0
+            for j in range(sn):
+                mj = int(pm[ss + j])
+                g = math.gcd(mi, mj)
+                if (ri - int(pr[ss + j])) % g == 0:
+                    term = g / (float(mi) * float(mj))
+                    rowsum += term
+                    colsum[j] += term
+            cz += min(1.0 / mi, rowsum)
+        cs = 0.0
+        for j in range(sn):
+            cs += min(1.0 / int(pm[ss + j]), colsum[j])
+        c = min(c, cz, cs)
+    om, cost = sl.om, sl.cost
+    bound = lam + float(om[z]) * (c - es) + float(om[s]) * (c - ez)
+    return bound + wk.INFLATE * (abs(bound) + float(cost[s]) + float(cost[z]))
+
+
+@settings(max_examples=examples(200))
+@given(pool=tree_pool(max_trees=8), merges=st.integers(0, 4), seed=st.integers(0, 1000))
+def test_class_pair_bound_same_float_as_one_gcd_per_pair(pool, merges, seed):
+    """``_bound`` (one gcd per run of equal moduli, no residue test for coprime moduli) gives
+    the very float of one gcd per class pair, and it is at least the exact benefit; trees
+    woven from several mixed ones hold long runs of equal moduli on both sides."""
+    groups, lam = pool
+    model = CostModel("panes", lam, "fast")
+    trees = [model.tree(g) for g in groups]
+    rng = np.random.default_rng(seed)
+    for _ in range(merges):
+        if len(trees) < 3:  # keep two trees to compare
+            break
+        i, j = sorted(rng.choice(len(trees), 2, replace=False).tolist())
+        y, x = trees.pop(j), trees.pop(i)  # disjoint windows, as in a weave
+        trees.append(model.merge(x, y))
+    t = KernelTable(model, trees, 1e-12)
+    slots = t._add_many(trees)
+    sl = t.slots
+    wmax = int(sl.kcls[: len(slots)].max())
+    scratch = np.zeros(wmax), np.zeros(wmax, np.int64), np.zeros(wmax)
+    for i, z in enumerate(slots):
+        for j, s in enumerate(slots):
+            if i == j:
+                continue
+            got = wk._bound(
+                z,
+                s,
+                lam,
+                sl.e,
+                sl.om,
+                sl.cost,
+                sl.kcls,
+                sl.cstart,
+                t.classes.mod,
+                t.classes.res,
+                *scratch,
+            )
+            assert got == _bound_per_class_pair(t, z, s, lam)
+            assert got >= model.benefit(trees[i], trees[j])
+
+
 @settings(max_examples=examples(200))
 @given(pool=tree_pool(max_trees=8))
 def test_bucket_bounds_are_certified(pool):
