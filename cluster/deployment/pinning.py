@@ -111,6 +111,33 @@ def least_placed(alive: Sequence[str], placed: Sequence[str | None]) -> str:
     return min(alive, key=lambda r: (count[r], alive.index(r)))
 
 
+def keep_rank(pins: Mapping[str, str | None], head: str | None) -> dict[str, int]:
+    """Plan node -> its rank for staying in a scale-in on an autoscaled Ray cluster (lower
+    stays first): on the head (``head``, never removed by Ray's autoscaler), then on the Ray
+    nodes hosting the most plan nodes.
+
+    Why: Ray's autoscaler removes a Ray node only once it is idle, and a node running a plan
+    node's actor is not (even with ``num_cpus=0``: measured, tests/cluster/service/
+    test_ray_autoscaler.py).  A scale-in that kept a plan node on a worker and retired the
+    head's would hold that worker for good while the head idles; keeping the plan nodes
+    packed on the Ray nodes that stay anyway lets the emptied workers go."""
+    count = Counter(pins.values())
+    return {
+        nid: (0 if r is not None and r == head else 1) * (len(pins) + 1) - count[r]
+        for nid, r in pins.items()
+    }
+
+
+def head_ray_node() -> str | None:
+    """The id of the connected cluster's head node (None if none is alive)."""
+    import ray
+
+    for n in ray.nodes():
+        if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {}):
+            return n["NodeID"]
+    return None
+
+
 def ray_node_gone(pin: str | None) -> bool:
     """Whether the Ray node ``pin`` (a pinned actor's) is no longer alive."""
     import ray
