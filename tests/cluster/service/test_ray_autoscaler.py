@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -154,10 +155,10 @@ def test_serve_scales_with_rays_own_autoscaler(files, tmp_path):
             }
             stay = ["b1", "b2"]
             assert all(placed[hosts[q]] != HEAD_ID for q in stay), hosts
-            gone = [q for q in regs if q not in stay]
-            rep = ctl(run_dir, "remove-queries", gone, timeout=120)
+            dropped = [q for q in regs if q not in stay]
+            rep = ctl(run_dir, "remove-queries", dropped, timeout=120)
             t_in = time.time()
-            for q in gone:
+            for q in dropped:
                 regs[q][2] = rep["removed_at"][regs[q][0]["stream"]]
             assert list(pins().values()) == [HEAD_ID], pins()
             wait_for(
@@ -174,7 +175,7 @@ def test_serve_scales_with_rays_own_autoscaler(files, tmp_path):
         finally:
             for p in (serve, watcher):
                 if p.poll() is None:
-                    os.killpg(p.pid, 9)
+                    os.killpg(p.pid, signal.SIGKILL)
                     p.wait(timeout=30)
             log.close()
     assert not head.processes(), "processes of the head left running"
