@@ -115,6 +115,19 @@ def _plan(n_nodes: int = 4) -> dict:
 
 @pytest.mark.scenario
 @pytest.mark.cluster
+def test_added_node_goes_where_fewest_plan_nodes_run():
+    """An added plan node's Ray node: the alive one hosting the fewest plan nodes, ties in
+    pinning order (workers first, the head last): Ray nodes just launched for it first."""
+    from cluster.deployment.pinning import least_placed
+
+    alive = ["w1", "w2", "head"]  # w1, w2 just launched by Ray's autoscaler
+    assert least_placed(alive, ["head"]) == "w1"
+    assert least_placed(alive, ["head", "w1"]) == "w2"
+    assert least_placed(alive, ["head", "w1", "w2"]) == "w1"
+    assert least_placed(alive, ["w1", "w1", "w2", "gone"]) == "head"
+    assert least_placed(["head"], ["head", "head"]) == "head"
+
+
 def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     from cluster.deployment.deployment import Deployment
 
