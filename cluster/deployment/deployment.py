@@ -84,7 +84,8 @@ class Deployment:
     order) with a hard ``NodeAffinitySchedulingStrategy``; a mapping gives plan node -> Ray node
     id explicitly; ``False`` (default) lets Ray choose (why hard node affinity: ``pinning.py``).
     When a pinned Ray node is gone the plan node is lost and its trees are re-placed on the
-    surviving plan nodes (``lose_node``).  A restarted actor keeps its pin.
+    surviving plan nodes (``lose_node``).  A restarted actor keeps its pin; a node added while
+    running goes to the alive Ray node hosting the fewest plan nodes (``pin_for_added_node``).
 
     ``faults``: a fault drill, ``[{kind: kill|lose|add, node, at_batch}]`` (``check_faults``),
     fired just before batch ``at_batch`` (0-based) is fed; at the batch after the last one,
@@ -124,7 +125,7 @@ class Deployment:
                 )
         self.faults = check_faults(list(opts.faults), [sp["node_id"] for sp in specs])
         pins = resolve_pins(opts.pin_nodes, [sp["node_id"] for sp in specs], self.actor_options)
-        self.membership = Membership(self, plan, pinning=bool(opts.pin_nodes), created=len(specs))
+        self.membership = Membership(self, plan, pinning=bool(opts.pin_nodes))
         # actors are named (in the driver's Ray namespace) so that Spark tasks attached to the
         # cluster find them (the executor route: cluster.feeds.executors)
         self._run_id = uuid.uuid4().hex[:10]

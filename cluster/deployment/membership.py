@@ -42,15 +42,13 @@ def next_node_id(taken) -> str:
 class Membership:
     """Which nodes a running deployment has: the running plan and layout, the re-placement
     when nodes are lost or added, and its records (``lost``, ``replacements``, ``additions``).
-    ``pinning``: new nodes are pinned too; ``created``: plan nodes started so far (the pin
-    index of the next one)."""
+    ``pinning``: new nodes are pinned too (``pinning.pin_for_added_node``)."""
 
-    def __init__(self, dep, plan: Mapping[str, Any], *, pinning: bool, created: int):
+    def __init__(self, dep, plan: Mapping[str, Any], *, pinning: bool):
         self.dep = dep
         self.plan = plan
         self.layout: Layout | None = None
         self.pinning = pinning
-        self.created = created
         self.lost: dict[str, dict[str, Any]] = {}
         self.replacements: list[dict[str, Any]] = []
         self.additions: list[dict[str, Any]] = []
@@ -164,8 +162,8 @@ class Membership:
         ``node_id``: default ``node-<k>``, the smallest k unused (lost nodes' ids stay used).
         ``capacity``: needed exactly when the plan's nodes have capacities (default then: their
         capacity, if they all have the same).  ``ray_node``: pin the new actor to this Ray node;
-        default with pinning on: Ray node ``i mod R`` as ``pin_nodes=True`` would give plan node
-        i (i = nodes started so far), else Ray's choice.  ``self.plan`` gains the node with
+        default with pinning on: the alive Ray node hosting the fewest plan nodes
+        (``pinning.pin_for_added_node``), else Ray's choice.  ``self.plan`` gains the node with
         the moved tree entries (``moved_from``), costs re-summed: it verifies.  Returns (and
         records in ``metrics()["additions"]``) the moved trees and the cost change.  A node
         that no move helps (e.g. a single tree) is still added, empty."""
@@ -204,7 +202,7 @@ class Membership:
             ray_node,
             pinning=self.pinning,
             actor_options=dep.actor_options,
-            created=self.created,
+            placed=[x.ray_node for x in dep.nodes.values()],
         )
         if self.layout is None:  # fails here (no input rates, ...) before anything changes
             self.layout = Layout(self.plan)
@@ -221,7 +219,6 @@ class Membership:
             ray_node=pin,
         )
         dep.nodes[nid] = n
-        self.created += 1
         n.actor = dep.start_actor(nid, [])
         adopt: list[RestoreSource] = []
         drops: list[tuple[str, DriverNode, Any, list[str]]] = []

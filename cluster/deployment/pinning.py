@@ -9,7 +9,8 @@ deployment loses the plan node for good and re-places its trees.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cluster.deployment.specs import DeploymentError
@@ -70,11 +71,22 @@ def resolve_pins(
 
 
 def pin_for_added_node(
-    nid: str, ray_node: str | None, *, pinning: bool, actor_options: Mapping[str, Any], created: int
+    nid: str,
+    ray_node: str | None,
+    *,
+    pinning: bool,
+    actor_options: Mapping[str, Any],
+    placed: Sequence[str | None],
 ) -> str | None:
     """The Ray node a node added while running is pinned to (None: Ray's choice): the one
-    asked for, else with pinning on Ray node ``created mod R`` (``created``: plan nodes
-    started so far), as ``pin_nodes=True`` would have given it."""
+    asked for, else with pinning the alive Ray node hosting the fewest plan nodes (``placed``:
+    the Ray nodes of the running plan nodes), ties in ``ray_nodes_for_pinning`` order.
+
+    Why the fewest and not plan node ``i mod R``: a node is added when the load grows, often
+    right after Ray's autoscaler started Ray nodes for it (``cluster.runtime.resources``); the
+    new plan nodes belong on those empty Ray nodes, not on one that already runs a plan node
+    (``i mod R`` put a third plan node on the head beside the first and left a new worker
+    empty, tests/cluster/service/test_ray_autoscaler.py)."""
     if ray_node is None and not pinning:
         return None
     if "scheduling_strategy" in actor_options:
@@ -90,7 +102,40 @@ def pin_for_added_node(
         return str(ray_node)
     if not alive:
         raise DeploymentError(f"cannot add node {nid!r}: no alive Ray node to pin it to")
-    return alive[created % len(alive)]
+    return least_placed(alive, placed)
+
+
+def least_placed(alive: Sequence[str], placed: Sequence[str | None]) -> str:
+    """Of ``alive`` (in pinning order), the first hosting the fewest of ``placed``."""
+    count = Counter(placed)
+    return min(alive, key=lambda r: (count[r], alive.index(r)))
+
+
+def keep_rank(pins: Mapping[str, str | None], head: str | None) -> dict[str, int]:
+    """Plan node -> its rank for staying in a scale-in on an autoscaled Ray cluster (lower
+    stays first): on the head (``head``, never removed by Ray's autoscaler), then on the Ray
+    nodes hosting the most plan nodes.
+
+    Why: Ray's autoscaler removes a Ray node only once it is idle, and a node running a plan
+    node's actor is not (even with ``num_cpus=0``: measured, tests/cluster/service/
+    test_ray_autoscaler.py).  A scale-in that kept a plan node on a worker and retired the
+    head's would hold that worker for good while the head idles; keeping the plan nodes
+    packed on the Ray nodes that stay anyway lets the emptied workers go."""
+    count = Counter(pins.values())
+    return {
+        nid: (0 if r is not None and r == head else 1) * (len(pins) + 1) - count[r]
+        for nid, r in pins.items()
+    }
+
+
+def head_ray_node() -> str | None:
+    """The id of the connected cluster's head node (None if none is alive)."""
+    import ray
+
+    for n in ray.nodes():
+        if n.get("Alive") and "node:__internal_head__" in n.get("Resources", {}):
+            return n["NodeID"]
+    return None
 
 
 def ray_node_gone(pin: str | None) -> bool:

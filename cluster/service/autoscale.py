@@ -294,10 +294,17 @@ def match_nodes(fresh: Plan, hosted: Mapping[str, set[str]], keep: Sequence[str]
     return [nid if nid is not None else next(rest) for nid in out]
 
 
-def keep_nodes(fresh: Plan, hosted: Mapping[str, set[str]], running: Sequence[str]) -> list[str]:
+def keep_nodes(
+    fresh: Plan,
+    hosted: Mapping[str, set[str]],
+    running: Sequence[str],
+    first: Mapping[str, int] | None = None,
+) -> list[str]:
     """For a scale-in to ``len(fresh.nodes)`` nodes: the running nodes to keep, those sharing
     the most queries with the fresh plan's nodes (``match_nodes`` over every running node,
-    the others retire)."""
+    the others retire).  ``first``: a rank per running node that comes before the shared
+    queries (lower kept first; on Ray's autoscaler, the plan nodes whose Ray node stays:
+    ``cluster.deployment.pinning.keep_rank``)."""
     k = len(fresh.nodes)
     scored = []
     for nid in running:
@@ -305,8 +312,8 @@ def keep_nodes(fresh: Plan, hosted: Mapping[str, set[str]], running: Sequence[st
             (len({q.id for t in n.trees for q in t.queries} & hosted.get(nid, set())))
             for n in fresh.nodes
         )
-        scored.append((-best, running.index(nid), nid))
-    return [nid for _, _, nid in sorted(scored)[:k]]
+        scored.append(((first or {}).get(nid, 0), -best, running.index(nid), nid))
+    return [s[-1] for s in sorted(scored)[:k]]
 
 
 class Autoscaler:

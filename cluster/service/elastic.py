@@ -117,6 +117,16 @@ class Elastic:
         has = any(c is not None for c in self.svc.running.capacity.values())
         return self.autoscaler.policy.capacity if has else None
 
+    def _keep_first(self) -> dict[str, int] | None:
+        """On Ray's autoscaler, which plan nodes a scale-in keeps first: those whose Ray node
+        stays (``pinning.keep_rank``), so the emptied workers go; None elsewhere."""
+        if self.resources is None:
+            return None
+        from cluster.deployment.pinning import head_ray_node, keep_rank
+
+        pins = {nid: n.ray_node for nid, n in self.svc.dep.nodes.items()}
+        return keep_rank(pins, head_ray_node())
+
     def _carry_out(self, d, fresh, change: Change) -> dict:
         """Carry out ``d``: add or retire nodes, then reach ``fresh`` (the model's plan on
         ``d.nodes_after`` nodes; None for a measured scale-out: the added node takes trees
@@ -134,7 +144,7 @@ class Elastic:
             cap = self._capacity()
             extra["added"] = [nodes.add(None, cap, "autoscale")["node"] for _ in range(k)]
         elif d.nodes_after < d.nodes_before and fresh is not None:
-            keep = keep_nodes(fresh, hosted, list(svc.dep.nodes))
+            keep = keep_nodes(fresh, hosted, list(svc.dep.nodes), self._keep_first())
             ids = match_nodes(fresh, hosted, keep)
             where = {
                 q.id: ids[j] for j, n in enumerate(fresh.nodes) for t in n.trees for q in t.queries

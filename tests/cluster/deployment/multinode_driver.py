@@ -72,7 +72,7 @@ def main(plan_path: str, data_path: str, out_dir: str) -> None:
 
             # the worker hosting node-1 leaves mid-stream (node-1 is lost: its trees move to
             # the surviving plan nodes), then node-0's actor is killed (restarted, same pin),
-            # then a plan node is added (pinned: i = 4 -> alive Ray node 4 mod 2)
+            # then a plan node is added (pinned: to the alive Ray node hosting the fewest)
             victim_ray = res["expected"]["node-1"]
             victim = next(w for w in workers if w.node_id == victim_ray)
             with Deployment(plan, DeploymentOptions(pin_nodes=True, max_in_flight=2)) as dep:

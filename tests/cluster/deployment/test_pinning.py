@@ -115,6 +115,19 @@ def _plan(n_nodes: int = 4) -> dict:
 
 @pytest.mark.scenario
 @pytest.mark.cluster
+def test_added_node_goes_where_fewest_plan_nodes_run():
+    """An added plan node's Ray node: the alive one hosting the fewest plan nodes, ties in
+    pinning order (workers first, the head last): Ray nodes just launched for it first."""
+    from cluster.deployment.pinning import least_placed
+
+    alive = ["w1", "w2", "head"]  # w1, w2 just launched by Ray's autoscaler
+    assert least_placed(alive, ["head"]) == "w1"
+    assert least_placed(alive, ["head", "w1"]) == "w2"
+    assert least_placed(alive, ["head", "w1", "w2"]) == "w1"
+    assert least_placed(alive, ["w1", "w1", "w2", "gone"]) == "head"
+    assert least_placed(["head"], ["head", "head"]) == "head"
+
+
 def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     from cluster.deployment.deployment import Deployment
 
@@ -171,10 +184,13 @@ def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     assert rec["snapshot_seq"] == 2 and rec["moved"] == len(plan["nodes"][1]["trees"])
     assert set(rec["trees"].values()) <= {"node-0", "node-2", "node-3"}
     assert res["recoveries"] == {"node-0": 1, "node-2": 0, "node-3": 0, "node-4": 0}
-    (add,) = res["additions"]  # plan node 4 -> Ray node 4 mod 2 of (w0, head)
-    assert add["node"] == "node-4" and add["ray_node"] == w0 and add["moved"] > 0
+    # plan node 4 -> the alive Ray node hosting the fewest plan nodes: the head (node-2 only;
+    # w0 runs node-0 and node-3)
+    (add,) = res["additions"]
+    assert add["node"] == "node-4" and add["ray_node"] == ray_nodes["head"] and add["moved"] > 0
     after = res["placement_after"]
-    assert after == {"node-0": w0, "node-2": ray_nodes["head"], "node-3": w0, "node-4": w0}
+    head = ray_nodes["head"]
+    assert after == {"node-0": w0, "node-2": head, "node-3": w0, "node-4": head}
     assert res["late_rows"] == [0, 0]
     print(
         f"multi-node: startup {res['startup_s']:.1f} s, driver {res['total_s']:.1f} s, "

@@ -184,6 +184,26 @@ def test_match_nodes_keeps_queries_where_they_run():
         match_nodes(fresh, hosted, ["n1"])
 
 
+def test_scale_in_on_rays_autoscaler_keeps_the_plan_nodes_whose_ray_node_stays():
+    """On an autoscaled Ray cluster a scale-in keeps the plan nodes on the head, then on the
+    Ray nodes hosting the most, before the shared queries: a worker left running one plan node
+    is never idle, so Ray would keep it for good while the head idles."""
+    from cluster.deployment.pinning import keep_rank
+
+    model = CostModel("panes", {"s": 1.0})
+    qa, qb = Query("a", 4, 2, "sum", "s"), Query("b", 6, 3, "max", "s")
+    fresh = build_plan("x", model, [[model.tree([qa]), model.tree([qb])]], [None], [qa, qb])
+    hosted = {"n0": set(), "n1": {"a", "b"}, "n2": {"a"}}
+    running = ["n0", "n1", "n2"]
+    assert keep_nodes(fresh, hosted, running) == ["n1"]  # the most shared queries
+    rank = keep_rank({"n0": "head", "n1": "w1", "n2": "w2"}, "head")
+    assert keep_nodes(fresh, hosted, running, rank) == ["n0"]  # the head stays anyway
+    # no plan node on the head: the worker hosting two plan nodes stays, the lone one goes
+    rank = keep_rank({"n0": "w1", "n1": "w2", "n2": "w1"}, "head")
+    assert rank["n0"] == rank["n2"] < rank["n1"]
+    assert keep_nodes(fresh, hosted, running, rank) == ["n2"]
+
+
 def test_autoscaler_measures_busy_share_from_counters_and_reports_status():
     a = Autoscaler(POLICY)
     busy, queue, lag = a.measure({"n": {"busy_s": 1.0, "queue_depth": 2}}, 10.0)
