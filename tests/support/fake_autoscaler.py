@@ -22,7 +22,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,15 +32,11 @@ from pathlib import Path
 
 import yaml
 
+from support.ray_ports import free_port, port_flags
+
 RAY = Path(sys.executable).with_name("ray")
 #: the fake provider's worker node type (``available_node_types``)
 WORKER_TYPE = "wp.worker"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def autoscaling_config(
@@ -212,18 +207,8 @@ def fake_autoscaling_head(
             )
         )
     )
-    ports = [
-        (f"--{k}", str(free_port()))
-        for k in (
-            "dashboard-agent-listen-port",
-            "dashboard-agent-grpc-port",
-            "metrics-export-port",
-            "runtime-env-agent-port",
-            "node-manager-port",
-            "object-manager-port",
-            "dashboard-port",  # the dashboard's head process runs even when not included
-        )
-    ]
+    # the dashboard's head process runs even when not included
+    ports = port_flags("dashboard-port")
     cmd = [
         str(RAY),
         "start",
@@ -237,7 +222,7 @@ def fake_autoscaling_head(
         "--include-dashboard=false",
         "--disable-usage-stats",
         f"--temp-dir={temp_dir}",
-        *[x for kv in ports for x in kv],
+        *ports,
     ]
     log = work / "ray-head.log"
     head = None

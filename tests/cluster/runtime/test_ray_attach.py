@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from support.ray_ports import free_port, port_flags
 from support.waiting import wait_for
 
 from cluster.runtime.ray_runtime import LOOPBACK_ENV, token_source
@@ -32,12 +32,6 @@ from executors.oracle import brute_force
 
 REPO = Path(__file__).resolve().parents[3]
 RAY = Path(sys.executable).with_name("ray")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _clean_env(**extra) -> dict:
@@ -57,18 +51,7 @@ def ray_head(tmp_path_factory):
     tmp = Path(tempfile_dir := tmp_path_factory.mktemp("rayhead"))
     raytmp = Path(f"/tmp/ray-wp-{os.getpid()}")  # short: Ray's unix socket paths are limited
     token = secrets.token_hex(32)
-    port = _free_port()
-    ports = {
-        f"--{k}": str(_free_port())
-        for k in (
-            "dashboard-agent-listen-port",
-            "dashboard-agent-grpc-port",
-            "metrics-export-port",
-            "runtime-env-agent-port",
-            "node-manager-port",
-            "object-manager-port",
-        )
-    }
+    port = free_port()
     cmd = [
         str(RAY),
         "start",
@@ -83,7 +66,7 @@ def ray_head(tmp_path_factory):
         "--disable-usage-stats",
         "--temp-dir",
         str(raytmp),
-        *[x for kv in ports.items() for x in kv],
+        *port_flags(),
     ]
     env = _clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, RAY_TMPDIR=str(raytmp))
     log = open(tmp / "head.log", "wb")
