@@ -44,41 +44,43 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, signum: int):
         super().__init__(signal_name(signum))
         self.signum = signum
-        _last_stop[0] = signum
+        _stops[0] += 1
+        _stops[1] = signum
 
 
-_last_stop: list[int | None] = [None]
+_stops: list = [0, None]  # Stopped raised in this process so far, the last one's signal
 
 
 def stopped_by() -> int | None:
     """The signal of the last ``Stopped`` raised in this process (None: none was): typer turns
     every KeyboardInterrupt into exit code 130, the command line says which signal it was."""
-    return _last_stop[0]
+    return _stops[1]
 
 
 @contextmanager
 def errors_after_a_stop_are_the_stop() -> Iterator[None]:
-    """An error escaping the block after a stop signal aborted the run (``Stopped`` raised
-    before) is raised as that ``Stopped``, chained: e.g. py4j's "Answer from Java side is
-    empty" from a cleanup's call to a JVM the interrupted call left going away.  The abort
-    was asked for; what broke on its way out is its consequence, not a new error."""
+    """An error escaping the block after a stop signal aborted it (a ``Stopped`` raised
+    inside the block) is raised as that ``Stopped``, chained: e.g. py4j's "Answer from Java
+    side is empty" from a cleanup's call to a JVM the interrupted call left going away.  The
+    abort was asked for; what broke on its way out is its consequence, not a new error."""
+    seen = _stops[0]
     try:
         yield
     except Exception as exc:
-        if _last_stop[0] is None:
+        if _stops[0] == seen:
             raise
-        raise Stopped(_last_stop[0]) from exc
+        raise Stopped(_stops[1]) from exc
 
 
-def _caused_by_stop(exc: BaseException | None) -> bool:
-    """``exc`` is a ``Stopped``, or was raised while handling one (a broken pipe py4j meets
-    when it closes the connection the interrupt left half-used)."""
+def stop_in(exc: BaseException | None) -> Stopped | None:
+    """The ``Stopped`` that ``exc`` is, or was raised while handling (a broken pipe py4j
+    meets when it closes the connection the interrupt left half-used); None if neither."""
     seen = 0
     while exc is not None and seen < 16:
         if isinstance(exc, Stopped):
-            return True
+            return exc
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return None
 
 
 class _QuietStops(logging.Filter):
@@ -88,7 +90,7 @@ class _QuietStops(logging.Filter):
     not an error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and _caused_by_stop(record.exc_info[1]))
+        return not (record.exc_info and stop_in(record.exc_info[1]) is not None)
 
 
 # A logger's filters see only what is logged on that logger, not what its children propagate:

@@ -72,7 +72,7 @@ def main() -> None:
     except Exception as exc:  # click usage errors carry their own message
         import click
 
-        _exit_if_stopped_by_a_signal()  # an error on the way out of an abort: the abort
+        _exit_if_an_abort_caused(exc)  # an error on the way out of an abort: the abort
 
         # typer raises its own copy of click's exceptions (a wrong option type: BadParameter)
         usage = (click.ClickException, typer.TyperException)
@@ -83,6 +83,18 @@ def main() -> None:
             exc.show()
             sys.exit(2)
         raise
+
+
+def _exit_if_an_abort_caused(exc: BaseException) -> None:
+    """``exc`` was raised while a stop signal's abort (``Stopped``) went out: say which
+    signal, exit 128 + its number, as for the abort itself."""
+    signals = sys.modules.get("cluster.runtime.signals")  # not imported: no run, no Stopped
+    stop = signals.stop_in(exc) if signals is not None else None
+    if stop is not None:
+        import signal
+
+        console.print(f"[red]aborted[/red] by {signal.Signals(stop.signum).name}")
+        sys.exit(128 + stop.signum)
 
 
 def _exit_if_stopped_by_a_signal() -> None:

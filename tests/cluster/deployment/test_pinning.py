@@ -113,8 +113,6 @@ def _plan(n_nodes: int = 4) -> dict:
     return Plan("WG_TN", "slickdeque", nodes, rates).to_dict()
 
 
-@pytest.mark.scenario
-@pytest.mark.cluster
 def test_added_node_goes_where_fewest_plan_nodes_run():
     """An added plan node's Ray node: the alive one hosting the fewest plan nodes, ties in
     pinning order (workers first, the head last): Ray nodes just launched for it first."""
@@ -128,6 +126,8 @@ def test_added_node_goes_where_fewest_plan_nodes_run():
     assert least_placed(["head"], ["head", "head"]) == "head"
 
 
+@pytest.mark.scenario
+@pytest.mark.cluster
 def test_pinned_multinode_and_lost_ray_node(tmp_path, ray_session):
     from cluster.deployment.deployment import Deployment
 

@@ -125,17 +125,13 @@ def test_a_stop_is_not_logged_as_an_error(caplog):
     assert caplog.records[-1].getMessage() == "Exception occurred while shutting down connection"
 
 
-def test_an_error_on_the_way_out_of_an_abort_is_the_abort(monkeypatch):
-    """After a stop signal aborted the run, an error its cleanup meets (py4j's "Answer from
-    Java side is empty") is raised as the ``Stopped``, naming the signal; before any abort an
-    error is itself."""
-    import cluster.runtime.signals as signals
-    from cluster.runtime.signals import errors_after_a_stop_are_the_stop
+def test_an_error_on_the_way_out_of_an_abort_is_the_abort():
+    """After a stop signal aborted the block, an error its cleanup meets (py4j's "Answer from
+    Java side is empty") is raised as the ``Stopped``, naming the signal; an error in a block
+    where no abort happened is itself, whatever aborted earlier in the process (a stale stop
+    must not turn a later run's error into an abort: the CLI and its tests share a process)."""
+    from cluster.runtime.signals import errors_after_a_stop_are_the_stop, stop_in
 
-    monkeypatch.setattr(signals, "_last_stop", [None])
-    with pytest.raises(RuntimeError, match="a real error"):
-        with errors_after_a_stop_are_the_stop():
-            raise RuntimeError("a real error")
     with pytest.raises(Stopped) as got:
         with errors_after_a_stop_are_the_stop():
             try:
@@ -144,3 +140,14 @@ def test_an_error_on_the_way_out_of_an_abort_is_the_abort(monkeypatch):
                 raise RuntimeError("Answer from Java side is empty")  # noqa: B012
     assert got.value.signum == signal.SIGTERM
     assert str(got.value.__cause__) == "Answer from Java side is empty"
+    with pytest.raises(RuntimeError, match="a real error"):  # the stop above is stale here
+        with errors_after_a_stop_are_the_stop():
+            raise RuntimeError("a real error")
+    try:
+        try:
+            raise Stopped(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise BrokenPipeError(32, "Broken pipe")  # noqa: B904 (chained implicitly)
+    except OSError as e:
+        assert stop_in(e).signum == signal.SIGINT
+    assert stop_in(RuntimeError("alone")) is None
