@@ -7,9 +7,10 @@ cannot drift apart.
 
 Why at the same time: Ray (4-11 s here) and Spark's JVM (3-5 s) need nothing from each other,
 and one after the other they made up most of the wait before the first row.  Spark starts on a
-thread of its own while the main thread starts Ray and then the deployment's actors; the run
-waits for Spark only when it needs the session, so the first row is fed about when the slower
-of the two is up.  Ray stays on the main thread because ``ray.init`` takes SIGTERM over there
+thread of its own, followed there by the input's first read (``prepare``: a Parquet file
+resolved and its first chunk pulled), while the main thread starts Ray and then the
+deployment's actors; the run waits for Spark only when it needs the session, so the first row
+is fed as soon as the slower of the two sides is done.  Ray stays on the main thread because ``ray.init`` takes SIGTERM over there
 and the hand-over to SIGINT (``cluster.runtime.signals``) can only be put back from the main
 thread; PySpark installs its SIGINT handler only when its context is created on the main
 thread, so a session started on the thread installs none (``on_new_spark`` still runs, on the
