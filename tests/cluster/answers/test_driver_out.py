@@ -280,6 +280,7 @@ def test_executor_feed_equals_driver_route(
     assert res.answers.equals(driver_route.answers)
 
 
+@pytest.mark.scenario  # fault drills end to end, ~23 s each: make test-scenarios
 @pytest.mark.parametrize("answers", ["driver", "actors"])
 def test_executor_feed_exactly_once_through_fault_drills(
     workload, driver_route, ray_session, spark, tmp_path, answers
@@ -326,6 +327,7 @@ def test_executor_feed_exactly_once_through_fault_drills(
     assert res.answers.equals(driver_route.answers)
 
 
+@pytest.mark.scenario  # fault drills end to end: make test-scenarios
 def test_executor_feed_sliced_mode_exactly_once_through_fault_drills(
     workload, driver_route, ray_session, spark, tmp_path
 ):

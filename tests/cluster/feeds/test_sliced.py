@@ -71,6 +71,7 @@ def test_sliced_equals_raw_mode_exactly(sliced_workload, sliced_result, ray_sess
     assert raw.answers.equals(sliced_result[1].answers)
 
 
+@pytest.mark.scenario  # fault drills end to end, ~24 s: make test-scenarios
 def test_sliced_fault_recovery_and_float_stream(
     sliced_workload, sliced_result, ray_session, spark, tmp_path
 ):

@@ -168,6 +168,7 @@ def test_token_source_order(tmp_path, monkeypatch):
     assert token_source() == ("env-token", "the RAY_AUTH_TOKEN environment variable")
 
 
+@pytest.mark.scenario  # its own `ray start` head, ~26 s: make test-scenarios
 @pytest.mark.cluster
 def test_attach_by_address_with_token_file(ray_head, tmp_path):
     address, token, _ = ray_head
