@@ -10,7 +10,7 @@ context manager that
 * **attaches** to an existing cluster when ``address`` is given (``"auto"`` or ``"ray://..."`` /
   ``"host:port"``) - then it never shuts that cluster down, it only disconnects, or
 * **reuses** a Ray this process already initialised (e.g. a pytest session fixture) and leaves it
-  running: whoever started Ray stops it.
+  running: it is shut down by whoever started it.
 
 **Token authentication** (Ray 2.60 default): a cluster started with ``ray start`` checks a
 token on every RPC.  Ray's client loads one by itself only when ``RAY_AUTH_MODE=token`` is set

@@ -10,7 +10,7 @@ at most ``max_workers`` of them, idle ones removed after ``idle_timeout_minutes`
 Everything listens on 127.0.0.1 (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: the node IP is the
 loopback one, also for the workers the autoscaler starts inside the head's monitor), with free
 ports of its own and a short ``--temp-dir`` of its own (Ray's unix socket paths are limited).
-Stopping kills by process id only (never ``ray stop``, which stops every Ray on the machine):
+Stopping kills by process id only (never the CLI command that ends every Ray on the machine):
 the head's process group (``ray start --block`` in a session of its own; the workers' raylets
 are started by its monitor, in the same group), then whatever process is still left that
 descends from it or runs in its temp dir.

@@ -54,7 +54,7 @@ class StandInRay:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.log.append(("ray stopped", None))
+        self.log.append(("ray down", None))
 
 
 class StandInSession:
@@ -62,7 +62,7 @@ class StandInSession:
         self.log = log
 
     def stop(self) -> None:
-        self.log.append(("spark stopped", None))
+        self.log.append(("spark down", None))
 
 
 def _spark(log: list, meet: threading.Barrier | None = None, fail: bool = False):
@@ -104,7 +104,7 @@ def test_ray_and_spark_start_at_the_same_time_and_sigterm_stays_handed_over():
     threads = dict(log)
     assert threads["ray starts"] is threading.main_thread()
     assert threads["spark starts"] is not threading.main_thread()
-    assert _events(log)[2:] == ["spark stopped", "ray stopped"]  # Spark first, as ever
+    assert _events(log)[2:] == ["spark down", "ray down"]  # Spark first, as ever
 
 
 def test_ray_failing_to_start_still_stops_the_spark_it_overlapped():
@@ -115,7 +115,7 @@ def test_ray_failing_to_start_still_stops_the_spark_it_overlapped():
             RuntimeOptions(), start_ray=StandInRay(log, fail=True), start_spark=_spark(log)
         ):
             pytest.fail("yielded without Ray")
-    assert "spark stopped" in _events(log) and "ray stopped" not in _events(log)
+    assert "spark down" in _events(log) and "ray down" not in _events(log)
     assert signal.getsignal(signal.SIGTERM) is before
 
 
@@ -126,7 +126,7 @@ def test_spark_failing_to_start_is_raised_where_the_session_is_needed_and_ray_st
             RuntimeOptions(), start_ray=StandInRay(log), start_spark=_spark(log, fail=True)
         ) as rts:
             rts.spark()
-    assert _events(log)[-1] == "ray stopped" and "spark stopped" not in _events(log)
+    assert _events(log)[-1] == "ray down" and "spark down" not in _events(log)
 
 
 def test_a_session_passed_in_is_neither_started_nor_stopped():
@@ -140,7 +140,7 @@ def test_a_session_passed_in_is_neither_started_nor_stopped():
         RuntimeOptions(spark=given), start_ray=StandInRay(log), start_spark=never
     ) as rts:
         assert rts.spark() is given and rts.startup["spark_s"] == 0.0
-    assert _events(log) == ["ray starts", "ray stopped"]
+    assert _events(log) == ["ray starts", "ray down"]
 
 
 def test_the_first_read_runs_on_sparks_thread_while_ray_starts():
@@ -162,7 +162,7 @@ def test_the_first_read_runs_on_sparks_thread_while_ray_starts():
         assert got == ("opened", rts.spark())
     threads = dict(log)
     assert threads["first read"] is threads["spark starts"] is not threading.main_thread()
-    assert _events(log)[-2:] == ["spark stopped", "ray stopped"]
+    assert _events(log)[-2:] == ["spark down", "ray down"]
 
 
 def test_a_failed_first_read_is_raised_where_it_is_read_and_everything_stops():
@@ -177,7 +177,7 @@ def test_a_failed_first_read_is_raised_where_it_is_read_and_everything_stops():
         ) as rts:
             assert isinstance(rts.spark(), StandInSession)  # the session itself is fine
             rts.prepared()
-    assert _events(log)[-2:] == ["spark stopped", "ray stopped"]
+    assert _events(log)[-2:] == ["spark down", "ray down"]
 
 
 def test_a_session_passed_in_gets_its_first_read_early_and_is_not_stopped():
@@ -194,7 +194,7 @@ def test_a_session_passed_in_gets_its_first_read_early_and_is_not_stopped():
     ) as rts:
         assert rts.prepared() is given and rts.spark() is given
         assert rts.startup["spark_s"] == 0.0
-    assert "spark stopped" not in _events(log)
+    assert "spark down" not in _events(log)
 
 
 RUN = """
