@@ -94,6 +94,23 @@ def autoscaling_config(
     }
 
 
+def token_env(token: str, **extra) -> dict:
+    """This process's environment for a process of (or attached to) a token-protected head on
+    loopback: no inherited Ray token or address, this ``token``, node IPs 127.0.0.1."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS",)
+    }
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN=token,
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # node IP 127.0.0.1, workers' too
+    )
+    env.update(extra)
+    return env
+
+
 @dataclass
 class FakeHead:
     """A running head: its ``address``, the ``token`` it checks, its ``temp_dir``, the
@@ -108,18 +125,7 @@ class FakeHead:
 
     def env(self, **extra) -> dict:
         """An environment for a process attaching to this head (its token, loopback)."""
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS",)
-        }
-        env.update(
-            RAY_AUTH_MODE="token",
-            RAY_AUTH_TOKEN=self.token,
-            RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
-        )
-        env.update(extra)
-        return env
+        return token_env(self.token, **extra)
 
     def processes(self) -> set[int]:
         """Live pids that belong to this head: its process group, its descendants, and any
@@ -227,17 +233,10 @@ def fake_autoscaling_head(
     log = work / "ray-head.log"
     head = None
     with open(log, "wb") as out:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS",)
-        }
-        env.update(
+        env = token_env(
+            token,
             RAY_FAKE_CLUSTER="1",
             AUTOSCALER_UPDATE_INTERVAL_S="1",  # the monitor's loop: 5 s by default
-            RAY_AUTH_MODE="token",
-            RAY_AUTH_TOKEN=token,
-            RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # node IP 127.0.0.1, workers' too
             RAY_TMPDIR=str(temp_dir),
         )
         proc = subprocess.Popen(
