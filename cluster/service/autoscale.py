@@ -17,8 +17,8 @@ The policy (``placement.autoscale`` in the config, ``AutoscalePolicy``), equal n
 - **scale out by one** when a node's measured busy share stays above ``busy_high`` for
   ``sustain`` samples in a row (the model under-prices it), outside the cool-down;
 - **replace a slow node** when one node's event-time lag (the newest event time fed minus the
-  newest it applied) stays above ``lag_high_s`` for ``sustain`` samples in a row while the
-  others keep up (a throttled or sick host: the model prices the work, not the machine), outside
+  newest it applied) stays more than ``lag_high_s`` above the least lagging node's for
+  ``sustain`` samples in a row (a throttled or sick host: the model prices the work, not the machine), outside
   the cool-down: a new node is added and the slow one retired, its trees moving to the new
   one (the node count is unchanged);
 - **scale in** when the running queries fit on fewer nodes below ``low`` x capacity, or the
@@ -125,7 +125,7 @@ class Observation:
 class Memory:
     """What decisions remember: on/off (``ctl autoscale``), the last decision's time, action
     and node counts, samples in a row with a node above ``busy_high``, and the node lagging
-    above ``lag_high_s`` with its samples in a row (``slow``)."""
+    more than ``lag_high_s`` behind the least lagging one with its samples in a row (``slow``)."""
 
     enabled: bool = True
     last_at: float | None = None
@@ -204,8 +204,14 @@ def decide(policy: AutoscalePolicy, obs: Observation, mem: Memory) -> Decision:
         slow = mem.slow[0]
         reason["slow_node"] = slow
         if cooling:
-            return decision("vetoed", n, f"{slow} lags above lag_high_s; cooling down")
-        return decision("replace", n, f"{slow} lags above lag_high_s {p.lag_high_s:g} s; replaced")
+            return decision(
+                "vetoed", n, f"{slow} lags over lag_high_s behind the others; cooling down"
+            )
+        return decision(
+            "replace",
+            n,
+            f"{slow} lags over lag_high_s {p.lag_high_s:g} s behind the others; replaced",
+        )
     if mem.busy_streak >= p.sustain and n < p.max_nodes:
         if cooling:
             return decision("vetoed", n + 1, "measured busy share above busy_high; cooling down")
@@ -250,12 +256,16 @@ def after(mem: Memory, d: Decision, now: float) -> Memory:
 
 
 def with_lag_sample(mem: Memory, lag: Mapping[str, float | None], lag_high_s: float) -> Memory:
-    """Count a measurement of event-time lag: the node lagging most above ``lag_high_s``
-    while another node keeps up (below it) extends its streak; otherwise it ends.  (All
-    nodes lagging alike is the feed's or the load's doing, not one node's: scale-out's.)"""
+    """Count a measurement of event-time lag: the node whose lag exceeds the least lagging
+    node's by most, and by more than ``lag_high_s``, extends its streak; otherwise it ends.
+    Relative to the node keeping up best, because what every node shares (files arriving in
+    bursts, a busy driver, the load) lags them all alike and is scale-out's, not one node's."""
     known = {k: v for k, v in lag.items() if v is not None}
-    over = {k: v for k, v in known.items() if v > lag_high_s}
-    if not over or len(over) == len(known):
+    if len(known) < 2:
+        return replace(mem, slow=None)
+    floor = min(known.values())
+    over = {k: v - floor for k, v in known.items() if v - floor > lag_high_s}
+    if not over:
         return replace(mem, slow=None)
     worst = max(sorted(over), key=lambda k: over[k])
     streak = mem.slow[1] + 1 if mem.slow is not None and mem.slow[0] == worst else 1

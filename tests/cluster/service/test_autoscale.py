@@ -114,6 +114,11 @@ def test_a_node_lagging_alone_is_replaced_after_sustain_samples():
     assert with_lag_sample(mem, {"node-0": 45.0, "node-1": 40.0}, 30.0).slow is None
     assert with_lag_sample(mem, {"node-0": 1.0, "node-1": 40.0}, 30.0).slow == ("node-1", 1)
     assert with_lag_sample(mem, {"node-0": 1.0, "node-1": 2.0}, 30.0).slow is None
+    # the lag is counted from the least lagging node's: all behind, one far more so, is slow
+    assert with_lag_sample(mem, {"a": 40.0, "b": 75.0, "c": 41.0}, 30.0).slow == ("b", 1)
+    assert with_lag_sample(mem, {"a": 40.0, "b": 69.0, "c": 41.0}, 30.0).slow is None
+    assert with_lag_sample(mem, {"a": 90.0}, 30.0).slow is None  # no other node to compare
+    assert with_lag_sample(mem, {"a": 90.0, "b": None}, 30.0).slow is None
 
 
 def test_bounds_min_and_max_nodes():
