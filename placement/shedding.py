@@ -19,6 +19,7 @@ node over capacity (its edges alone cost too much), no shedding helps: we say so
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from placement.plan import Plan
@@ -59,30 +60,43 @@ class SheddingPlan:
         return {s: 1.0 - x for s, x in self.keep.items()}
 
 
-def _node_terms(plan: Plan):
-    """Per node: fixed cost (edges), per-stream tuple cost coefficients, capacity."""
+def _node_terms(plan: Plan, rates: Mapping[str, float]):
+    """Per node: fixed cost (edges), per-stream tuple cost coefficients at ``rates``, capacity.
+    A time tree's edges do not depend on the rate (``C = lambda + E Omega``); a count tree's
+    whole cost scales with it."""
     out = []
     for n in plan.nodes:
         fixed = 0.0
         coef: defaultdict[str, float] = defaultdict(float)
         for t in n.trees:
-            lam = plan.rates[t.stream]
+            lam, now = plan.rates[t.stream], rates[t.stream]
             if t.kind == "count":  # edges per tuple: every term scales with the kept tuples
-                coef[t.stream] += t.cost
+                coef[t.stream] += t.cost * (now / lam if lam else 0.0)
                 continue
             fixed += t.cost - lam
-            coef[t.stream] += lam
+            coef[t.stream] += now
         out.append((n, fixed, coef))
     return out
 
 
-def shed_load(plan: Plan) -> SheddingPlan:
-    """Source drop fractions that make every node feasible while keeping the most tuples."""
-    streams = sorted(plan.rates)
+def shed_load(
+    plan: Plan, rates: Mapping[str, float] | None = None, whole: Collection[str] = ()
+) -> SheddingPlan:
+    """Source drop fractions that make every node feasible while keeping the most tuples.
+    ``rates``: the streams' rates to price at (measured ones, for a live deployment whose
+    input outgrew the plan's rates; a stream of the plan missing there keeps its planned
+    rate); default: the plan's own.  ``whole``: streams never shed (kept fraction 1, their
+    cost fixed), e.g. those count windows read, whose positions count every tuple."""
+    rates = {s: float((rates or plan.rates).get(s, r)) for s, r in plan.rates.items()}
+    streams = sorted(rates)
     weight = Counter(q.stream for q in plan.queries)
-    value = {s: weight[s] * plan.rates[s] for s in streams}
+    value = {s: weight[s] * rates[s] for s in streams}
     full = sum(value.values())
-    terms = [(n, fixed, coef) for n, fixed, coef in _node_terms(plan) if n.capacity is not None]
+    terms = []
+    for n, fixed, coef in _node_terms(plan, rates):
+        if n.capacity is not None:
+            fixed += sum(coef.pop(s) for s in list(coef) if s in whole)
+            terms.append((n, fixed, coef))
     hopeless = [
         Overload(n.id, fixed, n.capacity)
         for n, fixed, _ in terms
@@ -97,7 +111,7 @@ def shed_load(plan: Plan) -> SheddingPlan:
             )
             + "; add capacity or re-place trees"
         )
-    if not overloads(plan):
+    if not any(fixed + sum(coef.values()) > n.capacity * (1 + 1e-12) for n, fixed, coef in terms):
         return SheddingPlan({s: 1.0 for s in streams}, full, full)
     if len(terms) == 1:
         keep = _knapsack(terms[0], streams, value)

@@ -179,6 +179,17 @@ def autoscale_policy(cfg):
     )
 
 
+def shedding_policy(cfg):
+    """``placement.shedding`` as ``cluster.service.load_shedding.SheddingPolicy`` (None when
+    the key is absent)."""
+    from cluster.service.load_shedding import SheddingPolicy
+
+    s = cfg.placement.shedding
+    if s is None:
+        return None
+    return SheddingPolicy(min_change=s.min_change, rate_window_s=s.rate_window_s)
+
+
 def run_service(
     cfg,
     run_dir: Path,
@@ -294,6 +305,7 @@ def run_service(
                     announce=say,
                     autoscale=policy,
                     resources=resources,
+                    shedding=shedding_policy(cfg),
                 ),
             )
             if feeder is not None:

@@ -495,14 +495,20 @@ class DirectoryStream:
         ts = t.column("ts_ms").to_numpy()
         if not nondecreasing(ts, None):
             t = t.sort_by([("ts_ms", "ascending"), ("index", "ascending")])
-        t = t.select(["ts_ms", *self.streams])
-        if getattr(self.dep, "mode", "raw") == "sliced":
-            feed_file_slices(self.dep, t, self.options.batch_rows)
-        else:
-            for b in t.to_batches(max_chunksize=self.options.batch_rows):
-                self.dep.feed(None, b)
+        for stream, part in self._parts(t):
+            if getattr(self.dep, "mode", "raw") == "sliced":
+                feed_file_slices(self.dep, part, self.options.batch_rows)
+            else:
+                for b in part.to_batches(max_chunksize=self.options.batch_rows):
+                    self.dep.feed(stream, b)
         rec.rows = t.num_rows
         rec.ts_min, rec.ts_max = int(ts.min()), int(ts.max())
+
+    def _parts(self, t: pa.Table) -> list[tuple[str | None, pa.Table]]:
+        """What to feed of one file's rows (``ts_ms``, ``index``, the streams, in feed order):
+        ``(stream, table)`` pairs, ``None`` for every stream of the table at once.  Here the
+        whole file; the service's drop boxes feed each stream's kept rows alone."""
+        return [(None, t.select(["ts_ms", *self.streams]))]
 
     # -- end ----------------------------------------------------------------------------------
     def _finish(self) -> None:

@@ -10,7 +10,8 @@ every 2 s (the token travels in the cookie ``GET /?token=`` set) and redraws:
   coloured by its ``command`` (any kind, by a hash of its name: no kind is special);
 - now: per node planned cost vs measured load (bars), trees and queries per node, watermark
   lag, backlog, late tuples, answers and the event log; with WG_PF, the rule that chose the
-  last plan and whether it was met (its note when not).
+  last plan and whether it was met (its note when not); with ``placement.shedding``, the
+  kept fractions in force and the rows dropped.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ function path(s){var p=s.data_path||{},bad=(p.stuck||[]).concat(p.silent||[]);
   return '<span>data path <b>'+(p.busy?esc(p.busy)+' '+fmt(p.busy_s,1)+' s':'free')+'</b></span>'+
     (bad.length?'<span class="warn">silent <b>'+bad.map(esc).join(', ')+'</b></span>':'')+
     (s.stale_s>2?'<span class="warn">figures '+fmt(s.stale_s,0)+' s old</span>':'')}
+function shed(h){if(!h)return '';var k=Object.keys(h.keep).filter(x=>h.keep[x]<1);
+  return '<span class="shed'+(k.length?' warn':'')+'">shedding <b>'+(k.length?k.map(x=>esc(x)+
+    ' keeps '+fmt(h.keep[x],3)).join(', '):'off')+'</b> (dropped '+Object.keys(h.dropped_rows)
+    .reduce((a,x)=>a+h.dropped_rows[x],0)+' rows)</span>'}
 function draw(s){
   if(!s.nodes){document.getElementById('summary').innerHTML='<span>state <b>'+esc(s.state)+
     '</b></span>'+path(s);return}
@@ -65,7 +70,7 @@ function draw(s){
     '<span>TotalCost <b>'+fmt(s.total_cost,4)+'</b></span><span>MaxCost <b>'+fmt(s.max_cost,4)+'</b></span>'+
     '<span>files <b>'+s.files+'</b></span><span>backlog <b>'+s.backlog.files+' files</b></span>'+
     '<span>answers <b>'+s.answers+'</b></span><span>late <b>'+s.late+'</b></span>'+
-    '<span>watermark lag '+(lag.join(', ')||'-')+'</span>'+path(s)+
+    '<span>watermark lag '+(lag.join(', ')||'-')+'</span>'+path(s)+shed(s.shedding)+
     (s.choose?'<span class="choose">WG_PF rule <b>'+esc(s.choose.rule)+'</b>'+
       (s.choose.default?' (default)':'')+(s.choose.met?' met':' <b>not met</b>: '+
       esc(s.choose.note))+'</span>':'');

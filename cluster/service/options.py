@@ -39,7 +39,8 @@ class ServiceOptions:
     trees moved per re-plan at most (``placement.max_moves``); ``optimizer``: the plan's
     optimizer label (default: the plan's); ``planner``: how re-plans plan (default: the
     optimizer's defaults); ``autoscale``: the elastic policy; ``resources``: where added
-    nodes' Ray nodes come from on an attached cluster."""
+    nodes' Ray nodes come from on an attached cluster; ``shedding``: the drop boxes'
+    policy."""
 
     stream: StreamOptions | None = None
     progress: Callable[[StreamStats], None] | None = None
@@ -54,6 +55,8 @@ class ServiceOptions:
     autoscale: Any = None
     #: Ray's autoscaler of an attached cluster (``cluster.runtime.resources.RayResources``)
     resources: Any = None
+    #: live load shedding (``cluster.service.load_shedding.SheddingPolicy``), None: off
+    shedding: Any = None
     #: how long a command waits for the data path before it is refused with 503
     #: (``cluster.service.gate``)
     command_wait_s: float = 10.0

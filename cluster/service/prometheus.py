@@ -97,6 +97,7 @@ def metric_families(st: dict) -> Iterator[Metric]:
             "Resident memory of the serve process.",
             st["driver_rss_bytes"],
         )
+    yield from shedding_families(st.get("shedding"))
     lag = GaugeMetricFamily(
         "weaveplace_watermark_lag_seconds",
         "Newest event time fed minus the stream's watermark.",
@@ -222,6 +223,38 @@ def node_families(nodes: dict) -> Iterator[Metric]:
             v = get(d)
             if v is not None:
                 fam.add_metric([nid], float(v))
+        yield fam
+
+
+def shedding_families(sh: dict | None) -> Iterator[Metric]:
+    """The drop boxes (``placement.shedding``; nothing without it): per stream the kept
+    fraction in force and the rows kept and dropped."""
+    if sh is None:
+        return
+    specs = [
+        (
+            GaugeMetricFamily,
+            "shed_kept_fraction",
+            "Kept fraction of the stream's tuples in force.",
+            sh["keep"],
+        ),
+        (
+            CounterMetricFamily,
+            "shed_kept_rows",
+            "Rows of the stream kept by its drop box.",
+            sh["kept_rows"],
+        ),
+        (
+            CounterMetricFamily,
+            "shed_dropped_rows",
+            "Rows of the stream dropped by its drop box.",
+            sh["dropped_rows"],
+        ),
+    ]
+    for kind, name, doc, values in specs:
+        fam = kind(f"weaveplace_{name}", doc, labels=["stream"])
+        for stream, v in sorted(values.items()):
+            fam.add_metric([stream], float(v))
         yield fam
 
 

@@ -31,6 +31,8 @@ def restore(svc: Any, r: dict) -> None:
     svc.choice = r.get("choice", svc.choice)
     if svc.autoscaler is not None and r.get("autoscale"):  # the policy goes on where it was
         svc.autoscaler.restore_state(r["autoscale"], time.monotonic(), time.time())
+    if svc.shedding is not None and r.get("shedding"):  # the drops in force go on
+        svc.shedding.restore_state(r["shedding"])
     st = svc.stream.stats
     for k, v in r["stats"].items():
         setattr(st, k, v)
@@ -132,6 +134,7 @@ def save_state(svc: Any, final: bool = False) -> None:
         "autoscale": None
         if svc.autoscaler is None
         else svc.autoscaler.to_state(time.monotonic(), time.time()),
+        "shedding": None if svc.shedding is None else svc.shedding.to_state(),
     }
     atomic_write(sd / "service.json", json.dumps(state, default=jsonable))
     keep = {v["blob"] for v in nodes.values()}

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,7 @@ from cluster.service.elastic import Elastic, no_policy
 from cluster.service.events import Change, EventLog
 from cluster.service.gate import Gate
 from cluster.service.load_history import LoadHistory
+from cluster.service.load_shedding import LoadShedder
 from cluster.service.node_commands import NodeCommands
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
@@ -128,6 +130,8 @@ class Service:
         self.state_gen = 0  # saved states so far (cluster.service.resume)
         self.opt_factor = 1.0  # the optimizer over WeaveShare at the last re-plan (drift)
         self.file_latency: list[float] = []  # s from a file's arrival to its answers written
+        #: (wall time, that latency) of the latest files, for metrics.json's timeline
+        self.latency_timeline: deque[tuple[float, float]] = deque(maxlen=100_000)
         self.state = "starting"
         self.control = None
         #: ``add-node`` and ``retire-node`` (``cluster.service.node_commands``)
@@ -138,6 +142,9 @@ class Service:
         self.elastic = (
             Elastic(self, Autoscaler(o.autoscale), o.resources) if o.autoscale is not None else None
         )
+        #: the drop boxes at the sources (``placement.shedding``,
+        #: ``cluster.service.load_shedding``; None: nothing is ever dropped)
+        self.shedding = LoadShedder(self, o.shedding) if o.shedding is not None else None
         if start.resume_state is None:
             #: the running plan's queries, trees, capacities, ids used and files fed
             self.running = ServiceState.from_plan(start.plan)
@@ -562,9 +569,14 @@ class Service:
         return None if self.elastic is None else self.elastic.autoscaler
 
     def after_batch(self) -> None:
-        """After a micro-batch: the autoscale policy (``Elastic.after_batch``)."""
+        """After a micro-batch: the autoscale policy (``Elastic.after_batch``), then the drop
+        boxes' (``LoadShedder.evaluate``), on the nodes the first left."""
         if self.elastic is not None:
             self.elastic.after_batch()
+        if self.shedding is not None:
+            with self.gate.unless_busy() as free:
+                if free and self.state == "running":
+                    self.shedding.evaluate()
 
     def set_autoscale(self, on: bool) -> dict:
         """``ctl autoscale on|off`` (``Elastic.set_enabled``)."""

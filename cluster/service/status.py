@@ -158,6 +158,7 @@ def status(svc: Any) -> dict:
         "faults": faults(svc),
         "event_counts": dict(svc.event_log.counts),
         "autoscale": None if svc.autoscaler is None else svc.autoscaler.status(time.monotonic()),
+        "shedding": None if svc.shedding is None else svc.shedding.status(),
     }
 
 
@@ -196,6 +197,9 @@ def write_metrics(svc: Any, stats: StreamStats) -> None:
     """``metrics.json`` at stop (the input of the serve report), as ``weaveplace run`` writes."""
     m = stats.metrics("serve")
     m["data_path"] = str(svc.stream.directory)
+    m["answer_latency"] = [list(x) for x in svc.latency_timeline]
+    if svc.shedding is not None:
+        m["shedding"] = svc.shedding.status()
     atomic_write(svc.run_dir / "metrics.json", json.dumps(m, indent=1, default=jsonable))
 
 

@@ -20,6 +20,19 @@ from cluster.answers.blocks import ANSWER_SCHEMA_FLOAT, LATE_SCHEMA
 from cluster.answers.parts import AnswerParts
 from cluster.feeds.directory import DirectoryStream
 
+#: the answers' columns when shedding is configured: ``kept``, the smallest kept fraction in
+#: force over the answer's window (``cluster.service.load_shedding``)
+ANSWER_SCHEMA_KEPT = ANSWER_SCHEMA_FLOAT.append(pa.field("kept", pa.float64(), nullable=False))
+
+
+class KeptAnswerParts(AnswerParts):
+    """The answer parts of a service that sheds load: each answer with its ``kept`` column."""
+
+    shedder: Any
+
+    def write(self, table: pa.Table, batch: int | None = None) -> None:
+        super().write(self.shedder.with_kept(table) if table.num_rows else table)
+
 
 class ServiceStream(DirectoryStream):
     """The directory stream of a service: float64 answers for the whole run (see module doc),
@@ -39,9 +52,22 @@ class ServiceStream(DirectoryStream):
         out = self.out
         r = self.service.resume_state
         fresh = r is None
-        self._answers = AnswerParts(
-            out / "answers.parquet", ANSWER_SCHEMA_FLOAT, 0 if fresh else r["answer_parts"], fresh
-        )
+        shed = self.service.shedding
+        if shed is None:
+            self._answers = AnswerParts(
+                out / "answers.parquet",
+                ANSWER_SCHEMA_FLOAT,
+                0 if fresh else r["answer_parts"],
+                fresh,
+            )
+        else:
+            self._answers = KeptAnswerParts(
+                out / "answers.parquet",
+                ANSWER_SCHEMA_KEPT,
+                0 if fresh else r["answer_parts"],
+                fresh,
+            )
+            self._answers.shedder = shed
         self._late = AnswerParts(
             out / "late.parquet", LATE_SCHEMA, 0 if fresh else r["late_parts"], fresh
         )
@@ -75,6 +101,10 @@ class ServiceStream(DirectoryStream):
         self.streams = list(self.dep.streams)
         super()._feed(table, rec)
 
+    def _parts(self, t: pa.Table) -> list[tuple[str | None, pa.Table]]:
+        shed = self.service.shedding
+        return super()._parts(t) if shed is None else shed.split(t, self.streams)
+
     def _already_fed(self, row) -> bool:
         return posixpath.basename(row["path"]) in self.service.running.fed_names
 
@@ -86,9 +116,9 @@ class ServiceStream(DirectoryStream):
             now = time.time()  # the answers the files released are written: their latency
             for rec in self.stats.files_log[n:]:
                 try:
-                    self.service.file_latency.append(
-                        now - os.stat(self.directory / rec.name).st_mtime
-                    )
+                    lat = now - os.stat(self.directory / rec.name).st_mtime
+                    self.service.file_latency.append(lat)
+                    self.service.latency_timeline.append((now, lat))
                 except OSError:
                     pass
             for rec in self.stats.files_log[n:]:

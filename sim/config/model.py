@@ -94,6 +94,13 @@ class Config(Strict):
                     "placement.autoscale.capacity: missing; give the capacity of a node, or "
                     "cluster.nodes as [{id, capacity}, ...] all with one capacity"
                 )
+        if self.placement.shedding is not None and any(
+            c is None for _, cs in self.cluster.layouts() for c in cs
+        ):
+            raise ConfigError(
+                "placement.shedding: needs node capacities (cluster.nodes as "
+                "[{id, capacity}, ...]): the drop fractions make every node fit its capacity"
+            )
         if wl.generator is None:
             rates = self.streams or {}
             for i, q in enumerate(wl.queries or []):

@@ -96,6 +96,14 @@ class Autoscale(Strict):
         return self
 
 
+class Shedding(Strict):
+    """``placement.shedding`` (``weaveplace serve``): drop boxes at the sources when the input
+    outgrows the nodes (``cluster.service.load_shedding``; keys in configs/README.md)."""
+
+    min_change: Annotated[float, Field(gt=0, le=1)] = 0.02
+    rate_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+
+
 class Placement(Strict):
     optimizers: one_or_list(OptimizerName) = ["WG_TN", "WG_I"]  # type: ignore[valid-type]
     ie: Annotated[str, _registered(lambda: TECHNIQUES)] = "panes"
@@ -149,6 +157,8 @@ class Placement(Strict):
     max_moves: Annotated[int, Field(ge=0)] = 8
     #: weaveplace serve: the node count follows the load (None: the operator's, as written)
     autoscale: Autoscale | None = None
+    #: weaveplace serve: shed load at the sources past the nodes' capacities (None: never)
+    shedding: Shedding | None = None
 
     @field_validator("optimizers", mode="after")
     @classmethod

@@ -80,3 +80,83 @@ def test_overloads_report_excess():
     assert [o.node for o in over] == [n.id for n in base.nodes if n.cost > 0]
     for o, n in zip(over, [n for n in base.nodes if n.cost > 0]):
         assert o.excess == pytest.approx(n.cost / 2)
+
+
+@settings(max_examples=examples(60))
+@given(
+    seed=st.integers(0, 10_000),
+    n_nodes=st.integers(1, 3),
+    grow=st.tuples(*[st.floats(0.5, 4.0)] * 3),
+)
+def test_measured_rates_shed_as_a_plan_priced_at_them(seed, n_nodes, grow):
+    """``shed_load(plan, rates)`` (a live deployment's measured rates) equals shedding the
+    same trees priced afresh by a cost model at those rates (the oracle: no re-pricing
+    shortcut), and the plan at its own rates with ``rates=None``."""
+    rates = {"a": 5.0, "b": 2.0, "c": 9.0}
+    base = _plan([1e9] * n_nodes, rates, seed)
+    caps = [max(n.cost, 1e-9) for n in base.nodes]  # fits at the planned rates, just
+    plan = Plan(
+        base.optimizer,
+        base.ie,
+        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
+        base.rates,
+    )
+    measured = {s: r * g for (s, r), g in zip(sorted(base.rates.items()), grow)}
+    model = CostModel("panes", measured)
+    repriced = Plan(
+        base.optimizer,
+        base.ie,
+        [
+            Node(n.id, [model.tree(list(t.queries)) for t in n.trees], c)
+            for n, c in zip(base.nodes, caps)
+        ],
+        measured,
+    )
+    try:
+        want = shed_load(repriced)
+    except InfeasibleEvenWhenShedding:
+        with pytest.raises(InfeasibleEvenWhenShedding):
+            shed_load(plan, measured)
+        return
+    got = shed_load(plan, measured)
+    assert got.keep == pytest.approx(want.keep, abs=1e-9)
+    assert got.kept_value == pytest.approx(want.kept_value, rel=1e-9)
+    assert shed_load(plan, rates).keep == shed_load(plan).keep
+    if all(g <= 1.0 for g in grow):  # slower input than planned: nothing to drop
+        assert set(got.keep.values()) == {1.0}
+
+
+@settings(max_examples=examples(40))
+@given(seed=st.integers(0, 10_000), n_nodes=st.integers(1, 3), squeeze=st.floats(0.3, 1.0))
+def test_whole_streams_are_never_shed(seed, n_nodes, squeeze):
+    """A stream in ``whole`` keeps every tuple; the others shed so that every node fits with
+    its cost counted whole, and no keep-vector on a 1/20 grid keeping it whole does better."""
+    rates = {"a": 5.0, "b": 2.0, "c": 9.0}
+    base = _plan([1e9] * n_nodes, rates, seed)
+    caps = [max(n.cost, 1e-9) * squeeze for n in base.nodes]
+    plan = Plan(
+        base.optimizer,
+        base.ie,
+        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
+        base.rates,
+    )
+    whole = {"a"}
+    streams = sorted(plan.rates)
+
+    def fits(keep):
+        return all(_node_cost_with(plan, n, keep) <= n.capacity * (1 + 1e-7) for n in plan.nodes)
+
+    try:
+        res = shed_load(plan, whole=whole)
+    except InfeasibleEvenWhenShedding:
+        keep0 = {s: (1.0 if s in whole else 0.0) for s in streams}
+        assert not fits(keep0)
+        return
+    assert all(res.keep[s] == 1.0 for s in whole & set(streams))
+    assert fits(res.keep)
+    weight = {s: sum(q.stream == s for q in plan.queries) for s in streams}
+    free = [s for s in streams if s not in whole]
+    for xs in itertools.product([i / 20 for i in range(21)], repeat=len(free)):
+        keep = {**{s: 1.0 for s in streams}, **dict(zip(free, xs))}
+        if fits(keep):
+            assert sum(weight[s] * rates[s] * keep[s] for s in streams) <= res.kept_value + 1e-6

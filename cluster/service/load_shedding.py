@@ -1,0 +1,214 @@
+"""Live load shedding for ``weaveplace serve``: drop boxes at the sources with the fractions of
+paper 003's LP (``placement.shedding.shed_load``) when the input outgrows the nodes.
+
+The decision (between micro-batches, after the autoscale policy): the input rate is measured
+over the files of the last ``rate_window_s`` event seconds (rows per ms: every DEBS row carries
+every stream), the running plan is priced at it on the nodes there are, and the LP gives the
+kept fraction of each stream that makes every node fit its capacity while keeping the most
+(tuple x query) pairs.  While an autoscale policy can still add a node, nothing is shed (its
+measurement adds nodes first).  The fractions in force change when one of them moves by at
+least ``min_change`` (or all return to 1: the drops are lifted at once); each change is an
+event ``command: shed`` and applies from the next file fed.
+
+Semantics (random drop boxes, docs/DESIGN.md s. 11): a tuple is kept or dropped by a hash of
+(stream, ts_ms, index) against the fraction in force when its file is fed
+(``cluster.feeds.drop_box``); every answer is the exact aggregate over the kept tuples of its
+window, and carries ``kept``: the smallest fraction in force over its window's event time (1:
+nothing was dropped there).  No estimate is scaled: a sum or count over a fraction ``kept`` of
+the tuples estimates the whole one as ``value / kept``, min/max/avg need no scaling; the
+reader chooses.  Streams a count-window query reads are never shed (their windows count
+tuples).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cluster.feeds.drop_box import keep_mask
+
+
+@dataclass(frozen=True)
+class SheddingPolicy:
+    """``placement.shedding``: ``min_change``, the smallest move of a kept fraction that changes
+    the drops in force; ``rate_window_s``: event seconds of recent files the rate is measured
+    over."""
+
+    min_change: float = 0.02
+    rate_window_s: float = 10.0
+
+
+def measured_rate(files: list[tuple[int, int, int]], window_ms: float) -> float | None:
+    """Rows per ms over the newest files (``(rows, ts_min, ts_max)`` each, in feed order)
+    reaching back ``window_ms`` from the newest timestamp: the rows over their time span,
+    the span widened by one mean gap (n rows cover n gaps, not n - 1).  None: too little."""
+    if not files:
+        return None
+    newest = max(f[2] for f in files)
+    rows, lo = 0, newest
+    for n, a, b in reversed(files):
+        if b < newest - window_ms:
+            break
+        rows += n
+        lo = min(lo, a)
+    span = newest - lo
+    if rows < 2 or span <= 0:
+        return None
+    return rows / (span * rows / (rows - 1))
+
+
+class LoadShedder:
+    """The drop boxes of ``svc`` (a ``cluster.service.service.Service``) and the policy that
+    sets them (module docstring)."""
+
+    def __init__(self, svc: Any, policy: SheddingPolicy):
+        self.svc = svc
+        self.policy = policy
+        self.keep: dict[str, float] = {}  # stream -> kept fraction in force (absent: 1)
+        #: the changes so far: ``{"after_ts", "after_files", "keep"}`` (rows newer than
+        #: ``after_ts``, in files after the first ``after_files``, use ``keep``)
+        self.steps: list[dict] = []
+        self.kept_rows: dict[str, int] = {}
+        self.dropped_rows: dict[str, int] = {}
+        self.last: dict | None = None  # the last decision's record, for status
+        self._files: deque[tuple[int, int, int]] = deque(maxlen=10_000)
+
+    # -- the data path ------------------------------------------------------------------------
+    @property
+    def dropping(self) -> bool:
+        return any(x < 1.0 for x in self.keep.values())
+
+    def split(self, t: pa.Table, streams: list[str]) -> list[tuple[str | None, pa.Table]]:
+        """One file's rows (``ts_ms``, ``index``, the streams; in feed order) as what to feed:
+        all streams together while nothing is dropped, else each stream's kept rows alone."""
+        n = t.num_rows
+        if n:
+            ts = t.column("ts_ms").to_numpy()
+            self._files.append((n, int(ts.min()), int(ts.max())))
+        if not self.dropping:
+            for s in streams:
+                self.kept_rows[s] = self.kept_rows.get(s, 0) + n
+            return [(None, t.select(["ts_ms", *streams]))]
+        ts = t.column("ts_ms").to_numpy()
+        idx = t.column("index").to_numpy()
+        out: list[tuple[str | None, pa.Table]] = []
+        for s in streams:
+            m = keep_mask(s, ts, idx, self.keep.get(s, 1.0))
+            k = int(m.sum())
+            self.kept_rows[s] = self.kept_rows.get(s, 0) + k
+            self.dropped_rows[s] = self.dropped_rows.get(s, 0) + n - k
+            out.append((s, t.select(["ts_ms", s]).filter(pa.array(m))))
+        return out
+
+    def with_kept(self, answers: pa.Table) -> pa.Table:
+        """``answers`` with their ``kept`` column (module docstring)."""
+        n = answers.num_rows
+        kept = np.ones(n)
+        if n and self.steps:
+            qs = self.svc.running.queries
+            qid = answers.column("query_id")
+            if pa.types.is_dictionary(qid.type):
+                qid = qid.cast(pa.string())
+            stream = pa.array([qs.get(q, {}).get("stream") for q in qid.to_pylist()])
+            ws = answers.column("window_start").to_numpy()
+            we = answers.column("window_end").to_numpy()
+            for s in {step_s for st in self.steps for step_s in st["keep"]}:
+                rows = np.asarray(pc.equal(stream, s).fill_null(False))
+                if not rows.any():
+                    continue
+                bounds = np.array([st["after_ts"] for st in self.steps], dtype=np.int64)
+                vals = np.array([1.0] + [st["keep"].get(s, 1.0) for st in self.steps])
+                lo = np.searchsorted(bounds, ws[rows], side="left")
+                hi = np.searchsorted(bounds, we[rows] - 1, side="left")
+                k = np.full(int(rows.sum()), np.inf)
+                for j, v in enumerate(vals):
+                    k = np.where((lo <= j) & (j <= hi), np.minimum(k, v), k)
+                kept[rows] = k
+        return answers.append_column("kept", pa.array(kept, pa.float64()))
+
+    # -- the policy ---------------------------------------------------------------------------
+    def evaluate(self) -> None:
+        """One decision between micro-batches (module docstring)."""
+        from placement.shedding import InfeasibleEvenWhenShedding, shed_load
+
+        svc = self.svc
+        rate = measured_rate(list(self._files), self.policy.rate_window_s * 1000.0)
+        if rate is None:
+            return
+        plan, _ = svc.placement_plan()
+        streams = sorted(plan.rates)
+        whole = {q["stream"] for q in svc.running.queries.values() if q.get("kind") == "count"}
+        rates = {s: rate for s in streams}
+        a = svc.autoscaler
+        why = None
+        if a is not None and a.memory.enabled and len(svc.dep.nodes) < a.policy.max_nodes:
+            target = {s: 1.0 for s in streams}
+            why = "the autoscale policy can still add a node"
+        else:
+            try:
+                res = shed_load(plan, rates, whole=whole)
+                target = {s: float(x) for s, x in res.keep.items()}
+            except InfeasibleEvenWhenShedding as e:
+                self._note("infeasible", rates, str(e))
+                return
+        now = {s: self.keep.get(s, 1.0) for s in target}
+        lift = all(x >= 1.0 for x in target.values()) and self.dropping
+        moved = max((abs(target[s] - now[s]) for s in target), default=0.0)
+        if not lift and moved < self.policy.min_change:
+            return
+        self.keep = {s: x for s, x in target.items()}
+        st = svc.stream.stats
+        self.steps.append(
+            {"after_ts": int(st.max_ts), "after_files": int(st.files), "keep": dict(self.keep)}
+        )
+        self._note("lift" if lift else "shed", rates, why)
+
+    def _note(self, action: str, rates: dict, why: str | None) -> None:
+        svc = self.svc
+        if action == "infeasible" and (self.last or {}).get("action") == "infeasible":
+            return  # said once until something changes
+        self.last = {
+            "action": action,
+            "keep": dict(self.keep),
+            "rates_per_ms": rates,
+            "why": why,
+        }
+        svc.record_event(
+            "shed",
+            svc.costs(),
+            action=action,
+            keep=dict(self.keep),
+            rates_per_ms=rates,
+            after_ts=None if svc.stream.stats.max_ts is None else int(svc.stream.stats.max_ts),
+            after_files=int(svc.stream.stats.files),
+            reason=why,
+        )
+
+    # -- status and state ---------------------------------------------------------------------
+    def status(self) -> dict:
+        return {
+            "keep": dict(self.keep),
+            "kept_rows": dict(self.kept_rows),
+            "dropped_rows": dict(self.dropped_rows),
+            "changes": len(self.steps),
+            "last": self.last,
+        }
+
+    def to_state(self) -> dict:
+        return {
+            "keep": dict(self.keep),
+            "steps": list(self.steps),
+            "kept_rows": dict(self.kept_rows),
+            "dropped_rows": dict(self.dropped_rows),
+        }
+
+    def restore_state(self, r: dict) -> None:
+        self.keep = dict(r.get("keep", {}))
+        self.steps = list(r.get("steps", []))
+        self.kept_rows = dict(r.get("kept_rows", {}))
+        self.dropped_rows = dict(r.get("dropped_rows", {}))
