@@ -317,6 +317,13 @@ class Service:
                         f"add-queries: query {q.id!r}: count windows need each tuple's "
                         "position, which sliced mode (run.feed_mode: sliced) does not ship"
                     )
+                shed = self.shedding
+                if q.kind == "count" and shed is not None and shed.dropped_rows.get(q.stream):
+                    raise InvalidRequest(
+                        f"add-queries: query {q.id!r}: count windows count every tuple of "
+                        f"their stream, and {q.stream!r} has been shed "
+                        f"({shed.dropped_rows[q.stream]} rows dropped)"
+                    )
             running = self.running
             plan, _ = self.placement_plan()
             for q in queries:

@@ -766,6 +766,32 @@ def bench_stall(
         raise typer.Exit(1)
 
 
+@bench_app.command("overload")
+def bench_overload(
+    queries: int = typer.Option(200, min=1, help="Queries (on mf01 and mf02)."),
+    nodes: int = typer.Option(2, min=1, help="Plan nodes (no more can be added)."),
+    hot: int = typer.Option(30, min=3, help="Files at 3x, one per --file-s."),
+    file_s: float = typer.Option(1.0, min=0.2, help="Seconds of data per file (and between two)."),
+    out: Path = out_option("out/bench_overload"),
+):
+    """Input at 3x what the nodes can carry, then 1x, with load shedding and without, one
+    after the other: answer latency per phase, the fractions against the LP's, answers vs the
+    brute force over the kept tuples (``sim/bench/overload.py``; run it under the bench
+    lock)."""
+    from sim.bench.overload import OverloadBenchOptions, run_overload_bench
+
+    res = run_overload_bench(
+        out,
+        OverloadBenchOptions(queries=queries, nodes=nodes, hot_files=hot, file_s=file_s),
+        say=lambda s: console.print(s, soft_wrap=True, markup=False),
+    )
+    console.print(json.dumps(res, indent=1, default=str), markup=False)
+    console.print(f"results: {out / 'bench_overload.json'}")
+    runs = res["runs"].values()
+    if not all(r["answers_equal_brute_force"] and not r["windows_written_twice"] for r in runs):
+        raise typer.Exit(1)
+
+
 @bench_app.command("scale")
 def bench_scale(
     qnums: str = typer.Option(

@@ -24,7 +24,7 @@ from support.service import drop, serve_config, serve_in_thread, serve_running
 from support.waiting import wait_for
 
 from cluster.feeds.drop_box import keep_one
-from cluster.service.control import call
+from cluster.service.control import ControlError, call
 from executors.churn_oracle import registered_answers
 from sim.debs_generator import generate_debs
 
@@ -113,6 +113,9 @@ def test_serve_sheds_at_3x_and_lifts_at_1x(ray_session, spark, tmp_path):
             metrics = _scrape(run_dir)
             assert 'weaveplace_shed_kept_fraction{stream="mf02"}' in metrics
             assert 'weaveplace_shed_dropped_rows_total{stream="mf02"}' in metrics
+            count_q = {**_q("c0", "mf02", "sum", 9, 3), "kind": "count"}
+            with pytest.raises(ControlError, match="'mf02' has been shed"):
+                call(run_dir, "POST", "/add-queries", {"queries": [count_q]})
     st = call(run_dir, "GET", "/status")
     call(run_dir, "POST", "/stop", {"flush": True})
     th.join(120)

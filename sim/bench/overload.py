@@ -1,0 +1,321 @@
+"""``weaveplace bench overload``: input at 3x what the nodes can carry, then back to 1x, with
+load shedding (``placement.shedding``) and without, one after the other in one run.
+
+What "can carry" means here: the nodes' capacity is the running plan's MaxCost at the 1x rate
+(the plan fits exactly at 1x), and the 1x rate is calibrated first so that the busiest node is
+about ``target_busy`` busy at it in wall time: at 3x the nodes really cannot keep up, and
+without shedding the answers fall further behind with every file.
+
+The run: a calibration deployment fed ``calibration_files`` files at ``calibration_hz`` rows
+per second (every stream on every row) gives the busiest node's busy share, hence the 1x rate;
+then two deployments on the same files, one file of ``file_s`` seconds dropped every
+``file_s`` wall seconds: ``warm_files`` at 1x, ``hot_files`` at 3x, ``cool_files`` at 1x (the
+1x files are every third row of the 3x data).  Reported per phase and run: answer latency
+p50/p99 (a file's arrival to its answers written, ``metrics.json``'s timeline); with
+shedding, the fractions applied in the 3x phase against the LP's at the true 3x rate
+(``placement.shedding.shed_load`` on the running plan) and the rows actually kept; every
+answer against the brute force over the kept tuples (each file's rows masked by the drop
+box's definition under the fractions the ``shed`` events put in force before it), and none
+twice.
+
+Goals (issue text): with shedding, p99 under 5 s at 3x, the fractions within 5 % of the LP's,
+every answer equal to the brute force over the kept tuples; without, the latency growing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sim.bench.serve import make_queries, start_service
+
+STREAMS = ("mf01", "mf02")
+
+
+@dataclass(frozen=True)
+class OverloadBenchOptions:
+    """The run (module docstring)."""
+
+    queries: int = 200
+    nodes: int = 2
+    file_s: float = 1.0
+    warm_files: int = 10
+    hot_files: int = 30
+    cool_files: int = 20
+    calibration_hz: int = 2000
+    calibration_files: int = 12
+    target_busy: float = 0.5
+    rate_window_s: float = 2.0
+
+
+def _pct(xs, q):
+    return float(np.percentile(np.asarray(xs), q)) if len(xs) else None
+
+
+def _queries(n: int) -> list[dict]:
+    """``make_queries``' DEBS-style queries, on two streams."""
+    qs = make_queries("q", n, 17)
+    for i, q in enumerate(qs):
+        q["stream"] = STREAMS[i % len(STREAMS)]
+    return qs
+
+
+def _split(table, file_s: float, n: int) -> list:
+    import pyarrow.compute as pc
+
+    rel = pc.subtract(table.column("ts_ms"), int(table.column("ts_ms")[0].as_py()))
+    step = int(file_s * 1000)
+    return [
+        table.filter(pc.and_(pc.greater_equal(rel, k * step), pc.less(rel, (k + 1) * step)))
+        for k in range(n)
+    ]
+
+
+def _config(queries, rate_per_ms: float, nodes: int, capacity, incoming, run_dir, shed) -> dict:
+    cfg = {
+        "name": "bench-overload",
+        "workload": {"queries": queries},
+        "streams": {s: {"rate": rate_per_ms} for s in STREAMS},
+        "cluster": {
+            "nodes": nodes
+            if capacity is None
+            else [{"id": f"node-{i}", "capacity": capacity} for i in range(nodes)]
+        },
+        "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
+        "data": {"directory": {"path": str(incoming), "poll_s": 0.1, "files_per_batch": 1}},
+        "run": {"mode": "live", "output_dir": str(run_dir)},
+    }
+    if shed is not None:
+        cfg["placement"]["shedding"] = shed
+    return cfg
+
+
+def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say) -> dict:
+    """One deployment fed ``files``, one every ``every_s`` wall seconds; what it measured."""
+    import pyarrow.parquet as pq
+
+    from cluster.service.control import call
+
+    incoming, run_dir = Path(cfg["data"]["directory"]["path"]), Path(cfg["run"]["output_dir"])
+    for p in (incoming, run_dir):
+        if p.exists():
+            shutil.rmtree(p)
+    incoming.mkdir(parents=True)
+    th, box, up_s = start_service(cfg, out / f"{name}.yaml", run_dir, str(out))
+    say(f"{name}: deployment up in {up_s:.1f} s")
+    busy: list[tuple[float, dict]] = []
+    t0 = time.monotonic()
+    for k, f in enumerate(files):
+        tmp = incoming / f".f{k:04d}.tmp"
+        pq.write_table(f, tmp)
+        os.replace(tmp, incoming / f"f{k:04d}.parquet")
+        st = call(run_dir, "GET", "/status", timeout=30)
+        busy.append((time.monotonic(), {n: d["measured"] for n, d in st["nodes"].items()}))
+        time.sleep(max(0.0, t0 + (k + 1) * every_s - time.monotonic()))
+    deadline = time.monotonic() + 600
+    while call(run_dir, "GET", "/status", timeout=30)["files"] < len(files):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name}: files not all fed within 600 s of the last one")
+        time.sleep(0.5)
+    plan = json.loads((run_dir / "plan_current.json").read_text())
+    call(run_dir, "POST", "/stop", {"flush": True}, timeout=300)
+    th.join(300)
+    if "error" in box:
+        raise box["error"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    return {
+        "run_dir": run_dir,
+        "plan": plan,
+        "metrics": metrics,
+        "events": events,
+        "busy": busy,
+    }
+
+
+def _busy_share(busy: list[tuple[float, dict]]) -> float:
+    """The busiest node's busy share over the second half of the samples."""
+    (t1, a), (t2, b) = busy[len(busy) // 2], busy[-1]
+    shares = [
+        (float(b[n].get("busy_s") or 0) - float(a[n].get("busy_s") or 0)) / (t2 - t1)
+        for n in b
+        if n in a
+    ]
+    return max(shares)
+
+
+def _kept_answers(files, queries, sheds) -> list[tuple]:
+    """The brute force over the kept tuples (module docstring)."""
+    from cluster.feeds.drop_box import keep_mask
+    from executors.churn_oracle import registered_answers
+
+    steps = [(e["after_files"], e["keep"]) for e in sheds]
+    kept: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for s in STREAMS:
+        ts, vals = [], []
+        for i, f in enumerate(files):
+            x = 1.0
+            for after, keep in steps:
+                if after <= i:
+                    x = keep.get(s, 1.0)
+            t = f.column("ts_ms").to_numpy()
+            m = keep_mask(s, t, f.column("index").to_numpy(), x)
+            ts.append(t[m])
+            vals.append(f.column(s).to_numpy()[m])
+        kept[s] = (np.concatenate(ts), np.concatenate(vals))
+    want = []
+    for q in queries:
+        t, v = kept[q["stream"]]
+        want += registered_answers([(q, None, None)], t, v)
+    want.sort(key=lambda x: (x[0], x[1]))
+    return want
+
+
+def _check(run_dir: Path, want: list[tuple]) -> dict:
+    import pyarrow.parquet as pq
+
+    got = pq.read_table(run_dir / "answers.parquet").sort_by(
+        [("query_id", "ascending"), ("window_start", "ascending")]
+    )
+    d = got.to_pydict()
+    keys = list(zip(d["query_id"], d["window_start"], d["window_end"]))
+    twice = sum(c - 1 for c in Counter((k[0], k[1]) for k in keys).values() if c > 1)
+    equal = keys == [w[:3] for w in want] and bool(
+        np.allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9, atol=0)
+    )
+    return {"answers": len(keys), "equal": equal, "twice": twice}
+
+
+def _phases(latency: list, opts: OverloadBenchOptions) -> dict:
+    """Latency p50/p99 per phase: the i-th latency is the i-th file's (fed in order)."""
+    lat = [x[1] for x in latency]
+    w, h = opts.warm_files, opts.warm_files + opts.hot_files
+    out = {}
+    for name, part in (("warm_1x", lat[:w]), ("hot_3x", lat[w:h]), ("cool_1x", lat[h:])):
+        out[name] = {
+            "files": len(part),
+            "p50_s": _pct(part, 50),
+            "p99_s": _pct(part, 99),
+            "max_s": max(part, default=None),
+            "last_s": part[-1] if part else None,
+        }
+    return out
+
+
+def run_overload_bench(
+    out: Path,
+    opts: OverloadBenchOptions = OverloadBenchOptions(),
+    say: Callable[[str], None] = print,
+) -> dict:
+    import pyarrow.parquet as pq
+
+    from placement.optimizers import optimize
+    from placement.plan import load_plan
+    from placement.queries import query_from_mapping
+    from placement.shedding import shed_load
+    from placement.trees import CostModel
+    from sim.debs_generator import generate_debs
+
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    queries = _queries(opts.queries)
+    incoming, run_dir = out / "incoming", out / "run"
+
+    # 1. calibration: the busiest node's busy share at calibration_hz
+    cal = out / f"calibration_{opts.calibration_hz}hz.parquet"
+    if not cal.exists():
+        generate_debs(
+            cal,
+            duration_s=opts.calibration_files * opts.file_s,
+            rate_hz=opts.calibration_hz,
+            seed=11,
+        )
+    cal_files = _split(pq.read_table(cal), opts.file_s, opts.calibration_files)
+    r0 = opts.calibration_hz / 1000.0
+    c = _serve(
+        out,
+        "calibration",
+        _config(queries, r0, opts.nodes, None, incoming, run_dir, None),
+        cal_files,
+        opts.file_s,
+        say,
+    )
+    share = _busy_share(c["busy"])
+    hz = max(10, int(opts.calibration_hz * opts.target_busy / max(share, 1e-6)))
+    say(f"calibration: busiest node {share:.2f} busy at {opts.calibration_hz} rows/s: 1x = {hz}")
+
+    # 2. the data: 3x throughout, the 1x phases every third row
+    n = opts.warm_files + opts.hot_files + opts.cool_files
+    data = out / f"data_{3 * hz}hz_{n}x{opts.file_s:g}.parquet"
+    if not data.exists():
+        generate_debs(data, duration_s=n * opts.file_s, rate_hz=3 * hz, seed=12)
+    files = _split(pq.read_table(data), opts.file_s, n)
+    hot = range(opts.warm_files, opts.warm_files + opts.hot_files)
+    files = [f if k in hot else f.take(np.arange(0, f.num_rows, 3)) for k, f in enumerate(files)]
+    rate = hz / 1000.0
+    # the capacity: the MaxCost of the plan at 1x without capacities (it fits exactly there)
+    fresh = optimize(
+        "WG_TN",
+        [query_from_mapping(q) for q in queries],
+        CostModel("slickdeque", {s: rate for s in STREAMS}),
+        [1e18] * opts.nodes,
+    )
+    capacity = max(nd.cost for nd in fresh.nodes) * (1 + 1e-9)
+
+    # 3. the same files with and without shedding
+    runs = {}
+    shed_cfg = {"rate_window_s": opts.rate_window_s}
+    for name, shed in (("shedding", shed_cfg), ("no_shedding", None)):
+        r = _serve(
+            out,
+            name,
+            _config(queries, rate, opts.nodes, capacity, incoming, out / f"run_{name}", shed),
+            files,
+            opts.file_s,
+            say,
+        )
+        sheds = [e for e in r["events"] if e["command"] == "shed"]
+        res = {"latency": _phases(r["metrics"]["answer_latency"], opts), "shed_events": len(sheds)}
+        check = _check(r["run_dir"], _kept_answers(files, queries, sheds))
+        res.update(answers=check["answers"], answers_equal_brute_force=check["equal"])
+        res["windows_written_twice"] = check["twice"]
+        if shed is not None:
+            running = load_plan(r["plan"])
+            lp = shed_load(running, {s: 3 * rate for s in STREAMS}).keep
+            in_hot = [e for e in sheds if e["after_files"] < opts.warm_files + opts.hot_files]
+            applied = in_hot[-1]["keep"] if in_hot else {}
+            sh = r["metrics"].get("shedding", {})
+            res["fractions"] = {
+                s: {
+                    "lp_at_3x": lp.get(s),
+                    "applied": applied.get(s),
+                    "within": None
+                    if not applied or lp.get(s) is None
+                    else abs(applied[s] - lp[s]) / max(lp[s], 1e-12),
+                }
+                for s in STREAMS
+            }
+            res["rows"] = {
+                s: {
+                    "kept": sh.get("kept_rows", {}).get(s),
+                    "dropped": sh.get("dropped_rows", {}).get(s),
+                }
+                for s in STREAMS
+            }
+        runs[name] = res
+        say(f"{name}: {json.dumps(res['latency'])}")
+    result = {
+        "options": asdict(opts),
+        "calibration": {"busy_share": share, "rate_hz_1x": hz, "capacity": capacity},
+        "runs": runs,
+    }
+    (out / "bench_overload.json").write_text(json.dumps(result, indent=1, default=str))
+    return result
