@@ -7,8 +7,9 @@ every stream), the running plan is priced at it on the nodes there are, and the 
 kept fraction of each stream that makes every node fit its capacity while keeping the most
 (tuple x query) pairs.  While an autoscale policy can still add a node, nothing is shed (its
 measurement adds nodes first).  The fractions in force change when one of them moves by at
-least ``min_change`` (or all return to 1: the drops are lifted at once); each change is an
-event ``command: shed`` and applies from the next file fed.
+least ``min_change`` (or all return to 1: the drops are lifted at once; a fraction within
+``min_change`` of 1 counts as 1); each change is an event ``command: shed`` and applies from
+the next file fed.
 
 Semantics (random drop boxes, docs/DESIGN.md s. 11): a tuple is kept or dropped by a hash of
 (stream, ts_ms, index) against the fraction in force when its file is fed
@@ -152,7 +153,10 @@ class LoadShedder:
         else:
             try:
                 res = shed_load(plan, rates, whole=whole)
-                target = {s: float(x) for s, x in res.keep.items()}
+                # a fraction within min_change of 1 keeps everything: no drops for a hair
+                # over capacity (the band also keeps the lift from flapping)
+                top = 1.0 - self.policy.min_change
+                target = {s: 1.0 if x >= top else float(x) for s, x in res.keep.items()}
             except InfeasibleEvenWhenShedding as e:
                 self._note("infeasible", rates, str(e))
                 return

@@ -772,19 +772,28 @@ def bench_overload(
     nodes: int = typer.Option(2, min=1, help="Plan nodes (no more can be added)."),
     hot: int = typer.Option(30, min=3, help="Files at 3x, one per --file-s."),
     file_s: float = typer.Option(1.0, min=0.2, help="Seconds of data per file (and between two)."),
+    node_cpu: float = typer.Option(
+        0.25, min=0.001, help="Each node actor's share of a core (a CPU cgroup; needs root)."
+    ),
     out: Path = out_option("out/bench_overload"),
 ):
     """Input at 3x what the nodes can carry, then 1x, with load shedding and without, one
     after the other: answer latency per phase, the fractions against the LP's, answers vs the
     brute force over the kept tuples (``sim/bench/overload.py``; run it under the bench
     lock)."""
+    from sim.bench.node_cpu import CpuLimitError
     from sim.bench.overload import OverloadBenchOptions, run_overload_bench
 
-    res = run_overload_bench(
-        out,
-        OverloadBenchOptions(queries=queries, nodes=nodes, hot_files=hot, file_s=file_s),
-        say=lambda s: console.print(s, soft_wrap=True, markup=False),
-    )
+    try:
+        res = run_overload_bench(
+            out,
+            OverloadBenchOptions(
+                queries=queries, nodes=nodes, hot_files=hot, file_s=file_s, node_cpu=node_cpu
+            ),
+            say=lambda s: console.print(s, soft_wrap=True, markup=False),
+        )
+    except CpuLimitError as e:
+        raise UserError(f"bench overload: {e}") from None
     console.print(json.dumps(res, indent=1, default=str), markup=False)
     console.print(f"results: {out / 'bench_overload.json'}")
     runs = res["runs"].values()

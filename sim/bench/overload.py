@@ -2,12 +2,15 @@
 load shedding (``placement.shedding``) and without, one after the other in one run.
 
 What "can carry" means here: the nodes' capacity is the running plan's MaxCost at the 1x rate
-(the plan fits exactly at 1x), and the 1x rate is calibrated first so that the busiest node is
-about ``target_busy`` busy at it in wall time: at 3x the nodes really cannot keep up, and
-without shedding the answers fall further behind with every file.
+(the plan fits exactly at 1x), and the 1x rate is calibrated first at ``target_busy`` of what
+the deployment carries: at 3x the nodes really cannot keep up, and
+without shedding the answers fall further behind with every file.  Each node actor runs on
+``node_cpu`` of a core (a CPU cgroup, ``sim.bench.node_cpu``: on this machine the driver, not
+the nodes, would otherwise be the bottleneck), so the bench needs root.
 
-The run: a calibration deployment fed ``calibration_files`` files at ``calibration_hz`` rows
-per second (every stream on every row) gives the busiest node's busy share, hence the 1x rate;
+The run: a calibration deployment given ``calibration_files`` files of ``calibration_hz`` rows
+per second (every stream on every row) all at once measures the rows per second it carries;
+the 1x rate is ``target_busy`` of that;
 then two deployments on the same files, one file of ``file_s`` seconds dropped every
 ``file_s`` wall seconds: ``warm_files`` at 1x, ``hot_files`` at 3x, ``cool_files`` at 1x (the
 1x files are every third row of the 3x data).  Reported per phase and run: answer latency
@@ -50,10 +53,11 @@ class OverloadBenchOptions:
     warm_files: int = 10
     hot_files: int = 30
     cool_files: int = 20
-    calibration_hz: int = 2000
+    calibration_hz: int = 100000
     calibration_files: int = 12
-    target_busy: float = 0.5
+    target_busy: float = 0.6
     rate_window_s: float = 2.0
+    node_cpu: float = 0.25
 
 
 def _pct(xs, q):
@@ -98,8 +102,27 @@ def _config(queries, rate_per_ms: float, nodes: int, capacity, incoming, run_dir
     return cfg
 
 
-def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say) -> dict:
-    """One deployment fed ``files``, one every ``every_s`` wall seconds; what it measured."""
+def _limit_nodes(run_dir: Path, cpu, say) -> None:
+    """Each node actor's process in a CPU cgroup of its own (``sim.bench.node_cpu``)."""
+    from cluster.service.control import call
+
+    deadline = time.monotonic() + 60
+    while True:
+        nodes = call(run_dir, "GET", "/status", timeout=30)["nodes"]
+        pids = {n: (d.get("health") or {}).get("pid") for n, d in nodes.items()}
+        if all(pids.values()):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"node actors without a pid after 60 s: {pids}")
+        time.sleep(0.5)
+    for n, pid in sorted(pids.items()):
+        cpu.limit(n, int(pid))
+    say(f"node actors limited to {cpu.quota / 1000:g} ms of CPU per 100 ms: {pids}")
+
+
+def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cpu) -> dict:
+    """One deployment fed ``files``, one every ``every_s`` wall seconds, its node actors under
+    the CPU limits ``cpu``; what it measured."""
     import pyarrow.parquet as pq
 
     from cluster.service.control import call
@@ -111,20 +134,19 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say) ->
     incoming.mkdir(parents=True)
     th, box, up_s = start_service(cfg, out / f"{name}.yaml", run_dir, str(out))
     say(f"{name}: deployment up in {up_s:.1f} s")
-    busy: list[tuple[float, dict]] = []
+    _limit_nodes(run_dir, cpu, say)
     t0 = time.monotonic()
     for k, f in enumerate(files):
         tmp = incoming / f".f{k:04d}.tmp"
         pq.write_table(f, tmp)
         os.replace(tmp, incoming / f"f{k:04d}.parquet")
-        st = call(run_dir, "GET", "/status", timeout=30)
-        busy.append((time.monotonic(), {n: d["measured"] for n, d in st["nodes"].items()}))
         time.sleep(max(0.0, t0 + (k + 1) * every_s - time.monotonic()))
     deadline = time.monotonic() + 600
     while call(run_dir, "GET", "/status", timeout=30)["files"] < len(files):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{name}: files not all fed within 600 s of the last one")
-        time.sleep(0.5)
+        time.sleep(0.1)
+    fed_s = time.monotonic() - t0
     plan = json.loads((run_dir / "plan_current.json").read_text())
     call(run_dir, "POST", "/stop", {"flush": True}, timeout=300)
     th.join(300)
@@ -137,31 +159,47 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say) ->
         "plan": plan,
         "metrics": metrics,
         "events": events,
-        "busy": busy,
+        "fed_s": fed_s,
     }
 
 
-def _busy_share(busy: list[tuple[float, dict]]) -> float:
-    """The busiest node's busy share over the second half of the samples."""
-    (t1, a), (t2, b) = busy[len(busy) // 2], busy[-1]
-    shares = [
-        (float(b[n].get("busy_s") or 0) - float(a[n].get("busy_s") or 0)) / (t2 - t1)
-        for n in b
-        if n in a
-    ]
-    return max(shares)
+def _window_answers(q: dict, ts: np.ndarray, vals: np.ndarray) -> list[tuple]:
+    """Every non-empty window of time query ``q`` recomputed from the tuples ``(ts, vals)``
+    (sorted by ``ts``): the brute force, one numpy reduction per window (the exact
+    ``executors.oracle`` walks each tuple in Python: hours at these rates)."""
+    r, s, agg = int(q["range"]), int(q["slide"]), q["aggregate"]
+    if not len(ts):
+        return []
+    ks = np.arange((int(ts[0]) - r) // s + 1, int(ts[-1]) // s + 1)
+    lo = np.searchsorted(ts, ks * s, "left")
+    hi = np.searchsorted(ts, ks * s + r, "left")
+    out = []
+    for k, a, b in zip(ks.tolist(), lo.tolist(), hi.tolist()):
+        if b <= a:
+            continue
+        w = vals[a:b]
+        if agg == "count":
+            v = float(b - a)
+        elif agg in ("min", "max"):
+            v = float(w.min() if agg == "min" else w.max())
+        elif agg in ("sum", "avg"):
+            v = float(w.sum()) / (1 if agg == "sum" else b - a)
+        else:
+            raise ValueError(f"bench overload: no brute force for {agg!r}")
+        out.append((q["id"], k * s, k * s + r, v))
+    return out
 
 
 def _kept_answers(files, queries, sheds) -> list[tuple]:
     """The brute force over the kept tuples (module docstring)."""
     from cluster.feeds.drop_box import keep_mask
-    from executors.churn_oracle import registered_answers
 
     steps = [(e["after_files"], e["keep"]) for e in sheds]
     kept: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for s in STREAMS:
         ts, vals = [], []
         for i, f in enumerate(files):
+            f = f.sort_by([("ts_ms", "ascending"), ("index", "ascending")])
             x = 1.0
             for after, keep in steps:
                 if after <= i:
@@ -169,12 +207,11 @@ def _kept_answers(files, queries, sheds) -> list[tuple]:
             t = f.column("ts_ms").to_numpy()
             m = keep_mask(s, t, f.column("index").to_numpy(), x)
             ts.append(t[m])
-            vals.append(f.column(s).to_numpy()[m])
+            vals.append(f.column(s).to_numpy().astype(np.float64)[m])
         kept[s] = (np.concatenate(ts), np.concatenate(vals))
     want = []
     for q in queries:
-        t, v = kept[q["stream"]]
-        want += registered_answers([(q, None, None)], t, v)
+        want += _window_answers(q, *kept[q["stream"]])
     want.sort(key=lambda x: (x[0], x[1]))
     return want
 
@@ -215,6 +252,16 @@ def run_overload_bench(
     opts: OverloadBenchOptions = OverloadBenchOptions(),
     say: Callable[[str], None] = print,
 ) -> dict:
+    from sim.bench.node_cpu import CpuLimits
+
+    cpu = CpuLimits(opts.node_cpu)
+    try:
+        return _run(out, opts, say, cpu)
+    finally:
+        cpu.close()
+
+
+def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
     import pyarrow.parquet as pq
 
     from placement.optimizers import optimize
@@ -229,7 +276,7 @@ def run_overload_bench(
     queries = _queries(opts.queries)
     incoming, run_dir = out / "incoming", out / "run"
 
-    # 1. calibration: the busiest node's busy share at calibration_hz
+    # 1. calibration: the rows per second the deployment carries, its files all there at once
     cal = out / f"calibration_{opts.calibration_hz}hz.parquet"
     if not cal.exists():
         generate_debs(
@@ -239,18 +286,18 @@ def run_overload_bench(
             seed=11,
         )
     cal_files = _split(pq.read_table(cal), opts.file_s, opts.calibration_files)
-    r0 = opts.calibration_hz / 1000.0
     c = _serve(
         out,
         "calibration",
-        _config(queries, r0, opts.nodes, None, incoming, run_dir, None),
+        _config(queries, opts.calibration_hz / 1000.0, opts.nodes, None, incoming, run_dir, None),
         cal_files,
-        opts.file_s,
+        0.0,
         say,
+        cpu,
     )
-    share = _busy_share(c["busy"])
-    hz = max(10, int(opts.calibration_hz * opts.target_busy / max(share, 1e-6)))
-    say(f"calibration: busiest node {share:.2f} busy at {opts.calibration_hz} rows/s: 1x = {hz}")
+    carried = sum(f.num_rows for f in cal_files) / c["fed_s"]
+    hz = max(10, int(carried * opts.target_busy))
+    say(f"calibration: {carried:,.0f} rows/s carried; 1x = {hz:,} rows/s")
 
     # 2. the data: 3x throughout, the 1x phases every third row
     n = opts.warm_files + opts.hot_files + opts.cool_files
@@ -281,6 +328,7 @@ def run_overload_bench(
             files,
             opts.file_s,
             say,
+            cpu,
         )
         sheds = [e for e in r["events"] if e["command"] == "shed"]
         res = {"latency": _phases(r["metrics"]["answer_latency"], opts), "shed_events": len(sheds)}
@@ -314,7 +362,7 @@ def run_overload_bench(
         say(f"{name}: {json.dumps(res['latency'])}")
     result = {
         "options": asdict(opts),
-        "calibration": {"busy_share": share, "rate_hz_1x": hz, "capacity": capacity},
+        "calibration": {"rows_per_s_carried": carried, "rate_hz_1x": hz, "capacity": capacity},
         "runs": runs,
     }
     (out / "bench_overload.json").write_text(json.dumps(result, indent=1, default=str))

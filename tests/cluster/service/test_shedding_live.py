@@ -129,6 +129,7 @@ def test_serve_sheds_at_3x_and_lifts_at_1x(ray_session, spark, tmp_path):
     placement_plan = load_plan(plan)
     for e in sheds[:-1]:
         want = shed_load(placement_plan, e["rates_per_ms"]).keep
+        want = {s: 1.0 if x >= 1 - 0.02 else x for s, x in want.items()}  # min_change's band
         assert e["keep"] == pytest.approx(want, abs=1e-9)
         assert min(e["keep"].values()) < 1.0
     assert sheds[0]["rates_per_ms"]["mf01"] > 2.5 * RATE  # measured: about 3x
