@@ -1,7 +1,7 @@
 """Live load shedding for ``weaveplace serve``: drop boxes at the sources with the fractions of
 paper 003's LP (``placement.shedding.shed_load``) when the input outgrows the nodes.
 
-The decision (between micro-batches, after the autoscale policy): the input rate is measured
+The decision (between micro-batches, before the state is saved): the input rate is measured
 over the files of the last ``rate_window_s`` event seconds (rows per ms: every DEBS row carries
 every stream), the running plan is priced at it on the nodes there are, and the LP gives the
 kept fraction of each stream that makes every node fit its capacity while keeping the most

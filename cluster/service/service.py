@@ -576,10 +576,14 @@ class Service:
         return None if self.elastic is None else self.elastic.autoscaler
 
     def after_batch(self) -> None:
-        """After a micro-batch: the autoscale policy (``Elastic.after_batch``), then the drop
-        boxes' (``LoadShedder.evaluate``), on the nodes the first left."""
+        """After a micro-batch: the autoscale policy (``Elastic.after_batch``)."""
         if self.elastic is not None:
             self.elastic.after_batch()
+
+    def shed(self) -> None:
+        """After a micro-batch, before its state is saved: the drop boxes' decision for the
+        next files (``LoadShedder.evaluate``), so a resumed run feeds them under the same
+        fractions as the event says."""
         if self.shedding is not None:
             with self.gate.unless_busy() as free:
                 if free and self.state == "running":
@@ -638,6 +642,9 @@ class Service:
                 self.costs(),
                 nodes=sorted(self.dep.nodes),
                 queries=len(self.running.queries),
+                # the drops in force from here on (shed events written after the saved
+                # state, before a crash, are superseded: their files are fed again)
+                **({} if self.shedding is None else {"shedding": self.shedding.to_state()}),
             )
             stats = self.stream.run()
             self.state = "stopped"

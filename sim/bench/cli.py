@@ -773,7 +773,7 @@ def bench_overload(
     hot: int = typer.Option(30, min=3, help="Files at 3x, one per --file-s."),
     file_s: float = typer.Option(1.0, min=0.2, help="Seconds of data per file (and between two)."),
     node_cpu: float = typer.Option(
-        0.25, min=0.001, help="Each node actor's share of a core (a CPU cgroup; needs root)."
+        0.1, min=0.001, help="Each node actor's share of a core (a CPU cgroup; needs root)."
     ),
     out: Path = out_option("out/bench_overload"),
 ):

@@ -8,7 +8,8 @@ tuples: each file's rows of a stream masked by the drop box's definition
 put in force before that file.  Checked besides: the fractions are the LP's
 (``placement.shedding.shed_load``) of the running plan at the measured rate, the drops are
 lifted when the rate falls back, each answer's ``kept`` is the smallest fraction in force over
-its window, and status counts every row kept or dropped."""
+its window, status counts every row kept or dropped, and a stop and ``serve --resume`` while
+shedding goes on with the drops in force."""
 
 from __future__ import annotations
 
@@ -116,6 +117,13 @@ def test_serve_sheds_at_3x_and_lifts_at_1x(ray_session, spark, tmp_path):
             count_q = {**_q("c0", "mf02", "sum", 9, 3), "kind": "count"}
             with pytest.raises(ControlError, match="'mf02' has been shed"):
                 call(run_dir, "POST", "/add-queries", {"queries": [count_q]})
+            # a stop and serve --resume while shedding: the drops in force go on
+            call(run_dir, "POST", "/stop", {})
+            th.join(120)
+            assert not th.is_alive() and "error" not in box
+            _, th, box = serve_in_thread(None, run_dir, spark)
+            wait_for(lambda b=box: serve_running(run_dir, b), "serve --resume to start")
+            assert call(run_dir, "GET", "/status")["shedding"]["keep"] == hot["keep"]
     st = call(run_dir, "GET", "/status")
     call(run_dir, "POST", "/stop", {"flush": True})
     th.join(120)
@@ -123,6 +131,11 @@ def test_serve_sheds_at_3x_and_lifts_at_1x(ray_session, spark, tmp_path):
 
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
     sheds = [e for e in events if e["command"] == "shed"]
+    resumed = next(e for e in events if e["command"] == "resume")
+    before = [e for e in sheds if e["wall_time"] < resumed["wall_time"]]
+    assert [(x["after_files"], x["keep"]) for x in resumed["shedding"]["steps"]] == [
+        (e["after_files"], e["keep"]) for e in before
+    ]
     assert sheds and sheds[0]["action"] == "shed" and sheds[-1]["action"] == "lift"
     assert all(x == 1.0 for x in sheds[-1]["keep"].values())
     # each shed's fractions are the LP's at the rate it measured, on the running plan
