@@ -12,7 +12,7 @@ least ``min_change`` (or all return to 1: the drops are lifted at once; a fracti
 the next file fed.
 
 Semantics (random drop boxes, docs/DESIGN.md s. 11): a tuple is kept or dropped by a hash of
-(stream, ts_ms, index) against the fraction in force when its file is fed
+(ts_ms, index) against its stream's fraction in force when its file is fed
 (``cluster.feeds.drop_box``); every answer is the exact aggregate over the kept tuples of its
 window, and carries ``kept``: the smallest fraction in force over its window's event time (1:
 nothing was dropped there).  No estimate is scaled: a sum or count over a fraction ``kept`` of
@@ -78,6 +78,7 @@ class LoadShedder:
         self.dropped_rows: dict[str, int] = {}
         self.last: dict | None = None  # the last decision's record, for status
         self._files: deque[tuple[int, int, int]] = deque(maxlen=10_000)
+        self._stream_of: dict[str, str] = {}  # query id -> stream, of every query seen
 
     # -- the data path ------------------------------------------------------------------------
     @property
@@ -86,7 +87,8 @@ class LoadShedder:
 
     def split(self, t: pa.Table, streams: list[str]) -> list[tuple[str | None, pa.Table]]:
         """One file's rows (``ts_ms``, ``index``, the streams; in feed order) as what to feed:
-        all streams together while nothing is dropped, else each stream's kept rows alone."""
+        all streams together while nothing is dropped; else one table per distinct kept
+        fraction, its streams' columns over the rows it keeps (a stream at 0 is not fed)."""
         n = t.num_rows
         if n:
             ts = t.column("ts_ms").to_numpy()
@@ -97,13 +99,19 @@ class LoadShedder:
             return [(None, t.select(["ts_ms", *streams]))]
         ts = t.column("ts_ms").to_numpy()
         idx = t.column("index").to_numpy()
-        out: list[tuple[str | None, pa.Table]] = []
+        groups: dict[float, list[str]] = {}
         for s in streams:
-            m = keep_mask(s, ts, idx, self.keep.get(s, 1.0))
+            groups.setdefault(self.keep.get(s, 1.0), []).append(s)
+        out: list[tuple[str | None, pa.Table]] = []
+        for x, group in sorted(groups.items()):
+            m = keep_mask(ts, idx, x)
             k = int(m.sum())
-            self.kept_rows[s] = self.kept_rows.get(s, 0) + k
-            self.dropped_rows[s] = self.dropped_rows.get(s, 0) + n - k
-            out.append((s, t.select(["ts_ms", s]).filter(pa.array(m))))
+            for s in group:
+                self.kept_rows[s] = self.kept_rows.get(s, 0) + k
+                self.dropped_rows[s] = self.dropped_rows.get(s, 0) + n - k
+            if k:
+                part = t.select(["ts_ms", *group])
+                out.append((None, part if k == n else part.filter(pa.array(m))))
         return out
 
     def with_kept(self, answers: pa.Table) -> pa.Table:
@@ -111,11 +119,13 @@ class LoadShedder:
         n = answers.num_rows
         kept = np.ones(n)
         if n and self.steps:
-            qs = self.svc.running.queries
+            # a query removed meanwhile still has its last answers: its stream is remembered
+            for q, spec in self.svc.running.queries.items():
+                self._stream_of[q] = spec["stream"]
             qid = answers.column("query_id")
             if pa.types.is_dictionary(qid.type):
                 qid = qid.cast(pa.string())
-            stream = pa.array([qs.get(q, {}).get("stream") for q in qid.to_pylist()])
+            stream = pa.array([self._stream_of.get(q) for q in qid.to_pylist()], pa.string())
             ws = answers.column("window_start").to_numpy()
             we = answers.column("window_end").to_numpy()
             for s in {step_s for st in self.steps for step_s in st["keep"]}:

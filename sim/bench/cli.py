@@ -768,10 +768,10 @@ def bench_stall(
 
 @bench_app.command("overload")
 def bench_overload(
-    queries: int = typer.Option(200, min=1, help="Queries (on mf01 and mf02)."),
+    queries: int = typer.Option(200, min=1, help="Queries (over ten DEBS streams)."),
     nodes: int = typer.Option(2, min=1, help="Plan nodes (no more can be added)."),
     hot: int = typer.Option(30, min=3, help="Files at 3x, one per --file-s."),
-    file_s: float = typer.Option(1.0, min=0.2, help="Seconds of data per file (and between two)."),
+    file_s: float = typer.Option(2.0, min=0.2, help="Seconds of data per file (and between two)."),
     node_cpu: float = typer.Option(
         0.1, min=0.001, help="Each node actor's share of a core (a CPU cgroup; needs root)."
     ),

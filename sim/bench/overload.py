@@ -8,10 +8,14 @@ without shedding the answers fall further behind with every file.  Each node act
 ``node_cpu`` of a core (a CPU cgroup, ``sim.bench.node_cpu``: on this machine the driver, not
 the nodes, would otherwise be the bottleneck), so the bench needs root.
 
-The run: a calibration deployment given ``calibration_files`` files of ``calibration_hz`` rows
-per second (every stream on every row) all at once measures the rows per second it carries
-(from the second file fed to the last: the first micro-batches warm up);
-the 1x rate is ``target_busy`` of that;
+The run: a calibration deployment fed ``calibration_files`` files in real time, the last 6 of
+three times ``calibration_hz`` rows per second (every stream on every row), the others of
+``calibration_hz`` (the first ones warm up: kernels load, the first micro-batches), measures a
+file's processing time at both rates (its answer latency while no backlog forms, else the
+file period plus the latency's growth per file), hence a fixed
+time per file and a time per row, hence the rows per second it carries (a file processed
+within its own ``file_s``); the 1x rate is ``target_busy`` of that.  Feed batches of
+``batch_rows`` rows, so a node's work grows with the rows it is sent;
 then two deployments on the same files, one file of ``file_s`` seconds dropped every
 ``file_s`` wall seconds: ``warm_files`` at 1x, ``hot_files`` at 3x, ``cool_files`` at 1x (the
 1x files are every third row of the 3x data).  Reported per phase and run: answer latency
@@ -41,7 +45,9 @@ import numpy as np
 
 from sim.bench.serve import make_queries, start_service
 
-STREAMS = ("mf01", "mf02")
+#: the streams the queries read: ten DEBS columns, so that the trees (one per stream and
+#: aggregate at these rates, where weaving always wins) give each row real work on a node
+STREAMS = ("mf01", "mf02", "mf03", "pc13", "pc14", "pc15", "pc25", "pc26", "pc27", "res")
 
 
 @dataclass(frozen=True)
@@ -50,12 +56,13 @@ class OverloadBenchOptions:
 
     queries: int = 200
     nodes: int = 2
-    file_s: float = 1.0
+    file_s: float = 2.0
     warm_files: int = 10
     hot_files: int = 30
     cool_files: int = 20
-    calibration_hz: int = 60000
-    calibration_files: int = 12
+    calibration_hz: int = 4000
+    calibration_files: int = 20
+    batch_rows: int = 8192
     target_busy: float = 0.6
     rate_window_s: float = 2.0
     node_cpu: float = 0.1
@@ -66,7 +73,7 @@ def _pct(xs, q):
 
 
 def _queries(n: int) -> list[dict]:
-    """``make_queries``' DEBS-style queries, on two streams."""
+    """``make_queries``' DEBS-style queries, spread over ``STREAMS``."""
     qs = make_queries("q", n, 17)
     for i, q in enumerate(qs):
         q["stream"] = STREAMS[i % len(STREAMS)]
@@ -84,7 +91,9 @@ def _split(table, file_s: float, n: int) -> list:
     ]
 
 
-def _config(queries, rate_per_ms: float, nodes: int, capacity, incoming, run_dir, shed) -> dict:
+def _config(
+    queries, rate_per_ms: float, nodes: int, capacity, incoming, run_dir, shed, batch_rows: int
+) -> dict:
     cfg = {
         "name": "bench-overload",
         "workload": {"queries": queries},
@@ -96,7 +105,7 @@ def _config(queries, rate_per_ms: float, nodes: int, capacity, incoming, run_dir
         },
         "placement": {"optimizers": "WG_TN", "ie": "slickdeque"},
         "data": {"directory": {"path": str(incoming), "poll_s": 0.1, "files_per_batch": 1}},
-        "run": {"mode": "live", "output_dir": str(run_dir)},
+        "run": {"mode": "live", "output_dir": str(run_dir), "batch_rows": batch_rows},
     }
     if shed is not None:
         cfg["placement"]["shedding"] = shed
@@ -165,6 +174,13 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cp
     }
 
 
+def _file_time(latency: list[float], file_s: float) -> float:
+    """A file's processing time from the latencies of files arriving every ``file_s``: their
+    median while no backlog forms, else ``file_s`` plus the growth per file."""
+    slope = float(np.polyfit(np.arange(len(latency)), latency, 1)[0])
+    return float(np.median(latency)) if slope < 0.05 * file_s else file_s + slope
+
+
 def _window_answers(q: dict, ts: np.ndarray, vals: np.ndarray) -> list[tuple]:
     """Every non-empty window of time query ``q`` recomputed from the tuples ``(ts, vals)``
     (sorted by ``ts``): the brute force, one numpy reduction per window (the exact
@@ -207,7 +223,7 @@ def _kept_answers(files, queries, sheds) -> list[tuple]:
                 if after <= i:
                     x = keep.get(s, 1.0)
             t = f.column("ts_ms").to_numpy()
-            m = keep_mask(s, t, f.column("index").to_numpy(), x)
+            m = keep_mask(t, f.column("index").to_numpy(), x)
             ts.append(t[m])
             vals.append(f.column(s).to_numpy().astype(np.float64)[m])
         kept[s] = (np.concatenate(ts), np.concatenate(vals))
@@ -278,31 +294,60 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
     queries = _queries(opts.queries)
     incoming, run_dir = out / "incoming", out / "run"
 
-    # 1. calibration: the rows per second the deployment carries, its files all there at once
-    cal = out / f"calibration_{opts.calibration_hz}hz.parquet"
+    # 1. calibration: a file's processing time at R0 and at 3 R0 rows/s, files in real time
+    warm = opts.calibration_files - 12  # files the deployment warms up on (not measured)
+    half = warm + 6
+    cal = out / f"calibration_{opts.calibration_hz}hz_{opts.calibration_files}.parquet"
     if not cal.exists():
         generate_debs(
             cal,
             duration_s=opts.calibration_files * opts.file_s,
-            rate_hz=opts.calibration_hz,
+            rate_hz=3 * opts.calibration_hz,
             seed=11,
         )
     cal_files = _split(pq.read_table(cal), opts.file_s, opts.calibration_files)
+    cal_files = [
+        f.take(np.arange(0, f.num_rows, 3)) if k < half else f for k, f in enumerate(cal_files)
+    ]
     c = _serve(
         out,
         "calibration",
-        _config(queries, opts.calibration_hz / 1000.0, opts.nodes, None, incoming, run_dir, None),
+        _config(
+            queries,
+            opts.calibration_hz / 1000.0,
+            opts.nodes,
+            None,
+            incoming,
+            run_dir,
+            None,
+            opts.batch_rows,
+        ),
         cal_files,
-        0.0,
+        opts.file_s,
         say,
         cpu,
     )
-    # steady state: from the second file fed to the last (the first micro-batches warm up)
-    (t1, n1) = next(x for x in c["fed"] if x[1] >= 2)
-    (t2, n2) = c["fed"][-1]
-    carried = sum(f.num_rows for f in cal_files[n1:n2]) / (t2 - t1)
+    lat = [x[1] for x in c["metrics"]["answer_latency"]]
+    p1, p2 = _file_time(lat[warm:half], opts.file_s), _file_time(lat[half:], opts.file_s)
+    rows1 = opts.calibration_hz * opts.file_s
+    per_row = (p2 - p1) / (2 * rows1)
+    if not per_row > 0:
+        raise RuntimeError(
+            f"calibration: a file took {p1:.3f} s at {opts.calibration_hz} rows/s and "
+            f"{p2:.3f} s at three times that: no cost per row to calibrate on"
+        )
+    fixed = p1 - per_row * rows1
+    carried = (opts.file_s - fixed) / per_row / opts.file_s
+    if not carried > 0:
+        raise RuntimeError(
+            f"calibration: a file costs {fixed:.2f} s before its rows: more than its "
+            f"{opts.file_s:g} s (raise --node-cpu or --file-s)"
+        )
     hz = max(10, int(carried * opts.target_busy))
-    say(f"calibration: {carried:,.0f} rows/s carried; 1x = {hz:,} rows/s")
+    say(
+        f"calibration: a file takes {fixed:.3f} s + {per_row * 1e6:.2f} us a row: "
+        f"{carried:,.0f} rows/s carried; 1x = {hz:,} rows/s"
+    )
 
     # 2. the data: 3x throughout, the 1x phases every third row
     n = opts.warm_files + opts.hot_files + opts.cool_files
@@ -329,7 +374,16 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
         r = _serve(
             out,
             name,
-            _config(queries, rate, opts.nodes, capacity, incoming, out / f"run_{name}", shed),
+            _config(
+                queries,
+                rate,
+                opts.nodes,
+                capacity,
+                incoming,
+                out / f"run_{name}",
+                shed,
+                opts.batch_rows,
+            ),
             files,
             opts.file_s,
             say,

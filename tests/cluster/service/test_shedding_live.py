@@ -171,7 +171,7 @@ def test_serve_sheds_at_3x_and_lifts_at_1x(ray_session, spark, tmp_path):
                 f.column("index").to_pylist(),
                 f.column(s).to_pylist(),
             ):
-                if keep_one(s, t, idx, x):
+                if keep_one(t, idx, x):
                     ts.append(t)
                     vals.append(v)
         want += registered_answers([(q, None, None)], np.array(ts), np.array(vals))
