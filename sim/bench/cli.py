@@ -775,6 +775,9 @@ def bench_overload(
     node_cpu: float = typer.Option(
         0.1, min=0.001, help="Each node actor's share of a core (a CPU cgroup; needs root)."
     ),
+    load: float = typer.Option(
+        0.6, min=0.05, max=0.95, help="1x as a share of the rows per second the nodes carry."
+    ),
     out: Path = out_option("out/bench_overload"),
 ):
     """Input at 3x what the nodes can carry, then 1x, with load shedding and without, one
@@ -788,7 +791,12 @@ def bench_overload(
         res = run_overload_bench(
             out,
             OverloadBenchOptions(
-                queries=queries, nodes=nodes, hot_files=hot, file_s=file_s, node_cpu=node_cpu
+                queries=queries,
+                nodes=nodes,
+                hot_files=hot,
+                file_s=file_s,
+                node_cpu=node_cpu,
+                target_busy=load,
             ),
             say=lambda s: console.print(s, soft_wrap=True, markup=False),
         )
