@@ -18,6 +18,7 @@ from support.cluster_plans import STREAMS
 pytestmark = pytest.mark.cluster
 
 
+@pytest.mark.scenario  # ~30 s of Spark SQL: make test-scenarios (make test stays under 8 min)
 def test_time_windows_equal_spark_sql(workload, live_result, spark):
     qs = [q for q in workload["queries"] if q.kind == "time"]
     assert any(q.range % q.slide for q in qs) and any(q.range == q.slide for q in qs)

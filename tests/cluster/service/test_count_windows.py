@@ -24,7 +24,7 @@ from support.service import (
 )
 from support.waiting import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.scenario]  # ~20 s: make test-scenarios
 
 
 def _q(qid, stream, agg, r, s, kind):

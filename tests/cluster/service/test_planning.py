@@ -117,6 +117,7 @@ def _status(run_dir):
     return call(run_dir, "GET", "/status")
 
 
+@pytest.mark.scenario  # ~24 s: make test-scenarios (make test stays under 8 min)
 def test_serve_runs_and_replans_the_chosen_plan(ray_session, spark, files, tmp_path):
     from cluster.service.control import call
     from placement.plan import verify_plan

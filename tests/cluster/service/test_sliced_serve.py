@@ -23,7 +23,7 @@ from support.waiting import wait_for
 
 from cluster.service.control import ControlError, call
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.scenario]  # ~17 s: make test-scenarios
 
 
 def _q(qid, stream, agg, r, s, kind="time"):
