@@ -315,8 +315,6 @@ def _flaps(events: list[dict], cooldown_s: float) -> list[dict]:
 def check_answers(allt, regs: dict, run_dir: Path) -> dict:
     """Every answer against ``executors.churn_oracle.registered_answers`` (each registration
     over the rows that can reach its windows), and no (query, window) written twice."""
-    import pyarrow.parquet as pq
-
     from executors.churn_oracle import registered_answers
 
     ts = allt.column("ts_ms").to_numpy()
@@ -329,6 +327,15 @@ def check_answers(allt, regs: dict, run_dir: Path) -> dict:
         vals = allt.column(q["stream"]).to_numpy()[order][lo:hi]
         want += registered_answers([(q, a, b)], ts[lo:hi], vals)
     want.sort(key=lambda x: (x[0], x[1]))
+    return compare_answers(run_dir, want)
+
+
+def compare_answers(run_dir: Path, want: list[tuple]) -> dict:
+    """``answers.parquet`` against ``want`` (``(query_id, window_start, window_end, value)``
+    sorted by query and start): the count, whether equal (values to 1e-9 relative), and how
+    many (query, window) were written more than once."""
+    import pyarrow.parquet as pq
+
     got = pq.read_table(run_dir / "answers.parquet").sort_by(
         [("query_id", "ascending"), ("window_start", "ascending")]
     )

@@ -36,13 +36,13 @@ import json
 import os
 import shutil
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from sim.bench.autoscale import compare_answers
 from sim.bench.serve import make_queries, start_service
 
 #: the streams the queries read: ten DEBS columns, so that the trees (one per stream and
@@ -234,21 +234,6 @@ def _kept_answers(files, queries, sheds) -> list[tuple]:
     return want
 
 
-def _check(run_dir: Path, want: list[tuple]) -> dict:
-    import pyarrow.parquet as pq
-
-    got = pq.read_table(run_dir / "answers.parquet").sort_by(
-        [("query_id", "ascending"), ("window_start", "ascending")]
-    )
-    d = got.to_pydict()
-    keys = list(zip(d["query_id"], d["window_start"], d["window_end"]))
-    twice = sum(c - 1 for c in Counter((k[0], k[1]) for k in keys).values() if c > 1)
-    equal = keys == [w[:3] for w in want] and bool(
-        np.allclose(d["value"], [float(w[3]) for w in want], rtol=1e-9, atol=0)
-    )
-    return {"answers": len(keys), "equal": equal, "twice": twice}
-
-
 def _phases(latency: list, opts: OverloadBenchOptions) -> dict:
     """Latency p50/p99 per phase: the i-th latency is the i-th file's (fed in order)."""
     lat = [x[1] for x in latency]
@@ -391,7 +376,7 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
         )
         sheds = [e for e in r["events"] if e["command"] == "shed"]
         res = {"latency": _phases(r["metrics"]["answer_latency"], opts), "shed_events": len(sheds)}
-        check = _check(r["run_dir"], _kept_answers(files, queries, sheds))
+        check = compare_answers(r["run_dir"], _kept_answers(files, queries, sheds))
         res.update(answers=check["answers"], answers_equal_brute_force=check["equal"])
         res["windows_written_twice"] = check["twice"]
         if shed is not None:

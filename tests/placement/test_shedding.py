@@ -30,6 +30,16 @@ def _plan(caps, rates, seed):
     return optimize("WG_TL", qs, model, caps, seed=seed)
 
 
+def _capped(base, caps):
+    """``base``'s trees on nodes of capacities ``caps``."""
+    return Plan(
+        base.optimizer,
+        base.ie,
+        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
+        base.rates,
+    )
+
+
 def _node_cost_with(plan, node, keep):
     return sum(t.cost - plan.rates[t.stream] * (1 - keep[t.stream]) for t in node.trees)
 
@@ -40,12 +50,7 @@ def test_shedding_is_feasible_and_optimal_on_a_grid(seed, n_nodes, squeeze):
     rates = {"a": 5.0, "b": 2.0, "c": 9.0}
     base = _plan([1e9] * n_nodes, rates, seed)
     caps = [max(n.cost, 1e-9) * squeeze for n in base.nodes]
-    plan = Plan(
-        base.optimizer,
-        base.ie,
-        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
-        base.rates,
-    )
+    plan = _capped(base, caps)
     fixed_over = [
         n for n in plan.nodes if sum(t.cost - plan.rates[t.stream] for t in n.trees) > n.capacity
     ]
@@ -95,12 +100,7 @@ def test_measured_rates_shed_as_a_plan_priced_at_them(seed, n_nodes, grow):
     rates = {"a": 5.0, "b": 2.0, "c": 9.0}
     base = _plan([1e9] * n_nodes, rates, seed)
     caps = [max(n.cost, 1e-9) for n in base.nodes]  # fits at the planned rates, just
-    plan = Plan(
-        base.optimizer,
-        base.ie,
-        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
-        base.rates,
-    )
+    plan = _capped(base, caps)
     measured = {s: r * g for (s, r), g in zip(sorted(base.rates.items()), grow)}
     model = CostModel("panes", measured)
     repriced = Plan(
@@ -134,12 +134,7 @@ def test_whole_streams_are_never_shed(seed, n_nodes, squeeze):
     rates = {"a": 5.0, "b": 2.0, "c": 9.0}
     base = _plan([1e9] * n_nodes, rates, seed)
     caps = [max(n.cost, 1e-9) * squeeze for n in base.nodes]
-    plan = Plan(
-        base.optimizer,
-        base.ie,
-        [Node(n.id, n.trees, c) for n, c in zip(base.nodes, caps)],
-        base.rates,
-    )
+    plan = _capped(base, caps)
     whole = {"a"}
     streams = sorted(plan.rates)
 
