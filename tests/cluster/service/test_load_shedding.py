@@ -34,3 +34,40 @@ def test_the_window_forgets_older_rates():
     assert measured_rate(slow + fast, 2500) == pytest.approx(0.1, rel=0.01)
     assert measured_rate(slow + fast, 1e9) < 0.06
     assert measured_rate([], 1000) is None and measured_rate([(1, 5, 5)], 1000) is None
+
+
+@pytest.mark.parametrize(
+    "cluster,shedding,msg",
+    [
+        ({"nodes": 2}, {}, "placement.shedding: needs node capacities"),
+        ({"nodes": [{"id": "a", "capacity": 1.0}]}, {"min_change": 0}, "min_change"),
+        ({"nodes": [{"id": "a", "capacity": 1.0}]}, {"rate_window_s": -1}, "rate_window_s"),
+        ({"nodes": [{"id": "a", "capacity": 1.0}]}, {"window": 3}, "window"),
+    ],
+)
+def test_shedding_config_mistakes_are_one_line(cluster, shedding, msg):
+    from sim.config import ConfigError, config_from_mapping
+
+    cfg = {
+        "workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
+        "cluster": cluster,
+        "placement": {"optimizers": "WG_TN", "shedding": shedding},
+    }
+    with pytest.raises(ConfigError) as e:
+        config_from_mapping(cfg)
+    assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_shedding_config_defaults():
+    from sim.config import config_from_mapping
+    from sim.serve_start import shedding_policy
+
+    cfg = config_from_mapping(
+        {
+            "workload": {"generator": {"qnum": 5, "smax": 5, "rate": 1.0}},
+            "cluster": {"nodes": [{"id": "a", "capacity": 1.0}]},
+            "placement": {"optimizers": "WG_TN", "shedding": {}},
+        }
+    )
+    p = shedding_policy(cfg)
+    assert (p.min_change, p.rate_window_s) == (0.02, 10.0)
