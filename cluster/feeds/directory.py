@@ -507,7 +507,8 @@ class DirectoryStream:
     def _parts(self, t: pa.Table) -> list[tuple[str | None, pa.Table]]:
         """What to feed of one file's rows (``ts_ms``, ``index``, the streams, in feed order):
         ``(stream, table)`` pairs, ``None`` for every stream of the table at once.  Here the
-        whole file; the service's drop boxes feed each stream's kept rows alone."""
+        whole file; the service's drop boxes feed, per kept fraction, the rows it keeps of
+        its streams (``cluster.service.load_shedding``)."""
         return [(None, t.select(["ts_ms", *self.streams]))]
 
     # -- end ----------------------------------------------------------------------------------
