@@ -163,6 +163,9 @@ class DirectoryStream:
         self._lock = threading.Lock()  # held while a micro-batch is processed
         #: monotonic time the micro-batch in progress started (``None``: between batches)
         self.batch_started: float | None = None
+        #: files handed over before the one being read now (``stats.files`` moves only at the
+        #: end of a micro-batch; the drop boxes date their changes by it)
+        self.files_before = 0
         self._stop_reason: str | None = None
         self._error: BaseException | None = None
         self._interrupts = 0
@@ -406,6 +409,7 @@ class DirectoryStream:
         recs: list[FileRecord] = []
         for r in meta:
             rec = FileRecord(posixpath.basename(r["path"]), batch)
+            self.files_before = self.stats.files + len(recs)
             table = self._read(rec, r["length"], content.get(r["path"]))
             if table is not None and table.num_rows:
                 self._feed(table, rec)

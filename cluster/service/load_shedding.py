@@ -1,15 +1,15 @@
 """Live load shedding for ``weaveplace serve``: drop boxes at the sources with the fractions of
 paper 003's LP (``placement.shedding.shed_load``) when the input outgrows the nodes.
 
-The decision (between micro-batches, before the state is saved): the input rate is measured
-over the files of the last ``rate_window_s`` event seconds (rows per ms: every DEBS row carries
+The decision (as each file is fed, before its rows are split): the input rate is measured over
+the files of the last ``rate_window_s`` event seconds, that file included (rows per ms: every DEBS row carries
 every stream), the running plan is priced at it on the nodes there are, and the LP gives the
 kept fraction of each stream that makes every node fit its capacity while keeping the most
 (tuple x query) pairs.  While an autoscale policy can still add a node, nothing is shed (its
 measurement adds nodes first).  The fractions in force change when one of them moves by at
 least ``min_change`` (or all return to 1: the drops are lifted at once; a fraction within
 ``min_change`` of 1 counts as 1); each change is an event ``command: shed`` and applies from
-the next file fed.
+the file that brought it on (the state saved after its micro-batch holds it).
 
 Semantics (random drop boxes, docs/DESIGN.md s. 11): a tuple is kept or dropped by a hash of
 (ts_ms, index) against its stream's fraction in force when its file is fed
@@ -93,6 +93,7 @@ class LoadShedder:
         if n:
             ts = t.column("ts_ms").to_numpy()
             self._files.append((n, int(ts.min()), int(ts.max())))
+            self.evaluate()  # the rate this file brings decides its own drops
         if not self.dropping:
             for s in streams:
                 self.kept_rows[s] = self.kept_rows.get(s, 0) + n
@@ -144,7 +145,8 @@ class LoadShedder:
 
     # -- the policy ---------------------------------------------------------------------------
     def evaluate(self) -> None:
-        """One decision between micro-batches (module docstring)."""
+        """One decision, as a file is fed, with its rows counted in the rate (module
+        docstring)."""
         from placement.shedding import InfeasibleEvenWhenShedding, shed_load
 
         svc = self.svc
@@ -176,11 +178,18 @@ class LoadShedder:
         if not lift and moved < self.policy.min_change:
             return
         self.keep = {s: x for s, x in target.items()}
-        st = svc.stream.stats
-        self.steps.append(
-            {"after_ts": int(st.max_ts), "after_files": int(st.files), "keep": dict(self.keep)}
-        )
+        self.steps.append({**self._here(), "keep": dict(self.keep)})
         self._note("lift" if lift else "shed", rates, why)
+
+    def _here(self) -> dict:
+        """Where a change made now applies from: the files fed before the one being fed, and
+        the newest timestamp of those (rows newer than it use the change)."""
+        stream = self.svc.stream
+        newest = [f[2] for f in list(self._files)[:-1]]
+        if stream.stats.max_ts is not None:
+            newest.append(int(stream.stats.max_ts))
+        first = -(1 << 62)  # nothing fed yet: every row is newer
+        return {"after_ts": max(newest, default=first), "after_files": int(stream.files_before)}
 
     def _note(self, action: str, rates: dict, why: str | None) -> None:
         svc = self.svc
@@ -198,8 +207,7 @@ class LoadShedder:
             action=action,
             keep=dict(self.keep),
             rates_per_ms=rates,
-            after_ts=None if svc.stream.stats.max_ts is None else int(svc.stream.stats.max_ts),
-            after_files=int(svc.stream.stats.files),
+            **self._here(),
             reason=why,
         )
 

@@ -580,15 +580,6 @@ class Service:
         if self.elastic is not None:
             self.elastic.after_batch()
 
-    def shed(self) -> None:
-        """After a micro-batch, before its state is saved: the drop boxes' decision for the
-        next files (``LoadShedder.evaluate``), so a resumed run feeds them under the same
-        fractions as the event says."""
-        if self.shedding is not None:
-            with self.gate.unless_busy() as free:
-                if free and self.state == "running":
-                    self.shedding.evaluate()
-
     def set_autoscale(self, on: bool) -> dict:
         """``ctl autoscale on|off`` (``Elastic.set_enabled``)."""
         if self.elastic is None:

@@ -123,7 +123,6 @@ class ServiceStream(DirectoryStream):
                     pass
             for rec in self.stats.files_log[n:]:
                 self.service.running.fed_names.add(rec.name)
-            self.service.shed()  # the drops for the next files, saved with the state below
             self.service.persist()
             self.service.sample_load()
             self.service.after_batch()  # the autoscale policy, between micro-batches
