@@ -114,6 +114,7 @@ def test_actor_route_equals_driver_route_and_oracles(
     assert_answers_equal(_only(res.answers, {q.id for q in cq}), cref, avg)
 
 
+@pytest.mark.scenario  # ~20 s: make test-scenarios (make test stays under 8 min)
 def test_actor_route_exactly_once_with_kills_loss_add_and_an_orphan(
     workload, batches, driver_route, ray_session, tmp_path
 ):

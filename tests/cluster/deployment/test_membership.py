@@ -215,6 +215,7 @@ def _exec_layout(dep) -> dict[str, list[str]]:
     return {nid: sorted({t.split("~")[0] for t in m[nid]["trees"]}) for nid in m}
 
 
+@pytest.mark.scenario  # ~20 s: make test-scenarios (make test stays under 8 min)
 def test_add_node_mid_stream_exactly_once_with_kills_and_loss(
     workload, live_result, small_batches, ray_session
 ):
