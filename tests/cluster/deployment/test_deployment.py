@@ -15,10 +15,9 @@ import pytest
 from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
 from support.cluster_plans import STREAMS
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.scenario]  # a ~40 s live run: make test-scenarios
 
 
-@pytest.mark.scenario  # ~30 s of Spark SQL: make test-scenarios (make test stays under 8 min)
 def test_time_windows_equal_spark_sql(workload, live_result, spark):
     qs = [q for q in workload["queries"] if q.kind == "time"]
     assert any(q.range % q.slide for q in qs) and any(q.range == q.slide for q in qs)

@@ -48,6 +48,7 @@ def test_fault_recovery_equals_fault_free(workload, live_result, ray_session, sp
     assert clean.answers.equals(live_result.answers)
 
 
+@pytest.mark.scenario  # ~20 s: make test-scenarios (make test stays under 8 min)
 def test_take_answers_and_late_exactly_once_across_recovery(workload, ray_session, spark):
     """What a live stream does after each micro-batch: ``take_answers`` (checkpoint + hand
     over) and ``take_late`` (new late tuples only).  With actors killed between takes, the

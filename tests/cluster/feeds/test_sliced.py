@@ -229,6 +229,7 @@ def test_node_core_slices_mode_without_ray(sliced_workload):
     assert b.metrics()["tuples"] == t.num_rows
 
 
+@pytest.mark.scenario  # ~18 s: make test-scenarios (make test stays under 8 min)
 def test_arrow_and_spark_readers_agree(
     sliced_workload, sliced_result, ray_session, spark, tmp_path
 ):
