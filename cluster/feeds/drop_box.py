@@ -34,11 +34,6 @@ def _mix(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def unit(ts_ms: int, index: int) -> float:
-    """``u(ts_ms, index)`` in [0, 1) (module docstring), one tuple, in Python integers."""
-    return _mix(ts_ms * _G + index * _H) / 2.0**64
-
-
 def keep_one(ts_ms: int, index: int, keep: float) -> bool:
     """Whether the tuple is kept under the kept fraction ``keep`` (the definition)."""
     if keep >= 1.0:

@@ -129,11 +129,11 @@ class LoadShedder:
             stream = pa.array([self._stream_of.get(q) for q in qid.to_pylist()], pa.string())
             ws = answers.column("window_start").to_numpy()
             we = answers.column("window_end").to_numpy()
+            bounds = np.array([st["after_ts"] for st in self.steps], dtype=np.int64)
             for s in {step_s for st in self.steps for step_s in st["keep"]}:
                 rows = np.asarray(pc.equal(stream, s).fill_null(False))
                 if not rows.any():
                     continue
-                bounds = np.array([st["after_ts"] for st in self.steps], dtype=np.int64)
                 vals = np.array([1.0] + [st["keep"].get(s, 1.0) for st in self.steps])
                 lo = np.searchsorted(bounds, ws[rows], side="left")
                 hi = np.searchsorted(bounds, we[rows] - 1, side="left")
