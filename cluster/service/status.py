@@ -33,21 +33,22 @@ def sample_load(svc: Any) -> None:
         "event_time": svc.event_time,
         "files": svc.stream.stats.files,
         "answers": svc.stream.stats.answers,
-        "nodes": {
-            nid: {
-                "planned_cost": planned.get(nid),
-                "tuples": m["tuples"],
-                "tree_tuples": m["tree_tuples"],
-                "busy_s": m["busy_s"],
-                "answers": m["answers"],
-                "queue_depth": m.get("queue_depth"),
-            }
-            for nid, m in nodes.items()
-        },
+        "nodes": {nid: _node_sample(m, planned.get(nid)) for nid, m in nodes.items()},
     }
     with open(svc.run_dir / "load.jsonl", "a") as f:
         f.write(json.dumps(row, default=jsonable) + "\n")
     svc.load_history.add(row)
+
+
+def _node_sample(m: dict, planned_cost: float | None) -> dict:
+    """A node's line of a load sample; its counters None while it has not answered since it
+    (re)started (the deployment's stand-in reply has no counters but ``busy_s`` 0)."""
+    known = m.get("tuples") is not None
+    return {
+        "planned_cost": planned_cost,
+        **{k: m.get(k) if known else None for k in ("tuples", "tree_tuples", "busy_s", "answers")},
+        "queue_depth": m.get("queue_depth"),
+    }
 
 
 def current(svc: Any) -> dict:

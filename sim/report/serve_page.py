@@ -34,6 +34,8 @@ def load_series(rows: list[dict]) -> tuple[float, dict[str, list[tuple[float, fl
     for r in rows:
         t = r["wall_time"]
         for nid, m in r["nodes"].items():
+            if m.get("busy_s") is None:  # not answered since it (re)started
+                continue
             p = prev.get(nid)
             if p is not None and t > p[0] and m["busy_s"] >= p[1]:
                 series.setdefault(nid, []).append(
