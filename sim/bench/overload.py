@@ -8,18 +8,22 @@ without shedding the answers fall further behind with every file.  Each node act
 ``node_cpu`` of a core (a CPU cgroup, ``sim.bench.node_cpu``: on this machine the driver, not
 the nodes, would otherwise be the bottleneck), so the bench needs root.
 
-The run: a calibration deployment fed ``calibration_files`` files in real time, the last 6 of
-three times ``calibration_hz`` rows per second (every stream on every row), the others of
-``calibration_hz`` (the first ones warm up: kernels load, the first micro-batches), measures a
-file's processing time at both rates (its answer latency while no backlog forms, else the
-file period plus the latency's growth per file), hence a fixed
-time per file and a time per row, hence the rows per second it carries (a file processed
-within its own ``file_s``); the 1x rate is ``target_busy`` of that.  Feed batches of
-``batch_rows`` rows, so a node's work grows with the rows it is sent;
+The run: a calibration deployment fed ``calibration_files`` files in real time, the last
+half of three times ``calibration_hz`` rows per second (every stream on every row), the first
+half of ``calibration_hz`` (its first third warms up: kernels load, the first micro-batches).
+Each node actor's CPU time is read as each file is fed (``/proc``): its CPU seconds per wall
+second at the two rates give a fixed part and a part per row per second, hence the rows per
+second that fill the node's share of a core (the least over the nodes: what the deployment
+carries); the 1x rate is ``target_busy`` of that.  CPU time, not answer latency, because it is
+steady: the latency at a light load is mostly the CPU quota's 100-ms periods and the feed's
+polling, and two latency calibrations of the same deployment differed by 1.7x (the per-file
+latencies at both rates are reported beside it).  Feed batches of ``batch_rows`` rows, so a
+node's work grows with the rows it is sent;
 then two deployments on the same files, one file of ``file_s`` seconds dropped every
 ``file_s`` wall seconds: ``warm_files`` at 1x, ``hot_files`` at 3x, ``cool_files`` at 1x (the
 1x files are every third row of the 3x data).  Reported per phase and run: answer latency
-p50/p99 (a file's arrival to its answers written, ``metrics.json``'s timeline); with
+p50/p99 (a file's arrival to its answers written, ``metrics.json``'s timeline) and each
+node's CPU use as a share of its core's share; with
 shedding, the fractions applied in the 3x phase against the LP's at the true 3x rate
 (``placement.shedding.shed_load`` on the running plan) and the rows actually kept; every
 answer against the brute force over the kept tuples (each file's rows masked by the drop
@@ -61,7 +65,7 @@ class OverloadBenchOptions:
     hot_files: int = 30
     cool_files: int = 20
     calibration_hz: int = 4000
-    calibration_files: int = 20
+    calibration_files: int = 24
     batch_rows: int = 8192
     target_busy: float = 0.6
     rate_window_s: float = 2.0
@@ -112,8 +116,9 @@ def _config(
     return cfg
 
 
-def _limit_nodes(run_dir: Path, cpu, say) -> None:
-    """Each node actor's process in a CPU cgroup of its own (``sim.bench.node_cpu``)."""
+def _limit_nodes(run_dir: Path, cpu, say) -> dict[str, int]:
+    """Each node actor's process in a CPU cgroup of its own (``sim.bench.node_cpu``); their
+    pids by node."""
     from cluster.service.control import call
 
     deadline = time.monotonic() + 60
@@ -128,6 +133,7 @@ def _limit_nodes(run_dir: Path, cpu, say) -> None:
     for n, pid in sorted(pids.items()):
         cpu.limit(n, int(pid))
     say(f"node actors limited to {cpu.quota / 1000:g} ms of CPU per 100 ms: {pids}")
+    return {n: int(p) for n, p in pids.items()}
 
 
 def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cpu) -> dict:
@@ -136,6 +142,7 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cp
     import pyarrow.parquet as pq
 
     from cluster.service.control import call
+    from sim.bench.node_cpu import cpu_seconds
 
     incoming, run_dir = Path(cfg["data"]["directory"]["path"]), Path(cfg["run"]["output_dir"])
     for p in (incoming, run_dir):
@@ -144,12 +151,14 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cp
     incoming.mkdir(parents=True)
     th, box, up_s = start_service(cfg, out / f"{name}.yaml", run_dir, str(out))
     say(f"{name}: deployment up in {up_s:.1f} s")
-    _limit_nodes(run_dir, cpu, say)
+    pids = _limit_nodes(run_dir, cpu, say)
     t0 = time.monotonic()
+    cpu_at = []  # per file: each node's CPU seconds as it was dropped
     for k, f in enumerate(files):
         tmp = incoming / f".f{k:04d}.tmp"
         pq.write_table(f, tmp)
         os.replace(tmp, incoming / f"f{k:04d}.parquet")
+        cpu_at.append({n: cpu_seconds(p) for n, p in pids.items()})
         time.sleep(max(0.0, t0 + (k + 1) * every_s - time.monotonic()))
     deadline = time.monotonic() + 600
     fed = [(time.monotonic(), 0)]  # (time, files fed)
@@ -171,14 +180,14 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cp
         "metrics": metrics,
         "events": events,
         "fed": fed,
+        "cpu_at": cpu_at,
     }
 
 
-def _file_time(latency: list[float], file_s: float) -> float:
-    """A file's processing time from the latencies of files arriving every ``file_s``: their
-    median while no backlog forms, else ``file_s`` plus the growth per file."""
-    slope = float(np.polyfit(np.arange(len(latency)), latency, 1)[0])
-    return float(np.median(latency)) if slope < 0.05 * file_s else file_s + slope
+def _cores(cpu_at: list[dict], a: int, b: int, file_s: float) -> dict[str, float]:
+    """Each node's CPU use in cores between the drops of files ``a`` and ``b`` (``b > a``),
+    dropped ``file_s`` apart."""
+    return {n: (cpu_at[b][n] - cpu_at[a][n]) / ((b - a) * file_s) for n in cpu_at[a]}
 
 
 def _window_answers(q: dict, ts: np.ndarray, vals: np.ndarray) -> list[tuple]:
@@ -250,6 +259,18 @@ def _phases(latency: list, opts: OverloadBenchOptions) -> dict:
     return out
 
 
+def _busy(cpu_at: list[dict], opts: OverloadBenchOptions) -> dict:
+    """Each node's CPU use per phase as a share of its ``node_cpu`` (the first file of a phase
+    left out: the one before it may still be running)."""
+    w, h, n = opts.warm_files, opts.warm_files + opts.hot_files, len(cpu_at)
+    out = {}
+    for name, a, b in (("warm_1x", 1, w), ("hot_3x", w + 1, h), ("cool_1x", h + 1, n - 1)):
+        if b > a:
+            cores = _cores(cpu_at, a, b, opts.file_s)
+            out[name] = {node: round(x / opts.node_cpu, 4) for node, x in cores.items()}
+    return out
+
+
 def run_overload_bench(
     out: Path,
     opts: OverloadBenchOptions = OverloadBenchOptions(),
@@ -279,18 +300,14 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
     queries = _queries(opts.queries)
     incoming, run_dir = out / "incoming", out / "run"
 
-    # 1. calibration: a file's processing time at R0 and at 3 R0 rows/s, files in real time
-    warm = opts.calibration_files - 12  # files the deployment warms up on (not measured)
-    half = warm + 6
-    cal = out / f"calibration_{opts.calibration_hz}hz_{opts.calibration_files}.parquet"
+    # 1. calibration: each node's CPU use at R0 and at 3 R0 rows/s, files in real time
+    n_cal = opts.calibration_files
+    half = n_cal // 2  # files at R0, then as many at 3 R0
+    warm = max(1, half // 3)  # files the deployment warms up on (not measured)
+    cal = out / f"calibration_{opts.calibration_hz}hz_{n_cal}.parquet"
     if not cal.exists():
-        generate_debs(
-            cal,
-            duration_s=opts.calibration_files * opts.file_s,
-            rate_hz=3 * opts.calibration_hz,
-            seed=11,
-        )
-    cal_files = _split(pq.read_table(cal), opts.file_s, opts.calibration_files)
+        generate_debs(cal, duration_s=n_cal * opts.file_s, rate_hz=3 * opts.calibration_hz, seed=11)
+    cal_files = _split(pq.read_table(cal), opts.file_s, n_cal)
     cal_files = [
         f.take(np.arange(0, f.num_rows, 3)) if k < half else f for k, f in enumerate(cal_files)
     ]
@@ -312,27 +329,45 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
         say,
         cpu,
     )
+    low = _cores(c["cpu_at"], warm, half - 1, opts.file_s)
+    high = _cores(c["cpu_at"], half + 1, n_cal - 1, opts.file_s)
+    hz0 = opts.calibration_hz
+    per_node = {}
+    for node in sorted(low):
+        per_row = (high[node] - low[node]) / (2 * hz0)  # cores per row/s
+        fixed = low[node] - per_row * hz0  # cores with no rows
+        if high[node] > 0.9 * opts.node_cpu:
+            raise RuntimeError(
+                f"calibration: {node} used {high[node]:.3f} cores of its {opts.node_cpu:g} at "
+                f"{3 * hz0} rows/s, too near its limit to measure (raise --node-cpu)"
+            )
+        if not per_row > 0:
+            raise RuntimeError(
+                f"calibration: {node} used {low[node]:.4f} cores at {hz0} rows/s and "
+                f"{high[node]:.4f} at three times that: no cost per row to calibrate on"
+            )
+        if not fixed < opts.node_cpu:
+            raise RuntimeError(
+                f"calibration: {node} uses {fixed:.3f} cores before its rows: more than "
+                f"its {opts.node_cpu:g} (raise --node-cpu or --file-s)"
+            )
+        per_node[node] = {
+            "cores_at_r0": low[node],
+            "cores_at_3r0": high[node],
+            "fixed_cores": fixed,
+            "us_per_row": per_row * 1e6,
+            "rows_per_s_carried": (opts.node_cpu - fixed) / per_row,
+        }
+    carried = min(v["rows_per_s_carried"] for v in per_node.values())
     lat = [x[1] for x in c["metrics"]["answer_latency"]]
-    p1, p2 = _file_time(lat[warm:half], opts.file_s), _file_time(lat[half:], opts.file_s)
-    rows1 = opts.calibration_hz * opts.file_s
-    per_row = (p2 - p1) / (2 * rows1)
-    if not per_row > 0:
-        raise RuntimeError(
-            f"calibration: a file took {p1:.3f} s at {opts.calibration_hz} rows/s and "
-            f"{p2:.3f} s at three times that: no cost per row to calibrate on"
-        )
-    fixed = p1 - per_row * rows1
-    carried = (opts.file_s - fixed) / per_row / opts.file_s
-    if not carried > 0:
-        raise RuntimeError(
-            f"calibration: a file costs {fixed:.2f} s before its rows: more than its "
-            f"{opts.file_s:g} s (raise --node-cpu or --file-s)"
-        )
+    latency = {"r0_p50_s": _pct(lat[warm:half], 50), "3r0_p50_s": _pct(lat[half + 1 :], 50)}
     hz = max(10, int(carried * opts.target_busy))
-    say(
-        f"calibration: a file takes {fixed:.3f} s + {per_row * 1e6:.2f} us a row: "
-        f"{carried:,.0f} rows/s carried; 1x = {hz:,} rows/s"
-    )
+    for node, v in per_node.items():
+        say(
+            f"calibration: {node} uses {v['fixed_cores']:.4f} cores + {v['us_per_row']:.2f} "
+            f"us per row (each row/s): {v['rows_per_s_carried']:,.0f} rows/s fill its share"
+        )
+    say(f"calibration: the nodes carry {carried:,.0f} rows/s; 1x = {hz:,} rows/s")
 
     # 2. the data: 3x throughout, the 1x phases every third row
     n = opts.warm_files + opts.hot_files + opts.cool_files
@@ -375,7 +410,11 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
             cpu,
         )
         sheds = [e for e in r["events"] if e["command"] == "shed"]
-        res = {"latency": _phases(r["metrics"]["answer_latency"], opts), "shed_events": len(sheds)}
+        res = {
+            "latency": _phases(r["metrics"]["answer_latency"], opts),
+            "busy": _busy(r["cpu_at"], opts),
+            "shed_events": len(sheds),
+        }
         check = compare_answers(r["run_dir"], _kept_answers(files, queries, sheds))
         res.update(answers=check["answers"], answers_equal_brute_force=check["equal"])
         res["windows_written_twice"] = check["twice"]
@@ -403,10 +442,16 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
                 for s in STREAMS
             }
         runs[name] = res
-        say(f"{name}: {json.dumps(res['latency'])}")
+        say(f"{name}: latency {json.dumps(res['latency'])}; busy {json.dumps(res['busy'])}")
     result = {
         "options": asdict(opts),
-        "calibration": {"rows_per_s_carried": carried, "rate_hz_1x": hz, "capacity": capacity},
+        "calibration": {
+            "rows_per_s_carried": carried,
+            "rate_hz_1x": hz,
+            "capacity": capacity,
+            "nodes": per_node,
+            "answer_latency": latency,
+        },
         "runs": runs,
     }
     (out / "bench_overload.json").write_text(json.dumps(result, indent=1, default=str))

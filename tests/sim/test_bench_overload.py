@@ -4,6 +4,7 @@ against the exact section 9 oracle (``executors.churn_oracle``) on small random 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,3 +30,26 @@ def test_window_answers_are_the_oracles(seed, r, s, agg, n):
     want = registered_answers([(q, None, None)], ts, vals)
     assert [g[:3] for g in got] == [w[:3] for w in want]
     np.testing.assert_allclose([g[3] for g in got], [float(w[3]) for w in want], rtol=1e-12)
+
+
+def test_cpu_seconds_reads_the_process_cpu_time():
+    """The calibration's clock: a process's CPU time from /proc, against Python's own."""
+    import os
+    import time
+
+    from sim.bench.node_cpu import cpu_seconds
+
+    before, t0 = cpu_seconds(os.getpid()), time.process_time()
+    x = 0
+    while time.process_time() - t0 < 0.3:
+        x += 1
+    spent = cpu_seconds(os.getpid()) - before
+    assert abs(spent - (time.process_time() - t0)) < 0.05, spent
+
+
+def test_cores_are_cpu_seconds_per_wall_second_between_two_drops():
+    from sim.bench.overload import _cores
+
+    cpu_at = [{"a": 0.0, "b": 1.0}, {"a": 0.1, "b": 1.0}, {"a": 0.5, "b": 1.2}]
+    got = _cores(cpu_at, 0, 2, 2.0)
+    assert got == pytest.approx({"a": 0.125, "b": 0.05})
