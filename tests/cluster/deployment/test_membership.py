@@ -98,6 +98,7 @@ def _plan_nodes(plan) -> dict[str, list[str]]:
     return {n["id"]: sorted(q for t in n["trees"] for q in t["queries"]) for n in plan["nodes"]}
 
 
+@pytest.mark.scenario  # ~21 s: make test-scenarios (make test stays under 8 min)
 def test_lost_node_replaced_exactly_with_kills(workload, live_result, small_batches, ray_session):
     """Three nodes.  node-1 is lost for good after a checkpoint (its trees restored on the
     survivors from that snapshot, batches since replayed); then an adopting node is killed

@@ -390,6 +390,7 @@ def test_config_run_stops_cleanly_on_a_signal(
     assert m["feed"]["mode"] == "stream" and m["answers"] == answers.num_rows
 
 
+@pytest.mark.scenario  # ~21 s: make test-scenarios (make test stays under 8 min)
 def test_node_lost_between_micro_batches_changes_nothing(data, ray_session, spark, tmp_path):
     """``run_directory`` with a fault drill, one file per micro-batch, two files reaching back in
     time (late tuples in two micro-batches): node-1 is lost for good in the middle of file

@@ -26,6 +26,7 @@ def files(tmp_path_factory):
     return serve_files(tmp_path_factory)
 
 
+@pytest.mark.scenario  # ~23 s: make test-scenarios (make test stays under 8 min)
 def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
     """A plan with nothing woven, all on one node: the running TotalCost is far above
     WeaveShare's, so the first command re-plans ("drift"): queries are handed between trees at

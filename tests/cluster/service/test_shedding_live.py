@@ -29,7 +29,8 @@ from cluster.service.control import ControlError, call
 from executors.churn_oracle import registered_answers
 from sim.debs_generator import generate_debs
 
-pytestmark = pytest.mark.cluster
+# ~40 s: make test-scenarios (make test stays under 8 min)
+pytestmark = [pytest.mark.cluster, pytest.mark.scenario]
 
 FILE_S, HOT, COOL, RATE = 2, 5, 5, 0.05  # s per file, files at 3x then at 1x, planned rate
 
