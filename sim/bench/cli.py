@@ -776,7 +776,10 @@ def bench_overload(
         0.1, min=0.001, help="Each node actor's share of a core (a CPU cgroup; needs root)."
     ),
     load: float = typer.Option(
-        0.6, min=0.05, max=0.95, help="1x as a share of the rows per second the nodes carry."
+        0.6,
+        min=0.05,
+        max=0.95,
+        help="1x: the rate at which the busiest node uses this share of its --node-cpu.",
     ),
     out: Path = out_option("out/bench_overload"),
 ):

@@ -2,23 +2,24 @@
 load shedding (``placement.shedding``) and without, one after the other in one run.
 
 What "can carry" means here: the nodes' capacity is the running plan's MaxCost at the 1x rate
-(the plan fits exactly at 1x), and the 1x rate is calibrated first at ``target_busy`` of what
-the deployment carries: at 3x the nodes really cannot keep up, and
-without shedding the answers fall further behind with every file.  Each node actor runs on
-``node_cpu`` of a core (a CPU cgroup, ``sim.bench.node_cpu``: on this machine the driver, not
-the nodes, would otherwise be the bottleneck), so the bench needs root.
+(the plan fits exactly at 1x), and the 1x rate is the one at which the busiest node actor uses
+``target_busy`` of its CPU: at 3x the nodes really cannot keep up, and without shedding the
+answers fall further behind with every file.  Each node actor runs on ``node_cpu`` of a core
+(a CPU cgroup, ``sim.bench.node_cpu``: on this machine the driver, not the nodes, would
+otherwise be the bottleneck), so the bench needs root.
 
 The run: a calibration deployment fed ``calibration_files`` files in real time, the last
 half of three times ``calibration_hz`` rows per second (every stream on every row), the first
 half of ``calibration_hz`` (its first third warms up: kernels load, the first micro-batches).
 Each node actor's CPU time is read as each file is fed (``/proc``): its CPU seconds per wall
-second at the two rates give a fixed part and a part per row per second, hence the rows per
-second that fill the node's share of a core (the least over the nodes: what the deployment
-carries); the 1x rate is ``target_busy`` of that.  CPU time, not answer latency, because it is
-steady: the latency at a light load is mostly the CPU quota's 100-ms periods and the feed's
-polling, and two latency calibrations of the same deployment differed by 1.7x (the per-file
-latencies at both rates are reported beside it).  Feed batches of ``batch_rows`` rows, so a
-node's work grows with the rows it is sent;
+second at the two rates give a fixed part (Ray's own threads, a micro-batch's checkpoint and
+answers: about 0.05 of a core with 2-s files) and a part per row per second, hence the rate
+at which it uses ``target_busy`` of its share (the least over the nodes: 1x).  CPU time, not
+answer latency, because it is steady: the latency at a light load is mostly the CPU quota's
+100-ms periods and the feed's polling, and two latency calibrations of the same deployment
+differed by 1.7x (the per-file latencies at both rates are reported beside it).  Feed
+batches of ``batch_rows`` rows (small: a node's cost per batch makes its work grow with the
+rows it is sent, as the cost model's per-tuple term says, beside the fixed part);
 then two deployments on the same files, one file of ``file_s`` seconds dropped every
 ``file_s`` wall seconds: ``warm_files`` at 1x, ``hot_files`` at 3x, ``cool_files`` at 1x (the
 1x files are every third row of the 3x data).  Reported per phase and run: answer latency
@@ -64,7 +65,7 @@ class OverloadBenchOptions:
     warm_files: int = 10
     hot_files: int = 30
     cool_files: int = 20
-    calibration_hz: int = 4000
+    calibration_hz: int = 8000
     calibration_files: int = 24
     batch_rows: int = 8192
     target_busy: float = 0.6
@@ -136,9 +137,13 @@ def _limit_nodes(run_dir: Path, cpu, say) -> dict[str, int]:
     return {n: int(p) for n, p in pids.items()}
 
 
-def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cpu) -> dict:
+def _serve(
+    out: Path, name: str, cfg: dict, files: list, every_s: float, say, cpu, settle: int = 0
+) -> dict:
     """One deployment fed ``files``, one every ``every_s`` wall seconds, its node actors under
-    the CPU limits ``cpu``; what it measured."""
+    the CPU limits ``cpu``; what it measured.  The first ``settle`` files are dropped at once
+    and their answers awaited before the clock starts (a first deployment's first files wait
+    for the driver's own warm-up: a backlog that would blur a calibration)."""
     import pyarrow.parquet as pq
 
     from cluster.service.control import call
@@ -152,14 +157,25 @@ def _serve(out: Path, name: str, cfg: dict, files: list, every_s: float, say, cp
     th, box, up_s = start_service(cfg, out / f"{name}.yaml", run_dir, str(out))
     say(f"{name}: deployment up in {up_s:.1f} s")
     pids = _limit_nodes(run_dir, cpu, say)
-    t0 = time.monotonic()
-    cpu_at = []  # per file: each node's CPU seconds as it was dropped
-    for k, f in enumerate(files):
+
+    def drop(k: int) -> None:
         tmp = incoming / f".f{k:04d}.tmp"
-        pq.write_table(f, tmp)
+        pq.write_table(files[k], tmp)
         os.replace(tmp, incoming / f"f{k:04d}.parquet")
         cpu_at.append({n: cpu_seconds(p) for n, p in pids.items()})
-        time.sleep(max(0.0, t0 + (k + 1) * every_s - time.monotonic()))
+
+    cpu_at: list[dict] = []  # per file: each node's CPU seconds as it was dropped
+    for k in range(settle):  # at once, then wait until their answers are written
+        drop(k)
+    deadline = time.monotonic() + 300
+    while settle and call(run_dir, "GET", "/status", timeout=30)["files"] < settle:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name}: the first {settle} files not fed within 300 s")
+        time.sleep(0.2)
+    t0 = time.monotonic()
+    for k in range(settle, len(files)):
+        drop(k)
+        time.sleep(max(0.0, t0 + (k + 1 - settle) * every_s - time.monotonic()))
     deadline = time.monotonic() + 600
     fed = [(time.monotonic(), 0)]  # (time, files fed)
     while fed[-1][1] < len(files):
@@ -328,6 +344,7 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
         opts.file_s,
         say,
         cpu,
+        settle=warm,
     )
     low = _cores(c["cpu_at"], warm, half - 1, opts.file_s)
     high = _cores(c["cpu_at"], half + 1, n_cal - 1, opts.file_s)
@@ -357,17 +374,27 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
             "fixed_cores": fixed,
             "us_per_row": per_row * 1e6,
             "rows_per_s_carried": (opts.node_cpu - fixed) / per_row,
+            "rows_per_s_at_target": (opts.target_busy * opts.node_cpu - fixed) / per_row,
         }
     carried = min(v["rows_per_s_carried"] for v in per_node.values())
+    at_target = min(v["rows_per_s_at_target"] for v in per_node.values())
+    if not at_target > 0:
+        raise RuntimeError(
+            f"calibration: a node uses more than {opts.target_busy:g} of its "
+            f"{opts.node_cpu:g} cores before its rows (raise --node-cpu or --load)"
+        )
     lat = [x[1] for x in c["metrics"]["answer_latency"]]
     latency = {"r0_p50_s": _pct(lat[warm:half], 50), "3r0_p50_s": _pct(lat[half + 1 :], 50)}
-    hz = max(10, int(carried * opts.target_busy))
+    hz = max(10, int(at_target))
     for node, v in per_node.items():
         say(
             f"calibration: {node} uses {v['fixed_cores']:.4f} cores + {v['us_per_row']:.2f} "
             f"us per row (each row/s): {v['rows_per_s_carried']:,.0f} rows/s fill its share"
         )
-    say(f"calibration: the nodes carry {carried:,.0f} rows/s; 1x = {hz:,} rows/s")
+    say(
+        f"calibration: the nodes carry {carried:,.0f} rows/s at their whole share; "
+        f"1x = {hz:,} rows/s ({opts.target_busy:g} of it)"
+    )
 
     # 2. the data: 3x throughout, the 1x phases every third row
     n = opts.warm_files + opts.hot_files + opts.cool_files
