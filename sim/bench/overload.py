@@ -10,16 +10,16 @@ otherwise be the bottleneck), so the bench needs root.
 
 The run: a calibration deployment fed ``calibration_files`` files in real time, the last
 half of three times ``calibration_hz`` rows per second (every stream on every row), the first
-half of ``calibration_hz`` (its first third warms up: kernels load, the first micro-batches).
+half of ``calibration_hz`` (its first third dropped at once and answered before the clock
+starts: kernels load, the driver warms up).
 Each node actor's CPU time is read as each file is fed (``/proc``): its CPU seconds per wall
 second at the two rates give a fixed part (Ray's own threads, a micro-batch's checkpoint and
-answers: about 0.05 of a core with 2-s files) and a part per row per second, hence the rate
+answers: 0.02-0.04 of a core with 2-s files) and a part per row per second, hence the rate
 at which it uses ``target_busy`` of its share (the least over the nodes: 1x).  CPU time, not
 answer latency, because it is steady: the latency at a light load is mostly the CPU quota's
 100-ms periods and the feed's polling, and two latency calibrations of the same deployment
 differed by 1.7x (the per-file latencies at both rates are reported beside it).  Feed
-batches of ``batch_rows`` rows (small: a node's cost per batch makes its work grow with the
-rows it is sent, as the cost model's per-tuple term says, beside the fixed part);
+batches of ``batch_rows`` rows;
 then two deployments on the same files, one file of ``file_s`` seconds dropped every
 ``file_s`` wall seconds: ``warm_files`` at 1x, ``hot_files`` at 3x, ``cool_files`` at 1x (the
 1x files are every third row of the 3x data).  Reported per phase and run: answer latency
