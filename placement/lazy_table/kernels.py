@@ -63,7 +63,8 @@ MAX_CAP = 1 << 16  # most entries a refilled row keeps (its cap doubles with eac
 POP_NONE = 0  # no merge left
 POP_MERGE = 1  # the eager table's next merge (an exact benefit on top of everything)
 POP_PRICE = 2  # a bound on top: the caller prices it and pushes it with ``heap_push``
-POP_GROW = 4  # the row pool needs room for ``a`` more entries: grow it and call again
+POP_GROW = 4  # the row pool needs room for ``a`` more entries (and the cut history for one):
+# grow them and call again
 
 # ``Heaps.sizes`` slots
 SZ_HEADS = 0  # entries of the heads heap
@@ -71,7 +72,9 @@ SZ_EXACT = 1  # entries of the exact heap
 SZ_POOL = 2  # row pool entries used
 SZ_REFILLS = 3  # rows priced again so far
 SZ_PENDING = 4  # a new slot whose row is still to price (-1: none)
-N_SIZES = 5
+SZ_CUTS = 5  # entries of the rows' cut histories used
+SZ_SLOTS = 6  # slots filed so far (the table keeps it)
+N_SIZES = 7
 
 # columns of a heap entry's integer part (``Heaps.hi``, ``Heaps.ei``): the order's uids, then
 # the payload: (slot, marker) on the heads heap, (a, b) on the exact heap
@@ -127,6 +130,11 @@ class Rows(NamedTuple):
     partner: np.ndarray  # int64 per pool entry
     negval: np.ndarray  # float64 per pool entry: -value
     exact: np.ndarray  # bool per pool entry: an exact benefit (else a bound)
+    chead: np.ndarray  # int64 per slot: its newest cut-history entry
+    ct: np.ndarray  # int64 per history entry: the cut holds for slots filed from ``ct`` on
+    cv: np.ndarray  # float64 per history entry: the cut's -value (inf: the row was full)
+    cu: np.ndarray  # int64 per history entry: the cut's partner uid
+    cnext: np.ndarray  # int64 per history entry: the slot's previous entry (-1: none)
 
 
 class Heaps(NamedTuple):
@@ -496,6 +504,16 @@ def _heap_pop(hv, hi, n):
     return n
 
 
+@njit(cache=True, inline="always")
+def _after_cut_then(s, z, v, uz, rw):
+    """Whether the pair of ``s`` and the later slot ``z`` (value ``v``) was after ``s``'s
+    cut when ``z`` was priced: then it is ``s``'s (its refills price it), else ``z``'s."""
+    c = rw.chead[s]
+    while rw.ct[c] > z:
+        c = rw.cnext[c]
+    return _worse(-v, uz, rw.cv[c], rw.cu[c])
+
+
 @njit(cache=True)
 def _advance(slot, alive, uid, rw, hv, hi, nh):
     """Push the row's first entry whose partner is alive or, when its kept entries are used up
@@ -535,10 +553,21 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     table's order within a row). ``rw.full[z]``: the row kept all its entries; otherwise
     ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
     and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
-    ``zs_[0]`` (filed already) against its alive partners ``s < z`` (filed before it: slots are
-    filed in order) whose key comes after the cut; the entries in between were consumed or
-    died. Its first entry goes onto the heads heap. The pool must have room for ``cap``
-    entries per slot (``2 rw.cap[z]`` up to ``MAX_CAP`` with ``refill``).
+    ``zs_[0]`` (filed already) against its alive partners whose key comes after the cut; the
+    entries in between were consumed or died. Its first entry goes onto the heads heap. The
+    pool must have room for ``cap`` entries per slot (``2 rw.cap[z]`` up to ``MAX_CAP`` with
+    ``refill``), the cut history for one entry per slot.
+
+    Whose row a pair is in: a slot ``z`` priced when filed takes its pairs with the earlier
+    slots ``s``, except those after ``s``'s cut at that moment (``s``'s own refills will price
+    them). Why (issue 34): every row's best partners are the same few good trees, which the first
+    merges use up; when the later tree owned those pairs, nearly every row ran dry and was
+    priced again, several times, each time in O(#trees). Now the pairs with a good tree stay
+    behind its cut, the good tree's to price, and leave with it when it merges. A refill of
+    ``z`` so takes its pairs with later slots after its cut, and with an earlier ``s`` only those
+    that were ``z``'s when ``z`` was priced: ``s``'s cut then is in its history (``rw.chead``,
+    ``ct``, ``cv``, ``cu``, ``cnext``: one entry per pricing, valid for the slots filed from
+    ``ct`` on). Each pair is so in exactly one row (or after exactly one cut).
     """
     alive = slots.alive
     uid = slots.uid
@@ -566,6 +595,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     rcap = rw.cap
     cutv = rw.cutv
     cutu = rw.cutu
+    full = rw.full
     rj = rw.partner
     rv = rw.negval
     hv = heaps.hv
@@ -668,15 +698,24 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                         nxt[prev] = nx
                     s = nx
                     continue
-                if s != z and (s < z or not refill):
+                if s != z:
                     if flat:  # _exact's operations, E_xy hoisted
                         v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
                     elif exact:
                         pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
                         v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
-                    else:
-                        v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
-                    if v > floor and (not refill or _worse(-v, uid[s], cv, cu)):
+                    else:  # later slot first: the same float whichever row prices the pair
+                        hi_s, lo_s = (z, s) if s < z else (s, z)
+                        v = _bound(
+                            hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts
+                        )
+                    mine = v > floor
+                    if mine and s < z:  # after s's cut (then): s's refills price it
+                        if refill:
+                            mine = not _after_cut_then(s, z, v, uid[z], rw)
+                        elif not full[s]:
+                            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+                    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
                         if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
                             dropped = True  # not among the best kept so far
                         else:
@@ -690,7 +729,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
         _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rw.exact, n)
         rw.pos[z] = n
         rw.end[z] = n + cnt
-        rw.full[z] = not dropped
+        full[z] = not dropped
         if cnt > 0:
             uo = uid[rj[n]]
             nh = heap_push(hv, hi, nh, rv[n], min(uo, uid[z]), max(uo, uid[z]), z, 0)
@@ -698,6 +737,13 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                 cutv[z] = rv[n + cnt - 1]
                 cutu[z] = uid[rj[n + cnt - 1]]
         n += cnt
+        c = sizes[SZ_CUTS]  # this cut holds for the slots filed from now on
+        rw.ct[c] = sizes[SZ_SLOTS] if refill else z
+        rw.cv[c] = np.inf if not dropped else cutv[z]
+        rw.cu[c] = cutu[z]
+        rw.cnext[c] = rw.chead[z] if refill else -1
+        rw.chead[z] = c
+        sizes[SZ_CUTS] = c + 1
         if not refill:
             nxt[z] = b_head[bz]
             b_head[bz] = z
@@ -730,7 +776,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
     no_prune = Prune(False, none, none, none, none, 1)
     z = sizes[SZ_PENDING]
     if z >= 0:
-        if sizes[SZ_POOL] + cap > len(rj):
+        if sizes[SZ_POOL] + cap > len(rj) or sizes[SZ_CUTS] >= len(rw.ct):
             return POP_GROW, cap, -1
         one[0] = z
         rows(
@@ -781,7 +827,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
         slot = hi[0, H_SLOT]
         if hi[0, H_MARKER] == 1:  # the rest of a row reaches the top: price it now
             need = min(2 * rw.cap[slot], MAX_CAP)
-            if sizes[SZ_POOL] + need > len(rj):
+            if sizes[SZ_POOL] + need > len(rj) or sizes[SZ_CUTS] >= len(rw.ct):
                 return POP_GROW, need, -1
             sizes[SZ_HEADS] = _heap_pop(hv, hi, nh)
             sizes[SZ_REFILLS] += 1
