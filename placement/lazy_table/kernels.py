@@ -116,6 +116,7 @@ class Buckets(NamedTuple):
     kmax: np.ndarray  # int64: most classes
     om: np.ndarray  # float64: smallest Omega
     head: np.ndarray  # int64: first slot of the list (-1: empty)
+    cut: np.ndarray  # float64: -value of the lowest cut any member's row had (inf: a full row)
 
 
 class Rows(NamedTuple):
@@ -278,6 +279,15 @@ def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts):
         c = min(c, cz, cs)
     bound = lam + om[z] * (c - es) + om[s] * (c - ez)
     return bound + INFLATE * (abs(bound) + cost[s] + cost[z])
+
+
+@njit(cache=True, inline="always")
+def _loose(z, s, lam, e, om, cost):
+    """``_bound`` with only ``C <= min(Ex, Ey)``, inflated twice as much: never below it, in
+    O(1) (screens pairs that stay behind a partner's cut before the class-pair bound)."""
+    c = min(e[z], e[s])
+    bound = lam + om[z] * (c - e[s]) + om[s] * (c - e[z])
+    return bound + 2.0 * INFLATE * (abs(bound) + cost[s] + cost[z])
 
 
 def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
@@ -586,6 +596,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     b_kmax = buckets.kmax
     b_om = buckets.om
     b_head = buckets.head
+    b_cut = buckets.cut
     use_open = prune.use
     open_ptr = prune.ptr
     open_idx = prune.idx
@@ -655,6 +666,10 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                     if bound <= floor:
                         continue
                     bb = min(bb, bound)
+                # Below every member's cut (now, so also when a later z was priced): theirs.
+                # A refill's later partners are its own: only for buckets filed before z.
+                if -bb > b_cut[b] and (not refill or b_head[b] < z):
+                    continue
             vb[nbz] = -bb
             ob[nbz] = b
             nbz += 1
@@ -706,9 +721,18 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                         v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
                     else:  # later slot first: the same float whichever row prices the pair
                         hi_s, lo_s = (z, s) if s < z else (s, z)
-                        v = _bound(
-                            hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts
-                        )
+                        if (
+                            s < z
+                            and not full[s]
+                            and _worse(
+                                -_loose(hi_s, lo_s, lam, e, om, cost), uid[z], cutv[s], cutu[s]
+                            )
+                        ):
+                            v = -np.inf  # after s's cut even with C = min(Ez, Es): s's pair
+                        else:
+                            v = _bound(
+                                hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts
+                            )
                     mine = v > floor
                     if mine and s < z:  # after s's cut (then): s's refills price it
                         if refill:
@@ -744,6 +768,8 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
         rw.cnext[c] = rw.chead[z] if refill else -1
         rw.chead[z] = c
         sizes[SZ_CUTS] = c + 1
+        if rw.cv[c] > b_cut[bz]:
+            b_cut[bz] = rw.cv[c]
         if not refill:
             nxt[z] = b_head[bz]
             b_head[bz] = z

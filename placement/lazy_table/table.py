@@ -68,6 +68,7 @@ _BUCKET_DTYPES = {
     "kmax": np.int64,
     "om": np.float64,
     "head": np.int64,
+    "cut": np.float64,
 }
 _ROW_DTYPES = {  # per slot (the pool: partner, negval, exact)
     "pos": np.int64,
@@ -149,6 +150,7 @@ class KernelTable:
             bk = self.buckets
             bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
+            bk.cut[b] = -np.inf
         return b
 
     def _add_many(self, trees: Sequence[Tree]) -> list[int]:

@@ -157,6 +157,8 @@ def test_class_pair_bound_same_float_as_one_gcd_per_pair(pool, merges, seed):
             )
             assert got == _bound_per_class_pair(t, z, s, lam)
             assert got >= model.benefit(trees[i], trees[j])
+            # the O(1) screen of pairs behind a partner's cut is never below it
+            assert wk._loose(z, s, lam, sl.e, sl.om, sl.cost) >= got
 
 
 @settings(max_examples=examples(200))
