@@ -117,6 +117,7 @@ class Buckets(NamedTuple):
     om: np.ndarray  # float64: smallest Omega
     head: np.ndarray  # int64: first slot of the list (-1: empty)
     cut: np.ndarray  # float64: -value of the lowest cut any member's row had (inf: a full row)
+    costmax: np.ndarray  # float64: largest cost
 
 
 class Rows(NamedTuple):
@@ -324,6 +325,16 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     c = min(cub, kmax / mb, ez)
     bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
     return bound + INFLATE * (abs(bound) + 2.0 * cost[z])
+
+
+@njit(cache=True, inline="always")
+def bucket_margin(bb, cost_z, costmax):
+    """``bucket_bound`` raised to bound the *values* a member gets, not only its benefit: a
+    class-pair bound (``_bound``) is inflated by both trees' costs, the bucket bound by twice
+    ``z``'s, so a costlier member's value can exceed the bucket bound by ``INFLATE`` times the
+    difference (a skipped bucket, or a row cut before it, would then lose a pair whose value
+    its refill no longer takes: issue 34, ties at Smax 100). Another ``INFLATE`` for rounding."""
+    return bb + INFLATE * (max(costmax - cost_z, 0.0) + abs(bb) + cost_z)
 
 
 @njit(cache=True)
@@ -597,6 +608,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     b_om = buckets.om
     b_head = buckets.head
     b_cut = buckets.cut
+    b_costmax = buckets.costmax
     use_open = prune.use
     open_ptr = prune.ptr
     open_idx = prune.idx
@@ -650,6 +662,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                 bb = bucket_bound(
                     z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
                 )
+                bb = bucket_margin(bb, cost[z], b_costmax[b])
                 if bb <= floor:
                     continue
                 if use_open and mb == mz:  # residues shared with some other tree of b

@@ -69,6 +69,7 @@ _BUCKET_DTYPES = {
     "om": np.float64,
     "head": np.int64,
     "cut": np.float64,
+    "costmax": np.float64,
 }
 _ROW_DTYPES = {  # per slot (the pool: partner, negval, exact)
     "pos": np.int64,
@@ -150,7 +151,7 @@ class KernelTable:
             bk = self.buckets
             bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
-            bk.cut[b] = -np.inf
+            bk.cut[b], bk.costmax[b] = -np.inf, -np.inf
         return b
 
     def _add_many(self, trees: Sequence[Tree]) -> list[int]:
@@ -182,6 +183,7 @@ class KernelTable:
                     bk.kmax[b] = kk
                 if t.omega * t.scale < bk.om[b]:
                     bk.om[b] = t.omega * t.scale
+                bk.costmax[b] = max(bk.costmax[b], float(t.cost))
             smod.append(m0)
             kcls.append(kk)
             cstart.append(pos)

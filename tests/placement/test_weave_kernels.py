@@ -201,6 +201,9 @@ def test_bucket_bounds_are_certified(pool):
             )
             true = model.benefit(trees[i], trees[j])
             assert bb >= true
+            # ... and with its margin at least the value the pair gets in either row
+            bm = wk.bucket_margin(bb, t.slots.cost[z], t.buckets.costmax[b])
+            assert bm >= max(_pair_value(t, z, s, lam)[0], _pair_value(t, s, z, lam)[0])
             if t.slots.smod[z] > 0 and true > 1e-12:
                 assert open_[t.slots.bucket[z], b]
 
