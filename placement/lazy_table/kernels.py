@@ -63,7 +63,8 @@ MAX_CAP = 1 << 16  # most entries a refilled row keeps (its cap doubles with eac
 POP_NONE = 0  # no merge left
 POP_MERGE = 1  # the eager table's next merge (an exact benefit on top of everything)
 POP_PRICE = 2  # a bound on top: the caller prices it and pushes it with ``heap_push``
-POP_GROW = 4  # the row pool needs room for ``a`` more entries: grow it and call again
+POP_GROW = 4  # the row pool needs room for ``a`` more entries (and the cut history for one):
+# grow them and call again
 
 # ``Heaps.sizes`` slots
 SZ_HEADS = 0  # entries of the heads heap
@@ -71,7 +72,9 @@ SZ_EXACT = 1  # entries of the exact heap
 SZ_POOL = 2  # row pool entries used
 SZ_REFILLS = 3  # rows priced again so far
 SZ_PENDING = 4  # a new slot whose row is still to price (-1: none)
-N_SIZES = 5
+SZ_CUTS = 5  # entries of the rows' cut histories used
+SZ_SLOTS = 6  # slots filed so far (the table keeps it)
+N_SIZES = 7
 
 # columns of a heap entry's integer part (``Heaps.hi``, ``Heaps.ei``): the order's uids, then
 # the payload: (slot, marker) on the heads heap, (a, b) on the exact heap
@@ -113,6 +116,8 @@ class Buckets(NamedTuple):
     kmax: np.ndarray  # int64: most classes
     om: np.ndarray  # float64: smallest Omega
     head: np.ndarray  # int64: first slot of the list (-1: empty)
+    cut: np.ndarray  # float64: -value of the lowest cut any member's row had (inf: a full row)
+    costmax: np.ndarray  # float64: largest cost
 
 
 class Rows(NamedTuple):
@@ -127,6 +132,11 @@ class Rows(NamedTuple):
     partner: np.ndarray  # int64 per pool entry
     negval: np.ndarray  # float64 per pool entry: -value
     exact: np.ndarray  # bool per pool entry: an exact benefit (else a bound)
+    chead: np.ndarray  # int64 per slot: its newest cut-history entry
+    ct: np.ndarray  # int64 per history entry: the cut holds for slots filed from ``ct`` on
+    cv: np.ndarray  # float64 per history entry: the cut's -value (inf: the row was full)
+    cu: np.ndarray  # int64 per history entry: the cut's partner uid
+    cnext: np.ndarray  # int64 per history entry: the slot's previous entry (-1: none)
 
 
 class Heaps(NamedTuple):
@@ -272,6 +282,15 @@ def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts):
     return bound + INFLATE * (abs(bound) + cost[s] + cost[z])
 
 
+@njit(cache=True, inline="always")
+def _loose(z, s, lam, e, om, cost):
+    """``_bound`` with only ``C <= min(Ex, Ey)``, inflated twice as much: never below it, in
+    O(1) (screens pairs that stay behind a partner's cut before the class-pair bound)."""
+    c = min(e[z], e[s])
+    bound = lam + om[z] * (c - e[s]) + om[s] * (c - e[z])
+    return bound + 2.0 * INFLATE * (abs(bound) + cost[s] + cost[z])
+
+
 def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
     """``(value, exact)`` for slots ``z`` and ``s`` (reference entry point for tests)."""
     colsum = np.zeros(max(1, int(kcls[s])))
@@ -306,6 +325,16 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     c = min(cub, kmax / mb, ez)
     bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
     return bound + INFLATE * (abs(bound) + 2.0 * cost[z])
+
+
+@njit(cache=True, inline="always")
+def bucket_margin(bb, cost_z, costmax):
+    """``bucket_bound`` raised to bound the *values* a member gets, not only its benefit: a
+    class-pair bound (``_bound``) is inflated by both trees' costs, the bucket bound by twice
+    ``z``'s, so a costlier member's value can exceed the bucket bound by ``INFLATE`` times the
+    difference (a skipped bucket, or a row cut before it, would then lose a pair whose value
+    its refill no longer takes: issue 34, ties at Smax 100). Another ``INFLATE`` for rounding."""
+    return bb + INFLATE * (max(costmax - cost_z, 0.0) + abs(bb) + cost_z)
 
 
 @njit(cache=True)
@@ -496,6 +525,16 @@ def _heap_pop(hv, hi, n):
     return n
 
 
+@njit(cache=True, inline="always")
+def _after_cut_then(s, z, v, uz, rw):
+    """Whether the pair of ``s`` and the later slot ``z`` (value ``v``) was after ``s``'s
+    cut when ``z`` was priced: then it is ``s``'s (its refills price it), else ``z``'s."""
+    c = rw.chead[s]
+    while rw.ct[c] > z:
+        c = rw.cnext[c]
+    return _worse(-v, uz, rw.cv[c], rw.cu[c])
+
+
 @njit(cache=True)
 def _advance(slot, alive, uid, rw, hv, hi, nh):
     """Push the row's first entry whose partner is alive or, when its kept entries are used up
@@ -535,10 +574,21 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     table's order within a row). ``rw.full[z]``: the row kept all its entries; otherwise
     ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
     and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
-    ``zs_[0]`` (filed already) against its alive partners ``s < z`` (filed before it: slots are
-    filed in order) whose key comes after the cut; the entries in between were consumed or
-    died. Its first entry goes onto the heads heap. The pool must have room for ``cap``
-    entries per slot (``2 rw.cap[z]`` up to ``MAX_CAP`` with ``refill``).
+    ``zs_[0]`` (filed already) against its alive partners whose key comes after the cut; the
+    entries in between were consumed or died. Its first entry goes onto the heads heap. The
+    pool must have room for ``cap`` entries per slot (``2 rw.cap[z]`` up to ``MAX_CAP`` with
+    ``refill``), the cut history for one entry per slot.
+
+    Whose row a pair is in: a slot ``z`` priced when filed takes its pairs with the earlier
+    slots ``s``, except those after ``s``'s cut at that moment (``s``'s own refills will price
+    them). Why (issue 34): every row's best partners are the same few good trees, which the first
+    merges use up; when the later tree owned those pairs, nearly every row ran dry and was
+    priced again, several times, each time in O(#trees). Now the pairs with a good tree stay
+    behind its cut, the good tree's to price, and leave with it when it merges. A refill of
+    ``z`` so takes its pairs with later slots after its cut, and with an earlier ``s`` only those
+    that were ``z``'s when ``z`` was priced: ``s``'s cut then is in its history (``rw.chead``,
+    ``ct``, ``cv``, ``cu``, ``cnext``: one entry per pricing, valid for the slots filed from
+    ``ct`` on). Each pair is so in exactly one row (or after exactly one cut).
     """
     alive = slots.alive
     uid = slots.uid
@@ -557,6 +607,8 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     b_kmax = buckets.kmax
     b_om = buckets.om
     b_head = buckets.head
+    b_cut = buckets.cut
+    b_costmax = buckets.costmax
     use_open = prune.use
     open_ptr = prune.ptr
     open_idx = prune.idx
@@ -566,6 +618,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     rcap = rw.cap
     cutv = rw.cutv
     cutu = rw.cutu
+    full = rw.full
     rj = rw.partner
     rv = rw.negval
     hv = heaps.hv
@@ -609,6 +662,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                 bb = bucket_bound(
                     z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
                 )
+                bb = bucket_margin(bb, cost[z], b_costmax[b])
                 if bb <= floor:
                     continue
                 if use_open and mb == mz:  # residues shared with some other tree of b
@@ -625,6 +679,10 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                     if bound <= floor:
                         continue
                     bb = min(bb, bound)
+                # Below every member's cut (now, so also when a later z was priced): theirs.
+                # A refill's later partners are its own: only for buckets filed before z.
+                if -bb > b_cut[b] and (not refill or b_head[b] < z):
+                    continue
             vb[nbz] = -bb
             ob[nbz] = b
             nbz += 1
@@ -668,15 +726,33 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                         nxt[prev] = nx
                     s = nx
                     continue
-                if s != z and (s < z or not refill):
+                if s != z:
                     if flat:  # _exact's operations, E_xy hoisted
                         v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
                     elif exact:
                         pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
                         v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
-                    else:
-                        v = _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
-                    if v > floor and (not refill or _worse(-v, uid[s], cv, cu)):
+                    else:  # later slot first: the same float whichever row prices the pair
+                        hi_s, lo_s = (z, s) if s < z else (s, z)
+                        if (
+                            s < z
+                            and not full[s]
+                            and _worse(
+                                -_loose(hi_s, lo_s, lam, e, om, cost), uid[z], cutv[s], cutu[s]
+                            )
+                        ):
+                            v = -np.inf  # after s's cut even with C = min(Ez, Es): s's pair
+                        else:
+                            v = _bound(
+                                hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts
+                            )
+                    mine = v > floor
+                    if mine and s < z:  # after s's cut (then): s's refills price it
+                        if refill:
+                            mine = not _after_cut_then(s, z, v, uid[z], rw)
+                        elif not full[s]:
+                            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+                    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
                         if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
                             dropped = True  # not among the best kept so far
                         else:
@@ -690,7 +766,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
         _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rw.exact, n)
         rw.pos[z] = n
         rw.end[z] = n + cnt
-        rw.full[z] = not dropped
+        full[z] = not dropped
         if cnt > 0:
             uo = uid[rj[n]]
             nh = heap_push(hv, hi, nh, rv[n], min(uo, uid[z]), max(uo, uid[z]), z, 0)
@@ -698,6 +774,15 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                 cutv[z] = rv[n + cnt - 1]
                 cutu[z] = uid[rj[n + cnt - 1]]
         n += cnt
+        c = sizes[SZ_CUTS]  # this cut holds for the slots filed from now on
+        rw.ct[c] = sizes[SZ_SLOTS] if refill else z
+        rw.cv[c] = np.inf if not dropped else cutv[z]
+        rw.cu[c] = cutu[z]
+        rw.cnext[c] = rw.chead[z] if refill else -1
+        rw.chead[z] = c
+        sizes[SZ_CUTS] = c + 1
+        if rw.cv[c] > b_cut[bz]:
+            b_cut[bz] = rw.cv[c]
         if not refill:
             nxt[z] = b_head[bz]
             b_head[bz] = z
@@ -730,7 +815,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
     no_prune = Prune(False, none, none, none, none, 1)
     z = sizes[SZ_PENDING]
     if z >= 0:
-        if sizes[SZ_POOL] + cap > len(rj):
+        if sizes[SZ_POOL] + cap > len(rj) or sizes[SZ_CUTS] >= len(rw.ct):
             return POP_GROW, cap, -1
         one[0] = z
         rows(
@@ -781,7 +866,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
         slot = hi[0, H_SLOT]
         if hi[0, H_MARKER] == 1:  # the rest of a row reaches the top: price it now
             need = min(2 * rw.cap[slot], MAX_CAP)
-            if sizes[SZ_POOL] + need > len(rj):
+            if sizes[SZ_POOL] + need > len(rj) or sizes[SZ_CUTS] >= len(rw.ct):
                 return POP_GROW, need, -1
             sizes[SZ_HEADS] = _heap_pop(hv, hi, nh)
             sizes[SZ_REFILLS] += 1

@@ -12,7 +12,8 @@ full when almost every pair has a positive benefit, exp 5, and only their heads 
 holds each row's current head. An exact head on top of everything
 is the eager algorithm's next merge (it beats every exact benefit of the other rows, which are
 at most their bounds); a bound on top is priced by the engine and goes onto a second heap of
-exact benefits (lazy greedy). Each pair lives in exactly one row: that of the later-filed tree.
+exact benefits (lazy greedy). Each pair lives in exactly one row: that of the later-filed tree,
+unless it was after the earlier tree's cut when the later one was priced (``kernels.rows``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ _BUCKET_DTYPES = {
     "kmax": np.int64,
     "om": np.float64,
     "head": np.int64,
+    "cut": np.float64,
+    "costmax": np.float64,
 }
 _ROW_DTYPES = {  # per slot (the pool: partner, negval, exact)
     "pos": np.int64,
@@ -75,7 +78,9 @@ _ROW_DTYPES = {  # per slot (the pool: partner, negval, exact)
     "full": np.bool_,
     "cutv": np.float64,
     "cutu": np.int64,
+    "chead": np.int64,
 }
+_CUT_DTYPES = {"ct": np.int64, "cv": np.float64, "cu": np.int64, "cnext": np.int64}
 
 
 class KernelTable:
@@ -107,6 +112,7 @@ class KernelTable:
             partner=np.zeros(1024, dtype=np.int64),
             negval=np.zeros(1024),
             exact=np.zeros(1024, dtype=np.bool_),
+            **{f: np.zeros(cap, dtype=dt) for f, dt in _CUT_DTYPES.items()},
         )
         sizes = np.zeros(wk.N_SIZES, dtype=np.int64)
         sizes[wk.SZ_PENDING] = -1
@@ -145,6 +151,7 @@ class KernelTable:
             bk = self.buckets
             bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
+            bk.cut[b], bk.costmax[b] = -np.inf, -np.inf
         return b
 
     def _add_many(self, trees: Sequence[Tree]) -> list[int]:
@@ -176,6 +183,7 @@ class KernelTable:
                     bk.kmax[b] = kk
                 if t.omega * t.scale < bk.om[b]:
                     bk.om[b] = t.omega * t.scale
+                bk.costmax[b] = max(bk.costmax[b], float(t.cost))
             smod.append(m0)
             kcls.append(kk)
             cstart.append(pos)
@@ -207,6 +215,7 @@ class KernelTable:
             cl.mod[self.npool : pos] = ms
             cl.res[self.npool : pos] = rs
             self.npool = pos
+            self.sizes[wk.SZ_SLOTS] = first + 1
             return [first]
         at = slice(first, first + n)
         self.trees.extend(trees)
@@ -224,20 +233,25 @@ class KernelTable:
         cl.mod[self.npool : pos] = ms
         cl.res[self.npool : pos] = rs
         self.npool = pos
+        self.sizes[wk.SZ_SLOTS] = first + n
         return list(range(first, first + n))
 
-    def _room(self, need: int) -> None:
-        """Room for ``need`` more row entries in the pool (the kernels never grow it)."""
+    def _room(self, need: int, rows: int = 1) -> None:
+        """Room for ``need`` more row entries in the pool and for the cut-history entries of
+        ``rows`` pricings (the kernels never grow them)."""
         n = int(self.sizes[wk.SZ_POOL]) + need
         rw = self.rows
         if n > len(rw.partner):
-            self.rows = rw._replace(
+            rw = self.rows = rw._replace(
                 partner=_grow(rw.partner, n), negval=_grow(rw.negval, n), exact=_grow(rw.exact, n)
             )
+        c = int(self.sizes[wk.SZ_CUTS]) + rows
+        if c > len(rw.ct):
+            self.rows = rw._replace(**{f: _grow(getattr(rw, f), c) for f in _CUT_DTYPES})
 
     def _price_rows(self, slots: list[int], lam: float, fill: bool = False) -> None:
         """Price and store the rows of ``slots`` (of one key), filing each after its row."""
-        self._room(ROW_CAP * len(slots))
+        self._room(ROW_CAP * len(slots), len(slots))
         prune = NO_PRUNE
         if fill and 1 < self.nb <= MASK_BUCKETS:  # per bucket, the buckets it may weave with
             bk = self.buckets

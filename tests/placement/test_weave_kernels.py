@@ -157,6 +157,8 @@ def test_class_pair_bound_same_float_as_one_gcd_per_pair(pool, merges, seed):
             )
             assert got == _bound_per_class_pair(t, z, s, lam)
             assert got >= model.benefit(trees[i], trees[j])
+            # the O(1) screen of pairs behind a partner's cut is never below it
+            assert wk._loose(z, s, lam, sl.e, sl.om, sl.cost) >= got
 
 
 @settings(max_examples=examples(200))
@@ -199,6 +201,9 @@ def test_bucket_bounds_are_certified(pool):
             )
             true = model.benefit(trees[i], trees[j])
             assert bb >= true
+            # ... and with its margin at least the value the pair gets in either row
+            bm = wk.bucket_margin(bb, t.slots.cost[z], t.buckets.costmax[b])
+            assert bm >= max(_pair_value(t, z, s, lam)[0], _pair_value(t, s, z, lam)[0])
             if t.slots.smod[z] > 0 and true > 1e-12:
                 assert open_[t.slots.bucket[z], b]
 
@@ -367,9 +372,11 @@ def _refill(t, z, lam):
 def test_kept_entries_and_refills_give_the_whole_row_in_order(
     qnum, smax, lam, gen, seed, cap, kill
 ):
-    """A row's kept entries followed by its refills (each after the previous cut, alive
-    partners filed before it only) are exactly its alive partners above the floor, in the
-    eager table's order (-value, partner uid), each once; the cap doubles per refill."""
+    """A row's kept entries followed by its refills (each after the previous cut) are in the
+    eager table's order (-value, partner uid), and over all rows every alive pair above the
+    floor comes exactly once: in the row of the later-filed tree, unless it was after the
+    earlier one's cut when the later one was priced (then the earlier row's refills price it);
+    the cap doubles per refill."""
     qs = generate(WorkloadSpec(qnum, smax, lam, 0.5, 10, gen, seed))
     model = CostModel("panes", lam, "fast")
     trees = initial_trees(qs, model)
@@ -381,17 +388,10 @@ def test_kept_entries_and_refills_give_the_whole_row_in_order(
     n = len(t.trees)
     rng = np.random.default_rng(seed)
     t.slots.alive[:n] &= rng.random(n) >= kill  # trees merged away meanwhile
+    seen: dict[frozenset, float] = {}
     for z in range(n):
         if not t.slots.alive[z]:
             continue
-        want = []
-        for s in range(z):
-            if not t.slots.alive[s]:
-                continue
-            v, exact = _pair_value(t, z, s, lam)
-            if v > t.floor:
-                want.append((-v, int(t.slots.uid[s]), s))
-        want.sort()
         got = []
         caps = [int(t.rows.cap[z])]
         while True:
@@ -404,8 +404,19 @@ def test_kept_entries_and_refills_give_the_whole_row_in_order(
                 break
             _refill(t, z, lam)
             caps.append(int(t.rows.cap[z]))
-        assert got == want
+        assert got == sorted(set(got))  # in order, each partner once
         assert caps == [cap * 2**i for i in range(len(caps))]
+        for negv, _, s in got:
+            pair = frozenset((z, s))
+            assert pair not in seen  # not in the partner's row too
+            seen[pair] = negv
+    for z in range(n):
+        for s in range(z):
+            if t.slots.alive[z] and t.slots.alive[s]:
+                v, exact = _pair_value(t, z, s, lam)
+                if v > t.floor:
+                    assert seen.pop(frozenset((z, s))) == -v
+    assert not seen  # no dead or non-positive pairs
 
 
 @settings(max_examples=examples(60))
@@ -444,8 +455,11 @@ def test_fill_keeps_every_positive_pair(qnum, smax, lam, omax, gen, seed, mixed)
             if b > 1e-12 and got is None:  # only beyond a cut: a row that dropped entries
                 z = max(slot_of[x.uid], slot_of[y.uid])
                 other = min(slot_of[x.uid], slot_of[y.uid])
-                assert not t.rows.full[z], (b, x.classes, y.classes)
-                assert (-b, int(t.slots.uid[other])) > (t.rows.cutv[z], int(t.rows.cutu[z]))
+                uz, uo = int(t.slots.uid[z]), int(t.slots.uid[other])
+                rw = t.rows
+                assert (not rw.full[z] and (-b, uo) > (rw.cutv[z], int(rw.cutu[z]))) or (
+                    not rw.full[other] and (-b, uz) > (rw.cutv[other], int(rw.cutu[other]))
+                ), (b, x.classes, y.classes)
             if got is not None:
                 assert got[0] == b if got[1] else got[0] >= b
 
