@@ -788,7 +788,7 @@ def bench_overload(
     brute force over the kept tuples (``sim/bench/overload.py``; run it under the bench
     lock)."""
     from sim.bench.node_cpu import CpuLimitError
-    from sim.bench.overload import OverloadBenchOptions, run_overload_bench
+    from sim.bench.overload import CalibrationError, OverloadBenchOptions, run_overload_bench
 
     try:
         res = run_overload_bench(
@@ -803,7 +803,7 @@ def bench_overload(
             ),
             say=lambda s: console.print(s, soft_wrap=True, markup=False),
         )
-    except CpuLimitError as e:
+    except (CpuLimitError, CalibrationError) as e:
         raise UserError(f"bench overload: {e}") from None
     console.print(json.dumps(res, indent=1, default=str), markup=False)
     console.print(f"results: {out / 'bench_overload.json'}")

@@ -55,6 +55,10 @@ from sim.bench.serve import make_queries, start_service
 STREAMS = ("mf01", "mf02", "mf03", "pc13", "pc14", "pc15", "pc25", "pc26", "pc27", "res")
 
 
+class CalibrationError(RuntimeError):
+    """The calibration cannot set 1x with these options (one line: what to change)."""
+
+
 @dataclass(frozen=True)
 class OverloadBenchOptions:
     """The run (module docstring)."""
@@ -356,17 +360,17 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
         per_row = (high[node] - low[node]) / (2 * hz0)  # cores per row/s
         fixed = low[node] - per_row * hz0  # cores with no rows
         if high[node] > 0.9 * opts.node_cpu:
-            raise RuntimeError(
+            raise CalibrationError(
                 f"calibration: {node} used {high[node]:.3f} cores of its {opts.node_cpu:g} at "
                 f"{3 * hz0} rows/s, too near its limit to measure (raise --node-cpu)"
             )
         if not per_row > 0:
-            raise RuntimeError(
+            raise CalibrationError(
                 f"calibration: {node} used {low[node]:.4f} cores at {hz0} rows/s and "
                 f"{high[node]:.4f} at three times that: no cost per row to calibrate on"
             )
         if not fixed < opts.node_cpu:
-            raise RuntimeError(
+            raise CalibrationError(
                 f"calibration: {node} uses {fixed:.3f} cores before its rows: more than "
                 f"its {opts.node_cpu:g} (raise --node-cpu or --file-s)"
             )
@@ -381,7 +385,7 @@ def _run(out: Path, opts: OverloadBenchOptions, say, cpu) -> dict:
     carried = min(v["rows_per_s_carried"] for v in per_node.values())
     at_target = min(v["rows_per_s_at_target"] for v in per_node.values())
     if not at_target > 0:
-        raise RuntimeError(
+        raise CalibrationError(
             f"calibration: a node uses more than {opts.target_busy:g} of its "
             f"{opts.node_cpu:g} cores before its rows (raise --node-cpu or --load)"
         )

@@ -77,3 +77,21 @@ def test_renice_sets_every_thread():
     finally:
         stop.set()
         t.join()
+
+
+def test_a_calibration_that_cannot_set_1x_is_a_user_error(monkeypatch, tmp_path):
+    """One line and exit 2 (``sim.cli.main`` turns a ``UserError`` into both), no traceback."""
+    from typer.testing import CliRunner
+
+    import sim.bench.overload as ob
+    from sim.cli import UserError, app
+
+    def fail(*a, **k):
+        raise ob.CalibrationError("calibration: node-0 uses 0.120 cores before its rows")
+
+    monkeypatch.setattr(ob, "run_overload_bench", fail)
+    res = CliRunner().invoke(app, ["bench", "overload", "--out", str(tmp_path)])
+    assert isinstance(res.exception, UserError), res.output
+    assert str(res.exception) == (
+        "bench overload: calibration: node-0 uses 0.120 cores before its rows"
+    )
