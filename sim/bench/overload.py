@@ -266,7 +266,9 @@ def _kept_answers(files, queries, sheds) -> list[tuple]:
 
 
 def _phases(latency: list, opts: OverloadBenchOptions) -> dict:
-    """Latency p50/p99 per phase: the i-th latency is the i-th file's (fed in order)."""
+    """Latency p50/p99 per phase, and its growth (seconds per file: the slope of a least-squares
+    line; a backlog that builds grows by a step per file): the i-th latency is the i-th
+    file's (fed in order)."""
     lat = [x[1] for x in latency]
     w, h = opts.warm_files, opts.warm_files + opts.hot_files
     out = {}
@@ -277,6 +279,9 @@ def _phases(latency: list, opts: OverloadBenchOptions) -> dict:
             "p99_s": _pct(part, 99),
             "max_s": max(part, default=None),
             "last_s": part[-1] if part else None,
+            "growth_s_per_file": float(np.polyfit(np.arange(len(part)), part, 1)[0])
+            if len(part) > 1
+            else None,
         }
     return out
 

@@ -95,3 +95,15 @@ def test_a_calibration_that_cannot_set_1x_is_a_user_error(monkeypatch, tmp_path)
     assert str(res.exception) == (
         "bench overload: calibration: node-0 uses 0.120 cores before its rows"
     )
+
+
+def test_phases_report_the_latency_growth_per_file():
+    from sim.bench.overload import OverloadBenchOptions, _phases
+
+    opts = OverloadBenchOptions(warm_files=3, hot_files=4, cool_files=2)
+    lat = [1.0, 1.1, 0.9] + [2.0, 2.5, 3.0, 3.5] + [1.0, 1.0]
+    got = _phases([(i, x) for i, x in enumerate(lat)], opts)
+    assert got["hot_3x"]["growth_s_per_file"] == pytest.approx(0.5)
+    assert got["hot_3x"]["last_s"] == 3.5 and got["hot_3x"]["files"] == 4
+    assert got["warm_1x"]["growth_s_per_file"] == pytest.approx(-0.05)
+    assert got["cool_1x"]["growth_s_per_file"] == pytest.approx(0.0)
