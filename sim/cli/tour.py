@@ -7,19 +7,26 @@ commands' own functions (``sim.cli.simulation``, ``sim.cli.runs``) with every op
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from sim.cli import runs, simulation
 from sim.cli.base import UserError, console
 from sim.cli.base import progress as _progress
 
 
-def warmup():
+def warmup(
+    spark: bool = typer.Option(
+        True, help="Also build Spark's driver class archive (cluster.feeds.spark_archive)."
+    ),
+):
     """Compile every numba kernel a plan or a run can use into the cache (NUMBA_CACHE_DIR,
-    default .cache/numba); `make` runs it once, so no reported time includes compiling."""
+    default .cache/numba) and build the class archive Spark's driver JVM starts from
+    (.cache/spark); `make` runs it once, so no reported time includes compiling."""
     from placement.numba_cache import ensure_cache_dir
     from sim.compile_cache import executor_cases, warm_all
 
@@ -34,14 +41,30 @@ def warmup():
         f"{parts['executors_s']:.1f} s) -> {cache or 'numba default cache'}",
         soft_wrap=True,
     )
+    if spark:
+        _spark_archive()
+
+
+def _spark_archive() -> None:
+    """Build Spark's driver class archive; a failure is one line, not an error (runs then
+    start Spark without it, only slower)."""
+    from cluster.feeds.spark_archive import ArchiveError, build
+
+    start = time.perf_counter()
+    with _progress() as bar:
+        bar.add_task("Spark driver class archive", total=None)
+        try:
+            path = build()
+        except (ArchiveError, OSError, subprocess.TimeoutExpired) as exc:
+            console.print(f"[yellow]{escape(str(exc))}: Spark starts without it[/]", soft_wrap=True)
+            return
+    console.print(f"Spark class archive built in {time.perf_counter() - start:.1f} s -> {path}")
 
 
 def quickstart(out: Path = typer.Option(Path("out/quickstart"), help="Output directory.")):
     """The tour `make run` gives: a small simulation across optimizers, a short live run on an
     embedded Ray with local Spark over generated DEBS-style data, and the report (the configs
     shipped with weaveplace: configs/ in a checkout, package data when installed)."""
-    from rich.markup import escape
-
     from sim.bundled import MissingConfig, bundled_config
 
     start = time.perf_counter()

@@ -1,0 +1,99 @@
+"""Spark's driver class archive (``cluster.feeds.spark_archive``): where it lives, when a session
+maps it, and that a real session does map the one ``build`` writes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cluster.feeds import spark_archive as sa
+from cluster.feeds.spark_archive import java_options
+
+
+def test_archive_file_follows_the_setting(monkeypatch, tmp_path):
+    monkeypatch.setenv(sa.ENV, "off")
+    assert sa.archive_file() is None and java_options() == ""
+    monkeypatch.setenv(sa.ENV, str(tmp_path))
+    path = sa.archive_file()
+    assert path is not None and path.parent == tmp_path and path.suffix == ".jsa"
+    monkeypatch.delenv(sa.ENV)
+    assert sa.archive_file().parent == sa.DEFAULT_DIR
+
+
+def test_archive_name_changes_with_the_java_it_was_built_for(monkeypatch, tmp_path):
+    """A new JDK gets an archive of its own rather than a stale one."""
+    monkeypatch.setenv(sa.ENV, str(tmp_path))
+    for name in ("a", "b"):
+        java = tmp_path / name / "bin" / "java"
+        java.parent.mkdir(parents=True)
+        java.write_text("")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "a"))
+    first = sa.archive_file()
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "b"))
+    assert sa.archive_file() != first
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
+    assert sa.archive_file() is None  # no java there: no archive, no options
+
+
+def test_options_only_when_the_archive_is_there(monkeypatch, tmp_path):
+    monkeypatch.setenv(sa.ENV, str(tmp_path))
+    assert java_options() == ""
+    sa.archive_file().write_bytes(b"")
+    opts = java_options()
+    assert f"-XX:SharedArchiveFile={sa.archive_file()}" in opts and "-Xshare:auto" in opts
+
+
+def test_session_options_come_before_the_callers(monkeypatch, tmp_path):
+    """The caller's own driver options are kept and come last (the JVM takes the last)."""
+    from cluster.feeds.parquet import driver_conf
+
+    monkeypatch.setenv(sa.ENV, str(tmp_path))
+    assert driver_conf({"a": "1"}) == {"a": "1"}
+    sa.archive_file().write_bytes(b"")
+    key = "spark.driver.extraJavaOptions"
+    conf = driver_conf({key: "-Xshare:off"})
+    assert conf[key].startswith("-XX:SharedArchiveFile=") and conf[key].endswith(" -Xshare:off")
+    assert driver_conf({})[key] == java_options()
+
+
+_MAPPED = r"""
+import sys
+from cluster.feeds.parquet import spark_session
+# -Xshare:on: the JVM refuses to start unless it maps the archive
+spark = spark_session("local[1]", conf={"spark.driver.extraJavaOptions": "-Xshare:on"})
+args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
+            .getRuntimeMXBean().getInputArguments())
+print("ARGS", " ".join(args))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_session_maps_the_archive_build_wrote(tmp_path):
+    """The archive ``build`` writes is one a session's JVM maps: with ``-Xshare:on`` the JVM
+    would not start otherwise.  Uses the checkout's archive when ``make`` built it."""
+    env = dict(os.environ)
+    if sa.archive_file() is None or not sa.archive_file().is_file():
+        env[sa.ENV] = str(tmp_path)
+        os.environ[sa.ENV] = str(tmp_path)
+        try:
+            path = sa.build()
+        finally:
+            del os.environ[sa.ENV]
+    else:
+        path = sa.archive_file()
+    r = subprocess.run(
+        [sys.executable, "-c", _MAPPED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=sa.REPO,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next(x for x in r.stdout.splitlines() if x.startswith("ARGS "))
+    assert f"-XX:SharedArchiveFile={path}" in line and "-Xshare:on" in line
