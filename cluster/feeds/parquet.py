@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from cluster.feeds.driver_jvm import driver_options
 from cluster.feeds.file_order import file_order_batches, first_disorder, is_local_file
-from cluster.feeds.spark_archive import java_options
 from cluster.feeds.time_chunks import nondecreasing, time_chunks
 
 
@@ -74,8 +74,8 @@ def spark_session(
     log_level: str = "ERROR",
 ):
     """A quiet Spark session (UI off, UTC, Arrow on; the driver on ``driver_address()``:
-    loopback unless ``SPARK_LOCAL_IP`` names the host's address; the driver JVM maps the class
-    archive ``weaveplace warmup`` built, ``cluster.feeds.spark_archive``).
+    loopback unless ``SPARK_LOCAL_IP`` names the host's address; the driver JVM started from
+    ``weaveplace warmup``'s class archive, C1 only: ``cluster.feeds.driver_jvm``).
 
     ``PYSPARK_PYTHON`` is set to this interpreter *before* the session is built, otherwise
     Python workers start the system Python without pyarrow.  ``getOrCreate`` reuses a live
@@ -108,13 +108,12 @@ def spark_session(
 
 
 def driver_conf(conf: dict[str, str] | None) -> dict[str, str]:
-    """``conf`` with the class archive's options (``spark_archive.java_options``) put first in
-    the driver JVM's options: the caller's own come later, and the JVM takes the last."""
+    """``conf`` with ``driver_jvm.driver_options`` put first in the driver JVM's options: the
+    caller's own come later, and the JVM takes the last."""
     conf = dict(conf or {})
-    cds = java_options()
-    if cds:
-        key = "spark.driver.extraJavaOptions"
-        conf[key] = f"{cds} {conf[key]}" if conf.get(key) else cds
+    key = "spark.driver.extraJavaOptions"
+    ours = driver_options()
+    conf[key] = f"{ours} {conf[key]}" if conf.get(key) else ours
     return conf
 
 

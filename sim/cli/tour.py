@@ -21,7 +21,7 @@ from sim.cli.base import progress as _progress
 
 def warmup(
     spark: bool = typer.Option(
-        True, help="Also build Spark's driver class archive (cluster.feeds.spark_archive)."
+        True, help="Also build Spark's driver class archive (cluster.feeds.driver_jvm)."
     ),
 ):
     """Compile every numba kernel a plan or a run can use into the cache (NUMBA_CACHE_DIR,
@@ -48,7 +48,7 @@ def warmup(
 def _spark_archive() -> None:
     """Build Spark's driver class archive; a failure is one line, not an error (runs then
     start Spark without it, only slower)."""
-    from cluster.feeds.spark_archive import ArchiveError, build
+    from cluster.feeds.driver_jvm import ArchiveError, build
 
     start = time.perf_counter()
     with _progress() as bar:

@@ -1,5 +1,5 @@
-"""Spark's driver class archive (``cluster.feeds.spark_archive``): where it lives, when a session
-maps it, and that a real session does map the one ``build`` writes."""
+"""How Spark's driver JVM starts (``cluster.feeds.driver_jvm``): where the class archive lives,
+when a session maps it, that a real session does map the one ``build`` writes, C1 only."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from cluster.feeds import spark_archive as sa
-from cluster.feeds.spark_archive import java_options
+from cluster.feeds import driver_jvm as sa
+from cluster.feeds.driver_jvm import JIT, archive_options
 
 
 def test_archive_file_follows_the_setting(monkeypatch, tmp_path):
     monkeypatch.setenv(sa.ENV, "off")
-    assert sa.archive_file() is None and java_options() == ""
+    assert sa.archive_file() is None and archive_options() == ""
     monkeypatch.setenv(sa.ENV, str(tmp_path))
     path = sa.archive_file()
     assert path is not None and path.parent == tmp_path and path.suffix == ".jsa"
@@ -40,9 +40,9 @@ def test_archive_name_changes_with_the_java_it_was_built_for(monkeypatch, tmp_pa
 
 def test_options_only_when_the_archive_is_there(monkeypatch, tmp_path):
     monkeypatch.setenv(sa.ENV, str(tmp_path))
-    assert java_options() == ""
+    assert archive_options() == ""
     sa.archive_file().write_bytes(b"")
-    opts = java_options()
+    opts = archive_options()
     assert f"-XX:SharedArchiveFile={sa.archive_file()}" in opts and "-Xshare:auto" in opts
 
 
@@ -51,12 +51,12 @@ def test_session_options_come_before_the_callers(monkeypatch, tmp_path):
     from cluster.feeds.parquet import driver_conf
 
     monkeypatch.setenv(sa.ENV, str(tmp_path))
-    assert driver_conf({"a": "1"}) == {"a": "1"}
-    sa.archive_file().write_bytes(b"")
     key = "spark.driver.extraJavaOptions"
+    assert driver_conf({"a": "1"}) == {"a": "1", key: JIT}  # no archive yet: C1 only
+    sa.archive_file().write_bytes(b"")
     conf = driver_conf({key: "-Xshare:off"})
-    assert conf[key].startswith("-XX:SharedArchiveFile=") and conf[key].endswith(" -Xshare:off")
-    assert driver_conf({})[key] == java_options()
+    assert conf[key] == f"{archive_options()} {JIT} -Xshare:off"
+    assert driver_conf({})[key] == f"{archive_options()} {JIT}"
 
 
 _MAPPED = r"""
@@ -96,4 +96,4 @@ def test_a_session_maps_the_archive_build_wrote(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     line = next(x for x in r.stdout.splitlines() if x.startswith("ARGS "))
-    assert f"-XX:SharedArchiveFile={path}" in line and "-Xshare:on" in line
+    assert f"-XX:SharedArchiveFile={path}" in line and "-Xshare:on" in line and JIT in line

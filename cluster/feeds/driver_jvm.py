@@ -1,17 +1,23 @@
-"""A class-data-sharing archive for Spark's driver JVM: its classes mapped from one file instead of
-found, parsed and verified one by one at every start.
+"""How Spark's driver JVM starts: its classes mapped from an archive, its code compiled by C1 only.
 
-Why: a local Spark session and its first Parquet read load thousands of classes, and that, not
-the data, is most of the seconds before a run's first row.  Measured on 2 cores, 3 M rows
-(BENCHMARKS.md, "Start-up"): session 6.4 -> 3.8 s, resolving the file 1.0 -> 0.35 s, the first
-chunk's job 3.3 -> 2.3 s.  How: the JDK's dynamic archives (JEP 350, Java 13+):
-``-XX:ArchiveClassesAtExit`` writes the classes one run loaded, ``-XX:SharedArchiveFile`` maps
-them in later runs.  The JVM checks an archive against its own build and class path and ignores
-one that does not match (``-Xshare:auto``, silently with the ``-Xlog`` options below), so a stale
-archive only costs the time it would have saved; its name also carries what it was built for.
+Why: a local Spark session and its first Parquet read load thousands of classes and JIT-compile
+their hot paths, and that, not the data, was most of the seconds before a run's first row and
+most of the JVM's CPU on 2 cores (BENCHMARKS.md, "Start-up"; 3 M rows):
 
-``weaveplace warmup`` (``make venv``) builds it (``build``); ``spark_session`` uses it when it is
-there (``java_options``).  ``WEAVEPLACE_SPARK_ARCHIVE=off`` turns it off, a path puts it there.
+* **The class archive.** The JDK's dynamic class-data-sharing archives (JEP 350, Java 13+):
+  ``-XX:ArchiveClassesAtExit`` writes the classes one run loaded, ``-XX:SharedArchiveFile``
+  maps them in later runs.  Session 6.4 -> 3.8 s, resolving the file 1.0 -> 0.35 s, the first
+  chunk's job 3.3 -> 2.3 s.  The JVM checks an archive against its own build and class path
+  and ignores one that does not match (``-Xshare:auto``, silently with the ``-Xlog`` options
+  below), so a stale archive only costs the time it would have saved; its name also carries
+  what it was built for.  ``weaveplace warmup`` (``make venv``) builds it (``build``).
+  ``WEAVEPLACE_SPARK_ARCHIVE=off`` turns it off, a directory puts it there.
+* **C1 only** (``-XX:TieredStopAtLevel=1``).  C2's compiles cost more CPU than its faster code
+  saves here: the JVM's CPU for 3 M rows 15.7-16.4 -> 9.1-9.2 s, for 20 M rows 44-47 ->
+  22-30 s, the 20 M rows' pull 15.9-18.8 -> 13.0-18.0 s.  Only the driver's JVM: a standalone
+  cluster's executors keep their own settings.
+
+``driver_options`` is what ``cluster.feeds.parquet.spark_session`` gives the driver.
 """
 
 from __future__ import annotations
@@ -59,12 +65,20 @@ def archive_file() -> Path | None:
     return Path(setting) / name if setting else DEFAULT_DIR / name
 
 
-def java_options() -> str:
+def archive_options() -> str:
     """The driver JVM's options that map the archive, or "" (none built, or turned off)."""
     path = archive_file()
     if path is None or not path.is_file():
         return ""
     return f"-XX:SharedArchiveFile={path} {QUIET}"
+
+
+JIT = "-XX:TieredStopAtLevel=1"
+
+
+def driver_options() -> str:
+    """Every option this module gives the driver JVM."""
+    return " ".join(o for o in (archive_options(), JIT) if o)
 
 
 # The run whose classes are archived: a local session, a small Parquet file read the way a run
