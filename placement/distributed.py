@@ -52,6 +52,7 @@ Decisions where the text is loose (each kept testable):
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import weakref
@@ -330,14 +331,17 @@ class MergeBound:
     (``model.merged_price(x, y)[2]``), far cheaper than the price: Inserted skips pricing a
     merge that cannot win.
 
-    Why it holds: the merged tree's edges include each part's, so its edges per time unit are at
-    least the larger part's; its Omega is exact from the parts where Omega is a sum over distinct
-    items (``placement.cost.Pricing.items``: both parts' sums less the items they share), else at
-    least each part's floor (``cost.omega_floor``). ``1 - BOUND_REL`` absorbs rounding."""
+    Why they hold: the merged tree's Omega is exact from the parts where Omega is a sum over
+    distinct items (``placement.cost.Pricing.items``: both parts' sums less the items they
+    share), else at least each part's floor (``cost.omega_floor``). Its edges per time unit are
+    ``E_x + E_y - E(x and y)``: ``cost`` takes only ``E >= max(E_x, E_y)`` (O(1) per pair), and
+    ``tight_cost`` also bounds the shared edges by a union bound over class pairs
+    (``shared_density_bound``, O(classes)). ``1 - BOUND_REL`` absorbs rounding."""
 
     def __init__(self, model: CostModel):
         self.model = model
         self._items: dict[int, dict] = {}  # tree uid -> its items and their weights
+        self._moduli: weakref.WeakKeyDictionary[Tree, dict] = weakref.WeakKeyDictionary()
 
     def _items_of(self, t: Tree, item_of) -> dict:
         d = self._items.get(t.uid)
@@ -345,62 +349,111 @@ class MergeBound:
             d = self._items[t.uid] = dict(item_of(r, s) for r, s in t.windows)
         return d
 
+    def _omega(self, x: Tree, y: Tree) -> float:
+        """A lower bound on the merged tree's Omega (exact where Omega sums items)."""
+        item_of = items_of(x.technique, self.model.slicing)[0]
+        if item_of is None:
+            return max(self.model.omega_floor(x), self.model.omega_floor(y))
+        ix, iy = self._items_of(x, item_of), self._items_of(y, item_of)
+        if len(iy) > len(ix):
+            ix, iy = iy, ix
+        return x.omega + y.omega - math.fsum(w for it, w in iy.items() if it in ix)
+
     def cost(self, x: Tree, y: Tree) -> float:
-        model = self.model
-        item_of = items_of(x.technique, model.slicing)[0]
-        if item_of is not None:
-            ix, iy = self._items_of(x, item_of), self._items_of(y, item_of)
-            if len(iy) > len(ix):
-                ix, iy = iy, ix
-            om = x.omega + y.omega - math.fsum(w for it, w in iy.items() if it in ix)
-        else:
-            om = max(model.omega_floor(x), model.omega_floor(y))
         e = max(x.time_edge_rate, y.time_edge_rate)
-        return (model.rate(x.stream) + e * om) * (1 - BOUND_REL)
+        return (self.model.rate(x.stream) + e * self._omega(x, y)) * (1 - BOUND_REL)
+
+    def tight_cost(self, x: Tree, y: Tree) -> float:
+        """``cost`` with the merged edges bounded by ``E_x + E_y - (shared edges bound)``."""
+        ex, ey = float(x.edge_rate), float(y.edge_rate)
+        if len(y.classes) > len(x.classes):
+            x, y = y, x
+        shared = shared_density_bound(self._by_modulus(x), y.classes)
+        e = max(ex, ey, ex + ey - min(shared, ex, ey)) * x.scale
+        return (self.model.rate(x.stream) + e * self._omega(x, y)) * (1 - BOUND_REL)
+
+    def _by_modulus(self, t: Tree) -> dict[int, list[int]]:
+        d = self._moduli.get(t)
+        if d is None:
+            d = self._moduli[t] = residues_by_modulus(t.classes)
+        return d
+
+
+def residues_by_modulus(classes: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
+    """Residue classes ``(m, r)`` grouped by modulus: one ``gcd`` per modulus, not per class."""
+    out: dict[int, list[int]] = defaultdict(list)
+    for m, r in classes:
+        out[m].append(r)
+    return dict(out)
+
+
+def shared_density_bound(x_by_modulus: dict[int, list[int]], y_classes) -> float:
+    """An upper bound on the density of positions in both class unions: for each class ``a``
+    of y, ``min(1/M_a, sum over classes b of x of density(a and b))`` (a union bound; two
+    classes meet iff their residues agree modulo ``g = gcd`` of the moduli, in a class of
+    density ``g / (m M)``)."""
+    total = 0.0
+    for big_m, big_r in y_classes:
+        s = 0.0
+        for m, rs in x_by_modulus.items():
+            g = math.gcd(m, big_m)
+            k = len(rs) if g == 1 else sum(1 for r in rs if (r - big_r) % g == 0)
+            if k:
+                s += k * g / (m * big_m)
+        total += min(s, 1.0 / big_m)
+    return total
 
 
 BOUND_REL = 1e-9
 
 
+def _best_weave(u: Tree, model: CostModel, st: NodeState, category: str, bound: MergeBound):
+    """Inserted's weave option for ``u``: ``(order key, node, tree or None, new node cost)``
+    of the smallest new node cost (``W``: a node without a same-key tree takes ``u`` as a new
+    tree), or None when no node has a same-key tree.
+
+    Options are ordered by ``(util key of new node cost, new node cost, tree's index on its
+    node)``: across nodes the util key decides (it holds the node index), within a node the
+    smaller new cost, then the first tree, which is the order of pricing every option. Each
+    option enters a heap keyed by the same tuple of a lower bound (``MergeBound.cost``), is
+    bounded again tighter (``tight_cost``) when it reaches the top, and priced when it reaches
+    the top once more; the search stops when the top's bound is no better than the best price.
+    Floating-point addition is monotone, so a bound below the price gives a key below the key.
+    """
+    heap: list = []
+    for j in range(st.n):
+        same = st.same_key(j, u.key)
+        if category == "W":
+            if not same:
+                new = st.load[j] + u.cost  # exact: a new tree
+                heap.append(((st.util_key(j, new), new, 0), 2, j, None))
+                continue
+            same = same[:1]
+        for i, t in enumerate(same):
+            new = st.load[j] - t.cost + bound.cost(t, u)
+            heap.append(((st.util_key(j, new), new, i), 0, j, t))
+    heapq.heapify(heap)
+    best = None
+    while heap:
+        key, tier, j, t = heapq.heappop(heap)
+        if best is not None and not key < best[0]:
+            break  # every option left is at least the best
+        if tier == 0:
+            new = st.load[j] - t.cost + bound.tight_cost(t, u)
+            heapq.heappush(heap, ((st.util_key(j, new), new, key[2]), 1, j, t))
+            continue
+        new = key[1] if t is None else st.load[j] - t.cost + model.merged_price(t, u)[2]
+        exact = (st.util_key(j, new), new, key[2])
+        if best is None or exact < best[0]:
+            best = (exact, j, t, new)
+    return best
+
+
 def inserted(units, model, st, category, seed, init: str = "random"):
-    """Algorithm 6 (module docstring). A node's option is priced only while a lower bound on
-    its key (``MergeBound``) can still beat the best key found: keys end with the node index,
-    so the best is the same in any order, and the first cheapest tree of a node is kept on
-    ties, as when pricing everything."""
+    """Algorithm 6 (module docstring); the weave option is ``_best_weave``'s."""
     bound = MergeBound(model)
     for u in _seed_units(list(units), st, seed, init):
-        best = None  # (util key of new node cost, node, tree or None, new node cost)
-        opts = []  # (lower bound on the node's key, node, its same-key trees, their bounds)
-        for j in range(st.n):
-            same = st.same_key(j, u.key)
-            if category == "W":
-                if same:
-                    lbs = [st.load[j] - same[0].cost + bound.cost(same[0], u)]
-                    same = same[:1]
-                else:
-                    lbs = [st.load[j] + u.cost]  # exact: a new tree
-            elif not same:
-                continue
-            else:
-                lbs = [st.load[j] - cand.cost + bound.cost(cand, u) for cand in same]
-            opts.append((st.util_key(j, min(lbs)), j, same, lbs))
-        opts.sort(key=lambda o: o[0])
-        for lb_key, j, same, lbs in opts:
-            if best is not None and not lb_key < best[0]:
-                break  # this node's key and every later one's are at least the best
-            if not same:
-                t, new = None, st.load[j] + u.cost
-            else:
-                t, new = None, None
-                for cand, lb in zip(same, lbs):  # smallest new node cost, first on ties
-                    if new is not None and not lb < new:
-                        continue
-                    c = st.load[j] - cand.cost + model.merged_price(cand, u)[2]
-                    if new is None or c < new:
-                        t, new = cand, c
-            key = st.util_key(j, new)
-            if best is None or key < best[0]:
-                best = (key, j, t, new)
+        best = _best_weave(u, model, st, category, bound)
         if category == "W":
             assert best is not None  # every unit finds a node
             _, j, t, _ = best

@@ -509,9 +509,9 @@ def test_woven_stop_at_is_weave_stop_at(seed, n, stops, tech):
         assert [t.cost for t in got] == [t.cost for t in want]
 
 
-def _inserted_naive(units, model, st, category, seed):
+def _inserted_naive(units, model, st, category, seed, init="random"):
     """Algorithm 6 pricing every same-key tree of every node (``inserted`` before its bounds)."""
-    for u in dist._seed_units(list(units), st, seed, "random"):
+    for u in dist._seed_units(list(units), st, seed, init):
         best = None
         for j in range(st.n):
             same = st.same_key(j, u.key)
@@ -739,3 +739,161 @@ def test_divisors_are_the_proper_divisors():
     for m in range(1, 400):
         assert ls_search._divisors(m) == tuple(d for d in range(1, m) if m % d == 0)
     assert ls_search._divisors(3_600_000)[-1] == 1_800_000
+
+
+def wide_case(seed: int, n: int, smax: int, tech: str, slicing: str, mixed: bool):
+    """A cost model and ``n`` generated queries with slides up to ``smax`` (Smax 10,000 makes
+    trees of mostly coprime slides, where the shared-edges bound matters); ``mixed``: two
+    streams of different rates and every third query a count window. None for a technique
+    Cutty does not slice."""
+    if slicing == "cutty" and tech not in ("panes", "flatfit", "slickdeque_noninv"):
+        return None
+    model = CostModel(tech, {"a": 10.0, "b": 0.5}, slicing=slicing)
+    agg = "sum" if tech == "slickdeque_inv" else "max"
+    spec = WorkloadSpec(qnum=n, smax=smax, rate=10, omax=10, zskew=0.5, seed=seed)
+    qs = [
+        Query(
+            q.id,
+            q.range,
+            q.slide,
+            agg,
+            stream="ab"[i % 2] if mixed else "a",
+            kind="count" if mixed and i % 3 == 0 else "time",
+        )
+        for i, q in enumerate(generate(spec))
+    ]
+    return model, qs
+
+
+#: ``wide_case``'s arguments
+WIDE = dict(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 36),
+    smax=st.sampled_from([12, 300, 10_000]),
+    tech=st.sampled_from(["panes", "flatfit", "slickdeque_inv", "flatfat", "slickdeque_noninv"]),
+    slicing=st.sampled_from(["pairs", "cutty"]),
+    mixed=st.booleans(),
+)
+
+
+@settings(max_examples=examples(200))
+@given(
+    **WIDE,
+    caps=st.one_of(
+        st.integers(1, 8).map(lambda k: [None] * k),
+        st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=1, max_size=6),
+    ),
+    category=st.sampled_from(["W", "WG"]),
+    init=st.sampled_from(["random", "first"]),
+)
+def test_inserted_equals_pricing_every_tree_wide_slides(
+    seed, n, smax, tech, slicing, mixed, caps, category, init
+):
+    """Inserted with both merge bounds and its pricing heap places every unit where pricing
+    every same-key tree of every node does, on wide slide menus and mixed keys: the same trees
+    (queries, costs) on the same nodes, the same node costs."""
+    case = wide_case(seed, n, smax, tech, slicing, mixed)
+    if case is None:
+        return
+    model, qs = case
+    units = make_units(qs, model)
+    got, want = dist.NodeState(caps), dist.NodeState(caps)
+    dist.inserted(units, model, got, category, seed, init=init)
+    _inserted_naive(units, model, want, category, seed, init=init)
+    ids = [[[q.id for q in t.queries] for t in ts] for ts in got.trees]
+    assert ids == [[[q.id for q in t.queries] for t in ts] for ts in want.trees]
+    assert [[t.cost for t in ts] for ts in got.trees] == [[t.cost for t in ts] for ts in want.trees]
+    assert got.load == want.load
+
+
+@settings(max_examples=examples(40))
+@given(**WIDE, nodes=st.integers(1, 4))
+def test_tight_merge_bound_is_between_the_cheap_bound_and_the_price(
+    seed, n, smax, tech, slicing, mixed, nodes
+):
+    """``MergeBound.tight_cost`` is at least ``cost`` and never exceeds the exact price of the
+    merge, for every same-key pair of the trees (one or many windows) the optimizers build."""
+    case = wide_case(seed, n, smax, tech, slicing, mixed)
+    if case is None:
+        return
+    model, qs = case
+    trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
+    trees += make_units(qs, model)
+    bound = dist.MergeBound(model)
+    for x in trees:
+        for y in trees:
+            if x is not y and x.key == y.key:
+                price = model.merged_price(x, y)[2]
+                assert bound.cost(x, y) <= bound.tight_cost(x, y) <= price, (x.uid, y.uid)
+
+
+def _positions(classes, period):
+    return {t for t in range(period) for m, r in classes if t % m == r}
+
+
+residue_classes = st.lists(
+    st.integers(1, 12).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1))),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=examples(200))
+@given(x=residue_classes, y=residue_classes)
+def test_shared_density_bound_is_above_the_shared_density(x, y):
+    """The shared-edges bound is at least the density of positions in both unions (counted
+    over one common period), and at most the smaller union's density of y's classes."""
+    period = math.lcm(*(m for m, _ in x + y))
+    shared = len(_positions(x, period) & _positions(y, period)) / period
+    got = dist.shared_density_bound(dist.residues_by_modulus(x), y)
+    assert got >= shared * (1 - 1e-12)
+    assert got <= sum(1 / m for m, _ in y) * (1 + 1e-12)
+
+
+@settings(max_examples=examples(200))
+@given(
+    m=st.integers(1, 30),
+    data=st.data(),
+    big=st.integers(1, 30).flatmap(lambda m: st.tuples(st.just(m), st.integers(0, m - 1))),
+)
+def test_shared_density_bound_is_exact_for_disjoint_classes(m, data, big):
+    """Classes of one modulus are disjoint, so against one class the union bound is exact:
+    the bound must equal the shared density (this catches a wrong meeting rule or density)."""
+    rs = data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=m, unique=True))
+    x = [(m, r) for r in rs]
+    period = math.lcm(m, big[0])
+    shared = len(_positions(x, period) & _positions([big], period)) / period
+    assert dist.shared_density_bound(dist.residues_by_modulus(x), [big]) == pytest.approx(
+        shared, rel=1e-12, abs=1e-15
+    )
+
+
+def test_shared_density_bound_by_hand():
+    """(4, 1) and (6, 3) meet (3 - 1 is even) in (12, 9): density 1/12; (4, 0) and (6, 3) never
+    meet; against (6, 3) a union of (2, 1) and (3, 0) counts its positions 3 (mod 6) twice, the
+    cap at 1/6 keeps it."""
+    by = dist.residues_by_modulus
+    assert dist.shared_density_bound(by([(4, 1)]), [(6, 3)]) == pytest.approx(1 / 12)
+    assert dist.shared_density_bound(by([(4, 0)]), [(6, 3)]) == 0.0
+    assert dist.shared_density_bound(by([(2, 1), (3, 0)]), [(6, 3)]) == pytest.approx(1 / 6)
+    assert dist.shared_density_bound(by([(2, 1), (3, 0)]), [(6, 1)]) == pytest.approx(1 / 6)
+    assert dist.shared_density_bound(by([(2, 1), (3, 0)]), [(6, 2)]) == 0.0
+
+
+@pytest.mark.parametrize("category", ["W", "WG"])
+def test_inserted_ties_go_to_the_first_tree_of_a_node(category):
+    """Two trees with the same windows on one node price a unit's weave the same: the first
+    tree in the node's order takes it (W: the node's first tree is its only option). Panes,
+    lambda 1: x + u (r6, s2) is E 1/2, Omega 5, cost 3.5: node 0 at 5.5, an increase of 1.5
+    below u's own 2.5."""
+    model = model1()
+    st_ = dist.NodeState([None, None])
+    first, second = model.tree([Query("x", 4, 2)]), model.tree([Query("y", 4, 2)])
+    st_.add(0, first)
+    st_.add(0, second)
+    st_.add(1, model.tree([Query("z", 50, 1)]))  # E 1, Omega 50: cost 51, never the best
+    dist.inserted([model.tree([Query("u", 6, 2)])], model, st_, category, 0, init="none")
+    assert [[sorted(q.id for q in t.queries) for t in ts] for ts in st_.trees] == [
+        [["u", "x"], ["y"]],
+        [["z"]],
+    ]
