@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/weaveplace warmup   # numba kernels into .cache/numba: no first run compiles
+	$(BIN)/weaveplace warmup   # numba kernels (.cache/numba), Spark class archive (.cache/spark)
 	@touch $(STAMP)
 
 # Apache Flink for `weaveplace bench flink` only, in a venv of its own (.venv-flink): apache-flink
