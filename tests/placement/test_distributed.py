@@ -600,22 +600,29 @@ def test_inserted_equals_pricing_every_tree(seed, n, caps, tech, slicing, catego
     assert got.load == want.load
 
 
+def bound_pairs(case, nodes, seed, same_key=False):
+    """``(model, MergeBound, ordered pairs of distinct trees)`` for a generated ``case`` (none
+    when it is None): trees of one or many windows as the optimizers build them, WG_RR's and
+    one unit per query group; ``same_key``: only pairs of one key."""
+    if case is None:
+        return None, None, []
+    model, qs = case
+    trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
+    trees += make_units(qs, model)
+    pairs = [
+        (x, y) for x in trees for y in trees if x is not y and (not same_key or x.key == y.key)
+    ]
+    return model, dist.MergeBound(model), pairs
+
+
 @settings(max_examples=examples(40))
 @bound_cases
 def test_merge_bound_is_below_the_merge_price(seed, n, nodes, tech, slicing):
     """``MergeBound.cost`` never exceeds the exact price of the merge, for the trees (one or
     many windows) the optimizers build."""
-    case = generated_case(seed, n, tech, slicing)
-    if case is None:
-        return
-    model, qs = case
-    trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
-    trees += make_units(qs, model)
-    bound = dist.MergeBound(model)
-    for x in trees:
-        for y in trees:
-            if x is not y:
-                assert bound.cost(x, y) <= model.merged_price(x, y)[2]
+    model, bound, pairs = bound_pairs(generated_case(seed, n, tech, slicing), nodes, seed)
+    for x, y in pairs:
+        assert bound.cost(x, y) <= model.merged_price(x, y)[2]
 
 
 def _forced_merge_naive(trees, model, target):
@@ -814,17 +821,10 @@ def test_tight_merge_bound_is_between_the_cheap_bound_and_the_price(
     """``MergeBound.tight_cost`` is at least ``cost`` and never exceeds the exact price of the
     merge, for every same-key pair of the trees (one or many windows) the optimizers build."""
     case = wide_case(seed, n, smax, tech, slicing, mixed)
-    if case is None:
-        return
-    model, qs = case
-    trees = [t for n_ in optimize("WG_RR", qs, model, nodes, seed=seed).nodes for t in n_.trees]
-    trees += make_units(qs, model)
-    bound = dist.MergeBound(model)
-    for x in trees:
-        for y in trees:
-            if x is not y and x.key == y.key:
-                price = model.merged_price(x, y)[2]
-                assert bound.cost(x, y) <= bound.tight_cost(x, y) <= price, (x.uid, y.uid)
+    model, bound, pairs = bound_pairs(case, nodes, seed, same_key=True)
+    for x, y in pairs:
+        price = model.merged_price(x, y)[2]
+        assert bound.cost(x, y) <= bound.tight_cost(x, y) <= price, (x.uid, y.uid)
 
 
 def _positions(classes, period):
