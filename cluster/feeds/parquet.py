@@ -108,10 +108,12 @@ def spark_session(
 
 
 def driver_conf(conf: dict[str, str] | None) -> dict[str, str]:
-    """``conf`` with ``driver_jvm.driver_options`` put first in the driver JVM's options: the
-    caller's own come later, and the JVM takes the last."""
+    """``conf`` with ``driver_jvm.driver_options`` as the driver JVM's default options
+    (``spark.driver.defaultJavaOptions``, before any given there): Spark puts
+    ``spark.driver.extraJavaOptions``, a caller's or spark-defaults.conf's, after them, and the
+    JVM takes the last."""
     conf = dict(conf or {})
-    key = "spark.driver.extraJavaOptions"
+    key = "spark.driver.defaultJavaOptions"
     ours = driver_options()
     conf[key] = f"{ours} {conf[key]}" if conf.get(key) else ours
     return conf

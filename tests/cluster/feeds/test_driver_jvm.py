@@ -47,16 +47,19 @@ def test_options_only_when_the_archive_is_there(monkeypatch, tmp_path):
 
 
 def test_session_options_come_before_the_callers(monkeypatch, tmp_path):
-    """The caller's own driver options are kept and come last (the JVM takes the last)."""
+    """Ours are the driver's default options: a caller's own (extra, or default ones) are kept
+    and come after them (the JVM takes the last)."""
     from cluster.feeds.parquet import driver_conf
 
     monkeypatch.setenv(sa.ENV, str(tmp_path))
-    key = "spark.driver.extraJavaOptions"
-    assert driver_conf({"a": "1"}) == {"a": "1", key: JIT}  # no archive yet: C1 only
+    default, extra = "spark.driver.defaultJavaOptions", "spark.driver.extraJavaOptions"
+    assert driver_conf({"a": "1"}) == {"a": "1", default: JIT}  # no archive yet: C1 only
     sa.archive_file().write_bytes(b"")
-    conf = driver_conf({key: "-Xshare:off"})
-    assert conf[key] == f"{archive_options()} {JIT} -Xshare:off"
-    assert driver_conf({})[key] == f"{archive_options()} {JIT}"
+    assert driver_conf({extra: "-Xshare:off"}) == {
+        extra: "-Xshare:off",
+        default: f"{archive_options()} {JIT}",
+    }
+    assert driver_conf({default: "-Xmx1g"})[default] == f"{archive_options()} {JIT} -Xmx1g"
 
 
 _MAPPED = r"""
