@@ -47,14 +47,18 @@ def _java() -> Path | None:
     return Path(found).resolve() if found and Path(found).exists() else None
 
 
+def _turned_off() -> bool:
+    return os.environ.get(ENV, "").lower() in ("off", "0", "false", "no")
+
+
 def archive_file() -> Path | None:
     """Where the archive for this Java and this pyspark lives, or None (turned off, no Java).
 
     The name hashes the Java binary (path and modification time) and pyspark's version and
     location: a new JDK or pyspark gets an archive of its own instead of a stale one."""
-    setting = os.environ.get(ENV, "")
-    if setting.lower() in ("off", "0", "false", "no"):
+    if _turned_off():
         return None
+    setting = os.environ.get(ENV, "")
     java = _java()
     if java is None:
         return None
@@ -117,7 +121,7 @@ def build(timeout_s: float = 600.0) -> Path:
     and renamed, so a run starting meanwhile never maps half a file."""
     path = archive_file()
     if path is None:
-        why = "turned off" if os.environ.get(ENV, "").lower() == "off" else "no java found"
+        why = f"turned off ({ENV})" if _turned_off() else "no java found"
         raise ArchiveError(f"Spark class archive: {why}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")

@@ -14,8 +14,11 @@ from cluster.feeds.driver_jvm import JIT, archive_options
 
 
 def test_archive_file_follows_the_setting(monkeypatch, tmp_path):
-    monkeypatch.setenv(sa.ENV, "off")
-    assert sa.archive_file() is None and archive_options() == ""
+    for off in ("off", "0", "no"):
+        monkeypatch.setenv(sa.ENV, off)
+        assert sa.archive_file() is None and archive_options() == ""
+    with pytest.raises(sa.ArchiveError, match="turned off"):
+        sa.build()
     monkeypatch.setenv(sa.ENV, str(tmp_path))
     path = sa.archive_file()
     assert path is not None and path.parent == tmp_path and path.suffix == ".jsa"
