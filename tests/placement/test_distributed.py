@@ -813,7 +813,7 @@ def test_inserted_equals_pricing_every_tree_wide_slides(
     assert got.load == want.load
 
 
-@settings(max_examples=examples(40))
+@settings(max_examples=examples(12))
 @given(**WIDE, nodes=st.integers(1, 4))
 def test_tight_merge_bound_is_between_the_cheap_bound_and_the_price(
     seed, n, smax, tech, slicing, mixed, nodes
