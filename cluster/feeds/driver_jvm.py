@@ -17,7 +17,7 @@ most of the JVM's CPU on 2 cores (BENCHMARKS.md, "Start-up"; 3 M rows):
   22-30 s, the 20 M rows' pull 15.9-18.8 -> 13.0-18.0 s.  Only the driver's JVM: a standalone
   cluster's executors keep their own settings.
 
-``driver_options`` is what ``cluster.feeds.parquet.spark_session`` gives the driver.
+``driver_conf`` is what ``cluster.feeds.parquet.spark_session`` gives the driver.
 """
 
 from __future__ import annotations
@@ -83,6 +83,18 @@ JIT = "-XX:TieredStopAtLevel=1"
 def driver_options() -> str:
     """Every option this module gives the driver JVM."""
     return " ".join(o for o in (archive_options(), JIT) if o)
+
+
+def driver_conf(conf: dict[str, str] | None) -> dict[str, str]:
+    """``conf`` with ``driver_options`` as the driver JVM's default options
+    (``spark.driver.defaultJavaOptions``, before any given there): Spark puts
+    ``spark.driver.extraJavaOptions``, a caller's or spark-defaults.conf's, after them, and the
+    JVM takes the last."""
+    conf = dict(conf or {})
+    key = "spark.driver.defaultJavaOptions"
+    ours = driver_options()
+    conf[key] = f"{ours} {conf[key]}" if conf.get(key) else ours
+    return conf
 
 
 # The run whose classes are archived: a local session, a small Parquet file read the way a run

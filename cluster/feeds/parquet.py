@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from cluster.feeds.driver_jvm import driver_options
+from cluster.feeds.driver_jvm import driver_conf
 from cluster.feeds.file_order import file_order_batches, first_disorder, is_local_file
 from cluster.feeds.time_chunks import nondecreasing, time_chunks
 
@@ -105,18 +105,6 @@ def spark_session(
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
-
-
-def driver_conf(conf: dict[str, str] | None) -> dict[str, str]:
-    """``conf`` with ``driver_jvm.driver_options`` as the driver JVM's default options
-    (``spark.driver.defaultJavaOptions``, before any given there): Spark puts
-    ``spark.driver.extraJavaOptions``, a caller's or spark-defaults.conf's, after them, and the
-    JVM takes the last."""
-    conf = dict(conf or {})
-    key = "spark.driver.defaultJavaOptions"
-    ours = driver_options()
-    conf[key] = f"{ours} {conf[key]}" if conf.get(key) else ours
-    return conf
 
 
 def footer_schema(path):

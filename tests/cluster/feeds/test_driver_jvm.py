@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from cluster.feeds import driver_jvm as sa
-from cluster.feeds.driver_jvm import JIT, archive_options
+from cluster.feeds.driver_jvm import JIT, archive_options, driver_conf
 
 
 def test_archive_file_follows_the_setting(monkeypatch, tmp_path):
@@ -52,8 +52,6 @@ def test_options_only_when_the_archive_is_there(monkeypatch, tmp_path):
 def test_session_options_come_before_the_callers(monkeypatch, tmp_path):
     """Ours are the driver's default options: a caller's own (extra, or default ones) are kept
     and come after them (the JVM takes the last)."""
-    from cluster.feeds.parquet import driver_conf
-
     monkeypatch.setenv(sa.ENV, str(tmp_path))
     default, extra = "spark.driver.defaultJavaOptions", "spark.driver.extraJavaOptions"
     assert driver_conf({"a": "1"}) == {"a": "1", default: JIT}  # no archive yet: C1 only
@@ -79,19 +77,14 @@ spark.stop()
 
 @pytest.mark.slow
 @pytest.mark.cluster
-def test_a_session_maps_the_archive_build_wrote(tmp_path):
+def test_a_session_maps_the_archive_build_wrote(monkeypatch, tmp_path):
     """The archive ``build`` writes is one a session's JVM maps: with ``-Xshare:on`` the JVM
     would not start otherwise.  Uses the checkout's archive when ``make`` built it."""
+    path = sa.archive_file()
+    if path is None or not path.is_file():
+        monkeypatch.setenv(sa.ENV, str(tmp_path))
+        path = sa.build()
     env = dict(os.environ)
-    if sa.archive_file() is None or not sa.archive_file().is_file():
-        env[sa.ENV] = str(tmp_path)
-        os.environ[sa.ENV] = str(tmp_path)
-        try:
-            path = sa.build()
-        finally:
-            del os.environ[sa.ENV]
-    else:
-        path = sa.archive_file()
     r = subprocess.run(
         [sys.executable, "-c", _MAPPED],
         capture_output=True,
