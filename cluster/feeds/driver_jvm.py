@@ -6,8 +6,8 @@ most of the JVM's CPU on 2 cores (BENCHMARKS.md, "Start-up"; 3 M rows):
 
 * **The class archive.** The JDK's dynamic class-data-sharing archives (JEP 350, Java 13+):
   ``-XX:ArchiveClassesAtExit`` writes the classes one run loaded, ``-XX:SharedArchiveFile``
-  maps them in later runs.  Session 6.4 -> 3.8 s, resolving the file 1.0 -> 0.35 s, the first
-  chunk's job 3.3 -> 2.3 s.  The JVM checks an archive against its own build and class path
+  maps them in later runs.  Session 7.4-9.0 -> 4.7-5.2 s, resolving the file 1.2-1.7 -> 0.4 s, the
+  first chunk's job 4.0-4.7 -> 2.6-2.7 s.  The JVM checks an archive against its own build and class path
   and ignores one that does not match (``-Xshare:auto``, silently with the ``-Xlog`` options
   below), so a stale archive only costs the time it would have saved; its name also carries
   what it was built for.  ``weaveplace warmup`` (``make venv``) builds it (``build``).
