@@ -14,7 +14,10 @@ cost model is the data's rate in tuples per millisecond unless ``streams`` gives
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,13 +246,19 @@ class PlacedRun:
 
 
 def run_on_cluster(
-    config: Config, out_dir: str | Path | None = None, progress=None, spark=None
+    config: Config,
+    out_dir: str | Path | None = None,
+    progress=None,
+    spark=None,
+    then: Callable[[Path], Any] | None = None,
 ) -> RunSummary:
     """Run ``config`` live on Ray and Spark; ``progress(stage)`` is called with a short text
     per stage (with ``data.directory``, with the stream's progress line about four times a
     second).  ``spark``: a running session to use (and leave running), e.g. in tests.  Every
     check is ``check_cluster_run``'s, made before any work (``weaveplace validate`` makes the
-    same)."""
+    same).  ``then(out_dir)``: work on a file run's finished outputs (the CLI's report), done
+    while Ray and Spark stop (``cluster.runs.file_run.run_file``); a directory run does not
+    call it."""
     from sim.debs_generator import generate_debs
 
     say = progress or (lambda stage: None)
@@ -275,26 +284,55 @@ def run_on_cluster(
             seed=config.data.seed,
             fmt="parquet",
         )
-    say(f"placing {len(queries)} queries with {names[0]}")
-    model = CostModel(config.placement.ie, rates, config.placement.engine, config.placement.slicing)
-    plan = plan_for(names[0], queries, model, point["capacities"], config, strict=True)
-    for node, node_id in zip(plan.nodes, point["node_ids"]):
-        node.id = node_id
-    plan_dict = plan.to_dict()
-    (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
-    placed = PlacedRun(config, plan, plan_dict, out, names[0], len(queries), start)
+    name = names[0]
+
+    def place() -> PlacedRun:
+        model = CostModel(
+            config.placement.ie, rates, config.placement.engine, config.placement.slicing
+        )
+        plan = plan_for(name, queries, model, point["capacities"], config, strict=True)
+        for node, node_id in zip(plan.nodes, point["node_ids"]):
+            node.id = node_id
+        plan_dict = plan.to_dict()
+        (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
+        return PlacedRun(config, plan, plan_dict, out, name, len(queries), start)
+
     if watch is not None:
-        return _run_directory(placed, say, spark)
-    return _run_file(placed, data_path, say, spark)
+        say(f"placing {len(queries)} queries with {name}")
+        return _run_directory(place(), say, spark)
+    say(f"placing {len(queries)} queries with {name} while Ray and Spark start")
+    return _run_file(config, out, in_background(place), data_path, say, spark, then)
 
 
-def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummary:
-    """A file (``data.path``, or the data generated into the output folder)."""
+def in_background(fn: Callable[[], Any]) -> Future:
+    """``fn()`` on a daemon thread, its outcome in the returned ``Future``.
+
+    Why: a file run's plan (0.5 s for bench flink's 59 queries, minutes for 100,000 on a
+    wide window menu) is needed only once Ray is up, so it is made while Ray and Spark start
+    (``run_file`` takes it as a callable).  A daemon thread: a run that fails to start
+    ends without waiting for the plan."""
+    future: Future = Future()
+
+    def work() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # noqa: BLE001  (raised where the plan is waited for)
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="weaveplace-plan", daemon=True).start()
+    return future
+
+
+def _run_file(
+    config: Config, out: Path, placing: Future, data_path: str | Path, say, spark, then
+) -> RunSummary:
+    """A file (``data.path``, or the data generated into the output folder); ``placing``:
+    the ``PlacedRun`` being made (``in_background``), waited for once Ray is up."""
     from cluster.debs.reader import is_parquet_name
     from cluster.runs.file_run import run_file
     from sim.run_options import deployment_options, file_feed_options, runtime_options
 
-    config, out = placed.config, placed.out
     text = not is_parquet_name(Path(data_path).name)
     say(
         "deploying on Ray and feeding through Spark"
@@ -303,19 +341,26 @@ def _run_file(placed: PlacedRun, data_path: str | Path, say, spark) -> RunSummar
     deployment = deployment_options(config, out)
     if deployment.faults:
         say(f"fault drill: {len(deployment.faults)} fault(s)")
+
+    def written(result) -> None:  # on the outputs, while Ray and Spark stop
+        if config.run.count_ops and not text:
+            plan = placing.result().plan_dict
+            add_cost_check(plan, result.metrics, data_path, out / "metrics.json")
+        if then is not None:
+            then(out)
+
     result = run_file(
-        placed.plan_dict,
+        lambda: placing.result().plan_dict,
         data_path,
         out,
         runtime=runtime_options(config, spark),
         deployment=deployment,
         feed=file_feed_options(config),
+        then=written,
     )
     metrics = result.metrics
-    if config.run.count_ops and isinstance(metrics, dict) and not text:
-        add_cost_check(placed.plan_dict, metrics, data_path, out / "metrics.json")
     tuples = int(metrics.get("feed", {}).get("rows", 0)) if isinstance(metrics, dict) else 0
-    return placed.summary(
+    return placing.result().summary(
         tuples,
         int(metrics.get("answers", 0)),
         int(metrics.get("late_tuples", 0)) if result.late_dir else result.late.num_rows,

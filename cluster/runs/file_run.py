@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -43,7 +43,9 @@ from cluster.feeds.sliced import feed_sliced
 from cluster.feeds.text import TextFeedOptions, feed_text
 from cluster.runs.options import FileFeedOptions, RuntimeOptions
 from cluster.runs.startup import (
+    PlanSource,
     StartedRun,
+    WhileStopping,
     load_plan,
     started_run,
     write_fault_events,
@@ -78,16 +80,18 @@ def write_result(
 
 
 def run_file(
-    plan: Mapping[str, Any] | str | Path,
+    plan: PlanSource,
     data_path: str | Path,
     out_dir: str | Path,
     *,
     runtime: RuntimeOptions = RuntimeOptions(),
     deployment: DeploymentOptions = DeploymentOptions(),
     feed: FileFeedOptions = FileFeedOptions(),
+    then: Callable[[RunResult], Any] | None = None,
 ) -> RunResult:
-    """Deploy ``plan`` (dict or JSON path) on Ray, feed ``data_path`` through Spark, write
-    answers, late tuples and metrics to ``out_dir``; return the ``RunResult``.
+    """Deploy ``plan`` (dict, JSON path, or a callable returning the dict: a plan still being
+    made, waited for once Ray is up) on Ray, feed ``data_path`` through Spark, write answers,
+    late tuples and metrics to ``out_dir``; return the ``RunResult``.
 
     ``data_path``: DEBS Parquet (``.parquet``/``.pq``) or DEBS text (any other name): Spark
     tasks parse the text by byte ranges (``cluster.feeds.text``; ``feed.extra_columns`` and
@@ -109,6 +113,10 @@ def run_file(
     writes ``answers.parquet/node=<id>/part-<k>.parquet`` and ``late.parquet/...`` itself, the
     driver commits part names: ``cluster.answers.sink``).  ``feed.route``: see
     ``FileFeedOptions``.
+
+    ``then(result)``: work on the written outputs (``weaveplace run``'s report), done on a
+    thread while the actors, Spark and Ray stop (``cluster.runs.startup.WhileStopping``);
+    ``run_file`` returns once both are over and raises what ``then`` raised.
     """
     if deployment.answers == "actors" and feed.csv:
         raise ValueError("answers.csv needs the answers on the driver (answers: driver)")
@@ -119,18 +127,38 @@ def run_file(
         feed = replace(feed, order=_sliced_order(data_path, feed.order))
     if deployment.answers == "actors":
         deployment = deployment.with_(out_dir=out_dir)
-    plan = load_plan(plan)
     prepare = _first_read(plan, data_path, feed, deployment.mode)
-    with started_run(plan, runtime, deployment, prepare=prepare) as run:
-        fs, text_metrics = _feed_file(run, data_path, out_dir, feed, deployment.mode)
-        run.note_first_row()
-        t2 = time.perf_counter()
-        result = run.deployment.finish()
-        t_finish = time.perf_counter() - t2
-        final_plan = run.deployment.plan
+    after = WhileStopping()
+    try:
+        with started_run(plan, runtime, deployment, prepare=prepare) as run:
+            fs, text_metrics = _feed_file(run, data_path, out_dir, feed, deployment.mode)
+            run.note_first_row()
+            t2 = time.perf_counter()
+            result = run.deployment.finish()
+            t_finish = time.perf_counter() - t2
+            result.metrics.update(
+                _run_metrics(fs, text_metrics, feed, deployment.mode, asked_order, data_path)
+            )
+            result.metrics.update(startup=run.startup, finish_s=t_finish)
+            write_result(result, out_dir, csv=feed.csv)
+            replaced = bool(result.replacements or result.additions)
+            write_final_plan(out_dir, run.deployment.plan, replaced)
+            write_fault_events(out_dir, result.metrics)
+            if then is not None:
+                after.start(partial(then, result))
+    except BaseException:
+        after.join(raise_error=False)  # the run's own error is the one to tell
+        raise
+    after.join()
+    return result
+
+
+def _run_metrics(fs, text_metrics, feed: FileFeedOptions, mode: str, asked_order: str, data_path):
+    """What a file run adds to the deployment's metrics: the feed's figures, the text stage's
+    (a DEBS text file) and the input's path."""
     extra = {
         "feed": {
-            "mode": deployment.mode,
+            "mode": mode,
             "rows": fs.rows,
             "batches": fs.batches,
             "seconds": fs.seconds,
@@ -147,17 +175,11 @@ def run_file(
             "order": asked_order,
             "route": feed.route,
         },
-        "startup": run.startup,
-        "finish_s": t_finish,
         "data_path": str(data_path),
     }
     if text_metrics is not None:
         extra["text"] = text_metrics
-    result.metrics.update(extra)
-    write_result(result, out_dir, csv=feed.csv)
-    write_final_plan(out_dir, final_plan, bool(result.replacements or result.additions))
-    write_fault_events(out_dir, result.metrics)
-    return result
+    return extra
 
 
 def _feed_file(
@@ -208,21 +230,26 @@ def _feed_file(
     ), None
 
 
-def _first_read(plan, data_path, feed: FileFeedOptions, mode: str):
+def _first_read(plan: PlanSource, data_path, feed: FileFeedOptions, mode: str):
     """The file's first read, for the start-up to do on Spark's thread while Ray and the
-    actors start (``open_raw``): on the default path (raw tuples of a Parquet file through
-    the driver); None elsewhere (those feeds read the file themselves)."""
+    actors start (``open_raw``, of the plan's streams: a plan still being made is waited for
+    there); on the default path (raw tuples of a Parquet file through the driver); None
+    elsewhere (those feeds read the file themselves)."""
     if mode != "raw" or feed.route != "driver" or not is_parquet_name(Path(data_path).name):
         return None
-    streams = sorted({t["stream"] for n in plan["nodes"] for t in n["trees"]})
-    return partial(
-        open_raw,
-        path=str(data_path),
-        streams=streams,
-        batch_rows=feed.batch_rows,
-        chunk_rows=feed.chunk_rows,
-        order=feed.order,
-    )
+
+    def first_read(session):
+        nodes = load_plan(plan)["nodes"]
+        return open_raw(
+            session,
+            path=str(data_path),
+            streams=sorted({t["stream"] for n in nodes for t in n["trees"]}),
+            batch_rows=feed.batch_rows,
+            chunk_rows=feed.chunk_rows,
+            order=feed.order,
+        )
+
+    return first_read
 
 
 def _sliced_order(data_path: str | Path, order: str) -> str:

@@ -36,9 +36,15 @@ from cluster.runs.options import RuntimeOptions
 from cluster.runtime.ray_runtime import RayRuntime
 from cluster.runtime.signals import reinstall_sigterm_as_sigint, sigterm_as_sigint
 
+#: a plan: the dict, the JSON file it is in, or a callable returning the dict once it is made
+#: (``sim.cluster_run`` makes the plan while Ray and Spark start)
+PlanSource = Mapping[str, Any] | str | Path | Callable[[], Mapping[str, Any]]
 
-def load_plan(plan: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
-    """A plan dict, or the JSON file it is in."""
+
+def load_plan(plan: PlanSource) -> Mapping[str, Any]:
+    """The plan dict of ``plan``: read from its file, or waited for (a callable)."""
+    if callable(plan):
+        return plan()
     return json.loads(Path(plan).read_text()) if isinstance(plan, (str, Path)) else plan
 
 
@@ -212,6 +218,39 @@ def started_runtimes(
             starting.stop()  # Ray's start failed or was interrupted: Spark's is stopped too
 
 
+class WhileStopping:
+    """Work that overlaps the stop of the runtimes: ``start(fn)`` runs ``fn()`` on a thread of
+    its own; ``join()`` waits for it and raises what it raised (``raise_error=False``: only
+    waits, when the run is failing already).
+
+    Why: an embedded Ray takes 1-1.5 s to stop, mostly waiting for its processes to exit, and
+    the actors and Spark take a little more; a run's report (about 1.5 s of plotting) reads
+    only the files the run wrote before, so it is made meanwhile instead of after.  The
+    thread is not a daemon: a process that ends keeps it until it is done."""
+
+    def __init__(self):
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, fn: Callable[[], Any]) -> None:
+        def work() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001  (raised by join, in the caller)
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, name="weaveplace-while-stopping")
+        self._thread.start()
+
+    def join(self, raise_error: bool = True) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None and raise_error:
+            raise error
+
+
 @dataclass
 class StartedRun:
     """What a run feeds and reads: the Spark session, the deployment and the start-up times
@@ -234,21 +273,22 @@ class StartedRun:
 
 @contextmanager
 def started_run(
-    plan: Mapping[str, Any] | str | Path,
+    plan: PlanSource,
     runtime: RuntimeOptions,
     options: DeploymentOptions,
     on_new_spark: Callable[[], None] | None = None,
     prepare: Callable[[Any], Any] | None = None,
 ) -> Iterator[StartedRun]:
-    """``plan`` (dict or JSON path) deployed on started (or borrowed) runtimes; everything this
-    run started is stopped on exit, the deployment first.  The actors are created while Spark
+    """``plan`` (``PlanSource``: a plan still being made is waited for once Ray is up) deployed
+    on started (or borrowed) runtimes; everything this run started is stopped on exit, the
+    deployment first.  The actors are created while Spark
     is still starting; ``startup`` gains ``deployment_s`` (creating them, once Ray was up) and
     ``ready_s`` (from the beginning until Ray, Spark and the actors are all up).
     ``prepare(session)``: the input's first read (``cluster.feeds.parquet.open_raw``), on
     Spark's thread while the actors start; ``StartedRun.prepared()`` returns what it returned
     (an error it raised is raised there, where the feed would have met it)."""
-    plan = load_plan(plan)
     with started_runtimes(runtime, on_new_spark, prepare=prepare) as rts:
+        plan = load_plan(plan)
         t = time.perf_counter()
         with Deployment(plan, options) as dep:
             rts.startup["deployment_s"] = time.perf_counter() - t

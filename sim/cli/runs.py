@@ -15,7 +15,7 @@ from rich.table import Table
 
 from sim.cli.base import UserError, config_error_exit, console, load_config_or_exit, status_line
 from sim.cli.base import progress as _progress
-from sim.cli.reports import build_report_or_exit
+from sim.cli.reports import RunReport
 
 
 def text_summary_line(text: dict) -> str:
@@ -115,6 +115,7 @@ def run(
                 f"({cfg.data.directory.poll_s:g})"
             )
         cfg.data.directory = cfg.data.directory.model_copy(update={key: value})
+    report = RunReport()  # made while Ray and Spark stop
     if cfg.data.directory is not None:  # a long one-line status instead of a bar
         bar = status_line()
     else:
@@ -123,7 +124,7 @@ def run(
         task = bar.add_task("run", total=None)
         try:
             summary = run_on_cluster(
-                cfg, out, progress=lambda stage: bar.update(task, description=stage)
+                cfg, out, progress=lambda stage: bar.update(task, description=stage), then=report
             )
         except ConfigError as exc:
             bar.stop()
@@ -196,6 +197,6 @@ def run(
             "answers.parquet, late.parquet, metrics.json" + (", rejects/" if text else "") + ")",
             soft_wrap=True,
         )
-    path = build_report_or_exit(summary.out_dir)
+    path = report.show_or_exit(summary.out_dir)
     console.print(f"report: {escape(str(path))}", soft_wrap=True)
     return path

@@ -769,8 +769,10 @@ def test_run_on_cluster_passes_the_drill_to_run_file(tmp_path, monkeypatch):
 
     seen = {}
 
-    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
-        seen.update(runtime=runtime, deployment=deployment, feed=feed, plan=plan)
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed, then=None):
+        from cluster.runs.startup import load_plan  # the plan is made while Ray starts
+
+        seen.update(runtime=runtime, deployment=deployment, feed=feed, plan=load_plan(plan))
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
     monkeypatch.setattr(cluster.runs.file_run, "run_file", fake_run_file)
@@ -806,7 +808,7 @@ def test_run_on_cluster_passes_an_add_drill_without_empty_keys(tmp_path, monkeyp
 
     seen = {}
 
-    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed, then=None):
         seen.update(faults=list(deployment.faults))
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
@@ -851,7 +853,7 @@ def test_run_on_cluster_passes_drill_and_spark_to_both_feeds(monkeypatch, tmp_pa
 
     seen: dict[str, dict] = {}
 
-    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed, then=None):
         seen["file"] = dict(runtime=runtime, deployment=deployment, feed=feed)
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
@@ -893,7 +895,7 @@ def test_data_extra_columns_reaches_run_file_and_old_names_are_unknown(tmp_path,
 
     seen = {}
 
-    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed):
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed, then=None):
         seen.update(extra_columns=feed.extra_columns, data_path=data_path)
         return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
 
@@ -932,3 +934,48 @@ def test_data_extra_columns_reaches_run_file_and_old_names_are_unknown(tmp_path,
     ok = _with(old, ("workload", "queries", 0, "stream"), "pp31")
     ok["streams"] = {"pp31": {"rate": 0.1}}
     run_on_cluster(config_from_mapping(ok), tmp_path / "out")  # a real column name: accepted
+
+
+def test_a_file_runs_plan_is_made_beside_the_start_and_its_error_stays_a_config_error(
+    tmp_path, monkeypatch
+):
+    """``run_on_cluster`` makes a file run's plan on a thread while Ray and Spark start
+    (``sim.cluster_run.in_background``): ``run_file`` gets a callable that waits for it; a
+    plan that cannot be made (a ``ConfigError`` from the optimizer) is raised where the plan
+    is waited for, and leaves ``run_on_cluster`` as the same ``ConfigError``."""
+    import json
+    import threading
+
+    import cluster.runs.file_run
+    import sim.cluster_run as cr
+    from cluster.answers.blocks import empty_answers, empty_late
+    from cluster.deployment.result import RunResult
+    from cluster.runs.startup import load_plan
+
+    seen = {}
+
+    def fake_run_file(plan, data_path, out_dir, *, runtime, deployment, feed, then=None):
+        assert callable(plan)
+        seen["plan"] = load_plan(plan)
+        return RunResult(empty_answers(), empty_late(), {"feed": {"rows": 0}})
+
+    real_plan_for = cr.plan_for
+
+    def plan_for(*args, **kw):
+        seen["thread"] = threading.current_thread()
+        return real_plan_for(*args, **kw)
+
+    monkeypatch.setattr(cluster.runs.file_run, "run_file", fake_run_file)
+    monkeypatch.setattr(cr, "plan_for", plan_for)
+    raw = dict(LIVE, data={"duration_s": 2.0}, placement={"optimizers": "WG_TN"})
+    summary = cr.run_on_cluster(config_from_mapping(raw), tmp_path / "out")
+    assert seen["thread"] is not threading.current_thread() and seen["thread"].daemon
+    assert seen["plan"] == json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert summary.nodes == len(seen["plan"]["nodes"]) == 3
+
+    def no_plan(*args, **kw):
+        raise ConfigError("placement.choose: no plan meets max_cost <= 1")
+
+    monkeypatch.setattr(cr, "plan_for", no_plan)
+    with pytest.raises(ConfigError, match="no plan meets"):
+        cr.run_on_cluster(config_from_mapping(raw), tmp_path / "out2")

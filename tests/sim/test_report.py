@@ -460,6 +460,38 @@ CHROMIUM = shutil.which("chromium") or (
     CHROMIUM is None,
     reason="chromium not installed (needed for the headless screenshot check; /usr/bin/chromium)",
 )
+def test_a_run_report_made_while_the_run_stops_is_shown_after(tmp_path):
+    """``RunReport`` as ``weaveplace run`` uses it: called on the written outputs (while Ray
+    and Spark stop), it makes the page; ``show_or_exit`` then prints the summary without
+    making it again.  Never called (a directory run), ``show_or_exit`` makes it; a folder
+    that is not a run is a ``UserError`` there, not an error on the run's thread."""
+    from rich.console import Console
+
+    import sim.cli.reports as reports
+    from sim.cli import UserError
+
+    run, _, _ = _live_run(tmp_path)
+    early = reports.RunReport()
+    early(run)
+    page = run / "report" / "report.html"
+    assert early.path == page and page.exists()
+    page.unlink()
+    con = Console(record=True, width=200)
+    old, reports.console = reports.console, con
+    try:
+        assert early.show_or_exit(run) == page and not page.exists()  # shown, not made again
+        assert "busy seconds" in con.export_text()  # print_summary's table
+        assert reports.RunReport().show_or_exit(run) == page and page.exists()
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        broken = reports.RunReport()
+        broken(empty)  # no error on the caller's side yet
+        with pytest.raises(UserError):
+            broken.show_or_exit(empty)
+    finally:
+        reports.console = old
+
+
 def test_chromium_screenshot_not_blank(sim_run, tmp_path):
     import matplotlib.image as mpimg
 

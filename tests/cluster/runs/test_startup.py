@@ -233,3 +233,30 @@ def test_a_real_run_reports_its_start_up_overlapped(tmp_path):
     # one after the other, everything would be up only after ray_s + spark_s + deployment_s
     assert max(ray_s + dep_s, spark_s) <= st["ready_s"] < ray_s + spark_s + dep_s
     assert st["ready_s"] <= st["first_row_s"]
+
+
+def test_work_while_stopping_runs_beside_the_caller_and_its_error_is_raised_at_join():
+    """``WhileStopping``: the work runs on a thread of its own, at the same time as the
+    caller (a barrier only two running at once can pass); ``join`` waits for it and raises
+    what it raised, once; ``raise_error=False`` only waits (the run's own error wins)."""
+    from cluster.runs.startup import WhileStopping
+
+    meet = threading.Barrier(2, timeout=MEET_S)
+    seen = []
+    after = WhileStopping()
+    after.start(lambda: seen.append((meet.wait(), threading.current_thread())))
+    meet.wait()  # the caller "stops the runtimes" meanwhile
+    after.join()
+    assert len(seen) == 1 and seen[0][1] is not threading.current_thread()
+    after.join()  # nothing started: nothing to wait for
+
+    def broken():
+        raise ValueError("the report failed")
+
+    after.start(broken)
+    with pytest.raises(ValueError, match="the report failed"):
+        after.join()
+    after.join()  # raised once
+    after.start(broken)
+    after.join(raise_error=False)
+    after.join()  # not kept for later either
