@@ -1,9 +1,26 @@
-"""Cluster layer: Ray node actors hosting execution trees, fed by Spark (docs/DESIGN.md s. 5-6)."""
+"""Cluster layer: Ray node actors hosting execution trees, fed by Spark (docs/DESIGN.md s. 5-6).
 
-from cluster.deployment.deployment import Deployment
-from cluster.feeds.parquet import feed_raw, spark_session
-from cluster.feeds.sliced import feed_sliced
-from cluster.runs.file_run import run_file
-from cluster.runtime.ray_runtime import RayRuntime
+The names below are imported on first use (PEP 562): importing one module of the package
+(a run's start-up, a node actor) then does not import every other one (numba's kernels,
+pyarrow's compute functions: about 0.8 s a process)."""
 
-__all__ = ["Deployment", "RayRuntime", "feed_raw", "feed_sliced", "run_file", "spark_session"]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Deployment": "cluster.deployment.deployment",
+    "RayRuntime": "cluster.runtime.ray_runtime",
+    "feed_raw": "cluster.feeds.parquet",
+    "feed_sliced": "cluster.feeds.sliced",
+    "run_file": "cluster.runs.file_run",
+    "spark_session": "cluster.feeds.parquet",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'cluster' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -30,7 +30,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cluster.debs.reader import is_parquet_name
@@ -39,8 +38,6 @@ from cluster.deployment.result import RunResult
 from cluster.deployment.specs import DeploymentError
 from cluster.feeds.file_order import first_disorder, is_local_file, sliced_file_order_refusal
 from cluster.feeds.parquet import feed_raw, open_raw
-from cluster.feeds.sliced import feed_sliced
-from cluster.feeds.text import TextFeedOptions, feed_text
 from cluster.runs.options import FileFeedOptions, RuntimeOptions
 from cluster.runs.startup import (
     PlanSource,
@@ -71,6 +68,8 @@ def write_result(
         pq.write_table(result.answers, paths["answers"])
         pq.write_table(result.late, paths["late"])
     if csv:
+        import pyarrow.csv as pacsv
+
         paths["answers_csv"] = out / "answers.csv"
         pacsv.write_csv(result.answers, paths["answers_csv"])
     metrics = dict(result.metrics)
@@ -193,6 +192,8 @@ def _feed_file(
 
         return feed_executors(dep, spark, str(data_path), batch_rows=feed.batch_rows), None
     if not is_parquet_name(Path(data_path).name):
+        from cluster.feeds.text import TextFeedOptions, feed_text
+
         fs, stage = feed_text(
             dep,
             spark,
@@ -210,6 +211,8 @@ def _feed_file(
         )
         return fs, stage.metrics()
     if mode == "sliced":
+        from cluster.feeds.sliced import feed_sliced
+
         return feed_sliced(
             dep,
             spark,

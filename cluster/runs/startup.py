@@ -19,6 +19,7 @@ main thread, once the session is there).
 
 from __future__ import annotations
 
+import importlib
 import json
 import threading
 import time
@@ -26,15 +27,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster.deployment.deployment import Deployment
 from cluster.deployment.options import DeploymentOptions
-from cluster.feeds.executors import spark_failure_conf
 from cluster.feeds.parquet import spark_session
 from cluster.runs.options import RuntimeOptions
 from cluster.runtime.ray_runtime import RayRuntime
 from cluster.runtime.signals import reinstall_sigterm_as_sigint, sigterm_as_sigint
+
+if TYPE_CHECKING:
+    from cluster.deployment.deployment import Deployment
 
 #: a plan: the dict, the JSON file it is in, or a callable returning the dict once it is made
 #: (``sim.cluster_run`` makes the plan while Ray and Spark start)
@@ -60,6 +62,8 @@ def new_ray(runtime: RuntimeOptions) -> AbstractContextManager:
 def new_spark(runtime: RuntimeOptions) -> Any:
     """A Spark session on ``runtime.spark_master``, its executor heartbeat timeout bounded by
     ``failure_timeout_s`` (``spark_failure_conf``)."""
+    from cluster.feeds.executors import spark_failure_conf  # on Spark's thread, not Ray's way
+
     return spark_session(runtime.spark_master, conf=spark_failure_conf(runtime.failure_timeout_s))
 
 
@@ -287,8 +291,12 @@ def started_run(
     ``prepare(session)``: the input's first read (``cluster.feeds.parquet.open_raw``), on
     Spark's thread while the actors start; ``StartedRun.prepared()`` returns what it returned
     (an error it raised is raised there, where the feed would have met it)."""
+    preloading = preload("cluster.deployment.deployment")
     with started_runtimes(runtime, on_new_spark, prepare=prepare) as rts:
         plan = load_plan(plan)
+        preloading.join()
+        from cluster.deployment.deployment import Deployment
+
         t = time.perf_counter()
         with Deployment(plan, options) as dep:
             rts.startup["deployment_s"] = time.perf_counter() - t
@@ -298,6 +306,25 @@ def started_run(
             yield StartedRun(
                 spark, dep, rts.startup, rts.t0, rts.prepared if prepare is not None else None
             )
+
+
+def preload(module: str) -> threading.Thread:
+    """``module`` imported on a daemon thread of its own, which is returned (an error is left
+    for the import that needs the module to raise).
+
+    Why: the deployment's modules (the node actors' code, numba's kernels, pyarrow's compute
+    functions) take about 0.8 s to import and are needed only once Ray is up; imported while
+    Ray starts, they are not on the way to the first row."""
+
+    def work() -> None:
+        try:
+            importlib.import_module(module)
+        except BaseException:  # noqa: BLE001, S110  (raised again where it is imported)
+            pass
+
+    thread = threading.Thread(target=work, name="weaveplace-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def write_final_plan(out_dir: str | Path, plan: Mapping[str, Any], changed: bool) -> None:

@@ -260,3 +260,30 @@ def test_work_while_stopping_runs_beside_the_caller_and_its_error_is_raised_at_j
     after.start(broken)
     after.join(raise_error=False)
     after.join()  # not kept for later either
+
+
+def test_preload_imports_on_a_daemon_thread_and_leaves_errors_to_the_real_import(tmp_path):
+    """``preload``: the module is imported on a daemon thread (the deployment's modules while
+    Ray starts); a module that fails to import fails there silently and again where it is
+    imported for real."""
+    import sys
+
+    from cluster.runs.startup import preload
+
+    (tmp_path / "wp_preload_ok.py").write_text(
+        "import threading\nBY = threading.current_thread()\n"
+    )
+    (tmp_path / "wp_preload_bad.py").write_text("raise RuntimeError('broken module')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        thread = preload("wp_preload_ok")
+        assert thread.daemon
+        thread.join(timeout=MEET_S)
+        assert sys.modules["wp_preload_ok"].BY is thread
+        preload("wp_preload_bad").join(timeout=MEET_S)
+        with pytest.raises(RuntimeError, match="broken module"):
+            __import__("wp_preload_bad")
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("wp_preload_ok", "wp_preload_bad"):
+            sys.modules.pop(name, None)
