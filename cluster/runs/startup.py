@@ -10,7 +10,11 @@ and one after the other they made up most of the wait before the first row.  Spa
 thread of its own, followed there by the input's first read (``prepare``: a Parquet file
 resolved and its first chunk pulled), while the main thread starts Ray and then the
 deployment's actors; the run waits for Spark only when it needs the session, so the first row
-is fed as soon as the slower of the two sides is done.  Ray stays on the main thread because ``ray.init`` takes SIGTERM over there
+is fed as soon as the slower of the two sides is done.  Whatever else is needed only once Ray
+is up overlaps its start too: the plan (a ``PlanSource`` may be a callable, waited for then:
+``sim.cluster_run`` makes it on a thread) and the deployment's modules (``preload``).  At the
+end, work on the written outputs (the report) runs while the runtimes stop
+(``WhileStopping``).  Ray stays on the main thread because ``ray.init`` takes SIGTERM over there
 and the hand-over to SIGINT (``cluster.runtime.signals``) can only be put back from the main
 thread; PySpark installs its SIGINT handler only when its context is created on the main
 thread, so a session started on the thread installs none (``on_new_spark`` still runs, on the

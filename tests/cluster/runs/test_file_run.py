@@ -45,8 +45,8 @@ def test_then_gets_the_written_outputs_and_its_error_is_run_files(
     workload, live_result, ray_session, spark, tmp_path
 ):
     """``run_file(then=...)``: ``then`` runs on a thread of its own once every output is
-    written (what it reads from disk equals what the run returns), before ``run_file``
-    returns; what it raises, ``run_file`` raises."""
+    written (what it reads from disk equals the run's result), before ``run_file`` returns;
+    what it raises, ``run_file`` raises (one run: ``then`` checks, then raises)."""
     import threading
 
     from cluster.runs.file_run import run_file
@@ -60,20 +60,22 @@ def test_then_gets_the_written_outputs_and_its_error_is_run_files(
         seen["answers"] = pq.read_table(out / "answers.parquet")
         seen["metrics"] = json.loads((out / "metrics.json").read_text())
         seen["result"] = result
-
-    args = (str(workload["dir"] / "plan.json"), workload["path"], tmp_path / "out")
-    kw = dict(runtime=RuntimeOptions(spark=spark), feed=FileFeedOptions(batch_rows=4096))
-    res = run_file(*args, **kw, then=then)
-    assert seen["thread"] is not threading.current_thread() and seen["result"] is res
-    assert seen["answers"].equals(live_result.answers)
-    assert seen["metrics"]["feed"]["rows"] == workload["rows"]
-    assert seen["metrics"]["startup"] == res.metrics["startup"]
-
-    def broken(result):
         raise OSError("disk full while reporting")
 
     with pytest.raises(OSError, match="disk full while reporting"):
-        run_file(*args, **kw, then=broken)
+        run_file(
+            str(workload["dir"] / "plan.json"),
+            workload["path"],
+            tmp_path / "out",
+            runtime=RuntimeOptions(spark=spark),
+            feed=FileFeedOptions(batch_rows=4096),
+            then=then,
+        )
+    assert seen["thread"] is not threading.current_thread()
+    assert seen["answers"].equals(live_result.answers)
+    assert seen["result"].answers.equals(live_result.answers)
+    assert seen["metrics"]["feed"]["rows"] == workload["rows"]
+    assert seen["metrics"]["startup"] == seen["result"].metrics["startup"]
 
 
 def test_unordered_file_auto_sorts_and_file_mode_counts_late(
