@@ -287,6 +287,8 @@ def run_on_cluster(
     name = names[0]
 
     def place() -> PlacedRun:
+        from cluster.answers.files import atomic_write
+
         model = CostModel(
             config.placement.ie, rates, config.placement.engine, config.placement.slicing
         )
@@ -294,7 +296,8 @@ def run_on_cluster(
         for node, node_id in zip(plan.nodes, point["node_ids"]):
             node.id = node_id
         plan_dict = plan.to_dict()
-        (out / "plan.json").write_text(json.dumps(plan_dict, indent=1))
+        # whole or not at all: a run that fails to start ends without waiting for this thread
+        atomic_write(out / "plan.json", json.dumps(plan_dict, indent=1))
         return PlacedRun(config, plan, plan_dict, out, name, len(queries), start)
 
     if watch is not None:
