@@ -580,6 +580,11 @@ def bench_e2e(
         help="Runs per mode; the best wall time counts (Spark SQL: "
         "only while a run takes under 60 s).",
     ),
+    early_read: bool = typer.Option(
+        False,
+        help="Raw mode through the driver: open the file and pull its first chunk before the "
+        "clock starts, as weaveplace run does during its start-up (early_s).",
+    ),
     out: Path = out_option(),
 ):
     """End to end (Spark -> Ray actors) tuples/s: raw vs sliced feed vs Spark SQL windows."""
@@ -599,6 +604,7 @@ def bench_e2e(
         check_max_queries=check_max_queries,
         check_sample=check_sample,
         repeat=max(1, repeat),
+        early_read=early_read,
     )
     rows = run_e2e_bench(opts, log=lambda s: console.print(s, soft_wrap=True, markup=False))
     console.print(format_table(rows), markup=False)
