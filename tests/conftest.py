@@ -74,10 +74,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """An embedded local Ray (2 CPUs, 127.0.0.1, no dashboard); yields the RayRuntime."""
+    """An embedded local Ray (2 CPUs, 127.0.0.1, no dashboard, its workers importing the node
+    code as they start, as a run's); yields the RayRuntime."""
+    from cluster.runs.startup import NODE_MODULES
     from cluster.runtime.ray_runtime import RayRuntime
 
-    rt = RayRuntime(num_cpus=2).start()
+    rt = RayRuntime(num_cpus=2, preload=NODE_MODULES).start()
     try:
         yield rt
     finally:

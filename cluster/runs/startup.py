@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 PlanSource = Mapping[str, Any] | str | Path | Callable[[], Mapping[str, Any]]
 
 
+#: what a node actor imports before its first batch: its code (numba's kernels' modules) and
+#: pandas, which pyarrow imports on the first array it builds
+NODE_MODULES = ("cluster.node.actor", "pandas")
+
+
 def load_plan(plan: PlanSource) -> Mapping[str, Any]:
     """The plan dict of ``plan``: read from its file, or waited for (a callable)."""
     if callable(plan):
@@ -55,11 +60,13 @@ def load_plan(plan: PlanSource) -> Mapping[str, Any]:
 
 
 def new_ray(runtime: RuntimeOptions) -> AbstractContextManager:
-    """Ray for ``runtime``: started, attached or borrowed (``RayRuntime``)."""
+    """Ray for ``runtime``: started, attached or borrowed (``RayRuntime``); an embedded Ray's
+    workers import the node actors' code as they start (``NODE_MODULES``)."""
     return RayRuntime(
         address=runtime.ray_address,
         num_cpus=runtime.num_cpus,
         failure_timeout_s=runtime.failure_timeout_s,
+        preload=NODE_MODULES,
     )
 
 

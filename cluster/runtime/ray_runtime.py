@@ -229,6 +229,11 @@ class RayRuntime:
     >>> with RayRuntime(address="auto"): ...   # attach to a running cluster
 
     ``owned`` tells whether this object started Ray (and therefore stops it).
+
+    ``preload``: modules an embedded Ray's Python workers import as they start, before taking
+    work (Ray's ``preload_python_modules``): a live run names its node actors' code, so the
+    workers Ray prestarts while it starts import it then, not once an actor is created there
+    (about 0.5 s of CPU a worker).  An attached cluster keeps its own settings.
     """
 
     def __init__(
@@ -241,8 +246,10 @@ class RayRuntime:
         namespace: str | None = "weaveplace",
         quiet: bool = True,
         failure_timeout_s: float = DEFAULT_FAILURE_TIMEOUT_S,
+        preload: tuple[str, ...] = (),
     ):
         self.address = address
+        self.preload = tuple(preload)
         self.num_cpus = num_cpus
         self.object_store_memory = object_store_memory
         self.tmpdir = tmpdir or os.environ.get("RAY_TMPDIR") or DEFAULT_TMPDIR
@@ -281,7 +288,10 @@ class RayRuntime:
                 object_store_memory=self.object_store_memory,
                 _node_ip_address="127.0.0.1",
                 _temp_dir=self.tmpdir,
-                _system_config=dict(self.health_checks),
+                _system_config=dict(
+                    self.health_checks,
+                    **({"preload_python_modules": list(self.preload)} if self.preload else {}),
+                ),
             )
             self._restore = _loopback_only()
             self.owned = True
