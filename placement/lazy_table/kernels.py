@@ -18,7 +18,9 @@ with ``C`` the density of common edges. Per pair the kernel gives either
   of either tree, at most ``min(1/m_a, sum over compatible classes b of the other tree of
   1/lcm(a, b))`` (union bound), summed over the classes. The bound is inflated by a relative
   1e-9 against float rounding; the table prices it exactly with the engine when it reaches the
-  top (lazy greedy).
+  top (lazy greedy). Before it, ``_screen`` bounds ``C`` by the gcd-free spectral sum
+  (``lazy_table.spectra``) and drops the pairs it already shows not to be kept (behind a cut,
+  below the floor): the same rows as pricing them, without their gcds.
 
 Buckets: trees are linked (``nxt``) into buckets ``(key, modulus, #classes)`` for
 single-modulus trees and ``(key, 0, 0)`` for the others. A row first bounds a whole
@@ -191,6 +193,18 @@ class Prune(NamedTuple):
     fmul: int
 
 
+class Spectra(NamedTuple):
+    """Each slot's divisor spectrum (``lazy_table.spectra``), a segment of a flat pool sorted
+    by ``d``, and a dense scratch that holds one row's tree spectrum (zeros between rows)."""
+
+    start: np.ndarray  # int64 per slot
+    size: np.ndarray  # int64 per slot
+    d: np.ndarray  # int64 per pool entry: a divisor of some modulus of the slot
+    f: np.ndarray  # float64 per pool entry: F(d), the sum of 1/m over its classes with d | m
+    phi: np.ndarray  # float64 per pool entry: Euler's phi(d)
+    dense: np.ndarray  # float64 scratch: phi(d) F(d) of the row's slot at index d
+
+
 @njit(cache=True, inline="always")
 def _gcd(a, b):
     while b:
@@ -287,6 +301,72 @@ def _loose(z, s, lam, e, om, cost):
     """``_bound`` with only ``C <= min(Ex, Ey)``, inflated twice as much: never below it, in
     O(1) (screens pairs that stay behind a partner's cut before the class-pair bound)."""
     c = min(e[z], e[s])
+    bound = lam + om[z] * (c - e[s]) + om[s] * (c - e[z])
+    return bound + 2.0 * INFLATE * (abs(bound) + cost[s] + cost[z])
+
+
+@njit(cache=True)
+def _scatter(z, sp):
+    """Write ``z``'s spectrum into ``sp.dense`` (as ``phi(d) F(d)``) when its divisors fit;
+    returns whether they did (else ``_spec_dot`` merges the two sorted spectra)."""
+    lo = sp.start[z]
+    hi = lo + sp.size[z]
+    if hi > lo and sp.d[hi - 1] >= len(sp.dense):
+        return False
+    for k in range(lo, hi):
+        sp.dense[sp.d[k]] = sp.phi[k] * sp.f[k]
+    return True
+
+
+@njit(cache=True)
+def _unscatter(z, sp):
+    for k in range(sp.start[z], sp.start[z] + sp.size[z]):
+        sp.dense[sp.d[k]] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _spec_dot(z, s, sp, zdense):
+    """``sum over d of phi(d) F_z(d) F_s(d)``: at least the class-pair sum of ``g / (m_i m_j)``
+    over compatible pairs (``lazy_table.spectra``). ``zdense``: ``z`` is in ``sp.dense``."""
+    sd = sp.d
+    sf = sp.f
+    acc = 0.0
+    k = sp.start[s]
+    ke = k + sp.size[s]
+    if zdense:
+        dense = sp.dense
+        top = len(dense)
+        while k < ke:
+            d = sd[k]
+            if d >= top:
+                break
+            acc += dense[d] * sf[k]
+            k += 1
+        return acc
+    i = sp.start[z]
+    ie = i + sp.size[z]
+    while i < ie and k < ke:
+        di = sd[i]
+        dk = sd[k]
+        if di == dk:
+            acc += sp.phi[i] * sf[i] * sf[k]
+            i += 1
+            k += 1
+        elif di < dk:
+            i += 1
+        else:
+            k += 1
+    return acc
+
+
+@njit(cache=True, inline="always")
+def _screen(z, s, lam, e, om, cost, kcls, sp, zdense):
+    """``_bound`` with ``C <= min(Ez, Es, spectral sum)`` and inflated twice as much: never
+    below it (the spectral sum is at least both of its per-class sums, the benefit grows with
+    ``C``), without a gcd. Screens pairs that stay behind a cut before the class-pair bound."""
+    c = min(e[z], e[s])
+    if kcls[z] * kcls[s] <= WORK_LIMIT:
+        c = min(c, _spec_dot(z, s, sp, zdense))
     bound = lam + om[z] * (c - e[s]) + om[s] * (c - e[z])
     return bound + 2.0 * INFLATE * (abs(bound) + cost[s] + cost[z])
 
@@ -558,7 +638,9 @@ def _advance(slot, alive, uid, rw, hv, hi, nh):
 
 
 @njit(cache=True)
-def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps):
+def rows(
+    zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps, sp
+):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
     fill of many slots prices every pair once. With ``prune.use`` only the buckets
@@ -650,6 +732,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
         rcap[z] = tcap
         cv = cutv[z]
         cu = cutu[z]
+        zdense = -1  # z's spectrum in sp.dense: -1 not yet (on its first screened pair), 0, 1
         lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
         nbz = 0
         for bi in range(lo, hi_):
@@ -743,9 +826,37 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                         ):
                             v = -np.inf  # after s's cut even with C = min(Ez, Es): s's pair
                         else:
-                            v = _bound(
-                                hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts
-                            )
+                            if zdense < 0:
+                                zdense = 1 if _scatter(z, sp) else 0
+                            w = _screen(z, s, lam, e, om, cost, kcls, sp, zdense == 1)
+                            # Where the screen (never below the value) says the pair is not
+                            # kept, the value would say so too: it is not priced.
+                            if w <= floor:
+                                v = -np.inf
+                            elif s < z and (
+                                _after_cut_then(s, z, w, uid[z], rw)
+                                if refill
+                                else not full[s] and _worse(-w, uid[z], cutv[s], cutu[s])
+                            ):
+                                v = -np.inf  # s's pair
+                            elif dropped and cnt == tcap and not _worse(tv[0], tu[0], -w, uid[s]):
+                                v = -np.inf  # not among the best kept (and dropped is set)
+                            else:
+                                v = _bound(
+                                    hi_s,
+                                    lo_s,
+                                    lam,
+                                    e,
+                                    om,
+                                    cost,
+                                    kcls,
+                                    cstart,
+                                    pm,
+                                    pr,
+                                    colsum,
+                                    gs,
+                                    ts,
+                                )
                     mine = v > floor
                     if mine and s < z:  # after s's cut (then): s's refills price it
                         if refill:
@@ -763,6 +874,8 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] = 0
+        if zdense == 1:
+            _unscatter(z, sp)
         _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rw.exact, n)
         rw.pos[z] = n
         rw.end[z] = n + cnt
@@ -791,7 +904,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
 
 
 @njit(cache=True)
-def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
+def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps, sp):
     """The next candidate of the lazy table: ``(kind, a, b)`` with kind ``POP_NONE`` (none
     left), ``POP_MERGE`` (the eager table's next merge: an exact benefit on top of everything),
     ``POP_PRICE`` (a bound on top, to be priced exactly by the caller and pushed with
@@ -833,6 +946,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
             False,
             rw,
             heaps,
+            sp,
         )
         sizes[SZ_PENDING] = -1
     while True:
@@ -886,6 +1000,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
                 True,
                 rw,
                 heaps,
+                sp,
             )
             continue
         nh = _heap_pop(hv, hi, nh)

@@ -24,6 +24,7 @@ import numpy as np
 
 from placement.edges.fast import single_modulus
 from placement.lazy_table import kernels as wk
+from placement.lazy_table import spectra
 from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
@@ -36,6 +37,7 @@ Progress = Callable[[int], None] | None
 
 ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
+DENSE = 1 << 16  # a row's tree spectrum goes into a dense scratch when its divisors are below
 _NO_LIST = np.zeros(1, dtype=np.int64)
 NO_PRUNE = wk.Prune(False, _NO_LIST, _NO_LIST, _NO_LIST, _NO_LIST, 1)  # rows outside a fill
 
@@ -124,6 +126,15 @@ class KernelTable:
             sizes=sizes,
         )
         self.sizes = sizes  # the same array: the kernels update it in place
+        self.spec = wk.Spectra(
+            start=np.zeros(cap, dtype=np.int64),
+            size=np.zeros(cap, dtype=np.int64),
+            d=np.zeros(pool, dtype=np.int64),
+            f=np.zeros(pool),
+            phi=np.zeros(pool),
+            dense=np.zeros(DENSE),
+        )
+        self.nspec = 0
         self.lams = np.zeros(4)  # lambda per key
         self.evaluations = 0  # exact benefits priced by the engine
         self._pop: Callable | None = None  # wk.pop's machine code (``kernels.compiled``)
@@ -139,6 +150,8 @@ class KernelTable:
             hi = np.zeros((size, 4), dtype=np.int64)
             hi[: len(self.heaps.hi)] = self.heaps.hi
             self.heaps = self.heaps._replace(hv=_grow(self.heaps.hv, size), hi=hi)
+            sp = self.spec
+            self.spec = sp._replace(start=_grow(sp.start, size), size=_grow(sp.size, size))
 
     def _bucket(self, key: int, mod: int, k: int) -> int:
         """Bucket ``(key, modulus, #classes)`` of single-modulus trees, ``(key, 0, 0)`` else."""
@@ -215,6 +228,7 @@ class KernelTable:
             cl.mod[self.npool : pos] = ms
             cl.res[self.npool : pos] = rs
             self.npool = pos
+            self._spectra(first, 1)
             self.sizes[wk.SZ_SLOTS] = first + 1
             return [first]
         at = slice(first, first + n)
@@ -233,8 +247,28 @@ class KernelTable:
         cl.mod[self.npool : pos] = ms
         cl.res[self.npool : pos] = rs
         self.npool = pos
+        self._spectra(first, n)
         self.sizes[wk.SZ_SLOTS] = first + n
         return list(range(first, first + n))
+
+    def _spectra(self, first: int, n: int) -> None:
+        """File the divisor spectra of slots ``first .. first + n`` (``kernels._screen``)."""
+        at = slice(first, first + n)
+        sizes, d, f, phi = spectra.build(
+            self.classes.mod, self.slots.cstart[at], self.slots.kcls[at]
+        )
+        sp = self.spec
+        end = self.nspec + len(d)
+        if end > len(sp.d):
+            sp = self.spec = sp._replace(
+                d=_grow(sp.d, end), f=_grow(sp.f, end), phi=_grow(sp.phi, end)
+            )
+        sp.d[self.nspec : end] = d
+        sp.f[self.nspec : end] = f
+        sp.phi[self.nspec : end] = phi
+        sp.size[at] = sizes
+        sp.start[at] = self.nspec + np.cumsum(sizes) - sizes
+        self.nspec = end
 
     def _room(self, need: int, rows: int = 1) -> None:
         """Room for ``need`` more row entries in the pool and for the cut-history entries of
@@ -278,6 +312,7 @@ class KernelTable:
             False,
             self.rows,
             self.heaps,
+            self.spec,
         )
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
@@ -327,6 +362,7 @@ class KernelTable:
                 ROW_CAP,
                 self.rows,
                 self.heaps,
+                self.spec,
             )
             if self._pop is None:
                 self._pop = wk.compiled(wk.pop, args)
