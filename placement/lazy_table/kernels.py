@@ -203,6 +203,9 @@ class Spectra(NamedTuple):
     f: np.ndarray  # float64 per pool entry: F(d), the sum of 1/m over its classes with d | m
     phi: np.ndarray  # float64 per pool entry: Euler's phi(d)
     dense: np.ndarray  # float64 scratch: phi(d) F(d) of the row's slot at index d
+    bstart: np.ndarray  # int64 per bucket: its modulus's divisors in ``bd`` (none: modulus 0)
+    bsize: np.ndarray  # int64 per bucket
+    bd: np.ndarray  # int64 pool: divisors of the buckets' moduli
 
 
 @njit(cache=True, inline="always")
@@ -408,6 +411,25 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
 
 
 @njit(cache=True, inline="always")
+def bucket_screen(z, lam, e, om, cost, b, mb, kmin, kmax, ommin, costmax, sp):
+    """``bucket_margin(bucket_bound(..))`` from above without a gcd, for ``z`` in ``sp.dense``:
+    per class ``min(kmax, m_b/g) g / (m_i m_b) <= kmax g / (m_i m_b)``, whose sum over the
+    classes is ``kmax / m_b`` times ``sum over d | m_b of phi(d) F_z(d)`` (``lazy_table.spectra``);
+    inflated twice, like ``_screen``. A bucket it skips (floor, cut), the bound would skip."""
+    h = 0.0
+    dense = sp.dense
+    top = len(dense)
+    for k in range(sp.bstart[b], sp.bstart[b] + sp.bsize[b]):
+        d = sp.bd[k]
+        if d < top:
+            h += dense[d]
+    ez = e[z]
+    c = min(kmax * h / mb, kmax / mb, ez)
+    bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
+    return bucket_margin(bound + 2.0 * INFLATE * (abs(bound) + 2.0 * cost[z]), cost[z], costmax)
+
+
+@njit(cache=True, inline="always")
 def bucket_margin(bb, cost_z, costmax):
     """``bucket_bound`` raised to bound the *values* a member gets, not only its benefit: a
     class-pair bound (``_bound``) is inflated by both trees' costs, the bucket bound by twice
@@ -606,6 +628,47 @@ def _heap_pop(hv, hi, n):
 
 
 @njit(cache=True, inline="always")
+def _bucket_before(vb, a, b):
+    """Position ``a`` comes before ``b``: smaller ``vb``, then the earlier position (the
+    order of a stable sort of ``vb``)."""
+    return vb[a] < vb[b] or (vb[a] == vb[b] and a < b)
+
+
+@njit(cache=True)
+def _bucket_sift(vb, hp, n, i):
+    x = hp[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _bucket_before(vb, hp[c + 1], hp[c]):
+            c += 1
+        if _bucket_before(vb, hp[c], x):
+            hp[i] = hp[c]
+            i = c
+        else:
+            break
+    hp[i] = x
+
+
+@njit(cache=True)
+def _bucket_heapify(vb, hp, n):
+    """Min-heap of the positions ``hp[:n]`` in ``_bucket_before`` order."""
+    for i in range(n // 2 - 1, -1, -1):
+        _bucket_sift(vb, hp, n, i)
+
+
+@njit(cache=True)
+def _bucket_pop(vb, hp, n):
+    """Remove the heap's first position; returns the new size."""
+    n -= 1
+    if n > 0:
+        hp[0] = hp[n]
+        _bucket_sift(vb, hp, n, 0)
+    return n
+
+
+@njit(cache=True, inline="always")
 def _after_cut_then(s, z, v, uz, rw):
     """Whether the pair of ``s`` and the later slot ``z`` (value ``v``) was after ``s``'s
     cut when ``z`` was priced: then it is ``s``'s (its refills price it), else ``z``'s."""
@@ -720,6 +783,7 @@ def rows(
     tx = np.empty(tcap, np.bool_)
     vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
     ob = np.empty(max(nb, 1), np.int64)
+    order = np.empty(max(nb, 1), np.int64)  # a heap of their positions (``_bucket_heapify``)
     for zi in range(len(zs_)):
         z = zs_[zi]
         kz = slots.key[z]
@@ -742,6 +806,26 @@ def rows(
             mb = b_mod[b]
             bb = np.inf
             if mb > 0:
+                if mz == 0:  # a merged tree: many moduli, one gcd each in the bucket bound
+                    if zdense < 0:
+                        zdense = 1 if _scatter(z, sp) else 0
+                    if zdense == 1:
+                        pb = bucket_screen(
+                            z,
+                            lam,
+                            e,
+                            om,
+                            cost,
+                            b,
+                            mb,
+                            b_kmin[b],
+                            b_kmax[b],
+                            b_om[b],
+                            b_costmax[b],
+                            sp,
+                        )
+                        if pb <= floor or (-pb > b_cut[b] and (not refill or b_head[b] < z)):
+                            continue
                 bb = bucket_bound(
                     z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
                 )
@@ -770,13 +854,19 @@ def rows(
             ob[nbz] = b
             nbz += 1
         # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
-        # beat every later bucket too: the row is cut there (a refill prices the rest).
-        order = np.argsort(vb[:nbz], kind="mergesort")
+        # beat every later bucket too: the row is cut there (a refill prices the rest). A heap
+        # gives that order as far as the row goes (most rows are cut after few buckets).
         for oi in range(nbz):
-            if cnt == tcap and vb[order[oi]] > tv[0]:
+            order[oi] = oi
+        _bucket_heapify(vb, order, nbz)
+        left = nbz
+        while left > 0:
+            top = order[0]
+            if cnt == tcap and vb[top] > tv[0]:
                 dropped = True
                 break
-            b = ob[order[oi]]
+            left = _bucket_pop(vb, order, left)
+            b = ob[top]
             mb = b_mod[b]
             g = 1
             big = 0

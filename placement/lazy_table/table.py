@@ -133,7 +133,11 @@ class KernelTable:
             f=np.zeros(pool),
             phi=np.zeros(pool),
             dense=np.zeros(DENSE),
+            bstart=np.zeros(64, dtype=np.int64),
+            bsize=np.zeros(64, dtype=np.int64),
+            bd=np.zeros(256, dtype=np.int64),
         )
+        self.nbd = 0
         self.nspec = 0
         self.lams = np.zeros(4)  # lambda per key
         self.evaluations = 0  # exact benefits priced by the engine
@@ -165,6 +169,17 @@ class KernelTable:
             bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
             bk.cut[b], bk.costmax[b] = -np.inf, -np.inf
+            sp = self.spec
+            if self.nb > len(sp.bstart):
+                sp = sp._replace(bstart=_grow(sp.bstart, self.nb), bsize=_grow(sp.bsize, self.nb))
+            dv = spectra.divisors(mod)[0] if mod else _NO_LIST[:0]
+            end = self.nbd + len(dv)
+            if end > len(sp.bd):
+                sp = sp._replace(bd=_grow(sp.bd, end))
+            sp.bd[self.nbd : end] = dv
+            sp.bstart[b], sp.bsize[b] = self.nbd, len(dv)
+            self.spec = sp
+            self.nbd = end
         return b
 
     def _add_many(self, trees: Sequence[Tree]) -> list[int]:

@@ -139,3 +139,48 @@ def test_spectral_sum_bounds_common_edges_and_screen_bounds_the_pair_bound(case)
             assert abs(screen - want) <= 1e-8 * (abs(want) + sl.cost[z] + sl.cost[s])
         wk._unscatter(z, sp)
         assert not sp.dense.any()
+
+
+@settings(max_examples=examples(200))
+@given(case=trees())
+def test_bucket_screen_bounds_the_bucket_bound(case):
+    """``bucket_screen``'s gcd sum is ``sum over classes of gcd(m_i, m_b) / m_i`` (brute force)
+    and it is never below the bucket bound with its margin, nor below a member's pair value."""
+    groups, lam, merges, seed = case
+    model = CostModel("panes", lam, "fast")
+    ts = [model.tree(g) for g in groups]
+    rng = np.random.default_rng(seed)
+    for _ in range(merges):
+        if len(ts) < 3:
+            break
+        i, j = sorted(rng.choice(len(ts), 2, replace=False).tolist())
+        y, x = ts.pop(j), ts.pop(i)
+        ts.append(model.merge(x, y))
+    t = KernelTable(model, ts, 1e-12)
+    slots = t._add_many(ts)
+    sl, sp, bk = t.slots, t.spec, t.buckets
+    wmax = int(sl.kcls[: len(slots)].max())
+    scratch = np.zeros(wmax), np.zeros(wmax, np.int64), np.zeros(wmax)
+    for i, z in enumerate(slots):
+        assert wk._scatter(z, sp)
+        for j, s in enumerate(slots):
+            b = int(sl.bucket[s])
+            mb = int(bk.mod[b])
+            if i == j or mb == 0:
+                continue
+            x = ts[i]
+            divs = sp.bd[sp.bstart[b] : sp.bstart[b] + sp.bsize[b]]
+            assert sorted(divs.tolist()) == [d for d in range(1, mb + 1) if mb % d == 0]
+            gsum = sum(Fraction(math.gcd(mi, mb), mi) for mi, _ in x.classes)
+            h = sum(sp.dense[d] for d in divs.tolist())
+            assert abs(h - float(gsum)) <= 1e-12 * float(gsum)
+            args = (lam, sl.e, sl.om, sl.cost)
+            kmin, kmax, om_b = bk.kmin[b], bk.kmax[b], bk.om[b]
+            bb = wk.bucket_bound(z, *args, sl.kcls, sl.cstart, t.classes.mod, mb, kmin, kmax, om_b)
+            bm = wk.bucket_margin(bb, sl.cost[z], bk.costmax[b])
+            pb = wk.bucket_screen(z, *args, b, mb, kmin, kmax, om_b, bk.costmax[b], sp)
+            value = wk._bound(
+                z, s, *args, sl.kcls, sl.cstart, t.classes.mod, t.classes.res, *scratch
+            )
+            assert pb >= bm >= value >= model.benefit(x, ts[j])
+        wk._unscatter(z, sp)
