@@ -627,23 +627,24 @@ def _heap_pop(hv, hi, n):
     return n
 
 
+# ---- a heap of positions keyed (v, t), read only as far as a row goes -----------------------
+
+
 @njit(cache=True, inline="always")
-def _bucket_before(vb, a, b):
-    """Position ``a`` comes before ``b``: smaller ``vb``, then the earlier position (the
-    order of a stable sort of ``vb``)."""
-    return vb[a] < vb[b] or (vb[a] == vb[b] and a < b)
+def _pos_before(v, t, a, b):
+    return v[a] < v[b] or (v[a] == v[b] and t[a] < t[b])
 
 
 @njit(cache=True)
-def _bucket_sift(vb, hp, n, i):
+def _pos_sift(v, t, hp, n, i):
     x = hp[i]
     while True:
         c = 2 * i + 1
         if c >= n:
             break
-        if c + 1 < n and _bucket_before(vb, hp[c + 1], hp[c]):
+        if c + 1 < n and _pos_before(v, t, hp[c + 1], hp[c]):
             c += 1
-        if _bucket_before(vb, hp[c], x):
+        if _pos_before(v, t, hp[c], x):
             hp[i] = hp[c]
             i = c
         else:
@@ -652,20 +653,44 @@ def _bucket_sift(vb, hp, n, i):
 
 
 @njit(cache=True)
-def _bucket_heapify(vb, hp, n):
-    """Min-heap of the positions ``hp[:n]`` in ``_bucket_before`` order."""
+def _pos_heapify(v, t, hp, n):
+    """Min-heap of the positions ``hp[:n]`` (``hp[i] = i``) by ``(v, t)``."""
+    for i in range(n):
+        hp[i] = i
     for i in range(n // 2 - 1, -1, -1):
-        _bucket_sift(vb, hp, n, i)
+        _pos_sift(v, t, hp, n, i)
 
 
 @njit(cache=True)
-def _bucket_pop(vb, hp, n):
+def _pos_pop(v, t, hp, n):
     """Remove the heap's first position; returns the new size."""
     n -= 1
     if n > 0:
         hp[0] = hp[n]
-        _bucket_sift(vb, hp, n, 0)
+        _pos_sift(v, t, hp, n, 0)
     return n
+
+
+@njit(cache=True, inline="always")
+def _offer(
+    z, s, v, exact, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tk, cnt, tcap, dropped
+):
+    """Offer the pair ``(z, s)`` of value ``v`` to ``z``'s row (``tk``: its best-``tcap`` heap
+    of size ``cnt``) if it is the row's; returns ``(cnt, dropped)``."""
+    tv, tu, tj, tx = tk
+    mine = v > floor
+    if mine and s < z:  # after s's cut (then): s's refills price it
+        if refill:
+            mine = not _after_cut_then(s, z, v, uid[z], rw)
+        elif not full[s]:
+            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
+        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+            dropped = True  # not among the best kept so far
+        else:
+            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+            dropped = dropped or d
+    return cnt, dropped
 
 
 @njit(cache=True, inline="always")
@@ -783,7 +808,14 @@ def rows(
     tx = np.empty(tcap, np.bool_)
     vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
     ob = np.empty(max(nb, 1), np.int64)
-    order = np.empty(max(nb, 1), np.int64)  # a heap of their positions (``_bucket_heapify``)
+    order = np.empty(max(nb, 1), np.int64)  # a heap of their positions (``_pos_heapify``)
+    first = np.arange(max(nb, 1))  # ties between equal bounds: the first position first
+    nq = len(alive)  # screened pairs of the multi-modulus bucket: -screen, partner uid, slot
+    qv = np.empty(nq, np.float64)
+    qu = np.empty(nq, np.int64)
+    qs = np.empty(nq, np.int64)
+    qh = np.empty(nq, np.int64)
+    tk = (tv, tu, tj, tx)
     for zi in range(len(zs_)):
         z = zs_[zi]
         kz = slots.key[z]
@@ -856,16 +888,14 @@ def rows(
         # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
         # beat every later bucket too: the row is cut there (a refill prices the rest). A heap
         # gives that order as far as the row goes (most rows are cut after few buckets).
-        for oi in range(nbz):
-            order[oi] = oi
-        _bucket_heapify(vb, order, nbz)
+        _pos_heapify(vb, first, order, nbz)
         left = nbz
         while left > 0:
             top = order[0]
             if cnt == tcap and vb[top] > tv[0]:
                 dropped = True
                 break
-            left = _bucket_pop(vb, order, left)
+            left = _pos_pop(vb, first, order, left)
             b = ob[top]
             mb = b_mod[b]
             g = 1
@@ -888,6 +918,7 @@ def rows(
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] += 1
+            nqb = 0  # pairs of the multi-modulus bucket left to price, best screen first
             prev = -1
             s = b_head[b]
             while s >= 0:
@@ -931,6 +962,12 @@ def rows(
                                 v = -np.inf  # s's pair
                             elif dropped and cnt == tcap and not _worse(tv[0], tu[0], -w, uid[s]):
                                 v = -np.inf  # not among the best kept (and dropped is set)
+                            elif mb == 0:
+                                qv[nqb] = -w
+                                qu[nqb] = uid[s]
+                                qs[nqb] = s
+                                nqb += 1
+                                v = np.nan  # priced below, in screen order
                             else:
                                 v = _bound(
                                     hi_s,
@@ -947,20 +984,59 @@ def rows(
                                     gs,
                                     ts,
                                 )
-                    mine = v > floor
-                    if mine and s < z:  # after s's cut (then): s's refills price it
-                        if refill:
-                            mine = not _after_cut_then(s, z, v, uid[z], rw)
-                        elif not full[s]:
-                            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
-                    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
-                        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
-                            dropped = True  # not among the best kept so far
-                        else:
-                            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
-                            dropped = dropped or d
+                    if not np.isnan(v):
+                        cnt, dropped = _offer(
+                            z,
+                            s,
+                            v,
+                            exact,
+                            refill,
+                            floor,
+                            uid,
+                            full,
+                            cutv,
+                            cutu,
+                            cv,
+                            cu,
+                            rw,
+                            tk,
+                            cnt,
+                            tcap,
+                            dropped,
+                        )
                 prev = s
                 s = nx
+            # The multi-modulus bucket's pairs by screen, best first: once the row has dropped
+            # an entry and a screen is behind its worst kept one, so are all the rest (values
+            # are at most their screens): the same kept entries and ``dropped`` as pricing all.
+            _pos_heapify(qv, qu, qh, nqb)
+            while nqb > 0:
+                q = qh[0]
+                if dropped and cnt == tcap and not _worse(tv[0], tu[0], qv[q], qu[q]):
+                    break
+                nqb = _pos_pop(qv, qu, qh, nqb)
+                s = qs[q]
+                hi_s, lo_s = (z, s) if s < z else (s, z)
+                v = _bound(hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
+                cnt, dropped = _offer(
+                    z,
+                    s,
+                    v,
+                    False,
+                    refill,
+                    floor,
+                    uid,
+                    full,
+                    cutv,
+                    cutu,
+                    cv,
+                    cu,
+                    rw,
+                    tk,
+                    cnt,
+                    tcap,
+                    dropped,
+                )
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] = 0
