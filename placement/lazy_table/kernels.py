@@ -673,11 +673,11 @@ def _pos_pop(v, t, hp, n):
 
 @njit(cache=True, inline="always")
 def _offer(
-    z, s, v, exact, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tk, cnt, tcap, dropped
+    z, s, v, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx, cnt, tcap, dropped
 ):
-    """Offer the pair ``(z, s)`` of value ``v`` to ``z``'s row (``tk``: its best-``tcap`` heap
-    of size ``cnt``) if it is the row's; returns ``(cnt, dropped)``."""
-    tv, tu, tj, tx = tk
+    """Offer the pair ``(z, s)`` of bounded value ``v`` to ``z``'s row (its best-``tcap`` heap
+    ``tv, tu, tj, tx`` of size ``cnt``) if it is the row's; returns ``(cnt, dropped)``. The
+    members' loop in ``rows`` keeps these steps inline: it is the hot path of exact pairs."""
     mine = v > floor
     if mine and s < z:  # after s's cut (then): s's refills price it
         if refill:
@@ -688,7 +688,7 @@ def _offer(
         if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
             dropped = True  # not among the best kept so far
         else:
-            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, False)
             dropped = dropped or d
     return cnt, dropped
 
@@ -808,14 +808,11 @@ def rows(
     tx = np.empty(tcap, np.bool_)
     vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
     ob = np.empty(max(nb, 1), np.int64)
-    order = np.empty(max(nb, 1), np.int64)  # a heap of their positions (``_pos_heapify``)
-    first = np.arange(max(nb, 1))  # ties between equal bounds: the first position first
     nq = len(alive)  # screened pairs of the multi-modulus bucket: -screen, partner uid, slot
     qv = np.empty(nq, np.float64)
     qu = np.empty(nq, np.int64)
     qs = np.empty(nq, np.int64)
     qh = np.empty(nq, np.int64)
-    tk = (tv, tu, tj, tx)
     for zi in range(len(zs_)):
         z = zs_[zi]
         kz = slots.key[z]
@@ -886,17 +883,13 @@ def rows(
             ob[nbz] = b
             nbz += 1
         # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
-        # beat every later bucket too: the row is cut there (a refill prices the rest). A heap
-        # gives that order as far as the row goes (most rows are cut after few buckets).
-        _pos_heapify(vb, first, order, nbz)
-        left = nbz
-        while left > 0:
-            top = order[0]
-            if cnt == tcap and vb[top] > tv[0]:
+        # beat every later bucket too: the row is cut there (a refill prices the rest).
+        order = np.argsort(vb[:nbz], kind="mergesort")
+        for oi in range(nbz):
+            if cnt == tcap and vb[order[oi]] > tv[0]:
                 dropped = True
                 break
-            left = _pos_pop(vb, first, order, left)
-            b = ob[top]
+            b = ob[order[oi]]
             mb = b_mod[b]
             g = 1
             big = 0
@@ -919,6 +912,7 @@ def rows(
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] += 1
             nqb = 0  # pairs of the multi-modulus bucket left to price, best screen first
+            later = False
             prev = -1
             s = b_head[b]
             while s >= 0:
@@ -967,7 +961,7 @@ def rows(
                                 qu[nqb] = uid[s]
                                 qs[nqb] = s
                                 nqb += 1
-                                v = np.nan  # priced below, in screen order
+                                later = True  # priced below, in screen order
                             else:
                                 v = _bound(
                                     hi_s,
@@ -984,26 +978,21 @@ def rows(
                                     gs,
                                     ts,
                                 )
-                    if not np.isnan(v):
-                        cnt, dropped = _offer(
-                            z,
-                            s,
-                            v,
-                            exact,
-                            refill,
-                            floor,
-                            uid,
-                            full,
-                            cutv,
-                            cutu,
-                            cv,
-                            cu,
-                            rw,
-                            tk,
-                            cnt,
-                            tcap,
-                            dropped,
-                        )
+                    if later:
+                        later = False
+                    else:
+                        mine = v > floor
+                        if mine and s < z:  # after s's cut (then): s's refills price it
+                            if refill:
+                                mine = not _after_cut_then(s, z, v, uid[z], rw)
+                            elif not full[s]:
+                                mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+                        if mine and (not refill or _worse(-v, uid[s], cv, cu)):
+                            if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+                                dropped = True  # not among the best kept so far
+                            else:
+                                cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                                dropped = dropped or d
                 prev = s
                 s = nx
             # The multi-modulus bucket's pairs by screen, best first: once the row has dropped
@@ -1022,7 +1011,6 @@ def rows(
                     z,
                     s,
                     v,
-                    False,
                     refill,
                     floor,
                     uid,
@@ -1032,7 +1020,10 @@ def rows(
                     cv,
                     cu,
                     rw,
-                    tk,
+                    tv,
+                    tu,
+                    tj,
+                    tx,
                     cnt,
                     tcap,
                     dropped,
