@@ -18,7 +18,9 @@ with ``C`` the density of common edges. Per pair the kernel gives either
   of either tree, at most ``min(1/m_a, sum over compatible classes b of the other tree of
   1/lcm(a, b))`` (union bound), summed over the classes. The bound is inflated by a relative
   1e-9 against float rounding; the table prices it exactly with the engine when it reaches the
-  top (lazy greedy).
+  top (lazy greedy). Before it, ``_screen`` bounds ``C`` by the gcd-free spectral sum
+  (``lazy_table.spectra``) and drops the pairs it already shows not to be kept (behind a cut,
+  below the floor): the same rows as pricing them, without their gcds.
 
 Buckets: trees are linked (``nxt``) into buckets ``(key, modulus, #classes)`` for
 single-modulus trees and ``(key, 0, 0)`` for the others. A row first bounds a whole
@@ -191,6 +193,21 @@ class Prune(NamedTuple):
     fmul: int
 
 
+class Spectra(NamedTuple):
+    """Each slot's divisor spectrum (``lazy_table.spectra``), a segment of a flat pool sorted
+    by ``d``, and a dense scratch that holds one row's tree spectrum (zeros between rows)."""
+
+    start: np.ndarray  # int64 per slot
+    size: np.ndarray  # int64 per slot
+    d: np.ndarray  # int64 per pool entry: a divisor of some modulus of the slot
+    f: np.ndarray  # float64 per pool entry: F(d), the sum of 1/m over its classes with d | m
+    phi: np.ndarray  # float64 per pool entry: Euler's phi(d)
+    dense: np.ndarray  # float64 scratch: phi(d) F(d) of the row's slot at index d
+    bstart: np.ndarray  # int64 per bucket: its modulus's divisors in ``bd`` (none: modulus 0)
+    bsize: np.ndarray  # int64 per bucket
+    bd: np.ndarray  # int64 pool: divisors of the buckets' moduli
+
+
 @njit(cache=True, inline="always")
 def _gcd(a, b):
     while b:
@@ -291,6 +308,72 @@ def _loose(z, s, lam, e, om, cost):
     return bound + 2.0 * INFLATE * (abs(bound) + cost[s] + cost[z])
 
 
+@njit(cache=True)
+def _scatter(z, sp):
+    """Write ``z``'s spectrum into ``sp.dense`` (as ``phi(d) F(d)``) when its divisors fit;
+    returns whether they did (else ``_spec_dot`` merges the two sorted spectra)."""
+    lo = sp.start[z]
+    hi = lo + sp.size[z]
+    if hi > lo and sp.d[hi - 1] >= len(sp.dense):
+        return False
+    for k in range(lo, hi):
+        sp.dense[sp.d[k]] = sp.phi[k] * sp.f[k]
+    return True
+
+
+@njit(cache=True)
+def _unscatter(z, sp):
+    for k in range(sp.start[z], sp.start[z] + sp.size[z]):
+        sp.dense[sp.d[k]] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _spec_dot(z, s, sp, zdense):
+    """``sum over d of phi(d) F_z(d) F_s(d)``: at least the class-pair sum of ``g / (m_i m_j)``
+    over compatible pairs (``lazy_table.spectra``). ``zdense``: ``z`` is in ``sp.dense``."""
+    sd = sp.d
+    sf = sp.f
+    acc = 0.0
+    k = sp.start[s]
+    ke = k + sp.size[s]
+    if zdense:
+        dense = sp.dense
+        top = len(dense)
+        while k < ke:
+            d = sd[k]
+            if d >= top:
+                break
+            acc += dense[d] * sf[k]
+            k += 1
+        return acc
+    i = sp.start[z]
+    ie = i + sp.size[z]
+    while i < ie and k < ke:
+        di = sd[i]
+        dk = sd[k]
+        if di == dk:
+            acc += sp.phi[i] * sf[i] * sf[k]
+            i += 1
+            k += 1
+        elif di < dk:
+            i += 1
+        else:
+            k += 1
+    return acc
+
+
+@njit(cache=True, inline="always")
+def _screen(z, s, lam, e, om, cost, kcls, sp, zdense):
+    """``_bound`` with ``C <= min(Ez, Es, spectral sum)`` and inflated twice as much: never
+    below it (the spectral sum is at least both of its per-class sums, the benefit grows with
+    ``C``), without a gcd. Screens pairs that stay behind a cut before the class-pair bound."""
+    c = min(e[z], e[s])
+    if kcls[z] * kcls[s] <= WORK_LIMIT:
+        c = min(c, _spec_dot(z, s, sp, zdense))
+    bound = lam + om[z] * (c - e[s]) + om[s] * (c - e[z])
+    return bound + 2.0 * INFLATE * (abs(bound) + cost[s] + cost[z])
+
+
 def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
     """``(value, exact)`` for slots ``z`` and ``s`` (reference entry point for tests)."""
     colsum = np.zeros(max(1, int(kcls[s])))
@@ -325,6 +408,25 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     c = min(cub, kmax / mb, ez)
     bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
     return bound + INFLATE * (abs(bound) + 2.0 * cost[z])
+
+
+@njit(cache=True, inline="always")
+def bucket_screen(z, lam, e, om, cost, b, mb, kmin, kmax, ommin, costmax, sp):
+    """``bucket_margin(bucket_bound(..))`` from above without a gcd, for ``z`` in ``sp.dense``:
+    per class ``min(kmax, m_b/g) g / (m_i m_b) <= kmax g / (m_i m_b)``, whose sum over the
+    classes is ``kmax / m_b`` times ``sum over d | m_b of phi(d) F_z(d)`` (``lazy_table.spectra``);
+    inflated twice, like ``_screen``. A bucket it skips (floor, cut), the bound would skip."""
+    h = 0.0
+    dense = sp.dense
+    top = len(dense)
+    for k in range(sp.bstart[b], sp.bstart[b] + sp.bsize[b]):
+        d = sp.bd[k]
+        if d < top:
+            h += dense[d]
+    ez = e[z]
+    c = min(kmax * h / mb, kmax / mb, ez)
+    bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
+    return bucket_margin(bound + 2.0 * INFLATE * (abs(bound) + 2.0 * cost[z]), cost[z], costmax)
 
 
 @njit(cache=True, inline="always")
@@ -525,6 +627,72 @@ def _heap_pop(hv, hi, n):
     return n
 
 
+# ---- a heap of positions keyed (v, t), read only as far as a row goes -----------------------
+
+
+@njit(cache=True, inline="always")
+def _pos_before(v, t, a, b):
+    return v[a] < v[b] or (v[a] == v[b] and t[a] < t[b])
+
+
+@njit(cache=True)
+def _pos_sift(v, t, hp, n, i):
+    x = hp[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _pos_before(v, t, hp[c + 1], hp[c]):
+            c += 1
+        if _pos_before(v, t, hp[c], x):
+            hp[i] = hp[c]
+            i = c
+        else:
+            break
+    hp[i] = x
+
+
+@njit(cache=True)
+def _pos_heapify(v, t, hp, n):
+    """Min-heap of the positions ``hp[:n]`` (``hp[i] = i``) by ``(v, t)``."""
+    for i in range(n):
+        hp[i] = i
+    for i in range(n // 2 - 1, -1, -1):
+        _pos_sift(v, t, hp, n, i)
+
+
+@njit(cache=True)
+def _pos_pop(v, t, hp, n):
+    """Remove the heap's first position; returns the new size."""
+    n -= 1
+    if n > 0:
+        hp[0] = hp[n]
+        _pos_sift(v, t, hp, n, 0)
+    return n
+
+
+@njit(cache=True, inline="always")
+def _offer(
+    z, s, v, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx, cnt, tcap, dropped
+):
+    """Offer the pair ``(z, s)`` of bounded value ``v`` to ``z``'s row (its best-``tcap`` heap
+    ``tv, tu, tj, tx`` of size ``cnt``) if it is the row's; returns ``(cnt, dropped)``. The
+    members' loop in ``rows`` keeps these steps inline: it is the hot path of exact pairs."""
+    mine = v > floor
+    if mine and s < z:  # after s's cut (then): s's refills price it
+        if refill:
+            mine = not _after_cut_then(s, z, v, uid[z], rw)
+        elif not full[s]:
+            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
+        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+            dropped = True  # not among the best kept so far
+        else:
+            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, False)
+            dropped = dropped or d
+    return cnt, dropped
+
+
 @njit(cache=True, inline="always")
 def _after_cut_then(s, z, v, uz, rw):
     """Whether the pair of ``s`` and the later slot ``z`` (value ``v``) was after ``s``'s
@@ -558,7 +726,9 @@ def _advance(slot, alive, uid, rw, hv, hi, nh):
 
 
 @njit(cache=True)
-def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps):
+def rows(
+    zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps, sp
+):
     """Rows of the slots ``zs_`` (in order): for each, the alive filed partners whose value
     (exact benefit or bound) is above ``floor``; then the slot is filed into its bucket, so a
     fill of many slots prices every pair once. With ``prune.use`` only the buckets
@@ -638,6 +808,11 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
     tx = np.empty(tcap, np.bool_)
     vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
     ob = np.empty(max(nb, 1), np.int64)
+    nq = len(alive)  # screened pairs of the multi-modulus bucket: -screen, partner uid, slot
+    qv = np.empty(nq, np.float64)
+    qu = np.empty(nq, np.int64)
+    qs = np.empty(nq, np.int64)
+    qh = np.empty(nq, np.int64)
     for zi in range(len(zs_)):
         z = zs_[zi]
         kz = slots.key[z]
@@ -650,6 +825,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
         rcap[z] = tcap
         cv = cutv[z]
         cu = cutu[z]
+        zdense = -1  # z's spectrum in sp.dense: -1 not yet (on its first screened pair), 0, 1
         lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
         nbz = 0
         for bi in range(lo, hi_):
@@ -659,6 +835,26 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
             mb = b_mod[b]
             bb = np.inf
             if mb > 0:
+                if mz == 0:  # a merged tree: many moduli, one gcd each in the bucket bound
+                    if zdense < 0:
+                        zdense = 1 if _scatter(z, sp) else 0
+                    if zdense == 1:
+                        pb = bucket_screen(
+                            z,
+                            lam,
+                            e,
+                            om,
+                            cost,
+                            b,
+                            mb,
+                            b_kmin[b],
+                            b_kmax[b],
+                            b_om[b],
+                            b_costmax[b],
+                            sp,
+                        )
+                        if pb <= floor or (-pb > b_cut[b] and (not refill or b_head[b] < z)):
+                            continue
                 bb = bucket_bound(
                     z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
                 )
@@ -715,6 +911,8 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] += 1
+            nqb = 0  # pairs of the multi-modulus bucket left to price, best screen first
+            later = False
             prev = -1
             s = b_head[b]
             while s >= 0:
@@ -743,26 +941,98 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
                         ):
                             v = -np.inf  # after s's cut even with C = min(Ez, Es): s's pair
                         else:
-                            v = _bound(
-                                hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts
-                            )
-                    mine = v > floor
-                    if mine and s < z:  # after s's cut (then): s's refills price it
-                        if refill:
-                            mine = not _after_cut_then(s, z, v, uid[z], rw)
-                        elif not full[s]:
-                            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
-                    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
-                        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
-                            dropped = True  # not among the best kept so far
-                        else:
-                            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
-                            dropped = dropped or d
+                            if zdense < 0:
+                                zdense = 1 if _scatter(z, sp) else 0
+                            w = _screen(z, s, lam, e, om, cost, kcls, sp, zdense == 1)
+                            # Where the screen (never below the value) says the pair is not
+                            # kept, the value would say so too: it is not priced.
+                            if w <= floor:
+                                v = -np.inf
+                            elif s < z and (
+                                _after_cut_then(s, z, w, uid[z], rw)
+                                if refill
+                                else not full[s] and _worse(-w, uid[z], cutv[s], cutu[s])
+                            ):
+                                v = -np.inf  # s's pair
+                            elif dropped and cnt == tcap and not _worse(tv[0], tu[0], -w, uid[s]):
+                                v = -np.inf  # not among the best kept (and dropped is set)
+                            elif mb == 0:
+                                qv[nqb] = -w
+                                qu[nqb] = uid[s]
+                                qs[nqb] = s
+                                nqb += 1
+                                later = True  # priced below, in screen order
+                            else:
+                                v = _bound(
+                                    hi_s,
+                                    lo_s,
+                                    lam,
+                                    e,
+                                    om,
+                                    cost,
+                                    kcls,
+                                    cstart,
+                                    pm,
+                                    pr,
+                                    colsum,
+                                    gs,
+                                    ts,
+                                )
+                    if later:
+                        later = False
+                    else:
+                        mine = v > floor
+                        if mine and s < z:  # after s's cut (then): s's refills price it
+                            if refill:
+                                mine = not _after_cut_then(s, z, v, uid[z], rw)
+                            elif not full[s]:
+                                mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+                        if mine and (not refill or _worse(-v, uid[s], cv, cu)):
+                            if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+                                dropped = True  # not among the best kept so far
+                            else:
+                                cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                                dropped = dropped or d
                 prev = s
                 s = nx
+            # The multi-modulus bucket's pairs by screen, best first: once the row has dropped
+            # an entry and a screen is behind its worst kept one, so are all the rest (values
+            # are at most their screens): the same kept entries and ``dropped`` as pricing all.
+            _pos_heapify(qv, qu, qh, nqb)
+            while nqb > 0:
+                q = qh[0]
+                if dropped and cnt == tcap and not _worse(tv[0], tu[0], qv[q], qu[q]):
+                    break
+                nqb = _pos_pop(qv, qu, qh, nqb)
+                s = qs[q]
+                hi_s, lo_s = (z, s) if s < z else (s, z)
+                v = _bound(hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
+                cnt, dropped = _offer(
+                    z,
+                    s,
+                    v,
+                    refill,
+                    floor,
+                    uid,
+                    full,
+                    cutv,
+                    cutu,
+                    cv,
+                    cu,
+                    rw,
+                    tv,
+                    tu,
+                    tj,
+                    tx,
+                    cnt,
+                    tcap,
+                    dropped,
+                )
             if use_hist:
                 for i in range(zs, zs + zn):
                     hist[pr[i] % g] = 0
+        if zdense == 1:
+            _unscatter(z, sp)
         _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rw.exact, n)
         rw.pos[z] = n
         rw.end[z] = n + cnt
@@ -791,7 +1061,7 @@ def rows(zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, r
 
 
 @njit(cache=True)
-def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
+def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps, sp):
     """The next candidate of the lazy table: ``(kind, a, b)`` with kind ``POP_NONE`` (none
     left), ``POP_MERGE`` (the eager table's next merge: an exact benefit on top of everything),
     ``POP_PRICE`` (a bound on top, to be priced exactly by the caller and pushed with
@@ -833,6 +1103,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
             False,
             rw,
             heaps,
+            sp,
         )
         sizes[SZ_PENDING] = -1
     while True:
@@ -886,6 +1157,7 @@ def pop(floor, lams, slots, classes, buckets, nb, wmax, hist, cap, rw, heaps):
                 True,
                 rw,
                 heaps,
+                sp,
             )
             continue
         nh = _heap_pop(hv, hi, nh)

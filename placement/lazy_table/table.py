@@ -24,6 +24,7 @@ import numpy as np
 
 from placement.edges.fast import single_modulus
 from placement.lazy_table import kernels as wk
+from placement.lazy_table import spectra
 from placement.trees import CostModel, Tree
 
 Progress = Callable[[int], None] | None
@@ -36,6 +37,7 @@ Progress = Callable[[int], None] | None
 
 ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
+DENSE = 1 << 16  # a row's tree spectrum goes into a dense scratch when its divisors are below
 _NO_LIST = np.zeros(1, dtype=np.int64)
 NO_PRUNE = wk.Prune(False, _NO_LIST, _NO_LIST, _NO_LIST, _NO_LIST, 1)  # rows outside a fill
 
@@ -124,6 +126,19 @@ class KernelTable:
             sizes=sizes,
         )
         self.sizes = sizes  # the same array: the kernels update it in place
+        self.spec = wk.Spectra(
+            start=np.zeros(cap, dtype=np.int64),
+            size=np.zeros(cap, dtype=np.int64),
+            d=np.zeros(pool, dtype=np.int64),
+            f=np.zeros(pool),
+            phi=np.zeros(pool),
+            dense=np.zeros(DENSE),
+            bstart=np.zeros(64, dtype=np.int64),
+            bsize=np.zeros(64, dtype=np.int64),
+            bd=np.zeros(256, dtype=np.int64),
+        )
+        self.nbd = 0
+        self.nspec = 0
         self.lams = np.zeros(4)  # lambda per key
         self.evaluations = 0  # exact benefits priced by the engine
         self._pop: Callable | None = None  # wk.pop's machine code (``kernels.compiled``)
@@ -139,6 +154,8 @@ class KernelTable:
             hi = np.zeros((size, 4), dtype=np.int64)
             hi[: len(self.heaps.hi)] = self.heaps.hi
             self.heaps = self.heaps._replace(hv=_grow(self.heaps.hv, size), hi=hi)
+            sp = self.spec
+            self.spec = sp._replace(start=_grow(sp.start, size), size=_grow(sp.size, size))
 
     def _bucket(self, key: int, mod: int, k: int) -> int:
         """Bucket ``(key, modulus, #classes)`` of single-modulus trees, ``(key, 0, 0)`` else."""
@@ -152,6 +169,17 @@ class KernelTable:
             bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
             bk.cut[b], bk.costmax[b] = -np.inf, -np.inf
+            sp = self.spec
+            if self.nb > len(sp.bstart):
+                sp = sp._replace(bstart=_grow(sp.bstart, self.nb), bsize=_grow(sp.bsize, self.nb))
+            dv = spectra.divisors(mod)[0] if mod else _NO_LIST[:0]
+            end = self.nbd + len(dv)
+            if end > len(sp.bd):
+                sp = sp._replace(bd=_grow(sp.bd, end))
+            sp.bd[self.nbd : end] = dv
+            sp.bstart[b], sp.bsize[b] = self.nbd, len(dv)
+            self.spec = sp
+            self.nbd = end
         return b
 
     def _add_many(self, trees: Sequence[Tree]) -> list[int]:
@@ -215,6 +243,7 @@ class KernelTable:
             cl.mod[self.npool : pos] = ms
             cl.res[self.npool : pos] = rs
             self.npool = pos
+            self._spectra(first, 1)
             self.sizes[wk.SZ_SLOTS] = first + 1
             return [first]
         at = slice(first, first + n)
@@ -233,8 +262,28 @@ class KernelTable:
         cl.mod[self.npool : pos] = ms
         cl.res[self.npool : pos] = rs
         self.npool = pos
+        self._spectra(first, n)
         self.sizes[wk.SZ_SLOTS] = first + n
         return list(range(first, first + n))
+
+    def _spectra(self, first: int, n: int) -> None:
+        """File the divisor spectra of slots ``first .. first + n`` (``kernels._screen``)."""
+        at = slice(first, first + n)
+        sizes, d, f, phi = spectra.build(
+            self.classes.mod, self.slots.cstart[at], self.slots.kcls[at]
+        )
+        sp = self.spec
+        end = self.nspec + len(d)
+        if end > len(sp.d):
+            sp = self.spec = sp._replace(
+                d=_grow(sp.d, end), f=_grow(sp.f, end), phi=_grow(sp.phi, end)
+            )
+        sp.d[self.nspec : end] = d
+        sp.f[self.nspec : end] = f
+        sp.phi[self.nspec : end] = phi
+        sp.size[at] = sizes
+        sp.start[at] = self.nspec + np.cumsum(sizes) - sizes
+        self.nspec = end
 
     def _room(self, need: int, rows: int = 1) -> None:
         """Room for ``need`` more row entries in the pool and for the cut-history entries of
@@ -278,6 +327,7 @@ class KernelTable:
             False,
             self.rows,
             self.heaps,
+            self.spec,
         )
 
     def _residue_counts(self) -> tuple[np.ndarray, np.ndarray, int]:
@@ -327,6 +377,7 @@ class KernelTable:
                 ROW_CAP,
                 self.rows,
                 self.heaps,
+                self.spec,
             )
             if self._pop is None:
                 self._pop = wk.compiled(wk.pop, args)

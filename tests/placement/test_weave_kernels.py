@@ -356,6 +356,7 @@ def _refill(t, z, lam):
         True,
         t.rows,
         t.heaps,
+        t.spec,
     )
 
 
