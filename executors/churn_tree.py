@@ -170,7 +170,7 @@ class ChurnTree:
                 self.queries.append(q)
         qs = sorted(qs, key=lambda q: self._index[q.id])
         tree = self.gen_tree_cls(
-            [q.as_dict() for q in qs],
+            qs,  # normalised already: not as dicts to be normalised again
             technique=technique_for(self.technique, qs),
             allowed_lateness=self.allowed_lateness,
             count_ops=self.count_ops,

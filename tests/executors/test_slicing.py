@@ -110,3 +110,24 @@ def test_normalize_query_accepts_dicts_and_objects():
         normalize_query({"id": "x", "aggregate": "median", "range": 2, "slide": 1})
     with pytest.raises(ValueError, match="kind"):
         normalize_query({"id": "x", "aggregate": "sum", "range": 2, "slide": 1, "kind": "rows"})
+
+
+@settings(max_examples=examples(50))
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), min_size=1, max_size=40))
+def test_slicer_groups_the_queries_of_each_window_in_query_order(windows):
+    """``StreamSlicer.rs`` / ``rs_queries``: the distinct (r, s) sorted, each with the indices
+    of its queries in query order (the oracle: one scan per window)."""
+    from executors.slicing import StreamSlicer
+
+    qs = [
+        normalize_query({"id": f"q{i}", "aggregate": "sum", "range": r, "slide": s})
+        for i, (r, s) in enumerate(windows)
+    ]
+    sl = StreamSlicer(qs, [])
+    want_rs = sorted(set(windows))
+    assert sl.rs == want_rs
+    assert list(sl.rs_queries) == want_rs
+    for rs in want_rs:
+        want = [i for i, q in enumerate(qs) if (q.range, q.slide) == rs]
+        assert sl.rs_queries[rs].tolist() == want
+        assert sl.rs_queries[rs].dtype == np.int64
