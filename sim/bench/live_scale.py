@@ -174,6 +174,8 @@ class TreeMemory:
 
     def __init__(self, pid: int):
         self.pid, self.peak_total, self.peak_root = pid, 0, 0
+        self.t0 = time.perf_counter()
+        self.timeline: list[tuple[float, int, int]] = []  # (s, driver, tree) every second
         self._stop = threading.Event()
         self._th = threading.Thread(target=self._run, daemon=True)
         self._th.start()
@@ -206,14 +208,21 @@ class TreeMemory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak_root = max(self.peak_root, self._rss(self.pid))
-            self.peak_total = max(self.peak_total, sum(self._rss(p) for p in self._tree()))
+            root, total = self._rss(self.pid), sum(self._rss(p) for p in self._tree())
+            self.peak_root, self.peak_total = max(self.peak_root, root), max(self.peak_total, total)
+            t = time.perf_counter() - self.t0
+            if not self.timeline or t - self.timeline[-1][0] >= 1.0:
+                self.timeline.append((round(t, 1), root, total))
             self._stop.wait(SAMPLE_S)
 
     def stop(self) -> dict:
         self._stop.set()
         self._th.join(5)
-        return {"peak_rss_total_bytes": self.peak_total, "peak_rss_driver_bytes": self.peak_root}
+        return {
+            "peak_rss_total_bytes": self.peak_total,
+            "peak_rss_driver_bytes": self.peak_root,
+            "rss_timeline": [[t, round(a / 1e6), round(b / 1e6)] for t, a, b in self.timeline],
+        }
 
 
 def _env() -> dict:
