@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .edges import INF, NEG_INF
+from .query_spec import meta_json
 from .slicing import QuerySpec, normalize_query
 from .tree import ExecutionTree, LateTuples, fits, normalize_technique
 
@@ -487,7 +488,6 @@ class ChurnTree:
             "allowed_lateness": self.allowed_lateness,
             "count_ops": self.count_ops,
             "slicing": self.slicing,
-            "queries": [q.as_dict() for q in self.queries],
             "active": self.active,
             "max_ts": int(self.max_ts),
             "kind": self.kind,
@@ -509,7 +509,10 @@ class ChurnTree:
                 for g in self.gens
             ],
         }
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        text, self._queries_json = meta_json(
+            meta, self.queries, getattr(self, "_queries_json", None)
+        )
+        arrays = {"meta": np.frombuffer(text.encode(), np.uint8)}
         arrays["late_ts"], arrays["late_v"] = self._late_arrays()
         for i, g in enumerate(self.gens):
             arrays[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)

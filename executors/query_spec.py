@@ -3,6 +3,7 @@ slide, kind; ``normalize_query`` accepts the forms users and plans hand in (dict
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,3 +54,14 @@ def normalize_query(q) -> QuerySpec:
         raise ValueError(f"query {qid!r}: kind must be 'time' or 'count', got {kind!r}")
     agg_name = getattr(agg, "value", agg)
     return QuerySpec(str(qid), get_aggregate(agg_name), int(r), int(s), kind)
+
+
+def meta_json(meta: dict, queries: list[QuerySpec], cached: tuple[int, str] | None):
+    """``json.dumps({"queries": [q.as_dict() ...], **meta})`` and the queries' encoding to keep
+    for the next call, ``(len(queries), text)``: a snapshot's queries only grow by appending,
+    so ``cached`` (the previous call's, or None) is reused while it covers them all.  Why: a
+    node of 100,000 queries spent ~0.6 s per checkpoint encoding them again."""
+    if cached is None or cached[0] != len(queries):
+        cached = (len(queries), json.dumps([q.as_dict() for q in queries]))
+    rest = json.dumps(meta)
+    return '{"queries": ' + cached[1] + (", " + rest[1:] if meta else "}"), cached

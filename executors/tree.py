@@ -43,6 +43,7 @@ from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, requir
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
 from .edges import NEG_INF
+from .query_spec import meta_json
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
 
 TECHNIQUE_ALIASES = {
@@ -583,7 +584,6 @@ class ExecutionTree:
         """Serialise the whole state (numpy .npz; no pickle) to bytes."""
         meta = {
             "version": 1,
-            "queries": [q.as_dict() for q in self.queries],
             "technique": self.technique,
             "slicing": self.slicing,
             "allowed_lateness": self.allowed_lateness,
@@ -595,9 +595,10 @@ class ExecutionTree:
             "ops_total": self._ops_total,
             "ops_unattached": self._ops_unattached,
         }
-        arrays: dict[str, np.ndarray] = {
-            "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        }
+        text, self._queries_json = meta_json(
+            meta, self.queries, getattr(self, "_queries_json", None)
+        )
+        arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(text.encode(), dtype=np.uint8)}
         for k, v in self.slicer.state_dict().items():
             arrays[f"slicer/{k}"] = v
         if self._built:
