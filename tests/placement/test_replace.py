@@ -161,3 +161,25 @@ def test_adding_queries_in_one_call_places_them_as_one_at_a_time(seed, nodes, ad
 
     assert layout(got) == layout(want)
     assert (got.total_cost, got.max_cost) == (want.total_cost, want.max_cost)
+
+
+@settings(max_examples=examples(25))
+@given(seed=st.integers(0, 1000), technique=st.sampled_from(["panes", "flatfit", "slickdeque"]))
+def test_a_merged_trees_seeded_items_are_those_of_its_windows(seed, technique):
+    """``MergeBound.merged``: the union of the parts' items is what the merged tree's windows
+    give."""
+    from placement.distributed import MergeBound
+    from placement.weaveshare import initial_trees
+
+    model = CostModel(technique, {"s0": 5.0})
+    units = initial_trees(generate(WorkloadSpec(8, 24, 5.0, 1.0, 6, "nrm", seed)), model)
+    same = [u for u in units if u.key == units[0].key]
+    bound = MergeBound(model)
+    x = same[0]
+    for y in same[1:]:
+        bound.cost(x, y)  # reads both parts' items
+        x = bound.merged(x, y, model.merge(x, y))
+    seeded = bound._items.get(x.uid)
+    fresh = MergeBound(model)
+    fresh.cost(x, x)
+    assert seeded == fresh._items.get(x.uid)
