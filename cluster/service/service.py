@@ -268,7 +268,7 @@ class Service:
 
     def commit(self, change: Change) -> None:
         self.write_plan()
-        self.flush_outputs()
+        self.flush_outputs(checkpoint=not change.checkpointed)
         self.log_faults()
         self.record_event(change.command, change.before, **change.detail)
 
@@ -373,6 +373,7 @@ class Service:
                 for n in additions.new_trees
             ]
             self.dep.apply_changes(grown, started)
+            change.checkpointed = True
             running.trees = additions.applied_to(running.trees)
             running.next_tree = additions.next_tree
             running.used_ids |= new_ids
@@ -412,6 +413,7 @@ class Service:
                 ],
                 [],
             )
+            change.checkpointed = True
             streams = running.streams_of(ids)
             for tid, gone in gone_from.items():
                 t = running.trees[tid]
@@ -594,9 +596,10 @@ class Service:
         return self.elastic.set_enabled(on)
 
     # -- persistence (resume): cluster.service.resume -----------------------------------------
-    def flush_outputs(self) -> None:
-        """Write the answers handed over through a checkpoint, then save the state."""
-        service_resume.flush_outputs(self)
+    def flush_outputs(self, checkpoint: bool = True) -> None:
+        """Write the answers handed over through a checkpoint, then save the state
+        (``checkpoint=False``: the command just took one, ``resume.flush_outputs``)."""
+        service_resume.flush_outputs(self, checkpoint)
 
     def persist(self, final: bool = False) -> None:
         """Save what ``serve --resume`` needs in ``RUN_DIR/state``."""
