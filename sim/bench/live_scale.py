@@ -234,8 +234,6 @@ def _env() -> dict:
 
 def run_part(out: Path, opts: LiveScaleOptions, data: Path, say: Callable[[str], None]) -> dict:
     """(a): ``weaveplace run`` in a child process, measured and checked."""
-    import yaml
-
     queries = scale_queries(opts.queries, opts.seed)
     run_dir = out / "run"
     if run_dir.exists():
@@ -249,8 +247,9 @@ def run_part(out: Path, opts: LiveScaleOptions, data: Path, say: Callable[[str],
         "data": {"path": str(data)},
         "run": {"mode": "live", "output_dir": str(run_dir)},
     }
-    cpath = out / "live_scale_run.yaml"
-    cpath.write_text(yaml.dump(cfg, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
+    # JSON (a YAML document): read by json, not a YAML parser (``sim.config.loading``)
+    cpath = out / "live_scale_run.json"
+    cpath.write_text(json.dumps(cfg))
     say(f"weaveplace run: {opts.queries} queries over {opts.rows} rows ({cpath})")
     log = open(out / "run.log", "wb")
     t0 = time.perf_counter()
@@ -332,7 +331,7 @@ def serve_part(out: Path, opts: LiveScaleOptions, data: Path, say: Callable[[str
         "run": {"mode": "live", "output_dir": str(run_dir)},
     }
     say(f"serve: starting a deployment of {opts.queries} queries")
-    th, box, up_s = start_service(cfg, out / "live_scale_serve.yaml", run_dir, str(out))
+    th, box, up_s = start_service(cfg, out / "live_scale_serve.json", run_dir, str(out))
     say(f"serve: up in {up_s:.1f} s; feeding {opts.files} files of {opts.file_s:g} s")
     for k in range(opts.files):
         drop(k)
