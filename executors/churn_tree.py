@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .edges import INF, NEG_INF
-from .query_spec import meta_json
+from .query_spec import meta_json, queries_json
 from .slicing import QuerySpec, normalize_query
 from .tree import ExecutionTree, LateTuples, fits, normalize_technique
 
@@ -178,6 +178,9 @@ class ChurnTree:
             dtype=self._dtype(),
             slicing=self.slicing,
         )
+        if len(qs) == len(self.queries):  # the generation runs the whole lineage, in order
+            self._queries_json = queries_json(self.queries, getattr(self, "_queries_json", None))
+            tree._queries_json = self._queries_json  # its snapshot lists the same queries
         if self.kind == "count":  # positions go on from the stream's count so far
             tree.slicer.position = self.position
         qmap = np.array([self._index[q.id] for q in qs], dtype=np.int64)
