@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .edges import INF, NEG_INF
+from .query_spec import meta_json, queries_json
 from .slicing import QuerySpec, normalize_query
 from .tree import ExecutionTree, LateTuples, fits, normalize_technique
 
@@ -170,13 +171,16 @@ class ChurnTree:
                 self.queries.append(q)
         qs = sorted(qs, key=lambda q: self._index[q.id])
         tree = self.gen_tree_cls(
-            [q.as_dict() for q in qs],
+            qs,  # normalised already: not as dicts to be normalised again
             technique=technique_for(self.technique, qs),
             allowed_lateness=self.allowed_lateness,
             count_ops=self.count_ops,
             dtype=self._dtype(),
             slicing=self.slicing,
         )
+        if len(qs) == len(self.queries):  # the generation runs the whole lineage, in order
+            self._queries_json = queries_json(self.queries, getattr(self, "_queries_json", None))
+            tree._queries_json = self._queries_json  # its snapshot lists the same queries
         if self.kind == "count":  # positions go on from the stream's count so far
             tree.slicer.position = self.position
         qmap = np.array([self._index[q.id] for q in qs], dtype=np.int64)
@@ -487,7 +491,6 @@ class ChurnTree:
             "allowed_lateness": self.allowed_lateness,
             "count_ops": self.count_ops,
             "slicing": self.slicing,
-            "queries": [q.as_dict() for q in self.queries],
             "active": self.active,
             "max_ts": int(self.max_ts),
             "kind": self.kind,
@@ -509,7 +512,10 @@ class ChurnTree:
                 for g in self.gens
             ],
         }
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        text, self._queries_json = meta_json(
+            meta, self.queries, getattr(self, "_queries_json", None)
+        )
+        arrays = {"meta": np.frombuffer(text.encode(), np.uint8)}
         arrays["late_ts"], arrays["late_v"] = self._late_arrays()
         for i, g in enumerate(self.gens):
             arrays[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)

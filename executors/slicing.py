@@ -155,13 +155,13 @@ class StreamSlicer:
         self.lateness = 0 if self.kind == "count" else int(allowed_lateness)
         self.primitives = primitives
         self.is_int = is_int
-        self.rs = sorted({(q.range, q.slide) for q in queries})
-        self.rs_queries = {
-            rs: np.array(
-                [i for i, q in enumerate(queries) if (q.range, q.slide) == rs], dtype=np.int64
-            )
-            for rs in self.rs
-        }
+        # the queries of each (r, s) in one pass (a scan per (r, s) took 0.1 s per tree of
+        # 1,400 queries over 166 windows, on every churn generation)
+        by_rs: dict[tuple[int, int], list[int]] = {}
+        for i, q in enumerate(queries):
+            by_rs.setdefault((q.range, q.slide), []).append(i)
+        self.rs = sorted(by_rs)
+        self.rs_queries = {rs: np.array(by_rs[rs], dtype=np.int64) for rs in self.rs}
         # the same per (r, s) group as flat arrays (r, s, #queries, offset, query indices)
         nq = np.array([self.rs_queries[rs].shape[0] for rs in self.rs], dtype=np.int64)
         self._groups = (

@@ -43,6 +43,7 @@ from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, requir
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
 from .edges import NEG_INF
+from .query_spec import meta_json
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
 
 TECHNIQUE_ALIASES = {
@@ -190,9 +191,8 @@ class ExecutionTree:
         self._ids = np.array(ids, dtype=object)
         self._ids_arrow = None
         self._agg_list = list({q.aggregate.name: q.aggregate for q in self.queries}.values())
-        self._agg_idx = np.array(
-            [self._agg_list.index(q.aggregate) for q in self.queries], dtype=np.int64
-        )
+        agg_at = {a.name: i for i, a in enumerate(self._agg_list)}
+        self._agg_idx = np.array([agg_at[q.aggregate.name] for q in self.queries], dtype=np.int64)
         self._r = np.array([q.range for q in self.queries], dtype=np.int64)
         self.aggs: dict[Primitive, FinalAggregator] = {}
         self._built = False
@@ -226,22 +226,28 @@ class ExecutionTree:
 
     def _build(self, is_int: bool):
         self.is_int = is_int
+        # per aggregate, not per query (a tree's queries share one or a few aggregates): the
+        # primitives in the order the queries first need them, and which queries use each
         prims: list[Primitive] = []
-        uses: dict[Primitive, np.ndarray] = {}
-        for i, q in enumerate(self.queries):
-            for p in q.aggregate.primitives(is_int):
-                if p not in uses:
+        users: dict[Primitive, list[int]] = {}
+        for k, a in enumerate(self._agg_list):  # in the order of first appearance
+            for p in a.primitives(is_int):
+                if p not in users:
                     prims.append(p)
-                    uses[p] = np.zeros(len(self.queries), dtype=bool)
-                uses[p][i] = True
+                    users[p] = []
+                users[p].append(k)
+        uses = {p: np.isin(self._agg_idx, users[p]) for p in prims}
         self.prims = prims
         self.uses = uses
         sl = self.slicer
         sl.primitives = prims
         sl.is_int = is_int
         for p in prims:
-            qs = [self.queries[i] for i in np.nonzero(uses[p])[0]]
-            rs = {(q.range, q.slide) for q in qs}
+            if len(users[p]) == len(self._agg_list):  # every query
+                rs = set(sl.rs)
+            else:
+                qs = [self.queries[i] for i in np.nonzero(uses[p])[0]]
+                rs = {(q.range, q.slide) for q in qs}
             ns = sorted({n for k in rs for n in sl.ns[k]})
             if sl.exact_ns:
                 wsize = max(1, max(ns))  # Cutty: n = 0 (window inside one slice) is possible
@@ -250,7 +256,7 @@ class ExecutionTree:
             cls = self._technique_for(p)
             self.aggs[p] = cls(p, wsize, known_ns=ns)
             self._ops_total[str(p)] = 0
-        self.out_int = all(q.aggregate.output_is_int(is_int) for q in self.queries)
+        self.out_int = all(a.output_is_int(is_int) for a in self._agg_list)
         self._built = True
 
     # -- streaming ------------------------------------------------------------
@@ -583,7 +589,6 @@ class ExecutionTree:
         """Serialise the whole state (numpy .npz; no pickle) to bytes."""
         meta = {
             "version": 1,
-            "queries": [q.as_dict() for q in self.queries],
             "technique": self.technique,
             "slicing": self.slicing,
             "allowed_lateness": self.allowed_lateness,
@@ -595,9 +600,10 @@ class ExecutionTree:
             "ops_total": self._ops_total,
             "ops_unattached": self._ops_unattached,
         }
-        arrays: dict[str, np.ndarray] = {
-            "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        }
+        text, self._queries_json = meta_json(
+            meta, self.queries, getattr(self, "_queries_json", None)
+        )
+        arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(text.encode(), dtype=np.uint8)}
         for k, v in self.slicer.state_dict().items():
             arrays[f"slicer/{k}"] = v
         if self._built:

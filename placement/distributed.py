@@ -349,6 +349,15 @@ class MergeBound:
             d = self._items[t.uid] = dict(item_of(r, s) for r, s in t.windows)
         return d
 
+    def merged(self, x: Tree, y: Tree, m: Tree) -> Tree:
+        """``m``, the weave of ``x`` and ``y``, its items the union of theirs when both are
+        known (its windows are the union of theirs): not read again from its windows, one
+        dict per merge of a new query into a tree of thousands of windows."""
+        ix, iy = self._items.get(x.uid), self._items.get(y.uid)
+        if ix is not None and iy is not None:
+            self._items[m.uid] = {**ix, **iy}
+        return m
+
     def _omega(self, x: Tree, y: Tree) -> float:
         """A lower bound on the merged tree's Omega (exact where Omega sums items)."""
         item_of = items_of(x.technique, self.model.slicing)[0]
@@ -460,14 +469,14 @@ def inserted(units, model, st, category, seed, init: str = "random"):
             if t is None:
                 st.add(j, u)
             else:
-                st.replace(j, t, model.merge(t, u))
+                st.replace(j, t, bound.merged(t, u, model.merge(t, u)))
             continue
         g = st.min_node()
         if best is None or u.cost < best[3] - st.load[best[1]]:
             st.add(g, u)  # grouping increases TotalCost by the unit's own cost
         else:
             _, j, t, _ = best
-            st.replace(j, t, model.merge(t, u))
+            st.replace(j, t, bound.merged(t, u, model.merge(t, u)))
 
 
 # ---- registry ---------------------------------------------------------------------------------

@@ -161,9 +161,10 @@ def add_queries(plan: Plan, queries: Iterable[Query], model: CostModel) -> Repla
         raise ValueError(f"query ids already in the plan: {dup}")
     st = _state(plan)
     units = make_units(new, model, preprocess=True)
-    # Existing nodes are already seeded, so every unit goes through the insertion rule.
-    for u in units:
-        inserted([u], model, st, "WG", seed=0, init="none")
+    # Existing nodes are already seeded, so every unit goes through the insertion rule, in
+    # one call: its merge bounds keep each tree's items between units (a new bound per unit
+    # re-read every same-key tree's windows: ~1.5 s of 1,000 queries added to 100,000).
+    inserted(units, model, st, "WG", seed=0, init="none")
     return Replacement(
         _plan(plan, st, [n.id for n in plan.nodes]), 0, plan.total_cost, plan.max_cost
     )

@@ -610,9 +610,12 @@ class Deployment:
                 self.coordinator.on_dead(nid, error)
 
     # -- incremental results (live streams) ---------------------------------------------------
-    def take_answers(self) -> pa.Table:
+    def take_answers(self, checkpoint: bool = True) -> pa.Table:
         """Checkpoint, then hand over (and forget) every answer committed so far, sorted by
         (query_id, window_start): a live stream's answers up to now, each exactly once.
+        ``checkpoint=False``: the caller has just checkpointed every node and fed nothing
+        since (a ``serve`` command that changed trees); the answers committed then are
+        handed over.  A batch fed since the last checkpoint makes it take one anyway.
 
         Why through a checkpoint and not ``drain``: answers handed out are final only if a
         recovery can never produce them again; a recovered node replays just the batches after
@@ -620,6 +623,8 @@ class Deployment:
         silent node is not waited for (``checkpoint(may_skip=True)``): its answers come with
         a later call.
         ``finish()`` then returns only the answers produced after the last call."""
+        if not checkpoint and self.coordinator.since_checkpoint == 0:
+            return self.answer_route.take_answers(lambda: None)
         return self.answer_route.take_answers(lambda: self.checkpoint(may_skip=True))
 
     def take_late(self) -> pa.Table:

@@ -27,6 +27,9 @@ class Change:
     command: str
     before: tuple[float, float]
     detail: dict = field(default_factory=dict)
+    #: the command ended with a checkpoint of every node (``ChurnDeployment.apply_changes``):
+    #: ``commit`` hands over its answers without taking another, identical one
+    checkpointed: bool = False
 
 
 class EventLog:

@@ -710,6 +710,46 @@ def bench_serve(
     console.print(f"results: {out / 'bench_serve.json'}")
 
 
+@bench_app.command("live-scale")
+def bench_live_scale(
+    queries: int = typer.Option(100_000, min=1, help="Queries of the run and the deployment."),
+    rows: int = typer.Option(1_000_000, min=1000, help="Generated DEBS-style rows (100 Hz)."),
+    check: int = typer.Option(200, min=0, help="Random queries checked against the brute force."),
+    add: int = typer.Option(1_000, min=1, help="Queries added to the deployment in one command."),
+    nodes: int = typer.Option(1, min=1, help="Plan nodes (Ray actors)."),
+    optimizer: str = typer.Option("weaveshare", help="The optimizer of the plan."),
+    run: bool = typer.Option(True, help="Time a weaveplace run (part a)."),
+    serve: bool = typer.Option(True, help="Time the add to a running deployment (part b)."),
+    out: Path = out_option("out/bench_live_scale"),
+):
+    """The live path at a large query count: a `weaveplace run` (wall, answers/s, peak memory,
+    answers vs the brute force) and one add-queries to a `serve` deployment running the same
+    queries, timed (``sim/bench/live_scale.py``; run it under the bench lock)."""
+    from placement.optimizers import optimizer_names
+    from sim.bench.live_scale import LiveScaleOptions, run_live_scale
+
+    if optimizer not in optimizer_names():
+        raise UserError(f"--optimizer: unknown {optimizer!r}; allowed: {optimizer_names()}")
+    res = run_live_scale(
+        out,
+        LiveScaleOptions(
+            queries=queries,
+            rows=rows,
+            check=check,
+            add=add,
+            nodes=nodes,
+            optimizer=optimizer,
+            run=run,
+            serve=serve,
+        ),
+        say=lambda s: console.print(s, soft_wrap=True, markup=False),
+    )
+    console.print(json.dumps(res, indent=1), markup=False)
+    console.print(f"results: {out / 'bench_live_scale.json'}")
+    if run and not res["run"]["check"]["equal"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("autoscale")
 def bench_autoscale(
     peak: int = typer.Option(300, min=1, help="Queries at the top of the ramp."),

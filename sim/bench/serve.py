@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 SLIDES = (500, 1000, 2000, 5000)
 AGGS = ("sum", "max", "min", "avg", "count")
@@ -305,7 +304,7 @@ def start_service(cfg: dict, cpath: Path, run_dir: Path, base: str) -> tuple[Any
     from sim.config import load_config
     from sim.serve_start import run_service
 
-    cpath.write_text(yaml.safe_dump(cfg))
+    cpath.write_text(json.dumps(cfg))  # JSON is YAML, and read by json (sim.config.loading)
     config = load_config(cpath)
     box: dict = {}
 

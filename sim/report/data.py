@@ -332,6 +332,17 @@ def _find_live_plan(run_dir: Path, plan: str | Path | None) -> Path | None:
     return cands[0] if len(cands) == 1 else None
 
 
+def read_answer_times(path: Path) -> pd.DataFrame:
+    """What the report shows of the answers (their count, answers per query, window ends over
+    event time): ``query_id`` (categorical) and ``window_end`` only.  Why not the whole table:
+    34.9 M answers of 100,000 queries took 4.4 GB in pandas (an object per id and value), these
+    two columns ~0.4 GB."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["query_id", "window_end"], read_dictionary=["query_id"])
+    return t.to_pandas()
+
+
 def load_live(run_dir: Path, plan: str | Path | None = None) -> LiveRun:
     run_dir = Path(run_dir)
     warnings = []
@@ -341,7 +352,7 @@ def load_live(run_dir: Path, plan: str | Path | None = None) -> LiveRun:
     else:
         warnings.append("metrics.json missing: no per-node metrics")
     answers = (
-        pd.read_parquet(run_dir / "answers.parquet")
+        read_answer_times(run_dir / "answers.parquet")
         if (run_dir / "answers.parquet").exists()
         else None
     )

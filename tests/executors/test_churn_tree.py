@@ -327,3 +327,33 @@ def test_count_tree_started_later_and_its_refusals():
     assert tree.change(12, remove=["n"]) == 12
     # [8, 12) ends at T_unreg = 12: answered; [10, 14) ends after it: not
     assert rows(tree.flush_columns(), tree) == [("n", 8, 12, 4 + 5 + 6 + 7)]
+
+
+def test_snapshots_after_changes_list_each_generations_own_queries():
+    """A generation running the whole lineage takes the lineage's encoded query list
+    (``queries_json``); after a removal it encodes its own: each snapshot's ``queries`` are
+    the generation's, and the churn tree's its lineage."""
+    import io
+    import json
+
+    from executors.churn_tree import ChurnTree
+
+    def meta(blob):
+        with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+            return json.loads(z["meta"].tobytes().decode()), {
+                k: z[k].tobytes() for k in z.files if k.startswith("gen")
+            }
+
+    q = [{"id": f"q{i}", "aggregate": "sum", "range": 4 + i, "slide": 2} for i in range(3)]
+    t = ChurnTree(q, technique="panes")
+    t.process_columns(np.arange(0, 20, dtype=np.int64), np.arange(20, dtype=np.int64))
+    t.change(30, add=[{"id": "n0", "aggregate": "sum", "range": 6, "slide": 3}])
+    t.process_columns(np.arange(30, 40, dtype=np.int64), np.arange(10, dtype=np.int64))
+    t.change(50, remove=["q1"])
+    for _ in range(2):  # the second time from the kept encodings
+        m, gens = meta(t.snapshot())
+        assert [x["id"] for x in m["queries"]] == ["q0", "q1", "q2", "n0"]
+        for g, blob in zip(t.gens, [gens[f"gen{i}"] for i in range(len(t.gens))]):
+            gm, _ = meta(blob)
+            assert gm["queries"] == [x.as_dict() for x in g.tree.queries]
+    assert [x.id for x in t.gens[-1].tree.queries] == ["q0", "q2", "n0"]

@@ -110,3 +110,52 @@ def test_normalize_query_accepts_dicts_and_objects():
         normalize_query({"id": "x", "aggregate": "median", "range": 2, "slide": 1})
     with pytest.raises(ValueError, match="kind"):
         normalize_query({"id": "x", "aggregate": "sum", "range": 2, "slide": 1, "kind": "rows"})
+
+
+@settings(max_examples=examples(50))
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), min_size=1, max_size=40))
+def test_slicer_groups_the_queries_of_each_window_in_query_order(windows):
+    """``StreamSlicer.rs`` / ``rs_queries``: the distinct (r, s) sorted, each with the indices
+    of its queries in query order (the oracle: one scan per window)."""
+    from executors.slicing import StreamSlicer
+
+    qs = [
+        normalize_query({"id": f"q{i}", "aggregate": "sum", "range": r, "slide": s})
+        for i, (r, s) in enumerate(windows)
+    ]
+    sl = StreamSlicer(qs, [])
+    want_rs = sorted(set(windows))
+    assert sl.rs == want_rs
+    assert list(sl.rs_queries) == want_rs
+    for rs in want_rs:
+        want = [i for i, q in enumerate(qs) if (q.range, q.slide) == rs]
+        assert sl.rs_queries[rs].tolist() == want
+        assert sl.rs_queries[rs].dtype == np.int64
+
+
+@settings(max_examples=examples(40))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 30), st.integers(1, 8)), min_size=1, max_size=10, unique=True
+    ),
+    st.sampled_from(["pairs", "cutty"]),
+)
+def test_kept_window_lengths_are_the_scans_and_each_caller_gets_its_own(windows, slicing):
+    """``executors.edges.window_lengths`` keeps the exact scan per window set: the same as
+    ``placement.slicing.window_lengths``, and a caller changing its lists changes no later
+    caller's."""
+    from executors.edges import EXACT_SCAN_LIMIT
+    from executors.edges import window_lengths as kept
+    from placement.slicing import window_lengths as scan
+
+    rs = sorted(windows)
+    classes = edge_classes(rs)
+    want = scan(rs, slicing, EXACT_SCAN_LIMIT)
+    _, got, exact = kept(rs, classes, slicing)
+    if want is None:
+        assert not exact
+        return
+    assert exact and got == {k: list(v) for k, v in want.items()}
+    for v in got.values():
+        v.append(-1)
+    assert kept(rs, classes, slicing)[1] == {k: list(v) for k, v in want.items()}

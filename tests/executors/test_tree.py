@@ -267,3 +267,39 @@ def test_hopping_next_to_long_windows_out_of_order(data):
     for tech in ("slickdeque", "panes"):
         tree, got = run(ExecutionTree(qs, technique=tech, allowed_lateness=lateness), ts, v, cuts)
         assert got == want and tree.late.count == len(late), tech
+
+
+@settings(max_examples=examples(40))
+@given(
+    windows=st.lists(st.tuples(st.integers(1, 50), st.integers(1, 9)), min_size=1, max_size=12),
+    more=st.integers(0, 3),
+    meta=st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=4),
+)
+def test_snapshot_meta_json_is_the_plain_encoding_and_its_cache_follows_appends(
+    windows, more, meta
+):
+    """``query_spec.meta_json``: the same JSON object as encoding every query again, the
+    queries' text reused while the list is unchanged and redone when it grew."""
+    import json
+
+    from executors.query_spec import meta_json, normalize_query
+
+    meta = {k: v for k, v in meta.items() if k != "queries"}
+    qs = [
+        normalize_query({"id": f"q{i}", "aggregate": "max", "range": r, "slide": s})
+        for i, (r, s) in enumerate(windows)
+    ]
+
+    def want():
+        return {"queries": [q.as_dict() for q in qs], **meta}
+
+    text, cached = meta_json(meta, qs, None)
+    assert json.loads(text) == want()
+    assert meta_json(meta, qs, cached) == (text, cached)
+    qs += [
+        normalize_query({"id": f"n{i}", "aggregate": "sum", "range": 3, "slide": 2})
+        for i in range(more)
+    ]
+    text2, cached2 = meta_json(meta, qs, cached)
+    assert json.loads(text2) == want()
+    assert cached2[0] == len(qs)

@@ -123,3 +123,63 @@ def test_add_node_breaks_ties_at_the_peak():
     two = Plan("x", "panes", [Node("a", trees[:2]), Node("b", trees[2:4])], rates)
     r2 = add_node(two, "c")  # 2-2-0 -> 1-2-1 keeps the peak: undone
     assert r2.moved == 0 and r2.plan.max_cost == two.max_cost
+
+
+def _add_one_unit_at_a_time(plan, queries, model):
+    """``add_queries`` as it was: each unit inserted by a call of its own (a fresh merge bound
+    per unit), the oracle of the one-call insertion."""
+    from placement.distributed import inserted, make_units
+    from placement.replace import _plan as plan_of
+    from placement.replace import _state
+
+    st_ = _state(plan)
+    for u in make_units(list(queries), model, preprocess=True):
+        inserted([u], model, st_, "WG", seed=0, init="none")
+    return plan_of(plan, st_, [n.id for n in plan.nodes])
+
+
+@settings(max_examples=examples(25))
+@given(
+    seed=st.integers(0, 1000),
+    nodes=st.integers(1, 4),
+    added=st.integers(1, 25),
+    technique=st.sampled_from(["panes", "slickdeque", "flatfat"]),
+)
+def test_adding_queries_in_one_call_places_them_as_one_at_a_time(seed, nodes, added, technique):
+    qs = generate(WorkloadSpec(30, 24, 5.0, 1.0, 6, "nrm", seed))
+    model = CostModel(technique, {"s0": 5.0})
+    plan = optimize("WG_I", qs, model, nodes, seed=seed)
+    extra = [
+        q.__class__(f"new{i}", q.range, q.slide, q.aggregate, q.stream)
+        for i, q in enumerate(generate(WorkloadSpec(added, 24, 5.0, 1.0, 6, "nrm", seed + 1)))
+    ]
+    got = add_queries(plan, extra, model).plan
+    want = _add_one_unit_at_a_time(plan, extra, model)
+
+    def layout(p):
+        return [sorted(sorted(q.id for q in t.queries) for t in n.trees) for n in p.nodes]
+
+    assert layout(got) == layout(want)
+    assert (got.total_cost, got.max_cost) == (want.total_cost, want.max_cost)
+
+
+@settings(max_examples=examples(25))
+@given(seed=st.integers(0, 1000), technique=st.sampled_from(["panes", "flatfit", "slickdeque"]))
+def test_a_merged_trees_seeded_items_are_those_of_its_windows(seed, technique):
+    """``MergeBound.merged``: the union of the parts' items is what the merged tree's windows
+    give."""
+    from placement.distributed import MergeBound
+    from placement.weaveshare import initial_trees
+
+    model = CostModel(technique, {"s0": 5.0})
+    units = initial_trees(generate(WorkloadSpec(8, 24, 5.0, 1.0, 6, "nrm", seed)), model)
+    same = [u for u in units if u.key == units[0].key]
+    bound = MergeBound(model)
+    x = same[0]
+    for y in same[1:]:
+        bound.cost(x, y)  # reads both parts' items
+        x = bound.merged(x, y, model.merge(x, y))
+    seeded = bound._items.get(x.uid)
+    fresh = MergeBound(model)
+    fresh.cost(x, x)
+    assert seeded == fresh._items.get(x.uid)

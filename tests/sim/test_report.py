@@ -357,6 +357,29 @@ def test_live_report(tmp_path):
     ov = {ra["data-key"]: cells[1] for ra, cells in doc.tables["live-overview"]}
     assert float(ov["plan TotalCost"][0]["data-value"]) == plan["total_cost"]
     assert float(ov["feed rows / s (mean)"][0]["data-value"]) == 1000.0
+    per_query = (
+        pq.read_table(run / "answers.parquet")
+        .group_by("query_id")
+        .aggregate([("query_id", "count")])
+    )
+    counts = per_query.column("query_id_count").to_numpy()
+    ((_, cells),) = doc.tables["answers-per-query"]
+    assert [float(c[0]["data-value"]) for c in cells] == [counts.min(), counts.mean(), counts.max()]
+    assert int(ov["answers.parquet rows"][0]["data-value"]) == 400
+
+
+def test_live_report_reads_only_what_it_shows_of_the_answers(tmp_path):
+    """The answers' ids and window ends, ids as a category: 35 M answers of 100,000 queries
+    were 4.4 GB read whole into pandas."""
+    from sim.report.data import load_live
+
+    run, _, _ = _live_run(tmp_path)
+    got = load_live(run).answers
+    assert list(got.columns) == ["query_id", "window_end"]
+    assert isinstance(got["query_id"].dtype, pd.CategoricalDtype)
+    want = pq.read_table(run / "answers.parquet").to_pandas()
+    assert got["query_id"].astype(str).tolist() == want["query_id"].tolist()
+    assert got["window_end"].tolist() == want["window_end"].tolist()
 
 
 def test_live_report_without_plan(tmp_path):
