@@ -3,7 +3,8 @@
 Why a strict schema: a typo in a long experiment file should stop the run before it starts, with
 one line that names the key path, the bad value and what is allowed, never a pydantic dump.
 Every model forbids unknown keys and uses strict types (``qnum: "100"`` is refused rather than
-silently coerced; YAML already gives numbers as numbers). YAML is read with ``yaml.safe_load``.
+silently coerced; YAML already gives numbers as numbers). YAML is read as ``yaml.safe_load``
+reads it (``sim.config.loading.safe_load``: libyaml, or ``json`` for a JSON config).
 
 Sections (defaults and meaning in ``configs/README.md``):
 

@@ -1,4 +1,4 @@
-"""Reading a config: YAML (``safe_load`` only) into ``Config``, every problem one line that names
+"""Reading a config: YAML (as ``yaml.safe_load`` reads it: ``safe_load``) into ``Config``, every problem one line that names
 the key path, the bad value and what is allowed, never a pydantic dump.
 
 Why a module: turning pydantic's error lists into one line (unknown keys with a close match,
