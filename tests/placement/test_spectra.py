@@ -75,9 +75,9 @@ def _common_density(x, y):
     return Fraction(int((ex & ey).sum()), period)
 
 
-@settings(max_examples=examples(200))
-@given(case=trees())
-def test_spectral_sum_bounds_common_edges_and_screen_bounds_the_pair_bound(case):
+def _merged_table(case):
+    """The case's trees, some merged at random, in a ``KernelTable``: (model, table, trees,
+    slots)."""
     groups, lam, merges, seed = case
     model = CostModel("panes", lam, "fast")
     ts = [model.tree(g) for g in groups]
@@ -89,7 +89,14 @@ def test_spectral_sum_bounds_common_edges_and_screen_bounds_the_pair_bound(case)
         y, x = ts.pop(j), ts.pop(i)
         ts.append(model.merge(x, y))
     t = KernelTable(model, ts, 1e-12)
-    slots = t._add_many(ts)
+    return model, t, ts, t._add_many(ts)
+
+
+@settings(max_examples=examples(200))
+@given(case=trees())
+def test_spectral_sum_bounds_common_edges_and_screen_bounds_the_pair_bound(case):
+    model, t, ts, slots = _merged_table(case)
+    lam = case[1]
     sl, sp = t.slots, t.spec
     wmax = int(sl.kcls[: len(slots)].max())
     scratch = np.zeros(wmax), np.zeros(wmax, np.int64), np.zeros(wmax)
@@ -146,18 +153,8 @@ def test_spectral_sum_bounds_common_edges_and_screen_bounds_the_pair_bound(case)
 def test_bucket_screen_bounds_the_bucket_bound(case):
     """``bucket_screen``'s gcd sum is ``sum over classes of gcd(m_i, m_b) / m_i`` (brute force)
     and it is never below the bucket bound with its margin, nor below a member's pair value."""
-    groups, lam, merges, seed = case
-    model = CostModel("panes", lam, "fast")
-    ts = [model.tree(g) for g in groups]
-    rng = np.random.default_rng(seed)
-    for _ in range(merges):
-        if len(ts) < 3:
-            break
-        i, j = sorted(rng.choice(len(ts), 2, replace=False).tolist())
-        y, x = ts.pop(j), ts.pop(i)
-        ts.append(model.merge(x, y))
-    t = KernelTable(model, ts, 1e-12)
-    slots = t._add_many(ts)
+    model, t, ts, slots = _merged_table(case)
+    lam = case[1]
     sl, sp, bk = t.slots, t.spec, t.buckets
     wmax = int(sl.kcls[: len(slots)].max())
     scratch = np.zeros(wmax), np.zeros(wmax, np.int64), np.zeros(wmax)
