@@ -14,14 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from cluster.answers.files import to_json
+
 SNAPSHOT_VERSION = 1
 
 
 def dump_snapshot(meta: dict[str, Any], trees: dict[str, bytes]) -> bytes:
     """``meta`` (JSON-able, ``version`` added) and each tree's snapshot bytes by tree id."""
-    arrays = {
-        "meta": np.frombuffer(json.dumps({"version": SNAPSHOT_VERSION, **meta}).encode(), np.uint8)
-    }
+    # the meta lists every tree's queries (the node's spec): 100,000 of them at each checkpoint
+    arrays = {"meta": np.frombuffer(to_json({"version": SNAPSHOT_VERSION, **meta}), np.uint8)}
     for tid in sorted(trees):
         arrays[f"tree/{tid}"] = np.frombuffer(trees[tid], np.uint8)
     buf = io.BytesIO()

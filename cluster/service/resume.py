@@ -9,12 +9,11 @@ the state are removed at resume, ``cluster.answers.parts.AnswerParts``).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
-from cluster.answers.files import atomic_write, jsonable
+from cluster.answers.files import atomic_write, to_json
 from cluster.feeds.directory_options import FileRecord
 from cluster.service.planning import Planner
 from cluster.service.state import ServiceState
@@ -139,7 +138,7 @@ def save_state(svc: Any, final: bool = False) -> None:
         else svc.autoscaler.to_state(time.monotonic(), time.time()),
         "shedding": None if svc.shedding is None else svc.shedding.to_state(),
     }
-    atomic_write(sd / "service.json", json.dumps(state, default=jsonable))
+    atomic_write(sd / "service.json", to_json(state))
     keep = {v["blob"] for v in nodes.values()}
     for p in sd.glob("*.npz"):
         if p.name not in keep:
