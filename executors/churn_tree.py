@@ -74,7 +74,25 @@ class _Gen:
         return bool((self.lo != NEG_INF).any() or (self.hi != INF).any() or (self.ehi != INF).any())
 
     def last_end(self) -> int:
-        """An upper bound of the end of every window in the domain (INF: open ended)."""
+        """An upper bound of the end of every window in the domain (INF: open ended): per
+        query, the end of the last window starting before ``hi``, capped at ``ehi``.
+
+        In numpy, one pass over the generation's queries (a change retires generations of
+        ~1,000 queries per tree at 100,000 queries); ``last_end_loop`` is its oracle."""
+        hi, ehi = self.hi, self.ehi
+        open_ended = (hi == INF) & (ehi == INF)
+        if open_ended.any():
+            return INF
+        if not len(hi):
+            return NEG_INF
+        s, r = self.slides_ranges()
+        capped = hi != INF
+        h = np.where(capped, hi, 0)  # no overflow where hi is INF (the end is INF there)
+        end = np.where(capped, (-(-h // s) - 1) * s + r, INF)
+        return int(np.minimum(end, ehi).max())
+
+    def last_end_loop(self) -> int:
+        """``last_end`` written query by query (the oracle of its tests)."""
         best = NEG_INF
         for q, hi, ehi in zip(self.tree.queries, self.hi, self.ehi):
             if hi == INF and ehi == INF:
@@ -82,6 +100,17 @@ class _Gen:
             end = INF if hi == INF else (-(-int(hi) // q.slide) - 1) * q.slide + q.range
             best = max(best, min(end, int(ehi)))
         return best
+
+    def slides_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The generation's queries' slides and ranges (int64, local order), made once."""
+        sr = getattr(self, "_sr", None)
+        if sr is None:
+            qs = self.tree.queries
+            sr = self._sr = (
+                np.array([q.slide for q in qs], dtype=np.int64),
+                np.array([q.range for q in qs], dtype=np.int64),
+            )
+        return sr
 
     def keep(self, cols):
         """Lineage-indexed answer columns inside the domain (None when nothing is left)."""

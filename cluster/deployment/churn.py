@@ -11,7 +11,9 @@ what a restored ``ChurnTree`` reports as ``queries`` (``NodeCore.add_trees`` che
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 from cluster.deployment.deployment import Deployment
 from cluster.deployment.options import DeploymentOptions
@@ -67,9 +69,28 @@ class ChurnDeployment(Deployment):
         self,
         changes: list[tuple[str, str, int, list[dict], list[str]]],
         new_trees: list[tuple[str, dict, int | None]],
+        meanwhile: Callable[[], object] | None = None,
     ) -> None:
         """Apply tree changes ``(node, tree id, at, add, remove)`` and start new trees
-        ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc)."""
+        ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc).
+
+        ``meanwhile()``: the driver's own work, run on a thread while the actors change their
+        trees and take the checkpoint (a command's next step warmed up: ``serve``'s drift
+        check prices offline WeaveShare over the running queries, ~1 s at 100,000 queries).
+        It must touch nothing the deployment does; an error it raises is dropped here (the
+        step it warmed raises it again)."""
+        warm = None if meanwhile is None else Meanwhile(meanwhile)
+        try:
+            self._apply_changes(changes, new_trees)
+        finally:
+            if warm is not None:
+                warm.join()
+
+    def _apply_changes(
+        self,
+        changes: list[tuple[str, str, int, list[dict], list[str]]],
+        new_trees: list[tuple[str, dict, int | None]],
+    ) -> None:
         import ray
 
         self.wait_all()
@@ -100,7 +121,8 @@ class ChurnDeployment(Deployment):
                 n.spec = {
                     **n.spec,
                     "trees": [
-                        dict(t, queries=out) if str(t["id"]) == tid else t for t in n.spec["trees"]
+                        dict(t, queries=[*t["queries"], *out]) if str(t["id"]) == tid else t
+                        for t in n.spec["trees"]
                     ],
                 }
         self.update_routes()
@@ -268,3 +290,21 @@ def plan_from_state(nodes: dict, model: dict, capacity: dict) -> dict:
         "streams": {s: {"rate": r} for s, r in model["rates"].items()},
         "nodes": pnodes,
     }
+
+
+class Meanwhile:
+    """``fn()`` on a thread of its own from now until ``join``; what it raises is dropped (a
+    warm-up: the step it prepares raises it again when it runs)."""
+
+    def __init__(self, fn: Callable[[], object]):
+        def work() -> None:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+        self._thread = threading.Thread(target=work, name="weaveplace-meanwhile", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from helpers import AGGS, assert_same, examples
@@ -9,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executors.churn_oracle import generation_answers, registered_answers, registrations
-from executors.churn_tree import ChurnTree
+from executors.churn_tree import ChurnTree, _Gen
+from executors.edges import INF, NEG_INF
+from executors.query_spec import QuerySpec, get_aggregate
 
 TECHS = ["slickdeque", "panes", "flatfat", "flatfit", "bint", "slickdeque_inv", "twostacks"]
 EXAMPLES = examples(120)
@@ -357,3 +361,35 @@ def test_snapshots_after_changes_list_each_generations_own_queries():
             gm, _ = meta(blob)
             assert gm["queries"] == [x.as_dict() for x in g.tree.queries]
     assert [x.id for x in t.gens[-1].tree.queries] == ["q0", "q2", "n0"]
+
+
+_BOUND = st.one_of(
+    st.just(int(INF)), st.just(-(1 << 62)), st.integers(min_value=-(10**6), max_value=10**13)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 5000), st.integers(1, 5000), _BOUND, _BOUND),
+        min_size=0,
+        max_size=12,
+    )
+)
+def test_last_end_is_the_query_by_query_bound(rows):
+    """A generation's ``last_end`` (numpy) equals the query-by-query loop on every mix of open
+    and capped domains, including a change before anything was fed (hi = T_FIRST)."""
+    qs = [
+        QuerySpec(f"q{i}", get_aggregate("sum"), r, s, "time")
+        for i, (r, s, _, _) in enumerate(rows)
+    ]
+    n = len(rows)
+    g = _Gen(
+        SimpleNamespace(queries=qs),  # only the queries are read
+        0,
+        np.arange(n, dtype=np.int64),
+        np.full(n, NEG_INF, np.int64),
+        np.array([h for *_, h, _ in rows], dtype=np.int64),
+        np.array([e for *_, e in rows], dtype=np.int64),
+    )
+    assert g.last_end() == g.last_end_loop()

@@ -115,3 +115,19 @@ def test_churn_node_mixed_value_generations_equal_the_brute_force(w):
         # the int64 rule: every query answers ints, so the table is int64 (a tree hosting a
         # float aggregate answers all its queries as floats, as a plain tree does)
         assert all(isinstance(g[3], int) for g in got)
+
+
+def test_change_tree_returns_what_the_lineage_gained():
+    """``change_tree`` returns only the queries the tree's lineage gained, in order; the node's
+    spec lists the whole lineage (what a restored tree reports), removed queries included."""
+    node = ChurnNodeCore("n", [{"id": "t0", "stream": "s", "queries": [
+        dict(id="a", aggregate="sum", range=4, slide=2),
+        dict(id="b", aggregate="max", range=3, slide=1)]}])  # fmt: skip
+    ts, v = np.arange(3, dtype=np.int64), np.array([5, 6, 7], dtype=np.int64)
+    node.ingest(None, pa.table({"ts_ms": ts, "s": v}), 1)
+    add = [dict(id="c", aggregate="min", range=2, slide=2, kind="time")]
+    assert node.change_tree("t0", 3, add, ["a"]) == add
+    assert node.change_tree("t0", 4, [], ["b"]) == []
+    spec = next(t for t in node.spec["trees"] if t["id"] == "t0")
+    lineage = [q.id for q in node.trees["t0"].queries]
+    assert [q["id"] for q in spec["queries"]] == lineage == ["a", "b", "c"]
