@@ -22,7 +22,7 @@ re-plan it.  An old count tree priced per tuple reports an ``edge_rate``/``cost`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from math import isclose
 from pathlib import Path
@@ -87,14 +87,18 @@ class Plan:
     def max_cost(self) -> float:
         return max((n.cost for n in self.nodes), default=0.0)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(
+        self, query_dict: Callable[[Query], Mapping[str, Any]] = Query.to_dict
+    ) -> dict[str, Any]:
+        """The ``weaveplace.plan/1`` dict; ``query_dict``: each query's entry (a caller that
+        keeps them already, such as a service, hands them over instead of making them)."""
         tree_ids = iter(range(10**12))
         return {
             "schema": SCHEMA,
             "optimizer": self.optimizer,
             "ie": self.ie,
             "slicing": self.slicing,
-            "queries": [q.to_dict() for q in self.queries],
+            "queries": [query_dict(q) for q in self.queries],
             "streams": {s: {"rate": r} for s, r in sorted(self.rates.items())},
             "nodes": [
                 {

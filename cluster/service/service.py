@@ -51,7 +51,6 @@ built from).
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -80,10 +79,6 @@ from cluster.service.tree_changes import MergedRunningTrees, replan, weave_in
 
 #: ``at`` of a change made before any tuple was fed: before every possible timestamp
 T_FIRST = -(1 << 62)
-
-
-#: ``plan_current.json`` is indented up to this many queries, compact beyond
-READABLE_PLAN = 10_000
 
 
 def _start_of(point: tuple[int, int | None]) -> int | None:
@@ -176,13 +171,10 @@ class Service:
         return self.pricing.costs(self.running, list(self.dep.nodes))
 
     def write_plan(self) -> dict:
-        from cluster.answers.files import atomic_write
+        from cluster.answers.files import atomic_write, to_json
 
         d = self.plan_dict()
-        # indented for a person to read, up to READABLE_PLAN queries: json's indenting encoder
-        # is pure Python (1.3 s per command at 100,000 queries), the compact one is C
-        indent = 1 if len(d["queries"]) <= READABLE_PLAN else None
-        atomic_write(self.run_dir / "plan_current.json", json.dumps(d, indent=indent))
+        atomic_write(self.run_dir / "plan_current.json", to_json(d, indent=1))
         self.dep.follow_plan(d)  # membership changes (add_node, lose_node) follow it
         return d
 
@@ -335,7 +327,7 @@ class Service:
             plan, _ = self.placement_plan()
             for q in queries:
                 running.queries[q.id] = query_mapping(q.to_dict())
-            self.rates()
+            self.pricing.rates(running, [running.queries[q.id] for q in queries])
             new_ids = {q.id for q in queries}
             try:
                 placed = add_queries(plan, queries, self.model)
@@ -347,6 +339,8 @@ class Service:
             except MergedRunningTrees as e:
                 self._forget(queries)
                 raise InternalError(str(e)) from None
+            after = additions.applied_to(running.trees)
+            self.pricing.seed(placed.plan, after)
             pts = self._change_points()
             t_reg, p_reg = pts["time"][1], pts["count"][1]
             grown = [
@@ -372,9 +366,13 @@ class Service:
                 )
                 for n in additions.new_trees
             ]
-            self.dep.apply_changes(grown, started)
+            self.dep.apply_changes(
+                grown,
+                started,
+                meanwhile=self.pricing.weaveshare_total_later(running, running.queries),
+            )
             change.checkpointed = True
-            running.trees = additions.applied_to(running.trees)
+            running.trees = after
             running.next_tree = additions.next_tree
             running.used_ids |= new_ids
             streams = sorted({q.stream for q in queries})
@@ -400,18 +398,21 @@ class Service:
             t_unreg, p_unreg = pts["time"][1], pts["count"][1]
             counted = self._count_streams(ids)
             gone_from: dict[str, list[str]] = {}
+            removed = set(ids)
             for tid, t in running.trees.items():
                 # the tree running the query, and any tree that handed it off and may still
                 # answer its windows from before the hand-off (those get capped at T_unreg)
-                gone = [q for q in t.active + (t.handed or []) if q in set(ids)]
+                gone = [q for q in t.active + (t.handed or []) if q in removed]
                 if gone:
                     gone_from[tid] = gone
+            left = {q: m for q, m in running.queries.items() if q not in removed}
             self.dep.apply_changes(
                 [
                     (running.trees[tid].node, tid, pts[self._kind(gone)][0], [], gone)
                     for tid, gone in sorted(gone_from.items())
                 ],
                 [],
+                meanwhile=self.pricing.weaveshare_total_later(running, left),
             )
             change.checkpointed = True
             streams = running.streams_of(ids)

@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from cluster.service.pricing import PlanPricing
 from cluster.service.state import ServiceState, query_mapping
+from cluster.service.tree_changes import weave_in
 from placement.optimizers import optimize
 from placement.queries import Query
+from placement.replace import add_queries
 from placement.trees import CostModel
 from placement.weaveshare import plan_cost, weaveshare
 from sim.workload import WorkloadSpec, generate_arrays
@@ -59,3 +61,33 @@ def test_cached_pricing_equals_fresh_pricing_after_queries_join_trees(seed, node
     assert fresh.weaveshare_total(state) == pytest.approx(
         plan_cost(weaveshare(sorted(qs + new, key=lambda q: q.id), model))
     )
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=st.integers(0, 500), nodes=st.integers(1, 3), added=st.integers(1, 6))
+def test_trees_the_placement_priced_are_the_fresh_prices(seed, nodes, added):
+    """``seed``: the trees ``add_queries``' placement priced stand for the running trees with
+    the same queries (in the running order), so the plan costs what a fresh pricing says and
+    lists each tree's queries as the running tree does."""
+    model = CostModel("panes", {"s0": 2.0})
+    plan = optimize("WG_I", _queries(12, seed, "q"), model, nodes, seed=seed)
+    state = ServiceState.from_plan(plan.to_dict())
+    ids = [n.id for n in plan.nodes]
+    seeded = PlanPricing(model, "WG_I", 2.0)
+    running, _ = seeded.placement_plan(state, ids)
+    new = _queries(added, seed + 1, "n")
+    for q in new:
+        state.queries[q.id] = query_mapping(q.to_dict())
+    placed = add_queries(running, new, model)
+    additions = weave_in(placed.plan, {q.id for q in new}, state.trees, state.next_tree)
+    state.trees = additions.applied_to(state.trees)
+    seeded.seed(placed.plan, state.trees)
+    grown = {g.tree_id for g in additions.grown} | {n.tree_id for n in additions.new_trees}
+    assert grown and all(tuple(state.trees[t].active) in seeded._trees for t in grown)
+    fresh = PlanPricing(model, "WG_I", 2.0)
+    assert seeded.costs(state, ids) == pytest.approx(fresh.costs(state, ids), rel=1e-12)
+    got, want = seeded.plan_dict(state, ids, None), fresh.plan_dict(state, ids, None)
+    for gn, wn in zip(got["nodes"], want["nodes"], strict=True):
+        for gt, wt in zip(gn["trees"], wn["trees"], strict=True):
+            assert gt["queries"] == wt["queries"] and gt["edges"] == wt["edges"]
+            assert gt["cost"] == pytest.approx(wt["cost"], rel=1e-12)
