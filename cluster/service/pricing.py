@@ -125,7 +125,7 @@ class PlanPricing:
         cache = self._weaveshare
         total, fresh = 0.0, {}
         for key, ids in by_key.items():
-            k = (key, tuple(sorted(ids)))
+            k = (key, frozenset(ids))  # sorted only when priced (a sort of 100,000: ~0.05 s)
             if k not in cache:
                 cache[k] = plan_cost(
                     weaveshare([self._query(state, i) for i in sorted(ids)], self.model)
