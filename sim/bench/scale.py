@@ -235,10 +235,12 @@ def plot(cells: Sequence[Cell], path: Path) -> Path:
     series: dict[tuple, list[Cell]] = {}
     for c in cells:
         series.setdefault((c.smax, c.nodes, c.optimizer), []).append(c)
+    plotted = False
     for key, cs in series.items():
         ok = [c for c in cs if c.status == "ok"]
         if not ok:
             continue
+        plotted = True
         s, k, opt = key
         e = exps.get(key)
         label = f"S={s:,} {opt} x{k}" + (f" (k={e:.2f})" if e is not None else "")
@@ -250,7 +252,11 @@ def plot(cells: Sequence[Cell], path: Path) -> Path:
         ax.set_xlabel("queries N")
         ax.set_ylabel(what)
         ax.grid(True, which="both", alpha=0.3)
-    ax_t.legend(fontsize=7)
+    if plotted:
+        ax_t.legend(fontsize=7)
+    else:  # every cell over its limit or failed: say so rather than draw empty axes
+        for ax in (ax_t, ax_m):
+            ax.text(0.5, 0.5, "no plan within the limit", ha="center", transform=ax.transAxes)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 
 import pytest
 from typer.testing import CliRunner
@@ -97,3 +98,13 @@ def test_bad_options_are_user_errors_naming_the_option():
         res = CliRunner().invoke(app, ["bench", "scale", *args])
         assert isinstance(res.exception, UserError), res.output
         assert str(res.exception).startswith(option)
+
+
+def test_a_plot_with_no_finished_plan_says_so_without_a_warning(tmp_path):
+    """Every cell over its limit (e.g. WG_PF at 1,000 queries on 64 nodes): the plot is still
+    written, with no matplotlib warning reaching the user."""
+    cells = [scale.Cell(1_000, 10_000, 64, "WG_PF", status="> 150 s")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = scale.plot(cells, tmp_path / "scale.png")
+    assert path.stat().st_size > 1000
