@@ -312,7 +312,10 @@ class ChurnTree:
                 if c is not None:
                     out.append(c)
                 self._take_late(g)
-                self.retired.append((g.t_start, [(q.range, q.slide) for q in g.tree.queries]))
+                # its distinct windows: what late tuples and cut plans read (every change
+                # retires a generation per changed tree, and snapshots carry them all)
+                rs = sorted({(q.range, q.slide) for q in g.tree.queries})
+                self.retired.append((g.t_start, rs))
                 self.retired.sort(key=lambda x: x[0])
             else:
                 alive.append(g)
