@@ -585,8 +585,10 @@ class ExecutionTree:
         return np.bincount(ch.due_slice[both][first] + 1, minlength=k + 1).astype(np.int64)
 
     # -- snapshot -------------------------------------------------------------
-    def snapshot(self) -> bytes:
-        """Serialise the whole state (numpy .npz; no pickle) to bytes."""
+    def snapshot(self, with_queries: bool = True) -> bytes:
+        """Serialise the whole state (numpy .npz; no pickle) to bytes.  ``with_queries=False``:
+        without the query list, for an owner that keeps it and hands it to ``restore`` (a
+        churn tree's generations: their queries are its lineage's, listed once)."""
         meta = {
             "version": 1,
             "technique": self.technique,
@@ -600,9 +602,12 @@ class ExecutionTree:
             "ops_total": self._ops_total,
             "ops_unattached": self._ops_unattached,
         }
-        text, self._queries_json = meta_json(
-            meta, self.queries, getattr(self, "_queries_json", None)
-        )
+        if with_queries:
+            text, self._queries_json = meta_json(
+                meta, self.queries, getattr(self, "_queries_json", None)
+            )
+        else:
+            text = json.dumps(meta)
         arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(text.encode(), dtype=np.uint8)}
         for k, v in self.slicer.state_dict().items():
             arrays[f"slicer/{k}"] = v
@@ -617,9 +622,10 @@ class ExecutionTree:
         return buf.getvalue()
 
     @classmethod
-    def restore(cls, data: bytes) -> ExecutionTree:
+    def restore(cls, data: bytes, queries: list | None = None) -> ExecutionTree:
         """Rebuild a tree from ``snapshot()`` bytes; replaying the rest of the input
-        then gives exactly the answers of an uninterrupted run."""
+        then gives exactly the answers of an uninterrupted run.  ``queries``: the tree's
+        queries, for a snapshot taken without them (``with_queries=False``)."""
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays["meta"].tobytes().decode())
@@ -627,8 +633,11 @@ class ExecutionTree:
             raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
         is_int = meta["is_int"]
         extra = {"slicing": meta["slicing"]} if meta.get("slicing", "pairs") != "pairs" else {}
+        qs = meta.get("queries", queries)
+        if qs is None:
+            raise ValueError("the snapshot does not list its queries: restore needs them")
         tree = cls(
-            meta["queries"],
+            qs,
             technique=meta["technique"],
             allowed_lateness=meta["allowed_lateness"],
             count_ops=meta["count_ops"],

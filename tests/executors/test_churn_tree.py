@@ -333,20 +333,19 @@ def test_count_tree_started_later_and_its_refusals():
     assert rows(tree.flush_columns(), tree) == [("n", 8, 12, 4 + 5 + 6 + 7)]
 
 
-def test_snapshots_after_changes_list_each_generations_own_queries():
-    """A generation running the whole lineage takes the lineage's encoded query list
-    (``queries_json``); after a removal it encodes its own: each snapshot's ``queries`` are
-    the generation's, and the churn tree's its lineage."""
+def test_snapshots_list_the_lineage_once_and_restore_each_generations_queries():
+    """A churn tree's snapshot lists its lineage once (version 2); its generations' own
+    snapshots list no queries, and a restore gives each generation the lineage's at its
+    ``qmap``.  A version-1 snapshot (each generation listing its queries) still restores to
+    the same tree, answering the rest of the input the same."""
     import io
     import json
 
     from executors.churn_tree import ChurnTree
 
-    def meta(blob):
+    def unpack(blob):
         with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-            return json.loads(z["meta"].tobytes().decode()), {
-                k: z[k].tobytes() for k in z.files if k.startswith("gen")
-            }
+            return json.loads(z["meta"].tobytes().decode()), {k: z[k] for k in z.files}
 
     q = [{"id": f"q{i}", "aggregate": "sum", "range": 4 + i, "slide": 2} for i in range(3)]
     t = ChurnTree(q, technique="panes")
@@ -354,13 +353,30 @@ def test_snapshots_after_changes_list_each_generations_own_queries():
     t.change(30, add=[{"id": "n0", "aggregate": "sum", "range": 6, "slide": 3}])
     t.process_columns(np.arange(30, 40, dtype=np.int64), np.arange(10, dtype=np.int64))
     t.change(50, remove=["q1"])
-    for _ in range(2):  # the second time from the kept encodings
-        m, gens = meta(t.snapshot())
-        assert [x["id"] for x in m["queries"]] == ["q0", "q1", "q2", "n0"]
-        for g, blob in zip(t.gens, [gens[f"gen{i}"] for i in range(len(t.gens))]):
-            gm, _ = meta(blob)
-            assert gm["queries"] == [x.as_dict() for x in g.tree.queries]
-    assert [x.id for x in t.gens[-1].tree.queries] == ["q0", "q2", "n0"]
+    blob = t.snapshot()
+    m, arrays = unpack(blob)
+    assert m["version"] == 2 and [x["id"] for x in m["queries"]] == ["q0", "q1", "q2", "n0"]
+    assert len(t.gens) == 2
+    for i in range(len(t.gens)):
+        gm, _ = unpack(arrays[f"gen{i}"].tobytes())
+        assert "queries" not in gm
+    # version 1: each generation's snapshot with its queries
+    v1 = dict(arrays)
+    v1["meta"] = np.frombuffer(json.dumps({**m, "version": 1}).encode(), np.uint8)
+    for i, g in enumerate(t.gens):
+        v1[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **v1)
+    rest = (np.arange(50, 80, dtype=np.int64), np.arange(30, dtype=np.int64))
+    want = t.process_columns(*rest)
+    for data in (blob, buf.getvalue()):
+        r = ChurnTree.restore(data)
+        assert [[x.id for x in g.tree.queries] for g in r.gens] == [
+            ["q0", "q1", "q2", "n0"],
+            ["q0", "q2", "n0"],
+        ]
+        got = r.process_columns(*rest)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
 
 
 _BOUND = st.one_of(
