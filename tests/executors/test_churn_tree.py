@@ -335,8 +335,8 @@ def test_count_tree_started_later_and_its_refusals():
 
 def test_snapshots_list_the_lineage_once_and_restore_each_generations_queries():
     """A churn tree's snapshot lists its lineage once (version 2); its generations' own
-    snapshots list no queries, and a restore gives each generation the lineage's at its
-    ``qmap``.  A version-1 snapshot (each generation listing its queries) still restores to
+    snapshots list no queries, their domains are arrays, and a restore gives each
+    generation the lineage's queries at its ``qmap``.  A version-1 snapshot (each generation listing its queries) still restores to
     the same tree, answering the rest of the input the same."""
     import io
     import json
@@ -357,12 +357,17 @@ def test_snapshots_list_the_lineage_once_and_restore_each_generations_queries():
     m, arrays = unpack(blob)
     assert m["version"] == 2 and [x["id"] for x in m["queries"]] == ["q0", "q1", "q2", "n0"]
     assert len(t.gens) == 2
-    for i in range(len(t.gens)):
+    for i, g in enumerate(t.gens):
         gm, _ = unpack(arrays[f"gen{i}"].tobytes())
-        assert "queries" not in gm
-    # version 1: each generation's snapshot with its queries
-    v1 = dict(arrays)
-    v1["meta"] = np.frombuffer(json.dumps({**m, "version": 1}).encode(), np.uint8)
+        assert "queries" not in gm and set(m["gens"][i]) == {"t_start", "late_seen"}
+        assert np.array_equal(arrays[f"gen{i}/qmap"], g.qmap)
+    # version 1: each generation's snapshot with its queries, the domains in the JSON
+    gens_v1 = [
+        {**gm, **{k: arrays[f"gen{i}/{k}"].tolist() for k in ("qmap", "lo", "hi", "ehi")}}
+        for i, gm in enumerate(m["gens"])
+    ]
+    v1 = {k: v for k, v in arrays.items() if "/" not in k}
+    v1["meta"] = np.frombuffer(json.dumps({**m, "version": 1, "gens": gens_v1}).encode(), np.uint8)
     for i, g in enumerate(t.gens):
         v1[f"gen{i}"] = np.frombuffer(g.tree.snapshot(), np.uint8)
     buf = io.BytesIO()
