@@ -29,6 +29,17 @@ def _queries(n, seed, prefix):
     ]
 
 
+def _total(qs, model):
+    """WeaveShare's TotalCost of ``qs`` in their order, to the last bits of a sum over keys
+    in another order (an other order of weaving differs by whole merges: ~1 %)."""
+    return pytest.approx(plan_cost(weaveshare(qs, model)), rel=1e-12, abs=0)
+
+
+def _window_order(qs):
+    """The queries in the order the drift reference weaves them: by window, then id."""
+    return sorted(qs, key=lambda q: (q.kind, q.range, q.slide, q.id))
+
+
 @settings(max_examples=examples(20), deadline=None)
 @given(seed=st.integers(0, 500), nodes=st.integers(1, 3), added=st.integers(1, 6))
 def test_cached_pricing_equals_fresh_pricing_after_queries_join_trees(seed, nodes, added):
@@ -39,8 +50,7 @@ def test_cached_pricing_equals_fresh_pricing_after_queries_join_trees(seed, node
     ids = [n.id for n in plan.nodes]
     cached = PlanPricing(model, "WG_I", 2.0)
     assert cached.costs(state, ids) == pytest.approx((plan.total_cost, plan.max_cost))
-    by_id = sorted(qs, key=lambda q: q.id)
-    assert cached.weaveshare_total(state) == pytest.approx(plan_cost(weaveshare(by_id, model)))
+    assert cached.weaveshare_total(state) == _total(_window_order(qs), model)
     # new queries join the first tree of their key (or the first tree), as add-queries does
     new = _queries(added, seed + 1, "n")
     for q in new:
@@ -58,9 +68,7 @@ def test_cached_pricing_equals_fresh_pricing_after_queries_join_trees(seed, node
     assert cached.costs(state, ids) == fresh.costs(state, ids)
     assert cached.plan_dict(state, ids, None) == fresh.plan_dict(state, ids, None)
     assert cached.weaveshare_total(state) == fresh.weaveshare_total(state)
-    assert fresh.weaveshare_total(state) == pytest.approx(
-        plan_cost(weaveshare(sorted(qs + new, key=lambda q: q.id), model))
-    )
+    assert fresh.weaveshare_total(state) == _total(_window_order(qs + new), model)
 
 
 @settings(max_examples=examples(20), deadline=None)
@@ -91,3 +99,31 @@ def test_trees_the_placement_priced_are_the_fresh_prices(seed, nodes, added):
         for gt, wt in zip(gn["trees"], wn["trees"], strict=True):
             assert gt["queries"] == wt["queries"] and gt["edges"] == wt["edges"]
             assert gt["cost"] == pytest.approx(wt["cost"], rel=1e-12)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(seed=st.integers(0, 500), copies=st.integers(1, 3))
+def test_the_drift_reference_reads_windows_not_ids_nor_copies(seed, copies):
+    """Offline WeaveShare's TotalCost of the running queries (``weaveshare_total``) is that of
+    every query, duplicates of a window included, woven in window order; renamed queries and
+    more queries of windows already running change nothing and price nothing."""
+    model = CostModel("panes", {"s0": 2.0})
+    qs = _queries(10, seed, "q")
+    dup = [
+        Query(f"d{c}_{q.id}", q.range, q.slide, q.aggregate, q.stream)
+        for c in range(copies)
+        for q in qs[::2]
+    ]
+    pricing = PlanPricing(model, "WG_I", 2.0)
+
+    def state_of(queries):
+        return ServiceState({q.id: query_mapping(q.to_dict()) for q in queries}, {}, {}, 0)
+
+    base = pricing.weaveshare_total(state_of(qs))
+    assert base == _total(_window_order(qs), model)
+    assert base == _total(_window_order(qs + dup), model)  # copies: no cost
+    cached = dict(pricing._weaveshare)
+    assert pricing.weaveshare_total(state_of(qs + dup)) == base
+    assert pricing._weaveshare == cached  # the same keys: nothing priced again
+    renamed = [Query("z" + q.id, q.range, q.slide, q.aggregate, q.stream) for q in qs]
+    assert PlanPricing(model, "WG_I", 2.0).weaveshare_total(state_of(renamed)) == base
