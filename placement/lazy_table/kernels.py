@@ -26,7 +26,10 @@ Buckets: trees are linked (``nxt``) into buckets ``(key, modulus, #classes)`` fo
 single-modulus trees and ``(key, 0, 0)`` for the others. A row first bounds a whole
 single-modulus bucket from its extremes (fewest/most classes, smallest Omega, all ever filed:
 conservative) and skips it when no member can reach a positive benefit; dead trees are unlinked
-on the way. A fill (many rows at once) first bounds bucket *pairs* the same way
+on the way. A single-modulus row first screens a bucket without the gcd (``gcd_free_bound``:
+the gcd is small unless the moduli share a large divisor, ``row_split``, ``mark_high``) and
+skips it where the screen already shows the bucket bound would (issue 34: most of a fill's
+buckets are skipped so, behind their members' cuts). A fill (many rows at once) first bounds bucket *pairs* the same way
 (``bucket_pairs``) and, within one modulus, counts only the residues some other tree holds, so
 that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
 
@@ -60,6 +63,8 @@ WORK_LIMIT = 1 << 12  # class pairs per tree pair for the per-class bound (else 
 INFLATE = 1e-9
 HIST = 1 << 16  # residue histogram size for single-modulus rows
 MAX_CAP = 1 << 16  # most entries a refilled row keeps (its cap doubles with each refill)
+ALPHA_DIV = 32  # a single-modulus row's gcd-free screen: gcd with a bucket <= m / (32 k) ...
+DLOW = 64  # ... or <= 64 (``row_split``; fewer moduli to mark as sharing a larger divisor)
 
 # ``pop``'s answer kinds
 POP_NONE = 0  # no merge left
@@ -206,6 +211,7 @@ class Spectra(NamedTuple):
     bstart: np.ndarray  # int64 per bucket: its modulus's divisors in ``bd`` (none: modulus 0)
     bsize: np.ndarray  # int64 per bucket
     bd: np.ndarray  # int64 pool: divisors of the buckets' moduli
+    high: np.ndarray  # int64 scratch: moduli sharing a large divisor with the row's (``mark_high``)
 
 
 @njit(cache=True, inline="always")
@@ -437,6 +443,54 @@ def bucket_margin(bb, cost_z, costmax):
     difference (a skipped bucket, or a row cut before it, would then lose a pair whose value
     its refill no longer takes: issue 34, ties at Smax 100). Another ``INFLATE`` for rounding."""
     return bb + INFLATE * (max(costmax - cost_z, 0.0) + abs(bb) + cost_z)
+
+
+@njit(cache=True, inline="always")
+def row_split(mz, kz, sp, bz):
+    """``(Dz, alpha)`` of a single-modulus row (modulus ``mz``, ``kz`` classes, bucket ``bz``):
+    a bucket whose modulus shares no divisor above ``Dz`` with ``mz`` has ``gcd <= G``, the
+    largest divisor of ``mz`` up to ``Dz``, so its common-edge density with the row is at most
+    ``alpha k_b / m_b``, ``alpha = kz G / mz`` (``bucket_bound``'s per-class term)."""
+    dz = max(DLOW, mz // (ALPHA_DIV * kz))
+    g = 1
+    for k in range(sp.bstart[bz], sp.bstart[bz] + sp.bsize[bz]):
+        d = sp.bd[k]
+        if g < d <= dz:
+            g = d
+    return dz, kz * g / np.float64(mz)
+
+
+@njit(cache=True)
+def mark_high(mz, dz, sp, bz, top):
+    """A new stamp (kept in ``sp.high[0]``; modulus 0 is never looked up) written to
+    ``sp.high[m]`` for the moduli ``m < top`` that share a divisor above ``dz`` with ``mz``
+    (the multiples of those divisors); returns the stamp."""
+    high = sp.high
+    stamp = high[0] + 1
+    high[0] = stamp
+    for k in range(sp.bstart[bz], sp.bstart[bz] + sp.bsize[bz]):
+        d = sp.bd[k]
+        if d > dz:
+            for m in range(d, top, d):
+                high[m] = stamp
+    return stamp
+
+
+@njit(cache=True, inline="always")
+def gcd_free_bound(lam, oz, ez, cz, alpha, klo, khi, olo, costmax):
+    """At least ``bucket_margin(bucket_bound(..))`` of a single-modulus row (Omega ``oz``,
+    edge density ``ez``, cost ``cz``) with a bucket (or every bucket of a group) of
+    ``kmin / m_b >= klo``, ``kmax / m_b <= khi``, Omega ``>= olo``, cost ``<= costmax`` whose
+    gcd with the row's modulus is at most ``G`` (``row_split``), without that gcd: the bucket
+    bound grows with ``C <= min(alpha, 1) kmax / m_b, ez``, falls with ``kmin / m_b`` and with
+    the bucket's Omega (times ``C - ez <= 0``). Margins as the bucket bound's, and twice more
+    for rounding."""
+    a = min(alpha, 1.0)
+    cmax = min(a * khi, ez)
+    bound = lam + oz * min(a * khi - klo, 0.0) + olo * (cmax - ez)
+    bound += INFLATE * (abs(bound) + 2.0 * cz)
+    bound = bucket_margin(bound, cz, costmax)
+    return bound + 2.0 * INFLATE * (abs(bound) + cz + costmax + abs(lam))
 
 
 @njit(cache=True)
@@ -808,6 +862,11 @@ def rows(
     tx = np.empty(tcap, np.bool_)
     vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
     ob = np.empty(max(nb, 1), np.int64)
+    htop = 1  # moduli below this have ``sp.high`` marks
+    for b in range(nb):
+        if b_mod[b] >= htop:
+            htop = b_mod[b] + 1
+    htop = min(htop, len(sp.high))
     nq = len(alive)  # screened pairs of the multi-modulus bucket: -screen, partner uid, slot
     qv = np.empty(nq, np.float64)
     qu = np.empty(nq, np.int64)
@@ -827,6 +886,14 @@ def rows(
         cu = cutu[z]
         zdense = -1  # z's spectrum in sp.dense: -1 not yet (on its first screened pair), 0, 1
         lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
+        # A single-modulus row screens a bucket by ``gcd_free_bound`` before its gcd, unless
+        # their moduli share a divisor above ``dz`` (``sp.high``) or that of the bucket is
+        # beyond the scratch.
+        alpha = 0.0
+        stamp = -1
+        if mz > 0:
+            dz, alpha = row_split(mz, zn, sp, bz)
+            stamp = mark_high(mz, dz, sp, bz, htop)
         nbz = 0
         for bi in range(lo, hi_):
             b = open_idx[bi] if use_open else bi
@@ -855,6 +922,20 @@ def rows(
                         )
                         if pb <= floor or (-pb > b_cut[b] and (not refill or b_head[b] < z)):
                             continue
+                elif mb < htop and sp.high[mb] != stamp:
+                    pb = gcd_free_bound(
+                        lam,
+                        om[z],
+                        e[z],
+                        cost[z],
+                        alpha,
+                        b_kmin[b] / mb,
+                        b_kmax[b] / mb,
+                        b_om[b],
+                        b_costmax[b],
+                    )
+                    if pb <= floor or (-pb > b_cut[b] and (not refill or b_head[b] < z)):
+                        continue  # the bucket bound would skip it too
                 bb = bucket_bound(
                     z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
                 )
