@@ -28,10 +28,10 @@ single-modulus bucket from its extremes (fewest/most classes, smallest Omega, al
 conservative) and skips it when no member can reach a positive benefit; dead trees are unlinked
 on the way. A single-modulus row first screens a bucket without the gcd (``gcd_free_bound``:
 the gcd is small unless the moduli share a large divisor, ``row_split``, ``mark_high``) and
-skips it where the screen already shows the bucket bound would (issue 34: most of a fill's
-buckets are skipped so, behind their members' cuts). A fill (many rows at once) first bounds bucket *pairs* the same way
-(``bucket_pairs``) and, within one modulus, counts only the residues some other tree holds, so
-that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
+skips it where the screen already shows the bucket bound would (most of a fill's buckets are
+skipped so, behind their members' cuts). A fill (many rows at once) first bounds bucket *pairs*
+the same way (``bucket_pairs``) and, within one modulus, counts only the residues some other
+tree holds, so that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
 
 A row keeps its best ``cap`` entries only (a bounded heap while pricing, then sorted), plus the
 key of the last one kept; ``pop`` prices a used-up row again after that key (twice the cap).
