@@ -50,7 +50,7 @@ def _table(case):
     return model, t, ts, t._add_many(ts)
 
 
-@settings(max_examples=examples(200))
+@settings(max_examples=examples(80))
 @given(case=tables())
 def test_marks_and_split_match_brute_force(case):
     _, t, ts, slots = _table(case)
