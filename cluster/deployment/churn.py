@@ -76,7 +76,8 @@ class ChurnDeployment(Deployment):
 
         ``meanwhile()``: the driver's own work, run on a thread while the actors change their
         trees and take the checkpoint (a command's next step warmed up: ``serve``'s drift
-        check prices offline WeaveShare over the running queries, ~1 s at 100,000 queries).
+        check prices offline WeaveShare over the keys whose windows changed, up to ~1 s at
+        100,000 queries).
         It must touch nothing the deployment does; an error it raises is dropped here (the
         step it warmed raises it again)."""
         warm = None if meanwhile is None else Meanwhile(meanwhile)
