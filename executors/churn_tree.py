@@ -82,7 +82,7 @@ class _Gen:
         query, the end of the last window starting before ``hi``, capped at ``ehi``.
 
         In numpy, one pass over the generation's queries (a change retires generations of
-        ~1,000 queries per tree at 100,000 queries); ``last_end_loop`` is its oracle."""
+        ~1,000 queries per tree at 100,000 queries); its tests hold the loop it replaced."""
         hi, ehi = self.hi, self.ehi
         open_ended = (hi == INF) & (ehi == INF)
         if open_ended.any():
@@ -94,16 +94,6 @@ class _Gen:
         h = np.where(capped, hi, 0)  # no overflow where hi is INF (the end is INF there)
         end = np.where(capped, (-(-h // s) - 1) * s + r, INF)
         return int(np.minimum(end, ehi).max())
-
-    def last_end_loop(self) -> int:
-        """``last_end`` written query by query (the oracle of its tests)."""
-        best = NEG_INF
-        for q, hi, ehi in zip(self.tree.queries, self.hi, self.ehi):
-            if hi == INF and ehi == INF:
-                return INF
-            end = INF if hi == INF else (-(-int(hi) // q.slide) - 1) * q.slide + q.range
-            best = max(best, min(end, int(ehi)))
-        return best
 
     def slides_ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """The generation's queries' slides and ranges (int64, local order), made once."""

@@ -413,4 +413,16 @@ def test_last_end_is_the_query_by_query_bound(rows):
         np.array([h for *_, h, _ in rows], dtype=np.int64),
         np.array([e for *_, e in rows], dtype=np.int64),
     )
-    assert g.last_end() == g.last_end_loop()
+    assert g.last_end() == _last_end_loop(g)
+
+
+def _last_end_loop(g) -> int:
+    """``_Gen.last_end`` query by query: per query the end of the last window starting before
+    ``hi``, capped at ``ehi`` (INF: open ended)."""
+    best = NEG_INF
+    for q, hi, ehi in zip(g.tree.queries, g.hi, g.ehi):
+        if hi == INF and ehi == INF:
+            return INF
+        end = INF if hi == INF else (-(-int(hi) // q.slide) - 1) * q.slide + q.range
+        best = max(best, min(end, int(ehi)))
+    return best
