@@ -28,8 +28,13 @@ def _load_state(run_dir: Path) -> dict:
     p = run_dir / "state" / "service.json"
     if not p.is_file():
         raise ServeError(f"--resume {run_dir}: no saved deployment there ({p} not found)")
+    from cluster.service.query_log import QueryLogError
+    from cluster.service.resume import load_state
+
     try:
-        state = json.loads(p.read_text())
+        state = load_state(p.parent)
+    except QueryLogError as e:
+        raise ServeError(str(e)) from None
     except ValueError as e:
         raise ServeError(f"{p}: not valid JSON ({e})") from None
     if state.get("final"):

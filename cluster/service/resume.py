@@ -1,7 +1,7 @@
 """What ``weaveplace serve --resume`` continues from: the service's state in ``RUN_DIR/state``.
 
-Why one module: saving and restoring must agree field by field (``state/service.json`` plus one
-snapshot file per node), and the order of writes is what makes a crash lose nothing: answers
+Why one module: saving and restoring must agree field by field (``state/service.json``, the
+query log ``state/queries.jsonl`` and one snapshot file per node), and the order of writes is what makes a crash lose nothing: answers
 handed over through a checkpoint are written first, the state right after (``flush_outputs``);
 a resumed run re-reads the files fed since and regenerates their answers (parts written after
 the state are removed at resume, ``cluster.answers.parts.AnswerParts``).
@@ -9,20 +9,34 @@ the state are removed at resume, ``cluster.answers.parts.AnswerParts``).
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from cluster.answers.files import atomic_write, to_json
 from cluster.feeds.directory_options import FileRecord
+from cluster.service import query_log
 from cluster.service.planning import Planner
+from cluster.service.query_log import QueryLog
 from cluster.service.state import ServiceState
 
 
+def load_state(state_dir: Path) -> dict:
+    """``state_dir/service.json`` as ``restore`` takes it: queries named by id there filled in
+    from the query log (``query_log.load``; a version-1 state held them itself).  Raises
+    ``OSError``, ``ValueError`` (not JSON) or ``QueryLogError``."""
+    state = json.loads((Path(state_dir) / "service.json").read_text())
+    return query_log.load(state_dir, state)
+
+
 def restore(svc: Any, r: dict) -> None:
-    """Set a ``cluster.service.service.Service``'s bookkeeping from a saved state ``r`` (its stream
-    already exists: its counters and fed files are restored too)."""
+    """Set a ``cluster.service.service.Service``'s bookkeeping from a saved state ``r``
+    (``load_state``'s form; its stream already exists: its counters and fed files are restored
+    too)."""
     svc.running = ServiceState.from_saved(r)
+    svc.query_log = QueryLog.start(svc.run_dir / "state", r)
     svc.state_gen = int(r["gen"])
     svc.opt_factor = float(r.get("opt_factor", 1.0))
     if r.get("planner"):  # (states saved before the planner was kept: the constructor's)
@@ -84,6 +98,12 @@ def save_state(svc: Any, final: bool = False) -> None:
     gen = svc.state_gen + 1
     sd = svc.run_dir / "state"
     sd.mkdir(exist_ok=True)
+    log, running = svc.query_log, svc.running
+    logged = log.write(
+        running.used_ids,
+        running.queries,
+        (t for n in dep.nodes.values() for t in n.sources[0].trees),
+    )
     nodes = {}
     for nid, n in dep.nodes.items():
         src = n.sources[0]
@@ -94,13 +114,19 @@ def save_state(svc: Any, final: bool = False) -> None:
                 f.write(src.blob)
                 f.flush()
                 os.fsync(f.fileno())
-        nodes[nid] = {"trees": src.trees, "blob": fname, "seq": src.seq, "ray_node": n.ray_node}
+        nodes[nid] = {
+            "trees": log.refer(src.trees),
+            "blob": fname,
+            "seq": src.seq,
+            "ray_node": n.ray_node,
+        }
     st = svc.stream.stats
     state = {
-        "version": 1,
+        "version": 2,
         "final": final,
         "gen": gen,
-        **svc.running.to_saved(),
+        **running.to_saved(),
+        "query_log": logged,
         "nodes": nodes,
         "seq": dep.last_seq,
         "late_seen": dep.late_seen,

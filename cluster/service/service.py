@@ -72,6 +72,7 @@ from cluster.service.node_commands import NodeCommands
 from cluster.service.options import ServiceOptions, ServiceStart
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
+from cluster.service.query_log import QueryLog
 from cluster.service.refusals import Conflict, InternalError, InvalidRequest, NotFound
 from cluster.service.state import ServiceState, executor_query, query_mapping
 from cluster.service.stream import ServiceStream
@@ -147,6 +148,8 @@ class Service:
         if start.resume_state is None:
             #: the running plan's queries, trees, capacities, ids used and files fed
             self.running = ServiceState.from_plan(start.plan)
+            #: each query's definition, once (``cluster.service.query_log``)
+            self.query_log = QueryLog.start(self.run_dir / "state")
             self.event_log.clear()
             if (self.run_dir / "load.jsonl").exists():
                 (self.run_dir / "load.jsonl").unlink()

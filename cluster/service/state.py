@@ -4,8 +4,9 @@ capacities, the query ids used and the files fed (``ServiceState``, one ``Runnin
 Why typed records: every command reads and rewrites them, and ``serve --resume`` saves and
 restores them field by field (``cluster.service.resume``); their JSON form (``to_saved`` /
 ``from_saved``) is the state file's and must not change.  Queries stay JSON-ready mappings (the
-schema of config ``workload.queries``, normalised by ``query_mapping``): they are saved as
-they are and read back by ``placement.queries.query_from_mapping``.
+schema of config ``workload.queries``, normalised by ``query_mapping``): the state file names
+them by id, their definitions are in the query log (``cluster.service.query_log``), and they
+are read back by ``placement.queries.query_from_mapping``.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class ServiceState:
 
     @classmethod
     def from_saved(cls, r: Mapping[str, Any]) -> ServiceState:
-        """The state ``to_saved`` wrote (``RUN_DIR/state/service.json``)."""
+        """The state ``to_saved`` wrote (``RUN_DIR/state/service.json``), its queries and ids
+        used filled in from the query log (``query_log.load``)."""
         return cls(
             queries=r["queries"],
             trees={tid: RunningTree.from_saved(t) for tid, t in r["trees"].items()},
@@ -93,10 +95,11 @@ class ServiceState:
         )
 
     def to_saved(self) -> dict:
-        """The state file's fields for the running plan, in the file's order."""
+        """The state file's fields for the running plan, in the file's order: the running
+        queries by id, in their order (their definitions and the ids used are the query
+        log's)."""
         return {
-            "queries": self.queries,
-            "used_ids": sorted(self.used_ids),
+            "queries": list(self.queries),
             "trees": {tid: t.to_saved() for tid, t in self.trees.items()},
             "capacity": self.capacity,
             "next_tree": self.next_tree,

@@ -31,7 +31,7 @@ def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp
     from cluster.service.autoscale import AutoscalePolicy
     from cluster.service.control import call
     from cluster.service.options import ServiceOptions, ServiceStart
-    from cluster.service.resume import restore_nodes
+    from cluster.service.resume import load_state, restore_nodes
     from cluster.service.service import Service
     from placement.node_count import node_count
     from placement.optimizers import optimize
@@ -101,7 +101,7 @@ def test_serve_scales_out_and_in_with_the_queries(ray_session, spark, files, tmp
 
     # serve --resume (in this process, as sim.serve_start does it): the override stays off and
     # the policy remembers its last decision; switched on again, it acts
-    state = json.loads((run_dir / "state" / "service.json").read_text())
+    state = load_state(run_dir / "state")
     m = state["model"]
     model = CostModel(m["ie"], dict(m["rates"]), slicing=m["slicing"])
     plan = plan_from_state(state["nodes"], m, state["capacity"])
