@@ -245,7 +245,8 @@ class ChurnTree:
         capped = [str(r) for r in remove]
         # a query this tree handed off earlier still has windows here (starting before the
         # hand-off): its removal caps them too, and changes nothing else in this tree
-        handed = [r for r in capped if r not in self.active and r in self._index]
+        running = set(self.active)
+        handed = {r for r in capped if r not in running and r in self._index}
         remove = [r for r in capped if r not in handed] + [str(r) for r in handoff]
         if self.flushed:
             raise ValueError("the tree was flushed (end of input)")
@@ -270,21 +271,23 @@ class ChurnTree:
                     f"query {q.id!r}: a {q.kind}-window query cannot join a tree of "
                     f"{self.kind} windows"
                 )
-        unknown = [r for r in remove if r not in self.active]
+        unknown = [r for r in remove if r not in running]
         if unknown:
             raise ValueError(f"unknown query ids (not running in this tree): {unknown}")
-        for old in self.gens:  # a removed query answers no window ending after T_unreg,
+        # a removed query answers no window ending after T_unreg, in any generation
+        for old in self.gens if capped else ():
             rm = np.isin(
-                np.array([q.id for q in old.tree.queries], dtype=object),  # in any
+                np.array([q.id for q in old.tree.queries], dtype=object),
                 np.array(capped, dtype=object),
-            )  # generation
+            )
             old.ehi = np.where(rm, np.minimum(old.ehi, at), old.ehi)
         if not add and not remove:
             return at
         g = self.newest
         if g is not None:
             g.hi = np.minimum(g.hi, at)
-        keep = [self.queries[self._index[qid]] for qid in self.active if qid not in set(remove)]
+        gone = set(remove)
+        keep = [self.queries[self._index[qid]] for qid in self.active if qid not in gone]
         new = keep + add
         if new:
             self._start_gen(new, at, lo=at)
