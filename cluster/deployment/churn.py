@@ -70,7 +70,7 @@ class ChurnDeployment(Deployment):
         changes: list[tuple[str, str, int, list[dict], list[str]]],
         new_trees: list[tuple[str, dict, int | None]],
         meanwhile: Callable[[], object] | None = None,
-    ) -> None:
+    ) -> object:
         """Apply tree changes ``(node, tree id, at, add, remove)`` and start new trees
         ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc).
 
@@ -78,14 +78,15 @@ class ChurnDeployment(Deployment):
         trees and take the checkpoint (a command's next step warmed up: ``serve``'s drift
         check prices offline WeaveShare over the keys whose windows changed, up to ~1 s at
         100,000 queries).
-        It must touch nothing the deployment does; an error it raises is dropped here (the
-        step it warmed raises it again)."""
+        It must touch nothing the deployment does; returns what it returned (None without
+        one, or when it raised: the error is dropped here, the step it warmed raises it
+        again)."""
         warm = None if meanwhile is None else Meanwhile(meanwhile)
         try:
             self._apply_changes(changes, new_trees)
         finally:
-            if warm is not None:
-                warm.join()
+            result = None if warm is None else warm.join()
+        return result
 
     def _apply_changes(
         self,
@@ -294,18 +295,22 @@ def plan_from_state(nodes: dict, model: dict, capacity: dict) -> dict:
 
 
 class Meanwhile:
-    """``fn()`` on a thread of its own from now until ``join``; what it raises is dropped (a
-    warm-up: the step it prepares raises it again when it runs)."""
+    """``fn()`` on a thread of its own from now until ``join``, which returns its result; what
+    it raises is dropped and ``join`` returns None (a warm-up: the step it prepares raises it
+    again when it runs)."""
 
     def __init__(self, fn: Callable[[], object]):
+        self.result: object = None
+
         def work() -> None:
             try:
-                fn()
+                self.result = fn()
             except Exception:  # noqa: BLE001, S110
                 pass
 
         self._thread = threading.Thread(target=work, name="weaveplace-meanwhile", daemon=True)
         self._thread.start()
 
-    def join(self) -> None:
+    def join(self) -> object:
         self._thread.join()
+        return self.result

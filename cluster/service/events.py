@@ -30,6 +30,14 @@ class Change:
     #: the command ended with a checkpoint of every node (``ChurnDeployment.apply_changes``):
     #: ``commit`` hands over its answers without taking another, identical one
     checkpointed: bool = False
+    #: offline WeaveShare's TotalCost of the queries running once the command is done, priced
+    #: while the actors changed their trees (None: the drift check prices it)
+    reference: float | None = None
+
+    def priced(self, reference: object) -> None:
+        """Keep ``reference`` (what ``apply_changes``' warm-up returned: a TotalCost, or None
+        when it failed)."""
+        self.reference = reference if isinstance(reference, float) else None
 
 
 class EventLog:

@@ -151,12 +151,17 @@ class PlanPricing:
         """``weaveshare_total`` of ``state`` with ``queries`` for its queries (those running
         once a command is done), to be called while the actors change their trees
         (``ChurnDeployment.apply_changes``'s ``meanwhile``): the drift check after the command
-        then finds every key cached instead of pricing it on the command's way."""
+        then takes its result instead of pricing it on the command's way."""
         view = replace(state, queries=queries)
         return lambda: self.weaveshare_total(view)
 
     def drift(
-        self, state: ServiceState, node_ids: list[str], opt_factor: float, tolerance: float
+        self,
+        state: ServiceState,
+        node_ids: list[str],
+        opt_factor: float,
+        tolerance: float,
+        weaveshare: float | None = None,
     ) -> dict:
         """The running plan's TotalCost against a fresh plan's, estimated without re-planning:
         offline WeaveShare's TotalCost over the running queries times the configured
@@ -170,9 +175,10 @@ class PlanPricing:
         caps are relative to a front that only a re-plan computes).  As for every optimizer,
         the factor is 1 until the first re-plan, so a balanced initial plan costlier than
         WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
-        add or remove."""
+        add or remove.  ``weaveshare``: ``weaveshare_total(state)`` when the caller has it
+        (``weaveshare_total_later``'s)."""
         running, _ = self.costs(state, node_ids)
-        ws = self.weaveshare_total(state)
+        ws = self.weaveshare_total(state) if weaveshare is None else weaveshare
         ref = ws * opt_factor
         return {
             "running_total": running,

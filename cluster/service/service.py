@@ -257,7 +257,7 @@ class Service:
             yield change
             self.commit(change)
             if check_drift:
-                self._check_drift()
+                self._check_drift(change.reference)
                 if self.elastic is not None:
                     self.elastic.evaluate(f"after {command}")
 
@@ -369,10 +369,12 @@ class Service:
                 )
                 for n in additions.new_trees
             ]
-            self.dep.apply_changes(
-                grown,
-                started,
-                meanwhile=self.pricing.weaveshare_total_later(running, running.queries),
+            change.priced(
+                self.dep.apply_changes(
+                    grown,
+                    started,
+                    meanwhile=self.pricing.weaveshare_total_later(running, running.queries),
+                )
             )
             change.checkpointed = True
             running.trees = after
@@ -409,13 +411,15 @@ class Service:
                 if gone:
                     gone_from[tid] = gone
             left = {q: m for q, m in running.queries.items() if q not in removed}
-            self.dep.apply_changes(
-                [
-                    (running.trees[tid].node, tid, pts[self._kind(gone)][0], [], gone)
-                    for tid, gone in sorted(gone_from.items())
-                ],
-                [],
-                meanwhile=self.pricing.weaveshare_total_later(running, left),
+            change.priced(
+                self.dep.apply_changes(
+                    [
+                        (running.trees[tid].node, tid, pts[self._kind(gone)][0], [], gone)
+                        for tid, gone in sorted(gone_from.items())
+                    ],
+                    [],
+                    meanwhile=self.pricing.weaveshare_total_later(running, left),
+                )
             )
             change.checkpointed = True
             streams = running.streams_of(ids)
@@ -463,10 +467,10 @@ class Service:
         return [executor_query(self.running.queries[q]) for q in ids]
 
     # -- re-planning ----------------------------------------------------------------------
-    def drift(self) -> dict:
+    def drift(self, reference: float | None = None) -> dict:
         """The running plan's TotalCost against a fresh plan's (``PlanPricing.drift``)."""
         return self.pricing.drift(
-            self.running, list(self.dep.nodes), self.opt_factor, self.tolerance
+            self.running, list(self.dep.nodes), self.opt_factor, self.tolerance, reference
         )
 
     def rebalance(self, cause: str = "rebalance") -> dict:
@@ -569,11 +573,11 @@ class Service:
             **({} if choice is None else {"choose": choice}),
         }
 
-    def _check_drift(self) -> None:
+    def _check_drift(self, reference: float | None = None) -> None:
         """After a change: re-plan when the running TotalCost is more than ``tolerance`` above
         offline WeaveShare's over the running queries (docs/DESIGN.md s. 9, Incremental
-        WeaveShare)."""
-        d = self.drift()
+        WeaveShare; ``reference``: that TotalCost, when the command priced it already)."""
+        d = self.drift(reference)
         if d["drift"] > self.tolerance:
             try:
                 self._rebalance("drift")

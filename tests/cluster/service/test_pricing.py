@@ -127,3 +127,48 @@ def test_the_drift_reference_reads_windows_not_ids_nor_copies(seed, copies):
     assert pricing._weaveshare == cached  # the same keys: nothing priced again
     renamed = [Query("z" + q.id, q.range, q.slide, q.aggregate, q.stream) for q in qs]
     assert PlanPricing(model, "WG_I", 2.0).weaveshare_total(state_of(renamed)) == base
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(seed=st.integers(0, 500), removed=st.integers(0, 4))
+def test_the_drift_check_takes_the_reference_priced_while_the_actors_changed(seed, removed):
+    """What ``weaveshare_total_later`` prices on ``apply_changes``' thread (``Meanwhile``) is
+    offline WeaveShare's TotalCost of the queries running after the command, and ``drift``
+    takes it as its reference as it is."""
+    from dataclasses import replace
+
+    from cluster.deployment.churn import Meanwhile
+
+    model = CostModel("panes", {"s0": 2.0})
+    qs = _queries(12, seed, "q")
+    plan = optimize("WG_I", qs, model, 2, seed=seed)
+    state = ServiceState.from_plan(plan.to_dict())
+    ids = [n.id for n in plan.nodes]
+    pricing = PlanPricing(model, "WG_I", 2.0)
+    gone = {q.id for q in qs[:removed]}
+    left = {k: v for k, v in state.queries.items() if k not in gone}
+    ref = Meanwhile(pricing.weaveshare_total_later(state, left)).join()
+    trees = {
+        k: replace(t, active=[q for q in t.active if q not in gone]) for k, t in state.trees.items()
+    }
+    after = replace(state, queries=left, trees=trees)
+    assert ref == _total(_window_order(qs[removed:]), model)
+    d = pricing.drift(after, ids, 1.5, 0.25, ref)
+    assert d["weaveshare_total"] == ref and d["reference_total"] == ref * 1.5
+    assert d == PlanPricing(model, "WG_I", 2.0).drift(after, ids, 1.5, 0.25)
+    assert pricing.drift(after, ids, 1.0, 0.25, 123.0)["weaveshare_total"] == 123.0  # not again
+
+
+def test_a_warm_up_that_fails_gives_no_reference():
+    from cluster.deployment.churn import Meanwhile
+    from cluster.service.events import Change
+
+    def fails():
+        raise RuntimeError("boom")
+
+    assert Meanwhile(fails).join() is None
+    change = Change("add-queries", (1.0, 1.0))
+    change.priced(Meanwhile(lambda: 2.5).join())
+    assert change.reference == 2.5
+    change.priced(None)
+    assert change.reference is None
