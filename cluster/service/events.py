@@ -12,8 +12,12 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cluster.answers.files import jsonable
+
+if TYPE_CHECKING:
+    from cluster.service.plan_file import PreparedPlan
 
 #: events kept in memory (and shown by ``status``)
 LATEST = 20
@@ -33,11 +37,14 @@ class Change:
     #: offline WeaveShare's TotalCost of the queries running once the command is done, priced
     #: while the actors changed their trees (None: the drift check prices it)
     reference: float | None = None
+    #: the plan file encoded meanwhile (``cluster.service.plan_file``; None: the commit does)
+    plan: PreparedPlan | None = None
 
-    def priced(self, reference: object) -> None:
-        """Keep ``reference`` (what ``apply_changes``' warm-up returned: a TotalCost, or None
-        when it failed)."""
-        self.reference = reference if isinstance(reference, float) else None
+    def warmed(self, result: object) -> None:
+        """Keep what ``apply_changes``' warm-up returned (``Service.while_changing``:
+        ``(reference, prepared plan or None)``; None when it failed)."""
+        if isinstance(result, tuple):
+            self.reference, self.plan = result
 
 
 class EventLog:

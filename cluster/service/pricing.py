@@ -9,7 +9,7 @@ query set so a command does not re-price trees it did not touch; none of that is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -145,16 +145,6 @@ class PlanPricing:
         self._weaveshare = fresh
         return total
 
-    def weaveshare_total_later(
-        self, state: ServiceState, queries: dict[str, dict]
-    ) -> Callable[[], float]:
-        """``weaveshare_total`` of ``state`` with ``queries`` for its queries (those running
-        once a command is done), to be called while the actors change their trees
-        (``ChurnDeployment.apply_changes``'s ``meanwhile``): the drift check after the command
-        then takes its result instead of pricing it on the command's way."""
-        view = replace(state, queries=queries)
-        return lambda: self.weaveshare_total(view)
-
     def drift(
         self,
         state: ServiceState,
@@ -176,7 +166,7 @@ class PlanPricing:
         the factor is 1 until the first re-plan, so a balanced initial plan costlier than
         WeaveShare by more than the tolerance is re-planned (by the same rule) at the first
         add or remove.  ``weaveshare``: ``weaveshare_total(state)`` when the caller has it
-        (``weaveshare_total_later``'s)."""
+        (priced while the actors changed, ``Service.while_changing``)."""
         running, _ = self.costs(state, node_ids)
         ws = self.weaveshare_total(state) if weaveshare is None else weaveshare
         ref = ws * opt_factor

@@ -53,12 +53,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from cluster.deployment.churn import ChurnDeployment
 from cluster.feeds.directory_options import StreamStats
+from cluster.service import plan_file
 from cluster.service import resume as service_resume
 from cluster.service import status as service_status
 from cluster.service.autoscale import Autoscaler
@@ -70,6 +72,7 @@ from cluster.service.load_history import LoadHistory
 from cluster.service.load_shedding import LoadShedder
 from cluster.service.node_commands import NodeCommands
 from cluster.service.options import ServiceOptions, ServiceStart
+from cluster.service.plan_file import PreparedPlan
 from cluster.service.planning import Planner
 from cluster.service.pricing import PlanPricing
 from cluster.service.query_log import QueryLog
@@ -173,13 +176,35 @@ class Service:
     def costs(self) -> tuple[float, float]:
         return self.pricing.costs(self.running, list(self.dep.nodes))
 
-    def write_plan(self) -> dict:
-        from cluster.answers.files import atomic_write, to_json
-
-        d = self.plan_dict()
-        atomic_write(self.run_dir / "plan_current.json", to_json(d, indent=1))
+    def write_plan(self, prepared: PreparedPlan | None = None) -> dict:
+        """Write ``plan_current.json`` (``prepared``: encoded while the actors changed, used if
+        it is still the running plan, ``cluster.service.plan_file``)."""
+        nodes = list(self.dep.nodes)
+        if prepared is not None and prepared.fits(self.running.trees, nodes):
+            d, data = prepared.plan, prepared.data
+        else:
+            d, data = self.plan_dict(), None
+        plan_file.write(self.run_dir, d, data)
         self.dep.follow_plan(d)  # membership changes (add_node, lose_node) follow it
         return d
+
+    def while_changing(
+        self, after: ServiceState, with_plan: bool
+    ) -> Callable[[], tuple[float, PreparedPlan | None]]:
+        """What a command does while the actors change its trees (``apply_changes``'
+        ``meanwhile``; nothing else prices then): offline WeaveShare's TotalCost of the state
+        ``after`` it, for the drift check, and with ``with_plan`` its plan file encoded
+        (``plan_file.prepare``; ``after.trees`` must be the mapping the command installs)."""
+        nodes = list(self.dep.nodes)
+
+        def work() -> tuple[float, PreparedPlan | None]:
+            ref = self.pricing.weaveshare_total(after)
+            if not with_plan:
+                return ref, None
+            d = self.pricing.plan_dict(after, nodes, self.choice)
+            return ref, plan_file.prepare(d, after.trees, nodes)
+
+        return work
 
     # -- events -------------------------------------------------------------------------------
     @property
@@ -262,7 +287,7 @@ class Service:
                     self.elastic.evaluate(f"after {command}")
 
     def commit(self, change: Change) -> None:
-        self.write_plan()
+        self.write_plan(change.plan)
         self.flush_outputs(checkpoint=not change.checkpointed)
         self.log_faults()
         self.record_event(change.command, change.before, **change.detail)
@@ -369,11 +394,11 @@ class Service:
                 )
                 for n in additions.new_trees
             ]
-            change.priced(
+            change.warmed(
                 self.dep.apply_changes(
                     grown,
                     started,
-                    meanwhile=self.pricing.weaveshare_total_later(running, running.queries),
+                    meanwhile=self.while_changing(replace(running, trees=after), True),
                 )
             )
             change.checkpointed = True
@@ -411,14 +436,14 @@ class Service:
                 if gone:
                     gone_from[tid] = gone
             left = {q: m for q, m in running.queries.items() if q not in removed}
-            change.priced(
+            change.warmed(
                 self.dep.apply_changes(
                     [
                         (running.trees[tid].node, tid, pts[self._kind(gone)][0], [], gone)
                         for tid, gone in sorted(gone_from.items())
                     ],
                     [],
-                    meanwhile=self.pricing.weaveshare_total_later(running, left),
+                    meanwhile=self.while_changing(replace(running, queries=left), False),
                 )
             )
             change.checkpointed = True

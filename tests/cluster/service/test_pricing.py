@@ -131,13 +131,17 @@ def test_the_drift_reference_reads_windows_not_ids_nor_copies(seed, copies):
 
 @settings(max_examples=examples(10), deadline=None)
 @given(seed=st.integers(0, 500), removed=st.integers(0, 4))
-def test_the_drift_check_takes_the_reference_priced_while_the_actors_changed(seed, removed):
-    """What ``weaveshare_total_later`` prices on ``apply_changes``' thread (``Meanwhile``) is
-    offline WeaveShare's TotalCost of the queries running after the command, and ``drift``
-    takes it as its reference as it is."""
+def test_the_work_done_while_the_actors_change_prices_the_state_after_the_command(seed, removed):
+    """``Service.while_changing`` on ``apply_changes``' thread (``Meanwhile``): offline
+    WeaveShare's TotalCost of the queries running after the command, which ``drift`` takes as
+    its reference as it is, and the plan file of the trees after it, encoded, which the commit
+    writes only while those trees and nodes still run (``PreparedPlan.fits``)."""
+    import json
     from dataclasses import replace
+    from types import SimpleNamespace
 
     from cluster.deployment.churn import Meanwhile
+    from cluster.service.service import Service
 
     model = CostModel("panes", {"s0": 2.0})
     qs = _queries(12, seed, "q")
@@ -147,16 +151,26 @@ def test_the_drift_check_takes_the_reference_priced_while_the_actors_changed(see
     pricing = PlanPricing(model, "WG_I", 2.0)
     gone = {q.id for q in qs[:removed]}
     left = {k: v for k, v in state.queries.items() if k not in gone}
-    ref = Meanwhile(pricing.weaveshare_total_later(state, left)).join()
     trees = {
         k: replace(t, active=[q for q in t.active if q not in gone]) for k, t in state.trees.items()
     }
     after = replace(state, queries=left, trees=trees)
+    svc = SimpleNamespace(
+        dep=SimpleNamespace(nodes=dict.fromkeys(ids)), pricing=pricing, choice=None
+    )
+    ref, prepared = Meanwhile(Service.while_changing(svc, after, True)).join()  # type: ignore[arg-type, misc]
     assert ref == _total(_window_order(qs[removed:]), model)
+    fresh = PlanPricing(model, "WG_I", 2.0)
+    assert prepared.plan == fresh.plan_dict(after, ids, None)
+    assert json.loads(prepared.data) == json.loads(json.dumps(prepared.plan))
+    assert prepared.fits(after.trees, ids)
+    assert not prepared.fits(dict(after.trees), ids)  # other trees installed meanwhile
+    assert not prepared.fits(after.trees, ids[:1])  # a node lost meanwhile
     d = pricing.drift(after, ids, 1.5, 0.25, ref)
     assert d["weaveshare_total"] == ref and d["reference_total"] == ref * 1.5
-    assert d == PlanPricing(model, "WG_I", 2.0).drift(after, ids, 1.5, 0.25)
+    assert d == fresh.drift(after, ids, 1.5, 0.25)
     assert pricing.drift(after, ids, 1.0, 0.25, 123.0)["weaveshare_total"] == 123.0  # not again
+    assert Service.while_changing(svc, after, False)() == (ref, None)  # type: ignore[arg-type]
 
 
 def test_a_warm_up_that_fails_gives_no_reference():
@@ -168,7 +182,7 @@ def test_a_warm_up_that_fails_gives_no_reference():
 
     assert Meanwhile(fails).join() is None
     change = Change("add-queries", (1.0, 1.0))
-    change.priced(Meanwhile(lambda: 2.5).join())
-    assert change.reference == 2.5
-    change.priced(None)
-    assert change.reference is None
+    change.warmed(Meanwhile(fails).join())
+    assert change.reference is None and change.plan is None
+    change.warmed(Meanwhile(lambda: (2.5, None)).join())
+    assert change.reference == 2.5 and change.plan is None
