@@ -96,6 +96,27 @@ def test_window_lengths_cover_every_window(qs):
         assert seen <= set(ns[(r, s)]) and max(ns[(r, s)]) <= wsize
 
 
+@settings(max_examples=examples(60))
+@given(
+    qs=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12)), min_size=1, max_size=6),
+    cells=st.integers(1, 40),
+)
+def test_length_bounds_are_the_formula_and_bound_every_window(qs, cells):
+    """The bound window sets too large to scan use: ``min(r, sum over classes of
+    ceil(r / s2))``, computed in numpy blocks of ``cells`` numbers, against the formula and
+    against the edges that fall in windows on the real edge grid."""
+    from executors.edges import length_bounds
+
+    qs = sorted(set(qs))
+    cl = edge_classes(qs)
+    got = length_bounds(qs, cl, cells)
+    assert got == [min(r, sum(-(-r // s2) for s2, _ in cl)) for r, _ in qs]
+    edges = edges_between(cl, -200, 600)
+    for (r, s), b in zip(qs, got):
+        for k in range(0, 20):
+            assert int(((edges >= k * s) & (edges < k * s + r)).sum()) <= b
+
+
 def test_normalize_query_accepts_dicts_and_objects():
     class Q:
         id, aggregate, range, slide, kind = "q", "MAX", 5, 3, "count"
