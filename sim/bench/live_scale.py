@@ -313,9 +313,19 @@ def serve_part(out: Path, opts: LiveScaleOptions, data: Path, say: Callable[[str
         pq.write_table(part, tmp)
         os.replace(tmp, incoming / f"f{k:05d}.parquet")
 
+    def saved_files() -> int:
+        """Files whose micro-batch is over: its answers written and the state saved after
+        them (a command waits for a micro-batch in progress: not the command's own time)."""
+        try:
+            return int(
+                json.loads((run_dir / "state" / "service.json").read_text())["stats"]["files"]
+            )
+        except (OSError, ValueError, KeyError):
+            return 0
+
     def wait_files(n: int, limit: float = 900) -> float:
         t = time.monotonic()
-        while call(run_dir, "GET", "/status", timeout=60)["files"] < n:
+        while call(run_dir, "GET", "/status", timeout=60)["files"] < n or saved_files() < n:
             if time.monotonic() - t > limit:
                 raise RuntimeError(f"serve: {n} files not fed in {limit:.0f} s")
             time.sleep(0.5)
