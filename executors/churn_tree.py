@@ -52,8 +52,8 @@ def technique_for(technique: str, queries: list[QuerySpec]) -> str:
     generation may gain a max query under ``slickdeque_inv``, or a second window length under a
     single-length technique)."""
     t = normalize_technique(technique)
-    aggs = {q.aggregate for q in queries}
-    return t if fits(t, aggs, [(q.range, q.slide) for q in queries]) else "slickdeque"
+    aggs = {q.aggregate.name: q.aggregate for q in queries}.values()  # names: cheap to hash
+    return t if fits(t, aggs, ((q.range, q.slide) for q in queries)) else "slickdeque"
 
 
 #: a generation's domain arrays, as its snapshot keeps them (``gen{i}/{name}``, version 2)

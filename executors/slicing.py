@@ -155,22 +155,22 @@ class StreamSlicer:
         self.lateness = 0 if self.kind == "count" else int(allowed_lateness)
         self.primitives = primitives
         self.is_int = is_int
-        # the queries of each (r, s) in one pass (a scan per (r, s) took 0.1 s per tree of
-        # 1,400 queries over 166 windows, on every churn generation)
-        by_rs: dict[tuple[int, int], list[int]] = {}
-        for i, q in enumerate(queries):
-            by_rs.setdefault((q.range, q.slide), []).append(i)
-        self.rs = sorted(by_rs)
-        self.rs_queries = {rs: np.array(by_rs[rs], dtype=np.int64) for rs in self.rs}
+        # the queries of each (r, s), in query order, by one stable sort (a scan per (r, s)
+        # took 0.1 s per tree of 1,400 queries over 166 windows, and a pass in Python ~4 ms
+        # per tree of 800: every churn generation builds its slicer)
+        n = len(queries)
+        r = np.fromiter((q.range for q in queries), np.int64, n)
+        s = np.fromiter((q.slide for q in queries), np.int64, n)
+        order = np.lexsort((s, r))  # by (r, s), ties in query order (lexsort is stable)
+        rr, ss = r[order], s[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = (rr[1:] != rr[:-1]) | (ss[1:] != ss[:-1])
+        starts = np.flatnonzero(new)
+        self.rs = list(zip(rr[starts].tolist(), ss[starts].tolist()))
+        ends = [*starts[1:].tolist(), n]
+        self.rs_queries = {rs: order[a:b] for rs, a, b in zip(self.rs, starts.tolist(), ends)}
         # the same per (r, s) group as flat arrays (r, s, #queries, offset, query indices)
-        nq = np.array([self.rs_queries[rs].shape[0] for rs in self.rs], dtype=np.int64)
-        self._groups = (
-            np.array([r for r, _ in self.rs], dtype=np.int64),
-            np.array([s for _, s in self.rs], dtype=np.int64),
-            nq,
-            np.cumsum(nq) - nq,
-            np.concatenate(list(self.rs_queries.values())),
-        )
+        self._groups = (rr[starts], ss[starts], np.diff(starts, append=n), starts, order)
         self.classes = edge_classes(self.rs)
         self.max_r = max(r for r, _ in self.rs)
         self.cover_slide = cover_slide(self.rs)

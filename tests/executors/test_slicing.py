@@ -152,6 +152,14 @@ def test_slicer_groups_the_queries_of_each_window_in_query_order(windows):
         want = [i for i, q in enumerate(qs) if (q.range, q.slide) == rs]
         assert sl.rs_queries[rs].tolist() == want
         assert sl.rs_queries[rs].dtype == np.int64
+    # the flat form the kernels read: per window r, s, #queries, offset, then the indices
+    g_r, g_s, g_nq, g_off, g_q = sl._groups
+    assert list(zip(g_r.tolist(), g_s.tolist())) == want_rs
+    flat = [i for rs in want_rs for i, q in enumerate(qs) if (q.range, q.slide) == rs]
+    assert g_q.tolist() == flat
+    counts = [len(sl.rs_queries[rs]) for rs in want_rs]
+    assert g_nq.tolist() == counts and g_off.tolist() == np.cumsum([0, *counts[:-1]]).tolist()
+    assert all(a.dtype == np.int64 for a in sl._groups)
 
 
 @settings(max_examples=examples(40))
