@@ -102,28 +102,28 @@ class ChurnDeployment(Deployment):
         for _, spec, t0 in new_trees:
             if t0 is not None:
                 self.cut_points.setdefault(str(spec["stream"]), set()).add(int(t0))
+        per_node: dict[str, list[tuple]] = {}  # one call per node: ~100 trees change at once
         for nid, tid, at, add, remove, *rest in changes:
-            refs.append(
-                (
-                    nid,
-                    tid,
-                    self.nodes[nid].actor.change_tree.remote(
-                        tid, at, add, remove, rest[0] if rest else []
-                    ),
-                )
-            )
+            per_node.setdefault(nid, []).append((tid, at, add, remove, rest[0] if rest else []))
+        for nid, cs in per_node.items():
+            refs.append((nid, [c[0] for c in cs], self.nodes[nid].actor.change_trees.remote(cs)))
         for nid, spec, t0 in new_trees:
             refs.append((nid, None, self.nodes[nid].actor.host_tree.remote(spec, t0, self._seq)))
-        for nid, tid, ref in refs:
+        for nid, tids, ref in refs:
             out = ray.get(ref)
             n = self.nodes[nid]
-            if tid is None:
+            if tids is None:
                 n.spec = {**n.spec, "trees": n.spec["trees"] + [spec_of(new_trees, out)]}
             else:
+                gained: dict[str, list[dict]] = {}  # a tree changed twice: both, in order
+                for tid, g in zip(tids, out):
+                    gained.setdefault(tid, []).extend(g)
                 n.spec = {
                     **n.spec,
                     "trees": [
-                        dict(t, queries=[*t["queries"], *out]) if str(t["id"]) == tid else t
+                        dict(t, queries=[*t["queries"], *gained[str(t["id"])]])
+                        if str(t["id"]) in gained
+                        else t
                         for t in n.spec["trees"]
                     ],
                 }

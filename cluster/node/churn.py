@@ -63,6 +63,12 @@ class ChurnNodeCore(ActorCore):
         self.pending.trees_changed()
         return gained
 
+    def change_trees(self, changes: list[tuple]) -> list[list[dict]]:
+        """``change_tree(*c)`` for each ``c`` of ``changes`` in order, in one call (a command
+        changes ~100 trees of a node at 100,000 queries, and each call is a round trip);
+        returns what each lineage gained."""
+        return [self.change_tree(*c) for c in changes]
+
     def host_tree(self, spec: dict[str, Any], t_start: int | None, seq: int) -> str:
         """Start a new tree for queries registered at ``t_start`` (windows from it on); it
         takes the batches after ``seq``."""

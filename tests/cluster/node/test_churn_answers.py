@@ -131,3 +131,39 @@ def test_change_tree_returns_what_the_lineage_gained():
     spec = next(t for t in node.spec["trees"] if t["id"] == "t0")
     lineage = [q.id for q in node.trees["t0"].queries]
     assert [q["id"] for q in spec["queries"]] == lineage == ["a", "b", "c"]
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(w=mixed_generations(), twice=st.booleans())
+def test_changes_in_one_call_are_the_changes_one_by_one(w, twice):
+    """``change_trees`` (one call per node and command) returns, lists in the node's spec and
+    answers what ``change_tree`` called for each change in turn does, a tree changed twice in
+    one call included."""
+    initial, schedule = w
+    other = [dict(q, id=f"o{q['id']}") for q in initial]
+    specs = [
+        {"id": "t0", "stream": "s", "queries": [dict(q) for q in initial]},
+        {"id": "t1", "stream": "s", "queries": [dict(q) for q in other]},
+    ]
+    one, batched = (ChurnNodeCore("n", [dict(t) for t in specs]) for _ in range(2))
+    seq = 0
+    for item in schedule:
+        if item[0] == "change":
+            _, at, add, remove = item
+            cs = [("t0", at, [dict(q) for q in add], remove, [])]
+            cs.append(
+                ("t1", at, [dict(q, id=f"o{q['id']}") for q in add], [f"o{r}" for r in remove], [])
+            )
+            if twice and add:  # t0 again: its first addition removed right away
+                cs.append(("t0", at, [], [add[0]["id"]], []))
+            want = [one.change_tree(*c) for c in cs]
+            assert batched.change_trees([tuple(c) for c in cs]) == want
+            continue
+        _, ts, v, _ = item
+        seq += 1
+        for node in (one, batched):
+            node.ingest(None, pa.table({"ts_ms": ts, "s": v}), seq)
+    assert batched.spec["trees"] == one.spec["trees"]
+    for node in (one, batched):
+        node.flush()
+    assert rows(batched.drain()) == rows(one.drain())
