@@ -35,12 +35,12 @@ force); tests: ``tests/executors/test_churn_tree.py``.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .array_pack import pack, unpack
 from .edges import INF, NEG_INF
 from .query_spec import meta_json, queries_json
 from .slicing import QuerySpec, normalize_query
@@ -544,15 +544,11 @@ class ChurnTree:
             arrays[f"gen{i}"] = np.frombuffer(g.tree.snapshot(with_queries=False), np.uint8)
             for k in _DOMAIN:
                 arrays[f"gen{i}/{k}"] = getattr(g, k)
-        buf = io.BytesIO()
-        # allow_pickle named (its default): numpy's stubs would match **arrays against it
-        np.savez(buf, allow_pickle=True, **arrays)
-        return buf.getvalue()
+        return pack(arrays)
 
     @classmethod
     def restore(cls, data: bytes) -> ChurnTree:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = unpack(data)
         meta = json.loads(arrays["meta"].tobytes().decode())
         if not meta.get("live"):
             raise ValueError("not a ChurnTree snapshot")

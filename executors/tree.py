@@ -31,7 +31,6 @@ queries, and the two answer paths (table and per-query blocks) that share its st
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from .aggregates import OP_SUM, Aggregate, Primitive, require_invertible, require_selective
+from .array_pack import pack, unpack
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
 from .edges import NEG_INF
@@ -586,7 +586,7 @@ class ExecutionTree:
 
     # -- snapshot -------------------------------------------------------------
     def snapshot(self, with_queries: bool = True) -> bytes:
-        """Serialise the whole state (numpy .npz; no pickle) to bytes.  ``with_queries=False``:
+        """Serialise the whole state (``executors.array_pack``; no pickle) to bytes.  ``with_queries=False``:
         without the query list, for an owner that keeps it and hands it to ``restore`` (a
         churn tree's generations: their queries are its lineage's, listed once)."""
         meta = {
@@ -617,17 +617,14 @@ class ExecutionTree:
                     arrays[f"agg{i}/{k}"] = v
         if self.count_ops and self._ops_slices:
             arrays["ops_slices"] = np.concatenate(self._ops_slices)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
-        return buf.getvalue()
+        return pack(arrays)
 
     @classmethod
     def restore(cls, data: bytes, queries: list | None = None) -> ExecutionTree:
         """Rebuild a tree from ``snapshot()`` bytes; replaying the rest of the input
         then gives exactly the answers of an uninterrupted run.  ``queries``: the tree's
         queries, for a snapshot taken without them (``with_queries=False``)."""
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = unpack(data)
         meta = json.loads(arrays["meta"].tobytes().decode())
         if meta.get("version") != 1:
             raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")

@@ -26,8 +26,8 @@ snapshot taken at the same point, which is what makes recovery exactly-once: the
 the answers up to the snapshot, and a replacement actor restored from it regenerates exactly
 the answers after it.  Late tuples live in the trees' state (so they are part of snapshots).
 
-Snapshots are ``numpy.savez`` bytes (JSON metadata + each tree's own snapshot), no pickle
-(``snapshot``).
+Snapshots are packed arrays (JSON metadata + each tree's own snapshot, ``cluster.node.snapshot``),
+no pickle (``snapshot``).
 
 Moving trees between nodes (a node lost for good, ``Deployment.lose_node``): every tree records
 the last batch ``seq`` it applied (``tree_seq``, part of snapshots), ``add_trees(specs,

@@ -1,5 +1,5 @@
-"""The byte format of a node snapshot: ``numpy.savez`` of JSON metadata plus each tree's own
-snapshot, no pickle.
+"""The byte format of a node snapshot: JSON metadata plus each tree's own snapshot, packed by
+``executors.array_pack`` (no pickle; snapshots ``numpy.savez`` wrote before still load).
 
 Why its own module: the format (its version, its keys) is what a replacement actor, an adopting
 node and the driver's recovery agree on; ``core`` decides *what* goes in a snapshot and
@@ -8,13 +8,13 @@ when, this module only how it is written and read back.
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import numpy as np
 
 from cluster.answers.files import to_json
+from executors.array_pack import pack, unpack
 
 SNAPSHOT_VERSION = 1
 
@@ -25,15 +25,12 @@ def dump_snapshot(meta: dict[str, Any], trees: dict[str, bytes]) -> bytes:
     arrays = {"meta": np.frombuffer(to_json({"version": SNAPSHOT_VERSION, **meta}), np.uint8)}
     for tid in sorted(trees):
         arrays[f"tree/{tid}"] = np.frombuffer(trees[tid], np.uint8)
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return buf.getvalue()
+    return pack(arrays)
 
 
 def load_snapshot(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(arrays, meta) of a node snapshot; a tree's snapshot is ``arrays[f"tree/{id}"]``."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    arrays = unpack(data)
     meta = json.loads(arrays["meta"].tobytes().decode())
     if meta.get("version") != SNAPSHOT_VERSION:
         raise ValueError(f"unsupported node snapshot version {meta.get('version')!r}")

@@ -109,7 +109,7 @@ def save_state(svc: Any, final: bool = False) -> None:
         src = n.sources[0]
         fname = None
         if src.blob is not None:
-            fname = f"{nid}.{gen}.npz"
+            fname = f"{nid}.{gen}.snap"
             with open(sd / fname, "wb") as f:
                 f.write(src.blob)
                 f.flush()
@@ -166,7 +166,7 @@ def save_state(svc: Any, final: bool = False) -> None:
     }
     atomic_write(sd / "service.json", to_json(state))
     keep = {v["blob"] for v in nodes.values()}
-    for p in sd.glob("*.npz"):
+    for p in [*sd.glob("*.snap"), *sd.glob("*.npz")]:  # (.npz: saved before packs)
         if p.name not in keep:
             p.unlink()
     svc.state_gen = gen
