@@ -75,9 +75,9 @@ class ChurnDeployment(Deployment):
         ``(node, spec, t_start)`` between two batches, then checkpoint (see module doc).
 
         ``meanwhile()``: the driver's own work, run on a thread while the actors change their
-        trees and take the checkpoint (a command's next step warmed up: ``serve``'s drift
-        check prices offline WeaveShare over the keys whose windows changed, up to ~1 s at
-        100,000 queries).
+        trees and take the checkpoint (a command's next steps warmed up: ``serve`` prices its
+        drift reference, offline WeaveShare over the keys whose windows changed, and encodes
+        the plan file, ``Service.while_changing``: up to ~1 s at 100,000 queries).
         It must touch nothing the deployment does; returns what it returned (None without
         one, or when it raised: the error is dropped here, the step it warmed raises it
         again)."""

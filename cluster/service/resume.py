@@ -1,8 +1,9 @@
 """What ``weaveplace serve --resume`` continues from: the service's state in ``RUN_DIR/state``.
 
 Why one module: saving and restoring must agree field by field (``state/service.json``, the
-query log ``state/queries.jsonl`` and one snapshot file per node), and the order of writes is what makes a crash lose nothing: answers
-handed over through a checkpoint are written first, the state right after (``flush_outputs``);
+query log ``state/queries.jsonl`` and one snapshot file per node), and the order of writes is
+what makes a crash lose nothing: answers handed over through a checkpoint are written first,
+the state right after (``flush_outputs``);
 a resumed run re-reads the files fed since and regenerates their answers (parts written after
 the state are removed at resume, ``cluster.answers.parts.AnswerParts``).
 """
