@@ -20,7 +20,6 @@ from cluster.answers.files import atomic_write, to_json
 from cluster.feeds.directory_options import FileRecord
 from cluster.service import query_log
 from cluster.service.planning import Planner
-from cluster.service.query_log import QueryLog
 from cluster.service.state import ServiceState
 
 
@@ -37,7 +36,7 @@ def restore(svc: Any, r: dict) -> None:
     (``load_state``'s form; its stream already exists: its counters and fed files are restored
     too)."""
     svc.running = ServiceState.from_saved(r)
-    svc.query_log = QueryLog.start(svc.run_dir / "state", r)
+    svc.query_log = query_log.QueryLog.start(svc.run_dir / "state", r)
     svc.state_gen = int(r["gen"])
     svc.opt_factor = float(r.get("opt_factor", 1.0))
     if r.get("planner"):  # (states saved before the planner was kept: the constructor's)
