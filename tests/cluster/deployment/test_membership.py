@@ -20,6 +20,7 @@ def _late_key(t: pa.Table) -> pa.Table:
     )
 
 
+@pytest.mark.scenario  # two losses and a kill, 11-22 s: make test-scenarios (make test < 8 min)
 def test_take_answers_and_late_exactly_once_across_node_loss(workload, ray_session, spark):
     """A live stream's takes (``take_answers`` + ``take_late`` every 3 batches) on 3 nodes,
     with three batches reaching back in time (late tuples before and after each loss):
