@@ -42,9 +42,9 @@ class ChurnNodeCore(ActorCore):
             node_id, trees, technique, allowed_lateness, input_mode, count_ops, executors
         )
 
-    @property
-    def _tree_cls(self):
-        return SlicedChurnTree if self.input_mode == "slices" else ChurnTree
+    @classmethod
+    def tree_class(cls, input_mode: str):
+        return SlicedChurnTree if input_mode == "slices" else ChurnTree
 
     def change_tree(
         self, tid: str, at: int, add: list[dict], remove: list[str], handoff: list[str] = ()

@@ -55,7 +55,7 @@ from cluster.node.liveness import CallTracker
 from cluster.node.piece_inbox import PieceInbox
 from cluster.node.piece_order import PieceSource
 from cluster.node.slice_edges import SliceEdgeCheck
-from cluster.node.snapshot import dump_snapshot, load_snapshot, tree_snapshot
+from cluster.node.snapshot import dump_snapshot, load_snapshot, spec_with_queries, tree_snapshot
 from cluster.node.warmup import KernelWarmup
 from executors import ExecutionTree
 from executors.aggregates import get_aggregate
@@ -170,9 +170,14 @@ class NodeCore:
         #: the newest event time (``ts_ms``) this node applied (``None``: none yet)
         self.event_time: int | None = None
 
+    @classmethod
+    def tree_class(cls, input_mode: str):
+        """The executor tree this kind of node hosts for ``input_mode``."""
+        return SlicedExecutionTree if input_mode == "slices" else ExecutionTree
+
     @property
     def _tree_cls(self):
-        return SlicedExecutionTree if self.input_mode == "slices" else ExecutionTree
+        return self.tree_class(self.input_mode)
 
     def _host(self, t: dict[str, Any], tree=None, seq: int = -1) -> str:
         """Add one tree (``tree``: an already restored executor tree; else a fresh one)."""
@@ -601,7 +606,16 @@ class NodeCore:
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> NodeCore:
-        s = load_snapshot(data)[1]["spec"]
+        """A node rebuilt from its snapshot alone (its spec's queries from the trees' own
+        snapshots, ``cluster.node.snapshot``)."""
+        arrays, meta = load_snapshot(data)
+
+        def queries_of(tid: str) -> list[dict]:
+            tree_cls = cls.tree_class(meta["spec"].get("input_mode", "tuples"))
+            tree = tree_cls.restore(tree_snapshot(arrays, tid))
+            return [q.as_dict() for q in tree.queries]
+
+        s = spec_with_queries(meta, queries_of)
         node = cls(
             s["node_id"],
             s["trees"],

@@ -344,3 +344,43 @@ def test_node_core_writes_parts_with_one_schema(tmp_path):
         bad.ingest(None, pa.table({"ts_ms": ts, "mf01": v}))
         bad.flush()
         bad.checkpoint_write(str(tmp_path), "x", "int64")
+
+
+def test_a_snapshot_lists_no_query_twice_and_rebuilds_its_spec(tmp_path):
+    """A node snapshot's meta names its trees without their queries (each tree's own
+    snapshot lists them); ``from_snapshot`` rebuilds the whole spec from those, and a node
+    rebuilt so answers the rest of the input as the original does.  A snapshot written with
+    the queries in its meta (before) still loads."""
+    import json
+
+    from cluster.node.churn import ChurnNodeCore
+    from cluster.node.snapshot import load_snapshot
+    from executors.array_pack import pack
+
+    batch = data()
+    head, tail = batch.slice(0, 2000), batch.slice(2000)
+    for cls in (NodeCore, ChurnNodeCore):
+        node = cls("n", [dict(t, queries=[dict(q) for q in t["queries"]]) for t in TREES])
+        node.ingest(None, head, seq=0)
+        if cls is ChurnNodeCore:  # a lineage that grew: the spec lists what it gained
+            node.change_tree("t1", 20_000, [dict(Q2[0], id="d", slide=100)], ["c"])
+        blob, _, _ = node.checkpoint()  # the answers so far go with it: not the rebuilt's
+        arrays, meta = load_snapshot(blob)
+        assert all("queries" not in t for t in meta["spec"]["trees"])
+        assert b'"aggregate"' not in arrays["meta"].tobytes()
+        again = cls.from_snapshot(blob)
+        assert again.spec == json.loads(json.dumps(node.spec))
+        assert [q["id"] for q in again.spec["trees"][1]["queries"]] == (
+            ["c", "d"] if cls is ChurnNodeCore else ["c"]
+        )
+        # the format before: the spec with its queries in the meta
+        text = json.dumps({**meta, "spec": node.spec}).encode()
+        old = pack({**arrays, "meta": np.frombuffer(text, np.uint8)})
+        assert load_snapshot(old)[1]["spec"]["trees"][0]["queries"] == Q1
+        assert cls.from_snapshot(old).spec == again.spec
+        both = []
+        for n in (node, again):
+            n.ingest(None, tail, seq=1)
+            n.flush()
+            both.append(n.drain())
+        assert both[0].num_rows > 0 and both[0].equals(both[1])
