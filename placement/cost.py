@@ -78,10 +78,12 @@ combine per distinct (end, complete slices), as the executor shares it):
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+from itertools import starmap
 
 from placement.queries import INVERTIBLE_AGGREGATES
 from placement.slicing import (
@@ -336,7 +338,7 @@ def _zero_floor(windows: Windows, omega_value: float) -> float:
 
 
 def _panes(wins: Windows, e: Fraction) -> float:
-    return math.fsum(r / s for r, s in wins)  # correctly rounded: independent of order
+    return math.fsum(starmap(operator.truediv, wins))  # correctly rounded: order-free
 
 
 def _flatfit(wins: Windows, e: Fraction) -> float:

@@ -25,6 +25,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from math import isclose
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from placement.slicing import SLICINGS
 from placement.trees import CostModel, Tree
 
 SCHEMA = "weaveplace.plan/1"
+_ID = attrgetter("id")
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Plan:
             "optimizer": self.optimizer,
             "ie": self.ie,
             "slicing": self.slicing,
-            "queries": [query_dict(q) for q in self.queries],
+            "queries": list(map(query_dict, self.queries)),
             "streams": {s: {"rate": r} for s, r in sorted(self.rates.items())},
             "nodes": [
                 {
@@ -111,7 +113,7 @@ class Plan:
                             "stream": t.stream,
                             "aggregate": t.aggregate,
                             "axis": t.kind,
-                            "queries": [q.id for q in t.queries],
+                            "queries": list(map(_ID, t.queries)),
                             "composite_slide": t.composite_slide,
                             "edges": t.edges,
                             "edge_rate": t.time_edge_rate,

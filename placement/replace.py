@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from placement.distributed import NodeState, inserted, make_units
 from placement.plan import Node, Plan
@@ -155,8 +156,7 @@ def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replace
 def add_queries(plan: Plan, queries: Iterable[Query], model: CostModel) -> Replacement:
     """Insert new queries without moving any existing tree (WG_I's insertion rule)."""
     new = list(queries)
-    known = {q.id for q in plan.queries}
-    dup = sorted({q.id for q in new} & known)
+    dup = sorted({q.id for q in new}.intersection(map(attrgetter("id"), plan.queries)))
     if dup:
         raise ValueError(f"query ids already in the plan: {dup}")
     st = _state(plan)

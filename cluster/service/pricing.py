@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from cluster.service.state import RunningTree, ServiceState
+
+_ID = attrgetter("id")
+_WINDOW = itemgetter("stream", "aggregate", "kind", "range", "slide")
 
 
 class PlanPricing:
@@ -67,7 +71,7 @@ class PlanPricing:
         running ``trees`` with the same queries: a command then does not price again what its
         placement just priced (an add grows ~100 trees of ~1,000 queries at 100,000 queries:
         ~0.6 s of edge rates)."""
-        by_ids = {frozenset(q.id for q in t.queries): t for n in plan.nodes for t in n.trees}
+        by_ids = {frozenset(map(_ID, t.queries)): t for n in plan.nodes for t in n.trees}
         for rt in trees.values():
             key = tuple(rt.active)
             if not key or key in self._trees:
@@ -100,7 +104,8 @@ class PlanPricing:
         """The running plan, ``weaveplace.plan/1`` with the deployment's tree ids (and WG_PF's
         choice record, ``cluster.service.planning``)."""
         plan, order = self.placement_plan(state, node_ids)
-        d = plan.to_dict(lambda q: state.queries[q.id])  # the same entries, kept (query_mapping)
+        kept = state.queries
+        d = plan.to_dict(lambda q: kept[q.id])  # the same entries, kept (query_mapping)
         ids = iter(order)
         for n in d["nodes"]:
             for t in n["trees"]:
@@ -126,10 +131,8 @@ class PlanPricing:
         from placement.weaveshare import plan_cost, weaveshare
 
         by_key: dict[tuple, set[tuple[str, int, int]]] = {}
-        for q in state.queries.values():
-            by_key.setdefault((q["stream"], q["aggregate"]), set()).add(
-                (q["kind"], q["range"], q["slide"])
-            )
+        for stream, agg, *window in set(map(_WINDOW, state.queries.values())):
+            by_key.setdefault((stream, agg), set()).add(tuple(window))
         cache = self._weaveshare
         total, fresh = 0.0, {}
         for (stream, agg), windows in by_key.items():

@@ -21,6 +21,7 @@ Timeline of one ``add-queries`` (state generation g to g+1)::
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -86,7 +87,7 @@ class QueryLog:
         return the log's size: the state about to be saved records it."""
         if len(used_ids) == len(self.logged):  # the log holds every id used, and only those
             return self.size
-        new = [q for q in used_ids if q not in self.logged]
+        new = used_ids - self.logged.keys()
         held: dict[str, dict] = {}
         if any(q not in queries for q in new):  # an id no running query has: a tree's
             held = {
@@ -136,7 +137,7 @@ class QueryLog:
 
 def _extends(old: list, new: list) -> bool:
     """``new`` begins with the very objects of ``old``."""
-    return len(new) >= len(old) and all(a is b for a, b in zip(old, new))
+    return len(new) >= len(old) and all(map(operator.is_, old, new))
 
 
 def load(state_dir: Path, state: dict) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from cluster.service.state import RunningTree
 from placement.plan import Plan
@@ -91,17 +92,21 @@ def weave_in(
 ) -> Additions:
     """Where ``placement.replace.add_queries`` put the queries ``new_ids`` (``placed``: the
     running plan with them added), as changes of the running ``trees``."""
-    tree_of = {q: tid for tid, t in trees.items() for q in t.active}
+    tree_of: dict[str, str] = {}
+    for tid, t in trees.items():
+        tree_of.update(dict.fromkeys(t.active, tid))
     grown, new_trees, where = [], [], {}
     for node in placed.nodes:
         for t in node.trees:
-            old = [q.id for q in t.queries if q.id not in new_ids]
-            add = tuple(q.id for q in t.queries if q.id in new_ids)
-            if not add:
+            ids = list(map(attrgetter("id"), t.queries))
+            if new_ids.isdisjoint(ids):
                 continue
+            add = tuple(q for q in ids if q in new_ids)
+            old = [q for q in ids if q not in new_ids]
             if old:
                 tid = tree_of[old[0]]
-                if any(tree_of[o] != tid for o in old) or trees[tid].node != node.id:
+                of = set(map(tree_of.__getitem__, old))
+                if of != {tid} or trees[tid].node != node.id:
                     raise MergedRunningTrees("internal: placement merged running trees")
                 grown.append(GrownTree(tid, node.id, add))
             else:
