@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from cluster.runtime import collector
 from cluster.service.refusals import (
     CommandRefused,
     Conflict,
@@ -342,8 +343,9 @@ def _handler_for(server: ControlServer):
                 body = json.loads(raw) if raw.strip() else None
             except (ValueError, UnicodeDecodeError) as e:
                 return self._send(400, {"error": f"malformed JSON: {one_line_text(str(e))}"})
-            code, obj = server.dispatch("POST", path, body)
-            self._send(code, obj)
+            with collector.paused():  # the reply's writing too (cluster.runtime.collector)
+                code, obj = server.dispatch("POST", path, body)
+                self._send(code, obj)
 
     return Handler
 

@@ -60,6 +60,7 @@ from pathlib import Path
 
 from cluster.deployment.churn import ChurnDeployment
 from cluster.feeds.directory_options import StreamStats
+from cluster.runtime import collector
 from cluster.service import plan_file
 from cluster.service import resume as service_resume
 from cluster.service import status as service_status
@@ -263,7 +264,7 @@ class Service:
     def _exclusive(self, command: str) -> Iterator[None]:
         """One command at a time, and only between micro-batches; refused (503) when that
         does not come within the gate's wait, or while a node is silent (``gate``)."""
-        with self.gate.exclusive(command):
+        with self.gate.exclusive(command), collector.paused():
             yield
 
     def _check_running(self) -> None:
@@ -669,6 +670,7 @@ class Service:
                     f"load page: {url}/?token={self.control.token} "
                     f"(Prometheus: {url}/metrics with the bearer token of control.json)"
                 )
+            collector.freeze_start()  # the start's objects: never traversed again
             self.state = "running"
             resumed = self.resume_state is not None
             self.record_event(
