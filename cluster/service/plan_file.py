@@ -1,6 +1,6 @@
 """``RUN_DIR/plan_current.json``: the running plan, rewritten after every change.
 
-Why its own module: at 100,000 queries the file is 15 MB and encoding it takes ~0.25 s of a
+Why its own module: at 100,000 queries the file is 10 MB and encoding it takes ~0.1 s of a
 command.  ``add-queries`` knows the plan it will run before the actors change their trees, so
 it encodes the file on ``apply_changes``' thread meanwhile (``prepare``) and the commit writes
 those bytes, if the plan they were made from is still the running one (``PreparedPlan.fits``);
@@ -41,7 +41,10 @@ class PreparedPlan:
 
 
 def encode(plan: dict) -> bytes:
-    return to_json(plan, indent=1)
+    """Compact JSON: rewritten after every change, the file is for programs (``verify-plan``,
+    the operator's tools), and indented it took 2.4x as long (0.15 against 0.06 s at 100,000
+    queries) and 1.4x the bytes."""
+    return to_json(plan)
 
 
 def prepare(plan: dict, trees: Mapping[str, Any], nodes: list[str]) -> PreparedPlan:

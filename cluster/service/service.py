@@ -292,6 +292,7 @@ class Service:
         self.flush_outputs(checkpoint=not change.checkpointed)
         self.log_faults()
         self.record_event(change.command, change.before, **change.detail)
+        self.pricing.retain(self.running)
 
     def _change_points(self) -> dict[str, tuple[int, int | None]]:
         """Per window kind, (``at`` for the trees, the value reported) of a change now: time

@@ -99,6 +99,18 @@ def test_trees_the_placement_priced_are_the_fresh_prices(seed, nodes, added):
         for gt, wt in zip(gn["trees"], wn["trees"], strict=True):
             assert gt["queries"] == wt["queries"] and gt["edges"] == wt["edges"]
             assert gt["cost"] == pytest.approx(wt["cost"], rel=1e-12)
+    # the commit forgets the trees (and queries) no longer running: the grown trees' old
+    # query sets go, the prices stay those of a fresh pricing
+    gone = new[0].id
+    state.queries.pop(gone)
+    for t in state.trees.values():
+        if gone in t.active:
+            t.active.remove(gone)
+    seeded.costs(state, ids)
+    seeded.retain(state)
+    assert set(seeded._trees) == {tuple(t.active) for t in state.trees.values() if t.active}
+    assert set(seeded._queries) <= set(state.queries) and gone not in seeded._queries
+    assert seeded.costs(state, ids) == pytest.approx(fresh.costs(state, ids), rel=1e-12)
 
 
 @settings(max_examples=examples(30), deadline=None)
