@@ -91,10 +91,13 @@ def weave_in(
     placed: Plan, new_ids: set[str], trees: Mapping[str, RunningTree], next_tree: int
 ) -> Additions:
     """Where ``placement.replace.add_queries`` put the queries ``new_ids`` (``placed``: the
-    running plan with them added), as changes of the running ``trees``."""
-    tree_of: dict[str, str] = {}
-    for tid, t in trees.items():
-        tree_of.update(dict.fromkeys(t.active, tid))
+    running plan with them added), as changes of the running ``trees``.
+
+    A grown tree's other queries are one running tree's, in its order (a merge appends: the
+    placement's trees were made from the running ones): found by their first query; the map
+    of every running query to its tree (100,000 entries) is built only when that fails."""
+    first = {t.active[0]: tid for tid, t in trees.items() if t.active}
+    tree_of: dict[str, str] | None = None
     grown, new_trees, where = [], [], {}
     for node in placed.nodes:
         for t in node.trees:
@@ -104,9 +107,16 @@ def weave_in(
             add = tuple(q for q in ids if q in new_ids)
             old = [q for q in ids if q not in new_ids]
             if old:
-                tid = tree_of[old[0]]
-                of = set(map(tree_of.__getitem__, old))
-                if of != {tid} or trees[tid].node != node.id:
+                tid = first.get(old[0])
+                if tid is None or old != trees[tid].active:
+                    if tree_of is None:
+                        tree_of = {}
+                        for rid, rt in trees.items():
+                            tree_of.update(dict.fromkeys(rt.active, rid))
+                    tid = tree_of[old[0]]
+                    if set(map(tree_of.__getitem__, old)) != {tid}:
+                        raise MergedRunningTrees("internal: placement merged running trees")
+                if trees[tid].node != node.id:
                     raise MergedRunningTrees("internal: placement merged running trees")
                 grown.append(GrownTree(tid, node.id, add))
             else:

@@ -182,3 +182,29 @@ def test_weave_in_reaches_the_placed_plan(case):
     assert [n.tree_id for n in a.new_trees] == [
         f"t{next_tree + i}" for i in range(a.next_tree - next_tree)
     ]
+
+
+def test_weave_in_finds_a_grown_tree_whatever_the_order_and_refuses_merged_ones():
+    """A grown tree's old queries in another order than the running tree's still map to it
+    (the map of every running query); old queries of two running trees, or a running tree
+    placed on another node, are refused."""
+    import pytest
+
+    from cluster.service.tree_changes import MergedRunningTrees
+    from placement.queries import Query
+
+    q = {i: Query(i, 6, 2, "sum", "s0") for i in ("a", "b", "c", "new")}
+    trees = {"t0": RunningTree("n0", "s0", ["a", "b"]), "t1": RunningTree("n0", "s0", ["c"])}
+
+    def plan_of(*groups, node="n0"):
+        nodes = [Node(n) for n in NODES]
+        for g in groups:
+            nodes[NODES.index(node)].trees.append(MODEL.tree([q[i] for i in g]))
+        return Plan("WG_TN", MODEL.technique, nodes, dict(MODEL.rates), MODEL.slicing)
+
+    for order in (["a", "b", "new"], ["new", "b", "a"], ["b", "new", "a"]):
+        a = weave_in(plan_of(order, ["c"]), {"new"}, trees, 2)
+        assert [(g.tree_id, g.queries) for g in a.grown] == [("t0", ("new",))]
+    for bad, node in (((["a", "c", "new"], ["b"]), "n0"), ((["a", "b", "new"], ["c"]), "n1")):
+        with pytest.raises(MergedRunningTrees):
+            weave_in(plan_of(*bad, node=node), {"new"}, trees, 2)
