@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,15 @@ def flush_outputs(svc: Any, checkpoint: bool = True) -> None:
     save_state(svc)
 
 
+def _write_blobs(state_dir: Path, blobs: list[tuple[str, bytes]]) -> None:
+    """Each ``(file name, snapshot bytes)`` written and synced to disk."""
+    for name, blob in blobs:
+        with open(state_dir / name, "wb") as f:
+            f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+
+
 def save_state(svc: Any, final: bool = False) -> None:
     """Save what ``serve --resume`` needs in ``RUN_DIR/state``: every node's last checkpoint
     (snapshot files), the driver's bookkeeping (queries, trees, ids used, files fed, part
@@ -99,72 +109,79 @@ def save_state(svc: Any, final: bool = False) -> None:
     sd = svc.run_dir / "state"
     sd.mkdir(exist_ok=True)
     log, running = svc.query_log, svc.running
-    logged = log.write(
-        running.used_ids,
-        running.queries,
-        (t for n in dep.nodes.values() for t in n.sources[0].trees),
-    )
-    nodes = {}
-    for nid, n in dep.nodes.items():
-        src = n.sources[0]
-        fname = None
-        if src.blob is not None:
-            fname = f"{nid}.{gen}.snap"
-            with open(sd / fname, "wb") as f:
-                f.write(src.blob)
-                f.flush()
-                os.fsync(f.fileno())
-        nodes[nid] = {
-            "trees": log.refer(src.trees),
-            "blob": fname,
-            "seq": src.seq,
-            "ray_node": n.ray_node,
-        }
-    st = svc.stream.stats
-    state = {
-        "version": 2,
-        "final": final,
-        "gen": gen,
-        **running.to_saved(),
-        "query_log": logged,
-        "nodes": nodes,
-        "seq": dep.last_seq,
-        "late_seen": dep.late_seen,
-        "lost": sorted(dep.lost),
-        "answer_parts": svc.stream.next_answer_part,
-        "late_parts": svc.stream.next_late_part,
-        "stats": {
-            k: getattr(st, k)
-            for k in (
-                "files",
-                "rows",
-                "answers",
-                "late",
-                "batches",
-                "max_ts",
-                "files_rejected",
-                "rows_rejected",
-            )
-        },
-        "model": {
-            "ie": svc.model.technique,
-            "rates": svc.rates(),
-            "slicing": svc.model.slicing,
-            "default_rate": svc.default_rate,
-        },
-        "optimizer": svc.optimizer,
-        "allowed_lateness": dep.allowed_lateness,
-        "tolerance": svc.tolerance,
-        "max_moves": svc.max_moves,
-        "opt_factor": svc.opt_factor,
-        "planner": svc.planner.to_state(),
-        "choice": svc.choice,
-        "autoscale": None
-        if svc.autoscaler is None
-        else svc.autoscaler.to_state(time.monotonic(), time.time()),
-        "shedding": None if svc.shedding is None else svc.shedding.to_state(),
+    blobs = {
+        nid: (f"{nid}.{gen}.snap", n.sources[0].blob)
+        for nid, n in dep.nodes.items()
+        if n.sources[0].blob is not None
     }
-    atomic_write(sd / "service.json", to_json(state))
+    # the snapshot files (~20 MB at 100,000 queries) written and synced on a thread while the
+    # query log and the state are made here; the state is written once both are on disk
+    pool = ThreadPoolExecutor(1, thread_name_prefix="weaveplace-state")
+    written = pool.submit(_write_blobs, sd, list(blobs.values()))
+    try:
+        logged = log.write(
+            running.used_ids,
+            running.queries,
+            (t for n in dep.nodes.values() for t in n.sources[0].trees),
+        )
+        nodes = {}
+        for nid, n in dep.nodes.items():
+            src = n.sources[0]
+            nodes[nid] = {
+                "trees": log.refer(src.trees),
+                "blob": blobs[nid][0] if nid in blobs else None,
+                "seq": src.seq,
+                "ray_node": n.ray_node,
+            }
+        st = svc.stream.stats
+        state = {
+            "version": 2,
+            "final": final,
+            "gen": gen,
+            **running.to_saved(),
+            "query_log": logged,
+            "nodes": nodes,
+            "seq": dep.last_seq,
+            "late_seen": dep.late_seen,
+            "lost": sorted(dep.lost),
+            "answer_parts": svc.stream.next_answer_part,
+            "late_parts": svc.stream.next_late_part,
+            "stats": {
+                k: getattr(st, k)
+                for k in (
+                    "files",
+                    "rows",
+                    "answers",
+                    "late",
+                    "batches",
+                    "max_ts",
+                    "files_rejected",
+                    "rows_rejected",
+                )
+            },
+            "model": {
+                "ie": svc.model.technique,
+                "rates": svc.rates(),
+                "slicing": svc.model.slicing,
+                "default_rate": svc.default_rate,
+            },
+            "optimizer": svc.optimizer,
+            "allowed_lateness": dep.allowed_lateness,
+            "tolerance": svc.tolerance,
+            "max_moves": svc.max_moves,
+            "opt_factor": svc.opt_factor,
+            "planner": svc.planner.to_state(),
+            "choice": svc.choice,
+            "autoscale": None
+            if svc.autoscaler is None
+            else svc.autoscaler.to_state(time.monotonic(), time.time()),
+            "shedding": None if svc.shedding is None else svc.shedding.to_state(),
+        }
+        data = to_json(state)
+        written.result()
+    finally:
+        pool.shutdown()
+    atomic_write(sd / "service.json", data)
     keep = {v["blob"] for v in nodes.values()}
     for p in [*sd.glob("*.snap"), *sd.glob("*.npz")]:  # (.npz: saved before packs)
         if p.name not in keep:
