@@ -870,6 +870,11 @@ def bench_scale(
     distributed: str = typer.Option(
         "WG_TN", help="Comma-separated distributed optimizers for node counts above 1."
     ),
+    preprocess: str = typer.Option(
+        "none",
+        help="The distributed optimizers' units: none (one per query, their default) or "
+        "classes (equal residue classes grouped first: placement.preprocess true).",
+    ),
     limit: float = typer.Option(
         300.0, help="Per-cell time limit (s): a cell over it is stopped and reported as such."
     ),
@@ -884,18 +889,21 @@ def bench_scale(
 
     if not limit > 0:
         raise UserError(f"--limit: a number of seconds > 0, got {limit}")
+    if preprocess not in ("none", "classes"):
+        raise UserError(f"--preprocess: none or classes, got {preprocess!r}")
     cells = b.grid(
         int_items("qnums", qnums, 1),
         int_items("smaxes", smaxes, 1),
         int_items("nodes", nodes, 1),
         choices("distributed", distributed, tuple(DISTRIBUTED)),
+        preprocess,
     )
     with _progress() as bar:
         task = bar.add_task("bench scale", total=len(cells))
 
         def done(c):
             bar.console.print(
-                f"N={c.qnum} S={c.smax} nodes={c.nodes} {c.optimizer}: {c.status}"
+                f"N={c.qnum} S={c.smax} nodes={c.nodes} {c.label}: {c.status}"
                 + (f" {c.seconds:.2f}s {c.peak_mb:.0f}MB" if c.seconds is not None else "")
             )
             bar.advance(task)

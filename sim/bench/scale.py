@@ -51,6 +51,16 @@ class Cell:
     max_cost: float | None = None
     plan_hash: str | None = None  # sha256 of the sorted query groups per node
     verified: bool | None = None  # every cost recomputes from the queries (verify_plan)
+    #: the distributed optimizers' units (``placement.distributed.make_units``): "none", one
+    #: per query (their default), or "classes", equal residue classes grouped first
+    preprocess: str = "none"
+
+    @property
+    def label(self) -> str:
+        """The optimizer as the table names it (with its units when they are grouped)."""
+        return (
+            self.optimizer if self.preprocess == "none" else f"{self.optimizer}+{self.preprocess}"
+        )
 
 
 def plan_hash(groups: list) -> str:
@@ -80,7 +90,10 @@ def _child(args: dict) -> dict:
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         plan = single_node_plan("weaveshare", trees, model, {spec.stream: spec.rate})
     else:
-        plan = optimize(args["optimizer"], queries, model, args["nodes"])
+        pre = args.get("preprocess", "none")
+        plan = optimize(
+            args["optimizer"], queries, model, args["nodes"], preprocess=pre != "none" and pre
+        )
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     groups = [sorted(sorted(q.id for q in t.queries) for t in n.trees) for n in plan.nodes]
     out: dict = {
@@ -110,6 +123,7 @@ def run_cell(cell: Cell, limit_s: float, plan_dir: Path | None = None, verify: b
         "smax": cell.smax,
         "nodes": cell.nodes,
         "optimizer": cell.optimizer,
+        "preprocess": cell.preprocess,
         "verify": verify,
     }
     if plan_dir is not None:
@@ -141,6 +155,7 @@ def grid(
     smaxes: Sequence[int],
     nodes: Sequence[int],
     distributed: Sequence[str] = DISTRIBUTED,
+    preprocess: str = "none",
 ) -> list[Cell]:
     """The cells in running order: per (Smax, nodes, optimizer), N ascending (so a limit hit
     at one N skips the larger ones: ``run``)."""
@@ -149,7 +164,8 @@ def grid(
         for k in nodes:
             for opt in ("weaveshare",) if k == 1 else tuple(distributed):
                 for n in sorted(qnums):
-                    cells.append(Cell(n, s, k, opt))
+                    pre = "none" if opt == "weaveshare" else preprocess
+                    cells.append(Cell(n, s, k, opt, preprocess=pre))
     return cells
 
 
@@ -164,7 +180,7 @@ def run(
     limit, its larger N are reported as over it too without running (time grows with N)."""
     over: set[tuple] = set()
     for c in cells:
-        series = (c.smax, c.nodes, c.optimizer)
+        series = (c.smax, c.nodes, c.label)
         if series in over:
             c.status = f"> {limit_s:g} s (skipped: a smaller N was over)"
         else:
@@ -181,7 +197,7 @@ def growth_exponents(cells: Sequence[Cell]) -> dict[tuple, float | None]:
     over finished cells of at least ``MIN_FIT_S`` s (None with fewer than two)."""
     series: dict[tuple, list[tuple[float, float]]] = {}
     for c in cells:
-        key = (c.smax, c.nodes, c.optimizer)
+        key = (c.smax, c.nodes, c.label)
         series.setdefault(key, [])
         if c.status == "ok" and c.seconds is not None and c.seconds >= MIN_FIT_S:
             series[key].append((math.log(c.qnum), math.log(c.seconds)))
@@ -210,7 +226,7 @@ def to_markdown(cells: Sequence[Cell]) -> str:
     for c in cells:
         verified = "-" if c.verified is None else ("ok" if c.verified else "FAILED")
         lines.append(
-            f"| {c.qnum:,} | {c.smax:,} | {c.nodes} | {c.optimizer} | {c.status} | "
+            f"| {c.qnum:,} | {c.smax:,} | {c.nodes} | {c.label} | {c.status} | "
             f"{f(c.seconds, '.2f')} | {f(c.peak_mb, '.0f')} | {f(c.trees, 'd')} | "
             f"{f(c.total_cost, '.6g')} | {f(c.max_cost, '.6g')} | {verified} | "
             f"{c.plan_hash or '-'} |"
@@ -234,7 +250,7 @@ def plot(cells: Sequence[Cell], path: Path) -> Path:
     exps = growth_exponents(cells)
     series: dict[tuple, list[Cell]] = {}
     for c in cells:
-        series.setdefault((c.smax, c.nodes, c.optimizer), []).append(c)
+        series.setdefault((c.smax, c.nodes, c.label), []).append(c)
     plotted = False
     for key, cs in series.items():
         ok = [c for c in cs if c.status == "ok"]

@@ -46,6 +46,17 @@ def test_a_distributed_cell_spreads_over_its_nodes():
     cell = scale.run_cell(scale.Cell(120, 30, 4, "WG_TN"), 120.0, verify=True)
     assert cell.status == "ok" and cell.verified is True
     assert cell.max_cost < cell.total_cost  # more than one node carries trees
+    # grouped units (--preprocess classes): the plan optimize() makes from them
+    from placement.distributed import optimize
+    from placement.trees import CostModel
+    from sim.workload import WorkloadSpec, generate
+
+    grouped = scale.run_cell(scale.Cell(120, 30, 4, "WG_TN", preprocess="classes"), 120.0)
+    spec = WorkloadSpec(120, 30, 1.0, 0.5, 10.0, "nrm", 0)
+    want = optimize("WG_TN", generate(spec), CostModel("panes", spec.rate, "fast"), 4,
+                    preprocess="classes")  # fmt: skip
+    assert grouped.label == "WG_TN+classes" and grouped.verified is True
+    assert (grouped.total_cost, grouped.max_cost) == (want.total_cost, want.max_cost)
 
 
 @pytest.mark.scenario  # child processes of the bench: make test-scenarios
@@ -94,6 +105,7 @@ def test_bad_options_are_user_errors_naming_the_option():
         (["--nodes", "0"], "--nodes"),
         (["--distributed", "NOPE"], "--distributed"),
         (["--limit", "0"], "--limit"),
+        (["--preprocess", "slides"], "--preprocess"),
     ):
         res = CliRunner().invoke(app, ["bench", "scale", *args])
         assert isinstance(res.exception, UserError), res.output
