@@ -192,7 +192,11 @@ class ChurnTree:
             if q.id not in self._index:
                 self._index[q.id] = len(self.queries)
                 self.queries.append(q)
-        qs = sorted(qs, key=lambda q: self._index[q.id])
+        # in lineage order (a change's ``keep + add`` already is: one pass finds it out)
+        qmap = np.fromiter((self._index[q.id] for q in qs), np.int64, len(qs))
+        if len(qmap) > 1 and not bool(np.all(qmap[1:] > qmap[:-1])):
+            order = np.argsort(qmap, kind="stable")
+            qs, qmap = [qs[i] for i in order.tolist()], qmap[order]
         tree = self.gen_tree_cls(
             qs,  # normalised already: not as dicts to be normalised again
             technique=technique_for(self.technique, qs),
@@ -206,11 +210,11 @@ class ChurnTree:
             tree._queries_json = self._queries_json  # its snapshot lists the same queries
         if self.kind == "count":  # positions go on from the stream's count so far
             tree.slicer.position = self.position
-        qmap = np.array([self._index[q.id] for q in qs], dtype=np.int64)
-        los = np.array(
-            [(lo_of or {}).get(q.id, NEG_INF if lo is None else lo) for q in qs], dtype=np.int64
-        )
         n = len(qs)
+        if lo_of:
+            los = np.array([lo_of.get(q.id, NEG_INF if lo is None else lo) for q in qs], np.int64)
+        else:
+            los = np.full(n, NEG_INF if lo is None else lo, np.int64)
         g = _Gen(tree, t0, qmap, los, np.full(n, INF, np.int64), np.full(n, INF, np.int64))
         g.identity = bool(np.array_equal(qmap, np.arange(n)))
         self.gens.append(g)
