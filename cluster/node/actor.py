@@ -13,6 +13,7 @@ from typing import Any
 
 from cluster.node.core import NodeCore
 from cluster.node.liveness import data_methods
+from cluster.runtime import collector
 from executors.base import extensions
 
 
@@ -51,6 +52,19 @@ class ActorCore(NodeCore):
         }
 
 
+def _freezing_init(core: type):
+    """``core``'s constructor, then the objects built so far frozen for the actor's life
+    (``cluster.runtime.collector``): at 100,000 queries a node's trees are ~100,000 query
+    specs, and its full collections took 0.5-0.85 s each.  Only in an actor's own process: a
+    node built in process (tests, in-process runs) leaves the caller's collector alone."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        core.__init__(self, *args, **kwargs)
+        collector.freeze_start(collect=False)
+
+    return __init__
+
+
 #: the concurrency group (a thread of its own in each actor) of the health check
 HEALTH_GROUP = "health"
 
@@ -80,6 +94,7 @@ class LazyActorClass:
 
             methods = data_methods(self.core)
             methods["health"] = ray.method(concurrency_group=HEALTH_GROUP)(self.core.health)
+            methods["__init__"] = _freezing_init(self.core)
             tracked = type(self.core.__name__, (self.core,), methods)
             self.remote_class = ray.remote(
                 num_cpus=0,

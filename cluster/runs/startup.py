@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cluster.deployment.options import DeploymentOptions
 from cluster.feeds.parquet import spark_session
 from cluster.runs.options import RuntimeOptions
+from cluster.runtime import collector
 from cluster.runtime.ray_runtime import RayRuntime
 from cluster.runtime.signals import reinstall_sigterm_as_sigint, sigterm_as_sigint
 
@@ -314,9 +315,10 @@ def started_run(
             spark = rts.spark()
             rts.startup["ready_s"] = time.perf_counter() - rts.t0
             dep.start_clock()  # wall_s: from here, as when Spark started before the actors
-            yield StartedRun(
-                spark, dep, rts.startup, rts.t0, rts.prepared if prepare is not None else None
-            )
+            with collector.frozen():  # the plan, the deployment: never traversed while it runs
+                yield StartedRun(
+                    spark, dep, rts.startup, rts.t0, rts.prepared if prepare is not None else None
+                )
 
 
 def preload(module: str) -> threading.Thread:

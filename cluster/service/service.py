@@ -671,7 +671,6 @@ class Service:
                     f"load page: {url}/?token={self.control.token} "
                     f"(Prometheus: {url}/metrics with the bearer token of control.json)"
                 )
-            collector.freeze_start()  # the start's objects: never traversed again
             self.state = "running"
             resumed = self.resume_state is not None
             self.record_event(
@@ -683,7 +682,8 @@ class Service:
                 # state, before a crash, are superseded: their files are fed again)
                 **({} if self.shedding is None else {"shedding": self.shedding.to_state()}),
             )
-            stats = self.stream.run()
+            with collector.frozen(collect=True):  # the start's objects: not traversed again
+                stats = self.stream.run()
             self.state = "stopped"
             self.log_faults()
             service_status.write_metrics(self, stats)

@@ -1,5 +1,6 @@
 """``cluster.runtime.collector``: the cyclic collector off while any pause lasts, back on after
-the last one only if it was on before the first; ``freeze_start`` freezes what exists."""
+the last one only if it was on before the first; ``freeze_start`` freezes what exists, and
+``frozen`` only until the outermost one ends."""
 
 from __future__ import annotations
 
@@ -64,3 +65,17 @@ def test_freeze_start_freezes_what_exists():
     kept = [[i] for i in range(1000)]
     n = collector.freeze_start()
     assert n == gc.get_freeze_count() >= len(kept)
+
+
+def test_frozen_holds_until_the_outermost_ends():
+    gc.unfreeze()
+    with collector.frozen() as n:
+        assert n > 0 and gc.get_freeze_count() > 0
+        with collector.frozen():
+            pass
+        assert gc.get_freeze_count() > 0  # the inner one left the outer's frozen
+        with pytest.raises(RuntimeError):
+            with collector.frozen():
+                raise RuntimeError("a run that failed")
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
