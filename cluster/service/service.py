@@ -682,7 +682,7 @@ class Service:
                 # state, before a crash, are superseded: their files are fed again)
                 **({} if self.shedding is None else {"shedding": self.shedding.to_state()}),
             )
-            with collector.frozen(collect=True):  # the start's objects: not traversed again
+            with collector.frozen():  # the start's objects: not traversed while it serves
                 stats = self.stream.run()
             self.state = "stopped"
             self.log_faults()
