@@ -515,6 +515,10 @@ def test_a_run_report_made_while_the_run_stops_is_shown_after(tmp_path):
         reports.console = old
 
 
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium not installed (needed for the headless screenshot check; /usr/bin/chromium)",
+)
 def test_chromium_screenshot_not_blank(sim_run, tmp_path):
     import matplotlib.image as mpimg
 
