@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -139,9 +140,22 @@ def test_serve_drift_replan_and_moves(ray_session, spark, files, tmp_path):
         assert (faults["failures"], faults["recoveries"], faults["recovering"]) == (1, 1, [])
         rep = call(run_dir, "POST", "/add-node", {})
         feed(4)
+
+        def retrying(*args):
+            """A command refused while a node is silent (503, "try again": the new node's
+            first batch on a loaded machine) is sent again, as its message says."""
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    return call(*args)
+                except ControlError as e:
+                    if "try again" not in str(e) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+
         with pytest.raises(ControlError, match="unknown node"):
-            call(run_dir, "POST", "/retire-node", {"id": "node-9"})
-        call(run_dir, "POST", "/retire-node", {"id": "node-0"})
+            retrying(run_dir, "POST", "/retire-node", {"id": "node-9"})
+        retrying(run_dir, "POST", "/retire-node", {"id": "node-0"})
         feed(5)
         rep = call(run_dir, "POST", "/rebalance", {})
         assert rep["total_cost"] == pytest.approx(rep["fresh_total_cost"])
