@@ -60,6 +60,8 @@ class Gate:
                     raise Unavailable(
                         f"{command}: {self.busy_line('waited', time.monotonic() - t0)}"
                     )
+                for nid in list(self.dep.lagging):  # an idle stream sends no batch that
+                    self.dep.catch_up(nid, block=False)  # would bring it up to date
                 held = self.held_back()
                 if held:
                     raise Unavailable(f"{command}: {self.silent_line(held)}; try again")

@@ -47,6 +47,19 @@ class FakeDep:
     def vitals(self):
         return self.nodes_vitals
 
+    @property
+    def lagging(self):
+        return sorted(n for n, v in self.nodes_vitals.items() if v.get("behind"))
+
+    def catch_up(self, nid, block=True):
+        """A node that answers again catches up (``recovered``); one still silent does not."""
+        if nid in self.recovered:
+            self.nodes_vitals[nid] = {"health": "ok", "behind": False}
+            return True
+        return False
+
+    recovered: set = set()
+
 
 def test_a_command_waits_a_bounded_time_for_a_stuck_micro_batch():
     stream, dep = FakeStream(), FakeDep()
@@ -147,3 +160,19 @@ def test_ctl_gives_up_after_its_timeout_and_says_what_it_waited_for(tmp_path):
         f"no reply within 0.5 s from http://127.0.0.1:{port} to POST /add-queries"
     )
     srv.close()
+
+
+def test_a_node_behind_that_answers_again_is_caught_up_before_the_command():
+    """An idle stream sends no batch that would bring a node behind up to date: the command
+    catches it up first instead of refusing (503) until new data arrives."""
+    stream, dep = FakeStream(), FakeDep()
+    dep.nodes_vitals["node-0"] = {"health": "ok", "behind": True}
+    dep.recovered = {"node-0"}
+    gate = Gate(stream, dep, wait_s=0.4)
+    with gate.exclusive("retire-node"):
+        pass
+    assert dep.lagging == []
+    dep.nodes_vitals["node-1"] = {"health": "silent", "behind": True, "silent_s": 3.0}
+    with pytest.raises(Unavailable, match="node-1 silent for 3.0 s"):
+        with gate.exclusive("retire-node"):
+            pass
