@@ -318,13 +318,23 @@ class DirectoryStream:
     def _recover_idle(self) -> None:
         """Between micro-batches: nodes the deployment's health check found gone or stuck
         (``cluster.deployment.liveness``) are recovered now, not at the next file's first
-        call to them (with no file arriving, a lost node would stay lost and unreported)."""
-        if not self.dep.liveness.needs_attention() or not self._lock.acquire(blocking=False):
+        call to them (with no file arriving, a lost node would stay lost and unreported), and
+        nodes left behind while silent that answer again are caught up now, not when the next
+        file's batch is sent (an idle stream sends none: they would stay behind, the state
+        unsaved and every command refused).  The owner's hook runs after either."""
+        dep = self.dep
+        recovering = dep.liveness.needs_attention()
+        answering = [nid for nid in dep.lagging if not dep.liveness.silent(nid)]
+        if not (recovering or answering) or not self._lock.acquire(blocking=False):
             return
         try:
             if self._stop_reason is None:
-                self.dep.recover_declared()
-                self._after_idle_recovery()
+                dep.recover_declared()
+                behind = dep.lagging
+                for nid in behind:
+                    dep.catch_up(nid, block=False)  # one silent again is left behind
+                if recovering or dep.lagging != behind:
+                    self._after_idle_recovery()
         except BaseException as exc:  # raised again in run(), as a micro-batch's error is
             self._error = exc
             self.request_stop("error")

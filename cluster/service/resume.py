@@ -86,6 +86,57 @@ def _write_blobs(state_dir: Path, blobs: list[tuple[str, bytes]]) -> None:
             os.fsync(f.fileno())
 
 
+def _state(svc: Any, final: bool, gen: int, logged: Any, nodes: dict[str, Any]) -> dict:
+    """``service.json``'s content: the driver's bookkeeping besides the snapshot files
+    (``logged``: the query log's reference, ``nodes``: each node's trees, snapshot file and
+    sequence)."""
+    dep = svc.dep
+    st = svc.stream.stats
+    return {
+        "version": 2,
+        "final": final,
+        "gen": gen,
+        **svc.running.to_saved(),
+        "query_log": logged,
+        "nodes": nodes,
+        "seq": dep.last_seq,
+        "late_seen": dep.late_seen,
+        "lost": sorted(dep.lost),
+        "answer_parts": svc.stream.next_answer_part,
+        "late_parts": svc.stream.next_late_part,
+        "stats": {
+            k: getattr(st, k)
+            for k in (
+                "files",
+                "rows",
+                "answers",
+                "late",
+                "batches",
+                "max_ts",
+                "files_rejected",
+                "rows_rejected",
+            )
+        },
+        "model": {
+            "ie": svc.model.technique,
+            "rates": svc.rates(),
+            "slicing": svc.model.slicing,
+            "default_rate": svc.default_rate,
+        },
+        "optimizer": svc.optimizer,
+        "allowed_lateness": dep.allowed_lateness,
+        "tolerance": svc.tolerance,
+        "max_moves": svc.max_moves,
+        "opt_factor": svc.opt_factor,
+        "planner": svc.planner.to_state(),
+        "choice": svc.choice,
+        "autoscale": None
+        if svc.autoscaler is None
+        else svc.autoscaler.to_state(time.monotonic(), time.time()),
+        "shedding": None if svc.shedding is None else svc.shedding.to_state(),
+    }
+
+
 def save_state(svc: Any, final: bool = False) -> None:
     """Save what ``serve --resume`` needs in ``RUN_DIR/state``: every node's last checkpoint
     (snapshot files), the driver's bookkeeping (queries, trees, ids used, files fed, part
@@ -96,8 +147,9 @@ def save_state(svc: Any, final: bool = False) -> None:
 
     Not while a node is behind (silent: its snapshot is older than the files fed since,
     ``cluster.deployment.liveness``): the state saved before stays, so a crash now resumes
-    from it and re-feeds the files since to every node; the next micro-batch after the node
-    caught up saves the state again."""
+    from it and re-feeds the files since to every node; once the node caught up (at the next
+    micro-batch, or between them when it answers again: ``cluster.feeds.directory``) the
+    state is saved again."""
     dep = svc.dep
     if dep.lagging:
         return
@@ -133,51 +185,7 @@ def save_state(svc: Any, final: bool = False) -> None:
                 "seq": src.seq,
                 "ray_node": n.ray_node,
             }
-        st = svc.stream.stats
-        state = {
-            "version": 2,
-            "final": final,
-            "gen": gen,
-            **running.to_saved(),
-            "query_log": logged,
-            "nodes": nodes,
-            "seq": dep.last_seq,
-            "late_seen": dep.late_seen,
-            "lost": sorted(dep.lost),
-            "answer_parts": svc.stream.next_answer_part,
-            "late_parts": svc.stream.next_late_part,
-            "stats": {
-                k: getattr(st, k)
-                for k in (
-                    "files",
-                    "rows",
-                    "answers",
-                    "late",
-                    "batches",
-                    "max_ts",
-                    "files_rejected",
-                    "rows_rejected",
-                )
-            },
-            "model": {
-                "ie": svc.model.technique,
-                "rates": svc.rates(),
-                "slicing": svc.model.slicing,
-                "default_rate": svc.default_rate,
-            },
-            "optimizer": svc.optimizer,
-            "allowed_lateness": dep.allowed_lateness,
-            "tolerance": svc.tolerance,
-            "max_moves": svc.max_moves,
-            "opt_factor": svc.opt_factor,
-            "planner": svc.planner.to_state(),
-            "choice": svc.choice,
-            "autoscale": None
-            if svc.autoscaler is None
-            else svc.autoscaler.to_state(time.monotonic(), time.time()),
-            "shedding": None if svc.shedding is None else svc.shedding.to_state(),
-        }
-        data = to_json(state)
+        data = to_json(_state(svc, final, gen, logged, nodes))
         written.result()
     finally:
         pool.shutdown()

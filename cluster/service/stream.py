@@ -128,8 +128,9 @@ class ServiceStream(DirectoryStream):
             self.service.after_batch()  # the autoscale policy, between micro-batches
 
     def _after_idle_recovery(self) -> None:
-        """A node recovered between micro-batches: its events logged, the answers written
-        and the state saved (it may have been behind: the state waited for it)."""
+        """A node recovered or caught up between micro-batches: its events logged, the
+        answers written and the state saved (it may have been behind: the state waited for
+        it)."""
         # the answers first: the recovery event is complete once the trees' new hosts commit
         # theirs; then the events (trees moved where they run now) and the state after them
         self.write_handed_over(self.dep.take_answers(), self.dep.take_late())

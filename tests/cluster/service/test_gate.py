@@ -43,6 +43,7 @@ class FakeDep:
     def __init__(self):
         self.liveness = FakeLiveness()
         self.nodes_vitals = {"node-0": {"health": "ok", "behind": False}}
+        self.recovered: set[str] = set()  # the nodes that answer again
 
     def vitals(self):
         return self.nodes_vitals
@@ -57,8 +58,6 @@ class FakeDep:
             self.nodes_vitals[nid] = {"health": "ok", "behind": False}
             return True
         return False
-
-    recovered: set = set()
 
 
 def test_a_command_waits_a_bounded_time_for_a_stuck_micro_batch():
