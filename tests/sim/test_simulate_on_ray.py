@@ -9,6 +9,7 @@ for a cluster (a Ray this process already runs is used as it is).
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from sim.config import config_from_mapping
 from sim.simulate import simulate
@@ -25,6 +26,7 @@ SMALL = {
 }
 
 
+@pytest.mark.scenario  # ~13 s here: make test-scenarios (make test stays under 8 min)
 def test_ray_tasks_give_the_rows_and_plans_of_local_processes(ray_session, tmp_path):
     local = simulate(config_from_mapping(SMALL), output_dir=tmp_path / "local")
     calls = []

@@ -186,6 +186,7 @@ def late_reference(workload, late_batches, ray_session):
 LATE_KEY = [(c, "ascending") for c in ("node_id", "tree_id", "ts_ms", "value")]
 
 
+@pytest.mark.scenario  # ~12 s here: make test-scenarios (make test stays under 8 min)
 @pytest.mark.parametrize("kind", ["kill", "lose"])
 def test_a_node_failing_at_the_very_end_changes_nothing(
     workload, late_batches, late_reference, ray_session, tmp_path, kind
@@ -370,6 +371,7 @@ def test_executor_feed_sliced_mode_exactly_once_through_fault_drills(
     assert_answers_equal(res.answers, want, avg)
 
 
+@pytest.mark.scenario  # ~21 s here: make test-scenarios (make test stays under 8 min)
 def test_executor_feed_exact_when_an_actor_dies_during_a_job(
     workload, driver_route, ray_session, spark
 ):
@@ -413,6 +415,7 @@ def test_executor_feed_exact_when_an_actor_dies_during_a_job(
     assert res.answers.equals(driver_route.answers)
 
 
+@pytest.mark.scenario  # ~14 s here: make test-scenarios (make test stays under 8 min)
 def test_executor_feed_refusals(workload, ray_session, spark, tmp_path):
     from cluster.deployment.deployment import Deployment
     from cluster.deployment.options import DeploymentOptions
@@ -501,6 +504,7 @@ def test_config_routes(tmp_path):
     assert (cfg.run.answers, cfg.run.feed) == ("driver", "driver")
 
 
+@pytest.mark.scenario  # ~10 s here: make test-scenarios (make test stays under 8 min)
 def test_actor_route_last_round_without_snapshot_survives_a_death(
     workload, batches, driver_route, ray_session, tmp_path, monkeypatch
 ):

@@ -300,6 +300,7 @@ def test_add_node_mid_stream_exactly_once_with_kills_and_loss(
     )
 
 
+@pytest.mark.scenario  # ~17 s here: make test-scenarios (make test stays under 8 min)
 def test_add_node_drill_then_lose_the_new_node(workload, live_result, small_batches, ray_session):
     """A drill adds a node before batch 2, kills node-0 at batch 3 (its snapshot still holds
     the moved trees: restored, then dropped) and loses the new node at batch 4, before any

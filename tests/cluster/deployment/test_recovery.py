@@ -12,6 +12,7 @@ from support.cluster_plans import STREAMS
 pytestmark = pytest.mark.cluster
 
 
+@pytest.mark.scenario  # ~27 s here: make test-scenarios (make test stays under 8 min)
 def test_fault_recovery_equals_fault_free(workload, live_result, ray_session, spark):
     """Kill node-0 before any checkpoint (restored from the initial state, full replay) and
     node-1 after a checkpoint (restored from the snapshot, replay of the later batches)."""

@@ -71,6 +71,7 @@ def _late_rows(t: pa.Table) -> list:
     return sorted(tuple(r.values()) for r in t.select(["tree_id", "ts_ms", "value"]).to_pylist())
 
 
+@pytest.mark.scenario  # ~22 s here: make test-scenarios (make test stays under 8 min)
 def test_disorder_within_the_lateness(files, ray_session, spark):
     """Nothing is late, the answers are the driver route's and the brute force's, and the
     time windows' are those of the sorted file (count windows follow the arrival order)."""
@@ -88,6 +89,7 @@ def test_disorder_within_the_lateness(files, ray_session, spark):
     assert_answers_close(_time_only(ex.answers), _time_only(in_time_order))
 
 
+@pytest.mark.scenario  # ~21 s here: make test-scenarios (make test stays under 8 min)
 def test_tuples_later_than_the_lateness(files, ray_session, spark):
     """Late tuples on both routes, the same ones (and the brute force's), the same answers,
     also when a node is killed mid-feed and replays from its checkpoint (the file again)."""

@@ -43,6 +43,7 @@ def sliced_result(sliced_workload, ray_session, spark):
     return fs, res
 
 
+@pytest.mark.scenario  # ~12 s here: make test-scenarios (make test stays under 8 min)
 def test_sliced_equals_spark_sql(sliced_workload, sliced_result, spark):
     fs, res = sliced_result
     qs = sliced_workload["queries"]
@@ -138,6 +139,7 @@ def test_sliced_fault_recovery_and_float_stream(
     np.testing.assert_allclose(a[~exact], b[~exact], rtol=1e-12, atol=0)
 
 
+@pytest.mark.scenario  # ~9 s here: make test-scenarios (make test stays under 8 min)
 def test_sliced_lost_node_replaced_exactly(sliced_workload, sliced_result, ray_session, spark):
     """Sliced mode, 3 nodes, 9 slice batches, a checkpoint every 3: node-1 is lost for good
     after the first checkpoint (its trees adopt slice batches by replay), node-0 one batch
@@ -272,6 +274,7 @@ def test_arrow_and_spark_readers_agree(
             feed_sliced(dep, spark, str(tmp_path), reader="arrow")
 
 
+@pytest.mark.scenario  # ~17 s here: make test-scenarios (make test stays under 8 min)
 def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_session, spark):
     """Sliced mode, 2 nodes, 9 slice batches, a checkpoint every 3: a drill adds node-2 before
     batch 2 (trees move there at add_node's checkpoint), kills it before batch 3 (rebuilt from
@@ -302,6 +305,7 @@ def test_sliced_add_node_exactly_once(sliced_workload, sliced_result, ray_sessio
     assert verify_plan(final) == [] and [n["id"] for n in final["nodes"]] == ["node-1", "node-2"]
 
 
+@pytest.mark.scenario  # ~12 s here: make test-scenarios (make test stays under 8 min)
 def test_cutty_plan_equals_pairs_sliced_and_raw(sliced_workload, sliced_result, ray_session, spark):
     """A plan priced under Cutty (``slicing: cutty``; its trees differ from the Pairs plan's)
     runs Cutty trees on the actors, in sliced mode (the union of Pairs edges, unchanged) and

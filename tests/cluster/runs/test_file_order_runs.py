@@ -106,8 +106,9 @@ def _run(raw: dict, spark):
     "route",
     [
         {"feed": "driver", "answers": "driver"},
-        {"feed": "driver", "answers": "actors"},
-        {"feed": "executors", "answers": "driver"},
+        # the mixed routes, ~7 s each here: make test-scenarios (make test stays under 8 min)
+        pytest.param({"feed": "driver", "answers": "actors"}, marks=pytest.mark.scenario),
+        pytest.param({"feed": "executors", "answers": "driver"}, marks=pytest.mark.scenario),
         {"feed": "executors", "answers": "actors"},
     ],
     ids=["driver-driver", "driver-actors", "executors-driver", "executors-actors"],
@@ -141,6 +142,7 @@ def test_time_order_equals_the_sorted_files_brute_force(mode, files, ray_session
     assert_answers_close(answers, want)
 
 
+@pytest.mark.scenario  # ~12 s here: make test-scenarios (make test stays under 8 min)
 def test_a_text_file_in_file_order_equals_its_conversion(files, ray_session, spark, tmp_path):
     """DEBS text in ``data.order: file``: its lines' order is the rows' order, so the answers
     and late tuples are the brute force's over the disordered Parquet file holding the same

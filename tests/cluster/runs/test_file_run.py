@@ -78,6 +78,7 @@ def test_then_gets_the_written_outputs_and_its_error_is_run_files(
     assert seen["metrics"]["startup"] == seen["result"].metrics["startup"]
 
 
+@pytest.mark.scenario  # ~18 s here: make test-scenarios (make test stays under 8 min)
 def test_unordered_file_auto_sorts_and_file_mode_counts_late(
     workload, live_result, ray_session, spark, tmp_path
 ):
@@ -130,6 +131,7 @@ def test_unordered_file_auto_sorts_and_file_mode_counts_late(
     assert filed.answers.equals(ref.cast(filed.answers.schema))
 
 
+@pytest.mark.scenario  # ~16 s here: make test-scenarios (make test stays under 8 min)
 def test_run_file_fault_drill_writes_final_plan(
     workload, live_result, ray_session, spark, tmp_path
 ):
@@ -191,6 +193,7 @@ def test_run_file_fault_drill_writes_final_plan(
     )
 
 
+@pytest.mark.scenario  # ~19 s here: make test-scenarios (make test stays under 8 min)
 def test_run_file_add_drill_writes_final_plan(workload, live_result, ray_session, spark, tmp_path):
     """The user path of a scale-out drill: ``run_file`` with a drill adds a node before batch 2,
     kills it before batch 4 and loses node-0 before batch 6: same answers.parquet, the
