@@ -45,8 +45,8 @@ test: $(STAMP)
 # The long end-to-end scenarios (marker `scenario`: a multi-node Ray cluster driven by a
 # subprocess with every answer route, serve killed and resumed, serve attached to a `ray start`
 # head, serve scaling with Ray's own autoscaler, the Spark SQL equality, serve's sliced, count-window
-# and WG_PF runs, live load shedding, more fault drills and live-run checks): 9-15 minutes
-# that `make test` leaves out to stay under 8 minutes. CI runs them after `make test`.
+# and WG_PF runs, live load shedding, more fault drills, route variants and live-run checks): 15-20
+# minutes that `make test` leaves out to stay under 8 minutes. CI runs them after `make test`.
 test-scenarios: $(STAMP)
 	$(BIN)/python -m pytest -q $(XDIST) -m scenario --durations=15
 

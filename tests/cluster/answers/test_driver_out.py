@@ -255,7 +255,11 @@ def test_actor_route_refusals(workload, ray_session, tmp_path):
 
 
 # ----------------------------------------------------------------------------- executors push
-@pytest.mark.parametrize("answers", ["actors", "driver"])
+@pytest.mark.parametrize(
+    "answers",
+    # the actors' answers ~12 s here: make test-scenarios (make test stays under 8 min)
+    [pytest.param("actors", marks=pytest.mark.scenario), "driver"],
+)
 def test_executor_feed_equals_driver_route(
     workload, driver_route, ray_session, spark, tmp_path, answers
 ):

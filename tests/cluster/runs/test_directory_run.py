@@ -289,6 +289,7 @@ def test_malformed_rows_and_broken_files_are_rejected_not_fatal(in_order):
     assert log["02x-junk.parquet"].error and log["02x-junk.parquet"].rows == 0
 
 
+@pytest.mark.scenario  # ~11 s here: make test-scenarios (make test stays under 8 min)
 def test_file_reaching_back_in_time_gives_late_tuples_not_losses(
     data, ray_session, spark, tmp_path
 ):

@@ -203,6 +203,7 @@ def test_attach_by_address_with_token_file(ray_head, tmp_path):
         np.testing.assert_allclose([m[2] for m in mine], [w[3] for w in want], rtol=1e-9)
 
 
+@pytest.mark.scenario  # the module's `ray start` head, ~13 s, then ~2 s: make test-scenarios
 @pytest.mark.cluster
 @pytest.mark.parametrize("token", ["wrong", None])
 def test_refused_token_is_one_line_with_hint(ray_head, tmp_path, token):
