@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from helpers import all_moves_exact, examples
@@ -813,15 +814,24 @@ def test_inserted_equals_pricing_every_tree_wide_slides(
     assert got.load == want.load
 
 
+#: exact merge prices a wide-slide bound test computes per example (the pairs drawn by its seed)
+MAX_PRICED = 200
+
+
 @settings(max_examples=examples(12))
 @given(**WIDE, nodes=st.integers(1, 4))
 def test_tight_merge_bound_is_between_the_cheap_bound_and_the_price(
     seed, n, smax, tech, slicing, mixed, nodes
 ):
     """``MergeBound.tight_cost`` is at least ``cost`` and never exceeds the exact price of the
-    merge, for every same-key pair of the trees (one or many windows) the optimizers build."""
+    merge, for same-key pairs of the trees (one or many windows) the optimizers build: at most
+    ``MAX_PRICED`` of them, drawn by the example's seed (~30 queries of slides up to 300 with
+    an invertible aggregate make ~2,000 pairs at ~10 ms a price: draws like that made this
+    test take 29-43 s of `make test`, against ~0.5 s for most)."""
     case = wide_case(seed, n, smax, tech, slicing, mixed)
     model, bound, pairs = bound_pairs(case, nodes, seed, same_key=True)
+    if len(pairs) > MAX_PRICED:
+        pairs = random.Random(seed).sample(pairs, MAX_PRICED)
     for x, y in pairs:
         price = model.merged_price(x, y)[2]
         assert bound.cost(x, y) <= bound.tight_cost(x, y) <= price, (x.uid, y.uid)
