@@ -601,6 +601,16 @@ class Deployment:
         for nid in self.lagging:
             self.catch_up(nid, block=True)
 
+    def catch_up_answering(self) -> bool:
+        """Every node behind that answers again caught up now, without waiting for one still
+        silent (it stays behind); whether any was.  Between micro-batches: an idle stream
+        sends no batch whose ``_submit`` would do it (``cluster.feeds.directory``, the
+        service's commands)."""
+        behind = self.lagging
+        for nid in behind:
+            self.catch_up(nid, block=False)
+        return self.lagging != behind
+
     def recover_declared(self) -> None:
         """Recover now the nodes the health check declared stuck (and killed) or found gone
         since the last look, rather than at their next call (an idle deployment makes none)."""

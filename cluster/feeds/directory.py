@@ -330,10 +330,7 @@ class DirectoryStream:
         try:
             if self._stop_reason is None:
                 dep.recover_declared()
-                behind = dep.lagging
-                for nid in behind:
-                    dep.catch_up(nid, block=False)  # one silent again is left behind
-                if recovering or dep.lagging != behind:
+                if dep.catch_up_answering() or recovering:
                     self._after_idle_recovery()
         except BaseException as exc:  # raised again in run(), as a micro-batch's error is
             self._error = exc

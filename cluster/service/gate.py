@@ -60,8 +60,7 @@ class Gate:
                     raise Unavailable(
                         f"{command}: {self.busy_line('waited', time.monotonic() - t0)}"
                     )
-                for nid in list(self.dep.lagging):  # an idle stream sends no batch that
-                    self.dep.catch_up(nid, block=False)  # would bring it up to date
+                self.dep.catch_up_answering()  # before the stream's idle tick does
                 held = self.held_back()
                 if held:
                     raise Unavailable(f"{command}: {self.silent_line(held)}; try again")

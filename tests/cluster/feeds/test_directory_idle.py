@@ -34,12 +34,11 @@ class FakeDep:
     def lagging(self):
         return sorted(self.behind)
 
-    def catch_up(self, nid, block=True):
-        self.calls.append(("catch_up", nid, str(block)))
-        if nid in self.answering:
-            self.behind.discard(nid)
-            return True
-        return False
+    def catch_up_answering(self):
+        caught = self.behind & self.answering
+        self.calls.append(("catch_up", *sorted(caught)))
+        self.behind -= caught
+        return bool(caught)
 
     def recover_declared(self):
         self.calls.append(("recover", *self.liveness.pending))
@@ -68,7 +67,7 @@ def test_a_node_behind_is_caught_up_once_it_answers(tmp_path):
     assert dep.calls == [] and s.hooks == 0 and dep.lagging == ["node-1"]
     dep.answering = {"node-1"}
     s._recover_idle()
-    assert ("catch_up", "node-1", "False") in dep.calls
+    assert ("catch_up", "node-1") in dep.calls
     assert dep.lagging == [] and s.hooks == 1  # caught up: the state is saved again
     s._recover_idle()  # nothing left
     assert s.hooks == 1
@@ -91,5 +90,5 @@ def test_a_recovery_runs_the_hook_even_when_no_node_catches_up(tmp_path):
     dep.behind = {"node-1"}  # silent still
     dep.liveness.pending = ["node-2"]
     s._recover_idle()
-    assert dep.calls == [("recover", "node-2"), ("catch_up", "node-1", "False")]
+    assert dep.calls == [("recover", "node-2"), ("catch_up",)]
     assert dep.lagging == ["node-1"] and s.hooks == 1

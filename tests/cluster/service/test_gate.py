@@ -52,12 +52,12 @@ class FakeDep:
     def lagging(self):
         return sorted(n for n, v in self.nodes_vitals.items() if v.get("behind"))
 
-    def catch_up(self, nid, block=True):
-        """A node that answers again catches up (``recovered``); one still silent does not."""
-        if nid in self.recovered:
+    def catch_up_answering(self):
+        """The nodes behind that answer again (``recovered``) catch up; silent ones do not."""
+        caught = [n for n in self.lagging if n in self.recovered]
+        for nid in caught:
             self.nodes_vitals[nid] = {"health": "ok", "behind": False}
-            return True
-        return False
+        return bool(caught)
 
 
 def test_a_command_waits_a_bounded_time_for_a_stuck_micro_batch():
