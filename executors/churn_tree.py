@@ -42,18 +42,21 @@ import numpy as np
 
 from .array_pack import pack, unpack
 from .edges import INF, NEG_INF
-from .query_spec import meta_json, queries_json
+from .query_spec import QueryColumns, meta_json, queries_json
 from .slicing import QuerySpec, normalize_query
 from .tree import ExecutionTree, LateTuples, fits, normalize_technique
 
 
-def technique_for(technique: str, queries: list[QuerySpec]) -> str:
+def technique_for(technique: str, queries: list[QuerySpec], columns=None) -> str:
     """The requested technique, or ``slickdeque`` where it cannot run this query set (a new
     generation may gain a max query under ``slickdeque_inv``, or a second window length under a
-    single-length technique)."""
+    single-length technique).  ``columns``: the queries' ``QueryColumns``, when known."""
     t = normalize_technique(technique)
-    aggs = {q.aggregate.name: q.aggregate for q in queries}.values()  # names: cheap to hash
-    return t if fits(t, aggs, ((q.range, q.slide) for q in queries)) else "slickdeque"
+    if columns is None:
+        columns = QueryColumns.of(queries)
+    aggs = [queries[i].aggregate for i in columns.first_of_each_aggregate()]
+    windows = zip(columns.range.tolist(), columns.slide.tolist())  # read only if single-length
+    return t if fits(t, aggs, windows) else "slickdeque"
 
 
 #: a generation's domain arrays, as its snapshot keeps them (``gen{i}/{name}``, version 2)
@@ -63,7 +66,8 @@ _DOMAIN = ("qmap", "lo", "hi", "ehi")
 @dataclass
 class _Gen:
     """One generation: a plain tree, the first timestamp it takes, and per query (local order)
-    its index in the lineage and its domain ``lo <= start < hi``, ``end <= ehi``."""
+    its index in the lineage, its domain ``lo <= start < hi``, ``end <= ehi`` and its columns
+    (``QueryColumns``)."""
 
     tree: ExecutionTree
     t_start: int  # NEG_INF: every tuple
@@ -71,6 +75,7 @@ class _Gen:
     lo: np.ndarray
     hi: np.ndarray
     ehi: np.ndarray
+    columns: QueryColumns
     late_seen: int = 0
     identity: bool = field(default=False)
 
@@ -96,15 +101,9 @@ class _Gen:
         return int(np.minimum(end, ehi).max())
 
     def slides_ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        """The generation's queries' slides and ranges (int64, local order), made once."""
-        sr = getattr(self, "_sr", None)
-        if sr is None:
-            qs = self.tree.queries
-            sr = self._sr = (
-                np.array([q.slide for q in qs], dtype=np.int64),
-                np.array([q.range for q in qs], dtype=np.int64),
-            )
-        return sr
+        """The generation's queries' slides and ranges (int64, local order)."""
+        c = self.columns
+        return c.slide, c.range
 
     def keep(self, cols):
         """Lineage-indexed answer columns inside the domain (None when nothing is left)."""
@@ -161,6 +160,7 @@ class ChurnTree:
         self.dtype = dtype
         self.queries: list[QuerySpec] = []
         self._index: dict[str, int] = {}
+        self._columns = QueryColumns.of([])  # the lineage's (``queries``)
         self.active: list[str] = []
         self.gens: list[_Gen] = []
         self.retired: list[tuple[int, list[tuple[int, int]]]] = []  # (t_start, [(r, s)])
@@ -178,47 +178,45 @@ class ChurnTree:
         # count windows: the position of the next tuple (a tree started later, for queries
         # added to a running deployment, starts at the stream's count so far: ``t_start``)
         self.position = 0 if t_start is None or self.kind != "count" else int(t_start)
-        self._start_gen(qs, t0, lo=t0)
+        if len({q.id for q in qs}) != len(qs):
+            raise ValueError(f"duplicate query ids in one tree: {[q.id for q in qs]}")
+        self._start_gen(np.zeros(0, np.int64), qs, t0, lo=t0)
 
     # -- generations -----------------------------------------------------------------------
-    def _start_gen(
-        self,
-        qs: list[QuerySpec],
-        t0: int,
-        lo: int | None = None,
-        lo_of: dict[str, int] | None = None,
-    ) -> None:
-        for q in qs:
-            if q.id not in self._index:
-                self._index[q.id] = len(self.queries)
-                self.queries.append(q)
-        # in lineage order (a change's ``keep + add`` already is: one pass finds it out)
-        qmap = np.fromiter((self._index[q.id] for q in qs), np.int64, len(qs))
-        if len(qmap) > 1 and not bool(np.all(qmap[1:] > qmap[:-1])):
-            order = np.argsort(qmap, kind="stable")
-            qs, qmap = [qs[i] for i in order.tolist()], qmap[order]
+    def _start_gen(self, keep: np.ndarray, add: list[QuerySpec], t0: int, lo: int) -> None:
+        """Start a generation at ``t0`` over the lineage's queries ``keep`` (indices, increasing)
+        and the new queries ``add`` (distinct ids, none in the lineage), which the lineage gains
+        at its end: so the generation lists its queries in lineage order, and its columns are
+        the lineage's, gathered, not read from each query again (``QueryColumns``)."""
+        base = len(self.queries)
+        if add:
+            for i, q in enumerate(add, base):
+                self._index[q.id] = i
+            self.queries.extend(add)
+            self._columns = self._columns.concat(QueryColumns.of(add))
+        qmap = np.concatenate([keep, np.arange(base, base + len(add), dtype=np.int64)])
+        qs = list(map(self.queries.__getitem__, qmap.tolist()))
+        cols = self._columns.take(qmap)
         tree = self.gen_tree_cls(
             qs,  # normalised already: not as dicts to be normalised again
-            technique=technique_for(self.technique, qs),
+            technique=technique_for(self.technique, qs, cols),
             allowed_lateness=self.allowed_lateness,
             count_ops=self.count_ops,
             dtype=self._dtype(),
             slicing=self.slicing,
+            columns=cols,
         )
-        if len(qs) == len(self.queries):  # the generation runs the whole lineage, in order
+        n = len(qs)
+        if n == len(self.queries):  # the generation runs the whole lineage, in order
             self._queries_json = queries_json(self.queries, getattr(self, "_queries_json", None))
             tree._queries_json = self._queries_json  # its snapshot lists the same queries
         if self.kind == "count":  # positions go on from the stream's count so far
             tree.slicer.position = self.position
-        n = len(qs)
-        if lo_of:
-            los = np.array([lo_of.get(q.id, NEG_INF if lo is None else lo) for q in qs], np.int64)
-        else:
-            los = np.full(n, NEG_INF if lo is None else lo, np.int64)
-        g = _Gen(tree, t0, qmap, los, np.full(n, INF, np.int64), np.full(n, INF, np.int64))
-        g.identity = bool(np.array_equal(qmap, np.arange(n)))
+        los = np.full(n, lo, np.int64)
+        g = _Gen(tree, t0, qmap, los, np.full(n, INF, np.int64), np.full(n, INF, np.int64), cols)
+        g.identity = n == len(self.queries)  # qmap is increasing: the whole lineage
         self.gens.append(g)
-        self.active = [q.id for q in qs]
+        self.active = cols.ids.tolist()
 
     def _dtype(self):
         if self.dtype is not None:
@@ -249,7 +247,7 @@ class ChurnTree:
         capped = [str(r) for r in remove]
         # a query this tree handed off earlier still has windows here (starting before the
         # hand-off): its removal caps them too, and changes nothing else in this tree
-        running = set(self.active)
+        running = set(self.active) if capped or handoff else set()
         handed = {r for r in capped if r not in running and r in self._index}
         remove = [r for r in capped if r not in handed] + [str(r) for r in handoff]
         if self.flushed:
@@ -288,13 +286,15 @@ class ChurnTree:
         if not add and not remove:
             return at
         g = self.newest
+        keep = np.zeros(0, np.int64)
         if g is not None:
             g.hi = np.minimum(g.hi, at)
-        gone = set(remove)
-        keep = [self.queries[self._index[qid]] for qid in self.active if qid not in gone]
-        new = keep + add
-        if new:
-            self._start_gen(new, at, lo=at)
+            keep = g.qmap
+            if remove:
+                gone = np.fromiter(map(self._index.__getitem__, remove), np.int64, len(remove))
+                keep = keep[~np.isin(keep, gone)]
+        if len(keep) or add:
+            self._start_gen(keep, add, at, lo=at)
         else:
             self.active = []
         self._retire()
@@ -564,6 +564,7 @@ class ChurnTree:
         self.dtype = None if meta["dtype"] is None else np.dtype(meta["dtype"]).type
         self.queries = [normalize_query(q) for q in meta["queries"]]
         self._index = {q.id: i for i, q in enumerate(self.queries)}
+        self._columns = QueryColumns.of(self.queries)
         self.active = list(meta["active"])
         self.max_ts = int(meta["max_ts"])
         self.outside = int(meta["outside"])
@@ -587,6 +588,7 @@ class ChurnTree:
                 dom["lo"],
                 dom["hi"],
                 dom["ehi"],
+                self._columns.take(dom["qmap"]),
                 int(gm["late_seen"]),
             )
             g.identity = bool(np.array_equal(g.qmap, np.arange(len(g.qmap))))

@@ -66,8 +66,8 @@ def combine_columns(op, ah, al, bh, bl):
 class CuttySlicer(StreamSlicer):
     """``StreamSlicer`` whose chunks hold Cutty slices (cut at window starts only)."""
 
-    def __init__(self, queries, primitives, allowed_lateness: int = 0, is_int=None):
-        super().__init__(queries, primitives, allowed_lateness, is_int)
+    def __init__(self, queries, primitives, allowed_lateness: int = 0, is_int=None, columns=None):
+        super().__init__(queries, primitives, allowed_lateness, is_int, columns)
         self.start_classes = sorted({(s, 0) for _, s in self.rs})
         mods = sorted({s for s, _ in self.start_classes})
         # a multiple of s starts nothing new: (2, 0) covers (4, 0)

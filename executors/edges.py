@@ -125,13 +125,23 @@ def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     the bound.  Under Cutty n counts the complete slices before a window's end (the open
     slice's partial is added apart) and can be 0; ``wsize`` is at least 1.
     """
-    ns = _exact_lengths(tuple(map(tuple, rs_pairs)), slicing)
+    wsize, lengths, exact = _lengths(
+        tuple(map(tuple, rs_pairs)), tuple(map(tuple, classes)), slicing
+    )
+    # the caller's own dict (SlickDeque Inv registers lengths in an inexact one's lists);
+    # the exact tuples are shared with the cache
+    return wsize, {k: v if exact else [] for k, v in lengths.items()}, exact
+
+
+@lru_cache(maxsize=512)
+def _lengths(rs: tuple, classes: tuple, slicing: str):
+    """``window_lengths`` of a window set, kept as ``_exact_lengths`` is, the bound of a set too
+    large to scan included (made again at every generation of its churn tree otherwise)."""
+    ns = _exact_lengths(rs, slicing)
     if ns is not None:
-        lengths = dict(ns)  # the caller's own dict; its tuples are shared with the cache
-        wsize = max(1, max(max(v) for v in lengths.values()))
-        return wsize, lengths, True
-    bounds = dict(zip(map(tuple, rs_pairs), length_bounds(rs_pairs, classes)))
-    return max(1, max(bounds.values())), {k: [] for k in bounds}, False
+        return max(1, max(max(v) for v in ns.values())), ns, True
+    bounds = dict(zip(rs, length_bounds(rs, classes)))
+    return max(1, max(bounds.values())), bounds, False
 
 
 def length_bounds(rs_pairs, classes, cells: int = 1 << 20) -> list[int]:

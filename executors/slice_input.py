@@ -54,6 +54,7 @@ import numpy as np
 from .aggregates import OP_MAX, OP_MIN, OP_SUM, Primitive, lift_square, reduce_slices
 from .cutty import CuttySlicer
 from .edges import INF, NEG_INF
+from .query_spec import QueryColumns
 from .slicing import (
     StreamSlicer,
     edges_between,
@@ -296,9 +297,14 @@ class SlicedExecutionTree(ExecutionTree):
         as_arrow: bool = True,
         check_edges: bool = True,
         slicing: str = "pairs",
+        columns: QueryColumns | None = None,
     ):
-        qs = [normalize_query(q) for q in queries]
-        bad = [q.id for q in qs if q.kind != "time"]
+        if columns is None:
+            qs = [normalize_query(q) for q in queries]
+            bad = [q.id for q in qs if q.kind != "time"]
+        else:  # ``ExecutionTree`` 's contract: normalised queries with distinct ids
+            qs = list(queries)
+            bad = columns.ids[columns.kind != "time"].tolist()
         if bad:
             raise ValueError(f"slice-fed trees run time windows only; count windows: {bad}")
         super().__init__(
@@ -309,6 +315,7 @@ class SlicedExecutionTree(ExecutionTree):
             dtype=dtype,
             as_arrow=as_arrow,
             slicing=slicing,
+            columns=columns,
         )
         self.check_edges = bool(check_edges)
         self.slices_in = 0

@@ -43,7 +43,7 @@ from .array_pack import pack, unpack
 from .base import FAMILIES, TECHNIQUES, FinalAggregator, register_family, technique_class
 from .cutty import CuttySlicer, combine_columns
 from .edges import NEG_INF
-from .query_spec import meta_json
+from .query_spec import QueryColumns, meta_json
 from .slicing import QuerySpec, SliceChunk, StreamSlicer, normalize_query
 
 TECHNIQUE_ALIASES = {
@@ -167,15 +167,24 @@ class ExecutionTree:
         dtype=None,
         as_arrow: bool = True,
         slicing: str = "pairs",
+        columns: QueryColumns | None = None,
     ):
-        self.queries: list[QuerySpec] = [normalize_query(q) for q in queries]
+        """``columns``: the ``QueryColumns`` of ``queries``, which are then ``QuerySpec`` s
+        with distinct ids (a churn tree's generation, gathered from its lineage's)."""
+        if columns is None:
+            qs = [normalize_query(q) for q in queries]
+            columns = QueryColumns.of(qs)
+            if len(set(columns.ids.tolist())) != len(qs):
+                raise ValueError(f"duplicate query ids in one tree: {columns.ids.tolist()}")
+        else:
+            qs = list(queries)
+        self.queries: list[QuerySpec] = qs
         slicing = str(slicing).strip().lower()
         if slicing not in SLICINGS:
             raise ValueError(f"unknown slicing {slicing!r}; known: {list(SLICINGS)}")
         self.slicing = slicing
-        ids = [q.id for q in self.queries]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"duplicate query ids in one tree: {ids}")
+        # the aggregates in the order queries first use them
+        self._agg_list = [qs[i].aggregate for i in columns.first_of_each_aggregate()]
         self.technique = normalize_technique(technique)
         self.count_ops = bool(count_ops)
         self.as_arrow = bool(as_arrow)
@@ -185,15 +194,18 @@ class ExecutionTree:
             dt = np.dtype(dtype)
             is_int = bool(np.issubdtype(dt, np.integer))
         cls = self.cutty_slicer_cls if slicing == "cutty" else self.slicer_cls
-        self.slicer = cls(self.queries, [], allowed_lateness, is_int)
+        self.slicer = cls(self.queries, [], allowed_lateness, is_int, columns=columns)
         self.allowed_lateness = self.slicer.lateness
         self.kind = self.slicer.kind
-        self._ids = np.array(ids, dtype=object)
+        self._ids = columns.ids
         self._ids_arrow = None
-        self._agg_list = list({q.aggregate.name: q.aggregate for q in self.queries}.values())
-        agg_at = {a.name: i for i, a in enumerate(self._agg_list)}
-        self._agg_idx = np.array([agg_at[q.aggregate.name] for q in self.queries], dtype=np.int64)
-        self._r = np.array([q.range for q in self.queries], dtype=np.int64)
+        if len(self._agg_list) == 1:  # a tree's queries share their key's aggregate
+            self._agg_idx = np.zeros(len(qs), np.int64)
+        else:
+            agg_at = {a.name: i for i, a in enumerate(self._agg_list)}
+            names = columns.aggregate.tolist()
+            self._agg_idx = np.fromiter(map(agg_at.__getitem__, names), np.int64, len(qs))
+        self._r = columns.range
         self.aggs: dict[Primitive, FinalAggregator] = {}
         self._built = False
         self._ops_total: dict[str, int] = {}
@@ -208,11 +220,11 @@ class ExecutionTree:
         cls = TECHNIQUES.get(t)  # None: a family, which runs any aggregate
         if cls is None:
             return
-        for q in self.queries:
-            if cls.requires_inverse:
-                require_invertible(q.aggregate, t)
+        for a in self._agg_list:  # in the order queries first use them: the first query's
+            if cls.requires_inverse:  # aggregate that cannot run is the one refused
+                require_invertible(a, t)
             if cls.requires_selective:
-                require_selective(q.aggregate, t)
+                require_selective(a, t)
         if not cls.multi_query:
             rs = {(q.range, q.slide) for q in self.queries}
             if len(rs) > 1:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from executors.churn_oracle import generation_answers, registered_answers, registrations
 from executors.churn_tree import ChurnTree, _Gen
 from executors.edges import INF, NEG_INF
-from executors.query_spec import QuerySpec, get_aggregate
+from executors.query_spec import QueryColumns, QuerySpec, get_aggregate
 
 TECHS = ["slickdeque", "panes", "flatfat", "flatfit", "bint", "slickdeque_inv", "twostacks"]
 EXAMPLES = examples(120)
@@ -33,14 +33,33 @@ def drive(initial, schedule, lateness, technique="slickdeque", slicing="pairs", 
     for i, item in enumerate(schedule):
         if snap_every and i % snap_every == snap_every - 1:
             tree = ChurnTree.restore(tree.snapshot())
+            gathered_columns_hold(tree)
         if item[0] == "data":
             out += rows(tree.process_columns(item[1], item[2]), tree)
         else:
             _, at, add, remove = item
             assert tree.change(at, add=add, remove=remove) == at
+            gathered_columns_hold(tree)
     out += rows(tree.flush_columns(), tree)
     out.sort(key=lambda x: (x[0], x[1]))
     return out, tree
+
+
+def gathered_columns_hold(tree: ChurnTree) -> None:
+    """Each generation's columns, gathered from the lineage's, are its queries' own, read
+    query by query, and so are its tree's; the active queries are the newest generation's."""
+    for g in tree.gens:
+        own = QueryColumns.of(g.tree.queries)
+        for f in ("ids", "range", "slide", "aggregate", "kind"):
+            assert np.array_equal(getattr(g.columns, f), getattr(own, f)), f
+        assert [tree.queries[i] for i in g.qmap.tolist()] == g.tree.queries
+        assert np.array_equal(g.tree._r, own.range)
+        assert g.tree._ids.tolist() == own.ids.tolist()
+        assert [
+            g.tree._agg_list[i].name for i in g.tree._agg_idx.tolist()
+        ] == own.aggregate.tolist()
+    if tree.newest is not None:
+        assert tree.active == [q.id for q in tree.newest.tree.queries]
 
 
 @st.composite
@@ -416,6 +435,7 @@ def test_last_end_is_the_query_by_query_bound(rows):
         np.full(n, NEG_INF, np.int64),
         np.array([h for *_, h, _ in rows], dtype=np.int64),
         np.array([e for *_, e in rows], dtype=np.int64),
+        QueryColumns.of(qs),
     )
     assert g.last_end() == _last_end_loop(g)
 
