@@ -110,12 +110,16 @@ def node_capacities(nodes: NodesArg) -> list[float | None]:
 
 
 class NodeState:
-    """Trees per node during construction."""
+    """Trees per node during construction.  Change them through ``add``, ``replace``,
+    ``remove`` and ``reset``: each node also keeps its trees by key, in the node's order, for
+    ``same_key`` (a scan of every tree per unit took ~0.05 s of an add of 1,000 queries to a
+    node of 134 trees)."""
 
     def __init__(self, caps: list[float | None]):
         self.caps = caps
         self.trees: list[list[Tree]] = [[] for _ in caps]
         self.load = [0.0] * len(caps)
+        self._keyed: list[dict[tuple, list[Tree]]] = [{} for _ in caps]
 
     @property
     def n(self) -> int:
@@ -137,14 +141,38 @@ class NodeState:
     def add(self, j: int, t: Tree) -> None:
         self.trees[j].append(t)
         self.load[j] += t.cost
+        self._keyed[j].setdefault(t.key, []).append(t)
 
     def replace(self, j: int, old: Tree, new: Tree) -> None:
         ts = self.trees[j]
         ts[ts.index(old)] = new
         self.load[j] += new.cost - old.cost
+        if new.key == old.key:
+            same = self._keyed[j][old.key]
+            same[same.index(old)] = new
+        else:
+            self._index(j)
+
+    def remove(self, j: int, t: Tree) -> None:
+        self.trees[j].remove(t)
+        self.load[j] -= t.cost
+        self._keyed[j][t.key].remove(t)
+
+    def reset(self, trees: list[list[Tree]], load: list[float]) -> None:
+        """Every node's trees and loads at once (a state kept earlier)."""
+        self.trees, self.load = trees, load
+        for j in range(self.n):
+            self._index(j)
+
+    def _index(self, j: int) -> None:
+        keyed: dict[tuple, list[Tree]] = {}
+        for t in self.trees[j]:
+            keyed.setdefault(t.key, []).append(t)
+        self._keyed[j] = keyed
 
     def same_key(self, j: int, key) -> list[Tree]:
-        return [t for t in self.trees[j] if t.key == key]
+        """Node ``j``'s trees of ``key``, in the node's order."""
+        return list(self._keyed[j].get(key, ()))
 
 
 def _rates(queries: Sequence[Query], model: CostModel) -> dict[str, float]:

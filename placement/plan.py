@@ -90,17 +90,24 @@ class Plan:
         return max((n.cost for n in self.nodes), default=0.0)
 
     def to_dict(
-        self, query_dict: Callable[[Query], Mapping[str, Any]] = Query.to_dict
+        self,
+        query_dict: Callable[[Query], Mapping[str, Any]] = Query.to_dict,
+        entries: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """The ``weaveplace.plan/1`` dict; ``query_dict``: each query's entry (a caller that
-        keeps them already, such as a service, hands them over instead of making them)."""
+        """The ``weaveplace.plan/1`` dict; ``query_dict``: each query's entry, or ``entries``:
+        the entries by query id (a caller that keeps them already, such as a service, hands
+        them over instead of making them)."""
         tree_ids = iter(range(10**12))
+        if entries is not None:
+            queries = list(map(entries.__getitem__, map(_ID, self.queries)))
+        else:
+            queries = list(map(query_dict, self.queries))
         return {
             "schema": SCHEMA,
             "optimizer": self.optimizer,
             "ie": self.ie,
             "slicing": self.slicing,
-            "queries": list(map(query_dict, self.queries)),
+            "queries": queries,
             "streams": {s: {"rate": r} for s, r in sorted(self.rates.items())},
             "nodes": [
                 {

@@ -143,13 +143,13 @@ def add_node(plan: Plan, node_id: str, capacity: float | None = None) -> Replace
         if pick is None:
             break
         t = pick[1]
-        st.trees[src].remove(t)
-        st.load[src] -= t.cost
+        st.remove(src, t)
         st.add(new, t)
         moved += 1
         if pick[0][0] < best[0] - eps:
             best = (pick[0][0], moved, [list(ts) for ts in st.trees], list(st.load))
-    _, moved, st.trees, st.load = best
+    _, moved, trees, load = best
+    st.reset(trees, load)
     return Replacement(_plan(grown, st, ids + [node_id]), moved, plan.total_cost, plan.max_cost)
 
 
