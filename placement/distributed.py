@@ -112,8 +112,8 @@ def node_capacities(nodes: NodesArg) -> list[float | None]:
 class NodeState:
     """Trees per node during construction.  Change them through ``add``, ``replace``,
     ``remove`` and ``reset``: each node also keeps its trees by key, in the node's order, for
-    ``same_key`` (a scan of every tree per unit took ~0.05 s of an add of 1,000 queries to a
-    node of 134 trees)."""
+    ``same_key`` (an add of 1,000 queries to 100,000 scanned 134 trees per unit: ~90,000 key
+    comparisons)."""
 
     def __init__(self, caps: list[float | None]):
         self.caps = caps
