@@ -104,14 +104,6 @@ def cover_slide(rs_pairs) -> int | None:
     return min(ss) if ss else None
 
 
-@lru_cache(maxsize=512)
-def _exact_lengths(rs: tuple, slicing: str):
-    """``placement.slicing.window_lengths`` of a window set, kept: every generation of a
-    churn tree (a query added to a running tree) has the window set of the one before when
-    the query's window was there already, and the scan took ~8 ms a tree of 166 windows."""
-    return _shared_window_lengths(list(rs), slicing, EXACT_SCAN_LIMIT)
-
-
 def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
     """Number of slices ("partials") per window, per distinct (r, s).
 
@@ -135,9 +127,11 @@ def window_lengths(rs_pairs, classes, slicing: str = "pairs"):
 
 @lru_cache(maxsize=512)
 def _lengths(rs: tuple, classes: tuple, slicing: str):
-    """``window_lengths`` of a window set, kept as ``_exact_lengths`` is, the bound of a set too
-    large to scan included (made again at every generation of its churn tree otherwise)."""
-    ns = _exact_lengths(rs, slicing)
+    """``window_lengths`` of a window set, kept: every generation of a churn tree (a query
+    added to a running tree) has the window set of the one before when the query's window was
+    there already; the exact scan took ~8 ms a tree of 166 windows, and the bound of a set too
+    large to scan is made again otherwise too."""
+    ns = _shared_window_lengths(list(rs), slicing, EXACT_SCAN_LIMIT)
     if ns is not None:
         return max(1, max(max(v) for v in ns.values())), ns, True
     bounds = dict(zip(rs, length_bounds(rs, classes)))

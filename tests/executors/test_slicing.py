@@ -187,3 +187,16 @@ def test_kept_window_lengths_are_the_scans_and_each_caller_gets_its_own_dict(win
     assert exact and got == want and all(isinstance(v, tuple) for v in got.values())
     got.clear()
     assert kept(rs, classes, slicing)[1] == want
+
+
+def test_kept_bounds_give_each_caller_its_own_lists():
+    """A window set too large to scan gets bounds (kept as the exact scans are) and empty
+    length lists that SlickDeque Inv fills: one caller's lists are not the next caller's."""
+    from executors.edges import window_lengths as kept
+
+    rs = [(2500, 997), (1500, 991), (2949, 983)]  # composite slide ~9.7e8: no exact scan
+    classes = edge_classes(rs)
+    wsize, got, exact = kept(rs, classes)
+    assert not exact and got == {w: [] for w in rs} and wsize >= 1
+    got[rs[0]].append(7)
+    assert kept(rs, classes) == (wsize, {w: [] for w in rs}, False)
