@@ -18,13 +18,20 @@ from hypothesis import strategies as st
 from placement.edges import EdgeCountLimit, get_engine
 from placement.edges.fast import (
     FULL,
+    MASK_MODULUS_LIMIT,
     canonical,
     canonical_by_sets,
     components,
     fraction_sum,
 )
 from placement.queries import Query
-from placement.slicing import brute_force_edges, query_classes, tree_classes
+from placement.slicing import (
+    brute_force_edges,
+    divisors,
+    prime_factors,
+    query_classes,
+    tree_classes,
+)
 
 LCM_CAP = 30_000
 
@@ -147,9 +154,33 @@ def test_canonical_bitmasks_match_the_set_version(cls, as_frozenset):
         assert brute_force_edges(out, period) == covered
 
 
-def test_canonical_above_the_mask_limit_uses_the_set_version():
-    from placement.edges.fast import MASK_MODULUS_LIMIT
+WIDE = (4104, 4800, 6000, 7560, 9240, 10000, 12600, 16380)  # moduli of a 10,000-slide menu
 
+
+@settings(max_examples=examples(100))
+@given(st.sampled_from(WIDE), st.data())
+def test_canonical_bitmasks_match_the_set_version_for_wide_slides(m, data):
+    """Moduli of a 10,000-slide menu take the bitmask path too (it was the set version's
+    above 4,096): the same classes, and full sets of lifts coarsened, as the set version."""
+    assert m <= MASK_MODULUS_LIMIT
+    cls = []
+    for _ in range(data.draw(st.integers(1, 5))):
+        d = data.draw(st.sampled_from(divisors(m)[1:]))
+        if data.draw(st.booleans()):  # every lift to d of one residue mod d / p
+            p = data.draw(st.sampled_from([q for q, _ in prime_factors(d)]))
+            a = data.draw(st.integers(0, d // p - 1))
+            cls += [(d, a + k * (d // p)) for k in range(p)]
+        else:
+            cls += [(d, r) for r in data.draw(st.lists(st.integers(-d, 2 * d), max_size=4))]
+    if not cls:
+        return
+    out = canonical(cls)
+    assert out == canonical_by_sets(cls)
+    covered = brute_force_edges([(mm, r % mm) for mm, r in cls], m)
+    assert out == FULL or brute_force_edges(out, m) == covered
+
+
+def test_canonical_above_the_mask_limit_uses_the_set_version():
     big = MASK_MODULUS_LIMIT * 2
     cls = [(big, r) for r in range(0, big, 2)] + [(big // 2, 1), (3, 0)]
     assert canonical(cls) == canonical_by_sets(cls) == frozenset({(2, 0), (big // 2, 1), (3, 0)})
