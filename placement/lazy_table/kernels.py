@@ -24,12 +24,15 @@ with ``C`` the density of common edges. Per pair the kernel gives either
 
 Buckets: trees are linked (``nxt``) into buckets ``(key, modulus, #classes)`` for
 single-modulus trees and ``(key, 0, 0)`` for the others. A row first bounds a whole
-single-modulus bucket from its extremes (fewest/most classes, smallest Omega, all ever filed:
-conservative) and skips it when no member can reach a positive benefit; dead trees are unlinked
-on the way. A single-modulus row first screens a bucket without the gcd (``gcd_free_bound``:
-the gcd is small unless the moduli share a large divisor, ``row_split``, ``mark_high``) and
-skips it where the screen already shows the bucket bound would (most of a fill's buckets are
-skipped so, behind their members' cuts). A fill (many rows at once) first bounds bucket *pairs*
+single-modulus bucket from its extremes (fewest/most classes and largest cost of all ever filed,
+its head's Omega: conservative) and skips it when no member can reach a positive benefit; dead
+trees are unlinked on the way. A single-modulus bucket's list is in Omega order, and a member's
+bound falls as its Omega grows (``bucket_value``), so a row stops walking a bucket at the first
+member behind its kept entries (issue 34: at 10^5 trees a row checked ~3x10^4 members). A
+single-modulus row first screens a bucket without the gcd (``gcd_free_bound``: the gcd is
+small unless the moduli share a large divisor, ``row_split``, ``mark_high``) and skips it where
+the screen already shows the bucket bound would (most of a fill's buckets are skipped so,
+behind their members' cuts). A fill (many rows at once) first bounds bucket *pairs*
 the same way (``bucket_pairs``) and, within one modulus, counts only the residues some other
 tree holds, so that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
 
@@ -121,8 +124,9 @@ class Buckets(NamedTuple):
     mod: np.ndarray  # int64: 0 for the multi-modulus bucket of a key
     kmin: np.ndarray  # int64: fewest classes
     kmax: np.ndarray  # int64: most classes
-    om: np.ndarray  # float64: smallest Omega
+    om: np.ndarray  # float64: at most the Omega of every member (single-modulus: its head's)
     head: np.ndarray  # int64: first slot of the list (-1: empty)
+    newest: np.ndarray  # int64: the latest slot ever filed (-1: none)
     cut: np.ndarray  # float64: -value of the lowest cut any member's row had (inf: a full row)
     costmax: np.ndarray  # float64: largest cost
 
@@ -398,6 +402,23 @@ def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
 @njit(cache=True, inline="always")
 def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     """Upper bound of the benefit of ``z`` with any tree of a single-modulus bucket."""
+    c = bucket_c(z, e, kcls, cstart, pm, mb, kmax)
+    return bucket_value(lam, om[z], e[z], cost[z], c, kmin / mb, ommin)
+
+
+@njit(cache=True, inline="always")
+def bucket_value(lam, oz, ez, cz, c, klo, ommin):
+    """``bucket_bound`` from the bucket's common-edge bound ``c`` (``bucket_c``): it falls as
+    ``ommin`` grows (``c <= ez``), so with ``ommin`` a member's own Omega it bounds that member
+    and every member of larger Omega (``rows`` walks single-modulus buckets in Omega order)."""
+    bound = lam + oz * min(c - klo, 0.0) + ommin * (c - ez)
+    return bound + INFLATE * (abs(bound) + 2.0 * cz)
+
+
+@njit(cache=True, inline="always")
+def bucket_c(z, e, kcls, cstart, pm, mb, kmax):
+    """Upper bound of the common-edge density ``C`` of ``z`` with any tree of a
+    single-modulus bucket (modulus ``mb``, at most ``kmax`` classes)."""
     zs = cstart[z]
     zn = kcls[z]
     cub = 0.0
@@ -410,10 +431,7 @@ def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
             g = _gcd(mi, mb)
             t = min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
         cub += t
-    ez = e[z]
-    c = min(cub, kmax / mb, ez)
-    bound = lam + om[z] * min(c - kmin / mb, 0.0) + ommin * (c - ez)
-    return bound + INFLATE * (abs(bound) + 2.0 * cost[z])
+    return min(cub, kmax / mb, e[z])
 
 
 @njit(cache=True, inline="always")
@@ -831,6 +849,7 @@ def rows(
     b_kmax = buckets.kmax
     b_om = buckets.om
     b_head = buckets.head
+    b_newest = buckets.newest
     b_cut = buckets.cut
     b_costmax = buckets.costmax
     use_open = prune.use
@@ -860,8 +879,9 @@ def rows(
     tu = np.empty(tcap, np.int64)
     tj = np.empty(tcap, np.int64)
     tx = np.empty(tcap, np.bool_)
-    vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket
+    vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket, C bound
     ob = np.empty(max(nb, 1), np.int64)
+    cb = np.empty(max(nb, 1), np.float64)
     htop = 1  # moduli below this have ``sp.high`` marks
     for b in range(nb):
         if b_mod[b] >= htop:
@@ -901,6 +921,7 @@ def rows(
                 continue
             mb = b_mod[b]
             bb = np.inf
+            cmem = np.inf
             if mb > 0:
                 if mz == 0:  # a merged tree: many moduli, one gcd each in the bucket bound
                     if zdense < 0:
@@ -920,7 +941,7 @@ def rows(
                             b_costmax[b],
                             sp,
                         )
-                        if pb <= floor or (-pb > b_cut[b] and (not refill or b_head[b] < z)):
+                        if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                             continue
                 elif mb < htop and sp.high[mb] != stamp:
                     pb = gcd_free_bound(
@@ -934,11 +955,10 @@ def rows(
                         b_om[b],
                         b_costmax[b],
                     )
-                    if pb <= floor or (-pb > b_cut[b] and (not refill or b_head[b] < z)):
+                    if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                         continue  # the bucket bound would skip it too
-                bb = bucket_bound(
-                    z, lam, e, om, cost, kcls, cstart, pm, mb, b_kmin[b], b_kmax[b], b_om[b]
-                )
+                cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b])
+                bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
                 bb = bucket_margin(bb, cost[z], b_costmax[b])
                 if bb <= floor:
                     continue
@@ -951,17 +971,18 @@ def rows(
                         if c - (1 if b == bz else 0) >= 1:
                             shared += 1
                     c = min(shared / mb, b_kmax[b] / mb, e[z])
-                    bound = lam + om[z] * min(c - b_kmin[b] / mb, 0.0) + b_om[b] * (c - e[z])
-                    bound += INFLATE * (abs(bound) + 2.0 * cost[z])
+                    bound = bucket_value(lam, om[z], e[z], cost[z], c, b_kmin[b] / mb, b_om[b])
                     if bound <= floor:
                         continue
                     bb = min(bb, bound)
+                    cmem = min(cmem, c)
                 # Below every member's cut (now, so also when a later z was priced): theirs.
                 # A refill's later partners are its own: only for buckets filed before z.
-                if -bb > b_cut[b] and (not refill or b_head[b] < z):
+                if -bb > b_cut[b] and (not refill or b_newest[b] < z):
                     continue
             vb[nbz] = -bb
             ob[nbz] = b
+            cb[nbz] = cmem
             nbz += 1
         # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
         # beat every later bucket too: the row is cut there (a refill prices the rest).
@@ -972,6 +993,8 @@ def rows(
                 break
             b = ob[order[oi]]
             mb = b_mod[b]
+            cmem = cb[order[oi]]
+            klo = b_kmin[b] / mb if mb > 0 else 0.0
             g = 1
             big = 0
             exact = mz > 0 and mb > 0
@@ -1001,10 +1024,19 @@ def rows(
                 if not alive[s]:  # unlink
                     if prev < 0:
                         b_head[b] = nx
+                        if mb > 0 and nx >= 0:
+                            b_om[b] = om[nx]
                     else:
                         nxt[prev] = nx
                     s = nx
                     continue
+                if mb > 0 and cnt == tcap and s != z:
+                    # Omega order: once a member's bound is behind the worst kept entry, so
+                    # are the values of it and of every later member (``bucket_value``).
+                    w = bucket_value(lam, om[z], e[z], cost[z], cmem, klo, om[s])
+                    if -bucket_margin(w, cost[z], b_costmax[b]) > tv[0]:
+                        dropped = True
+                        break
                 if s != z:
                     if flat:  # _exact's operations, E_xy hoisted
                         v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
@@ -1135,10 +1167,31 @@ def rows(
         if rw.cv[c] > b_cut[bz]:
             b_cut[bz] = rw.cv[c]
         if not refill:
-            nxt[z] = b_head[bz]
-            b_head[bz] = z
+            _file(z, bz, om, nxt, buckets)
     sizes[SZ_HEADS] = nh
     sizes[SZ_POOL] = n
+
+
+@njit(cache=True, inline="always")
+def _file(z, b, om, nxt, buckets):
+    """Link slot ``z`` into bucket ``b``'s list: a single-modulus bucket in order of Omega
+    (then slot), its head's Omega kept as the bucket's; the multi-modulus bucket at its head."""
+    head = buckets.head
+    if buckets.newest[b] < z:
+        buckets.newest[b] = z
+    prev = -1
+    s = head[b]
+    if buckets.mod[b] > 0:
+        while s >= 0 and om[s] <= om[z]:
+            prev = s
+            s = nxt[s]
+    nxt[z] = s
+    if prev < 0:
+        head[b] = z
+        if buckets.mod[b] > 0:
+            buckets.om[b] = om[z]
+    else:
+        nxt[prev] = z
 
 
 @njit(cache=True)

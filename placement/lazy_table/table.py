@@ -70,6 +70,7 @@ _BUCKET_DTYPES = {
     "kmax": np.int64,
     "om": np.float64,
     "head": np.int64,
+    "newest": np.int64,
     "cut": np.float64,
     "costmax": np.float64,
 }
@@ -167,7 +168,7 @@ class KernelTable:
             if self.nb > len(self.buckets.key):
                 self.buckets = wk.Buckets(*(_grow(a, 2 * self.nb) for a in self.buckets))
             bk = self.buckets
-            bk.key[b], bk.mod[b], bk.head[b] = key, mod, -1
+            bk.key[b], bk.mod[b], bk.head[b], bk.newest[b] = key, mod, -1, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
             bk.cut[b], bk.costmax[b] = -np.inf, -np.inf
             sp = self.spec

@@ -290,6 +290,51 @@ def test_tiny_row_caps_refill():
     assert _grouping(table.result()) == _grouping(plan)
 
 
+@settings(max_examples=examples(40))
+@given(
+    qnum=st.integers(2, 150),
+    smax=st.sampled_from([10, 30, 600]),
+    lam=st.sampled_from([0.002, 1.0, 100.0]),
+    gen=st.sampled_from(["nrm", "div", "factors"]),
+    seed=st.integers(0, 10_000),
+    merges=st.integers(0, 40),
+)
+def test_single_modulus_buckets_stay_in_omega_order(qnum, smax, lam, gen, seed, merges):
+    """A row stops walking a single-modulus bucket at the first member whose bound is behind
+    its kept entries, which is only exact if the lists are in Omega order and the bucket's
+    Omega is at most every member's: checked after the fill and after each merge."""
+    qs = generate(WorkloadSpec(qnum, smax, lam, 1, 10, gen, seed))
+    model = CostModel("panes", lam, "fast")
+    table = KernelTable(model, initial_trees(qs, model), 1e-12)
+    table.fill()
+
+    def check():
+        bk, sl = table.buckets, table.slots
+        for b in range(table.nb):
+            members = []
+            s = int(bk.head[b])
+            while s >= 0:
+                members.append(s)
+                s = int(sl.nxt[s])
+            alive = [s for s in members if sl.alive[s]]
+            every = {s for s in range(len(table.trees)) if sl.bucket[s] == b and sl.alive[s]}
+            pending = int(table.sizes[wk.SZ_PENDING])
+            assert set(alive) == every - {pending}  # every alive filed member is listed
+            assert all(s <= bk.newest[b] for s in members)
+            if bk.mod[b] > 0:
+                oms = [sl.om[s] for s in members]
+                assert oms == sorted(oms)
+                assert all(bk.om[b] <= sl.om[s] for s in alive)
+
+    check()
+    for _ in range(merges):
+        pair = table.pop_best()
+        if pair is None:
+            break
+        table.row(table.merge(*pair))
+        check()
+
+
 def test_single_modulus_rows_need_no_engine_pricing():
     """Prime slides (exp 2's shape): every pair is single-modulus until trees mix moduli."""
     qs = generate(WorkloadSpec(300, 600, 1.0, 3, 100, "div", 0))
