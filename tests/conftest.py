@@ -28,6 +28,7 @@ local clusters never share a ``session_latest``.
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -72,26 +73,59 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cluster)
 
 
+class _SparkStart:
+    """The test session's Spark, started on a thread: ``ray_session`` starts it before Ray when
+    some collected test uses ``spark`` (as a run starts the two at once, cluster/runs/startup.py),
+    so a worker's first cluster test waits for the slower of the two, not their sum."""
+
+    def __init__(self) -> None:
+        self.future: Future | None = None
+        self.claimed = False  # the ``spark`` fixture took it (and stops it)
+
+    def start(self) -> None:
+        if self.future is None:
+            from cluster.feeds.parquet import spark_session
+
+            pool = ThreadPoolExecutor(1, thread_name_prefix="test-spark-start")
+            self.future = pool.submit(spark_session, "local[2]", app_name="weaveplace-tests")
+            pool.shutdown(wait=False)
+
+    def get(self):
+        self.start()
+        assert self.future is not None
+        self.claimed = True
+        return self.future.result()
+
+    def stop_unclaimed(self) -> None:
+        if self.future is not None and not self.claimed:
+            self.future.result().stop()
+
+
+_SPARK = _SparkStart()
+
+
 @pytest.fixture(scope="session")
-def ray_session():
+def ray_session(request):
     """An embedded local Ray (2 CPUs, 127.0.0.1, no dashboard, its workers importing the node
-    code as they start, as a run's); yields the RayRuntime."""
+    code as they start, as a run's); yields the RayRuntime. Spark starts beside it when some
+    collected test uses it (``_SparkStart``)."""
     from cluster.runs.startup import NODE_MODULES
     from cluster.runtime.ray_runtime import RayRuntime
 
+    if any("spark" in getattr(i, "fixturenames", ()) for i in request.session.items):
+        _SPARK.start()
     rt = RayRuntime(num_cpus=2, preload=NODE_MODULES).start()
     try:
         yield rt
     finally:
         rt.stop()
+        _SPARK.stop_unclaimed()
 
 
 @pytest.fixture(scope="session")
 def spark():
     """A quiet local[2] Spark session shared by the whole test session."""
-    from cluster.feeds.parquet import spark_session
-
-    s = spark_session("local[2]", app_name="weaveplace-tests")
+    s = _SPARK.get()
     try:
         yield s
     finally:
