@@ -8,9 +8,10 @@ too-slow health check for the same reason. A test whose cost needs its own count
 
 Session-scoped Ray and Spark: ``ray.init`` costs 6-11 s and ~1 GB, a Spark session ~15 s
 (docs/DESIGN.md s. 8), and the machine is shared: the whole test session starts at most one of
-each, lazily (only when a test asks for the fixture) and always stops them at the end, also after
-failures. A test that asks for either fixture is marked ``cluster`` here, so `make test-fast`
-(``-m "not cluster and not slow"``) can never start them.
+each, lazily (only when a test asks for the fixture; Spark also beside Ray when some collected
+test will ask for it, ``_SparkStart``) and always stops them at the end, also after failures.
+A test that asks for either fixture is marked ``cluster`` here, so `make test-fast` (``-m "not
+cluster and not slow"``) can never start them.
 
 Spark drivers started by tests run their JVM with C1 only and the serial collector
 (``TEST_SPARK_SUBMIT_OPTS`` below, through ``SPARK_SUBMIT_OPTS``, which the CLI and driver
@@ -97,7 +98,7 @@ class _SparkStart:
         return self.future.result()
 
     def stop_unclaimed(self) -> None:
-        if self.future is not None and not self.claimed:
+        if self.future is not None and not self.claimed and self.future.exception() is None:
             self.future.result().stop()
 
 

@@ -2,9 +2,9 @@
 
 Oracles: the driver route (itself checked against Spark SQL and numpy in
 tests/cluster/deployment/test_deployment.py), the brute force for every query, and Spark
-SQL's ``window()`` directly for ten of them; exactly-once under kills, node loss and addition is checked row
-for row against the fault-free run, with a part written by an actor whose reply never came (an
-orphan) in the mix.  The datasets are read back as one table by pyarrow and by Spark.
+SQL's ``window()`` directly for ten of them; exactly-once under kills, node loss and addition
+is checked row for row against the fault-free run, with a part written by an actor whose
+reply never came (an orphan) in the mix.  The datasets are read back as one table by pyarrow and by Spark.
 """
 
 from __future__ import annotations
