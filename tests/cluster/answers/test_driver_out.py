@@ -4,7 +4,8 @@ Oracles: the driver route (itself checked against Spark SQL and numpy in
 tests/cluster/deployment/test_deployment.py), the brute force for every query, and Spark
 SQL's ``window()`` directly for ten of them; exactly-once under kills, node loss and addition
 is checked row for row against the fault-free run, with a part written by an actor whose
-reply never came (an orphan) in the mix.  The datasets are read back as one table by pyarrow and by Spark.
+reply never came (an orphan) in the mix.  The datasets are read back as one table by pyarrow
+and by Spark.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support.cluster_oracles import assert_answers_equal, count_oracle, spark_oracle
+from support.cluster_oracles import assert_answers_equal, file_order_oracle, spark_oracle
 from support.cluster_plans import STREAMS, make_plan, make_queries
 from support.waiting import wait_for
 
-from executors.oracle import brute_force
 from sim.debs import generate_debs
 
 
@@ -96,40 +96,19 @@ def test_actor_route_equals_driver_route_and_oracles(
     )
     # Spark reads every Parquet column as nullable (its rule for files): the values agree
     assert got.cast(driver_route.answers.schema).equals(driver_route.answers)
-    # oracles: the brute force for every query; Spark SQL windows for the first ten time
-    # queries too (every aggregate twice, every stream, ranges not multiples of the slide;
-    # all 30 take Spark 10-16 s here: test_deployment.py's scenario has them all)
+    # oracles: Spark SQL windows for the first ten time queries (every aggregate twice, every
+    # stream, ranges not multiples of the slide; all 30 take Spark 10-16 s here:
+    # test_deployment.py's scenario has them all)
     tq = [q for q in workload["queries"] if q.kind == "time"]
     avg = {q.id for q in workload["queries"] if q.aggregate == "avg"}
     assert {q.aggregate for q in tq[:10]} == {"sum", "count", "avg", "min", "max"}
     ref = spark_oracle(spark, workload["path"], tq[:10])
     assert_answers_equal(_only(res.answers, {q.id for q in tq[:10]}), ref, avg)
-    data = pq.read_table(workload["path"], columns=["ts_ms", "index", *STREAMS]).sort_by(
-        [("ts_ms", "ascending"), ("index", "ascending")]
-    )
-    ts = data.column("ts_ms").to_numpy()
-    rows = []
-    for q in tq:
-        answers, late = brute_force([q], ts, data.column(q.stream).to_numpy())
-        assert not late
-        rows += answers
-    rows.sort(key=lambda a: (a[0], a[1]))
-    tref = pa.table(
-        {
-            k: list(v)
-            for k, v in zip(["query_id", "window_start", "window_end", "value"], zip(*rows))
-        }
-    )
-    assert_answers_equal(_only(res.answers, {q.id for q in tq}), tref, avg)
-    cq = [q for q in workload["queries"] if q.kind == "count"]
-    rows = sorted(r for q in cq for r in count_oracle(data.column(q.stream).to_numpy(), q))
-    cref = pa.table(
-        {
-            k: list(v)
-            for k, v in zip(["query_id", "window_start", "window_end", "value"], zip(*rows))
-        }
-    )
-    assert_answers_equal(_only(res.answers, {q.id for q in cq}), cref, avg)
+    # every query, time and count windows, against the brute force (no tuple late: the file is
+    # in time order)
+    want, late = file_order_oracle(workload["plan"], workload["path"], 0)
+    assert not late
+    assert_answers_equal(res.answers, want, avg)
 
 
 @pytest.mark.scenario  # ~20 s: make test-scenarios (make test stays under 8 min)
