@@ -671,6 +671,9 @@ def bench_startup(
         None, help="A live config (default: the shipped live_quickstart.yaml)."
     ),
     runs: int = typer.Option(3, min=1, help="Runs, one after the other, each its own process."),
+    alone: bool = typer.Option(
+        False, help="After each run, time Ray + actors and Spark + first read each alone."
+    ),
     out: Path = out_option("out/bench_startup"),
 ):
     """Time to the first row of a live run beside Ray's and Spark's start (started at the same
@@ -678,11 +681,15 @@ def bench_startup(
     from sim.bench.startup import format_table, run_startup_bench
     from sim.bundled import bundled_config
 
+    def bench(path: Path) -> list[dict]:
+        say = lambda s: console.print(s, markup=False)  # noqa: E731
+        return run_startup_bench(path, runs, out, say=say, with_alone=alone)
+
     if config is None:
         with bundled_config("live_quickstart.yaml") as path:
-            rows = run_startup_bench(path, runs, out, say=lambda s: console.print(s, markup=False))
+            rows = bench(path)
     else:
-        rows = run_startup_bench(config, runs, out, say=lambda s: console.print(s, markup=False))
+        rows = bench(config)
     console.print(format_table(rows))
     write_results(out, "bench_startup.json", rows)
 
