@@ -682,6 +682,14 @@ def bench_startup(
     from sim.bundled import bundled_config
 
     def bench(path: Path) -> list[dict]:
+        from sim.cli.base import config_error_exit, load_config_or_exit
+        from sim.cluster_run import check_cluster_run
+        from sim.config import ConfigError
+
+        try:  # the runs' own checks, here: a mistake is one line, not a child's traceback
+            check_cluster_run(load_config_or_exit(path), out / "run1")
+        except ConfigError as exc:
+            config_error_exit(exc)
         say = lambda s: console.print(s, markup=False)  # noqa: E731
         return run_startup_bench(path, runs, out, say=say, with_alone=alone)
 

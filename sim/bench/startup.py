@@ -54,6 +54,8 @@ print(json.dumps({k: st[k] for k in ("ray_s", "deployment_s", "ready_s")}))
 
 _SPARK_ALONE = """
 import json, sys, time
+from pathlib import Path
+from cluster.debs.reader import is_parquet_name
 from cluster.feeds.parquet import open_raw
 from cluster.runs.startup import new_spark
 from sim.config import load_config
@@ -65,7 +67,11 @@ feed = file_feed_options(config)
 t0 = time.perf_counter()
 spark = new_spark(runtime_options(config))
 spark_s = time.perf_counter() - t0
-open_raw(spark, sys.argv[3], streams, batch_rows=feed.batch_rows, order=feed.order)
+data = Path(sys.argv[3])
+raw = config.run.feed_mode == "raw" and feed.route == "driver"
+if raw and is_parquet_name(data.name) and data.is_file():  # as a run reads it early (file_run)
+    open_raw(spark, str(data), streams, batch_rows=feed.batch_rows,
+             chunk_rows=feed.chunk_rows, order=feed.order)
 print(json.dumps({"spark_s": spark_s, "early_s": time.perf_counter() - t0 - spark_s}))
 spark.stop()
 """
@@ -187,7 +193,7 @@ def format_table(rows: list[dict]):
         "floor (the later)",
         f"slower start + {GOAL_SLACK_S:g} s",
         "the goal",
-        title="each side alone (a process of its own, nothing else running): seconds",
+        title="each side alone (a process of its own, without the other side): seconds",
     )
     for r in rows:
         a.add_row(

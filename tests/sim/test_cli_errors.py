@@ -88,6 +88,12 @@ BAD_ARGUMENTS = [
     (["bench", "f1", "--experiments", "9"], "experiments", True),
     (["bench", "text", "--rows", "10"], "--rows >= 1000", False),
     (["bench", "order", "--repeat", "0"], "--repeat >= 1", False),
+    (["bench", "startup", "--config", "no/such/live.yaml"], "no/such/live.yaml", False),
+    (
+        ["bench", "startup", "--config", str(REPO / "configs" / "quickstart.yaml")],
+        "run.mode",
+        False,
+    ),
 ]
 
 
