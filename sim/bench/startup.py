@@ -11,9 +11,9 @@ run`` runs it (without the report), so it starts its own embedded Ray and local 
 ``metrics.json`` ``startup`` is read.  Runs are sequential: two at once would compete for the
 cores their start-ups need.
 
-``alone`` (``--alone``): after each run, its two sides again, each in a process of its own with
-the machine to itself: Ray and the actors (``started_run`` with no Spark to start), then
-Spark and the input's first read (``open_raw``).  Why: in a run the two share the cores, so
+``alone`` (``--alone``): after each run, its two sides again, one after the other, each in a
+process of its own (so neither shares the cores with the other): Ray and the actors
+(``started_run`` with no Spark to start), then Spark and the input's first read (``open_raw``).  Why: in a run the two share the cores, so
 its figures cannot say whether the goal is out of reach on this machine or only crowded out;
 ``floor_s``, the later of the two sides alone, is the earliest the first row could come if
 neither slowed the other, against ``goal_alone_s``, the slower start alone plus the slack.
@@ -105,7 +105,7 @@ def _printed(out: str) -> dict:
 
 
 def alone(config: Path, run_dir: Path, timeout_s: float = 600.0) -> dict:
-    """Each side of ``run_dir``'s start-up again with the machine to itself (module docstring):
+    """Each side of ``run_dir``'s start-up again without the other (module docstring):
     ``ray_alone_s``, ``deployment_alone_s``, ``spark_alone_s``, ``early_alone_s``, and
     ``floor_s`` against ``goal_alone_s``.  The run's plan and its input file are reused (its
     ``plan.json``; ``data.path``, or the ``data.parquet`` a generated run wrote)."""
