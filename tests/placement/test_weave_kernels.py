@@ -237,6 +237,9 @@ def test_lazy_equals_paper_on_generated_workloads(qnum, smax, lam, omax, zskew, 
     lazy, paper = _plans(qs, lam, tech)
     assert _grouping(lazy) == _grouping(paper)
     assert math.fsum(t.cost for t in lazy) == math.fsum(t.cost for t in paper)
+    # in the same order too (the plan file's): the lazy table files its initial trees
+    # costliest first, and gives them back in their given order
+    assert [[q.id for q in t.queries] for t in lazy] == [[q.id for q in t.queries] for t in paper]
 
 
 @settings(max_examples=examples(30))
