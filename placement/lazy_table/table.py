@@ -359,8 +359,8 @@ class KernelTable:
         entries are high and it is cut early. A costly tree filed after the cheap ones finds
         its pairs with them behind their cuts: it walks thousands of buckets for entries of
         its own. Filed first, it meets only the trees filed before it. Which row holds a pair
-        never changes the merges (ties go by uid, not by slot): the same plans, 17-24 % less
-        plan time at 30,000 queries of Smax 10,000 (BENCHMARKS.md)."""
+        never changes the merges (ties go by uid, not by slot): the same plans, about a fifth
+        less plan time at 30,000 queries of Smax 10,000 (BENCHMARKS.md)."""
         trees, self._pending = self._pending, []
         if not trees:
             return
