@@ -445,9 +445,11 @@ class KernelTable:
         """The alive trees: the initial ones in their given order, then the merged ones in the
         order they were made."""
         given = self._given.tolist()
-        made = range(len(given) and max(given) + 1, len(self.trees))
+        first = min(given, default=0)  # slots filed before the fill (none in ``weave``)
+        after = first + len(given)
+        order = (*range(first), *given, *range(after, len(self.trees)))
         alive = self.slots.alive
-        return [self.trees[s] for s in (*given, *made) if alive[s] and self.trees[s] is not None]
+        return [self.trees[s] for s in order if alive[s] and self.trees[s] is not None]
 
 
 def warm() -> float:
