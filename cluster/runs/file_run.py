@@ -126,7 +126,7 @@ def run_file(
         feed = replace(feed, order=_sliced_order(data_path, feed.order))
     if deployment.answers == "actors":
         deployment = deployment.with_(out_dir=out_dir)
-    prepare = _first_read(plan, data_path, feed, deployment.mode)
+    prepare = first_read(plan, data_path, feed, deployment.mode)
     after = WhileStopping()
     try:
         with started_run(plan, runtime, deployment, prepare=prepare) as run:
@@ -233,7 +233,7 @@ def _feed_file(
     ), None
 
 
-def _first_read(plan: PlanSource, data_path, feed: FileFeedOptions, mode: str):
+def first_read(plan: PlanSource, data_path, feed: FileFeedOptions, mode: str):
     """The file's first read, for the start-up to do on Spark's thread while Ray and the
     actors start (``open_raw``, of the plan's streams: a plan still being made is waited for
     there); on the default path (raw tuples of a Parquet file through the driver); None
@@ -241,7 +241,7 @@ def _first_read(plan: PlanSource, data_path, feed: FileFeedOptions, mode: str):
     if mode != "raw" or feed.route != "driver" or not is_parquet_name(Path(data_path).name):
         return None
 
-    def first_read(session):
+    def read(session):
         nodes = load_plan(plan)["nodes"]
         return open_raw(
             session,
@@ -252,7 +252,7 @@ def _first_read(plan: PlanSource, data_path, feed: FileFeedOptions, mode: str):
             order=feed.order,
         )
 
-    return first_read
+    return read
 
 
 def _sliced_order(data_path: str | Path, order: str) -> str:

@@ -13,8 +13,9 @@ cores their start-ups need.
 
 ``alone`` (``--alone``): after each run, its two sides again, one after the other, each in a
 process of its own (so neither shares the cores with the other): Ray and the actors
-(``started_run`` with no Spark to start), then Spark and the input's first read (``open_raw``).  Why: in a run the two share the cores, so
-its figures cannot say whether the goal is out of reach on this machine or only crowded out;
+(``started_run`` with no Spark to start), then Spark and the input's first read (the run's
+own, ``cluster.runs.file_run.first_read``).  Why: in a run the two share the cores, so its
+figures cannot say whether the goal is out of reach on this machine or only crowded out;
 ``floor_s``, the later of the two sides alone, is the earliest the first row could come if
 neither slowed the other, against ``goal_alone_s``, the slower start alone plus the slack.
 """
@@ -54,24 +55,17 @@ print(json.dumps({k: st[k] for k in ("ray_s", "deployment_s", "ready_s")}))
 
 _SPARK_ALONE = """
 import json, sys, time
-from pathlib import Path
-from cluster.debs.reader import is_parquet_name
-from cluster.feeds.parquet import open_raw
+from cluster.runs.file_run import first_read
 from cluster.runs.startup import new_spark
 from sim.config import load_config
 from sim.run_options import file_feed_options, runtime_options
 config = load_config(sys.argv[1])
-nodes = json.load(open(sys.argv[2]))["nodes"]
-streams = sorted({t["stream"] for n in nodes for t in n["trees"]})
-feed = file_feed_options(config)
+read = first_read(sys.argv[2], sys.argv[3], file_feed_options(config), config.run.feed_mode)
 t0 = time.perf_counter()
 spark = new_spark(runtime_options(config))
 spark_s = time.perf_counter() - t0
-data = Path(sys.argv[3])
-raw = config.run.feed_mode == "raw" and feed.route == "driver"
-if raw and is_parquet_name(data.name) and data.is_file():  # as a run reads it early (file_run)
-    open_raw(spark, str(data), streams, batch_rows=feed.batch_rows,
-             chunk_rows=feed.chunk_rows, order=feed.order)
+if read is not None:  # None where a run reads nothing early (not a Parquet file, ...)
+    read(spark)
 print(json.dumps({"spark_s": spark_s, "early_s": time.perf_counter() - t0 - spark_s}))
 spark.stop()
 """
