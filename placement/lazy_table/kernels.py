@@ -36,6 +36,13 @@ behind their members' cuts). A fill (many rows at once) first bounds bucket *pai
 the same way (``bucket_pairs``) and, within one modulus, counts only the residues some other
 tree holds, so that 10^5..10^6 initial trees only visit the buckets that can hold a merge.
 
+Threads: a row of many buckets (``SZ_PAR_FROM``, 1,024 from ``lazy_table.table``) bounds
+and sorts them in ``SZ_PARTS`` contiguous parts, one per thread (``_bucket_part``: it only
+reads the table), then walks the parts merged, best bound first and ties to the earlier part:
+the order of one stable sort, so the very same rows. Bounding and sorting are a third to a
+half of a large plan's time; the walk, which unlinks dead members and keeps the row's best
+entries, stays on one thread (BENCHMARKS.md, issue 34).
+
 A row keeps its best ``cap`` entries only (a bounded heap while pricing, then sorted), plus the
 key of the last one kept; ``pop`` prices a used-up row again after that key (twice the cap).
 The lazy greedy's two heaps (row heads; exact benefits of priced bounds) live here too
@@ -84,7 +91,9 @@ SZ_REFILLS = 3  # rows priced again so far
 SZ_PENDING = 4  # a new slot whose row is still to price (-1: none)
 SZ_CUTS = 5  # entries of the rows' cut histories used
 SZ_SLOTS = 6  # slots filed so far (the table keeps it)
-N_SIZES = 7
+SZ_PARTS = 7  # parts a row's buckets are bounded in, one per thread (the table sets it) ...
+SZ_PAR_FROM = 8  # ... when it has this many buckets at least (else one part)
+N_SIZES = 9
 
 # columns of a heap entry's integer part (``Heaps.hi``, ``Heaps.ei``): the order's uids, then
 # the payload: (slot, marker) on the heads heap, (a, b) on the exact heap
@@ -798,6 +807,104 @@ def _advance(slot, alive, uid, rw, hv, hi, nh):
 
 
 @njit(cache=True)
+def _bucket_part(
+    t, parts, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
+):
+    """Part ``t`` of ``parts`` of a row's buckets ``lo .. hi_`` (``rows``; ``row`` = its slot
+    ``z`` and screen ``(alpha, stamp, htop, zdense)``): each bucket the row does not skip as
+    ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pend)`` from the part's start
+    on, its positions sorted by ``-bound`` (stable: ties by bucket) into ``order`` there, and
+    its end in ``pend[t]``. Reads the table only, so the parts run on threads of their own."""
+    z, alpha, stamp, htop, zdense = row
+    vb, ob, cb, order, pend = out
+    e = slots.e
+    om = slots.om
+    cost = slots.cost
+    kcls = slots.kcls
+    cstart = slots.cstart
+    mz = slots.smod[z]
+    zn = kcls[z]
+    zs = cstart[z]
+    bz = slots.bucket[z]
+    pm = classes.mod
+    pr = classes.res
+    b_key = buckets.key
+    b_mod = buckets.mod
+    b_kmin = buckets.kmin
+    b_kmax = buckets.kmax
+    b_om = buckets.om
+    b_head = buckets.head
+    b_newest = buckets.newest
+    b_cut = buckets.cut
+    b_costmax = buckets.costmax
+    use_open = prune.use
+    kz = b_key[bz]  # z's key
+    start = (hi_ - lo) * t // parts
+    w = start
+    for bi in range(lo + start, lo + (hi_ - lo) * (t + 1) // parts):
+        b = prune.idx[bi] if use_open else bi
+        if b_key[b] != kz or b_head[b] < 0:
+            continue
+        mb = b_mod[b]
+        bb = np.inf
+        cmem = np.inf
+        if mb > 0:
+            if mz == 0:  # a merged tree: many moduli, one gcd each in the bucket bound
+                if zdense == 1:
+                    pb = bucket_screen(
+                        z, lam, e, om, cost, b, mb, b_kmin[b], b_kmax[b], b_om[b], b_costmax[b], sp
+                    )
+                    if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
+                        continue
+            elif mb < htop and sp.high[mb] != stamp:
+                pb = gcd_free_bound(
+                    lam,
+                    om[z],
+                    e[z],
+                    cost[z],
+                    alpha,
+                    b_kmin[b] / mb,
+                    b_kmax[b] / mb,
+                    b_om[b],
+                    b_costmax[b],
+                )
+                if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
+                    continue  # the bucket bound would skip it too
+            cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b])
+            bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
+            bb = bucket_margin(bb, cost[z], b_costmax[b])
+            if bb <= floor:
+                continue
+            if use_open and mb == mz:  # residues shared with some other tree of b
+                fkeys = prune.fkeys
+                shared = 0
+                for i in range(zs, zs + zn):
+                    kk = b * prune.fmul + pr[i]
+                    at = np.searchsorted(fkeys, kk)
+                    c = prune.fcnt[at] if at < len(fkeys) and fkeys[at] == kk else 0
+                    if c - (1 if b == bz else 0) >= 1:
+                        shared += 1
+                c = min(shared / mb, b_kmax[b] / mb, e[z])
+                bound = bucket_value(lam, om[z], e[z], cost[z], c, b_kmin[b] / mb, b_om[b])
+                if bound <= floor:
+                    continue
+                bb = min(bb, bound)
+                cmem = min(cmem, c)
+            # Below every member's cut (now, so also when a later z was priced): theirs.
+            # A refill's later partners are its own: only for buckets filed before z.
+            if -bb > b_cut[b] and (not refill or b_newest[b] < z):
+                continue
+        vb[w] = -bb
+        ob[w] = b
+        cb[w] = cmem
+        w += 1
+    pend[t] = w
+    rank = np.argsort(vb[start:w], kind="mergesort")
+    for i in range(w - start):
+        order[start + i] = start + rank[i]
+
+
+@njit(cache=True, parallel=True)
 def rows(
     zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps, sp
 ):
@@ -843,21 +950,15 @@ def rows(
     nxt = slots.nxt
     pm = classes.mod
     pr = classes.res
-    b_key = buckets.key
     b_mod = buckets.mod
     b_kmin = buckets.kmin
     b_kmax = buckets.kmax
     b_om = buckets.om
     b_head = buckets.head
-    b_newest = buckets.newest
     b_cut = buckets.cut
     b_costmax = buckets.costmax
     use_open = prune.use
     open_ptr = prune.ptr
-    open_idx = prune.idx
-    fkeys = prune.fkeys
-    fcnt = prune.fcnt
-    fmul = prune.fmul
     rcap = rw.cap
     cutv = rw.cutv
     cutu = rw.cutu
@@ -882,6 +983,11 @@ def rows(
     vb = np.empty(max(nb, 1), np.float64)  # a row's buckets: -bound, bucket, C bound
     ob = np.empty(max(nb, 1), np.int64)
     cb = np.empty(max(nb, 1), np.float64)
+    order = np.empty(max(nb, 1), np.int64)  # each part's positions, best bound first
+    nthr = max(sizes[SZ_PARTS], 1)
+    pend = np.empty(nthr, np.int64)  # each part's end, and the walk's place in it
+    ppos = np.empty(nthr, np.int64)
+    out = (vb, ob, cb, order, pend)
     htop = 1  # moduli below this have ``sp.high`` marks
     for b in range(nb):
         if b_mod[b] >= htop:
@@ -894,7 +1000,6 @@ def rows(
     qh = np.empty(nq, np.int64)
     for zi in range(len(zs_)):
         z = zs_[zi]
-        kz = slots.key[z]
         mz = smod[z]
         zs = cstart[z]
         zn = kcls[z]
@@ -914,86 +1019,55 @@ def rows(
         if mz > 0:
             dz, alpha = row_split(mz, zn, sp, bz)
             stamp = mark_high(mz, dz, sp, bz, htop)
-        nbz = 0
-        for bi in range(lo, hi_):
-            b = open_idx[bi] if use_open else bi
-            if b_key[b] != kz or b_head[b] < 0:
-                continue
-            mb = b_mod[b]
-            bb = np.inf
-            cmem = np.inf
-            if mb > 0:
-                if mz == 0:  # a merged tree: many moduli, one gcd each in the bucket bound
-                    if zdense < 0:
-                        zdense = 1 if _scatter(z, sp) else 0
-                    if zdense == 1:
-                        pb = bucket_screen(
-                            z,
-                            lam,
-                            e,
-                            om,
-                            cost,
-                            b,
-                            mb,
-                            b_kmin[b],
-                            b_kmax[b],
-                            b_om[b],
-                            b_costmax[b],
-                            sp,
-                        )
-                        if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
-                            continue
-                elif mb < htop and sp.high[mb] != stamp:
-                    pb = gcd_free_bound(
-                        lam,
-                        om[z],
-                        e[z],
-                        cost[z],
-                        alpha,
-                        b_kmin[b] / mb,
-                        b_kmax[b] / mb,
-                        b_om[b],
-                        b_costmax[b],
-                    )
-                    if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
-                        continue  # the bucket bound would skip it too
-                cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b])
-                bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
-                bb = bucket_margin(bb, cost[z], b_costmax[b])
-                if bb <= floor:
-                    continue
-                if use_open and mb == mz:  # residues shared with some other tree of b
-                    shared = 0
-                    for i in range(zs, zs + zn):
-                        kk = b * fmul + pr[i]
-                        at = np.searchsorted(fkeys, kk)
-                        c = fcnt[at] if at < len(fkeys) and fkeys[at] == kk else 0
-                        if c - (1 if b == bz else 0) >= 1:
-                            shared += 1
-                    c = min(shared / mb, b_kmax[b] / mb, e[z])
-                    bound = bucket_value(lam, om[z], e[z], cost[z], c, b_kmin[b] / mb, b_om[b])
-                    if bound <= floor:
-                        continue
-                    bb = min(bb, bound)
-                    cmem = min(cmem, c)
-                # Below every member's cut (now, so also when a later z was priced): theirs.
-                # A refill's later partners are its own: only for buckets filed before z.
-                if -bb > b_cut[b] and (not refill or b_newest[b] < z):
-                    continue
-            vb[nbz] = -bb
-            ob[nbz] = b
-            cb[nbz] = cmem
-            nbz += 1
-        # Best bucket bound first; once the row's kept entries all beat a bucket's bound, they
-        # beat every later bucket too: the row is cut there (a refill prices the rest).
-        order = np.argsort(vb[:nbz], kind="mergesort")
-        for oi in range(nbz):
-            if cnt == tcap and vb[order[oi]] > tv[0]:
+        else:  # a merged tree: its spectrum screens the buckets (read by every part)
+            zdense = 1 if _scatter(z, sp) else 0
+        # The buckets' bounds, a contiguous part of ``lo .. hi_`` per thread, each part
+        # compacted and sorted in place: ``order[part start + i]`` its i-th best position.
+        parts = nthr if hi_ - lo >= sizes[SZ_PAR_FROM] else 1
+        row = (z, alpha, stamp, htop, zdense)
+        if parts > 1:
+            for t in numba.prange(parts):
+                _bucket_part(
+                    t,
+                    parts,
+                    lo,
+                    hi_,
+                    row,
+                    floor,
+                    lam,
+                    refill,
+                    slots,
+                    classes,
+                    buckets,
+                    prune,
+                    sp,
+                    out,
+                )
+        else:
+            _bucket_part(
+                0, 1, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
+            )
+        for t in range(parts):
+            ppos[t] = (hi_ - lo) * t // parts
+        # Best bucket bound first (the parts merged; ties to the earlier part, i.e. the
+        # earlier bucket: the order of one stable sort); once the row's kept entries all beat
+        # a bucket's bound, they beat every later bucket too: the row is cut there (a refill
+        # prices the rest).
+        while True:
+            best = -1
+            for t in range(parts):
+                if ppos[t] < pend[t] and (best < 0 or vb[order[ppos[t]]] < vb[order[ppos[best]]]):
+                    best = t
+            if best < 0:
+                break
+            at = order[ppos[best]]
+            ppos[best] += 1
+            if cnt == tcap and vb[at] > tv[0]:
                 dropped = True
                 break
-            b = ob[order[oi]]
+            b = ob[at]
             mb = b_mod[b]
-            cmem = cb[order[oi]]
+            cmem = cb[at]
             klo = b_kmin[b] / mb if mb > 0 else 0.0
             g = 1
             big = 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numba
 import numpy as np
 
 from placement.edges.fast import single_modulus
@@ -37,6 +38,8 @@ Progress = Callable[[int], None] | None
 
 ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
+PARTS = 0  # parts a row's buckets are bounded in, on threads of their own (0: numba's threads)
+PAR_FROM = 1024  # ... for rows of at least this many buckets (below, the threads cost more)
 DENSE = 1 << 16  # a row's tree spectrum goes into a dense scratch when its divisors are below
 _NO_LIST = np.zeros(1, dtype=np.int64)
 NO_PRUNE = wk.Prune(False, _NO_LIST, _NO_LIST, _NO_LIST, _NO_LIST, 1)  # rows outside a fill
@@ -119,6 +122,8 @@ class KernelTable:
         )
         sizes = np.zeros(wk.N_SIZES, dtype=np.int64)
         sizes[wk.SZ_PENDING] = -1
+        sizes[wk.SZ_PARTS] = PARTS or numba.get_num_threads()
+        sizes[wk.SZ_PAR_FROM] = PAR_FROM
         self.heaps = wk.Heaps(
             hv=np.zeros(cap),
             hi=np.zeros((cap, 4), dtype=np.int64),

@@ -278,6 +278,69 @@ def test_lazy_equals_paper_with_tiny_row_caps(qnum, smax, lam, omax, gen, seed, 
     assert math.fsum(t.cost for t in lazy) == math.fsum(t.cost for t in paper)
 
 
+@contextlib.contextmanager
+def _parts(parts, par_from):
+    old = lt.PARTS, lt.PAR_FROM
+    lt.PARTS, lt.PAR_FROM = parts, par_from
+    try:
+        yield
+    finally:
+        lt.PARTS, lt.PAR_FROM = old
+
+
+def _woven_rows(qs, lam, cap):
+    """The weave of ``qs`` on a ``KernelTable`` with ``cap`` entries a row, and every row as
+    priced: after the fill, and the merged tree's row after each merge."""
+    model = CostModel("panes", lam, "fast")
+    with _row_cap(cap):
+        table = KernelTable(model, initial_trees(qs, model), 1e-12)
+        table.fill()
+        seen = []
+
+        def note():
+            rw, n = table.rows, len(table.trees)
+            seen.append(
+                (
+                    rw.partner[: int(table.sizes[wk.SZ_POOL])].tolist(),
+                    rw.negval[: int(table.sizes[wk.SZ_POOL])].tolist(),
+                    rw.full[:n].tolist(),
+                    rw.cutv[:n].tolist(),
+                )
+            )
+
+        note()
+        while (pair := table.pop_best()) is not None:
+            table.row(table.merge(*pair))
+            note()
+    return _grouping(table.result()), seen
+
+
+@settings(max_examples=examples(40))
+@given(
+    qnum=st.integers(2, 120),
+    smax=st.sampled_from([10, 30, 100, 600]),
+    lam=st.sampled_from([0.002, 1.0, 100.0]),
+    omax=st.sampled_from([1, 10, 100]),
+    gen=st.sampled_from(["nrm", "div", "factors"]),
+    seed=st.integers(0, 10_000),
+    parts=st.integers(2, 5),
+    cap=st.sampled_from([1, 3, 16]),
+)
+def test_rows_bounded_in_parts_are_the_same_rows(qnum, smax, lam, omax, gen, seed, parts, cap):
+    """A row's buckets bounded in parts (on threads) and walked merged, from every row on:
+    every row the very same as bounded in one part (entries, values, cuts), so the same plan,
+    and the eager table's."""
+    qs = generate(WorkloadSpec(qnum, smax, lam, 1, omax, gen, seed))
+    with _parts(1, 1):
+        one, one_rows = _woven_rows(qs, lam, cap)
+    with _parts(parts, 1):
+        many, many_rows = _woven_rows(qs, lam, cap)
+    assert many_rows == one_rows
+    assert many == one
+    with _row_cap(cap):
+        assert many == _grouping(_plans(qs, lam)[1])
+
+
 def test_tiny_row_caps_refill():
     """Exp 5's shape with rows of two entries: refills happen, the plan is the same."""
     qs = generate(WorkloadSpec(200, 600, 1.0, 3, 30, "div", 0))
