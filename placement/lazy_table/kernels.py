@@ -39,8 +39,8 @@ tree holds, so that 10^5..10^6 initial trees only visit the buckets that can hol
 Threads: a row of many buckets (``SZ_PAR_FROM``, 1,024 from ``lazy_table.table``) bounds
 and sorts them in ``SZ_PARTS`` contiguous parts, one per thread (``_bucket_part``: it only
 reads the table), then walks the parts merged, best bound first and ties to the earlier part:
-the order of one stable sort, so the very same rows. Bounding and sorting are a third to a
-half of a large plan's time; the walk, which unlinks dead members and keeps the row's best
+the order of one stable sort, so the very same rows. Bounding and sorting are about half of a
+large plan's time on one thread; the walk, which unlinks dead members and keeps the row's best
 entries, stays on one thread (BENCHMARKS.md, issue 34).
 
 A row keeps its best ``cap`` entries only (a bounded heap while pricing, then sorted), plus the
