@@ -812,11 +812,12 @@ def _bucket_part(
 ):
     """Part ``t`` of ``parts`` of a row's buckets ``lo .. hi_`` (``rows``; ``row`` = its slot
     ``z`` and screen ``(alpha, stamp, htop, zdense)``): each bucket the row does not skip as
-    ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pend)`` from the part's start
-    on, its positions sorted by ``-bound`` (stable: ties by bucket) into ``order`` there, and
-    its end in ``pend[t]``. Reads the table only, so the parts run on threads of their own."""
+    ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pstart, pend)`` from the
+    part's start on, its positions sorted by ``-bound`` (stable: ties by bucket) into ``order``
+    there, and its start and end in ``pstart[t]``, ``pend[t]``. Reads the table only, so the
+    parts run on threads of their own."""
     z, alpha, stamp, htop, zdense = row
-    vb, ob, cb, order, pend = out
+    vb, ob, cb, order, pstart, pend = out
     e = slots.e
     om = slots.om
     cost = slots.cost
@@ -898,6 +899,7 @@ def _bucket_part(
         ob[w] = b
         cb[w] = cmem
         w += 1
+    pstart[t] = start
     pend[t] = w
     rank = np.argsort(vb[start:w], kind="mergesort")
     for i in range(w - start):
@@ -985,9 +987,9 @@ def rows(
     cb = np.empty(max(nb, 1), np.float64)
     order = np.empty(max(nb, 1), np.int64)  # each part's positions, best bound first
     nthr = max(sizes[SZ_PARTS], 1)
-    pend = np.empty(nthr, np.int64)  # each part's end, and the walk's place in it
-    ppos = np.empty(nthr, np.int64)
-    out = (vb, ob, cb, order, pend)
+    ppos = np.empty(nthr, np.int64)  # each part's start, then the walk's place in it
+    pend = np.empty(nthr, np.int64)  # each part's end
+    out = (vb, ob, cb, order, ppos, pend)
     htop = 1  # moduli below this have ``sp.high`` marks
     for b in range(nb):
         if b_mod[b] >= htop:
@@ -1047,8 +1049,6 @@ def rows(
             _bucket_part(
                 0, 1, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
             )
-        for t in range(parts):
-            ppos[t] = (hi_ - lo) * t // parts
         # Best bucket bound first (the parts merged; ties to the earlier part, i.e. the
         # earlier bucket: the order of one stable sort); once the row's kept entries all beat
         # a bucket's bound, they beat every later bucket too: the row is cut there (a refill
