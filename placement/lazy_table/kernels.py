@@ -41,7 +41,13 @@ and sorts them in ``SZ_PARTS`` contiguous parts, one per thread (``_bucket_part`
 reads the table), then walks the parts merged, best bound first and ties to the earlier part:
 the order of one stable sort, so the very same rows. Bounding and sorting are about half of a
 large plan's time on one thread; the walk, which unlinks dead members and keeps the row's best
-entries, stays on one thread (BENCHMARKS.md, issue 34).
+entries, stays on one thread (BENCHMARKS.md, issue 34). The walk reads about a tenth of the
+buckets, so a part sorts only its best ``SZ_SORT_FIRST`` at first, and the walk sorts the next
+run (twice as many) when it gets there (``_sort_next``: still the order of one stable sort);
+and a single-modulus row of many buckets takes its gcds with them from one sieve over its
+modulus's divisors (``gcd_table``) instead of a Euclid per bucket. Sorting was about half of
+bounding and sorting; with both, a single-modulus row bounds and sorts in about two fifths of
+the time.
 
 A row keeps its best ``cap`` entries only (a bounded heap while pricing, then sorted), plus the
 key of the last one kept; ``pop`` prices a used-up row again after that key (twice the cap).
@@ -93,7 +99,8 @@ SZ_CUTS = 5  # entries of the rows' cut histories used
 SZ_SLOTS = 6  # slots filed so far (the table keeps it)
 SZ_PARTS = 7  # parts a row's buckets are bounded in, one per thread (the table sets it) ...
 SZ_PAR_FROM = 8  # ... when it has this many buckets at least (else one part)
-N_SIZES = 9
+SZ_SORT_FIRST = 9  # buckets a part sorts at first (the walk sorts more, twice as many, on demand)
+N_SIZES = 10
 
 # columns of a heap entry's integer part (``Heaps.hi``, ``Heaps.ei``): the order's uids, then
 # the payload: (slot, marker) on the heads heap, (a, b) on the exact heap
@@ -225,6 +232,7 @@ class Spectra(NamedTuple):
     bsize: np.ndarray  # int64 per bucket
     bd: np.ndarray  # int64 pool: divisors of the buckets' moduli
     high: np.ndarray  # int64 scratch: moduli sharing a large divisor with the row's (``mark_high``)
+    gcds: np.ndarray  # int64 scratch: gcd of each modulus with the row's (``gcd_table``)
 
 
 @njit(cache=True, inline="always")
@@ -411,7 +419,7 @@ def pair_value(z, s, lam, e, om, cost, smod, kcls, cstart, pm, pr):
 @njit(cache=True, inline="always")
 def bucket_bound(z, lam, e, om, cost, kcls, cstart, pm, mb, kmin, kmax, ommin):
     """Upper bound of the benefit of ``z`` with any tree of a single-modulus bucket."""
-    c = bucket_c(z, e, kcls, cstart, pm, mb, kmax)
+    c = bucket_c(z, e, kcls, cstart, pm, mb, kmax, 0)
     return bucket_value(lam, om[z], e[z], cost[z], c, kmin / mb, ommin)
 
 
@@ -425,9 +433,10 @@ def bucket_value(lam, oz, ez, cz, c, klo, ommin):
 
 
 @njit(cache=True, inline="always")
-def bucket_c(z, e, kcls, cstart, pm, mb, kmax):
+def bucket_c(z, e, kcls, cstart, pm, mb, kmax, gz):
     """Upper bound of the common-edge density ``C`` of ``z`` with any tree of a
-    single-modulus bucket (modulus ``mb``, at most ``kmax`` classes)."""
+    single-modulus bucket (modulus ``mb``, at most ``kmax`` classes); ``gz``: the gcd of
+    ``mb`` and ``z``'s one modulus when known (``gcd_table``), else 0."""
     zs = cstart[z]
     zn = kcls[z]
     cub = 0.0
@@ -437,7 +446,7 @@ def bucket_c(z, e, kcls, cstart, pm, mb, kmax):
         mi = pm[i]
         if mi != last:  # classes are sorted: one gcd per modulus
             last = mi
-            g = _gcd(mi, mb)
+            g = gz if gz > 0 else _gcd(mi, mb)
             t = min(kmax, mb // g) * g / (np.float64(mi) * np.float64(mb))
         cub += t
     return min(cub, kmax / mb, e[z])
@@ -501,6 +510,23 @@ def mark_high(mz, dz, sp, bz, top):
             for m in range(d, top, d):
                 high[m] = stamp
     return stamp
+
+
+@njit(cache=True)
+def gcd_table(mz, sp, bz, top):
+    """``sp.gcds[m] = gcd(mz, m)`` for every ``m < top`` (the divisors of ``mz`` are those of
+    its bucket ``bz``): the largest divisor of ``mz`` that divides ``m``, by marking the
+    multiples of each. About ``top (sigma(mz)/mz - 1)`` steps, for a row of thousands of buckets
+    much less than one Euclid per bucket (their divisions were about a fifth of its bounds)."""
+    g = sp.gcds
+    for m in range(top):
+        g[m] = 1
+    for k in range(sp.bstart[bz], sp.bstart[bz] + sp.bsize[bz]):
+        d = sp.bd[k]
+        if d > 1:
+            for m in range(d, top, d):
+                if d > g[m]:
+                    g[m] = d
 
 
 @njit(cache=True, inline="always")
@@ -807,17 +833,60 @@ def _advance(slot, alive, uid, rw, hv, hi, nh):
 
 
 @njit(cache=True)
+def _sort_next(vb, order, a, end, k):
+    """Move the ``k`` best positions of ``order[a:end]`` by ``vb`` (and every other one equal to
+    the ``k``-th) to its front, sorted, ties in their order there; returns the end of that
+    sorted run. ``order[a:end]`` holds positions in increasing order, and so does the rest left
+    after the run: so runs sorted one after another give the order of one stable sort of all.
+    Why: a row's walk reads about a tenth of its buckets (BENCHMARKS.md, issue 34), and sorting
+    all of them was half of a row's bounding and sorting."""
+    n = end - a
+    if n <= 0:
+        return end
+    if n > k:
+        vals = np.empty(n, np.float64)
+        for i in range(n):
+            vals[i] = vb[order[a + i]]
+        top = np.partition(vals, k - 1)[k - 1]
+        tmp = np.empty(n, np.int64)
+        m = 0
+        for i in range(n):
+            if vb[order[a + i]] <= top:
+                tmp[m] = order[a + i]
+                m += 1
+        r = m
+        for i in range(n):
+            if vb[order[a + i]] > top:
+                tmp[r] = order[a + i]
+                r += 1
+        for i in range(n):
+            order[a + i] = tmp[i]
+    else:
+        m = n
+        tmp = order[a:end].copy()
+    sub = np.empty(m, np.float64)
+    for i in range(m):
+        sub[i] = vb[tmp[i]]
+    rank = np.argsort(sub, kind="mergesort")
+    for i in range(m):
+        order[a + i] = tmp[rank[i]]
+    return a + m
+
+
+@njit(cache=True)
 def _bucket_part(
     t, parts, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
 ):
     """Part ``t`` of ``parts`` of a row's buckets ``lo .. hi_`` (``rows``; ``row`` = its slot
-    ``z`` and screen ``(alpha, stamp, htop, zdense)``): each bucket the row does not skip as
-    ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pstart, pend)`` from the
-    part's start on, its positions sorted by ``-bound`` (stable: ties by bucket) into ``order``
-    there, and its start and end in ``pstart[t]``, ``pend[t]``. Reads the table only, so the
-    parts run on threads of their own."""
-    z, alpha, stamp, htop, zdense = row
-    vb, ob, cb, order, pstart, pend = out
+    ``z``, screen ``(alpha, stamp, htop, zdense)``, the run to sort first and whether
+    ``sp.gcds`` holds the gcds with ``z``'s modulus): each bucket the row does not skip as
+    ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pstart, pend, psorted)`` from
+    the part's start on, its first ``first`` positions by ``-bound`` (stable: ties by bucket)
+    sorted into ``order`` there (``_sort_next``; the rest after them, for the walk to sort when
+    it gets there), its start and end in ``pstart[t]``, ``pend[t]``, the end of the sorted run
+    in ``psorted[t]``. Reads the table only, so the parts run on threads of their own."""
+    z, alpha, stamp, htop, zdense, first, known = row
+    vb, ob, cb, order, pstart, pend, psorted = out
     e = slots.e
     om = slots.om
     cost = slots.cost
@@ -871,7 +940,8 @@ def _bucket_part(
                 )
                 if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                     continue  # the bucket bound would skip it too
-            cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b])
+            gz = sp.gcds[mb] if known and mb < htop else 0
+            cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b], gz)
             bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
             bb = bucket_margin(bb, cost[z], b_costmax[b])
             if bb <= floor:
@@ -901,9 +971,9 @@ def _bucket_part(
         w += 1
     pstart[t] = start
     pend[t] = w
-    rank = np.argsort(vb[start:w], kind="mergesort")
-    for i in range(w - start):
-        order[start + i] = start + rank[i]
+    for i in range(start, w):
+        order[i] = i
+    psorted[t] = _sort_next(vb, order, start, w, first)
 
 
 @njit(cache=True, parallel=True)
@@ -989,7 +1059,10 @@ def rows(
     nthr = max(sizes[SZ_PARTS], 1)
     ppos = np.empty(nthr, np.int64)  # each part's start, then the walk's place in it
     pend = np.empty(nthr, np.int64)  # each part's end
-    out = (vb, ob, cb, order, ppos, pend)
+    psorted = np.empty(nthr, np.int64)  # the end of each part's sorted run
+    pnext = np.empty(nthr, np.int64)  # how many the walk sorts next in each part
+    out = (vb, ob, cb, order, ppos, pend, psorted)
+    first = max(sizes[SZ_SORT_FIRST], 1)
     htop = 1  # moduli below this have ``sp.high`` marks
     for b in range(nb):
         if b_mod[b] >= htop:
@@ -1026,7 +1099,10 @@ def rows(
         # The buckets' bounds, a contiguous part of ``lo .. hi_`` per thread, each part
         # compacted and sorted in place: ``order[part start + i]`` its i-th best position.
         parts = nthr if hi_ - lo >= sizes[SZ_PAR_FROM] else 1
-        row = (z, alpha, stamp, htop, zdense)
+        known = mz > 0 and hi_ - lo >= sizes[SZ_PAR_FROM]  # gcds with mz: one sieve
+        if known:
+            gcd_table(mz, sp, bz, htop)
+        row = (z, alpha, stamp, htop, zdense, first, known)
         if parts > 1:
             for t in numba.prange(parts):
                 _bucket_part(
@@ -1053,9 +1129,14 @@ def rows(
         # earlier bucket: the order of one stable sort); once the row's kept entries all beat
         # a bucket's bound, they beat every later bucket too: the row is cut there (a refill
         # prices the rest).
+        for t in range(parts):
+            pnext[t] = 2 * first
         while True:
             best = -1
             for t in range(parts):
+                if ppos[t] == psorted[t] < pend[t]:  # the part's next sorted run
+                    psorted[t] = _sort_next(vb, order, ppos[t], pend[t], pnext[t])
+                    pnext[t] *= 2
                 if ppos[t] < pend[t] and (best < 0 or vb[order[ppos[t]]] < vb[order[ppos[best]]]):
                     best = t
             if best < 0:

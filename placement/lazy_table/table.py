@@ -40,6 +40,7 @@ ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when the
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
 PARTS = 0  # parts a row's buckets are bounded in, on threads of their own (0: numba's threads)
 PAR_FROM = 1024  # ... for rows of at least this many buckets (a smaller row stays on one thread)
+SORT_FIRST = 256  # buckets a part sorts at first, best bound first (a walk reads few of them)
 DENSE = 1 << 16  # a row's tree spectrum goes into a dense scratch when its divisors are below
 _NO_LIST = np.zeros(1, dtype=np.int64)
 NO_PRUNE = wk.Prune(False, _NO_LIST, _NO_LIST, _NO_LIST, _NO_LIST, 1)  # rows outside a fill
@@ -124,6 +125,7 @@ class KernelTable:
         sizes[wk.SZ_PENDING] = -1
         sizes[wk.SZ_PARTS] = PARTS or numba.get_num_threads()
         sizes[wk.SZ_PAR_FROM] = PAR_FROM
+        sizes[wk.SZ_SORT_FIRST] = SORT_FIRST
         self.heaps = wk.Heaps(
             hv=np.zeros(cap),
             hi=np.zeros((cap, 4), dtype=np.int64),
@@ -143,6 +145,7 @@ class KernelTable:
             bsize=np.zeros(64, dtype=np.int64),
             bd=np.zeros(256, dtype=np.int64),
             high=np.zeros(DENSE, dtype=np.int64),
+            gcds=np.zeros(DENSE, dtype=np.int64),
         )
         self.nbd = 0
         self.nspec = 0

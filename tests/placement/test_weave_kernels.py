@@ -279,13 +279,16 @@ def test_lazy_equals_paper_with_tiny_row_caps(qnum, smax, lam, omax, gen, seed, 
 
 
 @contextlib.contextmanager
-def _parts(parts, par_from):
-    old = lt.PARTS, lt.PAR_FROM
-    lt.PARTS, lt.PAR_FROM = parts, par_from
+def _parts(parts, par_from, sort_first=lt.SORT_FIRST):
+    old = lt.PARTS, lt.PAR_FROM, lt.SORT_FIRST
+    lt.PARTS, lt.PAR_FROM, lt.SORT_FIRST = parts, par_from, sort_first
     try:
         yield
     finally:
-        lt.PARTS, lt.PAR_FROM = old
+        lt.PARTS, lt.PAR_FROM, lt.SORT_FIRST = old
+
+
+ALL = 1 << 40  # no row reaches it: one part, Euclid's gcds, every bucket sorted at once
 
 
 def _woven_rows(qs, lam, cap):
@@ -323,22 +326,71 @@ def _woven_rows(qs, lam, cap):
     omax=st.sampled_from([1, 10, 100]),
     gen=st.sampled_from(["nrm", "div", "factors"]),
     seed=st.integers(0, 10_000),
-    parts=st.integers(2, 5),
+    parts=st.integers(1, 5),
     cap=st.sampled_from([1, 3, 16]),
+    sort_first=st.sampled_from([1, 2, 5, 256]),
 )
-def test_rows_bounded_in_parts_are_the_same_rows(qnum, smax, lam, omax, gen, seed, parts, cap):
-    """A row's buckets bounded in parts (on threads) and walked merged, from every row on:
-    every row the very same as bounded in one part (entries, values, cuts), so the same plan,
-    and the eager table's."""
+def test_rows_bounded_in_parts_are_the_same_rows(
+    qnum, smax, lam, omax, gen, seed, parts, cap, sort_first
+):
+    """A row's buckets bounded in parts (on threads) with the gcds of a sieve (``gcd_table``),
+    each part sorted a run at a time (``_sort_next``, from ``sort_first`` buckets on), walked
+    merged, from every row on: every row the very same (entries, values, cuts) as bounded in
+    one part with a Euclid per bucket and all buckets sorted at once, so the same plan, and the
+    eager table's."""
     qs = generate(WorkloadSpec(qnum, smax, lam, 1, omax, gen, seed))
-    with _parts(1, 1):
+    with _parts(1, ALL, ALL):
         one, one_rows = _woven_rows(qs, lam, cap)
-    with _parts(parts, 1):
+    with _parts(parts, 1, sort_first):
         many, many_rows = _woven_rows(qs, lam, cap)
     assert many_rows == one_rows
     assert many == one
     with _row_cap(cap):
         assert many == _grouping(_plans(qs, lam)[1])
+
+
+@settings(max_examples=examples(60))
+@given(
+    vals=st.lists(st.sampled_from([-3.0, -1.5, -1.0, 0.0, 2.0, -np.inf]), max_size=40),
+    k=st.integers(1, 8),
+)
+def test_sort_next_runs_make_one_stable_sort(vals, k):
+    """Runs of ``k``, then twice as many, sorted one after the other (as a row's walk asks for
+    them): the order of one stable sort of the whole, ties (many here) by position."""
+    vb = np.array(vals, dtype=np.float64)
+    n = len(vb)
+    order = np.arange(n, dtype=np.int64)
+    a = 0
+    while a < n:
+        end = wk._sort_next(vb, order, a, n, k)
+        assert end > a  # every run moves on
+        assert sorted(order[end:].tolist()) == order[end:].tolist()  # the rest in position order
+        a, k = end, 2 * k
+    assert order.tolist() == np.argsort(vb, kind="mergesort").tolist()
+
+
+@settings(max_examples=examples(40))
+@given(m=st.integers(1, 5000), top=st.integers(1, 3000))
+def test_gcd_table_is_the_gcd(m, top):
+    """``gcd_table``'s sieve over the divisors of a bucket's modulus gives Euclid's gcd."""
+    from placement.lazy_table import spectra
+
+    dv = spectra.divisors(m)[0].astype(np.int64)
+    sp = wk.Spectra(
+        start=np.zeros(1, np.int64),
+        size=np.zeros(1, np.int64),
+        d=np.zeros(1, np.int64),
+        f=np.zeros(1),
+        phi=np.zeros(1),
+        dense=np.zeros(1),
+        bstart=np.zeros(1, np.int64),
+        bsize=np.array([len(dv)], np.int64),
+        bd=dv,
+        high=np.zeros(1, np.int64),
+        gcds=np.full(top, -1, np.int64),
+    )
+    wk.gcd_table(m, sp, 0, top)
+    assert sp.gcds[1:].tolist() == [math.gcd(m, x) for x in range(1, top)]
 
 
 def test_tiny_row_caps_refill():
