@@ -843,25 +843,26 @@ def _sort_next(vb, order, a, end, k):
     n = end - a
     if n <= 0:
         return end
+    m = 0
     if n > k:
         vals = np.empty(n, np.float64)
         for i in range(n):
             vals[i] = vb[order[a + i]]
         top = np.partition(vals, k - 1)[k - 1]
         tmp = np.empty(n, np.int64)
-        m = 0
         for i in range(n):
             if vb[order[a + i]] <= top:
                 tmp[m] = order[a + i]
                 m += 1
-        r = m
-        for i in range(n):
-            if vb[order[a + i]] > top:
-                tmp[r] = order[a + i]
-                r += 1
-        for i in range(n):
-            order[a + i] = tmp[i]
-    else:
+        if m > 0:  # none only if NaNs are among the k best: then all at once, as below
+            r = m
+            for i in range(n):
+                if not vb[order[a + i]] <= top:
+                    tmp[r] = order[a + i]
+                    r += 1
+            for i in range(n):
+                order[a + i] = tmp[i]
+    if m == 0:
         m = n
         tmp = order[a:end].copy()
     sub = np.empty(m, np.float64)

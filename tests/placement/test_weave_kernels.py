@@ -351,12 +351,13 @@ def test_rows_bounded_in_parts_are_the_same_rows(
 
 @settings(max_examples=examples(60))
 @given(
-    vals=st.lists(st.sampled_from([-3.0, -1.5, -1.0, 0.0, 2.0, -np.inf]), max_size=40),
+    vals=st.lists(st.sampled_from([-3.0, -1.5, -1.0, 0.0, 2.0, -np.inf, np.nan]), max_size=40),
     k=st.integers(1, 8),
 )
 def test_sort_next_runs_make_one_stable_sort(vals, k):
     """Runs of ``k``, then twice as many, sorted one after the other (as a row's walk asks for
-    them): the order of one stable sort of the whole, ties (many here) by position."""
+    them): the order of one stable sort of the whole, ties (many here) by position, NaNs last
+    (no bound is NaN, but none may be lost if one were)."""
     vb = np.array(vals, dtype=np.float64)
     n = len(vb)
     order = np.arange(n, dtype=np.int64)
