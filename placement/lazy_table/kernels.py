@@ -1098,7 +1098,8 @@ def rows(
         else:  # a merged tree: its spectrum screens the buckets (read by every part)
             zdense = 1 if _scatter(z, sp) else 0
         # The buckets' bounds, a contiguous part of ``lo .. hi_`` per thread, each part
-        # compacted and sorted in place: ``order[part start + i]`` its i-th best position.
+        # compacted and its best run sorted in place: ``order[part start + i]`` its i-th best
+        # position (the walk sorts the next runs when it gets to them).
         parts = nthr if hi_ - lo >= sizes[SZ_PAR_FROM] else 1
         known = mz > 0 and hi_ - lo >= sizes[SZ_PAR_FROM]  # gcds with mz: one sieve
         if known:
