@@ -30,7 +30,7 @@ trees are unlinked on the way. A single-modulus bucket's list is in Omega order,
 bound falls as its Omega grows (``bucket_value``), so a row stops walking a bucket at the first
 member behind its kept entries (issue 34: at 10^5 trees a row checked ~3x10^4 members). A
 single-modulus row first screens a bucket without the gcd (``gcd_free_bound``: the gcd is
-small unless the moduli share a large divisor, ``row_split``, ``mark_high``) and skips it where
+small unless the moduli share a large divisor, ``row_split``) and skips it where
 the screen already shows the bucket bound would (most of a fill's buckets are skipped so,
 behind their members' cuts). A fill (many rows at once) first bounds bucket *pairs*
 the same way (``bucket_pairs``) and, within one modulus, counts only the residues some other
@@ -44,10 +44,10 @@ large plan's time on one thread; the walk, which unlinks dead members and keeps 
 entries, stays on one thread (BENCHMARKS.md, issue 34). The walk reads about a tenth of the
 buckets, so a part sorts only its best ``SZ_SORT_FIRST`` at first, and the walk sorts the next
 run (twice as many) when it gets there (``_sort_next``: still the order of one stable sort);
-and a single-modulus row of many buckets takes its gcds with them from one sieve over its
-modulus's divisors (``gcd_table``) instead of a Euclid per bucket. Sorting was about half of
-bounding and sorting; with both, a single-modulus row bounds and sorts in about two fifths of
-the time.
+and a single-modulus row takes its gcds with every modulus from one sieve over its modulus's
+divisors (``gcd_table``) instead of a Euclid per bucket: the screen reads whether the gcd is
+above ``Dz``, the bucket bound the gcd itself. Sorting was about half of bounding and sorting;
+with both, a single-modulus row bounds and sorts in about two fifths of the time.
 
 A row keeps its best ``cap`` entries only (a bounded heap while pricing, then sorted), plus the
 key of the last one kept; ``pop`` prices a used-up row again after that key (twice the cap).
@@ -231,7 +231,6 @@ class Spectra(NamedTuple):
     bstart: np.ndarray  # int64 per bucket: its modulus's divisors in ``bd`` (none: modulus 0)
     bsize: np.ndarray  # int64 per bucket
     bd: np.ndarray  # int64 pool: divisors of the buckets' moduli
-    high: np.ndarray  # int64 scratch: moduli sharing a large divisor with the row's (``mark_high``)
     gcds: np.ndarray  # int64 scratch: gcd of each modulus with the row's (``gcd_table``)
 
 
@@ -497,27 +496,14 @@ def row_split(mz, kz, sp, bz):
 
 
 @njit(cache=True)
-def mark_high(mz, dz, sp, bz, top):
-    """A new stamp (kept in ``sp.high[0]``; modulus 0 is never looked up) written to
-    ``sp.high[m]`` for the moduli ``m < top`` that share a divisor above ``dz`` with ``mz``
-    (the multiples of those divisors); returns the stamp."""
-    high = sp.high
-    stamp = high[0] + 1
-    high[0] = stamp
-    for k in range(sp.bstart[bz], sp.bstart[bz] + sp.bsize[bz]):
-        d = sp.bd[k]
-        if d > dz:
-            for m in range(d, top, d):
-                high[m] = stamp
-    return stamp
-
-
-@njit(cache=True)
 def gcd_table(mz, sp, bz, top):
     """``sp.gcds[m] = gcd(mz, m)`` for every ``m < top`` (the divisors of ``mz`` are those of
     its bucket ``bz``): the largest divisor of ``mz`` that divides ``m``, by marking the
-    multiples of each. About ``top (sigma(mz)/mz - 1)`` steps, for a row of thousands of buckets
-    much less than one Euclid per bucket (their divisions were about a fifth of its bounds)."""
+    multiples of each. About ``top (sigma(mz)/mz - 1)`` steps (16 us at Smax 10,000), for a row
+    of thousands of buckets much less than one Euclid per bucket (their divisions were about a
+    fifth of its bounds). A modulus shares a divisor above ``Dz`` with ``mz`` (``row_split``)
+    exactly when its gcd with ``mz`` is above ``Dz``: the table also says which buckets the
+    gcd-free screen may skip."""
     g = sp.gcds
     for m in range(top):
         g[m] = 1
@@ -879,14 +865,14 @@ def _bucket_part(
     t, parts, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
 ):
     """Part ``t`` of ``parts`` of a row's buckets ``lo .. hi_`` (``rows``; ``row`` = its slot
-    ``z``, screen ``(alpha, stamp, htop, zdense)``, the run to sort first and whether
-    ``sp.gcds`` holds the gcds with ``z``'s modulus): each bucket the row does not skip as
+    ``z``, screen ``(alpha, dz, htop, zdense)`` and the run to sort first; a single-modulus
+    ``z``'s gcds with the moduli below ``htop`` in ``sp.gcds``): each bucket the row does not skip as
     ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pstart, pend, psorted)`` from
     the part's start on, its first ``first`` positions by ``-bound`` (stable: ties by bucket)
     sorted into ``order`` there (``_sort_next``; the rest after them, for the walk to sort when
     it gets there), its start and end in ``pstart[t]``, ``pend[t]``, the end of the sorted run
     in ``psorted[t]``. Reads the table only, so the parts run on threads of their own."""
-    z, alpha, stamp, htop, zdense, first, known = row
+    z, alpha, dz, htop, zdense, first = row
     vb, ob, cb, order, pstart, pend, psorted = out
     e = slots.e
     om = slots.om
@@ -927,7 +913,7 @@ def _bucket_part(
                     )
                     if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                         continue
-            elif mb < htop and sp.high[mb] != stamp:
+            elif mb < htop and sp.gcds[mb] <= dz:
                 pb = gcd_free_bound(
                     lam,
                     om[z],
@@ -941,7 +927,7 @@ def _bucket_part(
                 )
                 if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                     continue  # the bucket bound would skip it too
-            gz = sp.gcds[mb] if known and mb < htop else 0
+            gz = sp.gcds[mb] if mz > 0 and mb < htop else 0
             cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b], gz)
             bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
             bb = bucket_margin(bb, cost[z], b_costmax[b])
@@ -1064,11 +1050,11 @@ def rows(
     pnext = np.empty(nthr, np.int64)  # how many the walk sorts next in each part
     out = (vb, ob, cb, order, ppos, pend, psorted)
     first = max(sizes[SZ_SORT_FIRST], 1)
-    htop = 1  # moduli below this have ``sp.high`` marks
+    htop = 1  # moduli below this have their gcd with a single-modulus row's in ``sp.gcds``
     for b in range(nb):
         if b_mod[b] >= htop:
             htop = b_mod[b] + 1
-    htop = min(htop, len(sp.high))
+    htop = min(htop, len(sp.gcds))
     nq = len(alive)  # screened pairs of the multi-modulus bucket: -screen, partner uid, slot
     qv = np.empty(nq, np.float64)
     qu = np.empty(nq, np.int64)
@@ -1087,24 +1073,21 @@ def rows(
         cu = cutu[z]
         zdense = -1  # z's spectrum in sp.dense: -1 not yet (on its first screened pair), 0, 1
         lo, hi_ = (open_ptr[bz], open_ptr[bz + 1]) if use_open else (0, nb)
-        # A single-modulus row screens a bucket by ``gcd_free_bound`` before its gcd, unless
-        # their moduli share a divisor above ``dz`` (``sp.high``) or that of the bucket is
-        # beyond the scratch.
+        # A single-modulus row screens a bucket by ``gcd_free_bound`` before its bucket bound,
+        # unless their moduli share a divisor above ``dz`` (their gcd is above it) or that of
+        # the bucket is beyond the scratch.
         alpha = 0.0
-        stamp = -1
+        dz = 0
         if mz > 0:
             dz, alpha = row_split(mz, zn, sp, bz)
-            stamp = mark_high(mz, dz, sp, bz, htop)
+            gcd_table(mz, sp, bz, htop)
         else:  # a merged tree: its spectrum screens the buckets (read by every part)
             zdense = 1 if _scatter(z, sp) else 0
         # The buckets' bounds, a contiguous part of ``lo .. hi_`` per thread, each part
         # compacted and its best run sorted in place: ``order[part start + i]`` its i-th best
         # position (the walk sorts the next runs when it gets to them).
         parts = nthr if hi_ - lo >= sizes[SZ_PAR_FROM] else 1
-        known = mz > 0 and hi_ - lo >= sizes[SZ_PAR_FROM]  # gcds with mz: one sieve
-        if known:
-            gcd_table(mz, sp, bz, htop)
-        row = (z, alpha, stamp, htop, zdense, first, known)
+        row = (z, alpha, dz, htop, zdense, first)
         if parts > 1:
             for t in numba.prange(parts):
                 _bucket_part(

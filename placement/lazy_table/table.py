@@ -144,7 +144,6 @@ class KernelTable:
             bstart=np.zeros(64, dtype=np.int64),
             bsize=np.zeros(64, dtype=np.int64),
             bd=np.zeros(256, dtype=np.int64),
-            high=np.zeros(DENSE, dtype=np.int64),
             gcds=np.zeros(DENSE, dtype=np.int64),
         )
         self.nbd = 0

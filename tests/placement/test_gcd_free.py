@@ -1,8 +1,8 @@
-"""The gcd-free screen of single-modulus rows (``kernels.row_split``, ``mark_high``,
-``gcd_free_bound``) against brute force: the marked moduli are exactly those sharing a divisor
-above ``Dz`` with the row's, every other modulus has a gcd with it of at most ``alpha m / k``,
-and for those the screen is never below the bucket bound with its margin, nor below a
-member's pair value or benefit."""
+"""The gcd-free screen of single-modulus rows (``kernels.row_split``, ``gcd_table``,
+``gcd_free_bound``) against brute force: the moduli whose gcd with the row's is above ``Dz``
+are exactly those sharing a divisor above ``Dz`` with it, every other one has a gcd with it of
+at most ``alpha m / k``, and for those the screen is never below the bucket bound with its
+margin, nor below a member's pair value or benefit."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _table(case):
 
 @settings(max_examples=examples(80))
 @given(case=tables())
-def test_marks_and_split_match_brute_force(case):
+def test_gcds_and_split_match_brute_force(case):
     _, t, ts, slots = _table(case)
     sl, sp = t.slots, t.spec
     top = int(sl.smod[slots].max()) + 1
@@ -61,13 +61,13 @@ def test_marks_and_split_match_brute_force(case):
         if mz == 0:
             continue
         dz, alpha = wk.row_split(mz, kz, sp, int(sl.bucket[z]))
-        stamp = wk.mark_high(mz, dz, sp, int(sl.bucket[z]), top)
+        wk.gcd_table(mz, sp, int(sl.bucket[z]), top)
         high_divs = [d for d in range(dz + 1, mz + 1) if mz % d == 0]
         for m in range(1, top):
-            assert (sp.high[m] == stamp) == any(m % d == 0 for d in high_divs)
-            if sp.high[m] != stamp:
-                g = math.gcd(mz, m)
-                assert g <= dz
+            g = math.gcd(mz, m)
+            assert sp.gcds[m] == g
+            assert (g > dz) == any(m % d == 0 for d in high_divs)
+            if g <= dz:
                 assert kz * g / mz <= alpha
 
 
@@ -83,11 +83,11 @@ def test_gcd_free_bound_bounds_the_bucket_bound_and_the_values(case):
         if mz == 0:
             continue
         dz, alpha = wk.row_split(mz, kz, sp, int(sl.bucket[z]))
-        stamp = wk.mark_high(mz, dz, sp, int(sl.bucket[z]), top)
+        wk.gcd_table(mz, sp, int(sl.bucket[z]), top)
         for j, s in enumerate(slots):
             b = int(sl.bucket[s])
             mb = int(bk.mod[b])
-            if i == j or mb == 0 or sp.high[mb] == stamp:
+            if i == j or mb == 0 or sp.gcds[mb] > dz:
                 continue
             args = (lam, sl.e, sl.om, sl.cost)
             kmin, kmax, om_b, cmax = bk.kmin[b], bk.kmax[b], bk.om[b], bk.costmax[b]

@@ -288,7 +288,7 @@ def _parts(parts, par_from, sort_first=lt.SORT_FIRST):
         lt.PARTS, lt.PAR_FROM, lt.SORT_FIRST = old
 
 
-ALL = 1 << 40  # no row reaches it: one part, Euclid's gcds, every bucket sorted at once
+ALL = 1 << 40  # no row reaches it: one part, every bucket sorted at once
 
 
 def _woven_rows(qs, lam, cap):
@@ -333,11 +333,10 @@ def _woven_rows(qs, lam, cap):
 def test_rows_bounded_in_parts_are_the_same_rows(
     qnum, smax, lam, omax, gen, seed, parts, cap, sort_first
 ):
-    """A row's buckets bounded in parts (on threads) with the gcds of a sieve (``gcd_table``),
-    each part sorted a run at a time (``_sort_next``, from ``sort_first`` buckets on), walked
-    merged, from every row on: every row the very same (entries, values, cuts) as bounded in
-    one part with a Euclid per bucket and all buckets sorted at once, so the same plan, and the
-    eager table's."""
+    """A row's buckets bounded in parts (on threads), each part sorted a run at a time
+    (``_sort_next``, from ``sort_first`` buckets on), walked merged, from every row on: every
+    row the very same (entries, values, cuts) as bounded in one part and all buckets sorted at
+    once, so the same plan, and the eager table's (whose pairs take Euclid's gcds)."""
     qs = generate(WorkloadSpec(qnum, smax, lam, 1, omax, gen, seed))
     with _parts(1, ALL, ALL):
         one, one_rows = _woven_rows(qs, lam, cap)
@@ -387,7 +386,6 @@ def test_gcd_table_is_the_gcd(m, top):
         bstart=np.zeros(1, np.int64),
         bsize=np.array([len(dv)], np.int64),
         bd=dv,
-        high=np.zeros(1, np.int64),
         gcds=np.full(top, -1, np.int64),
     )
     wk.gcd_table(m, sp, 0, top)
