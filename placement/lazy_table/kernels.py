@@ -28,7 +28,9 @@ single-modulus bucket from its extremes (fewest/most classes and largest cost of
 its head's Omega: conservative) and skips it when no member can reach a positive benefit; dead
 trees are unlinked on the way. A single-modulus bucket's list is in Omega order, and a member's
 bound falls as its Omega grows (``bucket_value``), so a row stops walking a bucket at the first
-member behind its kept entries (issue 34: at 10^5 trees a row checked ~3x10^4 members). A
+member behind its kept entries (issue 34: at 10^5 trees a row checked ~3x10^4 members), and
+does not price a member whose bound is already after that member's own cut: the pair is the
+member's row's (at 10,000 queries 97 % of the buckets a new row walks give it nothing). A
 single-modulus row first screens a bucket without the gcd (``gcd_free_bound``: the gcd is
 small unless the moduli share a large divisor, ``row_split``) and skips it where
 the screen already shows the bucket bound would (most of a fill's buckets are skipped so,
@@ -1139,7 +1141,7 @@ def rows(
             big = 0
             exact = mz > 0 and mb > 0
             if exact:
-                g = _gcd(mz, mb)
+                g = sp.gcds[mb] if mb < htop else _gcd(mz, mb)
                 big = mz // g * mb
                 exact = big <= EXACT_LIMIT
             lz = big // mz if exact else 0
@@ -1170,13 +1172,26 @@ def rows(
                         nxt[prev] = nx
                     s = nx
                     continue
-                if mb > 0 and cnt == tcap and s != z:
+                if mb > 0 and s != z:
+                    w = bucket_margin(
+                        bucket_value(lam, om[z], e[z], cost[z], cmem, klo, om[s]),
+                        cost[z],
+                        b_costmax[b],
+                    )
                     # Omega order: once a member's bound is behind the worst kept entry, so
                     # are the values of it and of every later member (``bucket_value``).
-                    w = bucket_value(lam, om[z], e[z], cost[z], cmem, klo, om[s])
-                    if -bucket_margin(w, cost[z], b_costmax[b]) > tv[0]:
+                    if cnt == tcap and -w > tv[0]:
                         dropped = True
                         break
+                    # After s's cut (then) even at its bound: s's pair, not priced here.
+                    if s < z and (
+                        _after_cut_then(s, z, w, uid[z], rw)
+                        if refill
+                        else not full[s] and _worse(-w, uid[z], cutv[s], cutu[s])
+                    ):
+                        prev = s
+                        s = nx
+                        continue
                 if s != z:
                     if flat:  # _exact's operations, E_xy hoisted
                         v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
