@@ -773,12 +773,7 @@ def _offer(
     """Offer the pair ``(z, s)`` of bounded value ``v`` to ``z``'s row (its best-``tcap`` heap
     ``tv, tu, tj, tx`` of size ``cnt``) if it is the row's; returns ``(cnt, dropped)``. The
     members' loop in ``rows`` keeps these steps inline: it is the hot path of exact pairs."""
-    mine = v > floor
-    if mine and s < z:  # after s's cut (then): s's refills price it
-        if refill:
-            mine = not _after_cut_then(s, z, v, uid[z], rw)
-        elif not full[s]:
-            mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+    mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
     if mine and (not refill or _worse(-v, uid[s], cv, cu)):
         if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
             dropped = True  # not among the best kept so far
@@ -786,6 +781,18 @@ def _offer(
             cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, False)
             dropped = dropped or d
     return cnt, dropped
+
+
+@njit(cache=True, inline="always")
+def _theirs(s, z, v, refill, uid, full, cutv, cutu, rw):
+    """Whether the pair of ``s`` and ``z`` at value ``v`` is ``s``'s, not ``z``'s: ``s`` filed
+    first and the pair after ``s``'s cut (then, for a refill of ``z``); ``s``'s refills price
+    it. Monotone: true at a bound of the value, it is true at the value."""
+    if s >= z:
+        return False
+    if refill:
+        return _after_cut_then(s, z, v, uid[z], rw)
+    return not full[s] and _worse(-v, uid[z], cutv[s], cutu[s])
 
 
 @njit(cache=True, inline="always")
@@ -1184,11 +1191,7 @@ def rows(
                         dropped = True
                         break
                     # After s's cut (then) even at its bound: s's pair, not priced here.
-                    if s < z and (
-                        _after_cut_then(s, z, w, uid[z], rw)
-                        if refill
-                        else not full[s] and _worse(-w, uid[z], cutv[s], cutu[s])
-                    ):
+                    if _theirs(s, z, w, refill, uid, full, cutv, cutu, rw):
                         prev = s
                         s = nx
                         continue
@@ -1216,11 +1219,7 @@ def rows(
                             # kept, the value would say so too: it is not priced.
                             if w <= floor:
                                 v = -np.inf
-                            elif s < z and (
-                                _after_cut_then(s, z, w, uid[z], rw)
-                                if refill
-                                else not full[s] and _worse(-w, uid[z], cutv[s], cutu[s])
-                            ):
+                            elif _theirs(s, z, w, refill, uid, full, cutv, cutu, rw):
                                 v = -np.inf  # s's pair
                             elif dropped and cnt == tcap and not _worse(tv[0], tu[0], -w, uid[s]):
                                 v = -np.inf  # not among the best kept (and dropped is set)
@@ -1249,12 +1248,7 @@ def rows(
                     if later:
                         later = False
                     else:
-                        mine = v > floor
-                        if mine and s < z:  # after s's cut (then): s's refills price it
-                            if refill:
-                                mine = not _after_cut_then(s, z, v, uid[z], rw)
-                            elif not full[s]:
-                                mine = not _worse(-v, uid[z], cutv[s], cutu[s])
+                        mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
                         if mine and (not refill or _worse(-v, uid[s], cv, cu)):
                             if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
                                 dropped = True  # not among the best kept so far
