@@ -502,7 +502,7 @@ def row_split(mz, kz, sp, bz):
 def gcd_table(mz, sp, bz, top):
     """``sp.gcds[m] = gcd(mz, m)`` for every ``m < top`` (the divisors of ``mz`` are those of
     its bucket ``bz``): the largest divisor of ``mz`` that divides ``m``, by marking the
-    multiples of each. About ``top (sigma(mz)/mz - 1)`` steps (16 us at Smax 10,000), for a row
+    multiples of each. About ``top (sigma(mz)/mz - 1)`` steps (8 us at Smax 10,000), for a row
     of thousands of buckets much less than one Euclid per bucket (their divisions were about a
     fifth of its bounds). A modulus shares a divisor above ``Dz`` with ``mz`` (``row_split``)
     exactly when its gcd with ``mz`` is above ``Dz``: the table also says which buckets the
