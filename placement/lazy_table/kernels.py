@@ -438,7 +438,7 @@ def bucket_value(lam, oz, ez, cz, c, klo, ommin):
 def bucket_c(z, e, kcls, cstart, pm, mb, kmax, gz):
     """Upper bound of the common-edge density ``C`` of ``z`` with any tree of a
     single-modulus bucket (modulus ``mb``, at most ``kmax`` classes); ``gz``: the gcd of
-    ``mb`` and ``z``'s one modulus when known (``gcd_table``), else 0."""
+    ``mb`` and ``z``'s one modulus when known (``_row_gcd``), else 0."""
     zs = cstart[z]
     zn = kcls[z]
     cub = 0.0
@@ -516,6 +516,13 @@ def gcd_table(mz, sp, bz, top):
             for m in range(d, top, d):
                 if d > g[m]:
                     g[m] = d
+
+
+@njit(cache=True, inline="always")
+def _row_gcd(mz, mb, sp, htop):
+    """``gcd(mz, mb)`` for a single-modulus row of modulus ``mz``: from its sieve
+    (``gcd_table``, filled up to ``htop``), else Euclid."""
+    return sp.gcds[mb] if mb < htop else _gcd(mz, mb)
 
 
 @njit(cache=True, inline="always")
@@ -938,7 +945,7 @@ def _bucket_part(
                 )
                 if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                     continue  # the bucket bound would skip it too
-            gz = sp.gcds[mb] if mz > 0 and mb < htop else 0
+            gz = _row_gcd(mz, mb, sp, htop) if mz > 0 else 0
             cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b], gz)
             bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
             bb = bucket_margin(bb, cost[z], b_costmax[b])
@@ -1150,7 +1157,7 @@ def rows(
             big = 0
             exact = mz > 0 and mb > 0
             if exact:
-                g = sp.gcds[mb] if mb < htop else _gcd(mz, mb)
+                g = _row_gcd(mz, mb, sp, htop)
                 big = mz // g * mb
                 exact = big <= EXACT_LIMIT
             lz = big // mz if exact else 0
