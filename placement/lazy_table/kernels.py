@@ -39,14 +39,15 @@ rows at once) first bounds bucket *pairs* the same way (``bucket_pairs``) and, w
 modulus, counts only the residues some other tree holds, so that 10^5..10^6 initial trees only
 visit the buckets that can hold a merge.
 
-Threads: a row of many buckets (``SZ_PAR_FROM``, 1,024 from ``lazy_table.table``) bounds
-and sorts them in ``SZ_PARTS`` contiguous parts, one per thread (``_bucket_part``: it only
-reads the table), then walks the parts merged, best bound first and ties to the earlier part:
-the order of one stable sort, so the very same rows. Bounding and sorting are about half of a
-large plan's time on one thread; the walk, which unlinks dead members and keeps the row's best
-entries, stays on one thread (BENCHMARKS.md, issue 34). The walk reads about a tenth of the
+Threads: a row of many buckets (``SZ_PAR_FROM``, 1,024 from ``lazy_table.table``) bounds,
+sorts and walks them in ``SZ_PARTS`` contiguous parts, one per thread: ``_bucket_part`` only
+reads the table, ``_walk_part`` writes only its own buckets' lists (it unlinks dead members)
+and keeps its own best entries, and the row keeps the best of the parts'. Each part keeps at
+least the row's best entries among its buckets, and a row of ``cap`` entries counts as cut
+whether a walk was cut or not: the very same rows in any number of parts. The walk was half
+of a new tree's row on one thread (BENCHMARKS.md, issue 34). A part's walk reads few of its
 buckets, so a part sorts only its best ``SZ_SORT_FIRST`` at first, and the walk sorts the next
-run (twice as many) when it gets there (``_sort_next``: still the order of one stable sort);
+run (twice as many) when it gets there (``_sort_next``: the order of one stable sort);
 and a single-modulus row takes its gcds with every modulus from one sieve over its modulus's
 divisors (``gcd_table``) instead of a Euclid per bucket: the screen reads whether the gcd is
 above ``Dz``, the bucket bound the gcd itself. Sorting was about half of bounding and sorting;
@@ -71,11 +72,20 @@ another module an edit to them would leave stale machine code in the cache.
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numba
 import numpy as np
 from numba import njit
+from numba.core.errors import NumbaPerformanceWarning
+
+# ``_walk_part`` has no prange of its own: it is compiled with ``parallel=True`` for the parfor
+# pipeline's passes over its code, which make its walk much faster than plain ``njit`` does
+# (BENCHMARKS.md, issue 34). So numba's warning that nothing ran in parallel is expected there.
+warnings.filterwarnings(
+    "ignore", message=r"(?s).*def _walk_part\(", category=NumbaPerformanceWarning
+)
 
 EXACT_LIMIT = 1 << 50  # lcm up to which single-modulus pairs are priced exactly in floats
 WORK_LIMIT = 1 << 12  # class pairs per tree pair for the per-class bound (else min(Ex, Ey))
@@ -156,7 +166,7 @@ class Rows(NamedTuple):
     pos: np.ndarray  # int64 per slot: next entry to offer
     end: np.ndarray  # int64 per slot
     cap: np.ndarray  # int64 per slot: entries the row was priced to keep
-    full: np.ndarray  # bool per slot: the row kept all its entries
+    full: np.ndarray  # bool per slot: the row kept all its entries (fewer than its cap)
     cutv: np.ndarray  # float64 per slot: key (-value, partner uid) of its last kept entry
     cutu: np.ndarray  # int64 per slot
     partner: np.ndarray  # int64 per pool entry
@@ -982,6 +992,224 @@ def _bucket_part(
 
 
 @njit(cache=True, parallel=True)
+def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp, out, keep, scr):
+    """Walk part ``t`` of a row's buckets (``_bucket_part``'s output ``out``) best bound first,
+    unlinking dead members and keeping the row's best entries in part ``t`` of ``keep = (tv,
+    tu, tj, tx)`` (a bounded heap, ``_keep``); returns how many it kept and ``zdense`` (1 once
+    it put ``z``'s spectrum into ``sp.dense`` for its screen, if ``row`` had not). Once the
+    part's kept entries all beat a bucket's bound, they beat every later bucket of the part
+    too: the part is cut there. ``cut``: a refill's previous cut; ``scr = (hist, colsum, gs, ts, qv,
+    qu, qs, qh)``: the part's scratch (``hist`` left zeroed). Reads the table and writes only
+    the lists of the part's own buckets, so the parts run on threads of their own; each part
+    keeps at least the row's best entries among its buckets, so the best of the parts' kept
+    entries are the row's (``rows``). ``parallel=True`` for its speed (the note after the
+    imports), not for a prange."""
+    z, alpha, dz, htop, zdense, first = row
+    cv, cu = cut
+    vb, ob, cb, order, ppos, pend, psorted = out
+    tv = keep[0][t]
+    tu = keep[1][t]
+    tj = keep[2][t]
+    tx = keep[3][t]
+    hist = scr[0][t]
+    colsum = scr[1][t]
+    gs = scr[2][t]
+    ts = scr[3][t]
+    qv = scr[4][t]
+    qu = scr[5][t]
+    qs = scr[6][t]
+    qh = scr[7][t]
+    tcap = len(tv)
+    alive = slots.alive
+    uid = slots.uid
+    e = slots.e
+    om = slots.om
+    cost = slots.cost
+    kcls = slots.kcls
+    cstart = slots.cstart
+    nxt = slots.nxt
+    pm = classes.mod
+    pr = classes.res
+    b_mod = buckets.mod
+    b_kmin = buckets.kmin
+    b_kmax = buckets.kmax
+    b_om = buckets.om
+    b_head = buckets.head
+    b_costmax = buckets.costmax
+    full = rw.full
+    cutv = rw.cutv
+    cutu = rw.cutu
+    mz = slots.smod[z]
+    zs = cstart[z]
+    zn = kcls[z]
+    cnt = 0
+    dropped = False
+    nextk = 2 * first
+    end = pend[t]
+    while ppos[t] < end:
+        if ppos[t] == psorted[t]:  # the part's next sorted run
+            psorted[t] = _sort_next(vb, order, ppos[t], end, nextk)
+            nextk *= 2
+        at = order[ppos[t]]
+        ppos[t] += 1
+        if cnt == tcap and vb[at] > tv[0]:
+            dropped = True
+            break
+        b = ob[at]
+        mb = b_mod[b]
+        cmem = cb[at]
+        klo = b_kmin[b] / mb if mb > 0 else 0.0
+        g = 1
+        big = 0
+        exact = mz > 0 and mb > 0
+        if exact:
+            g = _row_gcd(mz, mb, sp, htop)
+            big = mz // g * mb
+            exact = big <= EXACT_LIMIT
+        lz = big // mz if exact else 0
+        ls = big // mb if exact else 0
+        use_hist = exact and 1 < g <= HIST
+        # Coprime moduli and one #classes in the bucket: every pair has the same E_xy.
+        flat = exact and g == 1 and b_kmin[b] == b_kmax[b]
+        exy = 0.0
+        if flat:
+            exy = np.float64(zn * lz + b_kmin[b] * ls - zn * b_kmin[b]) / np.float64(big)
+            cz = cost[z]
+            oz = om[z]
+        if use_hist:
+            for i in range(zs, zs + zn):
+                hist[pr[i] % g] += 1
+        nqb = 0  # pairs of the multi-modulus bucket left to price, best screen first
+        later = False
+        prev = -1
+        s = b_head[b]
+        while s >= 0:
+            nx = nxt[s]
+            if not alive[s]:  # unlink
+                if prev < 0:
+                    b_head[b] = nx
+                    if mb > 0 and nx >= 0:
+                        b_om[b] = om[nx]
+                else:
+                    nxt[prev] = nx
+                s = nx
+                continue
+            if mb > 0 and s != z:
+                w = bucket_margin(
+                    bucket_value(lam, om[z], e[z], cost[z], cmem, klo, om[s]),
+                    cost[z],
+                    b_costmax[b],
+                )
+                # Omega order: once a member's bound is behind the worst kept entry, so
+                # are the values of it and of every later member (``bucket_value``).
+                if cnt == tcap and -w > tv[0]:
+                    dropped = True
+                    break
+                # After s's cut (then) even at its bound: s's pair, not priced here.
+                if _theirs(s, z, w, refill, uid, full, cutv, cutu, rw):
+                    prev = s
+                    s = nx
+                    continue
+            if s != z:
+                if flat:  # _exact's operations, E_xy hoisted
+                    v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
+                elif exact:
+                    pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
+                    v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
+                else:  # later slot first: the same float whichever row prices the pair
+                    hi_s, lo_s = (z, s) if s < z else (s, z)
+                    if (
+                        s < z
+                        and not full[s]
+                        and _worse(-_loose(hi_s, lo_s, lam, e, om, cost), uid[z], cutv[s], cutu[s])
+                    ):
+                        v = -np.inf  # after s's cut even with C = min(Ez, Es): s's pair
+                    else:
+                        if zdense < 0:
+                            zdense = 1 if _scatter(z, sp) else 0
+                        w = _screen(z, s, lam, e, om, cost, kcls, sp, zdense == 1)
+                        # Where the screen (never below the value) says the pair is not
+                        # kept, the value would say so too: it is not priced.
+                        if w <= floor:
+                            v = -np.inf
+                        elif _theirs(s, z, w, refill, uid, full, cutv, cutu, rw):
+                            v = -np.inf  # s's pair
+                        elif dropped and cnt == tcap and not _worse(tv[0], tu[0], -w, uid[s]):
+                            v = -np.inf  # not among the best kept (and dropped is set)
+                        elif mb == 0:
+                            qv[nqb] = -w
+                            qu[nqb] = uid[s]
+                            qs[nqb] = s
+                            nqb += 1
+                            later = True  # priced below, in screen order
+                        else:
+                            v = _bound(
+                                hi_s,
+                                lo_s,
+                                lam,
+                                e,
+                                om,
+                                cost,
+                                kcls,
+                                cstart,
+                                pm,
+                                pr,
+                                colsum,
+                                gs,
+                                ts,
+                            )
+                if later:
+                    later = False
+                else:
+                    mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
+                    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
+                        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+                            dropped = True  # not among the best kept so far
+                        else:
+                            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                            dropped = dropped or d
+            prev = s
+            s = nx
+        # The multi-modulus bucket's pairs by screen, best first: once the row has dropped
+        # an entry and a screen is behind its worst kept one, so are all the rest (values
+        # are at most their screens): the same kept entries and ``dropped`` as pricing all.
+        _pos_heapify(qv, qu, qh, nqb)
+        while nqb > 0:
+            q = qh[0]
+            if dropped and cnt == tcap and not _worse(tv[0], tu[0], qv[q], qu[q]):
+                break
+            nqb = _pos_pop(qv, qu, qh, nqb)
+            s = qs[q]
+            hi_s, lo_s = (z, s) if s < z else (s, z)
+            v = _bound(hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
+            cnt, dropped = _offer(
+                z,
+                s,
+                v,
+                refill,
+                floor,
+                uid,
+                full,
+                cutv,
+                cutu,
+                cv,
+                cu,
+                rw,
+                tv,
+                tu,
+                tj,
+                tx,
+                cnt,
+                tcap,
+                dropped,
+            )
+        if use_hist:
+            for i in range(zs, zs + zn):
+                hist[pr[i] % g] = 0
+    return cnt, zdense
+
+
+@njit(cache=True, parallel=True)
 def rows(
     zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps, sp
 ):
@@ -997,7 +1225,8 @@ def rows(
 
     A row keeps only its best ``cap`` entries: a segment of the pool ``rw.partner, negval,
     exact`` from ``rw.pos`` to ``rw.end``, sorted by ``(-value, partner uid)`` (the eager
-    table's order within a row). ``rw.full[z]``: the row kept all its entries; otherwise
+    table's order within a row). ``rw.full[z]``: the row kept all its entries (fewer than
+    ``cap``); otherwise
     ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
     and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
     ``zs_[0]`` (filed already) against its alive partners whose key comes after the cut; the
@@ -1018,22 +1247,12 @@ def rows(
     """
     alive = slots.alive
     uid = slots.uid
-    e = slots.e
     om = slots.om
-    cost = slots.cost
     smod = slots.smod
     kcls = slots.kcls
-    cstart = slots.cstart
     nxt = slots.nxt
-    pm = classes.mod
-    pr = classes.res
     b_mod = buckets.mod
-    b_kmin = buckets.kmin
-    b_kmax = buckets.kmax
-    b_om = buckets.om
-    b_head = buckets.head
     b_cut = buckets.cut
-    b_costmax = buckets.costmax
     use_open = prune.use
     open_ptr = prune.ptr
     rcap = rw.cap
@@ -1047,13 +1266,10 @@ def rows(
     sizes = heaps.sizes
     n = sizes[SZ_POOL]
     nh = sizes[SZ_HEADS]
-    colsum = np.empty(wmax, np.float64)  # _bound's scratch
-    gs = np.empty(wmax, np.int64)
-    ts = np.empty(wmax, np.float64)
     tcap = cap
     if refill:
         tcap = min(2 * rcap[zs_[0]], MAX_CAP)
-    tv = np.empty(tcap, np.float64)
+    tv = np.empty(tcap, np.float64)  # the row's best entries (the parts' best)
     tu = np.empty(tcap, np.int64)
     tj = np.empty(tcap, np.int64)
     tx = np.empty(tcap, np.bool_)
@@ -1065,8 +1281,13 @@ def rows(
     ppos = np.empty(nthr, np.int64)  # each part's start, then the walk's place in it
     pend = np.empty(nthr, np.int64)  # each part's end
     psorted = np.empty(nthr, np.int64)  # the end of each part's sorted run
-    pnext = np.empty(nthr, np.int64)  # how many the walk sorts next in each part
+    pcnt = np.empty(nthr, np.int64)  # entries each part kept
     out = (vb, ob, cb, order, ppos, pend, psorted)
+    ktv = np.empty((nthr, tcap), np.float64)  # each part's best entries
+    ktu = np.empty((nthr, tcap), np.int64)
+    ktj = np.empty((nthr, tcap), np.int64)
+    ktx = np.empty((nthr, tcap), np.bool_)
+    keep = (ktv, ktu, ktj, ktx)
     first = max(sizes[SZ_SORT_FIRST], 1)
     htop = 1  # moduli below this have their gcd with a single-modulus row's in ``sp.gcds``
     for b in range(nb):
@@ -1074,18 +1295,22 @@ def rows(
             htop = b_mod[b] + 1
     htop = min(htop, len(sp.gcds))
     nq = len(alive)  # screened pairs of the multi-modulus bucket: -screen, partner uid, slot
-    qv = np.empty(nq, np.float64)
-    qu = np.empty(nq, np.int64)
-    qs = np.empty(nq, np.int64)
-    qh = np.empty(nq, np.int64)
+    scr = (  # each part's scratch: hist (the caller's zeros), _bound's, the screened pairs'
+        hist,
+        np.empty((nthr, wmax), np.float64),
+        np.empty((nthr, wmax), np.int64),
+        np.empty((nthr, wmax), np.float64),
+        np.empty((nthr, nq), np.float64),
+        np.empty((nthr, nq), np.int64),
+        np.empty((nthr, nq), np.int64),
+        np.empty((nthr, nq), np.int64),
+    )
     for zi in range(len(zs_)):
         z = zs_[zi]
         mz = smod[z]
-        zs = cstart[z]
         zn = kcls[z]
         bz = slots.bucket[z]
         cnt = 0
-        dropped = False
         rcap[z] = tcap
         cv = cutv[z]
         cu = cutu[z]
@@ -1106,7 +1331,12 @@ def rows(
         # position (the walk sorts the next runs when it gets to them).
         parts = nthr if hi_ - lo >= sizes[SZ_PAR_FROM] else 1
         row = (z, alpha, dz, htop, zdense, first)
+        # Each part walks its own buckets, best bound first (on its thread when there are
+        # parts), and the row keeps the best of the parts' kept entries.
         if parts > 1:
+            if mz > 0 and zdense < 0:  # the walk's screen reads z's spectrum on every thread
+                zdense = 1 if _scatter(z, sp) else 0
+            row = (z, alpha, dz, htop, zdense, first)
             for t in numba.prange(parts):
                 _bucket_part(
                     t,
@@ -1124,184 +1354,56 @@ def rows(
                     sp,
                     out,
                 )
+                kept, _ = _walk_part(
+                    t,
+                    row,
+                    (cv, cu),
+                    floor,
+                    lam,
+                    refill,
+                    slots,
+                    classes,
+                    buckets,
+                    rw,
+                    sp,
+                    out,
+                    keep,
+                    scr,
+                )
+                pcnt[t] = kept
+            for t in range(parts):
+                for i in range(pcnt[t]):
+                    cnt, _ = _keep(
+                        tv, tu, tj, tx, cnt, tcap, ktv[t, i], ktu[t, i], ktj[t, i], ktx[t, i]
+                    )
         else:
             _bucket_part(
                 0, 1, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
             )
-        # Best bucket bound first (the parts merged; ties to the earlier part, i.e. the
-        # earlier bucket: the order of one stable sort); once the row's kept entries all beat
-        # a bucket's bound, they beat every later bucket too: the row is cut there (a refill
-        # prices the rest).
-        for t in range(parts):
-            pnext[t] = 2 * first
-        while True:
-            best = -1
-            for t in range(parts):
-                if ppos[t] == psorted[t] < pend[t]:  # the part's next sorted run
-                    psorted[t] = _sort_next(vb, order, ppos[t], pend[t], pnext[t])
-                    pnext[t] *= 2
-                if ppos[t] < pend[t] and (best < 0 or vb[order[ppos[t]]] < vb[order[ppos[best]]]):
-                    best = t
-            if best < 0:
-                break
-            at = order[ppos[best]]
-            ppos[best] += 1
-            if cnt == tcap and vb[at] > tv[0]:
-                dropped = True
-                break
-            b = ob[at]
-            mb = b_mod[b]
-            cmem = cb[at]
-            klo = b_kmin[b] / mb if mb > 0 else 0.0
-            g = 1
-            big = 0
-            exact = mz > 0 and mb > 0
-            if exact:
-                g = _row_gcd(mz, mb, sp, htop)
-                big = mz // g * mb
-                exact = big <= EXACT_LIMIT
-            lz = big // mz if exact else 0
-            ls = big // mb if exact else 0
-            use_hist = exact and 1 < g <= HIST
-            # Coprime moduli and one #classes in the bucket: every pair has the same E_xy.
-            flat = exact and g == 1 and b_kmin[b] == b_kmax[b]
-            exy = 0.0
-            if flat:
-                exy = np.float64(zn * lz + b_kmin[b] * ls - zn * b_kmin[b]) / np.float64(big)
-                cz = cost[z]
-                oz = om[z]
-            if use_hist:
-                for i in range(zs, zs + zn):
-                    hist[pr[i] % g] += 1
-            nqb = 0  # pairs of the multi-modulus bucket left to price, best screen first
-            later = False
-            prev = -1
-            s = b_head[b]
-            while s >= 0:
-                nx = nxt[s]
-                if not alive[s]:  # unlink
-                    if prev < 0:
-                        b_head[b] = nx
-                        if mb > 0 and nx >= 0:
-                            b_om[b] = om[nx]
-                    else:
-                        nxt[prev] = nx
-                    s = nx
-                    continue
-                if mb > 0 and s != z:
-                    w = bucket_margin(
-                        bucket_value(lam, om[z], e[z], cost[z], cmem, klo, om[s]),
-                        cost[z],
-                        b_costmax[b],
-                    )
-                    # Omega order: once a member's bound is behind the worst kept entry, so
-                    # are the values of it and of every later member (``bucket_value``).
-                    if cnt == tcap and -w > tv[0]:
-                        dropped = True
-                        break
-                    # After s's cut (then) even at its bound: s's pair, not priced here.
-                    if _theirs(s, z, w, refill, uid, full, cutv, cutu, rw):
-                        prev = s
-                        s = nx
-                        continue
-                if s != z:
-                    if flat:  # _exact's operations, E_xy hoisted
-                        v = (cost[s] + cz) - (lam + exy * (om[s] + oz))
-                    elif exact:
-                        pc = _count(z, s, kcls, cstart, pr, g, mb, hist, use_hist)
-                        v = _exact(z, s, lam, om, cost, kcls, pc, lz, ls, big)
-                    else:  # later slot first: the same float whichever row prices the pair
-                        hi_s, lo_s = (z, s) if s < z else (s, z)
-                        if (
-                            s < z
-                            and not full[s]
-                            and _worse(
-                                -_loose(hi_s, lo_s, lam, e, om, cost), uid[z], cutv[s], cutu[s]
-                            )
-                        ):
-                            v = -np.inf  # after s's cut even with C = min(Ez, Es): s's pair
-                        else:
-                            if zdense < 0:
-                                zdense = 1 if _scatter(z, sp) else 0
-                            w = _screen(z, s, lam, e, om, cost, kcls, sp, zdense == 1)
-                            # Where the screen (never below the value) says the pair is not
-                            # kept, the value would say so too: it is not priced.
-                            if w <= floor:
-                                v = -np.inf
-                            elif _theirs(s, z, w, refill, uid, full, cutv, cutu, rw):
-                                v = -np.inf  # s's pair
-                            elif dropped and cnt == tcap and not _worse(tv[0], tu[0], -w, uid[s]):
-                                v = -np.inf  # not among the best kept (and dropped is set)
-                            elif mb == 0:
-                                qv[nqb] = -w
-                                qu[nqb] = uid[s]
-                                qs[nqb] = s
-                                nqb += 1
-                                later = True  # priced below, in screen order
-                            else:
-                                v = _bound(
-                                    hi_s,
-                                    lo_s,
-                                    lam,
-                                    e,
-                                    om,
-                                    cost,
-                                    kcls,
-                                    cstart,
-                                    pm,
-                                    pr,
-                                    colsum,
-                                    gs,
-                                    ts,
-                                )
-                    if later:
-                        later = False
-                    else:
-                        mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
-                        if mine and (not refill or _worse(-v, uid[s], cv, cu)):
-                            if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
-                                dropped = True  # not among the best kept so far
-                            else:
-                                cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
-                                dropped = dropped or d
-                prev = s
-                s = nx
-            # The multi-modulus bucket's pairs by screen, best first: once the row has dropped
-            # an entry and a screen is behind its worst kept one, so are all the rest (values
-            # are at most their screens): the same kept entries and ``dropped`` as pricing all.
-            _pos_heapify(qv, qu, qh, nqb)
-            while nqb > 0:
-                q = qh[0]
-                if dropped and cnt == tcap and not _worse(tv[0], tu[0], qv[q], qu[q]):
-                    break
-                nqb = _pos_pop(qv, qu, qh, nqb)
-                s = qs[q]
-                hi_s, lo_s = (z, s) if s < z else (s, z)
-                v = _bound(hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
-                cnt, dropped = _offer(
-                    z,
-                    s,
-                    v,
-                    refill,
-                    floor,
-                    uid,
-                    full,
-                    cutv,
-                    cutu,
-                    cv,
-                    cu,
-                    rw,
-                    tv,
-                    tu,
-                    tj,
-                    tx,
-                    cnt,
-                    tcap,
-                    dropped,
-                )
-            if use_hist:
-                for i in range(zs, zs + zn):
-                    hist[pr[i] % g] = 0
+            cnt, zdense = _walk_part(
+                0,
+                row,
+                (cv, cu),
+                floor,
+                lam,
+                refill,
+                slots,
+                classes,
+                buckets,
+                rw,
+                sp,
+                out,
+                keep,
+                scr,
+            )
+            for i in range(cnt):
+                tv[i] = ktv[0, i]
+                tu[i] = ktu[0, i]
+                tj[i] = ktj[0, i]
+                tx[i] = ktx[0, i]
+        # A row of ``cap`` entries may have had more: cut (whether the walk was cut or not, so
+        # the rows are the same in any number of parts; a refill that finds no more is rare).
+        dropped = cnt == tcap
         if zdense == 1:
             _unscatter(z, sp)
         _sorted_out(tv, tu, tj, tx, cnt, rj, rv, rw.exact, n)

@@ -110,7 +110,6 @@ class KernelTable:
         self._keys: dict[tuple, int] = {}
         self._rates: dict[tuple, float] = {}  # lambda per tree key
         self.wmax = 1
-        self._hist = np.zeros(wk.HIST, dtype=np.int64)
         # Rows: segments of a pool (partner, -value, exact); heads: one entry per row
         # (hv, hi = -value, uid lo, uid hi, slot, 0); exact benefits of bounds that reached the
         # top: (ev, ei = -benefit, uid lo, uid hi, a, b).
@@ -124,6 +123,7 @@ class KernelTable:
         sizes = np.zeros(wk.N_SIZES, dtype=np.int64)
         sizes[wk.SZ_PENDING] = -1
         sizes[wk.SZ_PARTS] = PARTS or numba.get_num_threads()
+        self._hist = np.zeros((sizes[wk.SZ_PARTS], wk.HIST), dtype=np.int64)  # one per part
         sizes[wk.SZ_PAR_FROM] = PAR_FROM
         sizes[wk.SZ_SORT_FIRST] = SORT_FIRST
         self.heaps = wk.Heaps(

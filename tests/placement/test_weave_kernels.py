@@ -333,10 +333,11 @@ def _woven_rows(qs, lam, cap):
 def test_rows_bounded_in_parts_are_the_same_rows(
     qnum, smax, lam, omax, gen, seed, parts, cap, sort_first
 ):
-    """A row's buckets bounded in parts (on threads), each part sorted a run at a time
-    (``_sort_next``, from ``sort_first`` buckets on), walked merged, from every row on: every
-    row the very same (entries, values, cuts) as bounded in one part and all buckets sorted at
-    once, so the same plan, and the eager table's (whose pairs take Euclid's gcds)."""
+    """A row's buckets bounded and walked in parts (on threads), each part sorted a run at a
+    time (``_sort_next``, from ``sort_first`` buckets on), the row the best of the parts' kept
+    entries, from every row on: every row the very same (entries, values, cuts) as bounded and
+    walked in one part with all buckets sorted at once, so the same plan, and the eager table's
+    (whose pairs take Euclid's gcds)."""
     qs = generate(WorkloadSpec(qnum, smax, lam, 1, omax, gen, seed))
     with _parts(1, ALL, ALL):
         one, one_rows = _woven_rows(qs, lam, cap)
