@@ -1209,6 +1209,20 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
     return cnt, zdense
 
 
+@njit(cache=True)
+def _part(t, parts, job, sp, out, keep, scr):
+    """Part ``t`` of ``parts`` of a row: its buckets bounded and sorted (``_bucket_part``),
+    then walked (``_walk_part``); ``job``: the row's buckets ``lo, hi_``, ``row``, cut, and the
+    table. Returns ``_walk_part``'s answer."""
+    lo, hi_, row, cut, floor, lam, refill, slots, classes, buckets, prune, rw = job
+    _bucket_part(
+        t, parts, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
+    )
+    return _walk_part(
+        t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp, out, keep, scr
+    )
+
+
 @njit(cache=True, parallel=True)
 def rows(
     zs_, floor, lam, slots, classes, buckets, nb, wmax, prune, hist, cap, refill, rw, heaps, sp
@@ -1330,46 +1344,17 @@ def rows(
         # compacted and its best run sorted in place: ``order[part start + i]`` its i-th best
         # position (the walk sorts the next runs when it gets to them).
         parts = nthr if hi_ - lo >= sizes[SZ_PAR_FROM] else 1
-        row = (z, alpha, dz, htop, zdense, first)
         # Each part walks its own buckets, best bound first (on its thread when there are
         # parts), and the row keeps the best of the parts' kept entries.
+        if parts > 1 and mz > 0 and zdense < 0:  # the walk's screen reads it on every thread
+            zdense = 1 if _scatter(z, sp) else 0
+        row = (z, alpha, dz, htop, zdense, first)
+        cut = (cv, cu)
         if parts > 1:
-            if mz > 0 and zdense < 0:  # the walk's screen reads z's spectrum on every thread
-                zdense = 1 if _scatter(z, sp) else 0
-            row = (z, alpha, dz, htop, zdense, first)
             for t in numba.prange(parts):
-                _bucket_part(
-                    t,
-                    parts,
-                    lo,
-                    hi_,
-                    row,
-                    floor,
-                    lam,
-                    refill,
-                    slots,
-                    classes,
-                    buckets,
-                    prune,
-                    sp,
-                    out,
-                )
-                kept, _ = _walk_part(
-                    t,
-                    row,
-                    (cv, cu),
-                    floor,
-                    lam,
-                    refill,
-                    slots,
-                    classes,
-                    buckets,
-                    rw,
-                    sp,
-                    out,
-                    keep,
-                    scr,
-                )
+                # the job's tuple made here: numba's threads do not take a tuple of tuples
+                job = (lo, hi_, row, cut, floor, lam, refill, slots, classes, buckets, prune, rw)
+                kept, _ = _part(t, parts, job, sp, out, keep, scr)
                 pcnt[t] = kept
             for t in range(parts):
                 for i in range(pcnt[t]):
@@ -1377,25 +1362,8 @@ def rows(
                         tv, tu, tj, tx, cnt, tcap, ktv[t, i], ktu[t, i], ktj[t, i], ktx[t, i]
                     )
         else:
-            _bucket_part(
-                0, 1, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
-            )
-            cnt, zdense = _walk_part(
-                0,
-                row,
-                (cv, cu),
-                floor,
-                lam,
-                refill,
-                slots,
-                classes,
-                buckets,
-                rw,
-                sp,
-                out,
-                keep,
-                scr,
-            )
+            job = (lo, hi_, row, cut, floor, lam, refill, slots, classes, buckets, prune, rw)
+            cnt, zdense = _part(0, 1, job, sp, out, keep, scr)
             for i in range(cnt):
                 tv[i] = ktv[0, i]
                 tu[i] = ktu[0, i]
