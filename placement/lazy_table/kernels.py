@@ -44,10 +44,11 @@ sorts and walks them in ``SZ_PARTS`` contiguous parts, one per thread: ``_bucket
 reads the table, ``_walk_part`` writes only its own buckets' lists (it unlinks dead members)
 and keeps its own best entries, and the row keeps the best of the parts'. Each part keeps at
 least the row's best entries among its buckets, and a row of ``cap`` entries counts as cut
-whether a walk was cut or not: the very same rows in any number of parts. The walk was half
-of a new tree's row on one thread (BENCHMARKS.md, issue 34). A part's walk reads few of its
-buckets, so a part sorts only its best ``SZ_SORT_FIRST`` at first, and the walk sorts the next
-run (twice as many) when it gets there (``_sort_next``: the order of one stable sort);
+whether a walk was cut or not: the very same rows in any number of parts. The walk was two
+thirds of a new single-modulus tree's row on one thread (BENCHMARKS.md, issue 34). A part's
+walk reads few of its buckets, so a part sorts only its best ``SZ_SORT_FIRST`` at first, and
+the walk sorts the next run (twice as many) when it gets there (``_sort_next``: the order of
+one stable sort);
 and a single-modulus row takes its gcds with every modulus from one sieve over its modulus's
 divisors (``gcd_table``) instead of a Euclid per bucket: the screen reads whether the gcd is
 above ``Dz``, the bucket bound the gcd itself. Sorting was about half of bounding and sorting;

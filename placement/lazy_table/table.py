@@ -38,7 +38,7 @@ Progress = Callable[[int], None] | None
 
 ROW_CAP = 16  # entries a row keeps (its best; the rest is priced again when they are used up)
 MASK_BUCKETS = 4096  # a fill bounds bucket pairs first when there are at most this many buckets
-PARTS = 0  # parts a row's buckets are bounded in, on threads of their own (0: numba's threads)
+PARTS = 0  # parts a row's buckets are bounded and walked in, a thread each (0: numba's threads)
 PAR_FROM = 1024  # ... for rows of at least this many buckets (a smaller row stays on one thread)
 SORT_FIRST = 256  # buckets a part sorts at first, best bound first (a walk reads few of them)
 DENSE = 1 << 16  # a row's tree spectrum goes into a dense scratch when its divisors are below
