@@ -786,18 +786,18 @@ def _pos_pop(v, t, hp, n):
 
 
 @njit(cache=True, inline="always")
-def _offer(z, s, v, exact, cnt, dropped, own):
-    """Offer the pair ``(z, s)`` of value ``v`` (``exact``, else a bound) to ``z``'s row, its
-    best-``tcap`` heap ``tv, tu, tj, tx`` of size ``cnt``, if it is the row's; returns ``(cnt,
-    dropped)``. ``own = (refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx,
-    tcap)``: the row's state (``_walk_part``)."""
-    refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx, tcap = own
+def _offer(
+    z, s, v, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx, cnt, tcap, dropped
+):
+    """Offer the pair ``(z, s)`` of bounded value ``v`` to ``z``'s row (its best-``tcap`` heap
+    ``tv, tu, tj, tx`` of size ``cnt``) if it is the row's; returns ``(cnt, dropped)``. The
+    members' loop in ``rows`` keeps these steps inline: it is the hot path of exact pairs."""
     mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
     if mine and (not refill or _worse(-v, uid[s], cv, cu)):
         if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
             dropped = True  # not among the best kept so far
         else:
-            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, False)
             dropped = dropped or d
     return cnt, dropped
 
@@ -1043,7 +1043,6 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
     mz = slots.smod[z]
     zs = cstart[z]
     zn = kcls[z]
-    own = (refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx, tcap)
     cnt = 0
     dropped = False
     nextk = 2 * first
@@ -1163,7 +1162,13 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
                 if later:
                     later = False
                 else:
-                    cnt, dropped = _offer(z, s, v, exact, cnt, dropped, own)
+                    mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
+                    if mine and (not refill or _worse(-v, uid[s], cv, cu)):
+                        if cnt == tcap and not _worse(tv[0], tu[0], -v, uid[s]):
+                            dropped = True  # not among the best kept so far
+                        else:
+                            cnt, d = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                            dropped = dropped or d
             prev = s
             s = nx
         # The multi-modulus bucket's pairs by screen, best first: once the row has dropped
@@ -1178,7 +1183,27 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
             s = qs[q]
             hi_s, lo_s = (z, s) if s < z else (s, z)
             v = _bound(hi_s, lo_s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts)
-            cnt, dropped = _offer(z, s, v, False, cnt, dropped, own)
+            cnt, dropped = _offer(
+                z,
+                s,
+                v,
+                refill,
+                floor,
+                uid,
+                full,
+                cutv,
+                cutu,
+                cv,
+                cu,
+                rw,
+                tv,
+                tu,
+                tj,
+                tx,
+                cnt,
+                tcap,
+                dropped,
+            )
         if use_hist:
             for i in range(zs, zs + zn):
                 hist[pr[i] % g] = 0
@@ -1216,7 +1241,8 @@ def rows(
     A row keeps only its best ``cap`` entries: a segment of the pool ``rw.partner, negval,
     exact`` from ``rw.pos`` to ``rw.end``, sorted by ``(-value, partner uid)`` (the eager
     table's order within a row). ``rw.full[z]``: the row kept all its entries (fewer than
-    ``cap``); otherwise ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
+    ``cap``); otherwise
+    ``(cutv, cutu)[z]`` is the key of its last kept entry, and once the kept ones are used up
     and its marker reaches the top (``pop``) the row is priced again with ``refill``: the slot
     ``zs_[0]`` (filed already) against its alive partners whose key comes after the cut; the
     entries in between were consumed or died. Its first entry goes onto the heads heap. The
@@ -1331,15 +1357,19 @@ def rows(
                 job = (lo, hi_, row, cut, floor, lam, refill, slots, classes, buckets, prune, rw)
                 kept, _ = _part(t, parts, job, sp, out, keep, scr)
                 pcnt[t] = kept
+            for t in range(parts):
+                for i in range(pcnt[t]):
+                    cnt, _ = _keep(
+                        tv, tu, tj, tx, cnt, tcap, ktv[t, i], ktu[t, i], ktj[t, i], ktx[t, i]
+                    )
         else:
             job = (lo, hi_, row, cut, floor, lam, refill, slots, classes, buckets, prune, rw)
-            kept, zdense = _part(0, 1, job, sp, out, keep, scr)
-            pcnt[0] = kept
-        for t in range(parts):
-            for i in range(pcnt[t]):
-                cnt, _ = _keep(
-                    tv, tu, tj, tx, cnt, tcap, ktv[t, i], ktu[t, i], ktj[t, i], ktx[t, i]
-                )
+            cnt, zdense = _part(0, 1, job, sp, out, keep, scr)
+            for i in range(cnt):
+                tv[i] = ktv[0, i]
+                tu[i] = ktu[0, i]
+                tj[i] = ktj[0, i]
+                tx[i] = ktx[0, i]
         # A row of ``cap`` entries may have had more: cut (whether the walk was cut or not, so
         # the rows are the same in any number of parts; a refill that finds no more is rare).
         dropped = cnt == tcap
