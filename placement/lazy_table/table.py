@@ -104,7 +104,10 @@ class KernelTable:
         pool = max(64, 2 * cap)
         self.classes = wk.Classes(np.zeros(pool, dtype=np.int64), np.zeros(pool, dtype=np.int64))
         self.npool = 0
-        self.buckets = wk.Buckets(**{f: np.zeros(64, dtype=dt) for f, dt in _BUCKET_DTYPES.items()})
+        self.buckets = wk.Buckets(
+            **{f: np.zeros(64, dtype=dt) for f, dt in _BUCKET_DTYPES.items()},
+            env=np.zeros((wk.NENV, 64)),
+        )
         self.nb = 0
         self._bucket_of: dict[tuple, int] = {}
         self._keys: dict[tuple, int] = {}
@@ -174,11 +177,17 @@ class KernelTable:
             b = self._bucket_of[(key, mod, k)] = self.nb
             self.nb += 1
             if self.nb > len(self.buckets.key):
-                self.buckets = wk.Buckets(*(_grow(a, 2 * self.nb) for a in self.buckets))
+                env = self.buckets.env
+                grown = np.zeros((wk.NENV, 2 * self.nb))  # slope first (``kernels.file_cut``)
+                grown[:, : env.shape[1]] = env
+                self.buckets = wk.Buckets(
+                    *(_grow(a, 2 * self.nb) for a in self.buckets[:-1]), env=grown
+                )
             bk = self.buckets
             bk.key[b], bk.mod[b], bk.head[b], bk.newest[b] = key, mod, -1, -1
             bk.kmin[b], bk.kmax[b], bk.om[b] = 1 << 62, 0, np.inf
             bk.cut[b], bk.costmax[b] = -np.inf, -np.inf
+            bk.env[:, b] = np.inf
             sp = self.spec
             if self.nb > len(sp.bstart):
                 sp = sp._replace(bstart=_grow(sp.bstart, self.nb), bsize=_grow(sp.bsize, self.nb))

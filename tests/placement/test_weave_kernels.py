@@ -370,6 +370,56 @@ def test_sort_next_runs_make_one_stable_sort(vals, k):
     assert order.tolist() == np.argsort(vb, kind="mergesort").tolist()
 
 
+POSITIVE = st.floats(1e-6, 1e3, allow_nan=False)
+
+
+@settings(max_examples=examples(300))
+@given(
+    members=st.lists(st.tuples(POSITIVE, st.floats(-50.0, 50.0) | st.just(-np.inf)), max_size=6),
+    lam=st.floats(1e-3, 10.0),
+    oz=POSITIVE,
+    ez=st.floats(1e-6, 1.0),
+    cfrac=st.floats(0.0, 1.0),
+    klo=st.floats(0.0, 1.0),
+    cz=POSITIVE,
+    costmax=POSITIVE,
+)
+def test_cut_envelope_skips_only_buckets_whose_members_are_all_behind_their_cuts(
+    members, lam, oz, ez, cfrac, klo, cz, costmax
+):
+    """A bucket the envelope skips: every member's bound (the walk's, at its own Omega) is
+    strictly below that member's cut value (``-inf`` where its row was full: never skipped).
+    The envelope is filed from the members' cuts and Omegas in any order (``file_cut``)."""
+    env = np.full((wk.NENV, 1), np.inf)
+    for omega, cutval in members:
+        wk.file_cut(env, 0, -cutval, omega)
+    c = cfrac * ez
+    if wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax):
+        for omega, cutval in members:
+            w = wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax)
+            assert w < cutval
+
+
+def test_cut_envelope_skips_a_bucket_its_least_omega_would_not():
+    """The envelope's point: a member of small Omega and a high cut, one of large Omega and a
+    low cut. At the least Omega the bound is above the lowest cut (the bucket's cut keeps the
+    bucket), yet each member's own bound is below its own cut: the envelope skips it."""
+    lam, oz, ez, c, klo, cz, costmax = 1.0, 1.0, 0.5, 0.0, 0.0, 2.0, 2.0
+    members = [(0.1, 0.99), (10.0, -2.0)]  # (Omega, cut value)
+    env = np.full((wk.NENV, 1), np.inf)
+    for omega, cutval in members:
+        wk.file_cut(env, 0, -cutval, omega)
+    at_least = wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, 0.1), cz, costmax)
+    assert at_least > min(cut for _, cut in members)  # the bucket's cut would not skip it
+    for omega, cutval in members:
+        assert (
+            wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax) < cutval
+        )
+    assert wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+    wk.file_cut(env, 0, np.inf, 5.0)  # a member whose row was full: its pairs are the row's
+    assert not wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+
+
 @settings(max_examples=examples(40))
 @given(m=st.integers(1, 5000), top=st.integers(1, 3000))
 def test_gcd_table_is_the_gcd(m, top):
