@@ -180,8 +180,9 @@ class KernelTable:
                 env = self.buckets.env
                 grown = np.zeros((wk.NENV, 2 * self.nb))  # slope first (``kernels.file_cut``)
                 grown[:, : env.shape[1]] = env
-                self.buckets = wk.Buckets(
-                    *(_grow(a, 2 * self.nb) for a in self.buckets[:-1]), env=grown
+                bk = self.buckets
+                self.buckets = bk._replace(
+                    **{f: _grow(getattr(bk, f), 2 * self.nb) for f in _BUCKET_DTYPES}, env=grown
                 )
             bk = self.buckets
             bk.key[b], bk.mod[b], bk.head[b], bk.newest[b] = key, mod, -1, -1
