@@ -33,8 +33,8 @@ does not price a member whose bound is already after that member's own cut: the 
 member's row's (at 10,000 queries 97 % of the buckets a new row walks give it nothing). A
 bucket is also skipped when its *cut envelope* (``cut_envelope``) shows every member behind
 its own row's cut at the member's own bound, not only at the bucket's least Omega (at 100,000
-queries a new row walked ~1,900 buckets, nine in ten with nothing of its own). A
-single-modulus row first screens a bucket without the gcd (``gcd_free_bound``: the gcd is
+queries a new row walked ~1,900 buckets, nine in ten with nothing of its own); not in a fill,
+whose rows it cost more than it saved. A single-modulus row first screens a bucket without the gcd (``gcd_free_bound``: the gcd is
 small unless the moduli share a large divisor, ``row_split``) and skips it where the screen
 already shows the bucket bound would (behind their members' cuts, mostly: about two thirds of
 a new single-modulus row's buckets at 30,000 queries, a twelfth of a fill row's). A fill (many
@@ -956,7 +956,7 @@ def _bucket_part(
     walk to sort when it gets there), its start and end in ``pstart[t]``, ``pend[t]``, the end
     of the sorted run in ``psorted[t]``. Reads the table only, so the parts run on threads of
     their own."""
-    z, alpha, dz, htop, zdense, first = row
+    z, alpha, dz, htop, zdense, first, envelope = row
     vb, ob, cb, order, pstart, pend, psorted = out
     e = slots.e
     om = slots.om
@@ -1012,16 +1012,20 @@ def _bucket_part(
                 )
                 if pb <= floor or (-pb > b_cut[b] and (not refill or b_newest[b] < z)):
                     continue  # the bucket bound would skip it too
-                if (not refill or b_newest[b] < z) and cut_envelope(
-                    b_env,
-                    b,
-                    lam,
-                    om[z],
-                    e[z],
-                    cost[z],
-                    min(min(alpha, 1.0) * b_kmax[b] / mb, e[z]),  # at least its C bound
-                    b_kmin[b] / mb,
-                    b_costmax[b],
+                if (
+                    envelope
+                    and (not refill or b_newest[b] < z)
+                    and cut_envelope(
+                        b_env,
+                        b,
+                        lam,
+                        om[z],
+                        e[z],
+                        cost[z],
+                        min(min(alpha, 1.0) * b_kmax[b] / mb, e[z]),  # at least its C bound
+                        b_kmin[b] / mb,
+                        b_costmax[b],
+                    )
                 ):
                     continue  # every member at its own bound: theirs
             gz = _row_gcd(mz, mb, sp, htop) if mz > 0 else 0
@@ -1050,7 +1054,7 @@ def _bucket_part(
             if not refill or b_newest[b] < z:
                 if -bb > b_cut[b]:
                     continue
-                if cut_envelope(
+                if envelope and cut_envelope(
                     b_env, b, lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_costmax[b]
                 ):
                     continue  # every member at its own bound: theirs
@@ -1078,7 +1082,7 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
     keeps at least the row's best entries among its buckets, so the best of the parts' kept
     entries are the row's (``rows``). ``parallel=True`` for its speed (the note after the
     imports), not for a prange."""
-    z, alpha, dz, htop, zdense, first = row
+    z, alpha, dz, htop, zdense, first, _ = row
     cv, cu = cut
     vb, ob, cb, order, ppos, pend, psorted = out
     tv = keep[0][t]
@@ -1370,6 +1374,9 @@ def rows(
     ktx = np.empty((nthr, tcap), np.bool_)
     keep = (ktv, ktu, ktj, ktx)
     first = max(sizes[SZ_SORT_FIRST], 1)
+    # A fill's rows see buckets of trees just filed, seldom behind their cuts: reading the
+    # envelope cost a fill more than it saved it (BENCHMARKS.md, issue 34).
+    envelope = len(zs_) == 1
     htop = 1  # moduli below this have their gcd with a single-modulus row's in ``sp.gcds``
     for b in range(nb):
         if b_mod[b] >= htop:
@@ -1415,7 +1422,7 @@ def rows(
         # parts), and the row keeps the best of the parts' kept entries.
         if parts > 1 and mz > 0 and zdense < 0:  # the walk's screen reads it on every thread
             zdense = 1 if _scatter(z, sp) else 0
-        row = (z, alpha, dz, htop, zdense, first)
+        row = (z, alpha, dz, htop, zdense, first, envelope)
         cut = (cv, cu)
         if parts > 1:
             for t in numba.prange(parts):
