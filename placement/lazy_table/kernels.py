@@ -948,7 +948,8 @@ def _bucket_part(
     t, parts, lo, hi_, row, floor, lam, refill, slots, classes, buckets, prune, sp, out
 ):
     """Part ``t`` of ``parts`` of a row's buckets ``lo .. hi_`` (``rows``; ``row`` = its slot
-    ``z``, screen ``(alpha, dz, htop, zdense)`` and the run to sort first; a single-modulus
+    ``z``, screen ``(alpha, dz, htop, zdense)``, the run to sort first and whether to read
+    the buckets' cut envelopes, ``cut_envelope``; a single-modulus
     ``z``'s gcds with the moduli below ``htop`` in ``sp.gcds``): each bucket the row does not
     skip as ``(-bound, bucket, C bound)`` in ``out = (vb, ob, cb, order, pstart, pend,
     psorted)`` from the part's start on, its first ``first`` positions by ``-bound`` (stable:
@@ -1242,9 +1243,9 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
                             cnt, _ = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
             prev = s
             s = nx
-        # The multi-modulus bucket's pairs by screen, best first: once the row is full and a
-        # screen is behind its worst kept entry, so are all the rest (values are at most
-        # their screens): the same kept entries as pricing all.
+        # The multi-modulus bucket's pairs by screen, best first: once the row holds ``tcap``
+        # entries and a screen is behind its worst kept one, so are all the rest (values are
+        # at most their screens): the same kept entries as pricing all.
         _pos_heapify(qv, qu, qh, nqb)
         while nqb > 0:
             q = qh[0]
