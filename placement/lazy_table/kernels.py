@@ -34,8 +34,8 @@ member's row's (at 10,000 queries 97 % of the buckets a new row walks give it no
 bucket is also skipped when its *cut envelope* (``cut_envelope``) shows every member behind
 its own row's cut at the member's own bound, not only at the bucket's least Omega (at 100,000
 queries a new row walked ~1,900 buckets, nine in ten with nothing of its own); not in a fill,
-whose rows it cost more than it saved. A single-modulus row first screens a bucket without the gcd (``gcd_free_bound``: the gcd is
-small unless the moduli share a large divisor, ``row_split``) and skips it where the screen
+whose rows it cost more than it saved. A single-modulus row first screens a bucket without
+the gcd (``gcd_free_bound``: the gcd is small unless the moduli share a large divisor, ``row_split``) and skips it where the screen
 already shows the bucket bound would (behind their members' cuts, mostly: about two thirds of
 a new single-modulus row's buckets at 30,000 queries, a twelfth of a fill row's). A fill (many
 rows at once) first bounds bucket *pairs* the same way (``bucket_pairs``) and, within one
@@ -693,7 +693,7 @@ def _sift_down(tv, tu, tj, tx, end, v, u, j, x):
 @njit(cache=True)
 def _keep(tv, tu, tj, tx, cnt, cap, v, u, j, x):
     """Offer ``(v, u | j, x)`` to the best-``cap`` heap of size ``cnt`` (root: the worst kept);
-    returns ``(new size, whether some entry was dropped)``."""
+    returns the new size."""
     if cnt < cap:
         i = cnt
         while i > 0:
@@ -710,11 +710,11 @@ def _keep(tv, tu, tj, tx, cnt, cap, v, u, j, x):
         tu[i] = u
         tj[i] = j
         tx[i] = x
-        return cnt + 1, False
+        return cnt + 1
     if not _worse(tv[0], tu[0], v, u):
-        return cnt, True  # the offered entry is dropped
-    _sift_down(tv, tu, tj, tx, cnt, v, u, j, x)
-    return cnt, True  # the old root is dropped
+        return cnt  # the offered entry is not among the best
+    _sift_down(tv, tu, tj, tx, cnt, v, u, j, x)  # the old root leaves
+    return cnt
 
 
 @njit(cache=True)
@@ -846,14 +846,13 @@ def _pos_pop(v, t, hp, n):
 def _offer(z, s, v, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj, tx, cnt, tcap):
     """Offer the pair ``(z, s)`` of bounded value ``v`` to ``z``'s row (its best-``tcap`` heap
     ``tv, tu, tj, tx`` of size ``cnt``) if it is the row's and among its best so far; returns
-    the new ``cnt``. The
-    members' loop in ``_walk_part`` keeps these steps inline: it is the hot path of exact
-    pairs (calling ``_offer`` with the row's state in one tuple, in a change with one more
+    the new ``cnt``. The members' loop in ``_walk_part`` keeps these steps inline: it is the
+    hot path of exact pairs (calling ``_offer`` with the row's state in one tuple, in a change with one more
     edit, made a plan a fifth slower: BENCHMARKS.md)."""
     mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
     if mine and (not refill or _worse(-v, uid[s], cv, cu)):
         if cnt < tcap or _worse(tv[0], tu[0], -v, uid[s]):
-            cnt, _ = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, False)
+            cnt = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, False)
     return cnt
 
 
@@ -1240,7 +1239,7 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
                     mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
                     if mine and (not refill or _worse(-v, uid[s], cv, cu)):
                         if cnt < tcap or _worse(tv[0], tu[0], -v, uid[s]):
-                            cnt, _ = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
+                            cnt = _keep(tv, tu, tj, tx, cnt, tcap, -v, uid[s], s, exact)
             prev = s
             s = nx
         # The multi-modulus bucket's pairs by screen, best first: once the row holds ``tcap``
@@ -1433,7 +1432,7 @@ def rows(
                 pcnt[t] = kept
             for t in range(parts):
                 for i in range(pcnt[t]):
-                    cnt, _ = _keep(
+                    cnt = _keep(
                         tv, tu, tj, tx, cnt, tcap, ktv[t, i], ktu[t, i], ktj[t, i], ktx[t, i]
                     )
         else:
