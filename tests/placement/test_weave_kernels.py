@@ -378,8 +378,8 @@ POSITIVE = st.floats(1e-6, 1e3, allow_nan=False)
     members=st.lists(st.tuples(POSITIVE, st.floats(-50.0, 50.0) | st.just(-np.inf)), max_size=6),
     lam=st.floats(1e-3, 10.0),
     oz=POSITIVE,
-    ez=st.floats(1e-6, 1.0),
-    cfrac=st.floats(0.0, 1.0),
+    ez=st.floats(1e-6, 1.0) | st.sampled_from([float(x) for x in wk.SLOPES]),  # on a slope
+    cfrac=st.floats(0.0, 1.0) | st.just(0.0),
     klo=st.floats(0.0, 1.0),
     cz=POSITIVE,
     costmax=POSITIVE,
@@ -418,6 +418,25 @@ def test_cut_envelope_skips_a_bucket_its_least_omega_would_not():
     assert wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
     wk.file_cut(env, 0, np.inf, 5.0)  # a member whose row was full: its pairs are the row's
     assert not wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+
+
+def test_cut_envelope_reads_the_chord_between_its_slopes():
+    """Between two slopes the envelope reads the chord of its values (the least ``cut value +
+    Omega x slope`` is concave in the slope). With one member it is the member's line: a
+    bound between the line and its value at the slope below is skipped (the slope below
+    would keep it), a bound above the line is not."""
+    omega, cutval = 8.0, 1.0
+    oz, ez, c, klo, cz, costmax = 1.0, 0.6, 0.0, 0.0, 1.0, 1.0  # beta = ez - c = 0.6
+    env = np.full((wk.NENV, 1), np.inf)
+    wk.file_cut(env, 0, -cutval, omega)
+    below = wk.SLOPES[wk.SLOPES <= 0.6][0]
+    assert below < 0.6 < wk.SLOPES[wk.SLOPES > 0.6][-1]  # beta between two slopes
+    for lam in (5.79, 5.81):  # the line at beta: 1 + 8 x 0.6 = 5.8; at the slope below 5.757
+        assert lam > cutval + omega * below  # the slope below would keep the bucket
+        w = wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax)
+        skip = wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+        assert skip == (lam < 5.8)
+        assert (w < cutval) == (lam < 5.8)  # the walk agrees: the member's pair is its own
 
 
 @settings(max_examples=examples(40))
