@@ -99,8 +99,9 @@ HIST = 1 << 16  # residue histogram size for single-modulus rows
 MAX_CAP = 1 << 16  # most entries a refilled row keeps (its cap doubles with each refill)
 ALPHA_DIV = 32  # a single-modulus row's gcd-free screen: gcd with a bucket <= m / (32 k) ...
 DLOW = 64  # ... or <= 64 (``row_split``; fewer moduli to mark as sharing a larger divisor)
-NENV = 64  # slopes of a bucket's cut envelope: 2^(-k/4), k < NENV (``cut_envelope``) ...
-SLOPES = 0.5 ** (np.arange(NENV) / 4.0)  # ... one table for filing and reading them
+NENV = 64  # slopes of a bucket's cut envelope: 2^(-k/ENV_STEP), k < NENV (``cut_envelope``)
+ENV_STEP = 4.0
+SLOPES = 0.5 ** (np.arange(NENV) / ENV_STEP)  # one table for filing and reading them
 
 # ``pop``'s answer kinds
 POP_NONE = 0  # no merge left
@@ -533,12 +534,13 @@ def cut_envelope(env, b, lam, oz, ez, cz, c, klo, costmax):
     lines included: only lower). So with ``beta`` taken as ``beta (1 - 1e-6)``, ``P`` (plus
     the margins, bounded without ``Omega_s``: the ``Omega_s`` terms they add are far below
     ``1e-6 Omega_s beta``) strictly below the chord puts every member behind its cut, ties of
-    uid aside. The chord, not the slope below: at 100,000 queries a new row walked 1,200
-    buckets for nothing with the slope below at a step of 2^(1/8), 1,900 at 2^(1/2)."""
+    uid aside. The chord, not the slope below: at 100,000 queries a new single-modulus row
+    walked 1,940 buckets reading the slope below at a step of 2^(1/2), 1,200 at 2^(1/8), 1,030
+    reading the chord at 2^(1/4), most of them for nothing still (BENCHMARKS.md)."""
     beta = (ez - c) * (1.0 - 1e-6)
     if not beta > 0.0:
         return False
-    k = int(math.ceil(-4.0 * math.log2(beta)))  # the first slope <= beta (NENV: none)
+    k = int(math.ceil(-ENV_STEP * math.log2(beta)))  # the first slope <= beta (NENV: none)
     k = min(max(k, 0), NENV)
     while k < NENV and SLOPES[k] > beta:  # log2's rounding
         k += 1
