@@ -22,6 +22,7 @@ import json
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -42,7 +43,7 @@ class Cell:
     smax: int
     nodes: int
     optimizer: str
-    status: str = "not run"  # "ok", "> LIMIT s", "error: ..."
+    status: str = "not run"  # "ok", "> LIMIT s", "killed by SIG..." (a signal), "error: ..."
     seconds: float | None = None  # plan wall time
     cpu_s: float | None = None
     peak_mb: float | None = None  # the child's max RSS (whole process: imports included)
@@ -140,6 +141,9 @@ def run_cell(cell: Cell, limit_s: float, plan_dir: Path | None = None, verify: b
         proc.kill()
         proc.communicate()
         cell.status = f"> {limit_s:g} s"
+        return cell
+    if proc.returncode < 0:  # stopped from outside (a signal): not an error of the plan's
+        cell.status = f"killed by {signal.Signals(-proc.returncode).name}"
         return cell
     if proc.returncode != 0:
         tail = (stderr.strip().splitlines() or ["?"])[-1]

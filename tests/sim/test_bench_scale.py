@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import signal
+import subprocess
 import warnings
 
 import pytest
@@ -66,6 +68,22 @@ def test_a_cell_over_its_limit_is_stopped_and_larger_n_skipped():
     assert cells[0].status == "> 1 s"
     assert cells[0].seconds is None
     assert cells[1].status.startswith("> 1 s (skipped")
+
+
+def test_a_cell_whose_child_is_killed_says_so(monkeypatch):
+    """A child stopped by a signal from outside is reported as such, not as ``error: ?``."""
+    real = subprocess.Popen
+
+    def killed_at_once(*args, **kwargs):
+        proc = real(*args, **kwargs)
+        proc.send_signal(signal.SIGTERM)
+        return proc
+
+    monkeypatch.setattr(scale.subprocess, "Popen", killed_at_once)
+    cell = scale.grid([1_000], [100], [1])[0]
+    scale.run_cell(cell, limit_s=60.0, verify=False)
+    assert cell.status == "killed by SIGTERM"
+    assert cell.seconds is None
 
 
 def test_growth_exponent_is_the_log_log_slope():
