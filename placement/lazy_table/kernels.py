@@ -35,9 +35,10 @@ bucket is also skipped when its *cut envelope* (``cut_envelope``) shows every me
 its own row's cut at the member's own bound, not only at the bucket's least Omega (at 100,000
 queries a new row walked ~1,900 buckets, nine in ten with nothing of its own); not in a fill,
 whose rows it cost more than it saved. A single-modulus row first screens a bucket without
-the gcd (``gcd_free_bound``: the gcd is small unless the moduli share a large divisor, ``row_split``) and skips it where the screen
-already shows the bucket bound would (behind their members' cuts, mostly: about two thirds of
-a new single-modulus row's buckets at 30,000 queries, a twelfth of a fill row's). A fill (many
+the gcd (``gcd_free_bound``: the gcd is small unless the moduli share a large divisor,
+``row_split``) and skips it where the screen already shows the bucket bound would (behind
+their members' cuts, mostly: about two thirds of a new single-modulus row's buckets at 30,000
+queries, a twelfth of a fill row's). A fill (many
 rows at once) first bounds bucket *pairs* the same way (``bucket_pairs``) and, within one
 modulus, counts only the residues some other tree holds, so that 10^5..10^6 initial trees only
 visit the buckets that can hold a merge.
@@ -855,8 +856,8 @@ def _offer(z, s, v, refill, floor, uid, full, cutv, cutu, cv, cu, rw, tv, tu, tj
     """Offer the pair ``(z, s)`` of bounded value ``v`` to ``z``'s row (its best-``tcap`` heap
     ``tv, tu, tj, tx`` of size ``cnt``) if it is the row's and among its best so far; returns
     the new ``cnt``. The members' loop in ``_walk_part`` keeps these steps inline: it is the
-    hot path of exact pairs (calling ``_offer`` with the row's state in one tuple, in a change with one more
-    edit, made a plan a fifth slower: BENCHMARKS.md)."""
+    hot path of exact pairs (calling ``_offer`` with the row's state in one tuple, in a change
+    with one more edit, made a plan a fifth slower: BENCHMARKS.md)."""
     mine = v > floor and not _theirs(s, z, v, refill, uid, full, cutv, cutu, rw)
     if mine and (not refill or _worse(-v, uid[s], cv, cu)):
         if cnt < tcap or _worse(tv[0], tu[0], -v, uid[s]):

@@ -429,8 +429,8 @@ def test_cut_envelope_reads_the_chord_between_its_slopes():
     oz, ez, c, klo, cz, costmax = 1.0, 0.6, 0.0, 0.0, 1.0, 1.0  # beta = ez - c = 0.6
     env = np.full((wk.NENV, 1), np.inf)
     wk.file_cut(env, 0, -cutval, omega)
-    below = wk.SLOPES[wk.SLOPES <= 0.6][0]
-    assert below < 0.6 < wk.SLOPES[wk.SLOPES > 0.6][-1]  # beta between two slopes
+    assert 0.6 not in wk.SLOPES  # beta between two slopes
+    below = wk.SLOPES[wk.SLOPES < 0.6][0]
     for lam in (5.79, 5.81):  # the line at beta: 1 + 8 x 0.6 = 5.8; at the slope below 5.757
         assert lam > cutval + omega * below  # the slope below would keep the bucket
         w = wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax)
