@@ -162,6 +162,8 @@ class Buckets(NamedTuple):
     mod: np.ndarray  # int64: 0 for the multi-modulus bucket of a key
     kmin: np.ndarray  # int64: fewest classes
     kmax: np.ndarray  # int64: most classes
+    klo: np.ndarray  # float64: kmin / mod (single-modulus; a row reads it, not divides)
+    khi: np.ndarray  # float64: kmax / mod
     om: np.ndarray  # float64: at most the Omega of every member (single-modulus: its head's)
     head: np.ndarray  # int64: first slot of the list (-1: empty)
     newest: np.ndarray  # int64: the latest slot ever filed (-1: none)
@@ -517,7 +519,25 @@ def file_cut(env, b, cv, omz):
 
 
 @njit(cache=True, inline="always")
-def cut_envelope(env, b, lam, oz, ez, cz, c, klo, costmax):
+def env_start(ez):
+    """The first slope at or below ``ez (1 - 1e-6)`` (``NENV``: none), for a row of edge density
+    ``ez``: every ``beta`` its ``cut_envelope`` reads is at most that (``c >= 0``, and float
+    rounding is monotone), so its slope is there or after. Once per row: ``log2`` per bucket
+    was about a third of the envelope's time (BENCHMARKS.md, issue 34)."""
+    beta = ez * (1.0 - 1e-6)
+    if not beta > 0.0:
+        return NENV
+    k = int(math.ceil(-ENV_STEP * math.log2(beta)))
+    k = min(max(k, 0), NENV)
+    while k < NENV and SLOPES[k] > beta:  # log2's rounding
+        k += 1
+    while k > 0 and SLOPES[k - 1] <= beta:
+        k -= 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def cut_envelope(env, b, k0, lam, oz, ez, cz, c, klo, costmax):
     """Whether every member of single-modulus bucket ``b`` is behind its own row's cut at the
     bound the walk gives it (``bucket_margin(bucket_value(.., c, klo, Omega_s))``), so the
     whole bucket is the members' (``_theirs``) and a row need not walk it.
@@ -537,16 +557,14 @@ def cut_envelope(env, b, lam, oz, ez, cz, c, klo, costmax):
     ``1e-6 Omega_s beta``) strictly below the chord puts every member behind its cut, ties of
     uid aside. The chord, not the slope below: at 100,000 queries a new single-modulus row
     walked 1,940 buckets reading the slope below at a step of 2^(1/2), 1,200 at 2^(1/8), 1,030
-    reading the chord at 2^(1/4), most of them for nothing still (BENCHMARKS.md)."""
+    reading the chord at 2^(1/4), most of them for nothing still (BENCHMARKS.md). ``k0``: the
+    row's ``env_start(ez)``."""
     beta = (ez - c) * (1.0 - 1e-6)
     if not beta > 0.0:
         return False
-    k = int(math.ceil(-ENV_STEP * math.log2(beta)))  # the first slope <= beta (NENV: none)
-    k = min(max(k, 0), NENV)
-    while k < NENV and SLOPES[k] > beta:  # log2's rounding
+    k = k0  # the first slope <= beta (NENV: none)
+    while k < NENV and SLOPES[k] > beta:
         k += 1
-    while k > 0 and SLOPES[k - 1] <= beta:
-        k -= 1
     if k >= NENV:
         return False
     g = env[k, b]
@@ -982,6 +1000,8 @@ def _bucket_part(
     b_mod = buckets.mod
     b_kmin = buckets.kmin
     b_kmax = buckets.kmax
+    b_klo = buckets.klo
+    b_khi = buckets.khi
     b_om = buckets.om
     b_head = buckets.head
     b_newest = buckets.newest
@@ -990,6 +1010,7 @@ def _bucket_part(
     b_env = buckets.env
     use_open = prune.use
     kz = b_key[bz]  # z's key
+    k0 = env_start(e[z]) if envelope else NENV
     start = (hi_ - lo) * t // parts
     w = start
     for bi in range(lo + start, lo + (hi_ - lo) * (t + 1) // parts):
@@ -1014,8 +1035,8 @@ def _bucket_part(
                     e[z],
                     cost[z],
                     alpha,
-                    b_kmin[b] / mb,
-                    b_kmax[b] / mb,
+                    b_klo[b],
+                    b_khi[b],
                     b_om[b],
                     b_costmax[b],
                 )
@@ -1027,19 +1048,20 @@ def _bucket_part(
                     and cut_envelope(
                         b_env,
                         b,
+                        k0,
                         lam,
                         om[z],
                         e[z],
                         cost[z],
-                        min(min(alpha, 1.0) * b_kmax[b] / mb, e[z]),  # at least its C bound
-                        b_kmin[b] / mb,
+                        min(min(alpha, 1.0) * b_khi[b], e[z]),  # at least its C bound
+                        b_klo[b],
                         b_costmax[b],
                     )
                 ):
                     continue  # every member at its own bound: theirs
             gz = _row_gcd(mz, mb, sp, htop) if mz > 0 else 0
             cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b], gz)
-            bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_om[b])
+            bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_klo[b], b_om[b])
             bb = bucket_margin(bb, cost[z], b_costmax[b])
             if bb <= floor:
                 continue
@@ -1052,8 +1074,8 @@ def _bucket_part(
                     c = prune.fcnt[at] if at < len(fkeys) and fkeys[at] == kk else 0
                     if c - (1 if b == bz else 0) >= 1:
                         shared += 1
-                c = min(shared / mb, b_kmax[b] / mb, e[z])
-                bound = bucket_value(lam, om[z], e[z], cost[z], c, b_kmin[b] / mb, b_om[b])
+                c = min(shared / mb, b_khi[b], e[z])
+                bound = bucket_value(lam, om[z], e[z], cost[z], c, b_klo[b], b_om[b])
                 if bound <= floor:
                     continue
                 bb = min(bb, bound)
@@ -1064,7 +1086,7 @@ def _bucket_part(
                 if -bb > b_cut[b]:
                     continue
                 if envelope and cut_envelope(
-                    b_env, b, lam, om[z], e[z], cost[z], cmem, b_kmin[b] / mb, b_costmax[b]
+                    b_env, b, k0, lam, om[z], e[z], cost[z], cmem, b_klo[b], b_costmax[b]
                 ):
                     continue  # every member at its own bound: theirs
         vb[w] = -bb
@@ -1143,7 +1165,7 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
         b = ob[at]
         mb = b_mod[b]
         cmem = cb[at]
-        klo = b_kmin[b] / mb if mb > 0 else 0.0
+        klo = buckets.klo[b] if mb > 0 else 0.0
         g = 1
         big = 0
         exact = mz > 0 and mb > 0

@@ -72,6 +72,8 @@ _BUCKET_DTYPES = {
     "mod": np.int64,
     "kmin": np.int64,
     "kmax": np.int64,
+    "klo": np.float64,
+    "khi": np.float64,
     "om": np.float64,
     "head": np.int64,
     "newest": np.int64,
@@ -227,8 +229,10 @@ class KernelTable:
                 bk = self.buckets
                 if kk < bk.kmin[b]:
                     bk.kmin[b] = kk
+                    bk.klo[b] = kk / m0  # correctly rounded, as the kernels' division was
                 if kk > bk.kmax[b]:
                     bk.kmax[b] = kk
+                    bk.khi[b] = kk / m0
                 if t.omega * t.scale < bk.om[b]:
                     bk.om[b] = t.omega * t.scale
                 bk.costmax[b] = max(bk.costmax[b], float(t.cost))

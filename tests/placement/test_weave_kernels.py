@@ -185,6 +185,9 @@ def test_bucket_bounds_are_certified(pool):
             if i == j or t.slots.smod[s] == 0:
                 continue
             b = int(t.slots.bucket[s])
+            mb = int(t.buckets.mod[b])  # the rows read a bucket's k / m, not divide
+            assert t.buckets.klo[b] == np.float64(t.buckets.kmin[b]) / np.float64(mb)
+            assert t.buckets.khi[b] == np.float64(t.buckets.kmax[b]) / np.float64(mb)
             bb = wk.bucket_bound(
                 z,
                 lam,
@@ -394,10 +397,20 @@ def test_cut_envelope_skips_only_buckets_whose_members_are_all_behind_their_cuts
     for omega, cutval in members:
         wk.file_cut(env, 0, -cutval, omega)
     c = cfrac * ez
-    if wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax):
+    if wk.cut_envelope(env, 0, wk.env_start(ez), lam, oz, ez, cz, c, klo, costmax):
         for omega, cutval in members:
             w = wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax)
             assert w < cutval
+
+
+@settings(max_examples=examples(200))
+@given(ez=st.floats(1e-30, 1.0) | st.sampled_from([float(x) for x in wk.SLOPES]) | st.just(0.0))
+def test_env_start_is_the_first_slope_at_or_below_the_rows_beta(ez):
+    """``env_start``: the first slope at or below ``ez (1 - 1e-6)``, the largest ``beta`` a row
+    reads (``NENV`` when none is), by a linear search of the slopes."""
+    beta = ez * (1.0 - 1e-6)
+    first = next((k for k, x in enumerate(wk.SLOPES) if x <= beta), wk.NENV)
+    assert wk.env_start(ez) == (first if beta > 0.0 else wk.NENV)
 
 
 def test_cut_envelope_skips_a_bucket_its_least_omega_would_not():
@@ -415,9 +428,9 @@ def test_cut_envelope_skips_a_bucket_its_least_omega_would_not():
         assert (
             wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax) < cutval
         )
-    assert wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+    assert wk.cut_envelope(env, 0, wk.env_start(ez), lam, oz, ez, cz, c, klo, costmax)
     wk.file_cut(env, 0, np.inf, 5.0)  # a member whose row was full: its pairs are the row's
-    assert not wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+    assert not wk.cut_envelope(env, 0, wk.env_start(ez), lam, oz, ez, cz, c, klo, costmax)
 
 
 def test_cut_envelope_reads_the_chord_between_its_slopes():
@@ -434,7 +447,7 @@ def test_cut_envelope_reads_the_chord_between_its_slopes():
     for lam in (5.79, 5.81):  # the line at beta: 1 + 8 x 0.6 = 5.8; at the slope below 5.757
         assert lam > cutval + omega * below  # the slope below would keep the bucket
         w = wk.bucket_margin(wk.bucket_value(lam, oz, ez, cz, c, klo, omega), cz, costmax)
-        skip = wk.cut_envelope(env, 0, lam, oz, ez, cz, c, klo, costmax)
+        skip = wk.cut_envelope(env, 0, wk.env_start(ez), lam, oz, ez, cz, c, klo, costmax)
         assert skip == (lam < 5.8)
         assert (w < cutval) == (lam < 5.8)  # the walk agrees: the member's pair is its own
 
