@@ -38,7 +38,9 @@ whose rows it cost more than it saved. A single-modulus row first screens a buck
 the gcd (``gcd_free_bound``: the gcd is small unless the moduli share a large divisor,
 ``row_split``) and skips it where the screen already shows the bucket bound would (behind
 their members' cuts, mostly: about two thirds of a new single-modulus row's buckets at 30,000
-queries, a twelfth of a fill row's). A fill (many
+queries, a twelfth of a fill row's). A fill's or a refill's row lists a bucket the screen
+keeps at the screen's bound and leaves its bucket bound to the walk (``DEFERRED``): at 100,000
+queries such a row lists ~7,800 buckets and walks 50 to 300 of them. A fill (many
 rows at once) first bounds bucket *pairs* the same way (``bucket_pairs``) and, within one
 modulus, counts only the residues some other tree holds, so that 10^5..10^6 initial trees only
 visit the buckets that can hold a merge.
@@ -102,6 +104,7 @@ ALPHA_DIV = 32  # a single-modulus row's gcd-free screen: gcd with a bucket <= m
 DLOW = 64  # ... or <= 64 (``row_split``; fewer moduli to mark as sharing a larger divisor)
 NENV = 64  # slopes of a bucket's cut envelope: 2^(-k/ENV_STEP), k < NENV (``cut_envelope``)
 ENV_STEP = 4.0
+DEFERRED = -1.0  # a listed bucket's C bound when the walk is to bound it (``_bucket_part``)
 SLOPES = 0.5 ** (np.arange(NENV) / ENV_STEP)  # one table for filing and reading them
 
 # ``pop``'s answer kinds
@@ -981,8 +984,10 @@ def _bucket_part(
     psorted)`` from the part's start on, its first ``first`` positions by ``-bound`` (stable:
     ties by bucket) sorted into ``order`` there (``_sort_next``; the rest after them, for the
     walk to sort when it gets there), its start and end in ``pstart[t]``, ``pend[t]``, the end
-    of the sorted run in ``psorted[t]``. Reads the table only, so the parts run on threads of
-    their own."""
+    of the sorted run in ``psorted[t]``. In a fill's or a refill's row, a bucket that passes the
+    gcd-free screen is listed at the screen's bound with C bound ``DEFERRED``: its bucket bound
+    (``bucket_c``'s loop over the row's classes) and the tests after it are the walk's, for the
+    few buckets it reaches. Reads the table only, so the parts run on threads of their own."""
     z, alpha, dz, htop, zdense, first, envelope = row
     vb, ob, cb, order, pstart, pend, psorted = out
     e = slots.e
@@ -1011,6 +1016,7 @@ def _bucket_part(
     use_open = prune.use
     kz = b_key[bz]  # z's key
     k0 = env_start(e[z]) if envelope else NENV
+    defer = not envelope or refill  # rows that list many more buckets than they walk
     start = (hi_ - lo) * t // parts
     w = start
     for bi in range(lo + start, lo + (hi_ - lo) * (t + 1) // parts):
@@ -1059,6 +1065,12 @@ def _bucket_part(
                     )
                 ):
                     continue  # every member at its own bound: theirs
+                if defer and not (use_open and mb == mz):
+                    vb[w] = -pb  # at least the bucket bound: the walk prices it (``DEFERRED``)
+                    ob[w] = b
+                    cb[w] = DEFERRED
+                    w += 1
+                    continue
             gz = _row_gcd(mz, mb, sp, htop) if mz > 0 else 0
             cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b], gz)
             bb = bucket_value(lam, om[z], e[z], cost[z], cmem, b_klo[b], b_om[b])
@@ -1107,13 +1119,15 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
     tu, tj, tx)`` (a bounded heap, ``_keep``); returns how many it kept and ``zdense`` (1 once
     it put ``z``'s spectrum into ``sp.dense`` for its screen, if ``row`` had not). Once the
     part's kept entries all beat a bucket's bound, they beat every later bucket of the part
-    too: the part is cut there. ``cut``: a refill's previous cut; ``scr = (hist, colsum, gs, ts, qv,
-    qu, qs, qh)``: the part's scratch (``hist`` left zeroed). Reads the table and writes only
-    the lists of the part's own buckets, so the parts run on threads of their own; each part
-    keeps at least the row's best entries among its buckets, so the best of the parts' kept
-    entries are the row's (``rows``). ``parallel=True`` for its speed (the note after the
-    imports), not for a prange."""
-    z, alpha, dz, htop, zdense, first, _ = row
+    too: the part is cut there. A ``DEFERRED`` bucket gets its bucket bound here, and is
+    passed over (the part is not cut: its listed bound is the screen's, above it) where the
+    listing's tests would have dropped it or the kept entries beat it. ``cut``: a refill's
+    previous cut; ``scr = (hist, colsum, gs, ts, qv, qu, qs, qh)``: the part's scratch
+    (``hist`` left zeroed). Reads the table and writes only the lists of the part's own
+    buckets, so the parts run on threads of their own; each part keeps at least the row's best
+    entries among its buckets, so the best of the parts' kept entries are the row's (``rows``).
+    ``parallel=True`` for its speed (the note after the imports), not for a prange."""
+    z, alpha, dz, htop, zdense, first, envelope = row
     cv, cu = cut
     vb, ob, cb, order, ppos, pend, psorted = out
     tv = keep[0][t]
@@ -1145,12 +1159,16 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
     b_om = buckets.om
     b_head = buckets.head
     b_costmax = buckets.costmax
+    b_klo = buckets.klo
+    b_cut = buckets.cut
+    b_newest = buckets.newest
     full = rw.full
     cutv = rw.cutv
     cutu = rw.cutu
     mz = slots.smod[z]
     zs = cstart[z]
     zn = kcls[z]
+    k0 = env_start(e[z]) if envelope else NENV
     cnt = 0
     nextk = 2 * first
     end = pend[t]
@@ -1165,7 +1183,21 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
         b = ob[at]
         mb = b_mod[b]
         cmem = cb[at]
-        klo = buckets.klo[b] if mb > 0 else 0.0
+        klo = b_klo[b] if mb > 0 else 0.0
+        if cmem == DEFERRED:  # the bound ``_bucket_part`` would have given it, and its tests
+            cmem = bucket_c(z, e, kcls, cstart, pm, mb, b_kmax[b], _row_gcd(mz, mb, sp, htop))
+            bb = bucket_margin(
+                bucket_value(lam, om[z], e[z], cost[z], cmem, klo, b_om[b]), cost[z], b_costmax[b]
+            )
+            if bb <= floor or (cnt == tcap and -bb > tv[0]):
+                continue
+            if not refill or b_newest[b] < z:
+                if -bb > b_cut[b]:
+                    continue
+                if envelope and cut_envelope(
+                    buckets.env, b, k0, lam, om[z], e[z], cost[z], cmem, klo, b_costmax[b]
+                ):
+                    continue
         g = 1
         big = 0
         exact = mz > 0 and mb > 0
