@@ -582,6 +582,21 @@ def cut_envelope(env, b, k0, lam, oz, ez, cz, c, klo, costmax):
 
 
 @njit(cache=True, inline="always")
+def _members_own(buckets, b, z, bb, cmem, k0, refill, envelope, lam, oz, ez, cz):
+    """Whether single-modulus bucket ``b`` (bound ``bb``, ``C`` bound ``cmem``) holds only its
+    members' pairs with row ``z``: its bound behind every member's cut, or its cut envelope
+    says so (``cut_envelope``). Not for a refill's partners filed after ``z``, which are its
+    own. One test for the listing (``_bucket_part``) and a ``DEFERRED`` bucket's walk."""
+    if refill and buckets.newest[b] >= z:
+        return False
+    if -bb > buckets.cut[b]:
+        return True
+    return envelope and cut_envelope(
+        buckets.env, b, k0, lam, oz, ez, cz, cmem, buckets.klo[b], buckets.costmax[b]
+    )
+
+
+@njit(cache=True, inline="always")
 def row_split(mz, kz, sp, bz):
     """``(Dz, alpha)`` of a single-modulus row (modulus ``mz``, ``kz`` classes, bucket ``bz``):
     a bucket whose modulus shares no divisor above ``Dz`` with ``mz`` has ``gcd <= G``, the
@@ -1094,13 +1109,10 @@ def _bucket_part(
                 cmem = min(cmem, c)
             # Below every member's cut (now, so also when a later z was priced): theirs.
             # A refill's later partners are its own: only for buckets filed before z.
-            if not refill or b_newest[b] < z:
-                if -bb > b_cut[b]:
-                    continue
-                if envelope and cut_envelope(
-                    b_env, b, k0, lam, om[z], e[z], cost[z], cmem, b_klo[b], b_costmax[b]
-                ):
-                    continue  # every member at its own bound: theirs
+            if _members_own(
+                buckets, b, z, bb, cmem, k0, refill, envelope, lam, om[z], e[z], cost[z]
+            ):
+                continue
         vb[w] = -bb
         ob[w] = b
         cb[w] = cmem
@@ -1160,8 +1172,6 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
     b_head = buckets.head
     b_costmax = buckets.costmax
     b_klo = buckets.klo
-    b_cut = buckets.cut
-    b_newest = buckets.newest
     full = rw.full
     cutv = rw.cutv
     cutu = rw.cutu
@@ -1191,13 +1201,10 @@ def _walk_part(t, row, cut, floor, lam, refill, slots, classes, buckets, rw, sp,
             )
             if bb <= floor or (cnt == tcap and -bb > tv[0]):
                 continue
-            if not refill or b_newest[b] < z:
-                if -bb > b_cut[b]:
-                    continue
-                if envelope and cut_envelope(
-                    buckets.env, b, k0, lam, om[z], e[z], cost[z], cmem, klo, b_costmax[b]
-                ):
-                    continue
+            if _members_own(
+                buckets, b, z, bb, cmem, k0, refill, envelope, lam, om[z], e[z], cost[z]
+            ):
+                continue
         g = 1
         big = 0
         exact = mz > 0 and mb > 0
