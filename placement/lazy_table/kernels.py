@@ -304,7 +304,29 @@ def _exact(z, s, lam, om, cost, kcls, cnt, lz, ls, big):
 
 @njit(cache=True, inline="always")
 def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts):
-    """Certified upper bound of the benefit (per-class union bounds on C, both ways).
+    """Certified upper bound of the benefit (per-class union bounds on C, both ways) when the
+    trees have at most ``WORK_LIMIT`` class pairs, else with only ``C <= min(Ez, Es)``."""
+    return _class_bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts, WORK_LIMIT)
+
+
+@njit(cache=True)
+def tight_bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr):
+    """``_bound`` however many class pairs the trees have (``O(k_z k_s)``, tens of
+    microseconds at 70 classes each). Why (issue 34): a pair of two large merged trees
+    enters its row at ``C <= min(Ez, Es)``, near ``lambda``, and reaches the top; its exact
+    price then took the engine 30-340 ms, to find a benefit far below zero (30 such prices
+    were a third of the engine's time at 10,000 queries of Smax 10,000, BENCHMARKS.md).
+    ``KernelTable.pop_best`` first asks this bound whether the pair can beat the floor."""
+    n = max(kcls[s], 1)
+    colsum = np.empty(n)
+    gs = np.empty(n, np.int64)
+    ts = np.empty(n)
+    return _class_bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts, 1 << 62)
+
+
+@njit(cache=True, inline="always")
+def _class_bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts, limit):
+    """``_bound`` with per-class union bounds on C up to ``limit`` class pairs.
 
     Classes are sorted by modulus, so the gcd and the term ``g / (m_i m_j)`` are computed once
     per run of equal moduli (``gs``, ``ts``: scratch of ``kcls[s]``) and the residue test is
@@ -317,7 +339,7 @@ def _bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr, colsum, gs, ts):
     ez = e[z]
     es = e[s]
     c = min(ez, es)
-    if zn * sn <= WORK_LIMIT:
+    if zn * sn <= limit:
         for j in range(sn):
             colsum[j] = 0.0
         cz = 0.0

@@ -155,6 +155,7 @@ class KernelTable:
         self.nspec = 0
         self.lams = np.zeros(4)  # lambda per key
         self.evaluations = 0  # exact benefits priced by the engine
+        self.dropped = 0  # bounds at the top shown at most the floor without it (``_hopeless``)
         self._pop: Callable | None = None  # wk.pop's machine code (``kernels.compiled``)
         self._pending = list(trees)
         self._given = np.empty(0, np.int64)  # the slot of each initial tree (``fill``)
@@ -427,6 +428,8 @@ class KernelTable:
             if kind == wk.POP_GROW:
                 self._room(a)
                 continue
+            if self._hopeless(a, b):
+                continue
             self.evaluations += 1
             benefit = self.model.benefit(self.trees[a], self.trees[b])
             if benefit > self.floor:
@@ -438,6 +441,23 @@ class KernelTable:
                     h = self.heaps = h._replace(ev=_grow(h.ev, 2 * ne), ei=ei)
                 ua, ub = int(self.slots.uid[a]), int(self.slots.uid[b])
                 self.sizes[wk.SZ_EXACT] = wk.heap_push(h.ev, h.ei, ne, -benefit, ua, ub, a, b)
+
+    def _hopeless(self, a: int, b: int) -> bool:
+        """Whether the bound of ``a`` and ``b`` that reached the top, taken per class
+        (``kernels.tight_bound``), is at most the floor: the engine's price would be too, so
+        the pair is dropped as its price would drop it. Only for pairs over
+        ``kernels.WORK_LIMIT`` class pairs, whose rows bounded them by ``C <= min(Ea, Eb)``
+        alone; the others' bounds are per class already."""
+        sl = self.slots
+        if int(sl.kcls[a]) * int(sl.kcls[b]) <= wk.WORK_LIMIT:
+            return False
+        cl = self.classes
+        lam = float(self.lams[sl.key[a]])
+        args = (sl.e, sl.om, sl.cost, sl.kcls, sl.cstart, cl.mod, cl.res)
+        if wk.tight_bound(a, b, lam, *args) > self.floor:
+            return False
+        self.dropped += 1
+        return True
 
     @property
     def refills(self) -> int:
@@ -491,6 +511,9 @@ def warm() -> float:
     table.fill()
     while (pair := table.pop_best()) is not None:
         table.row(table.merge(*pair))
-    # pop_best pushes an engine-priced bound with heap_push: load it with the same types.
+    # pop_best pushes an engine-priced bound with heap_push and may first bound a pair per
+    # class with tight_bound: load them with the same types.
     wk.heap_push(np.zeros(1), np.zeros((1, 4), dtype=np.int64), 0, -1.0, 0, 0, 0, 0)
+    sl, cl = table.slots, table.classes
+    wk.tight_bound(0, 1, 1.0, sl.e, sl.om, sl.cost, sl.kcls, sl.cstart, cl.mod, cl.res)
     return time.perf_counter() - start

@@ -7,6 +7,7 @@ import contextlib
 import math
 
 import numpy as np
+import pytest
 from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -785,3 +786,69 @@ def test_python_table_bounds_are_above_the_benefits(qnum, smax, lam, seed, dup, 
             assert b >= model.benefit(trees[slot], trees[other]) - 1e-9 * (1 + abs(b))
             checked += 1
     assert checked > 0
+
+
+def _big_groups(rng, trees, per_tree, smax):
+    """Query groups of ``per_tree`` queries of distinct slides each (windows disjoint across
+    all groups): merged trees of many moduli, over ``WORK_LIMIT`` class pairs two by two."""
+    slides = rng.permutation(np.arange(2, smax + 1))[: trees * per_tree]
+    groups = []
+    for t in range(trees):
+        qs = []
+        for s in slides[t * per_tree : (t + 1) * per_tree]:
+            s = int(s)
+            qs.append(Query(f"t{t}s{s}", int(rng.integers(s + 1, 4 * s)), s))
+        groups.append(qs)
+    return groups
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(seed=st.integers(0, 10_000), lam=st.sampled_from([0.01, 0.3, 1.0]))
+def test_tight_bound_is_above_the_benefit_however_many_class_pairs(seed, lam):
+    """``tight_bound`` (per-class union bounds with no work limit) certifies the engine's
+    benefit of two large merged trees, and is never above the row's ``C <= min(E)`` bound."""
+    rng = np.random.default_rng(seed)
+    groups = _big_groups(rng, 2, 40, 150)
+    model, trees, t, slots = _table(groups, lam)
+    sl, cl = t.slots, t.classes
+    z, s = slots
+    assert sl.kcls[z] * sl.kcls[s] > wk.WORK_LIMIT
+    args = (sl.e, sl.om, sl.cost, sl.kcls, sl.cstart, cl.mod, cl.res)
+    loose, exact = _pair_value(t, z, s, lam)
+    assert not exact
+    benefit = model.benefit(trees[0], trees[1])
+    for a, b in ((z, s), (s, z)):  # either way round (pop_best's a, b are in uid order)
+        assert benefit <= wk.tight_bound(a, b, lam, *args) <= loose
+
+
+@pytest.mark.parametrize(("per", "base", "step", "lam"), [(34, 1000, 37, 1.0), (40, 500, 23, 0.3)])
+def test_pairs_of_large_trees_below_the_floor_are_dropped_unpriced(per, base, step, lam):
+    """Two large merged trees of nearly equal edge rates and few common edges: their row bound
+    (``C <= min(E)``) is near lambda and reaches the top, ``tight_bound`` shows it at most the
+    floor and the table drops the pair without the engine. A third tree has the first one's
+    classes (ranges one slide longer): that pair is worth weaving and is priced. The plan is
+    the paper table's."""
+    slides = [base + step * i for i in range(per)]
+    groups = [
+        [Query(f"a{s}", 2 * s + 1, s) for s in slides],
+        [Query(f"b{s}", 2 * s + 3, s + 1) for s in slides],
+        [Query(f"c{s}", 3 * s + 1, s) for s in slides],
+        [Query("d", 7, 5)],
+    ]
+    out = []
+    for strategy in ("lazy", "paper"):
+        model = CostModel("panes", lam, "fast")
+        trees = [model.tree(g) for g in groups]
+        if strategy == "lazy":
+            table = KernelTable(model, trees, 1e-12)
+            table.fill()
+            while (pair := table.pop_best()) is not None:
+                table.row(table.merge(*pair))
+            out.append(table.result())
+        else:
+            out.append(weave(trees, model, strategy="paper"))
+    assert table.dropped >= 1
+    assert table.evaluations >= 1
+    lazy, paper = out
+    assert _grouping(lazy) == _grouping(paper)
+    assert math.fsum(t.cost for t in lazy) == math.fsum(t.cost for t in paper)
