@@ -73,6 +73,7 @@ def _child(args: dict) -> dict:
     """Runs inside the child process: generate, plan (timed), write, verify."""
     import gc
 
+    from cluster.runtime import collector
     from placement.optimizers import optimize, run_single_node
     from placement.plan import single_node_plan, verify_plan
     from placement.trees import CostModel
@@ -86,16 +87,17 @@ def _child(args: dict) -> dict:
     gc.collect()
     gc.freeze()
     start, cpu = time.perf_counter(), time.process_time()
-    if args["nodes"] == 1 and args["optimizer"] == "weaveshare":
-        trees = run_single_node("weaveshare", queries, model)
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-        plan = single_node_plan("weaveshare", trees, model, {spec.stream: spec.rate})
-    else:
-        pre = args.get("preprocess", "none")
-        plan = optimize(
-            args["optimizer"], queries, model, args["nodes"], preprocess=pre != "none" and pre
-        )
-        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    with collector.paused():  # as `weaveplace plan` plans (sim.cli.plans)
+        if args["nodes"] == 1 and args["optimizer"] == "weaveshare":
+            trees = run_single_node("weaveshare", queries, model)
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+            plan = single_node_plan("weaveshare", trees, model, {spec.stream: spec.rate})
+        else:
+            pre = args.get("preprocess", "none")
+            plan = optimize(
+                args["optimizer"], queries, model, args["nodes"], preprocess=pre != "none" and pre
+            )
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     groups = [sorted(sorted(q.id for q in t.queries) for t in n.trees) for n in plan.nodes]
     out: dict = {
         "status": "ok",

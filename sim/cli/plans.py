@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from cluster.runtime import collector
 from placement.messages import short_repr
 from sim.cli.base import UserError, console
 from sim.cli.base import progress as _progress
@@ -64,7 +65,9 @@ def plan(
 
     compile_s = warm_placement()  # one-off numba compile/cache load, reported apart
     start = time.perf_counter()
-    with _progress() as bar:
+    # The weave allocates millions of objects (trees, the engine's memo) and no cycles: the
+    # cyclic collector's passes over them were ~3 % of a plan of 100,000 queries (BENCHMARKS.md)
+    with _progress() as bar, collector.paused():
         task = bar.add_task(optimizer, total=len(queries))
         trees = _run_single_node(optimizer, queries, model, lambda k: bar.advance(task, k))
     seconds = time.perf_counter() - start
