@@ -314,8 +314,9 @@ def tight_bound(z, s, lam, e, om, cost, kcls, cstart, pm, pr):
     """``_bound`` however many class pairs the trees have (``O(k_z k_s)``, tens of
     microseconds at 70 classes each). Why (issue 34): a pair of two large merged trees
     enters its row at ``C <= min(Ez, Es)``, near ``lambda``, and reaches the top; its exact
-    price then took the engine 30-340 ms, to find a benefit far below zero (30 such prices
-    were a third of the engine's time at 10,000 queries of Smax 10,000, BENCHMARKS.md).
+    price then took the engine up to 340 ms, to find a benefit far below zero (at 10,000
+    queries of Smax 10,000, 30 prices below zero were a third of the engine's time, 28 of
+    them of such pairs: BENCHMARKS.md).
     ``KernelTable.pop_best`` first asks this bound whether the pair can beat the floor."""
     n = max(kcls[s], 1)
     colsum = np.empty(n)
