@@ -13,8 +13,9 @@ holds each row's current head. An exact head on top of everything
 is the eager algorithm's next merge (it beats every exact benefit of the other rows, which are
 at most their bounds); a bound on top is priced by the engine and goes onto a second heap of
 exact benefits (lazy greedy), unless it is of two large trees and their per-class bound already
-shows it at most the floor (``_hopeless``). Each pair lives in exactly one row: that of the later-filed tree,
-unless it was after the earlier tree's cut when the later one was priced (``kernels.rows``).
+shows it at most the floor (``_hopeless``). Each pair lives in exactly one row: that of the
+later-filed tree, unless it was after the earlier tree's cut when the later one was priced
+(``kernels.rows``).
 """
 
 from __future__ import annotations
