@@ -197,7 +197,7 @@ def infeasible_nodes(plan: Plan, rel_tol: float = 1e-12) -> list[str]:
     ]
 
 
-def _lpt(trees: Sequence[Tree], st: NodeState) -> None:
+def group_to_lowest(trees: Sequence[Tree], st: NodeState) -> None:
     """Group To Lowest on given trees: most expensive first, each to findMinNode (stable ties)."""
     for t in sorted(trees, key=lambda t: -t.cost):
         st.add(st.min_node(), t)
@@ -331,7 +331,9 @@ def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
     trees = woven(units, model, st.n if stop_at_nodes else 0)
     if len(trees) > st.n and category == "W":
         trees = forced_merge(trees, model, st.n)
-    _lpt(trees, st)  # <= N trees: one per node; otherwise G_TL (WG_TN, or keys > N for W_TN)
+    group_to_lowest(
+        trees, st
+    )  # <= N trees: one per node; otherwise G_TL (WG_TN, or keys > N for W_TN)
 
 
 # ---- Inserted (Algorithm 6) -------------------------------------------------------------------

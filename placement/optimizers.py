@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from placement import distributed, weaveshare
+from placement.banded import wg_band
 from placement.distributed import NodesArg, node_capacities
 from placement.local_search.search import wg_ls
 from placement.pareto.search import wg_pf
@@ -87,7 +88,8 @@ def optimize(
     **options: Any,
 ) -> Plan:
     """Run one distributed optimizer by name; ``options`` go to it (``stop_at_nodes``,
-    ``init``, ``max_iters``, ``front_size``, ``rule``: see the implementing module)."""
+    ``init``, ``max_iters``, ``front_size``, ``rule``, ``band_size``: see the implementing
+    module)."""
     if name not in DISTRIBUTED:  # (a single-node one too: ``run_single_node`` runs those)
         raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(DISTRIBUTED)}")
     qs = validate_unique(queries)
@@ -151,5 +153,13 @@ register_optimizer(
         "WG",
         _wg_pf,
         "Pareto front of TotalCost vs MaxCost, plan picked by a rule (pareto)",
+    )
+)
+register_optimizer(
+    DistributedOptimizer(
+        "WG_BAND",
+        "WG",
+        wg_band,
+        "To Nodes on density bands: WeaveShare per band of similar units, then G_TL (banded)",
     )
 )
