@@ -1,12 +1,11 @@
 """WG_BAND: To Nodes on density bands, our distributed optimizer for very many queries.
 
-Why: WG_TN is WeaveShare's loop followed by Group To Lowest, and WeaveShare's pair table grows
-faster than the query count (N^1.2 on wide window menus: 2.5 minutes for 100,000 queries of
-slides up to 10,000). Most merges WeaveShare makes join trees of similar edge density (the
-benefit ``lambda - Ex Oy - Ey Ox + C (Ox + Oy)`` is largest where both densities are small, and
-the slides of a woven tree are typically within a factor of three), so WG_BAND weaves bands of
-similar density apart and pays for it with a little TotalCost: each band is a WeaveShare of at
-most ``band_size`` units, and the work is linear in N.
+Why: WG_TN is WeaveShare's loop followed by Group To Lowest, and WeaveShare's pair table
+grows faster than the query count (N^1.2 on wide window menus: one and a half to three minutes
+for 100,000 queries of slides up to 10,000). Woven alone, a band of units of similar edge
+density finds each unit partners nearly as good as the whole set would: cut into bands of
+10,000 units, 100,000 such queries cost 0.7 % more (BENCHMARKS.md, "WG_BAND"), and the work
+is linear in N.
 
 Steps:
 
