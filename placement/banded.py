@@ -20,19 +20,20 @@ Steps:
    node), as WG_TN places its trees.
 
 With at most ``band_size`` units of a key there is one band, and the plan is WG_TN's with
-grouped units (``preprocess: classes``) exactly. Deterministic: ``seed`` is not used.
+grouped units (``preprocess: classes``) exactly. Deterministic: ``seed`` is not used. On one
+node the same trees are the single-node optimizer ``banded_weaveshare`` (``weaveplace plan``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from placement.distributed import NodeState, build_plan, group_to_lowest, make_units
 from placement.plan import Plan
 from placement.queries import Query
 from placement.trees import CostModel, Tree
-from placement.weaveshare import weave
+from placement.weaveshare import Progress, initial_trees, weave
 
 #: units a band holds at most: the loss against one weave of everything grows with the number
 #: of bands, the time with their size (BENCHMARKS.md, "WG_BAND")
@@ -56,9 +57,28 @@ def bands(units: Sequence[Tree], band_size: int = BAND_SIZE) -> list[list[Tree]]
     return out
 
 
-def banded_weave(units: Sequence[Tree], model: CostModel, band_size: int = BAND_SIZE) -> list[Tree]:
-    """Every band woven to its fixpoint, alone; the trees of all bands, band by band."""
-    return [t for band in bands(units, band_size) for t in weave(band, model)]
+def banded_weave(
+    units: Sequence[Tree], model: CostModel, band_size: int = BAND_SIZE, progress: Progress = None
+) -> list[Tree]:
+    """Every band woven to its fixpoint, alone; the trees of all bands, band by band.
+    ``progress`` is ticked with a band's query count once it is woven."""
+    out: list[Tree] = []
+    for band in bands(units, band_size):
+        out.extend(weave(band, model))
+        if progress:
+            progress(sum(len(u.queries) for u in band))
+    return out
+
+
+def banded_weaveshare(
+    queries: Iterable[Query],
+    model: CostModel,
+    progress: Progress = None,
+    band_size: int = BAND_SIZE,
+) -> list[Tree]:
+    """WG_BAND's trees for one node: WeaveShare's start (equal residue classes grouped), woven
+    band by band. WeaveShare's plan up to ``band_size`` units; beyond, a little dearer."""
+    return banded_weave(initial_trees(queries, model), model, band_size, progress)
 
 
 def wg_band(

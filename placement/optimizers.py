@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from placement import distributed, weaveshare
-from placement.banded import wg_band
+from placement.banded import banded_weaveshare, wg_band
 from placement.distributed import NodesArg, node_capacities
 from placement.local_search.search import wg_ls
 from placement.pareto.search import wg_pf
@@ -134,6 +134,11 @@ for _opt in (
     ),
     SingleNodeOptimizer("no_share", _no_progress(weaveshare.no_share), "one tree per query"),
     SingleNodeOptimizer("shared", _no_progress(weaveshare.shared), "one tree per key"),
+    SingleNodeOptimizer(
+        "banded_weaveshare",
+        _with_progress(banded_weaveshare),
+        "WeaveShare within bands of similar edge density (banded)",
+    ),
 ):
     register_optimizer(_opt)
 for _spec in distributed.OPTIMIZERS.values():  # the thirteen of Table 7

@@ -36,7 +36,8 @@ def plan(
     optimizer: str = typer.Option(
         "weaveshare",
         help="A single-node optimizer (placement.optimizers.SINGLE_NODE): weaveshare "
-        "(default), insert_then_weave, no_share or shared.",
+        "(default), insert_then_weave, no_share, shared or banded_weaveshare (WeaveShare "
+        "within bands of 10,000 similar units: for very many queries, a little dearer).",
     ),
     ie: str = typer.Option("panes", help="IE technique for the cost model."),
     engine: str = typer.Option("fast", help="Edge engine: fast, f1 or bitset."),

@@ -9,13 +9,13 @@ from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placement.banded import banded_weave, bands
+from placement.banded import banded_weave, banded_weaveshare, bands
 from placement.distributed import make_units
 from placement.optimizers import optimize
 from placement.plan import verify_plan
 from placement.queries import Query
 from placement.trees import CostModel
-from placement.weaveshare import EPS
+from placement.weaveshare import EPS, weaveshare
 from sim.workload import WorkloadSpec, generate
 
 
@@ -127,3 +127,17 @@ def test_small_bands_change_the_plan_and_keep_it_valid():
 def test_band_size_must_be_positive():
     with pytest.raises(ValueError, match="band_size must be >= 1"):
         optimize("WG_BAND", workload(5, 0), CostModel("panes", 1.0), 2, band_size=0)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 30), band_size=st.integers(1, 40))
+def test_banded_weaveshare_is_wg_band_on_one_node(seed, n, band_size):
+    model = CostModel("panes", 1.0)
+    qs = workload(n, seed)
+    ticks: list[int] = []
+    trees = banded_weaveshare(qs, model, ticks.append, band_size)
+    plan = optimize("WG_BAND", qs, model, 1, band_size=band_size)
+    assert groups(trees) == groups(plan.trees)
+    assert sum(ticks) == n  # every query ticked once, band by band
+    if band_size >= n:  # one band: WeaveShare's plan
+        assert groups(trees) == groups(weaveshare(qs, model))
