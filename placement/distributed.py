@@ -331,9 +331,8 @@ def to_nodes(units, model, st, category, seed, stop_at_nodes: bool = False):
     trees = woven(units, model, st.n if stop_at_nodes else 0)
     if len(trees) > st.n and category == "W":
         trees = forced_merge(trees, model, st.n)
-    group_to_lowest(
-        trees, st
-    )  # <= N trees: one per node; otherwise G_TL (WG_TN, or keys > N for W_TN)
+    # <= N trees: one per node; otherwise G_TL (WG_TN, or keys > N for W_TN)
+    group_to_lowest(trees, st)
 
 
 # ---- Inserted (Algorithm 6) -------------------------------------------------------------------
