@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,9 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         for q in added:
             regs[q["id"]] = [q, t_reg, None]
         feed(2)
+        # the load page's history has a point per second at most (LoadHistory.series): load
+        # samples (one per micro-batch) at least a second apart make the two points asserted below
+        time.sleep(1.2)
         feed(3)
         rep = call(run_dir, "POST", "/remove-queries", {"ids": ["a1", "b2"]})
         t_unreg = rep["removed_at"]["mf02"]
@@ -130,6 +134,7 @@ def test_serve_add_remove_queries(ray_session, spark, files, tmp_path):
         rep = call(run_dir, "POST", "/add-queries", {"queries": more})
         for q in more:
             regs[q["id"]] = [q, rep["accepted_at"][q["stream"]], None]
+        time.sleep(1.2)
         feed(5)
         st = call(run_dir, "GET", "/status")
         assert sorted(st["queries"]) == sorted(k for k, v in regs.items() if v[2] is None)
