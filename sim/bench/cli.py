@@ -880,10 +880,15 @@ def bench_scale(
     ),
     smaxes: str = typer.Option("100,1000,10000", help="Comma-separated largest slides Smax."),
     nodes: str = typer.Option(
-        "1,16,64", help="Comma-separated node counts (1: WeaveShare; more: --distributed)."
+        "1,16,64", help="Comma-separated node counts (1: --single; more: --distributed)."
+    ),
+    single: str = typer.Option(
+        "weaveshare",
+        help="Comma-separated single-node optimizers for one node (e.g. "
+        "weaveshare,banded_weaveshare).",
     ),
     distributed: str = typer.Option(
-        "WG_TN", help="Comma-separated distributed optimizers for node counts above 1."
+        "WG_TN,WG_BAND", help="Comma-separated distributed optimizers for node counts above 1."
     ),
     preprocess: str = typer.Option(
         "none",
@@ -899,7 +904,7 @@ def bench_scale(
     """Plan time and peak memory against N over a grid of N x Smax x nodes, each cell a child
     process stopped at --limit; a table, a log-log plot and the fitted growth exponents
     (``sim/bench/scale.py``)."""
-    from placement.optimizers import DISTRIBUTED
+    from placement.optimizers import DISTRIBUTED, SINGLE_NODE
     from sim.bench import scale as b
 
     if not limit > 0:
@@ -912,6 +917,7 @@ def bench_scale(
         int_items("nodes", nodes, 1),
         choices("distributed", distributed, tuple(DISTRIBUTED)),
         preprocess,
+        choices("single", single, tuple(SINGLE_NODE)),
     )
     with _progress() as bar:
         task = bar.add_task("bench scale", total=len(cells))

@@ -1,7 +1,7 @@
 """``weaveplace bench scale``: plan time and peak memory against the query count N.
 
-A grid of N x Smax x nodes x optimizer (WeaveShare on one node, the distributed optimizers on
-more), one generated workload per (N, Smax) (``weaveplace plan``'s defaults: lambda 1, Zipf
+A grid of N x Smax x nodes x optimizer (single-node optimizers, WeaveShare by default, on one
+node; the distributed optimizers on more), one generated workload per (N, Smax) (``weaveplace plan``'s defaults: lambda 1, Zipf
 skew 0.5, overlap up to 10, slides 1..Smax, seed 0). Each cell is a child process
 (``python -m sim.bench.scale CELL_JSON``) so that a per-cell time limit is enforced from
 outside: a cell over it is killed and reported as such rather than waited for, and the peak
@@ -33,7 +33,8 @@ from pathlib import Path
 QNUMS = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
 SMAXES = (100, 1_000, 10_000)
 NODES = (1, 16, 64)
-DISTRIBUTED = ("WG_TN",)  # the default distributed optimizers of the grid
+SINGLE = ("weaveshare",)  # the default single-node optimizers of the grid (one node)
+DISTRIBUTED = ("WG_TN", "WG_BAND")  # the default distributed optimizers of the grid
 MIN_FIT_S = 0.05  # cells faster than this are left out of the growth fit
 
 
@@ -74,7 +75,7 @@ def _child(args: dict) -> dict:
     import gc
 
     from cluster.runtime import collector
-    from placement.optimizers import optimize, run_single_node
+    from placement.optimizers import SINGLE_NODE, optimize, run_single_node
     from placement.plan import single_node_plan, verify_plan
     from placement.trees import CostModel
     from sim.compile_cache import warm_placement
@@ -88,10 +89,10 @@ def _child(args: dict) -> dict:
     gc.freeze()
     start, cpu = time.perf_counter(), time.process_time()
     with collector.paused():  # as `weaveplace plan` plans (sim.cli.plans)
-        if args["nodes"] == 1 and args["optimizer"] == "weaveshare":
-            trees = run_single_node("weaveshare", queries, model)
+        if args["nodes"] == 1 and args["optimizer"] in SINGLE_NODE:
+            trees = run_single_node(args["optimizer"], queries, model)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-            plan = single_node_plan("weaveshare", trees, model, {spec.stream: spec.rate})
+            plan = single_node_plan(args["optimizer"], trees, model, {spec.stream: spec.rate})
         else:
             pre = args.get("preprocess", "none")
             plan = optimize(
@@ -162,15 +163,16 @@ def grid(
     nodes: Sequence[int],
     distributed: Sequence[str] = DISTRIBUTED,
     preprocess: str = "none",
+    single: Sequence[str] = SINGLE,
 ) -> list[Cell]:
     """The cells in running order: per (Smax, nodes, optimizer), N ascending (so a limit hit
     at one N skips the larger ones: ``run``)."""
     cells = []
     for s in smaxes:
         for k in nodes:
-            for opt in ("weaveshare",) if k == 1 else tuple(distributed):
+            for opt in tuple(single) if k == 1 else tuple(distributed):
                 for n in sorted(qnums):
-                    pre = "none" if opt == "weaveshare" else preprocess
+                    pre = "none" if k == 1 else preprocess
                     cells.append(Cell(n, s, k, opt, preprocess=pre))
     return cells
 

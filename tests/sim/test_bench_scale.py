@@ -103,17 +103,26 @@ def test_the_command_writes_table_plot_and_json(tmp_path):
     res = CliRunner().invoke(
         app,
         ["bench", "scale", "--qnums", "60,120", "--smaxes", "20", "--nodes", "1,2"]
-        + ["--limit", "120", "--out", str(tmp_path)],
+        + ["--single", "weaveshare,banded_weaveshare", "--limit", "120", "--out", str(tmp_path)],
     )
     assert res.exit_code == 0, res.output
     data = json.loads((tmp_path / "scale.json").read_text())
     assert [(c["qnum"], c["nodes"], c["optimizer"], c["status"]) for c in data["cells"]] == [
         (60, 1, "weaveshare", "ok"),
         (120, 1, "weaveshare", "ok"),
+        (60, 1, "banded_weaveshare", "ok"),
+        (120, 1, "banded_weaveshare", "ok"),
         (60, 2, "WG_TN", "ok"),
         (120, 2, "WG_TN", "ok"),
+        (60, 2, "WG_BAND", "ok"),
+        (120, 2, "WG_BAND", "ok"),
     ]
     assert all(c["verified"] for c in data["cells"])
+    # under 10,000 units one band: the banded optimizers give WeaveShare's and WG_TN's plans
+    # (distributed with one unit per query, the banded one with classes: same trees here)
+    cost = {(c["qnum"], c["optimizer"]): c["total_cost"] for c in data["cells"]}
+    for n in (60, 120):
+        assert cost[n, "banded_weaveshare"] == pytest.approx(cost[n, "weaveshare"])
     assert (tmp_path / "scale.png").stat().st_size > 1000
     assert "growth exponent" in (tmp_path / "scale.md").read_text()
 
@@ -121,6 +130,7 @@ def test_the_command_writes_table_plot_and_json(tmp_path):
 def test_bad_options_are_user_errors_naming_the_option():
     for args, option in (
         (["--nodes", "0"], "--nodes"),
+        (["--single", "WG_TN"], "--single"),
         (["--distributed", "NOPE"], "--distributed"),
         (["--limit", "0"], "--limit"),
         (["--preprocess", "slides"], "--preprocess"),
