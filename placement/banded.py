@@ -61,12 +61,13 @@ def banded_weave(
     units: Sequence[Tree], model: CostModel, band_size: int = BAND_SIZE, progress: Progress = None
 ) -> list[Tree]:
     """Every band woven to its fixpoint, alone; the trees of all bands, band by band.
-    ``progress`` is ticked with a band's query count once it is woven."""
+    ``progress`` is ticked with the units' queries in all: a band's queries beyond one per
+    unit as it starts, then its weave's (``weave``: one per unit)."""
     out: list[Tree] = []
     for band in bands(units, band_size):
-        out.extend(weave(band, model))
         if progress:
-            progress(sum(len(u.queries) for u in band))
+            progress(sum(len(u.queries) for u in band) - len(band))
+        out.extend(weave(band, model, progress))
     return out
 
 

@@ -25,7 +25,10 @@ from placement.lazy_table.table import KernelTable
 from placement.queries import Query
 from placement.trees import CostModel, Tree
 
+#: ticked with counts of work done; a weave ticks its trees (one per merge, the trees left at
+#: the end), ``weaveshare`` and ``insert_then_weave`` their queries, in total
 Progress = Callable[[int], None] | None
+TICK = 1024  # merges between two ticks of a weave's progress (a callback per merge costs)
 EPS = 1e-12  # benefits within rounding noise of zero are not merges
 PAD = 4  # trees with at most this many classes keep them in arrays for vectorised bounds
 ITEMS = 8  # ... and with at most this many Omega items, those (``_Table._omega_bound``)
@@ -224,11 +227,9 @@ class _Table:
             return
         heapq.heappush(self.heads, (float(negb[p]), int(u1[p]), int(u2[p]), slot))
 
-    def fill(self, progress: Progress = None) -> None:
+    def fill(self) -> None:
         for t in self._pending:
             self.row(self._add(t))
-            if progress:
-                progress(1)
         self._pending = []
 
     def pop_best(self) -> tuple[int, int] | None:
@@ -305,7 +306,9 @@ def weave(
     benefit is not above it are never made (``-math.inf``: keep merging the best pair even at a
     loss, To Nodes' forced merge). ``states``: filled with the trees after each merge that
     leaves ``n <= states_max`` trees, by ``n``: what ``stop_at=n`` returns (the loop is the
-    same up to there), so one weave answers every small ``stop_at``.
+    same up to there), so one weave answers every small ``stop_at``. ``progress`` is ticked
+    once per merge (in steps of ``TICK``) and with the trees left at the end: ``len(trees)`` in
+    all.
 
     ``strategy="lazy"`` (default) uses certified bounds and exact benefits on demand;
     ``"paper"`` is the paper's cost lookup table (every pair priced exactly up front, then the
@@ -319,8 +322,8 @@ def weave(
         table = KernelTable(model, trees, floor)
     else:
         table = _Table(model, trees, eager=strategy == "paper", floor=floor)
-    table.fill(progress)
-    alive = len(trees)
+    table.fill()
+    alive = ticked = len(trees)
     while alive > stop_at:
         pair = table.pop_best()
         if pair is None:
@@ -329,6 +332,11 @@ def weave(
         alive -= 1
         if states is not None and alive <= states_max:
             states[alive] = table.result()
+        if progress and ticked - alive >= TICK:
+            progress(ticked - alive)
+            ticked = alive
+    if progress:
+        progress(ticked)  # the merges since the last tick and the trees left
     weave.last_evaluations = table.evaluations  # type: ignore[attr-defined]
     return table.result()
 
@@ -340,8 +348,14 @@ def weaveshare(
     progress: Progress = None,
     strategy: str = "lazy",
 ) -> list[Tree]:
-    """WeaveShare: weave from no sharing (optionally after identical-slicing grouping)."""
-    return weave(initial_trees(queries, model, preprocess), model, progress, strategy)
+    """WeaveShare: weave from no sharing (optionally after identical-slicing grouping).
+    ``progress`` ticks ``len(queries)`` in all: the queries grouped into another's tree first,
+    then the weave's trees."""
+    qs = list(queries)
+    trees = initial_trees(qs, model, preprocess)
+    if progress:
+        progress(len(qs) - len(trees))
+    return weave(trees, model, progress, strategy)
 
 
 def no_share(queries: Iterable[Query], model: CostModel) -> list[Tree]:
@@ -361,7 +375,8 @@ def insert_then_weave(
     queries: Iterable[Query], model: CostModel, preprocess: bool = True, progress: Progress = None
 ) -> list[Tree]:
     """Insert queries one at a time (input order) into the tree they weave best with (a new tree
-    when no insertion reduces cost), then run the weaving phase (WeaveShare paper, section 6)."""
+    when no insertion reduces cost), then run the weaving phase (WeaveShare paper, section 6).
+    ``progress`` is ticked with each unit's queries as it is inserted."""
     trees: list[Tree] = []
     for unit in initial_trees(queries, model, preprocess):
         best, best_b = None, EPS
@@ -376,7 +391,7 @@ def insert_then_weave(
         else:
             trees[best] = model.merge(trees[best], unit)
         if progress:
-            progress(1)
+            progress(len(unit.queries))
     return weave(trees, model)
 
 

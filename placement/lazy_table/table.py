@@ -30,8 +30,6 @@ from placement.lazy_table import kernels as wk
 from placement.lazy_table import spectra
 from placement.trees import CostModel, Tree
 
-Progress = Callable[[int], None] | None
-
 # Slots hold ``e`` on the tree's axis (the kernels count common edges from its classes) and
 # ``om`` = Omega x the tree's axis scale (lambda for count trees, ``placement.trees``): the
 # benefit ``lambda + Ox (C - Ey) + Oy (C - Ex)`` is linear in Omega, so it comes out per time
@@ -374,7 +372,7 @@ class KernelTable:
         fkeys, fcnt = np.unique(keys, return_counts=True)
         return fkeys, fcnt.astype(np.int64), mul
 
-    def fill(self, progress: Progress = None) -> None:
+    def fill(self) -> None:
         """The initial trees' rows, the costliest tree filed first (``result`` gives the trees
         back in their given order).
 
@@ -399,8 +397,6 @@ class KernelTable:
         inv = {v: k for k, v in self._keys.items()}
         for k, ss in by_key.items():
             self._price_rows(ss, self._rates[inv[k]], fill=True)
-        if progress:
-            progress(len(trees))
 
     def pop_best(self) -> tuple[int, int] | None:
         """The pair to merge next (the eager table's): bounds that reach the top are priced

@@ -262,6 +262,34 @@ def test_weaveshare_savings_at_least_a_quarter_of_optimal(slides, factor):
     assert r_ws >= r_opt / 4 - 1e-9
 
 
+@pytest.mark.parametrize("tick", [1, 3, 1024])
+@settings(max_examples=examples(60))
+@given(
+    wl=workloads(max_q=12),
+    tech=st.sampled_from(TECHNIQUES),
+    strategy=st.sampled_from(["lazy", "paper"]),
+    preprocess=st.booleans(),
+)
+def test_progress_ticks_every_query_once_and_leaves_the_plan_alone(
+    tick, wl, tech, strategy, preprocess
+):
+    """``weaveplace plan``'s bar: the queries grouped first, then one tick per merge (in steps
+    of ``TICK``), then the trees left; ``len(queries)`` in all, whichever table weaves."""
+    import placement.weaveshare as ws
+
+    qs, rates = wl
+    model = CostModel(tech, rates)
+    ticks: list[int] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ws, "TICK", tick)
+        got = weaveshare(qs, model, preprocess, ticks.append, strategy)
+    assert grouping(got) == grouping(weaveshare(qs, CostModel(tech, rates), preprocess))
+    start = len(initial_trees(qs, model, preprocess))
+    merges = start - len(got)
+    steps = [tick] * (merges // tick)
+    assert ticks == [len(qs) - start, *steps, merges - sum(steps) + len(got)]
+
+
 # ---- Insert-then-Weave -------------------------------------------------------------------------
 
 
@@ -269,9 +297,11 @@ def test_weaveshare_savings_at_least_a_quarter_of_optimal(slides, factor):
 def test_insert_then_weave_valid_and_locally_optimal(wl, tech):
     qs, rates = wl
     model = CostModel(tech, rates)
-    plan = insert_then_weave(qs, model)
+    ticks: list[int] = []
+    plan = insert_then_weave(qs, model, progress=ticks.append)
     assert_valid_plan(plan, model, qs)
     assert_fixpoint(plan, model)  # its weaving phase runs to a fixpoint
+    assert sum(ticks) == len(qs)  # each unit's queries as it is inserted
     assert plan_cost(plan) <= plan_cost(no_share(qs, model)) + 1e-9
 
 
