@@ -43,6 +43,26 @@ def set_partitions(items):
             yield p[:i] + [[first] + p[i]] + p[i + 1 :]
 
 
+def greedy_reference(trees, model, floor=1e-12, target=0):
+    """The pairwise greedy by brute force: price every same-key pair, merge the largest benefit
+    (ties to the lower creation uids) while it is above ``floor`` (``-math.inf``: at a loss
+    too, To Nodes' forced merge) and more than ``target`` trees are left."""
+    alive = sorted(trees, key=lambda t: t.uid)
+    while len(alive) > target:
+        best = None
+        for i, x in enumerate(alive):
+            for y in alive[i + 1 :]:
+                if x.key == y.key:
+                    k = (-model.benefit(x, y), x.uid, y.uid)
+                    if best is None or k < best[0]:
+                        best = (k, x, y)
+        if best is None or -best[0][0] <= floor:
+            break
+        _, x, y = best
+        alive = [t for t in alive if t is not x and t is not y] + [model.merge(x, y)]
+    return alive
+
+
 def random_queries(draw, n, keys=1, streams=1, max_slide=9, range_factor=3, kinds=("time",)):
     """``n`` queries q0.. with slide in [1, max_slide], range in [1, range_factor * slide],
     aggregate sum or max (``keys`` = 2 mixes them) on streams s0.. (``streams`` of them), window

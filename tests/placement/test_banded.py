@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from helpers import examples
+from helpers import examples, greedy_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,24 +32,6 @@ def workload(n, seed, smax=40, keys=1):
         Query(q.id, q.range, q.slide, ("sum", "max")[i % 2], ("s0", "s1")[(i // 2) % (keys // 2)])
         for i, q in enumerate(qs)
     ]
-
-
-def greedy_naive(trees, model):
-    """Reference WeaveShare: price every same-key pair, merge the largest benefit above EPS
-    (ties to the lower creation uids) until none is left."""
-    alive = sorted(trees, key=lambda t: t.uid)
-    while True:
-        best = None
-        for i, x in enumerate(alive):
-            for y in alive[i + 1 :]:
-                if x.key == y.key:
-                    k = (-model.benefit(x, y), x.uid, y.uid)
-                    if best is None or k < best[0]:
-                        best = (k, x, y)
-        if best is None or -best[0][0] <= EPS:
-            return alive
-        _, x, y = best
-        alive = [t for t in alive if t is not x and t is not y] + [model.merge(x, y)]
 
 
 CASES = dict(
@@ -87,7 +69,7 @@ def test_bands_cut_each_key_in_density_order(seed, n, band_size, keys, tech):
 def test_banded_weave_is_the_naive_greedy_in_every_band(seed, n, band_size, keys, tech):
     model = CostModel(tech, 1.0)
     units = make_units(workload(n, seed, keys=keys), model, "classes")
-    want = [t for b in bands(units, band_size) for t in greedy_naive(b, model)]
+    want = [t for b in bands(units, band_size) for t in greedy_reference(b, model, EPS)]
     got = banded_weave(units, model, band_size)
     assert groups(got) == groups(want)
     band_of = {q.id: i for i, b in enumerate(bands(units, band_size)) for u in b for q in u.queries}

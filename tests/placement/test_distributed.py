@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from helpers import all_moves_exact, examples
+from helpers import all_moves_exact, examples, greedy_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -626,25 +626,6 @@ def test_merge_bound_is_below_the_merge_price(seed, n, nodes, tech, slicing):
         assert bound.cost(x, y) <= model.merged_price(x, y)[2]
 
 
-def _forced_merge_naive(trees, model, target):
-    """Reference: price every same-key pair, merge the largest benefit (negative allowed),
-    ties to the lower creation uids, until <= target trees or no same-key pair is left."""
-    alive = sorted(trees, key=lambda t: t.uid)
-    while len(alive) > target:
-        best = None
-        for i, x in enumerate(alive):
-            for y in alive[i + 1 :]:
-                if x.key == y.key:
-                    k = (-model.benefit(x, y), x.uid, y.uid)
-                    if best is None or k < best[0]:
-                        best = (k, x, y)
-        if best is None:
-            break
-        _, x, y = best
-        alive = [t for t in alive if t is not x and t is not y] + [model.merge(x, y)]
-    return alive
-
-
 @settings(max_examples=examples(30))
 @given(
     seed=st.integers(0, 10_000),
@@ -664,7 +645,7 @@ def test_forced_merge_equals_naive(seed, n, target, tech, lam):
     ]
     units = make_units(qs, model)
     got = forced_merge(units, model, target)
-    want = _forced_merge_naive(units, model, target)
+    want = greedy_reference(units, model, -math.inf, target)
     assert sorted(sorted(q.id for q in t.queries) for t in got) == sorted(
         sorted(q.id for q in t.queries) for t in want
     )
