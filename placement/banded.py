@@ -1,12 +1,11 @@
 """WG_BAND: To Nodes on density bands, our distributed optimizer for very many queries.
 
 Why: WG_TN is WeaveShare's loop followed by Group To Lowest, and WeaveShare's pair table
-grows faster than the query count (N^1.2-1.3 on wide window menus up to 300,000 queries, steeper
-beyond: one and a half to three minutes for 100,000 queries of slides up to 10,000, over an hour
-for a million). Woven alone, a band of units of similar edge
-density finds each unit partners nearly as good as the whole set would: cut into bands of
-10,000 units, 100,000 such queries cost 0.7 % more (BENCHMARKS.md, "WG_BAND"), and the work
-is linear in N.
+grows faster than the query count (N^1.2-1.3 on wide window menus up to 300,000 queries,
+steeper beyond: one and a half to three minutes for 100,000 queries of slides up to 10,000, over
+an hour for a million). Woven alone, a band of units of similar edge density finds each unit
+partners nearly as good as the whole set would: cut into bands of 10,000 units, 100,000 such
+queries cost 0.7 % more (BENCHMARKS.md, "WG_BAND"), and the work is linear in N.
 
 Steps:
 

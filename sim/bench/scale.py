@@ -1,8 +1,8 @@
 """``weaveplace bench scale``: plan time and peak memory against the query count N.
 
 A grid of N x Smax x nodes x optimizer (single-node optimizers, WeaveShare by default, on one
-node; the distributed optimizers on more), one generated workload per (N, Smax) (``weaveplace plan``'s defaults: lambda 1, Zipf
-skew 0.5, overlap up to 10, slides 1..Smax, seed 0). Each cell is a child process
+node; the distributed optimizers on more), one generated workload per (N, Smax) (``weaveplace
+plan``'s defaults: lambda 1, Zipf skew 0.5, overlap up to 10, slides 1..Smax, seed 0). Each cell is a child process
 (``python -m sim.bench.scale CELL_JSON``) so that a per-cell time limit is enforced from
 outside: a cell over it is killed and reported as such rather than waited for, and the peak
 memory is the child's own maximum resident set size. Plan time is measured in a warm child:

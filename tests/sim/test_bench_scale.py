@@ -118,8 +118,7 @@ def test_the_command_writes_table_plot_and_json(tmp_path):
         (120, 2, "WG_BAND", "ok"),
     ]
     assert all(c["verified"] for c in data["cells"])
-    # under 10,000 units one band: the banded optimizers give WeaveShare's and WG_TN's plans
-    # (distributed with one unit per query, the banded one with classes: same trees here)
+    # under 10,000 units one band: banded WeaveShare gives WeaveShare's plan
     cost = {(c["qnum"], c["optimizer"]): c["total_cost"] for c in data["cells"]}
     for n in (60, 120):
         assert cost[n, "banded_weaveshare"] == pytest.approx(cost[n, "weaveshare"])
