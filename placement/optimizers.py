@@ -28,6 +28,7 @@ from placement.local_search.search import wg_ls
 from placement.pareto.search import wg_pf
 from placement.plan import Plan
 from placement.queries import Query, validate_unique
+from placement.refine import banded_refined
 from placement.trees import CostModel, Tree
 from placement.weaveshare import Progress
 
@@ -138,6 +139,11 @@ for _opt in (
         "banded_weaveshare",
         _with_progress(banded_weaveshare),
         "WeaveShare within bands of similar edge density (banded)",
+    ),
+    SingleNodeOptimizer(
+        "banded_refined",
+        _with_progress(banded_refined),
+        "banded WeaveShare, then one pass of unit moves between trees (refine)",
     ),
 ):
     register_optimizer(_opt)
