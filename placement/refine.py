@@ -13,27 +13,34 @@ the groups ``weaveshare.initial_trees`` starts from. They weave perfectly, so th
 One pass, trees in plan order, each tree's units in order of their first query (timeline of one
 unit ``u`` of tree ``T``)::
 
+    candidates: trees of u's key with a class of modulus g * d, g | slide(u), d <= COFACTOR
+    bound every move (u alone, u into each candidate)  ->  none above the floor: next unit
     price T without u                    ->  gain_out = C(T) - C(T - u)
     alone: gain_out - C(u)               ->  the best so far
-    candidates: trees of u's key with a class of modulus g * d, g | slide(u), d <= COFACTOR
-    each: bound = gain_out - (lower bound of C(T' + u) - C(T'))
+    each candidate: bound = gain_out - (lower bound of C(T' + u) - C(T'))
     best bound first: price C(T' + u) exactly while the bound can still beat the best
-    move u where the plan's cost falls most, if by more than EPS
+    move u where the plan's cost falls most, if by more than the floor
 
 Why those candidates: a class of modulus ``m`` covers ``1 / (m / gcd(m, s))`` of a class of
 slide ``s``; a tree without such a class covers little of the unit's edges and only adds them.
-The bound (additive Omega only, else every candidate is priced): ``C(T' + u)`` is at least
+The bounds (additive Omega only, else every candidate is priced): ``C(T) - C(T - u)`` is at
+most ``(Omega(T) - Omega(u)) delta + Omega(u) E(T)`` with ``delta`` the edges only ``u`` holds,
+bounded per class of ``u`` by the single class of the rest that covers most of it; ``C(T' + u)``
+is at least
 ``lambda + (E(T') + delta)(Omega(T') + Omega(u))`` with ``delta`` the unit's edges that no
 class of ``T'`` covers by the union bound (``sum g / m`` over compatible classes, per class of
-the unit); inflated by a relative 1e-9 against rounding. It only skips prices that could not
+the unit); both loosened by a relative 1e-9 against rounding. They only skip prices that could not
 change the choice, so the moves are those of pricing every candidate (the property test's
-reference). Ties go to staying alone, then to the lower tree index.
+reference). Ties go to staying alone, then to the lower tree index. The floor: a quarter of
+the given plan's edge work per unit (``MIN_GAIN``); a unit whose bounds show no move above it
+is not priced at all, which is where the time goes.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -43,6 +50,10 @@ from placement.trees import CostModel, Tree
 from placement.weaveshare import EPS, Progress
 
 COFACTOR = 4  # a candidate holds a class of modulus g * d, g | slide, d <= this
+#: a move must save more than this share of the given plan's edge work per unit (its cost less
+#: one tuple pass per tree, over its units): the many small moves cost as much time as the
+#: few large ones and save little (BENCHMARKS.md, "Unit moves")
+MIN_GAIN = 0.25
 INFLATE = 1e-9  # relative margin of a bound against float rounding
 
 
@@ -54,28 +65,50 @@ def units_of(tree: Tree) -> list[list[Query]]:
     return list(groups.values())
 
 
-def _divisors(n: int) -> list[int]:
+@cache
+def _divisors(n: int) -> tuple[int, ...]:
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
+    return tuple(sorted({*small, *(n // d for d in small)}))
 
 
 class _Plan:
-    """Trees by index (None once emptied), their units, and an index modulus -> trees."""
+    """Trees by index (None once emptied), their units, per tree the number of its units that
+    hold each class, its classes as arrays and its prices as arrays, and an index modulus ->
+    trees."""
 
     def __init__(self, model: CostModel, trees: Sequence[Tree]):
         self.model = model
-        self.trees: list[Tree | None] = list(trees)
-        self.units: list[list[list[Query]]] = [units_of(t) for t in trees]
+        self.trees: list[Tree | None] = []
+        self.units: list[list[list[Query]]] = []
+        self.holders: list[dict[tuple[int, int], int]] = []  # class -> units holding it
         self.unit_tree: dict[int, Tree] = {}  # id of a unit's first query -> the unit alone
         self.by_mod: dict[tuple, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-        self.arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.arrays: list[tuple[np.ndarray, np.ndarray]] = []
+        cap = max(16, 2 * len(trees))
+        self.e, self.om = np.zeros(cap), np.zeros(cap)  # E (float) and Omega x axis scale
+        self.cost = np.zeros(cap)
         self.skipped = 0  # units no move could pay for, by their bounds
-        for i, t in enumerate(trees):
-            self._index(i, t)
+        for t in trees:
+            self.set(len(self.trees), t, units_of(t))
 
-    def _index(self, i: int, t: Tree) -> None:
-        """File tree ``i`` under its classes' moduli (entries of classes it loses stay: a
-        stale candidate is only priced, never wrong)."""
+    def set(self, i: int, t: Tree, units: list[list[Query]]) -> None:
+        """Tree ``i`` is now ``t`` of ``units`` (``i == len(trees)``: a new one). Its old
+        moduli stay in the index: a stale candidate is only priced, never wrong."""
+        if i == len(self.trees):
+            self.trees.append(t)
+            self.units.append(units)
+            self.holders.append({})
+            self.arrays.append((np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            if i == len(self.e):
+                self.e, self.om, self.cost = (
+                    np.concatenate([a, np.zeros_like(a)]) for a in (self.e, self.om, self.cost)
+                )
+        self.trees[i], self.units[i] = t, units
+        holders: dict[tuple[int, int], int] = {}
+        for v in units:
+            for c in self.alone(v).classes:
+                holders[c] = holders.get(c, 0) + 1
+        self.holders[i] = holders
         idx = self.by_mod[t.key]
         for m, _ in t.classes:
             idx[m].add(i)
@@ -84,14 +117,7 @@ class _Plan:
             np.array([m for m, _ in cls], dtype=np.int64),
             np.array([r for _, r in cls], dtype=np.int64),
         )
-
-    def set(self, i: int, t: Tree | None, units: list[list[Query]]) -> None:
-        if i == len(self.trees):
-            self.trees.append(None)
-            self.units.append([])
-        self.trees[i], self.units[i] = t, units
-        if t is not None:
-            self._index(i, t)
+        self.e[i], self.om[i], self.cost[i] = float(t.edge_rate), t.omega * t.scale, t.cost
 
     def alone(self, unit: list[Query]) -> Tree:
         t = self.unit_tree.get(id(unit[0]))
@@ -101,26 +127,25 @@ class _Plan:
             )
         return t
 
-    def candidates(self, i: int, u: Tree, cofactor: int) -> list[int]:
+    def candidates(self, i: int, u: Tree, cofactor: int) -> np.ndarray:
         """Trees of ``u``'s key other than ``i`` with a class of modulus ``g * d``, ``g``
         dividing ``u``'s slide, ``d <= cofactor`` (in index order)."""
-        s = u.queries[0].slide
         idx = self.by_mod[u.key]
         out: set[int] = set()
-        for g in _divisors(s):
+        for g in _divisors(u.queries[0].slide):
             for d in range(1, cofactor + 1):
                 out.update(idx.get(g * d, ()))
         out.discard(i)
-        return sorted(j for j in out if self.trees[j] is not None)
+        return np.array(sorted(out), dtype=np.int64)
 
-    def added_lbs(self, cands: list[int], u: Tree) -> np.ndarray:
+    def added_lbs(self, cands: np.ndarray, u: Tree) -> np.ndarray:
         """Lower bounds of ``C(T_j + u) - C(T_j)`` for the trees ``cands`` (Omega additive):
         ``E(T_j + u) >= E(T_j) + delta`` with ``delta`` the unit's edges that ``T_j``'s classes
         leave uncovered by the union bound (``sum g / m`` over compatible classes, per class
         of ``u``); deflated against rounding."""
-        if not cands:
+        if not len(cands):
             return np.zeros(0)
-        parts = [self.arrays[j] for j in cands]
+        parts = [self.arrays[j] for j in cands.tolist()]
         mods = np.concatenate([m for m, _ in parts])
         res = np.concatenate([r for _, r in parts])
         starts = np.cumsum([0] + [len(m) for m, _ in parts[:-1]])
@@ -129,13 +154,32 @@ class _Plan:
             g = np.gcd(mods, s)
             cov = np.add.reduceat(np.where((a - res) % g == 0, g / mods, 0.0), starts)
             delta += np.maximum(0.0, 1.0 - cov) / s
-        ts = [self.trees[j] for j in cands]
-        e = np.array([float(t.edge_rate) for t in ts])  # type: ignore[union-attr]
-        om = np.array([t.omega for t in ts])  # type: ignore[union-attr]
-        cost = np.array([t.cost for t in ts])  # type: ignore[union-attr]
-        scale = np.array([t.scale for t in ts])  # type: ignore[union-attr]
-        added = scale * ((e + delta) * (om + u.omega) - e * om)
-        return added - INFLATE * (np.abs(added) + cost + u.cost)
+        return self._lb(cands, u, delta)
+
+    def _lb(self, cands: np.ndarray, u: Tree, delta: np.ndarray | float) -> np.ndarray:
+        """``C(T_j + u) - C(T_j)`` at least, with ``delta`` new edges at least, deflated."""
+        e, om, omu = self.e[cands], self.om[cands], u.omega * u.scale
+        added = (e + delta) * (om + omu) - e * om
+        return added - INFLATE * (np.abs(added) + self.cost[cands] + u.cost)
+
+    def gain_out_ub(self, i: int, u: Tree) -> float:
+        """An upper bound of ``C(T_i) - C(T_i - u)`` (Omega additive): ``(Omega_T - Omega_u)
+        delta + Omega_u E_T`` with ``delta`` (the edges only ``u`` holds) bounded per class of
+        ``u`` by what the single best class of the rest covers; inflated against rounding."""
+        mods, res = self.arrays[i]
+        holders = self.holders[i]
+        mine = np.zeros(len(mods), dtype=np.bool_)  # u's classes no other unit holds
+        only = [c for c in u.classes if holders[c] == 1]
+        for s, a in only:
+            mine |= (mods == s) & (res == a)
+        delta = 0.0
+        for s, a in only:
+            g = np.gcd(mods, s)
+            cov = np.where(~mine & ((a - res) % g == 0), g / mods, 0.0)
+            delta += (1.0 - float(cov.max(initial=0.0))) / s
+        omu = u.omega * u.scale
+        b = (self.om[i] - omu) * delta + omu * self.e[i]
+        return float(b + INFLATE * (abs(b) + self.cost[i]))
 
 
 def banded_refined(
@@ -171,83 +215,68 @@ def refine(
     model: CostModel,
     progress: Progress = None,
     cofactor: int = COFACTOR,
+    min_gain: float = MIN_GAIN,
 ) -> list[Tree]:
     """One pass of unit moves (module docstring) over ``trees``; the plan's trees after it,
     the emptied ones dropped, new lone units last. Never dearer than ``trees``. ``progress``
     is ticked with each given tree's queries once its units were tried."""
     plan = _Plan(model, trees)
     additive = model.omega_is_additive()
+    units = sum(map(len, plan.units))
+    work = sum(t.cost - model.rate(t.stream) for t in trees)
+    floor = max(EPS, min_gain * work / units) if units else EPS
     for i, given in enumerate(trees):
         for unit in list(plan.units[i]):
-            _try_move(plan, i, unit, additive, cofactor)
+            _try_move(plan, i, unit, additive, cofactor, floor)
         if progress:
             progress(len(given.queries))
     return [t for t in plan.trees if t is not None]
 
 
-def _try_move(plan: _Plan, i: int, unit: list[Query], additive: bool, cofactor: int) -> None:
-    """Move ``unit`` out of tree ``i`` where the plan's cost falls most (module docstring)."""
+def _try_move(
+    plan: _Plan, i: int, unit: list[Query], additive: bool, cofactor: int, floor: float
+) -> None:
+    """Move ``unit`` out of tree ``i`` where the plan's cost falls most, by more than
+    ``floor`` (module docstring)."""
     model = plan.model
     tree, units = plan.trees[i], plan.units[i]
     if tree is None or len(units) < 2:
         return
-    rest = [v for v in units if v is not unit]
-    rest_classes = frozenset().union(*(plan.alone(v).classes for v in rest))
     u = plan.alone(unit)
     cands = plan.candidates(i, u, cofactor)
     if additive:  # bounds first: price nothing where no move can pay
+        out_ub = plan.gain_out_ub(i, u)
+        if out_ub - min(u.cost, float(plan._lb(cands, u, 0.0).min(initial=np.inf))) <= floor:
+            plan.skipped += 1  # not even with every edge of u covered
+            return
         lbs = plan.added_lbs(cands, u)
-        added = list(zip(cands, lbs.tolist()))
-        out_ub = _gain_out_ub(plan, i, u, rest_classes)
-        if out_ub - min(u.cost, float(lbs.min(initial=np.inf))) <= EPS:
+        if out_ub - min(u.cost, float(lbs.min(initial=np.inf))) <= floor:
             plan.skipped += 1
             return
     else:
-        added = [(j, -float("inf")) for j in cands]
+        lbs = np.full(len(cands), -np.inf)
+    rest = [v for v in units if v is not unit]
+    holders = plan.holders[i]
+    rest_classes = frozenset(c for c, n in holders.items() if n > (c in u.classes))
     rest_tree = model.tree([q for v in rest for q in v], classes=rest_classes)
     gain_out = tree.cost - rest_tree.cost
     best, best_j, best_tree = gain_out - u.cost, -1, u
-    bounded = []
-    for j, a in added:
-        t = plan.trees[j]
-        assert t is not None
-        bound = gain_out - a
-        bound += INFLATE * (abs(bound) + abs(gain_out) + t.cost + u.cost)
-        bounded.append((-bound, j))
-    bounded.sort()
-    for negb, j in bounded:
-        if -negb < best:
+    bound = gain_out - lbs
+    bound += INFLATE * (np.abs(bound) + abs(gain_out))
+    for k in np.lexsort((cands, -bound)).tolist():
+        if bound[k] < best:
             break
+        j = int(cands[k])
         t = plan.trees[j]
         assert t is not None
         merged = model.merge(t, u)
         g = gain_out - (merged.cost - t.cost)
         if g > best or (g == best and best_j >= 0 and j < best_j):
             best, best_j, best_tree = g, j, merged
-    if best <= EPS:
+    if best <= floor:
         return
     plan.set(i, rest_tree, rest)
     if best_j < 0:
         plan.set(len(plan.trees), best_tree, [unit])
     else:
         plan.set(best_j, best_tree, [*plan.units[best_j], unit])
-
-
-def _gain_out_ub(plan: _Plan, i: int, u: Tree, rest_classes: frozenset) -> float:
-    """An upper bound of ``C(T_i) - C(T_i - u)`` (Omega additive): ``(Omega_T - Omega_u)
-    delta + Omega_u E_T`` with ``delta`` (the edges only ``u`` holds) bounded per class of
-    ``u`` by what the single best class of the rest covers; inflated against rounding."""
-    t = plan.trees[i]
-    assert t is not None
-    cls = sorted(rest_classes)
-    mods = np.array([m for m, _ in cls], dtype=np.int64)
-    res = np.array([r for _, r in cls], dtype=np.int64)
-    delta = 0.0
-    for s, a in u.classes:
-        if (s, a) in rest_classes:
-            continue
-        g = np.gcd(mods, s)
-        cov = np.where((a - res) % g == 0, g / mods, 0.0)
-        delta += (1.0 - float(cov.max(initial=0.0))) / s
-    b = t.scale * ((t.omega - u.omega) * delta + u.omega * float(t.edge_rate))
-    return b + INFLATE * (abs(b) + t.cost)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from math import gcd
 
+import numpy as np
+import pytest
 from helpers import examples, random_queries
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +14,7 @@ from hypothesis import strategies as st
 from placement.banded import banded_weave
 from placement.distributed import make_units
 from placement.optimizers import run_single_node
-from placement.refine import COFACTOR, _gain_out_ub, _Plan, banded_refined, refine, units_of
+from placement.refine import COFACTOR, MIN_GAIN, _Plan, banded_refined, refine, units_of
 from placement.trees import CostModel
 from placement.weaveshare import EPS, initial_trees, plan_cost, weave, weaveshare
 
@@ -21,14 +24,16 @@ def groups(trees):
     return [sorted(q.id for q in t.queries) for t in trees]
 
 
-def reference(trees, model, cofactor=COFACTOR):
+def reference(trees, model, cofactor=COFACTOR, min_gain=MIN_GAIN):
     """The pass ``refine`` makes, pricing every move: each given tree in order, each of its
     units; the unit alone and in every other tree of its key that ever held a class of modulus
-    ``m`` with ``m / gcd(m, slide) <= cofactor``; the best move if it saves more than EPS
-    (ties: alone, then the lower index)."""
+    ``m`` with ``m / gcd(m, slide) <= cofactor``; the best move if it saves more than EPS and
+    ``min_gain`` times the given plan's edge work per unit (ties: alone, then the lower
+    index)."""
     trees = list(trees)
     units = [units_of(t) for t in trees]
     ever = [{m for m, _ in t.classes} for t in trees]
+    work = sum(t.cost - model.rate(t.stream) for t in trees) / sum(map(len, units))
     for i in range(len(trees)):
         for unit in list(units[i]):
             if len(units[i]) < 2:
@@ -46,7 +51,7 @@ def reference(trees, model, cofactor=COFACTOR):
                 g = gain_out - (merged.cost - t.cost)
                 if g > best:
                     best, best_j, best_tree = g, j, merged
-            if best <= EPS:
+            if best <= max(EPS, min_gain * work):
                 continue
             trees[i], units[i] = rest_tree, rest
             mods = {m for m, _ in u.classes}
@@ -68,22 +73,24 @@ def cases(draw):
     tech = draw(st.sampled_from(["panes", "flatfit", "flatfat"]))
     rate = draw(st.sampled_from([1.0, 3.0]))
     band = draw(st.integers(1, 4))
-    return qs, CostModel(tech, rate), band, draw(st.integers(1, 6))
+    min_gain = draw(st.sampled_from([0.0, 0.0, 0.2, 1.0]))
+    return qs, CostModel(tech, rate), band, draw(st.integers(1, 6)), min_gain
 
 
 @settings(max_examples=examples(60), deadline=None)
 @given(cases())
 def test_refine_makes_the_moves_of_pricing_every_move(case):
-    qs, model, band, cofactor = case
+    qs, model, band, cofactor, min_gain = case
     woven = banded_weave(initial_trees(qs, model), model, band)
-    got = refine(woven, model, cofactor=cofactor)
-    want = reference(woven, model, cofactor)
+    got = refine(woven, model, cofactor=cofactor, min_gain=min_gain)
+    want = reference(woven, model, cofactor, min_gain)
     assert groups(got) == groups(want)
     assert plan_cost(got) == plan_cost(want)
     assert plan_cost(got) <= plan_cost(woven)  # never dearer
     assert sorted(q.id for t in got for q in t.queries) == sorted(q.id for q in qs)
-    for t in got:  # every tree priced exactly, and units never split
-        assert t.cost == model.tree(t.queries).cost
+    for t in got:  # every tree priced as from its queries (verify-plan's tolerance), units whole
+        assert t.edge_rate == model.tree(t.queries).edge_rate
+        assert math.isclose(t.cost, model.tree(t.queries).cost, rel_tol=1e-12)
         assert len({q.share_key for q in t.queries}) == 1
     unit_of = {q.id: i for i, u in enumerate(initial_trees(qs, model)) for q in u.queries}
     tree_of = {q.id: i for i, t in enumerate(got) for q in t.queries}
@@ -95,9 +102,9 @@ def test_refine_makes_the_moves_of_pricing_every_move(case):
 @settings(max_examples=examples(60), deadline=None)
 @given(cases(), st.data())
 def test_bounds_hold_for_every_unit_and_tree(case, data):
-    """The bounds that skip prices are certified: a removal saves at most ``_gain_out_ub``,
+    """The bounds that skip prices are certified: a removal saves at most ``gain_out_ub``,
     an insertion costs at least ``added_lbs``."""
-    qs, model, band, _ = case
+    qs, model, band, _, _ = case
     if not model.omega_is_additive():
         return  # refine prices every candidate then
     trees = banded_weave(initial_trees(qs, model), model, band)
@@ -107,11 +114,10 @@ def test_bounds_hold_for_every_unit_and_tree(case, data):
             u = plan.alone(unit)
             rest = [v for v in units_of(t) if v is not unit]
             if rest:
-                rest_classes = frozenset().union(*(plan.alone(v).classes for v in rest))
                 out = t.cost - model.tree([q for v in rest for q in v]).cost
-                assert out <= _gain_out_ub(plan, i, u, rest_classes)
-            others = [j for j, o in enumerate(trees) if j != i and o.key == t.key]
-            for j, lb in zip(others, plan.added_lbs(others, u)):
+                assert out <= plan.gain_out_ub(i, u)
+            others = np.array([j for j, o in enumerate(trees) if j != i and o.key == t.key])
+            for j, lb in zip(others.tolist(), plan.added_lbs(others, u)):
                 assert lb <= model.merge(trees[j], u).cost - trees[j].cost
 
 
@@ -123,10 +129,24 @@ def test_a_unit_moves_to_the_tree_that_covers_its_edges():
     model = CostModel("panes", 1.0)
     q6, q5, q3, q3b = Query("a", 6, 6), Query("b", 5, 5), Query("c", 3, 3), Query("d", 9, 3)
     woven = [model.tree([q6, q5]), model.tree([q3, q3b])]
-    got = refine(woven, model)
+    got = refine(woven, model, min_gain=0)
     assert groups(got) == [["b"], ["a", "c", "d"]]
     assert plan_cost(got) < plan_cost(woven) - 0.1
-    assert groups(reference(woven, model)) == groups(got)
+    assert groups(reference(woven, model, min_gain=0)) == groups(got)
+
+
+@pytest.mark.parametrize("tech", ["panes", "flatfat"])  # with bounds, and pricing every move
+def test_min_gain_keeps_only_the_moves_that_save_more(tech):
+    from placement.queries import Query
+
+    model = CostModel(tech, 1.0)
+    woven = [model.tree([Query("a", 6, 6), Query("b", 5, 5)]), model.tree([Query("c", 3, 3)])]
+    moved = refine(woven, model, min_gain=0)
+    saving = plan_cost(woven) - plan_cost(moved)
+    assert saving > 0.01 and groups(moved) == [["b"], ["a", "c"]]
+    share = saving / ((plan_cost(woven) - 2.0) / 3)  # of the edge work per unit (3 units)
+    assert groups(refine(woven, model, min_gain=share * 1.01)) == groups(woven)
+    assert groups(refine(woven, model, min_gain=share * 0.99)) == groups(moved)
 
 
 def test_refine_beats_weaveshare_on_a_generated_workload():
