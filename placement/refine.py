@@ -72,13 +72,13 @@ def _divisors(n: int) -> tuple[int, ...]:
 
 
 class _Plan:
-    """Trees by index (None once emptied), their units, per tree the number of its units that
-    hold each class, its classes as arrays and its prices as arrays, and an index modulus ->
-    trees."""
+    """Trees by index (a move never empties one: it leaves a tree of two units or more), their
+    units, per tree the number of its units that hold each class, its classes and prices as
+    arrays, and an index modulus -> trees."""
 
     def __init__(self, model: CostModel, trees: Sequence[Tree]):
         self.model = model
-        self.trees: list[Tree | None] = []
+        self.trees: list[Tree] = []
         self.units: list[list[list[Query]]] = []
         self.holders: list[dict[tuple[int, int], int]] = []  # class -> units holding it
         self.unit_tree: dict[int, Tree] = {}  # id of a unit's first query -> the unit alone
@@ -154,10 +154,10 @@ class _Plan:
             g = np.gcd(mods, s)
             cov = np.add.reduceat(np.where((a - res) % g == 0, g / mods, 0.0), starts)
             delta += np.maximum(0.0, 1.0 - cov) / s
-        return self._lb(cands, u, delta)
+        return self.added_lb(cands, u, delta)
 
-    def _lb(self, cands: np.ndarray, u: Tree, delta: np.ndarray | float) -> np.ndarray:
-        """``C(T_j + u) - C(T_j)`` at least, with ``delta`` new edges at least, deflated."""
+    def added_lb(self, cands: np.ndarray, u: Tree, delta: np.ndarray | float) -> np.ndarray:
+        """``C(T_j + u) - C(T_j)`` at least, given at least ``delta`` new edges, deflated."""
         e, om, omu = self.e[cands], self.om[cands], u.omega * u.scale
         added = (e + delta) * (om + omu) - e * om
         return added - INFLATE * (np.abs(added) + self.cost[cands] + u.cost)
@@ -217,9 +217,9 @@ def refine(
     cofactor: int = COFACTOR,
     min_gain: float = MIN_GAIN,
 ) -> list[Tree]:
-    """One pass of unit moves (module docstring) over ``trees``; the plan's trees after it,
-    the emptied ones dropped, new lone units last. Never dearer than ``trees``. ``progress``
-    is ticked with each given tree's queries once its units were tried."""
+    """One pass of unit moves (module docstring) over ``trees``: the trees after it, in their
+    order, then the units that went alone. Never dearer than ``trees``. ``progress`` is ticked
+    with each given tree's queries once its units were tried."""
     plan = _Plan(model, trees)
     additive = model.omega_is_additive()
     units = sum(map(len, plan.units))
@@ -230,7 +230,7 @@ def refine(
             _try_move(plan, i, unit, additive, cofactor, floor)
         if progress:
             progress(len(given.queries))
-    return [t for t in plan.trees if t is not None]
+    return list(plan.trees)
 
 
 def _try_move(
@@ -240,13 +240,13 @@ def _try_move(
     ``floor`` (module docstring)."""
     model = plan.model
     tree, units = plan.trees[i], plan.units[i]
-    if tree is None or len(units) < 2:
+    if len(units) < 2:
         return
     u = plan.alone(unit)
     cands = plan.candidates(i, u, cofactor)
     if additive:  # bounds first: price nothing where no move can pay
         out_ub = plan.gain_out_ub(i, u)
-        if out_ub - min(u.cost, float(plan._lb(cands, u, 0.0).min(initial=np.inf))) <= floor:
+        if out_ub - min(u.cost, float(plan.added_lb(cands, u, 0.0).min(initial=np.inf))) <= floor:
             plan.skipped += 1  # not even with every edge of u covered
             return
         lbs = plan.added_lbs(cands, u)
@@ -268,7 +268,6 @@ def _try_move(
             break
         j = int(cands[k])
         t = plan.trees[j]
-        assert t is not None
         merged = model.merge(t, u)
         g = gain_out - (merged.cost - t.cost)
         if g > best or (g == best and best_j >= 0 and j < best_j):
