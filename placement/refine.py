@@ -2,9 +2,10 @@
 
 Why: WeaveShare's greedy never undoes a merge. A unit woven early into a tree is often better
 off in a tree made later, whose classes cover its edges: one pass of single-unit moves takes
-2.4 % off WeaveShare's plan of 10,000 queries of slides up to 10,000 and 2.3 % off banded
-WeaveShare's of 30,000 (BENCHMARKS.md, "Unit moves"), which puts banded WeaveShare below
-WeaveShare's own cost. No library does local search over residue-class trees; the prices are
+2.2 % off WeaveShare's plan of 10,000 queries of slides up to 10,000, and 2.0 % off banded
+WeaveShare's of 30,000, which puts banded WeaveShare 1.1-1.5 % below WeaveShare's own cost at
+30,000-300,000 queries, in a fraction of its time (BENCHMARKS.md, "Scaling with the query
+count"). No library does local search over residue-class trees; the prices are
 the model's (``CostModel.tree`` / ``merge``), exact.
 
 A **unit** is a tree's queries of one slide and one ``range mod slide``: equal residue classes,
@@ -52,7 +53,7 @@ from placement.weaveshare import EPS, Progress
 COFACTOR = 4  # a candidate holds a class of modulus g * d, g | slide, d <= this
 #: a move must save more than this share of the given plan's edge work per unit (its cost less
 #: one tuple pass per tree, over its units): the many small moves cost as much time as the
-#: few large ones and save little (BENCHMARKS.md, "Unit moves")
+#: few large ones and save little (BENCHMARKS.md, "Unit moves: what the floor trades")
 MIN_GAIN = 0.25
 INFLATE = 1e-9  # relative margin of a bound against float rounding
 
