@@ -88,7 +88,7 @@ def test_refine_makes_the_moves_of_pricing_every_move(case):
     assert plan_cost(got) == plan_cost(want)
     assert plan_cost(got) <= plan_cost(woven)  # never dearer
     assert sorted(q.id for t in got for q in t.queries) == sorted(q.id for q in qs)
-    for t in got:  # every tree priced as from its queries (verify-plan's tolerance), units whole
+    for t in got:  # priced as from its queries (Omega up to a merge's float sum), units whole
         assert t.edge_rate == model.tree(t.queries).edge_rate
         assert math.isclose(t.cost, model.tree(t.queries).cost, rel_tol=1e-12)
         assert len({q.share_key for q in t.queries}) == 1
