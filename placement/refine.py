@@ -48,7 +48,7 @@ import numpy as np
 from placement.banded import banded_weaveshare
 from placement.queries import Query
 from placement.trees import CostModel, Tree
-from placement.weaveshare import EPS, Progress
+from placement.weaveshare import EPS, Progress, unit_key
 
 COFACTOR = 4  # a candidate holds a class of modulus g * d, g | slide, d <= this
 #: a move must save more than this share of the given plan's edge work per unit (its cost less
@@ -60,9 +60,9 @@ INFLATE = 1e-9  # relative margin of a bound against float rounding
 
 def units_of(tree: Tree) -> list[list[Query]]:
     """The tree's queries grouped by slide and ``range mod slide``, in order of first query."""
-    groups: dict[tuple[int, int], list[Query]] = {}
+    groups: dict[tuple, list[Query]] = {}
     for q in tree.queries:
-        groups.setdefault((q.slide, q.range % q.slide), []).append(q)
+        groups.setdefault(unit_key(q), []).append(q)
     return list(groups.values())
 
 
@@ -88,7 +88,6 @@ class _Plan:
         cap = max(16, 2 * len(trees))
         self.e, self.om = np.zeros(cap), np.zeros(cap)  # E (float) and Omega x axis scale
         self.cost = np.zeros(cap)
-        self.skipped = 0  # units no move could pay for, by their bounds
         for t in trees:
             self.set(len(self.trees), t, units_of(t))
 
@@ -248,11 +247,9 @@ def _try_move(
     if additive:  # bounds first: price nothing where no move can pay
         out_ub = plan.gain_out_ub(i, u)
         if out_ub - min(u.cost, float(plan.added_lb(cands, u, 0.0).min(initial=np.inf))) <= floor:
-            plan.skipped += 1  # not even with every edge of u covered
-            return
+            return  # not even with every edge of u covered
         lbs = plan.added_lbs(cands, u)
         if out_ub - min(u.cost, float(lbs.min(initial=np.inf))) <= floor:
-            plan.skipped += 1
             return
     else:
         lbs = np.full(len(cands), -np.inf)

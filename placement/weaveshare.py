@@ -34,6 +34,12 @@ PAD = 4  # trees with at most this many classes keep them in arrays for vectoris
 ITEMS = 8  # ... and with at most this many Omega items, those (``_Table._omega_bound``)
 
 
+def unit_key(q: Query) -> tuple:
+    """What a unit of perfectly woven queries shares: stream, aggregate, window kind, slide and
+    ``range mod slide`` (one-to-one with its residue classes ``{(s, 0), (s, r mod s)}``)."""
+    return (*q.share_key, q.slide, q.range % q.slide)
+
+
 def initial_trees(
     queries: Iterable[Query], model: CostModel, preprocess: bool = True
 ) -> list[Tree]:
@@ -47,11 +53,10 @@ def initial_trees(
     qs = list(queries)
     if not preprocess:
         return [model.tree([q]) for q in qs]
-    # Keyed by (slide, range mod slide): one-to-one with the classes {(s, 0), (s, r mod s)}
-    # (so the same groups in the same order) and no frozenset per query.
+    # Keyed by ``unit_key``: the same groups in the same order as by classes, no frozenset each
     groups: dict[tuple, list[Query]] = defaultdict(list)
     for q in qs:
-        groups[(*q.share_key, q.slide, q.range % q.slide)].append(q)
+        groups[unit_key(q)].append(q)
     return [model.tree(g, classes=model.query_classes(g[0])) for g in groups.values()]
 
 
